@@ -1,0 +1,27 @@
+// Package score turns numbers into exact Redis sorted-set scores and back.
+//
+// Redis stores scores as IEEE-754 doubles, which hold every integer exactly
+// only up to 2^53. This package is the one place that knows that rule:
+// every encoder funnels through [Check], which refuses |s| > [MaxExact]
+// with [ErrOutOfRange], and every score read back goes through [Parse],
+// which refuses anything that is not an exact integer.
+//
+// Thresholds:
+//   - [Count] encodes an item count.
+//   - [Amount] encodes a money amount as integer minor units (cents for 2
+//     minor digits, yen for 0, fils for 3). It never rounds: an amount with
+//     more fractional digits than the currency allows is refused with
+//     [ErrTooPrecise]. No float64 ever touches money.
+//   - [AmountFloor] is the query-side helper: it floors a cart amount to
+//     minor units, which is exact for "largest threshold ≤ value".
+//
+// Time: [TimeCodec] encodes (ms since epoch) << bits | seq for the delay
+// queue. Its zero value is the Unix epoch with 10 bits: 1024 tasks per
+// millisecond keep their order, and scores stay exact until 2248
+// ([TimeCodec.MaxTime]). [TimeCodec.DueBound] is the inclusive bound for
+// "everything due at or before ms".
+//
+// Bounds: [Inclusive], [Exclusive], [NegInf] and [PosInf] format ZRANGE
+// BYSCORE bounds. The codec never emits NaN (real Redis rejects it) or hex
+// (real Redis accepts "0x10", miniredis does not).
+package score
