@@ -19,6 +19,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/tierset/tierset"
 )
 
 // Environment variables that switch on the real backends.
@@ -119,17 +120,6 @@ func Redis(t testing.TB) *Backend {
 	return b
 }
 
-// ClusterOptions are the client settings the suites use on a cluster. The
-// 1 s state reload is what lets a client follow a failover in seconds
-// instead of the 60 s default.
-func ClusterOptions(addrs []string) *redis.ClusterOptions {
-	return &redis.ClusterOptions{
-		Addrs:                      addrs,
-		ClusterStateReloadInterval: time.Second,
-		MaxRedirects:               8,
-	}
-}
-
 // Cluster returns a backend on the cluster at TIERSET_REDIS_CLUSTER, or skips.
 func Cluster(t testing.TB) *Backend {
 	t.Helper()
@@ -137,7 +127,8 @@ func Cluster(t testing.TB) *Backend {
 	if len(addrs) == 0 {
 		t.Skipf("%s not set", EnvCluster)
 	}
-	c := redis.NewClusterClient(ClusterOptions(addrs))
+	// The suites use the settings the library ships, so they are what is tested.
+	c := tierset.NewClusterClient(addrs...)
 	b := &Backend{Name: NameCluster, Client: c, Prefix: Prefix(t)}
 	ping(t, c)
 	t.Cleanup(func() {
