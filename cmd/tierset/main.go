@@ -1,0 +1,164 @@
+// Command tierset is the operator's tool for the tier cache: it warms
+// rules files into Redis, matches a value against a stored promotion,
+// inspects delay queues, and runs a self-contained demo.
+//
+// Usage:
+//
+//	tierset warm  -rules FILE [-redis URL] [-prefix P] [-prune] [-dry-run] [-progress auto|always|never]
+//	tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-at TIME] [-redis URL | -rules FILE] [-prefix P]
+//	tierset demo  [-rules FILE] [-at TIME]
+//	tierset queue stats|dead|requeue|purge -queue NAME [-redis URL] [-prefix P] [-yes]
+//
+// Without -redis, warm and match run against an embedded in-memory Redis
+// and warn that nothing persists; match then warms -rules (default
+// examples/rules.json) into it first. Exit codes: 0 ok, 1 failure, 2 usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+const topUsage = `tierset: the tier cache's operator tool.
+
+Usage:
+  tierset warm  -rules FILE [-redis URL] [-prefix P] [-prune] [-dry-run]
+  tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-redis URL | -rules FILE]
+  tierset demo  [-rules FILE]
+  tierset queue stats|dead|requeue|purge -queue NAME [-redis URL] [-yes]
+
+Without -redis, warm and match use an embedded in-memory Redis: nothing
+persists. Run "tierset <command> -h" for a command's flags.
+Exit codes: 0 ok, 1 failure, 2 usage error.
+`
+
+// env is the process's outside world, swapped in tests.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// tty reports whether stdout is a terminal (progress lines).
+	tty bool
+}
+
+// usageError is a command-line mistake: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// errHelp means -h was asked for and printed: exit 0.
+var errHelp = errors.New("help printed")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, tty: isTerminal(os.Stdout)}
+	code := run(ctx, os.Args[1:], e)
+	stop()
+	os.Exit(code)
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+var commands = map[string]func(ctx context.Context, args []string, e *env) error{
+	"warm":  cmdWarm,
+	"match": cmdMatch,
+	"demo":  cmdDemo,
+	"queue": cmdQueue,
+}
+
+func run(ctx context.Context, args []string, e *env) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, topUsage)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(e.stdout, topUsage)
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "tierset: unknown command %q\n\n%s", args[0], topUsage)
+		return 2
+	}
+	err := cmd(ctx, args[1:], e)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "tierset %s: %s\nRun \"tierset %s -h\" for help.\n", args[0], ue.msg, args[0])
+		return 2
+	default:
+		fmt.Fprintf(e.stderr, "tierset %s: %s\n", args[0], indentLines(err.Error()))
+		return 1
+	}
+}
+
+// indentLines keeps joined errors readable: one per line, indented.
+func indentLines(s string) string {
+	return strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// cmdFlags is a command's flag set and its one-line synopsis.
+type cmdFlags struct {
+	*flag.FlagSet
+	synopsis string
+}
+
+// newFlags builds a command's flag set: errors and help are printed by
+// parse, not by the flag package.
+func newFlags(name, synopsis string) *cmdFlags {
+	fs := flag.NewFlagSet("tierset "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &cmdFlags{FlagSet: fs, synopsis: synopsis}
+}
+
+// parse parses args; -h prints the help to stdout and returns errHelp,
+// a bad flag or a positional argument returns a usageError.
+func (fs *cmdFlags) parse(args []string, e *env) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.printHelp(e.stdout)
+		return errHelp
+	}
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+func (fs *cmdFlags) printHelp(w io.Writer) {
+	fmt.Fprintf(w, "Usage: %s\n\nFlags:\n", fs.synopsis)
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  -" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if f.DefValue != "" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %q)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}

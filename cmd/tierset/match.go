@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/rules"
+	"github.com/tierset/tierset/warm"
+)
+
+var roundings = map[string]gradient.Rounding{
+	"down": gradient.RoundDown, "half-up": gradient.RoundHalfUp,
+	"half-even": gradient.RoundHalfEven, "up": gradient.RoundUp,
+}
+
+func cmdMatch(ctx context.Context, args []string, e *env) error {
+	fs := newFlags("match", "tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-at TIME] [-redis URL | -rules FILE] [-prefix P]")
+	promo := fs.String("promo", "", "promotion `ID`; required")
+	value := fs.String("value", "", "the cart line's `value` in the promotion's metric: items, or money in major units; required")
+	base := fs.String("base", "", "the money the reward applies to (the line total), for the discount;\ndefault: the value itself for amount promotions; quantity promotions need it")
+	rounding := fs.String("rounding", "half-up", "how the discount is rounded to the currency's minor unit: down, half-up, half-even or up")
+	at := fs.String("at", "", "match as of this RFC 3339 `time` (default now)")
+	redisURL := fs.String("redis", "", "Redis `URL`, or comma-separated cluster seeds;\nempty: an embedded in-memory Redis loaded from -rules")
+	rulesPath := fs.String("rules", "", "rules `FILE` warmed into the embedded Redis first (only without -redis; default "+defaultRules+")")
+	prefix := fs.String("prefix", cache.DefaultPrefix, "key `prefix`")
+	if err := fs.parse(args, e); err != nil {
+		return err
+	}
+	if *promo == "" || *value == "" {
+		return usagef("-promo and -value are required")
+	}
+	if *redisURL != "" && *rulesPath != "" {
+		return usagef("-rules only applies without -redis (with -redis, match reads what warm stored)")
+	}
+	q, err := parseMatchArgs(*value, *base, *rounding, *at)
+	if err != nil {
+		return err
+	}
+	be, err := connect(ctx, *redisURL, e)
+	if err != nil {
+		return err
+	}
+	defer be.close()
+	if be.embedded {
+		path := *rulesPath
+		if path == "" {
+			path = defaultRules
+		}
+		promos, err := rules.ParseFile(path, rules.Options{})
+		if err != nil {
+			return err
+		}
+		c, err := cache.New(be.client, cache.Options{Prefix: *prefix})
+		if err != nil {
+			return usagef("%v", err)
+		}
+		sum, err := warm.Warm(ctx, c, promos, warm.Options{})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "tierset: warmed %d promotions from %s into the embedded Redis\n", len(sum.Added), path)
+	}
+	return matchOne(ctx, be, *prefix, *promo, q, e.stdout)
+}
+
+// matchQuery is a parsed match request.
+type matchQuery struct {
+	value    decimal.Decimal
+	base     *decimal.Decimal
+	rounding gradient.Rounding
+	roundBy  string
+	now      func() time.Time
+}
+
+func parseMatchArgs(value, base, rounding, at string) (matchQuery, error) {
+	var q matchQuery
+	v, err := decimal.NewFromString(value)
+	if err != nil || v.Sign() < 0 {
+		return q, usagef("-value %q: want a non-negative decimal such as 7 or 150.00", value)
+	}
+	q.value = v
+	if base != "" {
+		b, err := decimal.NewFromString(base)
+		if err != nil || b.Sign() < 0 {
+			return q, usagef("-base %q: want a non-negative decimal such as 139.30", base)
+		}
+		q.base = &b
+	}
+	r, ok := roundings[rounding]
+	if !ok {
+		return q, usagef("-rounding %q: want down, half-up, half-even or up", rounding)
+	}
+	q.rounding, q.roundBy = r, rounding
+	q.now = time.Now
+	if at != "" {
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			return q, usagef("-at %q: want an RFC 3339 time such as 2026-12-15T12:00:00+08:00", at)
+		}
+		q.now = func() time.Time { return t }
+	}
+	return q, nil
+}
+
+// matchOne looks the promotion up (for its metric and currency digits),
+// matches the value and prints the answer. Reaching no tier is an
+// answer; an absent or inactive promotion is an error.
+func matchOne(ctx context.Context, be *backend, prefix, id string, q matchQuery, w io.Writer) error {
+	probe, err := cache.New(be.client, cache.Options{Prefix: prefix, Now: q.now})
+	if err != nil {
+		return usagef("%v", err)
+	}
+	info, err := probe.Info(ctx, id)
+	if errors.Is(err, cache.ErrNotFound) {
+		return fmt.Errorf("promotion %q: not found under prefix %q", id, prefix)
+	}
+	if err != nil {
+		return err
+	}
+	// Amount queries are encoded with the cache's MinorDigits, which must
+	// be the promotion's own.
+	opts := cache.Options{Prefix: prefix, Now: q.now, MinorDigits: info.MinorDigits}
+	if info.MinorDigits == 0 {
+		opts.NoMinorUnits = true
+	}
+	c, err := cache.New(be.client, opts)
+	if err != nil {
+		return err
+	}
+	res, err := c.Match(ctx, cache.Query{Promotion: id, Metric: info.Metric, Value: q.value}, cache.MatchOptions{Next: true, Gifts: true})
+	if err != nil && res.Err == nil { // transport or context failure: no answer at all
+		return err
+	}
+	printResult(w, info, q, res)
+	switch {
+	case res.Err == nil, errors.Is(res.Err, cache.ErrNoTier):
+		return nil
+	case errors.Is(res.Err, cache.ErrNotActive):
+		return fmt.Errorf("promotion %q is not active at %s", id, q.now().UTC().Format(time.RFC3339))
+	}
+	return res.Err
+}
+
+func printResult(w io.Writer, info cache.Info, q matchQuery, res cache.Result) {
+	fmt.Fprintf(w, "promotion %s: %s, %s, %d minor digits, %d tiers, version %s\n",
+		info.ID, rules.MetricName(info.Metric), rules.KindName(info.Kind), info.MinorDigits, info.Tiers, res.Version)
+	fmt.Fprintf(w, "  value:    %s\n", showValue(info, q.value))
+	switch {
+	case errors.Is(res.Err, cache.ErrNotActive):
+		fmt.Fprintf(w, "  not active at %s (window %s)\n", q.now().UTC().Format(time.RFC3339), window(info))
+		return
+	case errors.Is(res.Err, cache.ErrNoTier):
+		fmt.Fprintln(w, "  tier:     none reached")
+	case res.Err != nil:
+		fmt.Fprintf(w, "  error:    %v\n", res.Err)
+		return
+	default:
+		t := res.Tier
+		fmt.Fprintf(w, "  tier:     %s (threshold %s)\n", t.ID, showValue(info, t.Threshold))
+		fmt.Fprintf(w, "  reward:   %s\n", describeReward(t.Reward))
+		fmt.Fprintf(w, "  discount: %s\n", discount(info, q, t.Reward))
+		if t.HasGifts {
+			var gs []string
+			for _, g := range t.Gifts {
+				s := fmt.Sprintf("%d × %s", g.Qty, g.SKU)
+				if g.Name != "" {
+					s += fmt.Sprintf(" (%s)", g.Name)
+				}
+				gs = append(gs, s)
+			}
+			fmt.Fprintf(w, "  gifts:    %s\n", strings.Join(gs, ", "))
+		} else {
+			fmt.Fprintln(w, "  gifts:    none")
+		}
+	}
+	if n := res.Next; n != nil {
+		fmt.Fprintf(w, "  next:     %s at %s: %s more for %s\n", n.ID, showValue(info, n.Threshold), showValue(info, res.Shortfall), describeReward(n.Reward))
+	} else {
+		fmt.Fprintln(w, "  next:     none (top tier)")
+	}
+}
+
+func window(info cache.Info) string {
+	f := func(t time.Time, open string) string {
+		if t.IsZero() {
+			return open
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	return "[" + f(info.Start, "-∞") + ", " + f(info.End, "+∞") + ")"
+}
+
+// showValue prints a metric value: "7 items", or money with the
+// currency's digits ("150.00").
+func showValue(info cache.Info, v decimal.Decimal) string {
+	if info.Metric == gradient.Quantity {
+		if v.Equal(decimal.NewFromInt(1)) {
+			return "1 item"
+		}
+		return v.String() + " items"
+	}
+	return v.StringFixed(int32(info.MinorDigits))
+}
+
+func describeReward(r gradient.Reward) string {
+	var s string
+	switch r.Kind {
+	case gradient.PercentOff:
+		s = r.Percent.String() + "% off"
+	case gradient.AmountOff:
+		s = r.Amount.String() + " off"
+	case gradient.FixedPrice:
+		s = "fixed price " + r.Amount.String()
+	case gradient.EveryN:
+		s = r.Amount.String() + " off per full " + r.Step.String()
+	default:
+		s = r.Kind.String()
+	}
+	if r.Cap.Sign() > 0 {
+		s += ", capped at " + r.Cap.String()
+	}
+	return s
+}
+
+func discount(info cache.Info, q matchQuery, r gradient.Reward) string {
+	base := q.base
+	if base == nil {
+		if info.Metric != gradient.Amount {
+			return "pass -base (the line total in money) to compute it"
+		}
+		base = &q.value
+	}
+	d, err := r.Discount(*base, q.value, info.MinorDigits, q.rounding)
+	if err != nil {
+		return "cannot compute: " + err.Error()
+	}
+	digits := int32(info.MinorDigits)
+	return fmt.Sprintf("%s off %s, pay %s (rounding %s)", d.StringFixed(digits), base.StringFixed(digits), base.Sub(d).StringFixed(digits), q.roundBy)
+}

@@ -1,0 +1,109 @@
+package main_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tierset/tierset/delay"
+)
+
+// deadQueue makes a queue under the server's prefix holding two pending
+// tasks and one dead letter.
+func deadQueue(t *testing.T, s *server) (*delay.Queue, string) {
+	t.Helper()
+	ctx := context.Background()
+	q, err := delay.New(s.client, "orders", delay.Options{Prefix: s.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"order-1", "order-2", "order-3"} {
+		if _, err := q.Enqueue(ctx, delay.Job{Key: key, Payload: []byte("expire reservation"), When: delay.After(0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := q.Take(ctx, 1)
+	if err != nil || len(b.Tasks) != 1 {
+		t.Fatalf("take: %v, %d tasks", err, len(b.Tasks))
+	}
+	if _, err := q.Kill(ctx, b.Tasks[0].Lease, errors.New("payment service said 503")); err != nil {
+		t.Fatal(err)
+	}
+	return q, b.Tasks[0].ID
+}
+
+func TestQueueCommands(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *server) {
+		q, deadID := deadQueue(t, s)
+		ctx := context.Background()
+		qargs := func(sub string, extra ...string) []string {
+			return s.args(append([]string{"queue", sub, "-queue", "orders"}, extra...)...)
+		}
+		r := tierset(t, qargs("stats")...)
+		r.expect(t, 0)
+		for _, want := range []string{"queue orders at ", "  depth:    pending 2 (ready 2), in flight 0, dead 1\n", "dead-lettered 1"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("stats lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		r = tierset(t, qargs("dead")...)
+		r.expect(t, 0)
+		if !strings.Contains(r.stdout, "queue orders: 1 dead letters\n  "+deadID+`  key "order-`) ||
+			!strings.Contains(r.stdout, "error: payment service said 503\n") {
+			t.Errorf("dead:\n%s", r.stdout)
+		}
+		for _, sub := range []string{"requeue", "purge"} {
+			r = tierset(t, qargs(sub)...) // stdin is not a terminal
+			r.expect(t, 1)
+			if !strings.Contains(r.stderr, "refusing without confirmation: stdin is not a terminal (pass -yes to "+sub+")") {
+				t.Errorf("%s without -yes: %s", sub, r.stderr)
+			}
+			if st, err := q.Stats(ctx); err != nil || st.Dead != 1 {
+				t.Fatalf("%s without -yes changed the queue: dead %d, %v", sub, st.Dead, err)
+			}
+		}
+		r = tierset(t, qargs("requeue", "-yes")...)
+		r.expect(t, 0)
+		if r.stdout != "queue orders: requeued 1 dead letter(s)\n" {
+			t.Errorf("requeue -yes: %q", r.stdout)
+		}
+		if st, err := q.Stats(ctx); err != nil || st.Dead != 0 || st.Pending != 3 {
+			t.Errorf("after requeue: %+v, %v", st, err)
+		}
+		// Kill one again, then purge it by id.
+		b, err := q.Take(ctx, 1)
+		if err != nil || len(b.Tasks) != 1 {
+			t.Fatalf("take: %v", err)
+		}
+		if _, err := q.Kill(ctx, b.Tasks[0].Lease, errors.New("bad payload")); err != nil {
+			t.Fatal(err)
+		}
+		r = tierset(t, qargs("purge", "-yes", "-ids", b.Tasks[0].ID)...)
+		r.expect(t, 0)
+		if r.stdout != "queue orders: purged 1 dead letter(s)\n" {
+			t.Errorf("purge: %q", r.stdout)
+		}
+		if st, err := q.Stats(ctx); err != nil || st.Dead != 0 || st.Pending != 2 {
+			t.Errorf("after purge: %+v, %v", st, err)
+		}
+	})
+	t.Run("usage", func(t *testing.T) {
+		for _, tc := range []struct {
+			args []string
+			msg  string
+		}{
+			{[]string{"queue"}, "want a subcommand: stats, dead, requeue or purge"},
+			{[]string{"queue", "drain", "-queue", "q"}, `unknown queue subcommand "drain"`},
+			{[]string{"queue", "stats"}, "-queue is required"},
+			{[]string{"queue", "stats", "-queue", "a b"}, `-queue "a b": delay: invalid queue name`},
+			{[]string{"queue", "stats", "-queue", "q"}, "-redis is required"},
+		} {
+			r := tierset(t, tc.args...)
+			r.expect(t, 2)
+			if !strings.Contains(r.stderr, tc.msg) {
+				t.Errorf("%v: stderr %q lacks %q", tc.args, r.stderr, tc.msg)
+			}
+		}
+	})
+}

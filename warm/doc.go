@@ -1,0 +1,18 @@
+// Package warm is the warm-up job: it loads promotions (usually parsed by
+// the rules package) into a [cache.Cache] and reports what changed.
+//
+// [Warm] is idempotent: the cache stores a content hash with every
+// promotion, so a second run with the same promotions reports all of them
+// Unchanged and writes nothing. With [Options].Prune, promotions stored
+// under the prefix but absent from the input are deleted; without it they
+// are only listed ([Summary].WouldPrune). [Options].DryRun validates,
+// computes every content hash exactly as the cache would, compares with
+// the stored versions and writes nothing to the cache.
+//
+// A promotion the cache refuses (a record over its MaxRecordBytes, a score
+// it reserves) is counted in [Summary].Refused with its reason; the others
+// are still written, and the error wraps [ErrRefused]. Promotions whose
+// window has already ended are skipped ([Summary].Ended): their keys would
+// only sit out the cache's grace period, and writing them again on every
+// run would break idempotence.
+package warm

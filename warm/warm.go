@@ -1,0 +1,283 @@
+package warm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/gradient"
+)
+
+// Sentinel errors.
+var (
+	// ErrRefused: the cache refused one or more promotions (the error
+	// also wraps each refusal); the others were written.
+	ErrRefused = errors.New("warm: promotions refused")
+	// ErrBadOptions: a negative Batch.
+	ErrBadOptions = errors.New("warm: bad options")
+)
+
+// DefaultBatch is the number of promotions per Refresh call when
+// Options.Batch is zero.
+const DefaultBatch = 100
+
+// Cache is what Warm needs of a *cache.Cache.
+type Cache interface {
+	Refresh(ctx context.Context, promos ...gradient.Promotion) (cache.RefreshReport, error)
+	Delete(ctx context.Context, id string) (bool, error)
+	Info(ctx context.Context, id string) (cache.Info, error)
+	List(ctx context.Context) ([]cache.Info, error)
+}
+
+// Options tune Warm. The zero value warms without pruning.
+type Options struct {
+	// Prune deletes the promotions stored in the cache but absent from
+	// promos. Default false: they are only listed in Summary.WouldPrune.
+	Prune bool
+	// DryRun writes nothing: it computes each promotion's content hash
+	// exactly as Refresh would, compares it with the stored version
+	// (Cache.Info) and reports what a real run would do.
+	DryRun bool
+	// Batch is how many promotions go into one Refresh call (each is
+	// still its own transaction); Progress is called after each batch.
+	// Default DefaultBatch (100).
+	Batch int
+	// Progress, when set, is called with the promotions handled so far and
+	// the total, after every batch. Default nil.
+	Progress func(done, total int)
+	// Now decides which promotions have already ended (End ≤ Now): they
+	// are skipped, since their keys would only sit out the cache's grace
+	// period. Default time.Now.
+	Now func() time.Time
+	// MaxRecordBytes must equal the cache's Options.MaxRecordBytes for a
+	// dry run to refuse exactly what Refresh would. Default
+	// cache.DefaultMaxRecordBytes.
+	MaxRecordBytes int
+}
+
+// Summary is what a warm-up did (or, for a dry run, would do). Every list
+// holds promotion IDs, in file order (Pruned and WouldPrune sorted).
+type Summary struct {
+	DryRun    bool
+	Added     []string
+	Updated   []string
+	Unchanged []string
+	// Ended were not written: their End is already past.
+	Ended []string
+	// Refused were rejected by the cache (Errors says why); nothing of
+	// them was written.
+	Refused []string
+	Errors  []error
+	// Pruned were deleted (Prune) or, in a dry run with Prune, would be.
+	Pruned []string
+	// WouldPrune are stored but not in the file, and were kept (no Prune).
+	WouldPrune []string
+}
+
+// Warm loads promos into c: Added, Updated, or Unchanged when the stored
+// content hash matches (nothing written). It is idempotent: a second run
+// with the same promotions reports every one Unchanged and writes nothing.
+// promos must already be valid and have unique IDs (rules.Parse ensures
+// both). A promotion the cache refuses is counted in Refused and the rest
+// are still written; the returned error then wraps ErrRefused. A Redis
+// error stops the run and is returned with the Summary so far.
+func Warm(ctx context.Context, c Cache, promos []gradient.Promotion, opts Options) (Summary, error) {
+	if opts.Batch < 0 {
+		return Summary{}, fmt.Errorf("%w: Batch %d", ErrBadOptions, opts.Batch)
+	}
+	batch := opts.Batch
+	if batch == 0 {
+		batch = DefaultBatch
+	}
+	batch = min(batch, cache.MaxRefreshBatch)
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	sum := Summary{DryRun: opts.DryRun}
+	inFile := make(map[string]bool, len(promos))
+	live := make([]gradient.Promotion, 0, len(promos))
+	t := now()
+	for _, p := range promos {
+		inFile[p.ID] = true
+		if !p.End.IsZero() && !t.Before(p.End) {
+			sum.Ended = append(sum.Ended, p.ID)
+			continue
+		}
+		live = append(live, p)
+	}
+	// List before writing, so a failing Redis fails before anything changes.
+	stored, err := c.List(ctx)
+	if err != nil {
+		return sum, fmt.Errorf("warm: %w", err)
+	}
+	done := len(promos) - len(live)
+	report := func() {
+		if opts.Progress != nil {
+			opts.Progress(done, len(promos))
+		}
+	}
+	report()
+	var refresh func(ctx context.Context, ps ...gradient.Promotion) (cache.RefreshReport, error)
+	if opts.DryRun {
+		d, err := newDryRun(c, opts.MaxRecordBytes)
+		if err != nil {
+			return sum, err
+		}
+		defer d.close()
+		refresh = d.refresh
+	} else {
+		refresh = c.Refresh
+	}
+	for i := 0; i < len(live); i += batch {
+		chunk := live[i:min(i+batch, len(live))]
+		if err := sum.refreshChunk(ctx, refresh, chunk); err != nil {
+			return sum, err
+		}
+		done += len(chunk)
+		report()
+	}
+	var extra []string
+	for _, in := range stored {
+		if !inFile[in.ID] {
+			extra = append(extra, in.ID)
+		}
+	}
+	sort.Strings(extra)
+	switch {
+	case !opts.Prune:
+		sum.WouldPrune = extra
+	case opts.DryRun:
+		sum.Pruned = extra
+	default:
+		for _, id := range extra {
+			if _, err := c.Delete(ctx, id); err != nil {
+				return sum, fmt.Errorf("warm: prune: %w", err)
+			}
+			sum.Pruned = append(sum.Pruned, id)
+		}
+	}
+	if len(sum.Refused) > 0 {
+		return sum, fmt.Errorf("%w: %d of %d: %w", ErrRefused, len(sum.Refused), len(promos), errors.Join(sum.Errors...))
+	}
+	return sum, nil
+}
+
+type refreshFunc = func(ctx context.Context, ps ...gradient.Promotion) (cache.RefreshReport, error)
+
+// refreshChunk refreshes a batch; when the cache refuses the batch (it
+// validates all before writing any), it retries one by one to write the
+// good ones and name the refused.
+func (s *Summary) refreshChunk(ctx context.Context, refresh refreshFunc, chunk []gradient.Promotion) error {
+	rep, err := refresh(ctx, chunk...)
+	if err == nil {
+		s.record(rep)
+		return nil
+	}
+	if !refusal(err) {
+		s.record(rep)
+		return fmt.Errorf("warm: %w", err)
+	}
+	for _, p := range chunk {
+		rep, err := refresh(ctx, p)
+		switch {
+		case err == nil:
+			s.record(rep)
+		case refusal(err):
+			s.Refused = append(s.Refused, p.ID)
+			s.Errors = append(s.Errors, err)
+		default:
+			return fmt.Errorf("warm: %w", err)
+		}
+	}
+	return nil
+}
+
+// refusal tells a promotion the cache will not store from a failure to
+// store it.
+func refusal(err error) bool {
+	return errors.Is(err, gradient.ErrInvalid) || errors.Is(err, cache.ErrBadID)
+}
+
+func (s *Summary) record(rep cache.RefreshReport) {
+	for _, r := range rep.Promotions {
+		switch r.Outcome {
+		case cache.Added:
+			s.Added = append(s.Added, r.ID)
+		case cache.Updated:
+			s.Updated = append(s.Updated, r.ID)
+		case cache.Unchanged:
+			s.Unchanged = append(s.Unchanged, r.ID)
+		}
+	}
+}
+
+// dryRun computes versions with a real cache.Cache on a throwaway
+// embedded Redis (so the hash is the cache's own, byte for byte), then
+// classifies each promotion against the real cache's Info.
+//
+// TODO: when cache exports its content hash, use it and drop miniredis.
+type dryRun struct {
+	real    Cache
+	mini    *miniredis.Miniredis
+	client  *redis.Client
+	scratch *cache.Cache
+}
+
+func newDryRun(real Cache, maxRecordBytes int) (*dryRun, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		return nil, fmt.Errorf("warm: dry run: start scratch redis: %w", err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	scratch, err := cache.New(client, cache.Options{Prefix: "dryrun", MaxRecordBytes: maxRecordBytes})
+	if err != nil {
+		_ = client.Close()
+		m.Close()
+		return nil, fmt.Errorf("warm: dry run: %w", err)
+	}
+	return &dryRun{real: real, mini: m, client: client, scratch: scratch}, nil
+}
+
+func (d *dryRun) close() {
+	_ = d.client.Close()
+	d.mini.Close()
+}
+
+func (d *dryRun) refresh(ctx context.Context, ps ...gradient.Promotion) (cache.RefreshReport, error) {
+	rep, err := d.scratch.Refresh(ctx, ps...)
+	if err != nil {
+		return cache.RefreshReport{}, err
+	}
+	out := cache.RefreshReport{Promotions: make([]cache.RefreshResult, 0, len(rep.Promotions))}
+	for _, r := range rep.Promotions {
+		in, err := d.real.Info(ctx, r.ID)
+		switch {
+		case errors.Is(err, cache.ErrNotFound):
+			r.Outcome, r.Previous = cache.Added, ""
+			out.Added++
+		case err != nil:
+			return out, err
+		case in.Version == r.Version:
+			r.Outcome, r.Previous = cache.Unchanged, in.Version
+			out.Unchanged++
+		default:
+			r.Outcome, r.Previous = cache.Updated, in.Version
+			out.Updated++
+		}
+		out.Promotions = append(out.Promotions, r)
+	}
+	// The scratch store only needs to live for one batch.
+	for _, r := range rep.Promotions {
+		if _, err := d.scratch.Delete(ctx, r.ID); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}

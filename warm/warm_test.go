@@ -1,0 +1,244 @@
+package warm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
+
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/testredis"
+	"github.com/tierset/tierset/rules"
+	"github.com/tierset/tierset/warm"
+)
+
+var testNow = time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC)
+
+func sample(t *testing.T) []gradient.Promotion {
+	t.Helper()
+	ps, err := rules.ParseFile(filepath.Join("..", "examples", "rules.json"), rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+func ids(ps []gradient.Promotion) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.ID
+	}
+	return out
+}
+
+func newCache(t *testing.T, b *testredis.Backend) *cache.Cache {
+	t.Helper()
+	c, err := cache.New(b.Client, cache.Options{Prefix: b.Prefix, Now: func() time.Time { return testNow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// snapshot reads every key under prefix with its full content and TTL
+// presence, so tests can prove a run wrote nothing.
+func snapshot(t *testing.T, c redis.UniversalClient, prefix string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := testredis.Keys(ctx, c, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]string, len(keys))
+	for _, k := range keys {
+		typ := c.Type(ctx, k).Val()
+		var v any
+		switch typ {
+		case "zset":
+			v = c.ZRangeWithScores(ctx, k, 0, -1).Val()
+		case "hash":
+			v = c.HGetAll(ctx, k).Val()
+		default:
+			v = "unexpected type " + typ
+		}
+		out[k] = fmt.Sprintf("%s %v ttl=%v", typ, v, c.PTTL(ctx, k).Val() > 0)
+	}
+	return out
+}
+
+func TestWarmIdempotent(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := context.Background()
+		c := newCache(t, b)
+		promos := sample(t)
+		var calls [][2]int
+		opts := warm.Options{Now: func() time.Time { return testNow }, Batch: 4,
+			Progress: func(done, total int) { calls = append(calls, [2]int{done, total}) }}
+		s1, err := warm.Warm(ctx, c, promos, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s1.Added, ids(promos)) || len(s1.Updated)+len(s1.Unchanged)+len(s1.Refused) != 0 {
+			t.Errorf("first run: %+v", s1)
+		}
+		want := [][2]int{{0, 6}, {4, 6}, {6, 6}}
+		if !reflect.DeepEqual(calls, want) {
+			t.Errorf("progress calls %v, want %v", calls, want)
+		}
+		before := snapshot(t, b.Client, b.Prefix)
+		if len(before) == 0 {
+			t.Fatal("nothing stored")
+		}
+		s2, err := warm.Warm(ctx, c, promos, warm.Options{Now: func() time.Time { return testNow }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s2.Unchanged, ids(promos)) || len(s2.Added)+len(s2.Updated) != 0 {
+			t.Errorf("second run: %+v", s2)
+		}
+		if after := snapshot(t, b.Client, b.Prefix); !reflect.DeepEqual(before, after) {
+			t.Errorf("second run changed Redis:\nbefore %v\nafter  %v", before, after)
+		}
+	})
+}
+
+func TestWarmDryRunWritesNothing(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := context.Background()
+		c := newCache(t, b)
+		now := func() time.Time { return testNow }
+		promos := sample(t)
+		// Nothing stored yet: a dry run says "all added" and writes nothing.
+		s, err := warm.Warm(ctx, c, promos, warm.Options{DryRun: true, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s.Added, ids(promos)) {
+			t.Errorf("dry run on empty: %+v", s)
+		}
+		if n, _ := testredis.CountKeys(ctx, b.Client, b.Prefix); n != 0 {
+			t.Fatalf("dry run wrote %d keys", n)
+		}
+		if _, err := warm.Warm(ctx, c, promos[:5], warm.Options{Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		before := snapshot(t, b.Client, b.Prefix)
+		// Change one, drop one, add one: the dry run names each and writes nothing.
+		changed := append([]gradient.Promotion(nil), promos[1:]...)
+		changed[0].Tiers = append([]gradient.Tier(nil), changed[0].Tiers...)
+		changed[0].Tiers[0].Reward.Amount = decimal.NewFromInt(11)
+		for _, prune := range []bool{false, true} {
+			s, err := warm.Warm(ctx, c, changed, warm.Options{DryRun: true, Prune: prune, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantPrune := []string{promos[0].ID}
+			gotPrune := s.WouldPrune
+			if prune {
+				gotPrune = s.Pruned
+			}
+			if !reflect.DeepEqual(s.Updated, []string{promos[1].ID}) || !reflect.DeepEqual(s.Added, []string{promos[5].ID}) ||
+				!reflect.DeepEqual(s.Unchanged, ids(promos[2:5])) || !reflect.DeepEqual(gotPrune, wantPrune) || !s.DryRun {
+				t.Errorf("prune=%v: %+v", prune, s)
+			}
+			if after := snapshot(t, b.Client, b.Prefix); !reflect.DeepEqual(before, after) {
+				t.Errorf("prune=%v: dry run changed Redis", prune)
+			}
+		}
+		// The real run then does exactly what the dry run said.
+		s, err = warm.Warm(ctx, c, changed, warm.Options{Prune: true, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s.Updated, []string{promos[1].ID}) || !reflect.DeepEqual(s.Added, []string{promos[5].ID}) ||
+			!reflect.DeepEqual(s.Pruned, []string{promos[0].ID}) {
+			t.Errorf("real run: %+v", s)
+		}
+	})
+}
+
+func TestWarmPrune(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := context.Background()
+		c := newCache(t, b)
+		now := func() time.Time { return testNow }
+		promos := sample(t)
+		if _, err := warm.Warm(ctx, c, promos, warm.Options{Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		kept := promos[2:]
+		gone := ids(promos[:2])
+		sort.Strings(gone)
+		s, err := warm.Warm(ctx, c, kept, warm.Options{Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s.WouldPrune, gone) || len(s.Pruned) != 0 {
+			t.Errorf("without prune: %+v", s)
+		}
+		for _, id := range gone {
+			if _, err := c.Info(ctx, id); err != nil {
+				t.Errorf("%s deleted without -prune: %v", id, err)
+			}
+		}
+		s, err = warm.Warm(ctx, c, kept, warm.Options{Prune: true, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s.Pruned, gone) || len(s.WouldPrune) != 0 || !reflect.DeepEqual(s.Unchanged, ids(kept)) {
+			t.Errorf("with prune: %+v", s)
+		}
+		for _, id := range gone {
+			if _, err := c.Info(ctx, id); !errors.Is(err, cache.ErrNotFound) {
+				t.Errorf("%s after prune: %v, want ErrNotFound", id, err)
+			}
+		}
+		list, err := c.List(ctx)
+		if err != nil || len(list) != len(kept) {
+			t.Errorf("List after prune: %d, %v", len(list), err)
+		}
+	})
+}
+
+// TestWarmRefusedAndEnded: a promotion the cache refuses (a threshold
+// scoring 2^53, which the cache reserves) is refused alone and writes
+// nothing; the rest is written. An ended promotion is skipped.
+func TestWarmRefusedAndEnded(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := context.Background()
+		c := newCache(t, b)
+		promos := sample(t)
+		huge := gradient.Promotion{ID: "huge", Metric: gradient.Amount, MinorDigits: 2, Tiers: []gradient.Tier{{
+			ID: "t", Threshold: decimal.RequireFromString("90071992547409.92"),
+			Reward: gradient.Reward{Kind: gradient.AmountOff, Amount: decimal.NewFromInt(1)}}}}
+		if err := huge.Validate(); err != nil {
+			t.Fatalf("the test promotion must pass gradient's validation: %v", err)
+		}
+		ended := promos[0]
+		ended.ID = "ended"
+		ended.End = testNow.Add(-time.Hour)
+		ended.Start = time.Time{}
+		in := append([]gradient.Promotion{huge, ended}, promos...)
+		s, err := warm.Warm(ctx, c, in, warm.Options{Now: func() time.Time { return testNow }})
+		if !errors.Is(err, warm.ErrRefused) || !errors.Is(err, gradient.ErrThreshold) {
+			t.Fatalf("err = %v, want ErrRefused wrapping gradient.ErrThreshold", err)
+		}
+		if !reflect.DeepEqual(s.Refused, []string{"huge"}) || len(s.Errors) != 1 ||
+			!reflect.DeepEqual(s.Ended, []string{"ended"}) || !reflect.DeepEqual(s.Added, ids(promos)) {
+			t.Errorf("summary: %+v", s)
+		}
+		for _, id := range []string{"huge", "ended"} {
+			if _, err := c.Info(ctx, id); !errors.Is(err, cache.ErrNotFound) {
+				t.Errorf("%s: %v, want ErrNotFound", id, err)
+			}
+		}
+	})
+}
