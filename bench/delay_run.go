@@ -1,0 +1,518 @@
+package main
+
+// The -delay mode: throughput, lateness and memory of the delay/ queue.
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/delay"
+)
+
+// delayPayloadSize is the payload of every task the benchmark enqueues.
+const delayPayloadSize = 16
+
+// Floors from issue 3 (reported as PASS/FAIL, information only).
+const (
+	delayFloorBatchEnqueue = 100_000 // tasks/s
+	delayFloorTakeAck      = 50_000  // tasks/s
+	delayFloorLateP99      = 5 * time.Millisecond
+	delayFloorBytes        = 300 // per pending task, payload excluded
+)
+
+// delayParams is everything the measurements need, resolved from flags.
+type delayParams struct {
+	client     redis.UniversalClient
+	backend    string // "miniredis", "redis" or "cluster"
+	meaningful bool   // false on miniredis: the numbers say nothing about Redis
+	quick      bool
+	csvPath    string
+	out        io.Writer
+}
+
+// delaySizes scales each phase. Every phase stops at its count or at its
+// time budget, whichever comes first, and reports what it measured: -quick
+// must finish in < 30 s on real Redis even on a loaded machine.
+type delaySizes struct {
+	oneByOne, batched, memory, takeAck int
+	phaseBudget                        time.Duration // per enqueue, memory or take+ack step
+	steady                             time.Duration // per offered rate
+	drain                              time.Duration // extra wait for the last deliveries
+	rates                              []int
+	lead                               time.Duration
+}
+
+func delaySizesFor(p delayParams) delaySizes {
+	s := delaySizes{oneByOne: 20_000, batched: 200_000, memory: 100_000, takeAck: 100_000,
+		phaseBudget: 15 * time.Second, steady: 5 * time.Second, drain: 10 * time.Second,
+		rates: []int{1_000, 10_000}, lead: 200 * time.Millisecond}
+	if p.quick {
+		s.oneByOne, s.batched, s.takeAck = 3_000, 50_000, 20_000
+		s.phaseBudget, s.steady, s.drain = 2500*time.Millisecond, time.Second, 2*time.Second
+	}
+	if !p.meaningful { // miniredis runs Lua in Go: keep it short
+		s.oneByOne, s.batched, s.memory, s.takeAck = 500, 2_000, 0, 2_000
+		s.phaseBudget, s.steady, s.drain = 2*time.Second, time.Second, 2*time.Second
+	}
+	return s
+}
+
+// delayRow is one line of the table and of the CSV.
+type delayRow struct {
+	metric string
+	value  float64
+	unit   string
+	floor  string // "" = none
+	ok     bool
+	note   string
+}
+
+// delayBench runs every phase on its own queue under a unique prefix and
+// deletes that prefix's keys after each phase.
+type delayBench struct {
+	p      delayParams
+	sizes  delaySizes
+	runID  string
+	prefix string
+	rows   []delayRow
+}
+
+func runDelayBench(ctx context.Context, p delayParams) error {
+	if p.out == nil {
+		p.out = os.Stdout
+	}
+	b := &delayBench{p: p, sizes: delaySizesFor(p), runID: delayRandomID()}
+	b.prefix = "tsbench-delay-" + b.runID
+	label := p.backend
+	if !p.meaningful {
+		label += " (embedded: numbers NOT meaningful, run with -redis for real figures)"
+	}
+	fmt.Fprintf(p.out, "delay: backend %s, prefix %s, payload %d B, business key %d B, quick=%v\n",
+		label, b.prefix, delayPayloadSize, len(delayBusinessKey(b.runID, 0)), p.quick)
+	if p.meaningful {
+		fmt.Fprintln(p.out, "delay: shared machine: Redis, the benchmark and other sessions share 2 cores; numbers are noisy")
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		defer cancel()
+		if err := delayDeleteKeys(cctx, p.client, b.prefix+":*"); err != nil {
+			fmt.Fprintln(p.out, "delay: cleanup:", err)
+		}
+	}()
+	phases := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"enqueue one by one", b.enqueueOneByOne},
+		{"enqueue batched + memory", b.enqueueBatched},
+		{"take+ack", b.takeAck},
+		{"lateness", b.lateness},
+	}
+	for _, ph := range phases {
+		start := time.Now()
+		err := ph.run(ctx)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		if cerr := delayDeleteKeys(cctx, p.client, b.prefix+":*"); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
+		}
+		cancel()
+		if err != nil {
+			return fmt.Errorf("delay bench: %s: %w", ph.name, err)
+		}
+		fmt.Fprintf(p.out, "delay: %s done in %v\n", ph.name, time.Since(start).Round(time.Millisecond))
+	}
+	b.print()
+	if p.csvPath != "" {
+		if err := b.writeCSV(p.csvPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(p.out, "delay: wrote %s\n", p.csvPath)
+	}
+	return nil
+}
+
+func (b *delayBench) queue(name string, obs delay.Observer) (*delay.Queue, error) {
+	q, err := delay.New(b.p.client, name, delay.Options{Prefix: b.prefix, Observer: obs})
+	if err != nil {
+		return nil, fmt.Errorf("delay.New: %w", err)
+	}
+	return q, nil
+}
+
+func (b *delayBench) jobs(n, from int, when delay.When) []delay.Job {
+	jobs := make([]delay.Job, n)
+	payload := make([]byte, delayPayloadSize)
+	for i := range jobs {
+		jobs[i] = delay.Job{Key: delayBusinessKey(b.runID, from+i), Payload: payload, When: when}
+	}
+	return jobs
+}
+
+func (b *delayBench) add(r delayRow) { b.rows = append(b.rows, r) }
+
+func (b *delayBench) enqueueOneByOne(ctx context.Context) error {
+	q, err := b.queue("one", nil)
+	if err != nil {
+		return err
+	}
+	jobs := b.jobs(b.sizes.oneByOne, 0, delay.After(time.Hour))
+	start := time.Now()
+	deadline := start.Add(b.sizes.phaseBudget)
+	done := 0
+	for ; done < len(jobs) && (done%100 != 0 || time.Now().Before(deadline)); done++ {
+		if _, err := q.Enqueue(ctx, jobs[done]); err != nil {
+			return fmt.Errorf("enqueue %d: %w", done, err)
+		}
+	}
+	rate := float64(done) / time.Since(start).Seconds()
+	b.add(delayRow{metric: "enqueue one by one", value: rate, unit: "tasks/s",
+		note: fmt.Sprintf("%d tasks, 1 round trip each%s", done, delayCut(done, len(jobs)))})
+	return nil
+}
+
+// delayCut notes that a phase stopped at its time budget.
+func delayCut(done, want int) string {
+	if done < want {
+		return fmt.Sprintf(" (time budget hit: %d of %d)", done, want)
+	}
+	return ""
+}
+
+// enqueueBatched times EnqueueBatch (pipelines of 1000 scripts) from one
+// caller, then measures memory on a fresh queue of sizes.memory tasks.
+func (b *delayBench) enqueueBatched(ctx context.Context) error {
+	q, err := b.queue("batch", nil)
+	if err != nil {
+		return err
+	}
+	jobs := b.jobs(b.sizes.batched, 0, delay.After(time.Hour))
+	start := time.Now()
+	done, err := delayEnqueueAll(ctx, q, jobs, start.Add(b.sizes.phaseBudget))
+	if err != nil {
+		return err
+	}
+	rate := float64(done) / time.Since(start).Seconds()
+	b.add(delayRow{metric: "enqueue batched (EnqueueBatch, 1000/pipeline)", value: rate, unit: "tasks/s",
+		floor: "≥ 100k", ok: rate >= delayFloorBatchEnqueue,
+		note: fmt.Sprintf("%d tasks, one caller%s", done, delayCut(done, len(jobs)))})
+	if err := delayDeleteKeys(ctx, b.p.client, b.prefix+":*"); err != nil {
+		return err
+	}
+
+	// Memory: a fresh queue, so its fixed keys (counters) count too.
+	mq, err := b.queue("mem", nil)
+	if err != nil {
+		return err
+	}
+	pattern := b.prefix + ":*"
+	mjobs := b.jobs(b.sizes.memory, 0, delay.After(time.Hour))
+	before, okInfo, err := delayUsedMemory(ctx, b.p.client)
+	if err != nil {
+		return err
+	}
+	keysBefore, okKeys, err := delayKeysMemory(ctx, b.p.client, pattern)
+	if err != nil {
+		return err
+	}
+	if !okInfo || !okKeys || len(mjobs) == 0 {
+		b.add(delayRow{metric: "memory per pending task", unit: "B", note: "INFO used_memory / MEMORY USAGE not reported by " + b.p.backend})
+		return nil
+	}
+	n, err := delayEnqueueAll(ctx, mq, mjobs, time.Now().Add(2*b.sizes.phaseBudget))
+	if err != nil {
+		return err
+	}
+	after, _, err := delayUsedMemory(ctx, b.p.client)
+	if err != nil {
+		return err
+	}
+	keysAfter, _, err := delayKeysMemory(ctx, b.p.client, pattern)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errors.New("memory: nothing enqueued")
+	}
+	perTask := float64(after-before) / float64(n)
+	keysPerTask := float64(keysAfter-keysBefore) / float64(n)
+	note := fmt.Sprintf("INFO used_memory delta over %d tasks, %d B key%s", n, len(mjobs[0].Key), delayCut(n, len(mjobs)))
+	b.add(delayRow{metric: fmt.Sprintf("memory per pending task, incl. %d B payload", delayPayloadSize), value: perTask, unit: "B", note: note})
+	b.add(delayRow{metric: "memory per pending task, payload excluded", value: perTask - delayPayloadSize, unit: "B",
+		floor: "≤ 300", ok: perTask-delayPayloadSize <= delayFloorBytes, note: "same, minus the payload (shared server: other clients add noise)"})
+	b.add(delayRow{metric: "memory per pending task, payload excluded (MEMORY USAGE)", value: keysPerTask - delayPayloadSize, unit: "B",
+		floor: "≤ 300", ok: keysPerTask-delayPayloadSize <= delayFloorBytes, note: "sum of MEMORY USAGE over the queue's keys (cross-check, immune to other clients)"})
+	return nil
+}
+
+// delayEnqueueAll sends jobs through EnqueueBatch, MaxBatch per call, until
+// all are sent or deadline passes (zero: no deadline). It returns how many
+// were enqueued and fails on the first per-job error.
+func delayEnqueueAll(ctx context.Context, q *delay.Queue, jobs []delay.Job, deadline time.Time) (int, error) {
+	done := 0
+	for done < len(jobs) && (deadline.IsZero() || time.Now().Before(deadline)) {
+		chunk := jobs[done:min(done+delay.MaxBatch, len(jobs))]
+		res, err := q.EnqueueBatch(ctx, chunk)
+		if err != nil {
+			return done, fmt.Errorf("enqueue batch: %w", err)
+		}
+		for i, r := range res {
+			if r.Err != nil {
+				return done, fmt.Errorf("enqueue batch job %d: %w", done+i, r.Err)
+			}
+			if r.Duplicate {
+				return done, fmt.Errorf("enqueue batch job %d: unexpected duplicate", done+i)
+			}
+		}
+		done += len(chunk)
+	}
+	return done, nil
+}
+
+// delayAckCounter is an Observer that signals when want acks were seen.
+type delayAckCounter struct {
+	delay.Recorder
+	want atomic.Int64
+	last atomic.Int64 // Unix ns of the latest ack
+	done chan struct{}
+	once sync.Once
+}
+
+func newDelayAckCounter(want int) *delayAckCounter {
+	c := &delayAckCounter{done: make(chan struct{})}
+	c.want.Store(int64(want))
+	return c
+}
+
+// setWant lowers the target to what was actually enqueued.
+func (c *delayAckCounter) setWant(n int) {
+	c.want.Store(int64(n))
+	if c.Acked.Load() >= int64(n) {
+		c.once.Do(func() { close(c.done) })
+	}
+}
+
+func (c *delayAckCounter) OnAck(queue string) {
+	c.Recorder.OnAck(queue)
+	c.last.Store(time.Now().UnixNano())
+	if c.Acked.Load() >= c.want.Load() {
+		c.once.Do(func() { close(c.done) })
+	}
+}
+
+// delayRunWorker runs a worker (concurrency 8, batch 100) until the counter
+// has seen every ack or timeout passes; it returns when Run has returned.
+func delayRunWorker(ctx context.Context, q *delay.Queue, obs *delayAckCounter, h delay.Handler,
+	started chan<- time.Time, timeout time.Duration, produce func(context.Context) error) error {
+	w, err := delay.NewWorker(q, h, delay.WorkerOptions{Concurrency: 8, BatchSize: 100, ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		return fmt.Errorf("delay.NewWorker: %w", err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	runErr := make(chan error, 1)
+	started <- time.Now()
+	go func() { runErr <- w.Run(wctx) }()
+	if produce != nil {
+		if err := produce(ctx); err != nil {
+			stop()
+			<-runErr
+			return err
+		}
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-obs.done:
+	case <-timer.C:
+	case err := <-runErr:
+		return fmt.Errorf("worker stopped early: %w", err)
+	}
+	stop()
+	if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("worker: %w", err)
+	}
+	return nil
+}
+
+// takeAck pre-enqueues tasks due now and times one worker (concurrency 8,
+// batch 100, no-op handler) from its start to the last ack.
+func (b *delayBench) takeAck(ctx context.Context) error {
+	obs := newDelayAckCounter(b.sizes.takeAck)
+	q, err := b.queue("takeack", obs)
+	if err != nil {
+		return err
+	}
+	n, err := delayEnqueueAll(ctx, q, b.jobs(b.sizes.takeAck, 0, delay.After(0)), time.Now().Add(b.sizes.phaseBudget))
+	if err != nil {
+		return err
+	}
+	obs.setWant(n)
+	var handled atomic.Int64
+	started := make(chan time.Time, 1)
+	err = delayRunWorker(ctx, q, obs, func(context.Context, *delay.Task) error {
+		handled.Add(1)
+		return nil
+	}, started, b.sizes.phaseBudget, nil)
+	if err != nil {
+		return err
+	}
+	start := <-started
+	acked := obs.Acked.Load()
+	if acked == 0 {
+		return fmt.Errorf("take+ack: nothing acked within %v", b.sizes.phaseBudget)
+	}
+	rate := float64(acked) / time.Unix(0, obs.last.Load()).Sub(start).Seconds()
+	b.add(delayRow{metric: "take+ack, 1 worker, concurrency 8, batch 100", value: rate, unit: "tasks/s",
+		floor: "≥ 50k", ok: rate >= delayFloorTakeAck,
+		note: fmt.Sprintf("%d tasks due now, no-op handler, worker start to last ack%s", acked, delayCut(int(acked), n))})
+	return nil
+}
+
+// lateness offers a steady rate of tasks due lead after their enqueue (by
+// Redis TIME, delay.After) and records, in the handler, the server-clock
+// delivery time (Queue.ServerNow: the client clock corrected by the offset
+// to Redis TIME the queue measures on every reply) minus the task's due time
+// (decoded from its score, server clock). The library's own OnDelivered
+// lateness (Redis TIME at take minus due) is reported beside it.
+func (b *delayBench) lateness(ctx context.Context) error {
+	for _, rate := range b.sizes.rates {
+		if err := b.latenessAt(ctx, rate); err != nil {
+			return fmt.Errorf("at %d/s: %w", rate, err)
+		}
+	}
+	return nil
+}
+
+func (b *delayBench) latenessAt(ctx context.Context, rate int) error {
+	want := int(float64(rate) * b.sizes.steady.Seconds())
+	obs := newDelayAckCounter(want)
+	q, err := b.queue("late"+strconv.Itoa(rate), obs)
+	if err != nil {
+		return err
+	}
+	var samples delaySamples
+	jobs := b.jobs(want, 0, delay.After(b.sizes.lead))
+	var offered float64
+	sent := 0
+	// The producer sends, every millisecond, the tasks owed by then as one
+	// EnqueueBatch pipeline (one round trip), so 10k/s needs no more than
+	// 1k round trips a second. It stops at 1.5× its planned time even when
+	// it fell behind (the offered rate reported is then below the target).
+	produce := func(ctx context.Context) error {
+		time.Sleep(100 * time.Millisecond) // let the worker reach its idle wait
+		start := time.Now()
+		stopAt := start.Add(b.sizes.steady * 3 / 2)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		defer func() { obs.setWant(sent) }()
+		for sent < want && time.Now().Before(stopAt) {
+			owed := min(want, int(time.Since(start).Seconds()*float64(rate))+1)
+			if owed > sent {
+				if _, err := delayEnqueueAll(ctx, q, jobs[sent:owed], time.Time{}); err != nil {
+					return err
+				}
+				sent = owed
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		offered = float64(sent) / time.Since(start).Seconds()
+		return nil
+	}
+	started := make(chan time.Time, 1)
+	err = delayRunWorker(ctx, q, obs, func(_ context.Context, t *delay.Task) error {
+		samples.add(q.ServerNow().Sub(t.Due))
+		return nil
+	}, started, b.sizes.lead+b.sizes.drain, produce)
+	if err != nil {
+		return err
+	}
+	got := samples.percentiles()
+	lib := &obs.Lateness
+	label := fmt.Sprintf("lateness at %d/s", rate)
+	note := fmt.Sprintf("%d tasks due +%v, offered %.0f/s; min %s ms", sent, b.sizes.lead, offered, delayMs(got.min))
+	if sent < want {
+		note += fmt.Sprintf("; the producer fell behind (%d of %d sent)", sent, want)
+	}
+	if got.n < sent {
+		note += fmt.Sprintf("; only %d delivered before the drain timeout: figures are lower bounds", got.n)
+	}
+	floor, ok := "", got.n == sent && sent == want
+	if rate == 10_000 {
+		floor, ok = "≤ 5 ms", ok && got.p99 <= delayFloorLateP99
+	}
+	b.add(delayRow{metric: label + " p50 (handler)", value: delayMsF(got.p50), unit: "ms", note: note})
+	b.add(delayRow{metric: label + " p99 (handler)", value: delayMsF(got.p99), unit: "ms", floor: floor, ok: ok})
+	b.add(delayRow{metric: label + " max (handler)", value: delayMsF(got.max), unit: "ms"})
+	b.add(delayRow{metric: label + " p99 (take, library histogram)", value: delayMsF(lib.Percentile(99)), unit: "ms",
+		note: fmt.Sprintf("Redis TIME at take − due; p50 %s ms, max %s ms, %d early", delayMs(lib.Percentile(50)), delayMs(lib.Max()), lib.Early())})
+	return nil
+}
+
+func delayMsF(d time.Duration) float64 { return float64(d) / 1e6 }
+func delayMs(d time.Duration) string   { return strconv.FormatFloat(delayMsF(d), 'f', 2, 64) }
+
+func (r delayRow) valueString() string {
+	switch {
+	case r.unit == "ms":
+		return strconv.FormatFloat(r.value, 'f', 2, 64)
+	case r.note != "" && r.value == 0 && r.unit == "B":
+		return "n/a"
+	default:
+		return strconv.FormatFloat(r.value, 'f', 0, 64)
+	}
+}
+
+func (b *delayBench) verdict(r delayRow) string {
+	switch {
+	case r.floor == "":
+		return ""
+	case !b.p.meaningful:
+		return "n/a"
+	case r.ok:
+		return "PASS"
+	default:
+		return "FAIL"
+	}
+}
+
+func (b *delayBench) print() {
+	fmt.Fprintf(b.p.out, "\ndelay queue on %s\n", b.p.backend)
+	w := tabwriter.NewWriter(b.p.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "metric\tvalue\tunit\tfloor\tverdict\tnote")
+	for _, r := range b.rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.metric, r.valueString(), r.unit, r.floor, b.verdict(r), r.note)
+	}
+	_ = w.Flush()
+	if !b.p.meaningful {
+		fmt.Fprintln(b.p.out, "(miniredis: floors not judged; run with -redis redis://127.0.0.1:6379/0)")
+	}
+}
+
+func (b *delayBench) writeCSV(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("delay csv: %w", err)
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"backend", "metric", "value", "unit", "floor", "verdict", "note"})
+	for _, r := range b.rows {
+		_ = w.Write([]string{b.p.backend, r.metric, r.valueString(), r.unit, r.floor, b.verdict(r), r.note})
+	}
+	w.Flush()
+	return errors.Join(w.Error(), f.Close())
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+)
+
+// roundLength is the length of one interleaved round. Short rounds spread
+// a noisy neighbour's bursts over every impl instead of one.
+const roundLength = 100 * time.Millisecond
+
+// stats is one measured (impl, tiers, concurrency) case.
+type stats struct {
+	Impl        string
+	Tiers       int
+	Concurrency int
+	Lines       int // lookups per op
+	Ops         int64
+	Wall        time.Duration   // summed over the case's rounds
+	rounds      []float64       // ops/s of each round
+	lat         []time.Duration // every op's latency, sorted after the run
+}
+
+// OpsPerSec is all ops over the case's whole measured wall time.
+func (s *stats) OpsPerSec() float64 {
+	if s.Wall <= 0 {
+		return 0
+	}
+	return float64(s.Ops) / s.Wall.Seconds()
+}
+
+// pairedRatio is the median over rounds of a's ops/s over b's in the same
+// round. measure runs the cases of a tier count back to back, so each pair
+// shared the machine's load of that moment; a neighbour's burst that
+// stalls a few rounds moves the ratio of totals a lot and this median
+// little. NaN when the rounds do not pair up.
+func pairedRatio(a, b *stats) float64 {
+	if len(a.rounds) == 0 || len(a.rounds) != len(b.rounds) {
+		return math.NaN()
+	}
+	r := make([]float64, 0, len(a.rounds))
+	for i := range a.rounds {
+		if b.rounds[i] > 0 {
+			r = append(r, a.rounds[i]/b.rounds[i])
+		}
+	}
+	if len(r) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(r)
+	if n := len(r); n%2 == 0 {
+		return (r[n/2-1] + r[n/2]) / 2
+	}
+	return r[len(r)/2]
+}
+
+// LookupsPerSec counts every cart line as a lookup.
+func (s *stats) LookupsPerSec() float64 { return s.OpsPerSec() * float64(s.Lines) }
+
+// Quantile returns the q-quantile of the op latencies (nearest rank).
+func (s *stats) Quantile(q float64) time.Duration {
+	if len(s.lat) == 0 {
+		return 0
+	}
+	k := int(math.Ceil(q*float64(len(s.lat)))) - 1
+	return s.lat[max(0, min(k, len(s.lat)-1))]
+}
+
+// measure runs every case for dur at concurrency conc, interleaved: the
+// time is cut into rounds of about roundLength and every round runs each
+// case (impl × tier count) once, in an order rotated per round and
+// reversed every other round (so neither of two neighbours always goes
+// first), keeping the cases of a tier count next to each other. Noise
+// from the shared machine falls on all of them alike and the ratios
+// between impls and between tier counts come from the same minutes. The
+// garbage of one case is collected before the next starts, so fullscan's
+// allocations are not billed to whoever follows it.
+func measure(ctx context.Context, cases []impl, conc int, dur time.Duration) ([]*stats, error) {
+	rounds := max(1, int(dur/roundLength))
+	round := dur / time.Duration(rounds)
+	out := make([]*stats, len(cases))
+	for k, c := range cases {
+		out[k] = &stats{Impl: c.name, Tiers: c.tiers, Concurrency: conc, Lines: c.lines}
+	}
+	// Untimed warm-up: conc connections per case, first touch of every path.
+	for _, c := range cases {
+		if _, err := runRound(ctx, c, conc, min(round, 50*time.Millisecond), 0, nil); err != nil {
+			return nil, fmt.Errorf("bench: %s tiers=%d c=%d warm-up: %w", c.name, c.tiers, conc, err)
+		}
+	}
+	for r := 0; r < rounds; r++ {
+		for k := range cases {
+			if r%2 == 1 {
+				k = len(cases) - 1 - k
+			}
+			i := (k + r) % len(cases)
+			runtime.GC()
+			before := out[i].Ops
+			wall, err := runRound(ctx, cases[i], conc, round, r, out[i])
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s tiers=%d c=%d: %w", cases[i].name, cases[i].tiers, conc, err)
+			}
+			out[i].Wall += wall
+			out[i].rounds = append(out[i].rounds, float64(out[i].Ops-before)/wall.Seconds())
+		}
+	}
+	for _, s := range out {
+		slices.Sort(s.lat)
+	}
+	return out, nil
+}
+
+// runRound runs conc goroutines of im for d and adds their ops and
+// latencies to into (nil: discard). It returns the round's wall time,
+// from the common start until the last goroutine finished its last op.
+func runRound(ctx context.Context, im impl, conc int, d time.Duration, round int, into *stats) (time.Duration, error) {
+	type result struct {
+		ops int64
+		lat []time.Duration
+		err error
+	}
+	results := make([]result, conc)
+	start := make(chan struct{})
+	var ready, done sync.WaitGroup
+	hint := 0
+	if into != nil && round > 0 {
+		hint = int(into.Ops/int64(round)/int64(conc)) * 5 / 4 // the ops one goroutine did per round so far
+	}
+	for g := 0; g < conc; g++ {
+		ready.Add(1)
+		done.Add(1)
+		go func(g int) {
+			defer done.Done()
+			op := im.newOp()
+			lat := make([]time.Duration, 0, hint)
+			// Goroutines and rounds start at different values, all replaying the same list.
+			i := g*7919 + round*104729
+			ready.Done()
+			<-start
+			deadline := time.Now().Add(d)
+			var n int64
+			for {
+				t0 := time.Now()
+				if !t0.Before(deadline) || ctx.Err() != nil {
+					break
+				}
+				if err := op(ctx, i); err != nil {
+					results[g].err = err
+					break
+				}
+				lat = append(lat, time.Since(t0))
+				n++
+				i++
+			}
+			results[g].ops, results[g].lat = n, lat
+		}(g)
+	}
+	ready.Wait()
+	t0 := time.Now()
+	close(start)
+	done.Wait()
+	wall := time.Since(t0)
+	for _, r := range results {
+		if r.err != nil {
+			return 0, r.err
+		}
+		if into != nil {
+			into.Ops += r.ops
+			into.lat = append(into.lat, r.lat...)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return wall, nil
+}
