@@ -19,7 +19,13 @@
 //     refresh, server-side match, cart match in one round trip, gifts.
 //   - [github.com/tierset/tierset/delay]: the delay queue: leases, fencing
 //     tokens, idempotent enqueue, cancel by business key, retry, dead letter.
+//   - [github.com/tierset/tierset/rules]: the JSON rules file, parsed
+//     exactly, with errors naming file, promotion, tier and field.
+//   - [github.com/tierset/tierset/warm]: the warm-up job: idempotent by
+//     content hash, with prune and dry run.
+//   - cmd/tierset: the operator's CLI (warm, match, demo, queue).
 //
-// The root package holds only this documentation and the end-to-end test
-// that checks the Redis-backed match against the in-memory oracle.
+// The root package holds this documentation, [ClusterOptions] (go-redis
+// Cluster settings that follow a failover in seconds), and the end-to-end
+// test that checks the Redis-backed match against the in-memory oracle.
 package tierset
