@@ -78,6 +78,10 @@ func TestValidateRefusesBadPromotions(t *testing.T) {
 			*p = amountPromo()
 			p.Tiers[0].Threshold = dec("90071992547409.93")
 		}, gradient.ErrThreshold, []string{"2^53"}},
+		{"amount of exactly 2^53 minor units", func(p *gradient.Promotion) {
+			*p = amountPromo()
+			p.Tiers[0].Threshold = dec("90071992547409.92")
+		}, gradient.ErrThreshold, []string{"must be below 2^53"}},
 		{"count beyond 2^53", func(p *gradient.Promotion) { p.Tiers[0].Threshold = dec("9007199254740993") },
 			gradient.ErrThreshold, []string{"threshold"}},
 		{"no tiers", func(p *gradient.Promotion) { p.Tiers = nil }, gradient.ErrNoTiers, []string{"tiers"}},

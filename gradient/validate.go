@@ -100,6 +100,11 @@ func (p *Promotion) Validate() error {
 		if s <= 0 {
 			return tierErr(p, i, p.matchField(), ErrThreshold, "%s must be > 0", p.matchValue(t).String())
 		}
+		if s >= score.MaxExact {
+			// 2^53 itself is exact, but stores reserve it as the ceiling
+			// above every tier, so thresholds stay strictly below.
+			return tierErr(p, i, p.matchField(), ErrThreshold, "%s is %d score units, must be below 2^53", p.matchValue(t).String(), s)
+		}
 		if j, dup := scores[s]; dup {
 			return tierErr(p, i, p.matchField(), ErrDuplicateThreshold, "%s equals the %s of tier %d (id %q)",
 				p.matchValue(t).String(), p.matchField(), j, p.Tiers[j].ID)

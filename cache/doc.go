@@ -1,0 +1,51 @@
+// Package cache keeps promotion tiers in Redis and answers "which tier
+// does this cart line hit?" with one O(log N) command on the server.
+//
+// A warm-up job calls [Cache.Refresh] with [gradient.Promotion] values; a
+// cart service calls [Cache.MatchCart] (or [Cache.Match]) with [Query]
+// values built by [QuantityQuery] or [AmountQuery].
+//
+// # Key layout
+//
+// One hash tag per promotion, so every read and every transaction touches
+// one Redis Cluster slot:
+//
+//	<prefix>:{p:<id>}:tiers            ZSET  one member per tier, score = threshold score
+//	<prefix>:{p:<id>}:meta             HASH  version, metric, digits, window, counts, updated
+//	<prefix>:{p:<id>}:gifts:<version>  HASH  tier ID -> msgpack gift list
+//
+// Each member is a deterministic msgpack array carrying what a hit needs
+// (tier ID, reward, has-gifts flag) plus the promotion's version, metric,
+// minor digits and window. A floor sentinel at score -1 and a ceiling
+// sentinel at 2^53 carry the same metadata, so
+// ZRANGE tiers <v> -inf BYSCORE REV LIMIT 0 1 returns a tier on a hit, the
+// floor when no tier is reached ([ErrNoTier], or [ErrNotActive] outside the
+// window) and nothing only when the promotion does not exist
+// ([ErrNotFound]). Scores are integers within ±2^53 (see package score);
+// the score 2^53 itself is reserved for the ceiling.
+//
+// # Guarantees
+//
+//   - Refresh validates every promotion before writing anything, then
+//     writes each one in one MULTI/EXEC (WATCH on its meta key): readers
+//     see the old version whole or the new one whole. Gift lists are stored
+//     per version and the replaced version's list lives on for
+//     [Options].Grace, so a hit's gifts always belong to its tier.
+//   - The version is a content hash; refreshing identical content is
+//     [Unchanged] and writes nothing.
+//   - A cart costs one pipelined round trip whatever its size and tier
+//     count (one per master on a Cluster, in parallel), plus one when some
+//     hit has gifts and [MatchOptions].Gifts is set. With
+//     [MatchOptions].Next each line also reads the next tier; the two reads
+//     carry versions, and a line whose versions differ (a refresh committed
+//     between them) is re-read in MULTI/EXEC.
+//   - Whether a promotion is active is decided by the caller's clock,
+//     [Options].Now, at millisecond resolution; Redis's clock only expires
+//     keys at End + Grace.
+//   - Bytes read from Redis are decoded under a size cap, with every length
+//     checked against the input, the input consumed whole and panics
+//     recovered: corrupt data is [ErrCorrupt], never a panic or a huge
+//     allocation.
+//
+// Metrics go to an [Observer] (default [NopObserver]).
+package cache

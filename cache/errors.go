@@ -1,0 +1,54 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tierset/tierset/gradient"
+)
+
+// Sentinel errors. Every error this package returns wraps one of these (or
+// a gradient validation error, which matches [gradient.ErrInvalid]), so
+// callers branch with errors.Is. Redis and network errors are wrapped with
+// %w, and a cancelled call also matches ctx.Err().
+var (
+	// ErrNilClient: New was given a nil Redis client.
+	ErrNilClient = errors.New("cache: nil redis client")
+	// ErrBadOptions: an Options field out of range (a prefix with braces,
+	// whitespace or glob characters, negative durations or sizes, minor
+	// digits outside 0..9).
+	ErrBadOptions = errors.New("cache: bad options")
+	// ErrNotFound: no promotion with this ID is stored under the prefix.
+	ErrNotFound = errors.New("cache: promotion not found")
+	// ErrNoTier: the value is below the lowest threshold. It also matches
+	// gradient.ErrNoTier, so code written against the in-memory matcher
+	// keeps working.
+	ErrNoTier = fmt.Errorf("cache: no tier reached: %w", gradient.ErrNoTier)
+	// ErrNotActive: the promotion exists but the caller's clock
+	// (Options.Now) is outside its validity window [Start, End).
+	ErrNotActive = errors.New("cache: promotion not active")
+	// ErrCorrupt: bytes read from Redis that are not a record this package
+	// wrote (bad msgpack, trailing bytes, oversized, impossible values).
+	ErrCorrupt = errors.New("cache: corrupt record in redis")
+	// ErrMetricMismatch: the query's metric, or the minor digits used to
+	// encode an amount query, differ from the stored promotion's.
+	ErrMetricMismatch = errors.New("cache: query metric does not match the promotion")
+	// ErrBadQuery: a query that cannot be encoded (unknown metric, negative
+	// or out-of-range value). Value errors also match gradient.ErrBadValue.
+	ErrBadQuery = errors.New("cache: bad query")
+	// ErrBadID: a promotion ID that gradient.ValidateID refuses. It also
+	// matches gradient.ErrBadID.
+	ErrBadID = fmt.Errorf("cache: bad promotion id: %w", gradient.ErrBadID)
+	// ErrBatchTooLarge: more than MaxCartLines queries, or more than
+	// MaxRefreshBatch promotions, in one call.
+	ErrBatchTooLarge = errors.New("cache: batch too large")
+	// ErrDuplicatePromotion: one Refresh call names the same promotion twice.
+	ErrDuplicatePromotion = errors.New("cache: promotion appears twice in one refresh")
+	// ErrGiftsGone: a hit's gift list is no longer stored. This happens
+	// only to a reader that fetched a tier more than Options.Grace before
+	// it asked for the gifts of that (since replaced) version.
+	ErrGiftsGone = errors.New("cache: gifts of this promotion version are gone")
+	// ErrConflict: a refresh kept changing the promotion while a refresh
+	// transaction retried (WATCH failed RefreshRetries times).
+	ErrConflict = errors.New("cache: promotion changed concurrently, retries exhausted")
+)

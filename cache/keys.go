@@ -1,0 +1,42 @@
+package cache
+
+// Key layout. Every key of one promotion shares the hash tag {p:<id>}, so
+// each transaction and each read touches one Redis Cluster slot:
+//
+//	<prefix>:{p:<id>}:tiers            ZSET  member record per tier + floor + ceiling
+//	<prefix>:{p:<id>}:meta             HASH  version, metric, digits, window, counts
+//	<prefix>:{p:<id>}:gifts:<version>  HASH  tier ID -> msgpack gift list
+//
+// IDs are checked by gradient.ValidateID (no braces, whitespace or control
+// characters) before any key is built, and New refuses prefixes with
+// braces, so no ID or prefix can move a key to another slot.
+
+const (
+	tagOpen     = ":{p:"
+	suffixTiers = "}:tiers"
+	suffixMeta  = "}:meta"
+	suffixGifts = "}:gifts:"
+)
+
+func (c *Cache) tiersKey(id string) string { return c.prefix + tagOpen + id + suffixTiers }
+
+func (c *Cache) metaKey(id string) string { return c.prefix + tagOpen + id + suffixMeta }
+
+func (c *Cache) giftsKey(id, version string) string {
+	return c.prefix + tagOpen + id + suffixGifts + version
+}
+
+// metaPattern is the SCAN MATCH pattern of every meta key under the prefix.
+// New refuses glob characters in the prefix, so only the ID part matches
+// freely.
+func (c *Cache) metaPattern() string { return c.prefix + tagOpen + "*" + suffixMeta }
+
+// idFromMetaKey extracts the promotion ID from a meta key, or "" when the
+// key does not have the meta key's shape.
+func (c *Cache) idFromMetaKey(key string) string {
+	head := c.prefix + tagOpen
+	if len(key) <= len(head)+len(suffixMeta) || key[:len(head)] != head || key[len(key)-len(suffixMeta):] != suffixMeta {
+		return ""
+	}
+	return key[len(head) : len(key)-len(suffixMeta)]
+}

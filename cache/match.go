@@ -1,0 +1,465 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
+
+	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/score"
+)
+
+// Query is one cart line: which promotion, and the line's value in the
+// promotion's metric (items, or money in major units).
+type Query struct {
+	Promotion string
+	Metric    gradient.Metric
+	Value     decimal.Decimal
+}
+
+// QuantityQuery asks which tier n items reach.
+func QuantityQuery(promotion string, n int64) Query {
+	return Query{Promotion: promotion, Metric: gradient.Quantity, Value: decimal.NewFromInt(n)}
+}
+
+// AmountQuery asks which tier a money amount (major units, e.g. 99.99)
+// reaches. It is floored to Options.MinorDigits minor units.
+func AmountQuery(promotion string, amount decimal.Decimal) Query {
+	return Query{Promotion: promotion, Metric: gradient.Amount, Value: amount}
+}
+
+// MatchOptions selects the optional parts of a match.
+type MatchOptions struct {
+	// Next also returns the lowest tier above the hit (or the lowest tier
+	// when none is reached) and the Shortfall to it, in the same round trip.
+	Next bool
+	// Gifts also fetches the gift lists of hit tiers that have gifts, in
+	// one more round trip (none when no hit has gifts).
+	Gifts bool
+}
+
+// Result is the answer for one query.
+type Result struct {
+	Promotion string
+	// Tier is the hit, nil unless Err is nil (or ErrGiftsGone / ErrCorrupt
+	// from the gift fetch, which keep the hit).
+	Tier *TierHit
+	// Next is the next tier up (MatchOptions.Next), also set with ErrNoTier
+	// so the caller can show "buy 2 more to get 10% off"; nil at the top.
+	Next *TierHit
+	// Shortfall is how much more of the metric reaches Next.
+	Shortfall decimal.Decimal
+	// Version is the promotion version that answered.
+	Version string
+	// Err is nil for a hit, else ErrNoTier, ErrNotFound, ErrNotActive,
+	// ErrMetricMismatch, ErrBadQuery, ErrBadID or ErrCorrupt (errors.Is).
+	Err error
+}
+
+// TierHit is a tier as stored in Redis.
+type TierHit struct {
+	ID string
+	// Score is the tier's threshold score (count, or minor units).
+	Score int64
+	// Threshold is the matched value the score encodes (Threshold, or
+	// MatchValue for the parity rule kinds), in the promotion's metric.
+	Threshold decimal.Decimal
+	Reward    gradient.Reward
+	// HasGifts says whether the tier has gifts; Gifts holds them once
+	// fetched (MatchOptions.Gifts or Cache.Gifts).
+	HasGifts bool
+	Gifts    []gradient.Gift
+}
+
+// line is the working state of one query.
+type line struct {
+	score int64
+	hit   *redis.StringSliceCmd
+	next  *redis.StringSliceCmd
+	retry bool
+}
+
+// Match answers one query. On ErrNoTier the Result still carries Next (with
+// MatchOptions.Next). The returned error equals Result.Err except for
+// transport and context errors, which leave the Result empty.
+func (c *Cache) Match(ctx context.Context, q Query, opt MatchOptions) (Result, error) {
+	qs := [1]Query{q}
+	var rs [1]Result
+	if err := c.matchInto(ctx, qs[:], opt, rs[:]); err != nil {
+		return Result{Promotion: q.Promotion}, err
+	}
+	return rs[0], rs[0].Err
+}
+
+// MatchCart answers every line of a cart in ONE pipelined round trip,
+// whatever the number of lines and tiers (on a Cluster, one per master,
+// sent in parallel), plus one more only when MatchOptions.Gifts is set and
+// some hit has gifts. Results are in query order; per-line failures
+// (ErrNoTier, ErrNotFound, a bad query, ...) are in Result.Err. The call's
+// error is only for the batch itself (ErrBatchTooLarge) or for transport
+// and context failures.
+func (c *Cache) MatchCart(ctx context.Context, qs []Query, opt MatchOptions) ([]Result, error) {
+	if len(qs) > MaxCartLines {
+		return nil, fmt.Errorf("%w: %d lines (max %d)", ErrBatchTooLarge, len(qs), MaxCartLines)
+	}
+	rs := make([]Result, len(qs))
+	if err := c.matchInto(ctx, qs, opt, rs); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// encodeQuery checks a query and turns its value into a score.
+func (c *Cache) encodeQuery(q *Query) (int64, error) {
+	if err := gradient.ValidateID(q.Promotion); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadID, err)
+	}
+	digits := 0
+	switch q.Metric {
+	case gradient.Quantity:
+	case gradient.Amount:
+		digits = c.digits
+	default:
+		return 0, fmt.Errorf("%w: metric %d", ErrBadQuery, q.Metric)
+	}
+	s, err := gradient.QueryScore(q.Metric, digits, q.Value)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadQuery, err)
+	}
+	if s >= ceilingScore {
+		return 0, fmt.Errorf("%w: %w: value %s is ≥ 2^53 in score units", ErrBadQuery, gradient.ErrBadValue, q.Value.String())
+	}
+	return s, nil
+}
+
+func (c *Cache) hitArgs(key string, s int64) redis.ZRangeArgs {
+	// Rev: Start is the HIGH bound.
+	return redis.ZRangeArgs{Key: key, Start: score.Inclusive(s), Stop: score.NegInf, ByScore: true, Rev: true, Count: 1}
+}
+
+func (c *Cache) nextArgs(key string, s int64) redis.ZRangeArgs {
+	return redis.ZRangeArgs{Key: key, Start: score.Exclusive(s), Stop: score.PosInf, ByScore: true, Count: 1}
+}
+
+func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs []Result) error {
+	start := time.Now()
+	lines := make([]line, len(qs))
+	pending := 0
+	for i := range qs {
+		rs[i] = Result{Promotion: qs[i].Promotion}
+		s, err := c.encodeQuery(&qs[i])
+		if err != nil {
+			rs[i].Err = err
+			continue
+		}
+		lines[i].score = s
+		pending++
+	}
+	rts := 0
+	defer func() { c.obs.OnRoundTrips(OpMatch, rts) }()
+	if pending > 0 {
+		rts++
+		var err error
+		if pending == 1 && !opt.Next {
+			err = c.sendSingle(ctx, qs, lines, rs)
+		} else {
+			err = c.sendPipeline(ctx, qs, lines, rs, opt.Next)
+		}
+		if err != nil {
+			return fmt.Errorf("cache: match: %w", ctxErr(ctx, err))
+		}
+		hits := make([]TierHit, 0, pending*2)
+		nowMs := c.now().UnixMilli()
+		retries := 0
+		for i := range lines {
+			if rs[i].Err == nil && lines[i].hit != nil {
+				hits = c.evaluate(&qs[i], &lines[i], &rs[i], nowMs, hits)
+				if lines[i].retry {
+					retries++
+				}
+			}
+		}
+		if retries > 0 {
+			// A refresh committed between a line's two ZRANGEs (their
+			// versions differ). Re-read those lines inside MULTI/EXEC, one
+			// transaction per line so each touches one slot.
+			n, err := c.resolveMixed(ctx, qs, lines, rs)
+			rts += n
+			if err != nil {
+				return fmt.Errorf("cache: match: %w", ctxErr(ctx, err))
+			}
+			for i := range lines {
+				if lines[i].retry {
+					lines[i].retry = false
+					hits = c.evaluate(&qs[i], &lines[i], &rs[i], nowMs, hits)
+					if lines[i].retry { // inside MULTI this cannot happen
+						rs[i] = Result{Promotion: qs[i].Promotion, Err: fmt.Errorf("%w: mixed versions inside a transaction", ErrCorrupt)}
+					}
+				}
+			}
+		}
+	}
+	if opt.Gifts {
+		n, err := c.fetchGifts(ctx, rs)
+		rts += n
+		if err != nil {
+			return fmt.Errorf("cache: match gifts: %w", ctxErr(ctx, err))
+		}
+	}
+	d := time.Since(start)
+	for i := range rs {
+		c.obs.OnLookup(rs[i].Promotion, outcomeOf(rs[i].Err), d)
+	}
+	return nil
+}
+
+func outcomeOf(err error) Outcome {
+	switch {
+	case err == nil:
+		return OutcomeHit
+	case err == ErrNoTier:
+		return OutcomeNoTier
+	case err == ErrNotFound:
+		return OutcomeNotFound
+	case err == ErrNotActive:
+		return OutcomeNotActive
+	case errors.Is(err, ErrGiftsGone):
+		return OutcomeHit
+	}
+	return OutcomeError
+}
+
+// sendSingle serves the common one-line match with a plain command, which
+// is cheaper than a pipeline of one.
+func (c *Cache) sendSingle(ctx context.Context, qs []Query, lines []line, rs []Result) error {
+	for i := range lines {
+		if rs[i].Err != nil {
+			continue
+		}
+		lines[i].hit = c.client.ZRangeArgs(ctx, c.hitArgs(c.tiersKey(qs[i].Promotion), lines[i].score))
+		return lineErr(lines[i].hit.Err(), &rs[i])
+	}
+	return nil
+}
+
+func (c *Cache) sendPipeline(ctx context.Context, qs []Query, lines []line, rs []Result, next bool) error {
+	pipe := c.client.Pipeline()
+	for i := range lines {
+		if rs[i].Err != nil {
+			continue
+		}
+		key := c.tiersKey(qs[i].Promotion)
+		lines[i].hit = pipe.ZRangeArgs(ctx, c.hitArgs(key, lines[i].score))
+		if next {
+			lines[i].next = pipe.ZRangeArgs(ctx, c.nextArgs(key, lines[i].score))
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	if err == nil {
+		return nil
+	}
+	for i := range lines {
+		if rs[i].Err != nil || lines[i].hit == nil {
+			continue
+		}
+		if err := lineErr(lines[i].hit.Err(), &rs[i]); err != nil {
+			return err
+		}
+		if lines[i].next != nil {
+			if err := lineErr(lines[i].next.Err(), &rs[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// lineErr files a Redis error reply (WRONGTYPE on a foreign key, ...) under
+// its line and returns transport errors, which fail the whole call.
+func lineErr(err error, r *Result) error {
+	if err == nil {
+		return nil
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		if r.Err == nil {
+			r.Err = fmt.Errorf("cache: promotion %q: %w", r.Promotion, err)
+		}
+		return nil
+	}
+	return err
+}
+
+// resolveMixed re-reads the lines marked retry, each in its own
+// MULTI/EXEC, and returns the round trips spent.
+func (c *Cache) resolveMixed(ctx context.Context, qs []Query, lines []line, rs []Result) (int, error) {
+	n := 0
+	for i := range lines {
+		if !lines[i].retry {
+			continue
+		}
+		key := c.tiersKey(qs[i].Promotion)
+		pipe := c.client.TxPipeline()
+		lines[i].hit = pipe.ZRangeArgs(ctx, c.hitArgs(key, lines[i].score))
+		lines[i].next = pipe.ZRangeArgs(ctx, c.nextArgs(key, lines[i].score))
+		n++
+		if _, err := pipe.Exec(ctx); err != nil {
+			if err := lineErr(err, &rs[i]); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (c *Cache) decode(promotion, raw string) (member, error) {
+	m, err := decodeMember(raw, c.maxBytes)
+	if err != nil {
+		c.obs.OnDecodeError(promotion, RecordMember, err)
+	}
+	return m, err
+}
+
+// evaluate turns a line's replies into its Result. It appends hits to the
+// shared backing slice so a cart allocates its TierHits once.
+func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []TierHit) []TierHit {
+	if r.Err != nil {
+		return hits
+	}
+	hitVals := ln.hit.Val()
+	var nextVals []string
+	if ln.next != nil {
+		nextVals = ln.next.Val()
+	}
+	if len(hitVals) == 0 {
+		if len(nextVals) != 0 {
+			ln.retry = true // created between the two reads
+			return hits
+		}
+		r.Err = ErrNotFound
+		return hits
+	}
+	h, err := c.decode(q.Promotion, hitVals[0])
+	if err != nil {
+		r.Err = err
+		return hits
+	}
+	var n member
+	if ln.next != nil {
+		if len(nextVals) == 0 {
+			ln.retry = true // deleted between the two reads (or no ceiling)
+			return hits
+		}
+		if n, err = c.decode(q.Promotion, nextVals[0]); err != nil {
+			r.Err = err
+			return hits
+		}
+		if n.version != h.version {
+			ln.retry = true
+			return hits
+		}
+	}
+	r.Version = h.version
+	switch {
+	case q.Metric != h.metric:
+		r.Err = fmt.Errorf("%w: promotion %q is %s, query is %s", ErrMetricMismatch, q.Promotion, h.metric, q.Metric)
+		return hits
+	case h.metric == gradient.Amount && h.digits != c.digits:
+		r.Err = fmt.Errorf("%w: promotion %q has %d minor digits, queries are encoded with %d", ErrMetricMismatch, q.Promotion, h.digits, c.digits)
+		return hits
+	case !h.active(nowMs):
+		r.Err = ErrNotActive
+		return hits
+	}
+	switch h.kind {
+	case kindTier:
+		hits = append(hits, TierHit{ID: h.tierID, Score: h.score, Threshold: h.scoreValue(h.score), Reward: h.reward, HasGifts: h.hasGifts})
+		r.Tier = &hits[len(hits)-1]
+	case kindFloor:
+		r.Err = ErrNoTier
+	default:
+		r.Err = fmt.Errorf("%w: promotion %q: ceiling sentinel below the query", ErrCorrupt, q.Promotion)
+		return hits
+	}
+	if ln.next != nil {
+		switch n.kind {
+		case kindTier:
+			hits = append(hits, TierHit{ID: n.tierID, Score: n.score, Threshold: h.scoreValue(n.score), Reward: n.reward, HasGifts: n.hasGifts})
+			r.Next = &hits[len(hits)-1]
+			r.Shortfall = h.scoreValue(n.score - ln.score)
+		case kindCeiling:
+		default:
+			r.Tier, r.Err = nil, fmt.Errorf("%w: promotion %q: floor sentinel above the query", ErrCorrupt, q.Promotion)
+		}
+	}
+	return hits
+}
+
+// Gifts fetches the gift lists of every hit in rs whose tier has gifts
+// and that has none yet, in one pipelined round trip (none when there is
+// nothing to fetch). Lists are read from the hit's own version, so they
+// always belong to the tier that was matched. A line whose list is gone
+// (its version was replaced more than Options.Grace ago) or corrupt keeps
+// its Tier and gets ErrGiftsGone or ErrCorrupt in Err.
+func (c *Cache) Gifts(ctx context.Context, rs []Result) error {
+	n, err := c.fetchGifts(ctx, rs)
+	c.obs.OnRoundTrips(OpGifts, n)
+	if err != nil {
+		return fmt.Errorf("cache: gifts: %w", ctxErr(ctx, err))
+	}
+	return nil
+}
+
+func (c *Cache) fetchGifts(ctx context.Context, rs []Result) (int, error) {
+	var pipe redis.Pipeliner
+	var cmds []*redis.SliceCmd
+	for i := range rs {
+		t := rs[i].Tier
+		if t == nil || !t.HasGifts || t.Gifts != nil {
+			continue
+		}
+		if pipe == nil {
+			pipe = c.client.Pipeline()
+			cmds = make([]*redis.SliceCmd, len(rs))
+		}
+		cmds[i] = pipe.HMGet(ctx, c.giftsKey(rs[i].Promotion, rs[i].Version), t.ID)
+	}
+	if pipe == nil {
+		return 0, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		for i, cmd := range cmds {
+			if cmd != nil {
+				if err := lineErr(cmd.Err(), &rs[i]); err != nil {
+					return 1, err
+				}
+			}
+		}
+	}
+	for i, cmd := range cmds {
+		if cmd == nil || cmd.Err() != nil {
+			continue
+		}
+		vals := cmd.Val()
+		raw, ok := "", len(vals) == 1
+		if ok {
+			raw, ok = vals[0].(string)
+		}
+		if !ok {
+			rs[i].Err = fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, rs[i].Promotion, rs[i].Version, rs[i].Tier.ID)
+			continue
+		}
+		gifts, err := decodeGifts([]byte(raw), c.maxBytes)
+		if err != nil {
+			c.obs.OnDecodeError(rs[i].Promotion, RecordGifts, err)
+			rs[i].Err = fmt.Errorf("promotion %q tier %q: %w", rs[i].Promotion, rs[i].Tier.ID, err)
+			continue
+		}
+		rs[i].Tier.Gifts = gifts
+	}
+	return 1, nil
+}

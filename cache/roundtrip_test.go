@@ -1,0 +1,177 @@
+package cache
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// TestCartRoundTrips proves with a counting hook that a cart costs one
+// round trip whatever its size (1..200 lines) and tier count (3..3000),
+// with or without Next, and exactly one more when some hit has gifts.
+func TestCartRoundTrips(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		obs := &countingObserver{}
+		c := newCache(t, b, Options{Observer: obs})
+		var promos []gradient.Promotion
+		for _, n := range []int{3, 300, 3000} {
+			withGifts := simplePromotion("g"+strconv.Itoa(n), seq(n)...)
+			plain := simplePromotion("n"+strconv.Itoa(n), seq(n)...)
+			for i := range plain.Tiers {
+				plain.Tiers[i].Gifts = nil
+			}
+			promos = append(promos, withGifts, plain)
+		}
+		if _, err := c.Refresh(ctx, promos...); err != nil {
+			t.Fatal(err)
+		}
+		rt, err := testredis.CountRoundTrips(ctx, b.Client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Client.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, tiers := range []int{3, 300, 3000} {
+			for _, lines := range []int{1, 20, 200} {
+				for _, tc := range []struct {
+					name   string
+					prefix string
+					opt    MatchOptions
+					want   int
+				}{
+					{"plain", "g", MatchOptions{}, 1},
+					{"next", "g", MatchOptions{Next: true}, 1},
+					{"gifts", "g", MatchOptions{Gifts: true}, 2},
+					{"next+gifts", "g", MatchOptions{Next: true, Gifts: true}, 2},
+					{"gifts requested, none stored", "n", MatchOptions{Gifts: true}, 1},
+				} {
+					qs := make([]Query, lines)
+					for i := range qs {
+						qs[i] = QuantityQuery(tc.prefix+strconv.Itoa(tiers), int64(1+i%tiers))
+					}
+					// Warm up: a pipeline may open fresh connections, and
+					// their handshake (HELLO, CLIENT SETINFO) is counted.
+					if _, err := c.MatchCart(ctx, qs, tc.opt); err != nil {
+						t.Fatal(err)
+					}
+					rt.Reset()
+					before := obs.roundTrips.Load()
+					rs, err := c.MatchCart(ctx, qs, tc.opt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, r := range rs {
+						if r.Err != nil || r.Tier == nil || (tc.opt.Gifts && r.Tier.HasGifts && len(r.Tier.Gifts) == 0) {
+							t.Fatalf("line %d: %+v", i, r)
+						}
+					}
+					got := rt.Total()
+					if b.IsCluster() {
+						got = maxNode(rt.PerNode()) // one promotion: one master
+					}
+					if got != tc.want {
+						t.Fatalf("tiers=%d lines=%d %s: %d round trips (%v), want %d", tiers, lines, tc.name, got, rt.PerNode(), tc.want)
+					}
+					if rep := obs.roundTrips.Load() - before; rep != int64(tc.want) {
+						t.Fatalf("observer reported %d round trips, want %d", rep, tc.want)
+					}
+				}
+			}
+		}
+	})
+}
+
+func seq(n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(i + 1)
+	}
+	return out
+}
+
+func maxNode(m map[string]int) int {
+	best := 0
+	for _, v := range m {
+		best = max(best, v)
+	}
+	return best
+}
+
+// TestClusterCartPerMaster (issue 4 point 2): a cart over promotions on
+// all three masters costs exactly one round trip on each master (go-redis
+// splits the pipeline per master and sends the parts in parallel), and one
+// more per master holding a hit with gifts.
+func TestClusterCartPerMaster(t *testing.T) {
+	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
+		cc, ok := b.Client.(*redis.ClusterClient)
+		if !ok {
+			t.Skip("needs a cluster")
+		}
+		ctx := testCtx(t)
+		c := newCache(t, b, Options{})
+		masters := map[string][]string{} // master addr -> promotion IDs
+		var promos []gradient.Promotion
+		for i := 0; len(promos) < 30; i++ {
+			id := "spread" + strconv.Itoa(i)
+			m, err := cc.MasterForKey(ctx, c.tiersKey(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := m.Options().Addr
+			masters[addr] = append(masters[addr], id)
+			promos = append(promos, simplePromotion(id, 2, 4, 8))
+		}
+		if len(masters) != 3 {
+			t.Fatalf("promotions on %d masters, want 3: %v", len(masters), masters)
+		}
+		if _, err := c.Refresh(ctx, promos...); err != nil {
+			t.Fatal(err)
+		}
+		rt, err := testredis.CountRoundTrips(ctx, b.Client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() }); err != nil {
+			t.Fatal(err)
+		}
+		qs := make([]Query, 0, 60)
+		for _, p := range promos {
+			qs = append(qs, QuantityQuery(p.ID, 5), QuantityQuery(p.ID, 1))
+		}
+		for _, tc := range []struct {
+			opt  MatchOptions
+			want int
+		}{{MatchOptions{}, 1}, {MatchOptions{Next: true}, 1}, {MatchOptions{Gifts: true}, 2}} {
+			if _, err := c.MatchCart(ctx, qs, tc.opt); err != nil { // warm up connections
+				t.Fatal(err)
+			}
+			rt.Reset()
+			rs, err := c.MatchCart(ctx, qs, tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < len(rs); i += 2 {
+				if rs[i].Err != nil || rs[i].Tier.ID != "tier1" || rs[i+1].Err != ErrNoTier {
+					t.Fatalf("line %d: %+v / %+v", i, rs[i], rs[i+1])
+				}
+			}
+			per := rt.PerNode()
+			for addr := range masters {
+				if per[addr] != tc.want {
+					t.Fatalf("%+v: master %s had %d round trips, want %d (all: %v)", tc.opt, addr, per[addr], tc.want, per)
+				}
+			}
+			if len(per) != 3 {
+				t.Fatalf("round trips reached %v, want exactly the 3 masters", per)
+			}
+			t.Logf("%+v: %d lines over 3 masters, round trips per master %v", tc.opt, len(qs), per)
+		}
+	})
+}
