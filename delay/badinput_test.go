@@ -1,0 +1,192 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/testredis"
+	"github.com/tierset/tierset/score"
+)
+
+// Every bad input gets a typed error and writes nothing.
+func TestBadInput(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		epoch := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+		codec, err := score.NewTimeCodec(epoch, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := newQ(t, b, Options{MaxPayload: 16, Codec: codec})
+		// some state to protect: one pending, one in flight
+		mustEnqueue(t, ctx, q, Job{Key: "live", Token: "t"})
+		flying := mustTake(t, ctx, q, 1).Tasks[0]
+		mustEnqueue(t, ctx, q, Job{Key: "pending", When: After(time.Hour)})
+
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		t.Cleanup(func() { _ = down.Close() })
+		qDown, err := New(down, "q1", Options{Prefix: b.Prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		codec20, _ := score.NewTimeCodec(time.Now().Add(-time.Hour), 20) // about 99 days of range
+		q20 := newQ(t, b, Options{Codec: codec20})
+		enq := func(j Job) func() error {
+			return func() error { _, err := q.Enqueue(ctx, j); return err }
+		}
+		newQueue := func(name string, o Options) func() error {
+			return func() error { _, err := New(b.Client, name, o); return err }
+		}
+		rows := []struct {
+			name string
+			call func() error
+			want error
+		}{
+			{"empty key", enq(Job{Key: ""}), ErrInvalidKey},
+			{"oversized key", enq(Job{Key: strings.Repeat("k", MaxKeyBytes+1)}), ErrInvalidKey},
+			{"key with control char", enq(Job{Key: "a\nb"}), ErrInvalidKey},
+			{"key with invalid utf8", enq(Job{Key: "a\xffb"}), ErrInvalidKey},
+			{"oversized token", enq(Job{Key: "k", Token: strings.Repeat("t", MaxTokenBytes+1)}), ErrInvalidToken},
+			{"token with control char", enq(Job{Key: "k", Token: "a\x00"}), ErrInvalidToken},
+			{"token with comma", enq(Job{Key: "k", Token: "a,b"}), ErrInvalidToken},
+			{"payload over cap", enq(Job{Key: "k", Payload: make([]byte, 17)}), ErrPayloadTooLarge},
+			{"due beyond codec range", enq(Job{Key: "k", When: At(codec.MaxTime().Add(time.Hour))}), score.ErrOutOfRange},
+			{"due before epoch", enq(Job{Key: "k", When: At(epoch.Add(-time.Hour))}), score.ErrBeforeEpoch},
+			{"delay beyond codec range", func() error {
+				_, err := q20.Enqueue(ctx, Job{Key: "k", When: After(200 * 24 * time.Hour)})
+				return err
+			}, score.ErrOutOfRange},
+			{"negative delay", enq(Job{Key: "k", When: After(-time.Second)}), ErrNegativeDelay},
+			{"both At and After", enq(Job{Key: "k", When: When{At: time.Now(), After: time.Second}}), ErrInvalidWhen},
+			{"take 0", func() error { _, err := q.Take(ctx, 0); return err }, ErrInvalidBatch},
+			{"take -1", func() error { _, err := q.Take(ctx, -1); return err }, ErrInvalidBatch},
+			{"take 1001", func() error { _, err := q.Take(ctx, 1001); return err }, ErrInvalidBatch},
+			{"ack empty lease", func() error { return q.Ack(ctx, Lease{}) }, ErrInvalidLease},
+			{"ack empty id", func() error { return q.Ack(ctx, Lease{Fence: flying.Lease.Fence}) }, ErrInvalidLease},
+			{"ack wrong fence", func() error { return q.Ack(ctx, Lease{ID: flying.ID, Fence: flying.Lease.Fence + 1}) }, ErrLeaseLost},
+			{"retry wrong fence", func() error {
+				_, err := q.RetryAfter(ctx, Lease{ID: flying.ID, Fence: 999999}, 1, 0, nil)
+				return err
+			}, ErrLeaseLost},
+			{"ack unknown task", func() error { return q.Ack(ctx, Lease{ID: "nosuch", Fence: 1}) }, ErrNotFound},
+			{"extend zero", func() error { _, err := q.Extend(ctx, flying.Lease, 0); return err }, ErrInvalidLease},
+			{"sweep 0", func() error { _, err := q.Sweep(ctx, 0); return err }, ErrInvalidBatch},
+			{"list dead 0", func() error { _, err := q.ListDead(ctx, 0, 0); return err }, ErrInvalidBatch},
+			{"requeue 1001 ids", func() error { _, err := q.Requeue(ctx, make([]string, 1001)...); return err }, ErrInvalidBatch},
+			{"cancel empty key", func() error { _, err := q.Cancel(ctx, ""); return err }, ErrInvalidKey},
+			{"reschedule negative", func() error { _, err := q.Reschedule(ctx, "pending", After(-1)); return err }, ErrNegativeDelay},
+			{"queue name with braces", newQueue("a{b}", Options{}), ErrInvalidName},
+			{"queue name with space", newQueue("a b", Options{}), ErrInvalidName},
+			{"queue name empty", newQueue("", Options{}), ErrInvalidName},
+			{"queue name too long", newQueue(strings.Repeat("n", MaxNameBytes+1), Options{}), ErrInvalidName},
+			{"prefix with brace", newQueue("q", Options{Prefix: "x{"}), ErrInvalidPrefix},
+			{"negative max payload", newQueue("q", Options{MaxPayload: -1}), ErrInvalidOptions},
+			{"cancelled context", func() error { _, err := q.Enqueue(cancelled, Job{Key: "k"}); return err }, context.Canceled},
+			{"cancelled context take", func() error { _, err := q.Take(cancelled, 1); return err }, context.Canceled},
+			{"redis down", func() error { _, err := qDown.Enqueue(ctx, Job{Key: "k"}); return err }, ErrRedis},
+		}
+		if len(rows) < 15 {
+			t.Fatalf("only %d rows", len(rows))
+		}
+		for _, r := range rows {
+			t.Run(strings.ReplaceAll(r.name, " ", "_"), func(t *testing.T) {
+				before := snapshot(t, ctx, b)
+				err := r.call()
+				if !errors.Is(err, r.want) {
+					t.Fatalf("err = %v, want %v", err, r.want)
+				}
+				if after := snapshot(t, ctx, b); after != before {
+					t.Fatalf("state changed:\nbefore:\n%s\nafter:\n%s", before, after)
+				}
+			})
+		}
+	})
+}
+
+// Corrupt bytes planted in Redis give typed errors, never a panic, and
+// never block the queue head.
+func TestCorruptRecords(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		good := mustEnqueue(t, ctx, q, Job{Key: "good"})
+		past, _ := q.o.Codec.EncodeTime(time.Now().Add(-time.Minute), 0)
+		planted := map[string]string{
+			"c1": "garbage",
+			"c2": "0,0,0,999,0,0;abc",                      // lengths past the end
+			"c3": "0,0,0,3,0,0;a\x01b",                     // Lua-readable, key invalid in Go
+			"c4": strings.Repeat("9", 40) + ",0,0,1,0,0;k", // huge number
+		}
+		for id, v := range planted {
+			b.Client.HSet(ctx, q.k.tasks, id, v)
+			b.Client.ZAdd(ctx, q.k.due, redis.Z{Score: float64(past), Member: id})
+		}
+		bt, err := q.Take(ctx, 10)
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("take err = %v, want ErrCorrupt", err)
+		}
+		if len(bt.Tasks) != 1 || bt.Tasks[0].ID != good.ID {
+			t.Fatalf("good task not delivered: %+v", bt.Tasks)
+		}
+		if bt.Corrupt != 3 {
+			t.Fatalf("corrupt = %d, want 3 parked in dead", bt.Corrupt)
+		}
+		p, err := q.ListDead(ctx, 0, 10)
+		if err != nil || len(p.Tasks) != 3 {
+			t.Fatalf("dead = %+v %v", p, err)
+		}
+		for _, d := range p.Tasks {
+			if !errors.Is(d.Err, ErrCorrupt) {
+				t.Fatalf("dead %s err %v", d.ID, d.Err)
+			}
+		}
+		b.Client.HSet(ctx, q.k.idx, "bad", "c9")
+		b.Client.HSet(ctx, q.k.tasks, "c9", "1,2,3")
+		if _, err := q.Lookup(ctx, "bad"); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("lookup err = %v", err)
+		}
+		if n, err := q.PurgeAll(ctx); err != nil || n != 3 {
+			t.Fatalf("purge %d %v", n, err)
+		}
+	})
+}
+
+func TestDecodeRecordNeverPanics(t *testing.T) {
+	ok := encodeRecord(record{attempt: 2, fence: 9, key: "order:1", token: "tok", err: "e", payload: []byte("pp")})
+	rec, err := decodeRecord(ok, 0)
+	if err != nil || rec.key != "order:1" || rec.token != "tok" || rec.err != "e" || string(rec.payload) != "pp" || rec.attempt != 2 || rec.fence != 9 {
+		t.Fatalf("round trip: %+v %v", rec, err)
+	}
+	if _, err := decodeRecord(ok, 1); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("payload over cap: %v", err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		buf := []byte(ok)
+		for range 1 + rng.IntN(4) {
+			buf[rng.IntN(len(buf))] = byte(rng.IntN(256))
+		}
+		if rng.IntN(4) == 0 {
+			buf = buf[:rng.IntN(len(buf))]
+		}
+		_, _ = decodeRecord(string(buf), 64) // must not panic
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(encodeRecord(record{key: "k", payload: []byte("x")}))
+	f.Add("0,0,0,99999999,0,0;")
+	f.Fuzz(func(t *testing.T, s string) {
+		if r, err := decodeRecord(s, 1<<20); err == nil && (r.key == "" || len(r.payload) > 1<<20) {
+			t.Fatalf("accepted %q", s)
+		}
+	})
+}

@@ -1,0 +1,68 @@
+package delay
+
+import "errors"
+
+// Sentinel errors. Every error this package returns wraps one of these (or a
+// score/ sentinel for due times out of the codec's range, or the context's
+// error on cancellation), so callers branch with errors.Is.
+var (
+	// ErrInvalidName: a queue name that is empty, longer than MaxNameBytes,
+	// or holds braces, whitespace or control characters.
+	ErrInvalidName = errors.New("delay: invalid queue name")
+	// ErrInvalidPrefix: a key prefix holding braces, whitespace or control characters.
+	ErrInvalidPrefix = errors.New("delay: invalid key prefix")
+	// ErrInvalidKey: a business key that is empty, longer than MaxKeyBytes or
+	// holds control characters.
+	ErrInvalidKey = errors.New("delay: invalid business key")
+	// ErrInvalidToken: a token longer than MaxTokenBytes or holding control
+	// characters or a comma.
+	ErrInvalidToken = errors.New("delay: invalid token")
+	// ErrPayloadTooLarge: a payload above Options.MaxPayload.
+	ErrPayloadTooLarge = errors.New("delay: payload too large")
+	// ErrNegativeDelay: a negative After duration.
+	ErrNegativeDelay = errors.New("delay: negative delay")
+	// ErrInvalidWhen: At and After both set.
+	ErrInvalidWhen = errors.New("delay: set either At or After, not both")
+	// ErrInvalidBatch: a batch size outside 1..MaxBatch.
+	ErrInvalidBatch = errors.New("delay: batch size outside 1..1000")
+	// ErrInvalidLease: an empty lease (no task ID or fence), or a
+	// non-positive lease duration.
+	ErrInvalidLease = errors.New("delay: invalid lease")
+	// ErrInvalidOptions: an option outside its documented range.
+	ErrInvalidOptions = errors.New("delay: invalid options")
+	// ErrLeaseLost: the lease is no longer held: it expired and the task was
+	// swept back or handed to another consumer (new fence).
+	ErrLeaseLost = errors.New("delay: lease lost")
+	// ErrNotFound: no such task: it never existed or is already finished.
+	ErrNotFound = errors.New("delay: task not found")
+	// ErrTooManyTasks: the business key already has MaxTasksPerKey tasks.
+	ErrTooManyTasks = errors.New("delay: too many tasks for one business key")
+	// ErrSeqExhausted: 64 consecutive milliseconds were full (2^bits tasks each).
+	ErrSeqExhausted = errors.New("delay: sequence space exhausted")
+	// ErrCorrupt: a task record in Redis that does not decode.
+	ErrCorrupt = errors.New("delay: corrupt task record")
+	// ErrRedis wraps every error that comes from the Redis client.
+	ErrRedis = errors.New("delay: redis")
+	// ErrSkipRetry: a handler error wrapping it dead-letters the task at once.
+	ErrSkipRetry = errors.New("delay: permanent failure, no retry")
+	// ErrPanic: the handler panicked; the task is retried.
+	ErrPanic = errors.New("delay: handler panicked")
+	// ErrShutdownTimeout: handlers were still running at ShutdownTimeout; their
+	// tasks are left to their leases.
+	ErrShutdownTimeout = errors.New("delay: shutdown timeout, handlers abandoned to their leases")
+)
+
+// Permanent marks err as permanent: a handler returning it sends the task
+// straight to the dead-letter set. errors.Is(Permanent(err), ErrSkipRetry)
+// and errors.Is(Permanent(err), err) both hold.
+func Permanent(err error) error {
+	if err == nil {
+		return ErrSkipRetry
+	}
+	return &permanentError{err: err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string   { return e.err.Error() }
+func (e *permanentError) Unwrap() []error { return []error{ErrSkipRetry, e.err} }

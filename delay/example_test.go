@@ -1,0 +1,124 @@
+package delay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/delay"
+)
+
+func ExampleQueue_Enqueue() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	mr.SetTime(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)) // Redis TIME
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	q, _ := delay.New(rdb, "orders", delay.Options{})
+	e, _ := q.Enqueue(ctx, delay.Job{Key: "order:42", Token: "expire", When: delay.After(30 * time.Minute)})
+	fmt.Println(e.ID, e.Due.UTC().Format(time.TimeOnly), e.Duplicate)
+
+	again, _ := q.Enqueue(ctx, delay.Job{Key: "order:42", Token: "expire", When: delay.After(time.Hour)})
+	fmt.Println(again.ID, again.Due.UTC().Format(time.TimeOnly), again.Duplicate, again.State)
+	// Output:
+	// 1 12:30:00 false
+	// 1 12:30:00 true pending
+}
+
+func ExampleQueue_Take() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(start)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	q, _ := delay.New(rdb, "orders", delay.Options{Lease: 10 * time.Second})
+	q.Enqueue(ctx, delay.Job{Key: "order:1", Payload: []byte("remind"), When: delay.After(10 * time.Minute)})
+
+	b, _ := q.Take(ctx, 10)
+	fmt.Println("due now:", len(b.Tasks), "next:", b.NextDue.UTC().Format(time.TimeOnly))
+
+	mr.SetTime(start.Add(10 * time.Minute))
+	b, _ = q.Take(ctx, 10)
+	t := b.Tasks[0]
+	fmt.Println(t.Key, string(t.Payload), "attempt", t.Attempt, "late", t.Lateness())
+	fmt.Println(q.Ack(ctx, t.Lease))
+	fmt.Println(errors.Is(q.Ack(ctx, t.Lease), delay.ErrNotFound))
+	// Output:
+	// due now: 0 next: 12:10:00
+	// order:1 remind attempt 1 late 0s
+	// <nil>
+	// true
+}
+
+func ExampleQueue_Cancel() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	q, _ := delay.New(rdb, "orders", delay.Options{})
+	q.Enqueue(ctx, delay.Job{Key: "order:7", Token: "expire", When: delay.After(30 * time.Minute)})
+	q.Enqueue(ctx, delay.Job{Key: "order:7", Token: "remind", When: delay.After(10 * time.Minute)})
+
+	r, _ := q.Cancel(ctx, "order:7") // the order was paid
+	fmt.Printf("pending %d, in flight %d, dead %d\n", r.Pending, r.InFlight, r.Dead)
+	// Output:
+	// pending 2, in flight 0, dead 0
+}
+
+func ExampleWorker_Run() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+
+	q, _ := delay.New(rdb, "orders", delay.Options{})
+	done := make(chan string)
+	w, _ := delay.NewWorker(q, func(ctx context.Context, t *delay.Task) error {
+		done <- t.Key
+		return nil
+	}, delay.WorkerOptions{Concurrency: 2})
+	stopped := make(chan error)
+	go func() { stopped <- w.Run(ctx) }()
+
+	q.Enqueue(ctx, delay.Job{Key: "reservation:9", When: delay.After(20 * time.Millisecond)})
+	fmt.Println("released", <-done)
+	cancel()
+	fmt.Println(errors.Is(<-stopped, context.Canceled))
+	// Output:
+	// released reservation:9
+	// true
+}
+
+func ExampleHistogram() {
+	var h delay.Histogram
+	for i := 1; i <= 100; i++ {
+		h.Record(time.Duration(i) * time.Millisecond)
+	}
+	fmt.Println(h.Count(), h.Max(), h.Percentile(50) >= 49*time.Millisecond && h.Percentile(50) <= 52*time.Millisecond)
+	// Output:
+	// 100 100ms true
+}

@@ -1,0 +1,94 @@
+package delay
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newQ(t *testing.T, b *testredis.Backend, o Options) *Queue {
+	t.Helper()
+	o.Prefix = b.Prefix
+	q, err := New(b.Client, "q1", o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return q
+}
+
+func mustEnqueue(t *testing.T, ctx context.Context, q *Queue, j Job) Enqueued {
+	t.Helper()
+	e, err := q.Enqueue(ctx, j)
+	if err != nil {
+		t.Fatalf("Enqueue(%q): %v", j.Key, err)
+	}
+	return e
+}
+
+func mustTake(t *testing.T, ctx context.Context, q *Queue, n int) Batch {
+	t.Helper()
+	b, err := q.Take(ctx, n)
+	if err != nil {
+		t.Fatalf("Take(%d): %v", n, err)
+	}
+	return b
+}
+
+// snapshot renders every key under the backend's prefix with its full
+// content, to prove that a rejected call wrote nothing.
+func snapshot(t *testing.T, ctx context.Context, b *testredis.Backend) string {
+	t.Helper()
+	keys, err := testredis.Keys(ctx, b.Client, b.Prefix)
+	if err != nil {
+		t.Fatalf("keys: %v", err)
+	}
+	sort.Strings(keys)
+	out := ""
+	for _, k := range keys {
+		typ, err := b.Client.Type(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("type %s: %v", k, err)
+		}
+		var v any
+		switch typ {
+		case "zset":
+			v, err = b.Client.ZRangeWithScores(ctx, k, 0, -1).Result()
+		case "hash":
+			m, e := b.Client.HGetAll(ctx, k).Result()
+			ks := make([]string, 0, len(m))
+			for f := range m {
+				ks = append(ks, f+"="+m[f])
+			}
+			sort.Strings(ks)
+			v, err = ks, e
+		case "list":
+			v, err = b.Client.LRange(ctx, k, 0, -1).Result()
+		default:
+			v, err = b.Client.Get(ctx, k).Result()
+		}
+		if err != nil {
+			t.Fatalf("read %s: %v", k, err)
+		}
+		out += fmt.Sprintf("%s %s %v\n", k, typ, v)
+	}
+	return out
+}
+
+// setTime drives Redis TIME on miniredis; on real Redis it is a no-op and
+// tests wait instead.
+func setTime(b *testredis.Backend, t time.Time) {
+	if b.Mini != nil {
+		b.Mini.SetTime(t)
+	}
+}

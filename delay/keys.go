@@ -1,0 +1,129 @@
+package delay
+
+import (
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Name and key limits, checked in Go before anything is sent.
+const (
+	// MaxNameBytes is the longest queue name.
+	MaxNameBytes = 128
+	// MaxKeyBytes is the longest business key.
+	MaxKeyBytes = 512
+	// MaxTokenBytes is the longest idempotency token.
+	MaxTokenBytes = 128
+	// MaxTasksPerKey caps the tasks (tokens) one business key may hold at once,
+	// which bounds every per-key script loop.
+	MaxTasksPerKey = 64
+	// DefaultPrefix is the key prefix when Options.Prefix is empty.
+	DefaultPrefix = "tierset"
+)
+
+// HashTag returns the Redis Cluster hash tag of a queue: "{q:<name>}". Every
+// key of the queue carries it, so every script of the queue runs on one slot.
+// A sharded queue of K shards composes K queues named "<name>:0".."<name>:K-1",
+// each on its own tag.
+func HashTag(name string) string { return "{q:" + name + "}" }
+
+// ValidateName reports whether name is a usable queue name: 1..MaxNameBytes
+// bytes of valid UTF-8 with no braces, whitespace or control characters.
+func ValidateName(name string) error {
+	if name == "" || len(name) > MaxNameBytes {
+		return fmt.Errorf("%w: length %d (allowed 1..%d)", ErrInvalidName, len(name), MaxNameBytes)
+	}
+	if r, bad := badRune(name, true); bad {
+		return fmt.Errorf("%w: %q holds %q", ErrInvalidName, name, r)
+	}
+	return nil
+}
+
+func validatePrefix(p string) error {
+	if len(p) > MaxNameBytes {
+		return fmt.Errorf("%w: length %d (max %d)", ErrInvalidPrefix, len(p), MaxNameBytes)
+	}
+	if r, bad := badRune(p, true); bad {
+		return fmt.Errorf("%w: %q holds %q", ErrInvalidPrefix, p, r)
+	}
+	return nil
+}
+
+func validateKey(k string) error {
+	if k == "" || len(k) > MaxKeyBytes {
+		return fmt.Errorf("%w: length %d (allowed 1..%d)", ErrInvalidKey, len(k), MaxKeyBytes)
+	}
+	if r, bad := badRune(k, false); bad {
+		return fmt.Errorf("%w: holds %q", ErrInvalidKey, r)
+	}
+	return nil
+}
+
+// validateToken allows "" (the library makes the token). A comma is refused
+// so a token can never look like an index list.
+func validateToken(tok string) error {
+	if len(tok) > MaxTokenBytes {
+		return fmt.Errorf("%w: length %d (max %d)", ErrInvalidToken, len(tok), MaxTokenBytes)
+	}
+	if r, bad := badRune(tok, false); bad || r == ',' {
+		return fmt.Errorf("%w: holds %q", ErrInvalidToken, r)
+	}
+	for _, r := range tok {
+		if r == ',' {
+			return fmt.Errorf("%w: holds ','", ErrInvalidToken)
+		}
+	}
+	return nil
+}
+
+// badRune finds invalid UTF-8, control characters and, for names,
+// whitespace and braces (a brace would move the hash tag).
+func badRune(s string, name bool) (rune, bool) {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
+				return r, true
+			}
+		}
+		if unicode.IsControl(r) {
+			return r, true
+		}
+		if name && (unicode.IsSpace(r) || r == '{' || r == '}') {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// keys is the whole key layout of one queue; nothing else builds key names.
+//
+//	<prefix>:{q:<name>}:due       ZSET  task ID -> TimeCodec(due ms, seq)
+//	<prefix>:{q:<name>}:inflight  ZSET  task ID -> lease deadline (Unix ms, Redis TIME)
+//	<prefix>:{q:<name>}:dead      ZSET  task ID -> dead-letter time (Unix ms)
+//	<prefix>:{q:<name>}:tasks     HASH  task ID -> record (metadata + payload)
+//	<prefix>:{q:<name>}:idx       HASH  business key -> comma-separated task IDs
+//	<prefix>:{q:<name>}:ctr       HASH  id, fence counters; ms, seq of the last score
+//	<prefix>:{q:<name>}:stats     HASH  overflow, retries, dead, expired, ... counters
+//	<prefix>:{q:<name>}:wake      LIST  at most one element; pushed when the head moves earlier
+type keys struct {
+	due, inflight, dead, tasks, idx, ctr, stats, wake string
+}
+
+func newKeys(prefix, name string) keys {
+	base := prefix + ":" + HashTag(name) + ":"
+	return keys{
+		due:      base + "due",
+		inflight: base + "inflight",
+		dead:     base + "dead",
+		tasks:    base + "tasks",
+		idx:      base + "idx",
+		ctr:      base + "ctr",
+		stats:    base + "stats",
+		wake:     base + "wake",
+	}
+}
+
+// all lists every key of the queue (for tests and tooling).
+func (k keys) all() []string {
+	return []string{k.due, k.inflight, k.dead, k.tasks, k.idx, k.ctr, k.stats, k.wake}
+}

@@ -1,0 +1,193 @@
+package delay
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// 10k tasks through every path (ack, retry, dead, requeue, purge, cancel
+// pending, cancel in flight, reschedule, expired lease): afterwards no task
+// record, index entry or set member is left; only the counters remain.
+func TestNothingLeaks10k(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{Lease: 300 * time.Millisecond, MaxAttempts: 2,
+			Backoff: func(int) time.Duration { return 0 }})
+		paths := []string{"ack", "retry", "dead", "requeue", "purge", "cancelpending", "cancelflight", "reschedule", "expire", "cancelflightretry"}
+		n := 10_000
+		if !b.Real() {
+			n = 500 // miniredis sorts a sorted set on every range query: quadratic
+		}
+		jobs := make([]Job, n)
+		for i := range jobs {
+			p := paths[i%len(paths)]
+			w := When{}
+			if p == "cancelpending" || p == "reschedule" {
+				w = After(time.Hour)
+			}
+			// two tokens per business key for half of them, to exercise multi-task keys
+			jobs[i] = Job{Key: fmt.Sprintf("%s:%d", p, i/2), Token: fmt.Sprintf("t%d", i%2), Payload: []byte("payload"), When: w}
+		}
+		for i := 0; i < n; i += 200 {
+			res, err := q.EnqueueBatch(ctx, jobs[i:min(i+200, n)])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res {
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+			}
+		}
+		pathOf := func(tk *Task) string {
+			for _, p := range paths {
+				if len(tk.Key) > len(p) && tk.Key[:len(p)+1] == p+":" {
+					return p
+				}
+			}
+			t.Fatalf("unknown key %s", tk.Key)
+			return ""
+		}
+		// cancel pending, reschedule to now
+		for i := 0; i < n; i++ {
+			switch paths[i%len(paths)] {
+			case "cancelpending":
+				if _, err := q.CancelToken(ctx, jobs[i].Key, jobs[i].Token); err != nil {
+					t.Fatal(err)
+				}
+			case "reschedule":
+				if r, err := q.RescheduleToken(ctx, jobs[i].Key, jobs[i].Token, After(0)); err != nil || r.Moved != 1 {
+					t.Fatalf("reschedule %+v %v", r, err)
+				}
+			}
+		}
+		var deadIDs []string
+		expired, requeued := 0, 0
+		for round := 0; ; round++ {
+			if round > 200 {
+				st, _ := q.Stats(ctx)
+				t.Fatalf("did not drain: %+v", st)
+			}
+			bt, err := q.Take(ctx, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(bt.Tasks) == 0 {
+				st, _ := q.Stats(ctx)
+				if st.Pending == 0 && st.InFlight == 0 {
+					break
+				}
+				if st.InFlight > 0 {
+					time.Sleep(310 * time.Millisecond)
+					if _, err := q.Sweep(ctx, 1000); err != nil {
+						t.Fatal(err)
+					}
+				}
+				continue
+			}
+			var acks []Lease
+			for _, tk := range bt.Tasks {
+				switch p := pathOf(tk); {
+				case p == "ack", p == "reschedule":
+					acks = append(acks, tk.Lease)
+				case p == "retry":
+					if tk.Attempt == 1 {
+						mustRetry(t, q, tk, Retried)
+					} else {
+						acks = append(acks, tk.Lease)
+					}
+				case p == "dead", p == "purge":
+					if _, err := q.Kill(ctx, tk.Lease, errors.New("dead")); err != nil {
+						t.Fatal(err)
+					}
+					if p == "purge" {
+						deadIDs = append(deadIDs, tk.ID)
+					}
+				case p == "requeue":
+					if tk.Attempt == 1 && tk.LastError == "" { // first delivery
+						mustRetry(t, q, tk, Retried)
+					} else if tk.Attempt == 2 {
+						mustRetry(t, q, tk, Dead) // MaxAttempts 2: dead, then requeued below
+					} else {
+						acks = append(acks, tk.Lease)
+					}
+				case p == "cancelflight", p == "cancelflightretry":
+					if r, err := q.CancelToken(ctx, tk.Key, tk.Token); err != nil || r.InFlight != 1 {
+						t.Fatalf("cancel in flight %+v %v", r, err)
+					}
+					if p == "cancelflight" {
+						acks = append(acks, tk.Lease)
+					} else {
+						mustRetry(t, q, tk, Cancelled)
+					}
+				case p == "expire":
+					if tk.Attempt == 1 {
+						expired++ // leave it: the lease expires and the sweep returns it
+					} else {
+						acks = append(acks, tk.Lease)
+					}
+				}
+			}
+			errs, err := q.AckMany(ctx, acks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range errs {
+				if e != nil {
+					t.Fatal(e)
+				}
+			}
+			// requeue the requeue-path dead tasks (every page)
+			var rq []string
+			for off := 0; ; off += 1000 {
+				page, err := q.ListDead(ctx, off, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range page.Tasks {
+					if len(d.Key) > 8 && d.Key[:8] == "requeue:" {
+						rq = append(rq, d.ID)
+					}
+				}
+				if len(page.Tasks) < 1000 {
+					break
+				}
+			}
+			for i := 0; i < len(rq); i += 1000 {
+				if n, err := q.Requeue(ctx, rq[i:min(i+1000, len(rq))]...); err != nil || n != min(1000, len(rq)-i) {
+					t.Fatalf("requeue %d %v", n, err)
+				}
+				requeued += min(1000, len(rq)-i)
+			}
+		}
+		for i := 0; i < len(deadIDs); i += 1000 {
+			if _, err := q.Purge(ctx, deadIDs[i:min(i+1000, len(deadIDs))]...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := q.PurgeAll(ctx); err != nil { // the "dead" path
+			t.Fatal(err)
+		}
+		if expired != n/len(paths) || requeued != n/len(paths) {
+			t.Fatalf("expired %d requeued %d, want %d each", expired, requeued, n/len(paths))
+		}
+		assertOnlyCounters(t, b, q)
+		st, _ := q.Stats(ctx)
+		t.Logf("stats after 10k: %+v", st)
+	})
+}
+
+func mustRetry(t *testing.T, q *Queue, tk *Task, want Outcome) {
+	t.Helper()
+	out, err := q.Retry(testCtx(t), tk, errors.New("retry me"))
+	if err != nil || out != want {
+		t.Fatalf("retry %s attempt %d = %v %v, want %v", tk.Key, tk.Attempt, out, err, want)
+	}
+}

@@ -1,0 +1,41 @@
+-- sweep.lua: return at most N expired leases (deadline < Redis TIME) to due.
+-- KEYS[1] -> inflight ZSET   KEYS[2] -> tasks HASH   KEYS[3] -> idx HASH
+-- KEYS[4] -> due ZSET        KEYS[5] -> dead ZSET    KEYS[6] -> ctr HASH
+-- KEYS[7] -> stats HASH      KEYS[8] -> wake LIST
+-- ARGV[1] -> N (1..1000)   ARGV[2] -> max attempts
+-- ARGV[3] -> codec epoch ms   ARGV[4] -> 2^bits   ARGV[5] -> codec max ms offset
+-- Returns {C_OK, returned to due, dead-lettered, deleted (cancelled or corrupt)}
+local inflight, tasks, idx, due, dead, ctr, stats, wake =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local maxatt = tonumber(ARGV[2])
+local epoch, mult, maxrel = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local now = now_ms()
+local ids = redis.call('ZRANGEBYSCORE', inflight, '-inf', '(' .. fmt(now), 'LIMIT', 0, tonumber(ARGV[1]))
+local back, died, deleted = 0, 0, 0
+for _, id in ipairs(ids) do
+  local blob = redis.call('HGET', tasks, id)
+  local t = parse(blob)
+  if not t then
+    redis.call('ZREM', inflight, id)
+    if blob then redis.call('ZADD', dead, fmt(now), id) end
+    deleted = deleted + 1
+  elseif cancelled(t) then
+    redis.call('ZREM', inflight, id)
+    delete_task(tasks, idx, id, t)
+    deleted = deleted + 1
+  elseif t.attempt >= maxatt then
+    to_dead(inflight, dead, tasks, stats, id, t, 'delay: lease expired', now)
+    died = died + 1
+  else
+    local score = assign_score(due, ctr, stats, now, epoch, mult, maxrel)
+    if score then
+      redis.call('ZREM', inflight, id)
+      t.err = 'delay: lease expired'
+      redis.call('HSET', tasks, id, build(t))
+      add_due(due, wake, id, score)
+      back = back + 1
+    end
+  end
+end
+if back > 0 then redis.call('HINCRBY', stats, 'expired', back) end
+return {C_OK, back, died, deleted}

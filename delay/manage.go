@@ -1,0 +1,296 @@
+package delay
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// CancelResult reports what Cancel found.
+type CancelResult struct {
+	Pending  int // pending tasks removed (record, payload and index entry)
+	InFlight int // in-flight tasks marked: their ack removes them, they are never retried
+	Dead     int // dead-lettered tasks removed
+	Already  int // in-flight tasks that were already marked
+}
+
+// Found is the number of tasks Cancel acted on.
+func (r CancelResult) Found() int { return r.Pending + r.InFlight + r.Dead }
+
+// Cancel cancels every task of a business key, in O(log N) per task through
+// the reverse index (no scan).
+func (q *Queue) Cancel(ctx context.Context, key string) (CancelResult, error) {
+	return q.CancelToken(ctx, key, "")
+}
+
+// CancelToken cancels the task (key, token); token "" means every task of key.
+func (q *Queue) CancelToken(ctx context.Context, key, token string) (CancelResult, error) {
+	if err := validateKey(key); err != nil {
+		return CancelResult{}, err
+	}
+	if err := validateToken(token); err != nil {
+		return CancelResult{}, err
+	}
+	r, err := run(ctx, q.c, scriptCancel, "cancel",
+		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, key, token)
+	if err != nil {
+		return CancelResult{}, err
+	}
+	if err := codeErr(r.int(0)); err != nil {
+		return CancelResult{}, fmt.Errorf("delay: cancel: %w", err)
+	}
+	return CancelResult{Pending: int(r.int(1)), InFlight: int(r.int(2)), Dead: int(r.int(3)), Already: int(r.int(4))}, nil
+}
+
+// RescheduleResult reports what Reschedule found.
+type RescheduleResult struct {
+	Moved    int       // pending tasks given the new due time
+	InFlight int       // in-flight tasks, left alone (their handler is running)
+	Dead     int       // dead tasks, left alone (see Requeue)
+	Due      time.Time // the new due time of the last task moved
+}
+
+// Reschedule moves every pending task of key to w (O(log N) per task).
+func (q *Queue) Reschedule(ctx context.Context, key string, w When) (RescheduleResult, error) {
+	return q.RescheduleToken(ctx, key, "", w)
+}
+
+// RescheduleToken is Reschedule for the task (key, token); token "" means all.
+func (q *Queue) RescheduleToken(ctx context.Context, key, token string, w When) (RescheduleResult, error) {
+	if err := validateKey(key); err != nil {
+		return RescheduleResult{}, err
+	}
+	if err := validateToken(token); err != nil {
+		return RescheduleResult{}, err
+	}
+	mode, v, err := q.whenArgs(w)
+	if err != nil {
+		return RescheduleResult{}, err
+	}
+	r, err := run(ctx, q.c, scriptReschedule, "reschedule",
+		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
+		key, token, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs())
+	if err != nil {
+		return RescheduleResult{}, err
+	}
+	if err := codeErr(r.int(0)); err != nil {
+		return RescheduleResult{}, fmt.Errorf("delay: reschedule: %w", err)
+	}
+	res := RescheduleResult{Moved: int(r.int(1)), InFlight: int(r.int(2)), Dead: int(r.int(3))}
+	if sc, ok := r.score(4); ok {
+		res.Due, _, _ = q.o.Codec.DecodeTime(sc)
+	}
+	return res, nil
+}
+
+// TaskInfo describes a stored task.
+type TaskInfo struct {
+	ID, Key, Token string
+	State          State
+	Attempt        int
+	// When is the due time (pending), the lease deadline (in flight or
+	// cancelled) or the dead-letter time (dead).
+	When      time.Time
+	LastError string
+	Payload   []byte
+}
+
+// Lookup lists the tasks of a business key. An unreadable record gives an
+// error wrapping ErrCorrupt (the other tasks are still returned).
+func (q *Queue) Lookup(ctx context.Context, key string) ([]TaskInfo, error) {
+	if err := validateKey(key); err != nil {
+		return nil, err
+	}
+	r, err := run(ctx, q.c, scriptLookup, "lookup",
+		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead}, key)
+	if err != nil {
+		return nil, err
+	}
+	var out []TaskInfo
+	var bad error
+	for i := 2; i+3 < len(r); i += 4 {
+		id, st := r.str(i), State(r.str(i+1))
+		rec, err := decodeRecord(r.str(i+3), q.o.MaxPayload)
+		if err != nil {
+			bad = fmt.Errorf("delay: lookup %s: %w", id, err)
+			continue
+		}
+		ti := TaskInfo{ID: id, Key: rec.key, Token: rec.token, State: st, Attempt: rec.attempt,
+			LastError: rec.err, Payload: rec.payload}
+		if ti.Token == "" {
+			ti.Token = id
+		}
+		if sc, ok := r.score(i + 2); ok {
+			if st == StatePending {
+				ti.When, _, _ = q.o.Codec.DecodeTime(sc)
+			} else {
+				ti.When = time.UnixMilli(sc)
+			}
+		}
+		out = append(out, ti)
+	}
+	return out, bad
+}
+
+// DeadTask is one entry of the dead-letter set.
+type DeadTask struct {
+	ID, Key, Token string
+	Attempt        int
+	LastError      string
+	DiedAt         time.Time
+	Payload        []byte
+	// Err is set (wrapping ErrCorrupt) when the record does not decode;
+	// Purge still removes it.
+	Err error
+}
+
+// DeadPage is one page of the dead-letter set.
+type DeadPage struct {
+	Total int64
+	Tasks []DeadTask
+}
+
+// ListDead lists count (1..MaxBatch) dead tasks from offset, oldest first.
+func (q *Queue) ListDead(ctx context.Context, offset, count int) (DeadPage, error) {
+	if count < 1 || count > MaxBatch || offset < 0 {
+		return DeadPage{}, fmt.Errorf("%w: offset %d count %d", ErrInvalidBatch, offset, count)
+	}
+	r, err := run(ctx, q.c, scriptDeadList, "list dead", []string{q.k.dead, q.k.tasks}, offset, count)
+	if err != nil {
+		return DeadPage{}, err
+	}
+	p := DeadPage{Total: r.int(1)}
+	for i := 2; i+2 < len(r); i += 3 {
+		d := DeadTask{ID: r.str(i)}
+		if ms, ok := r.score(i + 1); ok {
+			d.DiedAt = time.UnixMilli(ms)
+		}
+		rec, err := decodeRecord(r.str(i+2), q.o.MaxPayload)
+		if err != nil {
+			d.Err = err
+		} else {
+			d.Key, d.Token, d.Attempt, d.LastError, d.Payload = rec.key, rec.token, rec.attempt, rec.err, rec.payload
+			if d.Token == "" {
+				d.Token = d.ID
+			}
+		}
+		p.Tasks = append(p.Tasks, d)
+	}
+	return p, nil
+}
+
+func checkIDs(ids []string) error {
+	if len(ids) > MaxBatch {
+		return fmt.Errorf("%w: %d IDs", ErrInvalidBatch, len(ids))
+	}
+	for _, id := range ids {
+		if id == "" || len(id) > 32 {
+			return fmt.Errorf("%w: task ID %q", ErrNotFound, id)
+		}
+	}
+	return nil
+}
+
+// Requeue moves dead tasks (at most MaxBatch IDs) back to due now, with
+// their attempt count reset (the last error is kept). It returns how many were requeued.
+func (q *Queue) Requeue(ctx context.Context, ids ...string) (int, error) {
+	if err := checkIDs(ids); err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	args := []any{q.epoch, q.mult, q.o.Codec.MaxMs()}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	r, err := run(ctx, q.c, scriptRequeue, "requeue",
+		[]string{q.k.dead, q.k.tasks, q.k.due, q.k.ctr, q.k.stats, q.k.wake}, args...)
+	if err != nil {
+		return 0, err
+	}
+	return int(r.int(1)), nil
+}
+
+// Purge deletes dead tasks (at most MaxBatch IDs) with their records and
+// index entries. It returns how many were deleted.
+func (q *Queue) Purge(ctx context.Context, ids ...string) (int, error) {
+	if err := checkIDs(ids); err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	return q.purge(ctx, 0, ids)
+}
+
+// PurgeAll empties the dead-letter set, MaxBatch tasks per script.
+func (q *Queue) PurgeAll(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := q.purge(ctx, MaxBatch, nil)
+		total += n
+		if err != nil || n == 0 {
+			return total, err
+		}
+	}
+}
+
+func (q *Queue) purge(ctx context.Context, oldest int, ids []string) (int, error) {
+	args := []any{oldest}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	r, err := run(ctx, q.c, scriptPurge, "purge", []string{q.k.dead, q.k.tasks, q.k.idx}, args...)
+	if err != nil {
+		return 0, err
+	}
+	return int(r.int(1)), nil
+}
+
+// Stats is a snapshot of one queue, taken by Redis TIME in one script.
+type Stats struct {
+	ServerTime time.Time
+	Pending    int64 // in the due set (ready or not)
+	Ready      int64 // pending and already due
+	InFlight   int64
+	Dead       int64 // in the dead-letter set now
+	// OldestDueAge is how long the earliest ready task has been due (0 if none).
+	OldestDueAge time.Duration
+	// Counters since the queue's keys were created.
+	Delivered, Acked, Retries, DeadLettered, Expired, Cancelled, SeqOverflows, Corrupt int64
+}
+
+// Stats reads depths per state, the oldest-due age and the counters.
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	sent := q.o.Now()
+	r, err := run(ctx, q.c, scriptStats, "stats",
+		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.stats}, q.epoch, q.mult)
+	if err != nil {
+		return Stats{}, err
+	}
+	q.observeTime(r.int(1), sent, q.o.Now())
+	s := Stats{ServerTime: time.UnixMilli(r.int(1)), Pending: r.int(2), Ready: r.int(3),
+		InFlight: r.int(4), Dead: r.int(5)}
+	if sc, ok := r.score(6); ok {
+		if due, _, err := q.o.Codec.DecodeTime(sc); err == nil && due.Before(s.ServerTime) {
+			s.OldestDueAge = s.ServerTime.Sub(due)
+		}
+	}
+	for i := 7; i+1 < len(r); i += 2 {
+		v := r.int(i + 1)
+		switch r.str(i) {
+		case "delivered":
+			s.Delivered = v
+		case "acked":
+			s.Acked = v
+		case "retries":
+			s.Retries = v
+		case "dead":
+			s.DeadLettered = v
+		case "expired":
+			s.Expired = v
+		case "cancelled":
+			s.Cancelled = v
+		case "overflow":
+			s.SeqOverflows = v
+		case "corrupt":
+			s.Corrupt = v
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,109 @@
+package delay
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/tierset/tierset/score"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultMaxPayload  = 1 << 20
+	DefaultLease       = 30 * time.Second
+	DefaultMaxAttempts = 25
+	// MaxBatch is the largest Take, sweep, requeue or purge batch: Lua unpack
+	// breaks near 8k on Redis and 5k on miniredis, and scripts stay short.
+	MaxBatch = 1000
+	// maxErrText caps the stored last-error text.
+	maxErrText = 1024
+)
+
+// Options configure a Queue. The zero value of every field is its default.
+type Options struct {
+	// Prefix is the first part of every key. Default DefaultPrefix ("tierset").
+	// It may not hold braces, whitespace or control characters.
+	Prefix string
+	// Codec turns (due ms, seq) into scores. Default: the zero
+	// score.TimeCodec (Unix epoch, 10 sequence bits).
+	Codec score.TimeCodec
+	// MaxPayload caps a payload in bytes. Default DefaultMaxPayload (1 MiB).
+	MaxPayload int
+	// Lease is how long a taken task stays with its consumer before the
+	// sweep may hand it out again. Default DefaultLease (30 s).
+	Lease time.Duration
+	// MaxAttempts is the number of deliveries after which Retry or an
+	// expired lease dead-letters the task. Default DefaultMaxAttempts (25).
+	MaxAttempts int
+	// Backoff gives the Retry delay after a failed delivery (attempt counts
+	// deliveries, from 1). Default: DefaultBackoff.
+	Backoff func(attempt int) time.Duration
+	// Observer receives events (deliveries with lateness, retries, dead
+	// letters, errors). Default: NopObserver.
+	Observer Observer
+	// Now is the client clock. It never decides what is due (Redis TIME
+	// does); it only arms the worker's timer, through an offset to Redis
+	// TIME measured on every reply. Default time.Now. Tests inject skew here.
+	Now func() time.Time
+}
+
+// DefaultBackoff is 1 s · 2^(attempt-1), capped at 10 minutes, with "equal
+// jitter": a uniform draw in [d/2, d].
+func DefaultBackoff(attempt int) time.Duration {
+	return ExpBackoff(time.Second, 10*time.Minute)(attempt)
+}
+
+// ExpBackoff returns base · 2^(attempt-1) capped at max, drawn uniformly
+// from [d/2, d] so retries of many tasks spread out.
+func ExpBackoff(base, max time.Duration) func(attempt int) time.Duration {
+	return func(attempt int) time.Duration {
+		d := base
+		for i := 1; i < attempt && d < max; i++ {
+			d *= 2
+		}
+		d = min(d, max)
+		if d <= 1 {
+			return d
+		}
+		half := d / 2
+		return half + rand.N(d-half+1)
+	}
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if err := validatePrefix(o.Prefix); err != nil {
+		return o, err
+	}
+	switch {
+	case o.MaxPayload < 0:
+		return o, fmt.Errorf("%w: MaxPayload %d", ErrInvalidOptions, o.MaxPayload)
+	case o.MaxPayload == 0:
+		o.MaxPayload = DefaultMaxPayload
+	}
+	switch {
+	case o.Lease < 0 || (o.Lease > 0 && o.Lease < time.Millisecond):
+		return o, fmt.Errorf("%w: Lease %v", ErrInvalidOptions, o.Lease)
+	case o.Lease == 0:
+		o.Lease = DefaultLease
+	}
+	switch {
+	case o.MaxAttempts < 0:
+		return o, fmt.Errorf("%w: MaxAttempts %d", ErrInvalidOptions, o.MaxAttempts)
+	case o.MaxAttempts == 0:
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.Backoff == nil {
+		o.Backoff = DefaultBackoff
+	}
+	if o.Observer == nil {
+		o.Observer = NopObserver{}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
+}

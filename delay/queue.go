@@ -1,0 +1,601 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Queue is one named delay queue. All of its state lives under one hash tag
+// (see HashTag), so a sharded queue is K Queues side by side. A Queue is safe
+// for concurrent use.
+type Queue struct {
+	c     redis.UniversalClient
+	name  string
+	k     keys
+	o     Options
+	epoch int64 // codec epoch, Unix ms
+	mult  int64 // 2^bits
+	// offsetMs estimates Redis TIME minus the client clock, from the TIME
+	// every script reply carries. Only the worker's timer uses it.
+	offsetMs atomic.Int64
+}
+
+// New returns the queue called name on c. It validates name and opts and
+// sends nothing. c is a redis.UniversalClient because the queue needs
+// scripts, pipelines (EnqueueBatch) and a blocking BLPOP (Worker); a
+// *redis.Client and a *redis.ClusterClient both work.
+func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidOptions)
+	}
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Queue{
+		c: c, name: name, k: newKeys(o.Prefix, name), o: o,
+		epoch: o.Codec.EpochMs(), mult: int64(1) << o.Codec.Bits(),
+	}, nil
+}
+
+// Name returns the queue name.
+func (q *Queue) Name() string { return q.name }
+
+// Client returns the client the queue talks through.
+func (q *Queue) Client() redis.UniversalClient { return q.c }
+
+// Options returns the queue's options with defaults filled in.
+func (q *Queue) Options() Options { return q.o }
+
+// Keys lists every Redis key the queue may use (all share its hash tag).
+func (q *Queue) Keys() []string { return q.k.all() }
+
+// State is where a task is.
+type State string
+
+// Task states.
+const (
+	StatePending   State = "pending"   // in the due set, waiting for its time
+	StateInFlight  State = "inflight"  // taken, under a lease
+	StateCancelled State = "cancelled" // in flight but cancelled: its ack removes it, it is never retried
+	StateDead      State = "dead"      // in the dead-letter set
+	StateUnknown   State = "unknown"
+)
+
+// When is a due time: absolute (At) or relative to Redis TIME (After).
+// The zero When is "now". Times are rounded up to the next millisecond, so
+// a task never runs before the instant asked for.
+type When struct {
+	At    time.Time
+	After time.Duration
+}
+
+// At is "run at t" (for instance a time stored in a database).
+func At(t time.Time) When { return When{At: t} }
+
+// After is "run d after now", now being Redis TIME when the script runs.
+func After(d time.Duration) When { return When{After: d} }
+
+// Job is a task to enqueue.
+type Job struct {
+	// Key is the business key (an order ID, say): 1..MaxKeyBytes bytes, no
+	// control characters. Cancel and Reschedule find tasks by it.
+	Key string
+	// Token makes (Key, Token) idempotent. Empty: the library makes one
+	// (the task ID), so each such Enqueue is a new task.
+	Token string
+	// Payload is opaque, at most Options.MaxPayload bytes.
+	Payload []byte
+	When
+}
+
+// Enqueued reports the outcome of an Enqueue.
+type Enqueued struct {
+	ID    string
+	Token string // the caller's token, or the generated one (= ID)
+	// Due is the task's due time and Seq its sequence in that millisecond,
+	// for a new or pending task (zero otherwise).
+	Due time.Time
+	Seq int64
+	// Duplicate: (Key, Token) already existed; nothing was changed.
+	Duplicate bool
+	State     State
+	// Err is a per-job error in EnqueueBatch (nil in Enqueue's result).
+	Err error
+}
+
+func (q *Queue) observeTime(nowMs int64, sent, recv time.Time) {
+	if nowMs <= 0 {
+		return
+	}
+	mid := sent.Add(recv.Sub(sent) / 2)
+	q.offsetMs.Store(nowMs - mid.UnixMilli())
+}
+
+// ServerNow estimates Redis TIME from the client clock and the last
+// measured offset.
+func (q *Queue) ServerNow() time.Time {
+	return q.o.Now().Add(time.Duration(q.offsetMs.Load()) * time.Millisecond)
+}
+
+func ceilMs(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+func ceilUnixMs(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.Sub(time.UnixMilli(ms)) > 0 {
+		ms++
+	}
+	return ms
+}
+
+// whenArgs checks w in Go (same codec as the script) and returns the
+// script's mode and value.
+func (q *Queue) whenArgs(w When) (string, int64, error) {
+	if !w.At.IsZero() && w.After != 0 {
+		return "", 0, ErrInvalidWhen
+	}
+	if !w.At.IsZero() {
+		ms := ceilUnixMs(w.At)
+		if _, err := q.o.Codec.Encode(ms, 0); err != nil {
+			return "", 0, err
+		}
+		return "at", ms, nil
+	}
+	if w.After < 0 {
+		return "", 0, fmt.Errorf("%w: %v", ErrNegativeDelay, w.After)
+	}
+	d := ceilMs(w.After)
+	if _, err := q.o.Codec.Encode(q.ServerNow().UnixMilli()+d, 0); err != nil {
+		return "", 0, err
+	}
+	return "after", d, nil
+}
+
+func (q *Queue) checkJob(j Job) (string, int64, error) {
+	if err := validateKey(j.Key); err != nil {
+		return "", 0, err
+	}
+	if err := validateToken(j.Token); err != nil {
+		return "", 0, err
+	}
+	if len(j.Payload) > q.o.MaxPayload {
+		return "", 0, fmt.Errorf("%w: %d bytes (max %d)", ErrPayloadTooLarge, len(j.Payload), q.o.MaxPayload)
+	}
+	return q.whenArgs(j.When)
+}
+
+func (q *Queue) enqueueKeys() []string {
+	return []string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.idx, q.k.ctr, q.k.stats, q.k.wake}
+}
+
+func (q *Queue) enqueueArgs(j Job, mode string, v int64) []any {
+	return []any{j.Key, j.Token, j.Payload, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey}
+}
+
+// Enqueue adds a task, or reports the existing one when (Key, Token) is
+// already there (Duplicate, with its ID and state; its due time never moves).
+func (q *Queue) Enqueue(ctx context.Context, j Job) (Enqueued, error) {
+	mode, v, err := q.checkJob(j)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	sent := q.o.Now()
+	r, err := run(ctx, q.c, scriptEnqueue, "enqueue", q.enqueueKeys(), q.enqueueArgs(j, mode, v)...)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return q.enqueued(j, r, sent)
+}
+
+func (q *Queue) enqueued(j Job, r reply, sent time.Time) (Enqueued, error) {
+	code := r.int(0)
+	if err := codeErr(code); err != nil {
+		return Enqueued{}, fmt.Errorf("delay: enqueue %q: %w", j.Key, err)
+	}
+	var e Enqueued
+	var sc int64
+	var ok bool
+	switch code {
+	case codeOK:
+		e = Enqueued{ID: r.str(1), State: StatePending}
+		sc, ok = r.score(2)
+		q.observeTime(r.int(3), sent, q.o.Now())
+	case codeDup:
+		e = Enqueued{ID: r.str(1), State: State(r.str(2)), Duplicate: true}
+		if e.State == StatePending {
+			sc, ok = r.score(3)
+		}
+		q.observeTime(r.int(4), sent, q.o.Now())
+	}
+	e.Token = j.Token
+	if e.Token == "" {
+		e.Token = e.ID
+	}
+	if ok {
+		t, seq, err := q.o.Codec.DecodeTime(sc)
+		if err != nil {
+			return Enqueued{}, fmt.Errorf("%w: due score %d: %w", ErrCorrupt, sc, err)
+		}
+		e.Due, e.Seq = t, seq
+	}
+	q.o.Observer.OnEnqueue(q.name, e.Duplicate)
+	return e, nil
+}
+
+// EnqueueBatch enqueues jobs through pipelines of up to MaxBatch scripts
+// (one round trip per chunk). Each result carries its own Err; invalid jobs
+// are not sent. The returned error is for the transport as a whole.
+func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error) {
+	out := make([]Enqueued, len(jobs))
+	type pending struct {
+		i    int
+		mode string
+		v    int64
+	}
+	var todo []pending
+	for i, j := range jobs {
+		mode, v, err := q.checkJob(j)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		todo = append(todo, pending{i, mode, v})
+	}
+	for start := 0; start < len(todo); start += MaxBatch {
+		chunk := todo[start:min(start+MaxBatch, len(todo))]
+		for attempt := 0; len(chunk) > 0; attempt++ {
+			if err := ctx.Err(); err != nil {
+				return out, fmt.Errorf("delay: enqueue batch: %w", err)
+			}
+			sent := q.o.Now()
+			pipe := q.c.Pipeline()
+			cmds := make([]*redis.Cmd, len(chunk))
+			for k, p := range chunk {
+				cmds[k] = scriptEnqueue.EvalSha(ctx, pipe, q.enqueueKeys(), q.enqueueArgs(jobs[p.i], p.mode, p.v)...)
+			}
+			_, perr := pipe.Exec(ctx)
+			var retry []pending
+			for k, p := range chunk {
+				v, err := cmds[k].Slice()
+				switch {
+				case isNoScript(err) && attempt == 0:
+					retry = append(retry, p)
+				case err != nil:
+					out[p.i].Err = wrapErr(ctx, "enqueue", err)
+				default:
+					out[p.i], out[p.i].Err = q.enqueued(jobs[p.i], reply(v), sent)
+				}
+			}
+			if perr != nil && !isRedisReplyErr(perr) {
+				// A transport failure reached every command of the chunk.
+				return out, wrapErr(ctx, "enqueue batch", perr)
+			}
+			if len(retry) > 0 {
+				// Redis lost its script cache (restart, failover): load, resend those.
+				if err := scriptEnqueue.Load(ctx, q.c).Err(); err != nil {
+					return out, wrapErr(ctx, "enqueue: script load", err)
+				}
+			}
+			chunk = retry
+		}
+	}
+	return out, nil
+}
+
+func isRedisReplyErr(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// Lease identifies one delivery of a task: its ID and fencing token. Ack,
+// Retry, Kill and Extend succeed only with the current lease.
+type Lease struct {
+	ID    string
+	Fence int64
+}
+
+func (l Lease) valid() error {
+	if l.ID == "" || l.Fence <= 0 {
+		return fmt.Errorf("%w: id %q fence %d", ErrInvalidLease, l.ID, l.Fence)
+	}
+	return nil
+}
+
+// Task is one delivery of a task to a consumer.
+type Task struct {
+	ID      string
+	Key     string
+	Token   string // the caller's token, or the generated one (= ID)
+	Payload []byte
+	// Attempt counts deliveries, this one included (1 on the first).
+	Attempt int
+	// Due is the due time (server clock), Seq its order within the ms.
+	Due time.Time
+	Seq int64
+	// DeliveredAt is Redis TIME when the task was taken.
+	DeliveredAt time.Time
+	// Deadline is when the lease expires (Redis clock), unless extended.
+	Deadline time.Time
+	Lease    Lease
+	// LastError is the error text of the previous attempt, if any.
+	LastError string
+}
+
+// Lateness is DeliveredAt minus Due, both by the server clock.
+func (t *Task) Lateness() time.Duration { return t.DeliveredAt.Sub(t.Due) }
+
+// Batch is what one Take returned.
+type Batch struct {
+	Tasks []*Task
+	// ServerTime is Redis TIME when the script ran.
+	ServerTime time.Time
+	// NextDue is the due time of the earliest task still pending (zero if none).
+	NextDue time.Time
+	// NextExpiry is the earliest lease deadline in flight (zero if none).
+	NextExpiry time.Time
+	// Corrupt counts unreadable records met and parked in the dead set.
+	Corrupt int
+}
+
+// Take atomically takes at most n (1..MaxBatch) tasks due by Redis TIME,
+// payloads included, moving each to in-flight under a fresh fence and a
+// lease of Options.Lease. One round trip. When corrupt records were met, the
+// batch still holds the good tasks and the error wraps ErrCorrupt.
+func (q *Queue) Take(ctx context.Context, n int) (Batch, error) {
+	if n < 1 || n > MaxBatch {
+		return Batch{}, fmt.Errorf("%w: %d", ErrInvalidBatch, n)
+	}
+	sent := q.o.Now()
+	r, err := run(ctx, q.c, scriptTake, "take",
+		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.ctr, q.k.stats},
+		n, q.o.Lease.Milliseconds(), q.epoch, q.mult)
+	if err != nil {
+		return Batch{}, err
+	}
+	if err := codeErr(r.int(0)); err != nil {
+		return Batch{}, fmt.Errorf("delay: take: %w", err)
+	}
+	nowMs := r.int(1)
+	q.observeTime(nowMs, sent, q.o.Now())
+	b := Batch{ServerTime: time.UnixMilli(nowMs), Corrupt: int(r.int(4))}
+	if sc, ok := r.score(2); ok {
+		if t, _, err := q.o.Codec.DecodeTime(sc); err == nil {
+			b.NextDue = t
+		}
+	}
+	if ms, ok := r.score(3); ok {
+		b.NextExpiry = time.UnixMilli(ms)
+	}
+	deadline := time.UnixMilli(nowMs).Add(q.o.Lease)
+	var bad []error
+	for i := 5; i+2 < len(r); i += 3 {
+		id := r.str(i)
+		sc, ok := r.score(i + 1)
+		rec, derr := decodeRecord(r.str(i+2), q.o.MaxPayload)
+		var due time.Time
+		var seq int64
+		var serr error = ErrCorrupt
+		if ok {
+			due, seq, serr = q.o.Codec.DecodeTime(sc)
+		}
+		if derr != nil || serr != nil {
+			// The lease holds; the sweep will dead-letter it at MaxAttempts.
+			bad = append(bad, fmt.Errorf("%w: task %s: %w", ErrCorrupt, id, errors.Join(derr, serr)))
+			continue
+		}
+		t := &Task{
+			ID: id, Key: rec.key, Token: rec.token, Payload: rec.payload, Attempt: rec.attempt,
+			Due: due, Seq: seq, DeliveredAt: b.ServerTime, Deadline: deadline,
+			Lease: Lease{ID: id, Fence: rec.fence}, LastError: rec.err,
+		}
+		if t.Token == "" {
+			t.Token = id
+		}
+		b.Tasks = append(b.Tasks, t)
+		q.o.Observer.OnDelivered(q.name, t.Lateness())
+	}
+	if b.Corrupt > 0 {
+		bad = append(bad, fmt.Errorf("%w: %d unreadable records moved to the dead set", ErrCorrupt, b.Corrupt))
+	}
+	if len(bad) > 0 {
+		return b, errors.Join(bad...)
+	}
+	return b, nil
+}
+
+// Ack completes a task: its record and index entry are deleted. A task
+// cancelled in flight is deleted the same way.
+func (q *Queue) Ack(ctx context.Context, l Lease) error {
+	errs, err := q.AckMany(ctx, []Lease{l})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// AckMany acks up to any number of leases, MaxBatch per script (one round
+// trip per MaxBatch). errs[i] is the outcome of leases[i]; err is a
+// transport error (then errs is nil).
+func (q *Queue) AckMany(ctx context.Context, leases []Lease) (errs []error, err error) {
+	errs = make([]error, len(leases))
+	var args []any
+	var idx []int
+	flush := func() error {
+		if len(idx) == 0 {
+			return nil
+		}
+		r, err := run(ctx, q.c, scriptAck, "ack", []string{q.k.tasks, q.k.inflight, q.k.idx, q.k.stats}, args...)
+		if err != nil {
+			return err
+		}
+		for k, i := range idx {
+			if e := codeErr(r.int(k)); e != nil {
+				errs[i] = fmt.Errorf("delay: ack %s: %w", leases[i].ID, e)
+			} else {
+				q.o.Observer.OnAck(q.name)
+			}
+		}
+		args, idx = args[:0], idx[:0]
+		return nil
+	}
+	for i, l := range leases {
+		if e := l.valid(); e != nil {
+			errs[i] = e
+			continue
+		}
+		args = append(args, l.ID, strconv.FormatInt(l.Fence, 10))
+		idx = append(idx, i)
+		if len(idx) == MaxBatch {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// Outcome is what Retry or Kill did.
+type Outcome int
+
+// Outcomes of Retry and Kill.
+const (
+	Retried   Outcome = iota + 1 // back in the due set, later
+	Dead                         // in the dead-letter set
+	Cancelled                    // the task had been cancelled: deleted
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Retried:
+		return "retried"
+	case Dead:
+		return "dead"
+	case Cancelled:
+		return "cancelled"
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+func errText(cause error) string {
+	if cause == nil {
+		return ""
+	}
+	s := cause.Error()
+	if len(s) > maxErrText {
+		s = s[:maxErrText]
+	}
+	return s
+}
+
+// Retry gives t back with the delay Options.Backoff(t.Attempt), or
+// dead-letters it when t.Attempt ≥ MaxAttempts. cause is kept as the last error.
+func (q *Queue) Retry(ctx context.Context, t *Task, cause error) (Outcome, error) {
+	return q.RetryAfter(ctx, t.Lease, t.Attempt, q.o.Backoff(t.Attempt), cause)
+}
+
+// RetryAfter is Retry with an explicit delay; attempt is only reported to the Observer.
+func (q *Queue) RetryAfter(ctx context.Context, l Lease, attempt int, delay time.Duration, cause error) (Outcome, error) {
+	if err := l.valid(); err != nil {
+		return 0, err
+	}
+	if delay < 0 {
+		return 0, fmt.Errorf("%w: %v", ErrNegativeDelay, delay)
+	}
+	r, err := run(ctx, q.c, scriptRetry, "retry",
+		[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
+		l.ID, strconv.FormatInt(l.Fence, 10), ceilMs(delay), q.o.MaxAttempts, errText(cause),
+		q.epoch, q.mult, q.o.Codec.MaxMs())
+	if err != nil {
+		return 0, err
+	}
+	switch code := r.int(0); code {
+	case codeOK:
+		q.o.Observer.OnRetry(q.name, attempt, delay)
+		return Retried, nil
+	case codeDead:
+		q.o.Observer.OnDead(q.name, attempt)
+		return Dead, nil
+	case codeCancelled:
+		return Cancelled, nil
+	default:
+		return 0, fmt.Errorf("delay: retry %s: %w", l.ID, codeErr(code))
+	}
+}
+
+// Kill dead-letters a leased task now, keeping cause as its last error.
+func (q *Queue) Kill(ctx context.Context, l Lease, cause error) (Outcome, error) {
+	if err := l.valid(); err != nil {
+		return 0, err
+	}
+	r, err := run(ctx, q.c, scriptKill, "kill",
+		[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.dead, q.k.stats},
+		l.ID, strconv.FormatInt(l.Fence, 10), errText(cause))
+	if err != nil {
+		return 0, err
+	}
+	switch code := r.int(0); code {
+	case codeDead:
+		q.o.Observer.OnDead(q.name, 0)
+		return Dead, nil
+	case codeCancelled:
+		return Cancelled, nil
+	default:
+		return 0, fmt.Errorf("delay: kill %s: %w", l.ID, codeErr(code))
+	}
+}
+
+// Extend sets the lease deadline to Redis TIME + lease and returns it.
+func (q *Queue) Extend(ctx context.Context, l Lease, lease time.Duration) (time.Time, error) {
+	if err := l.valid(); err != nil {
+		return time.Time{}, err
+	}
+	if lease < time.Millisecond {
+		return time.Time{}, fmt.Errorf("%w: duration %v", ErrInvalidLease, lease)
+	}
+	r, err := run(ctx, q.c, scriptExtend, "extend", []string{q.k.tasks, q.k.inflight},
+		l.ID, strconv.FormatInt(l.Fence, 10), ceilMs(lease))
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := codeErr(r.int(0)); err != nil {
+		return time.Time{}, fmt.Errorf("delay: extend %s: %w", l.ID, err)
+	}
+	return time.UnixMilli(r.int(1)), nil
+}
+
+// SweepResult counts what a Sweep did.
+type SweepResult struct {
+	Returned int // expired leases back in the due set (attempt kept, re-counted at take)
+	Dead     int // expired at MaxAttempts: dead-lettered
+	Deleted  int // cancelled in flight (or unreadable): removed
+}
+
+// Sweep handles at most limit (1..MaxBatch) leases that expired by Redis TIME.
+func (q *Queue) Sweep(ctx context.Context, limit int) (SweepResult, error) {
+	if limit < 1 || limit > MaxBatch {
+		return SweepResult{}, fmt.Errorf("%w: %d", ErrInvalidBatch, limit)
+	}
+	r, err := run(ctx, q.c, scriptSweep, "sweep",
+		[]string{q.k.inflight, q.k.tasks, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
+		limit, q.o.MaxAttempts, q.epoch, q.mult, q.o.Codec.MaxMs())
+	if err != nil {
+		return SweepResult{}, err
+	}
+	res := SweepResult{Returned: int(r.int(1)), Dead: int(r.int(2)), Deleted: int(r.int(3))}
+	if res.Returned+res.Dead > 0 {
+		q.o.Observer.OnSweep(q.name, res.Returned, res.Dead)
+	}
+	return res, nil
+}

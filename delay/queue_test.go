@@ -1,0 +1,187 @@
+package delay
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/internal/testredis"
+	"github.com/tierset/tierset/score"
+)
+
+func TestEnqueueTakeAck(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{Lease: time.Second})
+		e := mustEnqueue(t, ctx, q, Job{Key: "order:1", Payload: []byte("hello")})
+		if e.Duplicate || e.ID == "" || e.Token != e.ID || e.State != StatePending {
+			t.Fatalf("enqueued = %+v", e)
+		}
+		bt := mustTake(t, ctx, q, 10)
+		if len(bt.Tasks) != 1 {
+			t.Fatalf("took %d tasks, want 1", len(bt.Tasks))
+		}
+		tk := bt.Tasks[0]
+		if tk.ID != e.ID || tk.Key != "order:1" || string(tk.Payload) != "hello" || tk.Attempt != 1 || tk.Lease.Fence <= 0 {
+			t.Fatalf("task = %+v", tk)
+		}
+		if tk.Due != e.Due || tk.Lateness() < 0 {
+			t.Fatalf("due %v vs %v, lateness %v", tk.Due, e.Due, tk.Lateness())
+		}
+		if again := mustTake(t, ctx, q, 10); len(again.Tasks) != 0 {
+			t.Fatalf("second take got %d tasks", len(again.Tasks))
+		}
+		if err := q.Ack(ctx, tk.Lease); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+		if err := q.Ack(ctx, tk.Lease); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("second ack: %v, want ErrNotFound", err)
+		}
+		assertOnlyCounters(t, b, q)
+	})
+}
+
+// assertOnlyCounters checks that no task structure is left: only the ctr,
+// stats and (expiring) wake keys may remain.
+func assertOnlyCounters(t *testing.T, b *testredis.Backend, q *Queue) {
+	t.Helper()
+	ctx := testCtx(t)
+	keys, err := testredis.Keys(ctx, b.Client, b.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{q.k.ctr: true, q.k.stats: true, q.k.wake: true}
+	for _, k := range keys {
+		if !allowed[k] {
+			n, _ := b.Client.Exists(ctx, k).Result()
+			t.Errorf("leftover key %s (exists=%d)", k, n)
+		}
+	}
+}
+
+func TestOrderingSameMillisecond(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		at := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+		const n = 1100 // more than 1024 in one ms: spills, counted
+		jobs := make([]Job, n)
+		for i := range jobs {
+			jobs[i] = Job{Key: fmt.Sprintf("k%d", i), When: At(at)}
+		}
+		res, err := q.EnqueueBatch(ctx, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatalf("job %d: %v", i, r.Err)
+			}
+			wantMs, wantSeq := at, int64(i)
+			if i >= 1024 {
+				wantMs, wantSeq = at.Add(time.Millisecond), int64(i-1024)
+			}
+			if !r.Due.Equal(wantMs) || r.Seq != wantSeq {
+				t.Fatalf("job %d: due %v seq %d, want %v seq %d", i, r.Due, r.Seq, wantMs, wantSeq)
+			}
+		}
+		var got []string
+		for len(got) < n {
+			bt := mustTake(t, ctx, q, 1000)
+			if len(bt.Tasks) == 0 {
+				t.Fatalf("took only %d", len(got))
+			}
+			for _, tk := range bt.Tasks {
+				got = append(got, tk.Key)
+			}
+		}
+		for i, k := range got {
+			if k != fmt.Sprintf("k%d", i) {
+				t.Fatalf("position %d: %s", i, k)
+			}
+		}
+		st, err := q.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.SeqOverflows != n-1024 {
+			t.Fatalf("overflows = %d, want %d", st.SeqOverflows, n-1024)
+		}
+		// every score written is a valid codec score ≤ 2^53
+		zs, _ := b.Client.ZRangeWithScores(ctx, q.k.inflight, 0, -1).Result()
+		for _, z := range zs {
+			if _, err := score.ParseFloat(z.Score); err != nil {
+				t.Fatalf("inflight score %v: %v", z.Score, err)
+			}
+		}
+	})
+}
+
+func TestInterleavedDueTimesKeepOrder(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		t1 := time.Now().Add(-2 * time.Second).Truncate(time.Millisecond)
+		t2 := t1.Add(5 * time.Millisecond)
+		order := []time.Time{t1, t2, t1, t2, t1}
+		for i, at := range order {
+			mustEnqueue(t, ctx, q, Job{Key: fmt.Sprintf("k%d", i), When: At(at)})
+		}
+		bt := mustTake(t, ctx, q, 10)
+		var keys []string
+		for _, tk := range bt.Tasks {
+			keys = append(keys, tk.Key)
+		}
+		if fmt.Sprint(keys) != "[k0 k2 k4 k1 k3]" {
+			t.Fatalf("order %v", keys)
+		}
+	})
+}
+
+// Every key of a queue hashes to one slot, so no script is CROSSSLOT.
+func TestKeysShareOneSlot(t *testing.T) {
+	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
+		if !b.IsCluster() {
+			t.Skip("CLUSTER KEYSLOT needs a cluster")
+		}
+		ctx := testCtx(t)
+		for _, name := range []string{"q1", "orders:0", "orders:7", "ü-名"} {
+			q, err := New(b.Client, name, Options{Prefix: b.Prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots := map[int64]bool{}
+			for _, k := range q.Keys() {
+				s, err := b.Client.ClusterKeySlot(ctx, k).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				slots[s] = true
+			}
+			if len(slots) != 1 {
+				t.Fatalf("queue %q keys span slots %v", name, slots)
+			}
+		}
+	})
+}
+
+func TestExpBackoff(t *testing.T) {
+	bo := ExpBackoff(100*time.Millisecond, 5*time.Second)
+	for attempt := 1; attempt <= 40; attempt++ {
+		full := min(100*time.Millisecond<<min(attempt-1, 30), 5*time.Second)
+		for range 50 {
+			d := bo(attempt)
+			if d < full/2 || d > full {
+				t.Fatalf("attempt %d: %v outside [%v, %v]", attempt, d, full/2, full)
+			}
+		}
+	}
+	seen := map[time.Duration]bool{}
+	for range 100 {
+		seen[bo(5)] = true
+	}
+	if len(seen) < 10 {
+		t.Fatalf("no jitter: %d distinct delays", len(seen))
+	}
+}

@@ -1,0 +1,185 @@
+package delay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SourceTask is a pending task as the source of truth (the caller's
+// database) knows it. Token is required: (Key, Token) is how Redis and the
+// source are matched.
+type SourceTask struct {
+	Key, Token string
+	At         time.Time
+	Payload    []byte
+}
+
+// Source is the caller's source of truth, listed in pages.
+type Source interface {
+	// Pending returns at most limit tasks, still to run, due before before,
+	// from the page after cursor ("" = the first page), and the next cursor
+	// ("" = no more pages).
+	Pending(ctx context.Context, before time.Time, cursor string, limit int) (tasks []SourceTask, next string, err error)
+}
+
+// ReconcileOptions configure Reconcile. The zero value is the default.
+type ReconcileOptions struct {
+	// PageSize is the source page size and the Redis batch (1..MaxBatch).
+	// Default 500.
+	PageSize int
+	// KeepExtra disables the removal of pending tasks the source lacks.
+	// Default false (they are removed).
+	KeepExtra bool
+	// MaxSourceTasks bounds the (key, token) set held in memory while
+	// comparing. Default 1,000,000.
+	MaxSourceTasks int
+}
+
+// ReconcileResult counts what Reconcile did.
+type ReconcileResult struct {
+	Listed  int // tasks the source listed
+	Added   int // missing from Redis: enqueued (same key and token)
+	Present int // already in Redis, in any state: left alone
+	Invalid int // rejected source tasks (bad key, token or time); see FirstInvalid
+	Removed int // pending in Redis, due before the bound, unknown to the source
+	// Untracked counts pending tasks with a generated token (the source
+	// cannot know them); they are never removed.
+	Untracked    int
+	FirstInvalid error
+}
+
+type keyToken struct{ key, token string }
+
+// Reconcile makes Redis agree with src for tasks due before before: it
+// re-adds what Redis lacks (idempotent enqueue with the same key and
+// token, so a present task never moves) and, unless KeepExtra, removes
+// pending tasks due before before that src no longer lists, in batches of
+// PageSize. In-flight and dead tasks are never removed. It is the
+// compensation path after Redis lost data.
+//
+// A task completed in Redis but still listed by src is added again: src
+// must stop listing a task once its handler has committed.
+func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opts ReconcileOptions) (ReconcileResult, error) {
+	var res ReconcileResult
+	if src == nil {
+		return res, fmt.Errorf("%w: nil source", ErrInvalidOptions)
+	}
+	if opts.PageSize < 0 || opts.PageSize > MaxBatch || opts.MaxSourceTasks < 0 {
+		return res, fmt.Errorf("%w: page size %d, max source tasks %d", ErrInvalidOptions, opts.PageSize, opts.MaxSourceTasks)
+	}
+	if opts.PageSize == 0 {
+		opts.PageSize = 500
+	}
+	if opts.MaxSourceTasks == 0 {
+		opts.MaxSourceTasks = 1_000_000
+	}
+	bound, err := q.o.Codec.DueBound(before.UnixMilli() - 1)
+	if err != nil {
+		return res, err
+	}
+	known := map[keyToken]bool{}
+	cursor := ""
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("delay: reconcile: %w", err)
+		}
+		page, next, err := src.Pending(ctx, before, cursor, opts.PageSize)
+		if err != nil {
+			return res, fmt.Errorf("delay: reconcile: source: %w", err)
+		}
+		res.Listed += len(page)
+		jobs := make([]Job, 0, len(page))
+		for _, st := range page {
+			if st.Token == "" {
+				res.Invalid++
+				if res.FirstInvalid == nil {
+					res.FirstInvalid = fmt.Errorf("%w: source task %q has no token", ErrInvalidToken, st.Key)
+				}
+				continue
+			}
+			known[keyToken{st.Key, st.Token}] = true
+			jobs = append(jobs, Job{Key: st.Key, Token: st.Token, Payload: st.Payload, When: At(st.At)})
+		}
+		if len(known) > opts.MaxSourceTasks {
+			return res, fmt.Errorf("%w: source lists more than MaxSourceTasks (%d)", ErrInvalidOptions, opts.MaxSourceTasks)
+		}
+		out, err := q.EnqueueBatch(ctx, jobs)
+		if err != nil {
+			return res, err
+		}
+		for _, e := range out {
+			switch {
+			case e.Err != nil:
+				res.Invalid++
+				if res.FirstInvalid == nil {
+					res.FirstInvalid = e.Err
+				}
+			case e.Duplicate:
+				res.Present++
+			default:
+				res.Added++
+			}
+		}
+		if next == "" || len(page) == 0 {
+			break
+		}
+		cursor = next
+	}
+	if opts.KeepExtra {
+		return res, nil
+	}
+	// Collect first, remove after: removing while paging by offset would skip.
+	var extra []string
+	for offset := int64(0); ; offset += int64(opts.PageSize) {
+		ids, err := q.c.ZRangeArgs(ctx, redis.ZRangeArgs{
+			Key: q.k.due, ByScore: true, Start: "-inf", Stop: bound,
+			Offset: offset, Count: int64(opts.PageSize),
+		}).Result()
+		if err != nil {
+			return res, wrapErr(ctx, "reconcile: scan", err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		recs, err := q.c.HMGet(ctx, q.k.tasks, ids...).Result()
+		if err != nil {
+			return res, wrapErr(ctx, "reconcile: records", err)
+		}
+		for i, v := range recs {
+			s, ok := v.(string)
+			if !ok {
+				continue
+			}
+			rec, err := decodeRecord(s, q.o.MaxPayload)
+			if err != nil {
+				continue // unreadable: Take parks it in the dead set
+			}
+			if rec.token == "" {
+				res.Untracked++
+				continue
+			}
+			if !known[keyToken{rec.key, rec.token}] {
+				extra = append(extra, ids[i])
+			}
+		}
+		if len(ids) < opts.PageSize {
+			break
+		}
+	}
+	for i := 0; i < len(extra); i += opts.PageSize {
+		batch := extra[i:min(i+opts.PageSize, len(extra))]
+		args := make([]any, len(batch))
+		for k, id := range batch {
+			args[k] = id
+		}
+		r, err := run(ctx, q.c, scriptRemove, "reconcile: remove", []string{q.k.due, q.k.tasks, q.k.idx}, args...)
+		if err != nil {
+			return res, err
+		}
+		res.Removed += int(r.int(1))
+	}
+	return res, nil
+}

@@ -1,0 +1,90 @@
+package delay
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// sliceSource is a Source over a slice, paged by index.
+type sliceSource struct {
+	tasks []SourceTask
+	pages int
+}
+
+func (s *sliceSource) Pending(_ context.Context, before time.Time, cursor string, limit int) ([]SourceTask, string, error) {
+	s.pages++
+	start := 0
+	if cursor != "" {
+		start, _ = strconv.Atoi(cursor)
+	}
+	var out []SourceTask
+	i := start
+	for ; i < len(s.tasks) && len(out) < limit; i++ {
+		if s.tasks[i].At.Before(before) {
+			out = append(out, s.tasks[i])
+		}
+	}
+	if i >= len(s.tasks) {
+		return out, "", nil
+	}
+	return out, strconv.Itoa(i), nil
+}
+
+// G9: reconcile re-adds what Redis lacks and removes what the source lacks.
+func TestReconcile(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		now := time.Now()
+		var src sliceSource
+		for i := range 250 {
+			src.tasks = append(src.tasks, SourceTask{Key: fmt.Sprintf("o:%d", i), Token: "expire", At: now.Add(time.Duration(i) * time.Second), Payload: []byte("p")})
+		}
+		// Redis has the first 100, plus 30 the source no longer has, plus one untracked (generated token)
+		// and one far after the bound.
+		for _, st := range src.tasks[:100] {
+			mustEnqueue(t, ctx, q, Job{Key: st.Key, Token: st.Token, Payload: st.Payload, When: At(st.At)})
+		}
+		for i := range 30 {
+			mustEnqueue(t, ctx, q, Job{Key: fmt.Sprintf("gone:%d", i), Token: "expire", When: At(now.Add(time.Minute))})
+		}
+		mustEnqueue(t, ctx, q, Job{Key: "untracked", When: At(now)})
+		mustEnqueue(t, ctx, q, Job{Key: "later", Token: "x", When: At(now.Add(48 * time.Hour))})
+		before := now.Add(24 * time.Hour)
+		res, err := q.Reconcile(ctx, &src, before, ReconcileOptions{PageSize: 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ReconcileResult{Listed: 250, Added: 150, Present: 100, Removed: 30, Untracked: 1}
+		if res != want {
+			t.Fatalf("reconcile = %+v, want %+v", res, want)
+		}
+		if src.pages < 7 {
+			t.Fatalf("source read in %d pages", src.pages)
+		}
+		// now Redis has exactly the source + untracked + later
+		ids, _ := b.Client.ZRange(ctx, q.k.due, 0, -1).Result()
+		if len(ids) != 252 {
+			t.Fatalf("due set has %d", len(ids))
+		}
+		for _, st := range src.tasks {
+			infos, err := q.Lookup(ctx, st.Key)
+			if err != nil || len(infos) != 1 || infos[0].Token != "expire" {
+				t.Fatalf("%s: %+v %v", st.Key, infos, err)
+			}
+			if want := time.UnixMilli(st.At.UnixMilli() + 1); infos[0].When.After(want) {
+				t.Fatalf("%s due %v, source %v", st.Key, infos[0].When, st.At)
+			}
+		}
+		// idempotent: a second run changes nothing
+		res2, err := q.Reconcile(ctx, &src, before, ReconcileOptions{})
+		if err != nil || res2 != (ReconcileResult{Listed: 250, Present: 250, Untracked: 1}) {
+			t.Fatalf("second reconcile = %+v %v", res2, err)
+		}
+	})
+}

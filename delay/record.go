@@ -1,0 +1,84 @@
+package delay
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// record is one task's metadata and payload as stored in the tasks hash:
+//
+//	"<attempt>,<fence>,<flags>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
+//
+// A plain length-prefixed text header keeps a fresh task with a 25-byte key
+// at 38 bytes (one 48-byte allocation) and lets Lua read it without cmsgpack,
+// which miniredis lacks.
+type record struct {
+	attempt int
+	fence   int64
+	flags   int
+	key     string
+	token   string
+	err     string
+	payload []byte
+}
+
+const flagCancelled = 1
+
+// maxHeader bounds the header scan: six numbers of at most 15 digits.
+const maxHeader = 6 * 16
+
+// decodeRecord parses a record read from Redis. It never panics and never
+// allocates more than the input: every length is checked against the bytes
+// actually present and against maxPayload.
+func decodeRecord(blob string, maxPayload int) (rec record, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			rec, err = record{}, fmt.Errorf("%w: %v", ErrCorrupt, r)
+		}
+	}()
+	end := strings.IndexByte(blob[:min(len(blob), maxHeader)], ';')
+	if end < 0 {
+		return record{}, fmt.Errorf("%w: no header", ErrCorrupt)
+	}
+	parts := strings.Split(blob[:end], ",")
+	if len(parts) != 6 {
+		return record{}, fmt.Errorf("%w: %d header fields", ErrCorrupt, len(parts))
+	}
+	var n [6]int64
+	for i, p := range parts {
+		if p == "" || len(p) > 15 || strings.TrimLeft(p, "0123456789") != "" {
+			return record{}, fmt.Errorf("%w: header field %d", ErrCorrupt, i)
+		}
+		if n[i], err = strconv.ParseInt(p, 10, 64); err != nil {
+			return record{}, fmt.Errorf("%w: header field %d", ErrCorrupt, i)
+		}
+	}
+	body := blob[end+1:]
+	kl, tl, el := n[3], n[4], n[5]
+	if kl+tl+el > int64(len(body)) {
+		return record{}, fmt.Errorf("%w: lengths exceed record", ErrCorrupt)
+	}
+	if pl := int64(len(body)) - kl - tl - el; maxPayload > 0 && pl > int64(maxPayload) {
+		return record{}, fmt.Errorf("%w: payload of %d bytes above the cap", ErrCorrupt, pl)
+	}
+	rec = record{
+		attempt: int(n[0]),
+		fence:   n[1],
+		flags:   int(n[2]),
+		key:     body[:kl],
+		token:   body[kl : kl+tl],
+		err:     body[kl+tl : kl+tl+el],
+		payload: []byte(body[kl+tl+el:]),
+	}
+	if err := validateKey(rec.key); err != nil {
+		return record{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return rec, nil
+}
+
+// encodeRecord is the Go twin of lib.lua's build (used by tests to plant data).
+func encodeRecord(r record) string {
+	return fmt.Sprintf("%d,%d,%d,%d,%d,%d;%s%s%s%s", r.attempt, r.fence, r.flags,
+		len(r.key), len(r.token), len(r.err), r.key, r.token, r.err, r.payload)
+}

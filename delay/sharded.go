@@ -1,0 +1,350 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/bits"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/slot"
+)
+
+// Sharded-queue limits.
+const (
+	// DefaultShards is the shard count when ShardedOptions.Shards is 0.
+	DefaultShards = 8
+	// MaxShards bounds the shard count: a worker runs one take loop (and
+	// holds one blocking connection) per shard.
+	MaxShards = 256
+)
+
+// ShardedOptions configure a Sharded queue.
+type ShardedOptions struct {
+	// Shards is the number of shards K. Default DefaultShards (8); at most
+	// MaxShards. K is part of the data layout: a business key's shard is
+	// hash(key) mod K, so changing K for a queue that still holds tasks
+	// makes Cancel and Reschedule look in the wrong shard. Drain first.
+	Shards int
+	// Queue configures every shard (Prefix, Lease, Backoff, ...). Its
+	// Observer sees shard names ("<name>:<i>"). Zero value: Options defaults.
+	Queue Options
+}
+
+// Sharded is one logical delay queue spread over K shard queues named
+// "<name>:0" … "<name>:K-1", so over K hash tags "{q:<name>:<i>}" and, on a
+// Redis Cluster, over up to K masters. A single Queue lives on one hash
+// tag, hence on one master, whatever the cluster size.
+//
+// A task's shard is ShardOf(business key), a stable hash of the key. All
+// tasks of one business key share a shard, so Cancel and Reschedule by key
+// go to exactly one shard (O(1) routing, then the shard's reverse index),
+// and every guarantee of Queue (ordering, idempotency by (key, token),
+// fenced leases, recovery) holds inside each shard. Ordering across shards
+// is by due time only approximately: two tasks due in the same millisecond
+// on different shards have no defined order.
+//
+// Task IDs are unique per shard only; (ShardOf(t.Key), t.ID) is unique
+// across the queue, and the methods taking a *Task route by t.Key.
+//
+// Which master holds a shard is decided by the CRC16 of its tag, not by
+// the library: K shards are spread over the masters like K random slots.
+// With K a few times the number of masters every master gets some shards;
+// Placement shows where they landed.
+type Sharded struct {
+	name   string
+	shards []*Queue
+	// loaded: the enqueue script is in the script cache of every master
+	// (as far as this process knows), see EnqueueBatch.
+	loaded atomic.Bool
+}
+
+// NewSharded returns the sharded queue called name on c. It validates the
+// name of every shard and the options, and sends nothing.
+func NewSharded(c redis.UniversalClient, name string, opts ShardedOptions) (*Sharded, error) {
+	k := opts.Shards
+	switch {
+	case k == 0:
+		k = DefaultShards
+	case k < 0 || k > MaxShards:
+		return nil, fmt.Errorf("%w: Shards %d (allowed 1..%d)", ErrInvalidOptions, k, MaxShards)
+	}
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	s := &Sharded{name: name, shards: make([]*Queue, k)}
+	for i := range s.shards {
+		q, err := New(c, ShardName(name, i), opts.Queue)
+		if err != nil {
+			return nil, err
+		}
+		s.shards[i] = q
+	}
+	return s, nil
+}
+
+// ShardName is the queue name of shard i of the sharded queue name.
+func ShardName(name string, i int) string { return name + ":" + strconv.Itoa(i) }
+
+// Name returns the logical queue name.
+func (s *Sharded) Name() string { return s.name }
+
+// Len returns the number of shards K.
+func (s *Sharded) Len() int { return len(s.shards) }
+
+// Shard returns shard i (0 ≤ i < Len); it panics outside that range, like
+// a slice index.
+func (s *Sharded) Shard(i int) *Queue { return s.shards[i] }
+
+// Shards returns the shard queues in order (a copy of the slice).
+func (s *Sharded) Shards() []*Queue { return append([]*Queue(nil), s.shards...) }
+
+// ShardOf returns the shard of a business key: the 64-bit FNV-1a hash of
+// the key, put through MurmurHash3's 64-bit finalizer, mapped to 0..K-1 by
+// its high bits (hash·K >> 64). FNV-1a alone spreads badly: its low bits
+// see only the low bits of each byte ("order-2" and "order-6" would share
+// a shard under mod 4 forever), and its high bits barely move with the
+// last byte, which is where sequential keys differ. The mapping is stable
+// across processes and releases: it is part of the data layout.
+func (s *Sharded) ShardOf(key string) int {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	hi, _ := bits.Mul64(x, uint64(len(s.shards)))
+	return int(hi)
+}
+
+// For returns the shard queue that holds the tasks of a business key.
+func (s *Sharded) For(key string) *Queue { return s.shards[s.ShardOf(key)] }
+
+// Enqueue adds j to the shard of j.Key (see Queue.Enqueue).
+func (s *Sharded) Enqueue(ctx context.Context, j Job) (Enqueued, error) {
+	return s.For(j.Key).Enqueue(ctx, j)
+}
+
+// EnqueueBatch enqueues jobs grouped by shard: each shard's part goes
+// through that shard's EnqueueBatch (one pipeline per MaxBatch jobs), and
+// the shards are written concurrently, so on a Redis Cluster every master
+// holding a shard works at once. Results are in input order; the returned
+// error joins the transport errors of the shards that failed (results of
+// the shards that succeeded are still filled in).
+func (s *Sharded) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error) {
+	out := make([]Enqueued, len(jobs))
+	// The shards' pipelines use EVALSHA. Were the script missing, one
+	// shard's fallback SCRIPT LOAD could land in the middle of another
+	// shard's pipeline on the same server: the commands before it would
+	// fail NOSCRIPT and be resent after the ones behind it, breaking the
+	// enqueue order within that shard. Loading once up front (on every
+	// master of a cluster) rules that out.
+	if !s.loaded.Load() && len(jobs) > 0 {
+		if err := scriptEnqueue.Load(ctx, s.shards[0].Client()).Err(); err != nil {
+			return out, wrapErr(ctx, "enqueue batch: script load", err)
+		}
+		s.loaded.Store(true)
+	}
+	groups := make([][]int, len(s.shards))
+	for i, j := range jobs {
+		sh := s.ShardOf(j.Key)
+		groups[sh] = append(groups[sh], i)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(s.shards))
+	for sh, idx := range groups {
+		if len(idx) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			part := make([]Job, len(idx))
+			for k, i := range idx {
+				part[k] = jobs[i]
+			}
+			res, err := s.shards[sh].EnqueueBatch(ctx, part)
+			for k, i := range idx {
+				if k < len(res) {
+					out[i] = res[k]
+				}
+			}
+			if err != nil {
+				errs[sh] = fmt.Errorf("delay: shard %d: %w", sh, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// Cancel cancels every task of key, in its one shard (see Queue.Cancel).
+func (s *Sharded) Cancel(ctx context.Context, key string) (CancelResult, error) {
+	return s.For(key).Cancel(ctx, key)
+}
+
+// CancelToken cancels the task (key, token) in the shard of key.
+func (s *Sharded) CancelToken(ctx context.Context, key, token string) (CancelResult, error) {
+	return s.For(key).CancelToken(ctx, key, token)
+}
+
+// Reschedule moves every pending task of key to w, in its one shard.
+func (s *Sharded) Reschedule(ctx context.Context, key string, w When) (RescheduleResult, error) {
+	return s.For(key).Reschedule(ctx, key, w)
+}
+
+// RescheduleToken is Reschedule for the task (key, token).
+func (s *Sharded) RescheduleToken(ctx context.Context, key, token string, w When) (RescheduleResult, error) {
+	return s.For(key).RescheduleToken(ctx, key, token, w)
+}
+
+// Lookup lists the tasks of key, from its one shard.
+func (s *Sharded) Lookup(ctx context.Context, key string) ([]TaskInfo, error) {
+	return s.For(key).Lookup(ctx, key)
+}
+
+// Ack completes t in its shard (routed by t.Key).
+func (s *Sharded) Ack(ctx context.Context, t *Task) error {
+	return s.For(t.Key).Ack(ctx, t.Lease)
+}
+
+// Retry gives t back to its shard with backoff (see Queue.Retry).
+func (s *Sharded) Retry(ctx context.Context, t *Task, cause error) (Outcome, error) {
+	return s.For(t.Key).Retry(ctx, t, cause)
+}
+
+// Kill dead-letters t in its shard (see Queue.Kill).
+func (s *Sharded) Kill(ctx context.Context, t *Task, cause error) (Outcome, error) {
+	return s.For(t.Key).Kill(ctx, t.Lease, cause)
+}
+
+// Extend extends t's lease in its shard (see Queue.Extend).
+func (s *Sharded) Extend(ctx context.Context, t *Task, lease time.Duration) (time.Time, error) {
+	return s.For(t.Key).Extend(ctx, t.Lease, lease)
+}
+
+// Sweep runs one bounded sweep (limit per shard) on every shard and adds
+// up the results; it stops at the first shard that fails.
+func (s *Sharded) Sweep(ctx context.Context, limit int) (SweepResult, error) {
+	var total SweepResult
+	for i, q := range s.shards {
+		r, err := q.Sweep(ctx, limit)
+		if err != nil {
+			return total, fmt.Errorf("delay: shard %d: %w", i, err)
+		}
+		total.Returned += r.Returned
+		total.Dead += r.Dead
+		total.Deleted += r.Deleted
+	}
+	return total, nil
+}
+
+// Stats reads every shard's Stats, in shard order.
+func (s *Sharded) Stats(ctx context.Context) ([]Stats, error) {
+	out := make([]Stats, len(s.shards))
+	for i, q := range s.shards {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("delay: shard %d: %w", i, err)
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// Placement maps each master address to the shards whose hash tag it
+// serves, from the cluster's slot map (CLUSTER SLOTS). On a client that is
+// not a *redis.ClusterClient every shard is on the one server, reported
+// under the key "".
+func (s *Sharded) Placement(ctx context.Context) (map[string][]int, error) {
+	out := map[string][]int{}
+	cc, ok := s.shards[0].Client().(*redis.ClusterClient)
+	if !ok {
+		for i := range s.shards {
+			out[""] = append(out[""], i)
+		}
+		return out, nil
+	}
+	ranges, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, wrapErr(ctx, "placement", err)
+	}
+	for i, q := range s.shards {
+		sl := slot.Of(q.k.due)
+		addr := "?"
+		for _, r := range ranges {
+			if sl >= r.Start && sl <= r.End && len(r.Nodes) > 0 {
+				addr = r.Nodes[0].Addr
+				break
+			}
+		}
+		out[addr] = append(out[addr], i)
+	}
+	return out, nil
+}
+
+// ShardedWorker drains every shard of a Sharded queue: it runs one Worker
+// per shard, each with its own take loop, its own wake-up (BLPOP on the
+// shard's wake list, client-side timer for the next due task: no polling)
+// and its own WorkerOptions.Concurrency handler slots. Because no shard
+// shares slots with another, a shard with a deep backlog cannot starve the
+// others: every shard progresses at its own pace. The total number of
+// handlers running at once is Len() × Concurrency.
+type ShardedWorker struct {
+	s       *Sharded
+	workers []*Worker
+	running atomic.Bool
+}
+
+// NewShardedWorker returns a worker for every shard of s running h. opts
+// apply to each shard's Worker (so Concurrency is per shard).
+func NewShardedWorker(s *Sharded, h Handler, opts WorkerOptions) (*ShardedWorker, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: nil sharded queue", ErrInvalidOptions)
+	}
+	sw := &ShardedWorker{s: s, workers: make([]*Worker, len(s.shards))}
+	for i, q := range s.shards {
+		w, err := NewWorker(q, h, opts)
+		if err != nil {
+			return nil, err
+		}
+		sw.workers[i] = w
+	}
+	return sw, nil
+}
+
+// Run runs every shard's worker until ctx ends, then waits for all of them
+// (each waits up to ShutdownTimeout for its handlers). It returns ctx.Err(),
+// joined with ErrShutdownTimeout when some shard abandoned handlers to their
+// leases. Redis errors never stop it (each shard backs off and resumes).
+func (sw *ShardedWorker) Run(ctx context.Context) error {
+	if !sw.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: worker already running", ErrInvalidOptions)
+	}
+	defer sw.running.Store(false)
+	var wg sync.WaitGroup
+	var abandoned atomic.Bool
+	for _, w := range sw.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Run(ctx); errors.Is(err, ErrShutdownTimeout) {
+				abandoned.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	err := ctx.Err()
+	if abandoned.Load() {
+		err = errors.Join(err, ErrShutdownTimeout)
+	}
+	return err
+}

@@ -1,0 +1,616 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/slot"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+func shNew(t *testing.T, b *testredis.Backend, name string, k int, o Options) *Sharded {
+	t.Helper()
+	o.Prefix = b.Prefix
+	s, err := NewSharded(b.Client, name, ShardedOptions{Shards: k, Queue: o})
+	if err != nil {
+		t.Fatalf("NewSharded(%q, %d): %v", name, k, err)
+	}
+	return s
+}
+
+// shKeysPerShard returns n business keys for every shard of s (FNV spreads
+// "order-<i>" keys; we bucket them by shard).
+func shKeysPerShard(s *Sharded, n int) [][]string {
+	out := make([][]string, s.Len())
+	for i, full := 0, 0; full < s.Len(); i++ {
+		k := "order-" + strconv.Itoa(i)
+		sh := s.ShardOf(k)
+		if len(out[sh]) < n {
+			out[sh] = append(out[sh], k)
+			if len(out[sh]) == n {
+				full++
+			}
+		}
+	}
+	return out
+}
+
+// shServerSlot is the slot Redis itself computes on a cluster (CLUSTER
+// KEYSLOT); elsewhere (miniredis answers 163 for every key, a single Redis
+// has no cluster support) it is internal/slot's computation, which
+// TestClusterKeySlotAgreesWithRedis checks against the server.
+func shServerSlot(t *testing.T, ctx context.Context, b *testredis.Backend, key string) int {
+	t.Helper()
+	if !b.IsCluster() {
+		return slot.Of(key)
+	}
+	s, err := b.Client.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		t.Fatalf("CLUSTER KEYSLOT %q: %v", key, err)
+	}
+	return int(s)
+}
+
+func TestShardedBadOptions(t *testing.T) {
+	b := testredis.Mini(t)
+	tests := []struct {
+		name   string
+		qname  string
+		shards int
+		want   error
+	}{
+		{"negative_shards", "q", -1, ErrInvalidOptions},
+		{"too_many_shards", "q", MaxShards + 1, ErrInvalidOptions},
+		{"brace_in_name", "q{x}", 2, ErrInvalidName},
+		{"empty_name", "", 2, ErrInvalidName},
+		{"shard_name_too_long", strings.Repeat("n", MaxNameBytes-1), 10, ErrInvalidName},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewSharded(b.Client, tc.qname, ShardedOptions{Shards: tc.shards, Queue: Options{Prefix: b.Prefix}})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	s, err := NewSharded(b.Client, "q", ShardedOptions{})
+	if err != nil || s.Len() != DefaultShards {
+		t.Fatalf("zero options: len %d err %v, want %d shards", s.Len(), err, DefaultShards)
+	}
+	if n, _ := testredis.CountKeys(context.Background(), b.Client, b.Prefix); n != 0 {
+		t.Fatalf("NewSharded wrote %d keys", n)
+	}
+}
+
+// TestShardKeysShareOneSlot: every key of shard i carries the tag
+// {q:<name>:i} and hashes to one slot (by the server's own CLUSTER
+// KEYSLOT on the cluster), and different shards use different slots.
+func TestShardKeysShareOneSlot(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		s := shNew(t, b, "orders", 8, Options{})
+		for i, keys := range shKeysPerShard(s, 5) {
+			for _, k := range keys {
+				if _, err := s.Enqueue(ctx, Job{Key: k, When: After(time.Hour)}); err != nil {
+					t.Fatalf("Enqueue: %v", err)
+				}
+			}
+			// Exercise in-flight and dead keys too.
+			if _, err := s.Enqueue(ctx, Job{Key: keys[0] + "-now"}); err != nil {
+				t.Fatalf("Enqueue: %v", err)
+			}
+			if err := slot.Same(s.Shard(i).Keys()...); err != nil {
+				t.Errorf("shard %d: Keys() span slots: %v", i, err)
+			}
+		}
+		for i := range s.Len() {
+			bt, err := s.Shard(i).Take(ctx, 10)
+			if err != nil {
+				t.Fatalf("Take: %v", err)
+			}
+			for _, task := range bt.Tasks {
+				if _, err := s.Kill(ctx, task, errors.New("to the dead set")); err != nil {
+					t.Fatalf("Kill: %v", err)
+				}
+			}
+		}
+		keys, err := testredis.Keys(ctx, b.Client, b.Prefix)
+		if err != nil {
+			t.Fatalf("Keys: %v", err)
+		}
+		slotOfShard := map[string]int{}
+		for _, k := range keys {
+			tag := slot.Tag(k)
+			if !strings.HasPrefix(tag, "q:orders:") {
+				t.Errorf("key %q has tag %q, not a shard tag", k, tag)
+				continue
+			}
+			sl := shServerSlot(t, ctx, b, k)
+			if prev, ok := slotOfShard[tag]; ok && prev != sl {
+				t.Errorf("shard %s: key %q in slot %d, other keys in slot %d", tag, k, sl, prev)
+			}
+			slotOfShard[tag] = sl
+		}
+		if len(slotOfShard) != s.Len() {
+			t.Fatalf("keys of %d shards found (%v), want %d", len(slotOfShard), slotOfShard, s.Len())
+		}
+		seen := map[int]string{}
+		for tag, sl := range slotOfShard {
+			if other, dup := seen[sl]; dup {
+				t.Errorf("shards %s and %s share slot %d", tag, other, sl)
+			}
+			seen[sl] = tag
+		}
+		t.Logf("%d keys; shard slots %v", len(keys), slotOfShard)
+	})
+}
+
+// TestShardPlacementSpreadsOverMasters checks on the real cluster that the
+// shards of one logical queue live on all three masters: Placement (from
+// the slot map) is compared with where each shard's keys physically are,
+// found by scanning every master directly.
+func TestShardPlacementSpreadsOverMasters(t *testing.T) {
+	b := testredis.Cluster(t)
+	cc := b.Client.(*redis.ClusterClient)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		name string
+		k    int
+	}{{"orders", 8}, {"tasks", 3}} {
+		t.Run(fmt.Sprintf("name=%s/shards=%d", tc.name, tc.k), func(t *testing.T) {
+			s := shNew(t, b, tc.name, tc.k, Options{})
+			placement, err := s.Placement(ctx)
+			if err != nil {
+				t.Fatalf("Placement: %v", err)
+			}
+			if len(placement) != 3 {
+				t.Fatalf("shards on %d masters (%v), want 3", len(placement), placement)
+			}
+			for _, keys := range shKeysPerShard(s, 1) {
+				if _, err := s.Enqueue(ctx, Job{Key: keys[0], When: After(time.Hour)}); err != nil {
+					t.Fatalf("Enqueue: %v", err)
+				}
+			}
+			found := map[string][]int{}
+			var mu sync.Mutex
+			err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+				// Braces are literal in a SCAN pattern.
+				iter := m.Scan(ctx, 0, b.Prefix+":{q:"+tc.name+":*}:due", 100).Iterator()
+				for iter.Next(ctx) {
+					tag := slot.Tag(iter.Val())
+					i, err := strconv.Atoi(tag[strings.LastIndexByte(tag, ':')+1:])
+					if err != nil {
+						return fmt.Errorf("key %q: %w", iter.Val(), err)
+					}
+					mu.Lock()
+					found[m.Options().Addr] = append(found[m.Options().Addr], i)
+					mu.Unlock()
+				}
+				return iter.Err()
+			})
+			if err != nil {
+				t.Fatalf("scan masters: %v", err)
+			}
+			for addr, shards := range placement {
+				got := fmt.Sprint(shSortedInts(found[addr]))
+				if want := fmt.Sprint(shSortedInts(shards)); got != want {
+					t.Errorf("master %s: Placement says shards %s, its keys say %s", addr, want, got)
+				}
+			}
+			t.Logf("placement %v", placement)
+		})
+	}
+}
+
+func shSortedInts(v []int) []int {
+	out := append([]int(nil), v...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// TestShardCancelByKeyFindsItsTask: Cancel by business key goes to exactly
+// one shard in one round trip (one node on the cluster) and finds the
+// task, pending or in flight; duplicates of (key, token) stay in one shard.
+func TestShardCancelByKeyFindsItsTask(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		s := shNew(t, b, "carts", 4, Options{})
+		const n = 100
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = "cart-" + strconv.Itoa(i)
+			e, err := s.Enqueue(ctx, Job{Key: keys[i], Token: "expire", When: After(time.Hour)})
+			if err != nil {
+				t.Fatalf("Enqueue: %v", err)
+			}
+			dup, err := s.Enqueue(ctx, Job{Key: keys[i], Token: "expire", When: After(time.Minute)})
+			if err != nil || !dup.Duplicate || dup.ID != e.ID {
+				t.Fatalf("re-Enqueue of (%s, expire): %+v %v; want duplicate of %s", keys[i], dup, err, e.ID)
+			}
+		}
+		// One task per shard due now and taken in flight, to cancel it there.
+		inflight := map[string]bool{}
+		for i, ks := range shKeysPerShard(s, 1) {
+			now := ks[0] + "-now"
+			for s.ShardOf(now) != i {
+				now += "x"
+			}
+			if _, err := s.Enqueue(ctx, Job{Key: now}); err != nil {
+				t.Fatalf("Enqueue: %v", err)
+			}
+			keys = append(keys, now)
+		}
+		for i := range s.Len() {
+			bt, err := s.Shard(i).Take(ctx, 1)
+			if err != nil {
+				t.Fatalf("Take: %v", err)
+			}
+			for _, task := range bt.Tasks {
+				inflight[task.Key] = true
+			}
+		}
+		// Load the scripts on every node first, so EVALSHA is not retried
+		// as EVAL inside the measured calls.
+		for _, ks := range shKeysPerShard(s, 1) {
+			if _, err := s.Cancel(ctx, ks[0]+"-absent"); err != nil {
+				t.Fatalf("warm-up Cancel: %v", err)
+			}
+		}
+		rt, err := testredis.CountRoundTrips(ctx, b.Client)
+		if err != nil {
+			t.Fatalf("CountRoundTrips: %v", err)
+		}
+		for _, k := range keys {
+			rt.Reset()
+			r, err := s.Cancel(ctx, k)
+			if err != nil {
+				t.Fatalf("Cancel(%s): %v", k, err)
+			}
+			if r.Found() != 1 || (inflight[k] && r.InFlight != 1) || (!inflight[k] && r.Pending != 1) {
+				t.Errorf("Cancel(%s) = %+v, want 1 task (in flight: %v)", k, r, inflight[k])
+			}
+			if got := rt.Total(); got != 1 {
+				t.Errorf("Cancel(%s): %d round trips, want 1", k, got)
+			}
+			if per := rt.PerNode(); b.IsCluster() && len(per) != 1 {
+				t.Errorf("Cancel(%s) reached nodes %v, want one", k, per)
+			}
+			if infos, err := s.Lookup(ctx, k); err != nil || (!inflight[k] && len(infos) != 0) {
+				t.Errorf("Lookup(%s) after Cancel = %v, %v", k, infos, err)
+			}
+		}
+		if len(inflight) != s.Len() {
+			t.Fatalf("%d tasks in flight, want one per shard (%d)", len(inflight), s.Len())
+		}
+		stats, err := s.Stats(ctx)
+		if err != nil {
+			t.Fatalf("Stats: %v", err)
+		}
+		for i, st := range stats {
+			if st.Pending != 0 || st.InFlight != 1 {
+				t.Errorf("shard %d after cancelling all: pending %d in flight %d, want 0 and 1 (cancelled, awaiting ack)", i, st.Pending, st.InFlight)
+			}
+		}
+	})
+}
+
+// TestShardOrderingWithinShard: tasks enqueued through the sharded
+// batch path come out of each shard in enqueue order, including many in
+// the same millisecond (sequence assigned by the shard's script).
+func TestShardOrderingWithinShard(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		s := shNew(t, b, "ordered", 4, Options{})
+		base := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+		const n = 600
+		jobs := make([]Job, n)
+		for i := range jobs {
+			// 100 tasks per millisecond over 6 ms, on keys spread over shards.
+			jobs[i] = Job{Key: "o-" + strconv.Itoa(i), Payload: []byte(strconv.Itoa(i)),
+				When: At(base.Add(time.Duration(i/100) * time.Millisecond))}
+		}
+		res, err := s.EnqueueBatch(ctx, jobs)
+		if err != nil {
+			t.Fatalf("EnqueueBatch: %v", err)
+		}
+		want := make([][]string, s.Len())
+		for i, r := range res {
+			if r.Err != nil || r.ID == "" {
+				t.Fatalf("job %d: %+v", i, r)
+			}
+			sh := s.ShardOf(jobs[i].Key)
+			want[sh] = append(want[sh], jobs[i].Key)
+		}
+		for i := range s.Len() {
+			var got []string
+			for {
+				bt, err := s.Shard(i).Take(ctx, 7) // small batches: order must hold across takes
+				if err != nil {
+					t.Fatalf("Take: %v", err)
+				}
+				if len(bt.Tasks) == 0 {
+					break
+				}
+				for _, task := range bt.Tasks {
+					if s.ShardOf(task.Key) != i {
+						t.Fatalf("task %s of shard %d found in shard %d", task.Key, s.ShardOf(task.Key), i)
+					}
+					got = append(got, task.Key)
+					if err := s.Ack(ctx, task); err != nil {
+						t.Fatalf("Ack: %v", err)
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want[i]) {
+				t.Errorf("shard %d order:\n got %v\nwant %v", i, got, want[i])
+			}
+			if len(want[i]) == 0 {
+				t.Errorf("shard %d got no tasks: keys do not spread", i)
+			}
+		}
+	})
+}
+
+// shHandled records every delivery a handler sees, and catches a task in
+// two handlers at once.
+type shHandled struct {
+	mu     sync.Mutex
+	active map[string]bool
+	count  map[string]int
+	order  []int // shard of each shHandled task, in handling order
+	twice  int
+}
+
+func newShHandled() *shHandled { return &shHandled{active: map[string]bool{}, count: map[string]int{}} }
+
+func (h *shHandled) begin(shard int, id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := strconv.Itoa(shard) + "/" + id
+	if h.active[k] {
+		h.twice++
+	}
+	h.active[k] = true
+	h.count[k]++
+	h.order = append(h.order, shard)
+}
+
+func (h *shHandled) end(shard int, id string) {
+	h.mu.Lock()
+	delete(h.active, strconv.Itoa(shard)+"/"+id)
+	h.mu.Unlock()
+}
+
+func (h *shHandled) total() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.order)
+}
+
+// shWaitFor polls cond (test-side only) until it holds or the deadline passes.
+func shWaitFor(t *testing.T, d time.Duration, cond func() bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return cond()
+}
+
+// TestShardWorkerFairDraining: one shard with a deep backlog does not
+// starve the others: the shallow shards are drained completely while the
+// deep one still has most of its backlog.
+func TestShardWorkerFairDraining(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		s := shNew(t, b, "fair", 4, Options{})
+		const deep, shallow = 400, 40
+		perShard := shKeysPerShard(s, deep)
+		var jobs []Job
+		for i, keys := range perShard {
+			if i != 0 {
+				keys = keys[:shallow]
+			}
+			for _, k := range keys {
+				jobs = append(jobs, Job{Key: k})
+			}
+		}
+		if _, err := s.EnqueueBatch(ctx, jobs); err != nil {
+			t.Fatalf("EnqueueBatch: %v", err)
+		}
+		h := newShHandled()
+		w, err := NewShardedWorker(s, func(ctx context.Context, task *Task) error {
+			sh := s.ShardOf(task.Key)
+			h.begin(sh, task.ID)
+			time.Sleep(time.Millisecond) // a handler that does some work
+			h.end(sh, task.ID)
+			return nil
+		}, WorkerOptions{Concurrency: 2})
+		if err != nil {
+			t.Fatalf("NewShardedWorker: %v", err)
+		}
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(rctx) }()
+		total := deep + 3*shallow
+		ok := shWaitFor(t, time.Minute, func() bool { return h.total() >= total })
+		stop()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
+		if !ok {
+			t.Fatalf("shHandled %d of %d tasks", h.total(), total)
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		// When the last shallow task was shHandled, how much of the deep
+		// shard had been shHandled?
+		lastShallow, deepBefore := 0, 0
+		for i, sh := range h.order {
+			if sh != 0 {
+				lastShallow = i
+			}
+		}
+		for _, sh := range h.order[:lastShallow+1] {
+			if sh == 0 {
+				deepBefore++
+			}
+		}
+		if deepBefore > deep/2 {
+			t.Errorf("shallow shards finished only after %d of %d deep-shard tasks: they waited behind the backlog", deepBefore, deep)
+		}
+		if h.twice != 0 {
+			t.Errorf("%d tasks were in two handlers at once", h.twice)
+		}
+		t.Logf("shallow shards done after %d of %d deep-shard tasks", deepBefore, deep)
+	})
+}
+
+// TestShardNoLossEightConsumers: 8 consumers (8 sharded workers, as 8
+// processes would run them) drain a stream of tasks produced while they
+// run: every task is shHandled exactly once (leases never expire here, so
+// a second delivery would be a bug), none is lost, and the shards end empty.
+func TestShardNoLossEightConsumers(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		n := 2000
+		if b.Real() {
+			n = 6000
+		}
+		s := shNew(t, b, "stream", 4, Options{})
+		wakeClient := shBlockingClient(t, b)
+		h := newShHandled()
+		handler := func(ctx context.Context, task *Task) error {
+			sh := s.ShardOf(task.Key)
+			h.begin(sh, task.ID)
+			h.end(sh, task.ID)
+			return nil
+		}
+		rctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for range 8 {
+			w, err := NewShardedWorker(s, handler, WorkerOptions{Concurrency: 2, WakeClient: wakeClient})
+			if err != nil {
+				t.Fatalf("NewShardedWorker: %v", err)
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = w.Run(rctx) }()
+		}
+		enqueued := map[string]bool{}
+		for start := 0; start < n; start += 500 {
+			jobs := make([]Job, 0, 500)
+			for i := start; i < start+500; i++ {
+				jobs = append(jobs, Job{Key: "stream-" + strconv.Itoa(i), Payload: []byte("p")})
+			}
+			res, err := s.EnqueueBatch(ctx, jobs)
+			if err != nil {
+				t.Fatalf("EnqueueBatch: %v", err)
+			}
+			for i, r := range res {
+				if r.Err != nil {
+					t.Fatalf("job %s: %v", jobs[i].Key, r.Err)
+				}
+				enqueued[strconv.Itoa(s.ShardOf(jobs[i].Key))+"/"+r.ID] = true
+			}
+		}
+		ok := shWaitFor(t, time.Minute, func() bool { return h.total() >= n })
+		// Give late duplicates a chance to show up before stopping.
+		time.Sleep(100 * time.Millisecond)
+		stop()
+		wg.Wait()
+		if !ok {
+			t.Errorf("shHandled %d of %d", h.total(), n)
+		}
+		h.mu.Lock()
+		lost, dup := 0, 0
+		for k := range enqueued {
+			switch c := h.count[k]; {
+			case c == 0:
+				lost++
+			case c > 1:
+				dup++
+			}
+		}
+		extra := len(h.count) - len(enqueued)
+		twice := h.twice
+		h.mu.Unlock()
+		if lost != 0 || dup != 0 || twice != 0 || extra != 0 || len(enqueued) != n {
+			t.Errorf("enqueued %d: lost %d, shHandled more than once %d, at once in two handlers %d, unknown %d", len(enqueued), lost, dup, twice, extra)
+		}
+		stats, err := s.Stats(ctx)
+		if err != nil {
+			t.Fatalf("Stats: %v", err)
+		}
+		for i, st := range stats {
+			if st.Pending != 0 || st.InFlight != 0 {
+				t.Errorf("shard %d: pending %d in flight %d after draining", i, st.Pending, st.InFlight)
+			}
+		}
+	})
+}
+
+// shBlockingClient returns a client with a large pool for the workers' BLPOP
+// wake-ups (one blocked connection per shard per worker), closed at cleanup.
+func shBlockingClient(t *testing.T, b *testredis.Backend) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	switch bc := b.Client.(type) {
+	case *redis.ClusterClient:
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: bc.Options().Addrs, PoolSize: 128})
+	case *redis.Client:
+		o := bc.Options()
+		c = redis.NewClient(&redis.Options{Addr: o.Addr, DB: o.DB, Username: o.Username, Password: o.Password, PoolSize: 128})
+	default:
+		t.Fatalf("unexpected client type %T", b.Client)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestShardOfSpreadsAndIsStable: sequential business keys spread evenly
+// for every K (a plain "FNV mod K" fails this for K a power of two, since
+// FNV's low bits only see the low bits of each byte), and the mapping is
+// pinned: it is part of the data layout, so a change would strand tasks.
+func TestShardOfSpreadsAndIsStable(t *testing.T) {
+	b := testredis.Mini(t)
+	for _, k := range []int{2, 3, 4, 8, 16, 64} {
+		t.Run(fmt.Sprintf("shards=%d", k), func(t *testing.T) {
+			s := shNew(t, b, "spread", k, Options{})
+			const n = 32000
+			counts := make([]int, k)
+			for i := range n {
+				counts[s.ShardOf("order-"+strconv.Itoa(i))]++
+			}
+			for i, c := range counts {
+				if want := n / k; c < want*85/100 || c > want*115/100 {
+					t.Errorf("shard %d got %d of %d keys, want %d ± 15%%", i, c, n, want)
+				}
+			}
+		})
+	}
+	s := shNew(t, b, "pinned", 8, Options{})
+	got := ""
+	for _, key := range []string{"order-0", "order-1", "order-2", "cart:42", "é"} {
+		got += strconv.Itoa(s.ShardOf(key))
+	}
+	if want := "12514"; got != want {
+		t.Errorf("ShardOf mapping changed: got %s, want %s", got, want)
+	}
+}

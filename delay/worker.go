@@ -1,0 +1,402 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Handler processes one task. Returning nil acks it; an error wrapping
+// ErrSkipRetry (see Permanent) dead-letters it; any other error, or a
+// panic, retries it with Options.Backoff. ctx ends when the worker's
+// ShutdownTimeout runs out; the lease deadline is in t.Deadline.
+type Handler func(ctx context.Context, t *Task) error
+
+// WorkerOptions configure a Worker. The zero value of every field is its default.
+type WorkerOptions struct {
+	// Concurrency is the number of handlers running at once. Default 8.
+	Concurrency int
+	// BatchSize caps one Take (1..MaxBatch). Default Concurrency.
+	BatchSize int
+	// ShutdownTimeout is how long Run waits for running handlers after its
+	// context ends; their tasks are then left to their leases. Default 10 s.
+	ShutdownTimeout time.Duration
+	// SweepBatch caps one sweep of expired leases (1..MaxBatch). Default 100.
+	SweepBatch int
+	// AutoExtend extends each running task's lease every Lease/3 (see
+	// Queue.KeepAlive). Default off: a handler must finish within the lease.
+	AutoExtend bool
+	// WakeClient carries the blocking BLPOP on the wake list, which holds a
+	// connection for up to WakeBlock. Default: the queue's client (whose pool
+	// must then have a spare connection; go-redis defaults to 10 per CPU).
+	WakeClient redis.UniversalClient
+	// WakeBlock is the BLPOP timeout. It only bounds how long shutdown waits
+	// for the wake goroutine: due times are timed by a client-side timer,
+	// because Redis checks blocking timeouts only every 1/hz (100 ms).
+	// Default and minimum 1 s (the protocol counts BLPOP timeouts in seconds
+	// on go-redis).
+	WakeBlock time.Duration
+	// IdleCheck is the longest sleep when no task is scheduled and no wake-up
+	// arrives: a safety net for a wake-up consumed by another worker while
+	// this one was busy. It never times a due task. Default 5 s.
+	IdleCheck time.Duration
+	// ReconnectMin and ReconnectMax bound the capped exponential backoff
+	// after a Redis error. Defaults 50 ms and 2 s.
+	ReconnectMin, ReconnectMax time.Duration
+}
+
+// Worker takes due tasks from one Queue and runs a Handler on them.
+type Worker struct {
+	q       *Queue
+	h       Handler
+	o       WorkerOptions
+	running atomic.Bool
+}
+
+// NewWorker returns a worker for q running h.
+func NewWorker(q *Queue, h Handler, opts WorkerOptions) (*Worker, error) {
+	if q == nil || h == nil {
+		return nil, fmt.Errorf("%w: nil queue or handler", ErrInvalidOptions)
+	}
+	o := opts
+	def := func(v *time.Duration, d time.Duration) error {
+		if *v < 0 {
+			return fmt.Errorf("%w: negative duration %v", ErrInvalidOptions, *v)
+		}
+		if *v == 0 {
+			*v = d
+		}
+		return nil
+	}
+	if o.Concurrency < 0 || o.BatchSize < 0 || o.BatchSize > MaxBatch || o.SweepBatch < 0 || o.SweepBatch > MaxBatch {
+		return nil, fmt.Errorf("%w: concurrency %d batch %d sweep %d", ErrInvalidOptions, o.Concurrency, o.BatchSize, o.SweepBatch)
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 8
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = min(o.Concurrency, MaxBatch)
+	}
+	if o.SweepBatch == 0 {
+		o.SweepBatch = 100
+	}
+	for _, e := range []error{
+		def(&o.ShutdownTimeout, 10*time.Second), def(&o.WakeBlock, time.Second),
+		def(&o.IdleCheck, 5*time.Second), def(&o.ReconnectMin, 50*time.Millisecond),
+		def(&o.ReconnectMax, 2*time.Second),
+	} {
+		if e != nil {
+			return nil, e
+		}
+	}
+	o.WakeBlock = max(o.WakeBlock, time.Second)
+	if o.WakeClient == nil {
+		o.WakeClient = q.c
+	}
+	return &Worker{q: q, h: h, o: o}, nil
+}
+
+// Run takes and handles tasks until ctx ends, then stops taking, waits up to
+// ShutdownTimeout for running handlers and returns ctx.Err() (joined with
+// ErrShutdownTimeout if handlers were abandoned to their leases). Redis
+// errors never stop it: it backs off (capped exponential) and resumes.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: worker already running", ErrInvalidOptions)
+	}
+	defer w.running.Store(false)
+	q := w.q
+	// Handlers and their completions outlive ctx by up to ShutdownTimeout.
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer hcancel()
+
+	wake := make(chan struct{}, 1)
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() { defer bg.Done(); w.wakeLoop(ctx, wake) }()
+	acks := make(chan Lease, 2*w.o.Concurrency+MaxBatch)
+	quit := make(chan struct{})
+	bg.Add(1)
+	go func() { defer bg.Done(); w.ackLoop(hctx, acks, quit) }()
+
+	sem := make(chan struct{}, w.o.Concurrency)
+	var handlers sync.WaitGroup
+	var nextExpiry time.Time
+	failures := 0
+loop:
+	for ctx.Err() == nil {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			break loop
+		}
+		n := 1
+	grab:
+		for n < w.o.BatchSize {
+			select {
+			case sem <- struct{}{}:
+				n++
+			default:
+				break grab
+			}
+		}
+		if !nextExpiry.IsZero() && !q.ServerNow().Before(nextExpiry) {
+			if _, err := q.Sweep(ctx, w.o.SweepBatch); err != nil {
+				q.o.Observer.OnError(q.name, "sweep", err)
+			}
+		}
+		b, err := q.Take(ctx, n)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			for range n {
+				<-sem
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			q.o.Observer.OnError(q.name, "take", err)
+			failures++
+			sleepCtx(ctx, w.reconnectDelay(failures))
+			continue
+		}
+		if err != nil {
+			q.o.Observer.OnError(q.name, "take", err)
+		}
+		failures = 0
+		for range n - len(b.Tasks) {
+			<-sem
+		}
+		for _, t := range b.Tasks {
+			handlers.Add(1)
+			go func() {
+				defer handlers.Done()
+				defer func() { <-sem }()
+				w.handle(hctx, t, acks, quit)
+			}()
+		}
+		nextExpiry = b.NextExpiry
+		if len(b.Tasks) == n {
+			continue // there may be more due right now
+		}
+		wait := w.o.IdleCheck
+		now := q.ServerNow()
+		if !b.NextDue.IsZero() {
+			wait = min(wait, b.NextDue.Sub(now))
+		}
+		if !b.NextExpiry.IsZero() {
+			wait = min(wait, b.NextExpiry.Sub(now)+time.Millisecond)
+		}
+		if wait <= 0 {
+			// The estimate says due but the server did not: re-measure soon.
+			wait = 200 * time.Microsecond
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-wake:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+	}
+
+	var err error = ctx.Err()
+	done := make(chan struct{})
+	go func() { handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.o.ShutdownTimeout):
+		err = errors.Join(err, ErrShutdownTimeout)
+		hcancel()
+	}
+	close(quit)
+	bg.Wait()
+	hcancel()
+	return err
+}
+
+func (w *Worker) reconnectDelay(failures int) time.Duration {
+	d := w.o.ReconnectMin
+	for i := 1; i < failures && d < w.o.ReconnectMax; i++ {
+		d *= 2
+	}
+	d = min(d, w.o.ReconnectMax)
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// wakeLoop blocks on the wake list on its own connection; a pop means a
+// task became the new head, so the main loop re-takes and re-arms its timer.
+func (w *Worker) wakeLoop(ctx context.Context, wake chan<- struct{}) {
+	failures := 0
+	for ctx.Err() == nil {
+		_, err := w.o.WakeClient.BLPop(ctx, w.o.WakeBlock, w.q.k.wake).Result()
+		switch {
+		case err == nil:
+			failures = 0
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		case errors.Is(err, redis.Nil):
+			failures = 0
+		case ctx.Err() != nil || errors.Is(err, redis.ErrClosed):
+			return
+		default:
+			failures++
+			w.q.o.Observer.OnError(w.q.name, "wake", err)
+			sleepCtx(ctx, w.reconnectDelay(failures))
+		}
+	}
+}
+
+// ackLoop batches acks: it blocks for one, drains what else is queued and
+// acks them all in one script.
+func (w *Worker) ackLoop(ctx context.Context, acks <-chan Lease, quit <-chan struct{}) {
+	q := w.q
+	batch := make([]Lease, 0, MaxBatch)
+	for {
+		var l Lease
+		select {
+		case l = <-acks:
+		case <-quit:
+			select {
+			case l = <-acks: // drain what is left before leaving
+			default:
+				return
+			}
+		}
+		batch = append(batch[:0], l)
+	drain:
+		for len(batch) < MaxBatch {
+			select {
+			case l := <-acks:
+				batch = append(batch, l)
+			default:
+				break drain
+			}
+		}
+		for attempt := 1; ; attempt++ {
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			errs, err := q.AckMany(actx, batch)
+			cancel()
+			if err == nil {
+				for _, e := range errs {
+					if e != nil {
+						q.o.Observer.OnError(q.name, "ack", e)
+					}
+				}
+				break
+			}
+			q.o.Observer.OnError(q.name, "ack", err)
+			if attempt >= 6 || ctx.Err() != nil {
+				break // the leases will expire and the tasks come back
+			}
+			sleepCtx(ctx, w.reconnectDelay(attempt))
+		}
+	}
+}
+
+func (w *Worker) handle(ctx context.Context, t *Task, acks chan<- Lease, quit <-chan struct{}) {
+	q := w.q
+	var stop func() error
+	if w.o.AutoExtend {
+		stop = q.KeepAlive(ctx, t, 0)
+	}
+	err := w.call(ctx, t)
+	if stop != nil {
+		_ = stop()
+	}
+	if err != nil && ctx.Err() != nil {
+		// Abandoned at ShutdownTimeout: the lease brings the task back.
+		q.o.Observer.OnError(q.name, "handle", err)
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err == nil {
+		select {
+		case acks <- t.Lease:
+		case <-quit: // abandoned at shutdown timeout: ack directly
+			if aerr := q.Ack(cctx, t.Lease); aerr != nil {
+				q.o.Observer.OnError(q.name, "ack", aerr)
+			}
+		}
+		return
+	}
+	if errors.Is(err, ErrSkipRetry) {
+		if _, kerr := q.Kill(cctx, t.Lease, err); kerr != nil {
+			q.o.Observer.OnError(q.name, "kill", kerr)
+		}
+		return
+	}
+	if _, rerr := q.Retry(cctx, t, err); rerr != nil {
+		q.o.Observer.OnError(q.name, "retry", rerr)
+	}
+}
+
+func (w *Worker) call(ctx context.Context, t *Task) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	return w.h(ctx, t)
+}
+
+// KeepAlive extends t's lease to Options.Lease every interval (0 = Lease/3)
+// until stop is called or ctx ends. stop returns the first extension error
+// (ErrLeaseLost if the lease was lost, after which it stops extending).
+func (q *Queue) KeepAlive(ctx context.Context, t *Task, interval time.Duration) (stop func() error) {
+	if interval <= 0 {
+		interval = q.o.Lease / 3
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		mu       sync.Mutex
+		firstErr error
+		done     = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			_, err := q.Extend(ctx, t.Lease, q.o.Lease)
+			if err != nil && ctx.Err() == nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+				if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
+					return
+				}
+			}
+		}
+	}()
+	return func() error {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr
+	}
+}

@@ -1,0 +1,234 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// runWorker starts w.Run and returns a stop func that cancels it and
+// returns Run's error.
+func runWorker(t *testing.T, w *Worker) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// G3 with a skewed client clock: delivery still follows Redis TIME.
+func TestWorkerClockSkew(t *testing.T) {
+	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(fmt.Sprintf("skew=%v", skew), func(t *testing.T) {
+			testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+				ctx := testCtx(t)
+				rec := &Recorder{}
+				q := newQ(t, b, Options{Lease: time.Second, Observer: rec,
+					Now: func() time.Time { return time.Now().Add(skew) }})
+				var mu sync.Mutex
+				got := map[string]time.Duration{}
+				w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+					mu.Lock()
+					got[tk.Key] = tk.Lateness()
+					mu.Unlock()
+					return nil
+				}, WorkerOptions{Concurrency: 4})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := runWorker(t, w)
+				start := time.Now()
+				const n = 20
+				for i := range n {
+					mustEnqueue(t, ctx, q, Job{Key: fmt.Sprintf("k%d", i), When: After(time.Duration(100+10*i) * time.Millisecond)})
+				}
+				waitFor(t, 5*time.Second, "deliveries", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == n })
+				if el := time.Since(start); el > 3*time.Second {
+					t.Fatalf("deliveries took %v: the skew leaked into timing", el)
+				}
+				if err := stop(); !errors.Is(err, context.Canceled) {
+					t.Fatalf("Run = %v", err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for k, l := range got {
+					// delivered by the server clock, never early, not an hour late
+					if l < 0 || l > time.Second {
+						t.Errorf("%s lateness %v", k, l)
+					}
+				}
+				if rec.Lateness.Early() != 0 || rec.Lateness.Count() != n {
+					t.Errorf("histogram early=%d count=%d", rec.Lateness.Early(), rec.Lateness.Count())
+				}
+				t.Logf("lateness p50=%v p99=%v max=%v (skew %v)", rec.Lateness.Percentile(50), rec.Lateness.Percentile(99), rec.Lateness.Max(), skew)
+			})
+		})
+	}
+}
+
+// Handler errors retry with backoff, panics retry, Permanent dead-letters.
+func TestWorkerOutcomes(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		rec := &Recorder{}
+		q := newQ(t, b, Options{Lease: time.Second, MaxAttempts: 3, Observer: rec,
+			Backoff: func(int) time.Duration { return 5 * time.Millisecond }})
+		var calls sync.Map
+		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error {
+			v, _ := calls.LoadOrStore(tk.Key, new(atomic.Int32))
+			n := v.(*atomic.Int32).Add(1)
+			switch tk.Key {
+			case "flaky":
+				if n < 3 {
+					return errors.New("try again")
+				}
+			case "panics":
+				if n == 1 {
+					panic("boom")
+				}
+			case "permanent":
+				return Permanent(errors.New("invalid order"))
+			case "always":
+				return errors.New("nope")
+			}
+			return nil
+		}, WorkerOptions{Concurrency: 2})
+		stop := runWorker(t, w)
+		for _, k := range []string{"ok", "flaky", "panics", "permanent", "always"} {
+			mustEnqueue(t, ctx, q, Job{Key: k})
+		}
+		waitFor(t, 5*time.Second, "outcomes", func() bool {
+			st, err := q.Stats(ctx)
+			return err == nil && st.Acked == 3 && st.Dead == 2
+		})
+		_ = stop()
+		count := func(k string) int32 { v, _ := calls.Load(k); return v.(*atomic.Int32).Load() }
+		if count("flaky") != 3 || count("panics") != 2 || count("permanent") != 1 || count("always") != 3 {
+			t.Fatalf("calls flaky=%d panics=%d permanent=%d always=%d", count("flaky"), count("panics"), count("permanent"), count("always"))
+		}
+		p, _ := q.ListDead(ctx, 0, 10)
+		errs := map[string]string{}
+		for _, d := range p.Tasks {
+			errs[d.Key] = d.LastError
+		}
+		if errs["permanent"] != "invalid order" || errs["always"] != "nope" {
+			t.Fatalf("dead errors %v", errs)
+		}
+	})
+}
+
+// Graceful shutdown: running handlers finish; a handler past the timeout is
+// left to its lease and comes back later.
+func TestWorkerShutdown(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{Lease: 300 * time.Millisecond})
+		started := make(chan string, 2)
+		var finished atomic.Int32
+		w, _ := NewWorker(q, func(hctx context.Context, tk *Task) error {
+			started <- tk.Key
+			d := 100 * time.Millisecond
+			if tk.Key == "slow" {
+				d = 10 * time.Second
+			}
+			select {
+			case <-time.After(d):
+				finished.Add(1)
+				return nil
+			case <-hctx.Done():
+				return hctx.Err()
+			}
+		}, WorkerOptions{Concurrency: 2, ShutdownTimeout: 200 * time.Millisecond})
+		stop := runWorker(t, w)
+		mustEnqueue(t, ctx, q, Job{Key: "quick"})
+		mustEnqueue(t, ctx, q, Job{Key: "slow"})
+		<-started
+		<-started
+		err := stop()
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrShutdownTimeout) {
+			t.Fatalf("Run = %v", err)
+		}
+		if finished.Load() != 1 {
+			t.Fatalf("finished %d, want the quick one", finished.Load())
+		}
+		// no take after shutdown: the slow task is left to its lease, then swept back
+		if infos, _ := q.Lookup(ctx, "slow"); len(infos) != 1 || infos[0].State != StateInFlight {
+			t.Fatalf("slow task right after shutdown: %+v", infos)
+		}
+		time.Sleep(350 * time.Millisecond)
+		if r, err := q.Sweep(ctx, 10); err != nil || r.Returned != 1 {
+			t.Fatalf("sweep %+v %v", r, err)
+		}
+		infos, _ := q.Lookup(ctx, "slow")
+		if len(infos) != 1 || infos[0].State != StatePending {
+			t.Fatalf("slow task %+v", infos)
+		}
+	})
+}
+
+// An earlier task enqueued while the worker sleeps for a later one wakes it.
+func TestWorkerWakeEarlier(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		got := make(chan *Task, 2)
+		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error { got <- tk; return nil }, WorkerOptions{IdleCheck: time.Minute})
+		mustEnqueue(t, ctx, q, Job{Key: "later", When: After(time.Hour)})
+		runWorker(t, w)
+		time.Sleep(50 * time.Millisecond) // the worker is now asleep until "later"
+		mustEnqueue(t, ctx, q, Job{Key: "soon", When: After(100 * time.Millisecond)})
+		select {
+		case tk := <-got:
+			if tk.Key != "soon" || tk.Lateness() < 0 || tk.Lateness() > time.Second {
+				t.Fatalf("got %s lateness %v", tk.Key, tk.Lateness())
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatal("worker not woken for the earlier task")
+		}
+	})
+}
+
+// AutoExtend keeps a handler longer than the lease from being redelivered.
+func TestWorkerAutoExtend(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{Lease: 150 * time.Millisecond})
+		var calls atomic.Int32
+		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error {
+			calls.Add(1)
+			time.Sleep(500 * time.Millisecond)
+			return nil
+		}, WorkerOptions{Concurrency: 2, AutoExtend: true})
+		stop := runWorker(t, w)
+		mustEnqueue(t, ctx, q, Job{Key: "long"})
+		waitFor(t, 5*time.Second, "ack", func() bool { st, _ := q.Stats(ctx); return st.Acked == 1 })
+		_ = stop()
+		if calls.Load() != 1 {
+			t.Fatalf("handler ran %d times", calls.Load())
+		}
+	})
+}
