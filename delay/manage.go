@@ -3,6 +3,9 @@ package delay
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -253,6 +256,46 @@ type Stats struct {
 	OldestDueAge time.Duration
 	// Counters since the queue's keys were created.
 	Delivered, Acked, Retries, DeadLettered, Expired, Cancelled, SeqOverflows, Corrupt int64
+	// Lateness counts deliveries by lateness (Redis TIME at take minus the
+	// due time, both by the server's clock), in power-of-two buckets.
+	Lateness LatenessBuckets
+}
+
+// LatenessBuckets is a server-side lateness histogram: Counts[0] is 0 ms
+// late, Counts[b] for b ≥ 1 covers [2^(b-1), 2^b) ms. The take script
+// keeps it, so it covers every worker of the queue, not just one process.
+type LatenessBuckets struct {
+	Counts [41]int64
+}
+
+// Total is the number of deliveries counted.
+func (l LatenessBuckets) Total() int64 {
+	var n int64
+	for _, c := range l.Counts {
+		n += c
+	}
+	return n
+}
+
+// Percentile returns an upper bound of the p-th percentile (0 < p ≤ 100):
+// the exclusive top of the bucket holding it, so 1ms means "on time, to
+// the millisecond". It is 0 when nothing was counted.
+func (l LatenessBuckets) Percentile(p float64) time.Duration {
+	total := l.Total()
+	if total == 0 {
+		return 0
+	}
+	rank := int64(math.Ceil(p / 100 * float64(total)))
+	rank = max(rank, 1)
+	var seen int64
+	for b, c := range l.Counts {
+		seen += c
+		if seen >= rank {
+			// Bucket b ends at 2^b ms; bucket 0 (0 ms late) ends at 1 ms.
+			return time.Duration(int64(1)<<b) * time.Millisecond
+		}
+	}
+	return time.Duration(int64(1)<<(len(l.Counts)-1)) * time.Millisecond
 }
 
 // Stats reads depths per state, the oldest-due age and the counters.
@@ -290,6 +333,12 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 			s.SeqOverflows = v
 		case "corrupt":
 			s.Corrupt = v
+		default:
+			if b, ok := strings.CutPrefix(r.str(i), "lat:"); ok {
+				if n, err := strconv.Atoi(b); err == nil && n >= 0 && n < len(s.Lateness.Counts) {
+					s.Lateness.Counts[n] = v
+				}
+			}
 		}
 	}
 	return s, nil

@@ -94,7 +94,13 @@ func queueStats(ctx context.Context, q *delay.Queue, w io.Writer) error {
 	fmt.Fprintf(w, "  oldest due task waiting: %s\n", st.OldestDueAge)
 	fmt.Fprintf(w, "  counters: delivered %d, acked %d, retries %d, dead-lettered %d, expired leases %d, cancelled %d, corrupt %d, seq overflows %d\n",
 		st.Delivered, st.Acked, st.Retries, st.DeadLettered, st.Expired, st.Cancelled, st.Corrupt, st.SeqOverflows)
-	fmt.Fprintln(w, "  lateness percentiles: measured in the worker process (delay.Recorder / Observer.OnDelivered), not stored in Redis; see examples/expvar")
+	if l := st.Lateness; l.Total() > 0 {
+		// The buckets are powers of two, so each figure is an upper bound.
+		fmt.Fprintf(w, "  lateness (Redis TIME at take - due, %d deliveries): p50 < %s, p99 < %s, p99.9 < %s, max < %s\n",
+			l.Total(), l.Percentile(50), l.Percentile(99), l.Percentile(99.9), l.Percentile(100))
+	} else {
+		fmt.Fprintln(w, "  lateness: no deliveries yet")
+	}
 	return nil
 }
 
