@@ -41,6 +41,11 @@ var (
 	ErrSeqExhausted = errors.New("delay: sequence space exhausted")
 	// ErrCorrupt: a task record in Redis that does not decode.
 	ErrCorrupt = errors.New("delay: corrupt task record")
+	// ErrCrossSlot: the keys of one script or pipeline would span Redis
+	// Cluster hash slots. Refused on the client before anything is sent;
+	// the error also wraps the guard's own detail. With keys built only by
+	// newKeys this cannot happen; the guard keeps it that way.
+	ErrCrossSlot = errors.New("delay: keys of one script span hash slots")
 	// ErrRedis wraps every error that comes from the Redis client.
 	ErrRedis = errors.New("delay: redis")
 	// ErrSkipRetry: a handler error wrapping it dead-letters the task at once.

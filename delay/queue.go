@@ -41,8 +41,14 @@ func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
+	k := newKeys(o.Prefix, name)
+	// Names and prefixes without braces cannot move a key off the queue's
+	// tag; checking the whole layout once here makes that a tested fact.
+	if err := checkSlot("new", k.all()); err != nil {
+		return nil, err
+	}
 	return &Queue{
-		c: c, name: name, k: newKeys(o.Prefix, name), o: o,
+		c: c, name: name, k: k, o: o,
 		epoch: o.Codec.EpochMs(), mult: int64(1) << o.Codec.Bits(),
 	}, nil
 }
@@ -240,6 +246,9 @@ func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error
 		i    int
 		mode string
 		v    int64
+	}
+	if err := checkSlot("enqueue batch", q.enqueueKeys()); err != nil {
+		return out, err
 	}
 	var todo []pending
 	for i, j := range jobs {

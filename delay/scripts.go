@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/internal/slot"
 	"github.com/tierset/tierset/score"
 )
 
@@ -168,11 +169,23 @@ func run(ctx context.Context, c redis.Scripter, s *redis.Script, op string, keys
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("delay: %s: %w", op, err)
 	}
+	if err := checkSlot(op, keys); err != nil {
+		return nil, err
+	}
 	v, err := s.Run(ctx, c, keys, args...).Slice()
 	if err != nil {
 		return nil, wrapErr(ctx, op, err)
 	}
 	return reply(v), nil
+}
+
+// checkSlot is the client-side Redis Cluster guard: every key of one script
+// (or of one EnqueueBatch pipeline) must hash to one slot.
+func checkSlot(op string, keys []string) error {
+	if err := slot.Same(keys...); err != nil {
+		return fmt.Errorf("delay: %s: %w: %w", op, ErrCrossSlot, err)
+	}
+	return nil
 }
 
 func isNoScript(err error) bool {

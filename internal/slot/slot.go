@@ -34,8 +34,22 @@ func Of(key string) int {
 
 // Same returns nil when every key hashes to one slot, and an error
 // wrapping ErrCrossSlot naming the first pair that differs.
+//
+// Keys with byte-identical tags (the library's case: one tag per promotion
+// or queue) are accepted without hashing, so the guard costs a few
+// string compares per script on the hot path.
 func Same(keys ...string) error {
 	if len(keys) < 2 {
+		return nil
+	}
+	tag, same := Tag(keys[0]), true
+	for _, k := range keys[1:] {
+		if Tag(k) != tag {
+			same = false
+			break
+		}
+	}
+	if same {
 		return nil
 	}
 	first := Of(keys[0])
