@@ -20,6 +20,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/tierset/tierset"
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
 )
@@ -38,6 +39,7 @@ type config struct {
 	prefix      string
 	strict      bool
 	delay       bool
+	scaling     bool
 	seed        uint64
 }
 
@@ -90,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.prefix, "prefix", "", "key prefix (default a unique tierset-bench-<random>); every key under it is deleted at the end")
 	fs.BoolVar(&cfg.strict, "strict", false, "exit 1 when a floor FAILs (floors are informational otherwise)")
 	fs.BoolVar(&cfg.delay, "delay", false, "also run the delay-queue benchmarks")
+	fs.BoolVar(&cfg.scaling, "scaling", false, "with -cluster: sharded delay queue throughput, 1 shard vs 3 shards (1 vs 3 masters)")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the generated promotions and query values")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), usageText, 20)
@@ -137,6 +140,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.redisURL != "" && len(cfg.clusterSeed) > 0 {
 		return cfg, errors.New("-redis and -cluster are exclusive")
 	}
+	if cfg.scaling && len(cfg.clusterSeed) == 0 {
+		return cfg, errors.New("-scaling needs -cluster")
+	}
 	if cfg.prefix == "" {
 		var b [6]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -173,11 +179,8 @@ type backend struct {
 func connect(ctx context.Context, cfg config) (*backend, error) {
 	switch {
 	case len(cfg.clusterSeed) > 0:
-		c := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: cfg.clusterSeed,
-			// go-redis reloads the slot map after a failover only this often (60 s by default).
-			ClusterStateReloadInterval: time.Second,
-		})
+		// The options the library ships for clusters (1 s slot-map reload).
+		c := tierset.NewClusterClient(cfg.clusterSeed...)
 		if err := c.Ping(ctx).Err(); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("cluster %s: %w", strings.Join(cfg.clusterSeed, ","), err)
@@ -314,6 +317,11 @@ func runBench(ctx context.Context, cfg config, stdout, stderr io.Writer) (int, e
 			dcfg.CSVDir = filepath.Dir(cfg.csvFile)
 		}
 		if err := runDelay(ctx, dcfg); err != nil {
+			return 1, err
+		}
+	}
+	if cfg.scaling {
+		if err := runScaling(ctx, cfg.clusterSeed, cfg.quick, stdout); err != nil {
 			return 1, err
 		}
 	}
