@@ -124,6 +124,22 @@
 // default), so a BLPOP timeout would be up to 100 ms late. IdleCheck (5 s)
 // is only a safety net for a wake-up consumed by a busy worker.
 //
+// # Sharded queue (Redis Cluster)
+//
+// One hash tag pins a [Queue] to one master. [NewSharded] spreads one
+// logical queue over K shard queues named <name>:0 … <name>:K-1, so their
+// tags {q:<name>:i} land on different slots and masters. The shard of a
+// task is [ShardOf] its business key, so Cancel, Reschedule and Lookup by
+// key go to one shard in O(1); [NewShardedWorker] runs one worker per
+// shard, each with its own wake-up, so every shard drains. Every guarantee
+// above holds inside a shard; ordering is per shard.
+//
+// # Stats
+//
+// [Queue.Stats] reads depths, the oldest-due age, the counters and the
+// server-side lateness histogram ([LatenessBuckets], kept by the take
+// script by Redis TIME, so it covers every worker of the queue).
+//
 // # For benchmarks
 //
 //   - Batched enqueue: Queue.EnqueueBatch (one pipeline per 1000 jobs).

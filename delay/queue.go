@@ -24,6 +24,12 @@ type Queue struct {
 	// offsetMs estimates Redis TIME minus the client clock, from the TIME
 	// every script reply carries. Only the worker's timer uses it.
 	offsetMs atomic.Int64
+	// enqueueLoaded records that this queue loaded the enqueue script. A
+	// pipeline that met NOSCRIPT halfway (another client loading the script
+	// while it ran) would resend its first jobs after its last ones and
+	// break same-millisecond order, so EnqueueBatch loads before its first
+	// pipeline instead of discovering the script's absence inside one.
+	enqueueLoaded atomic.Bool
 }
 
 // New returns the queue called name on c. It validates name and opts and
@@ -258,6 +264,12 @@ func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error
 			continue
 		}
 		todo = append(todo, pending{i, mode, v})
+	}
+	if len(todo) > 0 && !q.enqueueLoaded.Load() {
+		if err := scriptEnqueue.Load(ctx, q.c).Err(); err != nil {
+			return out, wrapErr(ctx, "enqueue: script load", err)
+		}
+		q.enqueueLoaded.Store(true)
 	}
 	for start := 0; start < len(todo); start += MaxBatch {
 		chunk := todo[start:min(start+MaxBatch, len(todo))]
