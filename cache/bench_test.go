@@ -132,7 +132,11 @@ func (c *Cache) matchCartScript(ctx context.Context, qs []Query) ([]Result, erro
 			rs[i].Err = err
 			continue
 		}
-		m, err := c.decode(qs[i].Promotion, raw)
+		d, err := c.decode(qs[i].Promotion, raw)
+		var m *member
+		if d != nil {
+			m = &d.m
+		}
 		switch {
 		case err != nil:
 			rs[i].Err = err
@@ -144,7 +148,7 @@ func (c *Cache) matchCartScript(ctx context.Context, qs []Query) ([]Result, erro
 			rs[i].Err = ErrNoTier
 			continue
 		}
-		hits = append(hits, TierHit{ID: m.tierID, Score: m.score, Threshold: m.scoreValue(m.score), Reward: m.reward, HasGifts: m.hasGifts})
+		hits = append(hits, TierHit{ID: m.tierID, Score: m.score, Threshold: d.threshold, Reward: m.reward, HasGifts: m.hasGifts})
 		rs[i].Tier, rs[i].Version = &hits[len(hits)-1], m.version
 		if hasGiftList {
 			if rs[i].Tier.Gifts, err = decodeGifts([]byte(giftRaw), c.maxBytes); err != nil {

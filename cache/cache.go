@@ -23,6 +23,10 @@ type Cache struct {
 	maxBytes int
 	retries  int
 	obs      Observer
+	// nopObs: obs is NopObserver, so the hot path skips timing and the
+	// per-line OnLookup loop.
+	nopObs bool
+	memo   *memo
 }
 
 // New returns a Cache on c. c may be a *redis.Client or a
@@ -46,7 +50,14 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 		maxBytes: o.MaxRecordBytes,
 		retries:  o.RefreshRetries,
 		obs:      o.Observer,
+		nopObs:   isNop(o.Observer),
+		memo:     newMemo(o.DecodeCacheSize),
 	}, nil
+}
+
+func isNop(o Observer) bool {
+	_, ok := o.(NopObserver)
+	return ok
 }
 
 // Prefix returns the key prefix in use.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -78,9 +80,16 @@ type TierHit struct {
 // line is the working state of one query.
 type line struct {
 	score int64
+	key   string // the promotion's tiers key, a substring of the call's key buffer
+	bound string // "(score", the next-tier range's exclusive bound (MatchOptions.Next)
 	hit   *redis.StringSliceCmd
 	next  *redis.StringSliceCmd
 	retry bool
+	// args backs the hit command's arguments, so a call allocates them
+	// once for all its lines instead of once per command.
+	args [hitArgc]any
+	// tier holds the hit Result.Tier points to, allocated with the line.
+	tier TierHit
 }
 
 // Match answers one query. On ErrNoTier the Result still carries Next (with
@@ -115,7 +124,7 @@ func (c *Cache) MatchCart(ctx context.Context, qs []Query, opt MatchOptions) ([]
 
 // encodeQuery checks a query and turns its value into a score.
 func (c *Cache) encodeQuery(q *Query) (int64, error) {
-	if err := gradient.ValidateID(q.Promotion); err != nil {
+	if err := validateID(q.Promotion); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadID, err)
 	}
 	digits := 0
@@ -136,6 +145,22 @@ func (c *Cache) encodeQuery(q *Query) (int64, error) {
 	return s, nil
 }
 
+// validateID is gradient.ValidateID with a fast path for the usual ID:
+// printable ASCII other than braces, which ValidateID accepts whole (no
+// whitespace, no control characters, valid UTF-8). Anything else, and
+// every refusal, goes through ValidateID itself.
+func validateID(id string) error {
+	if len(id) == 0 || len(id) > gradient.MaxIDLen {
+		return gradient.ValidateID(id)
+	}
+	for i := 0; i < len(id); i++ {
+		if b := id[i]; b <= ' ' || b >= 0x7f || b == '{' || b == '}' {
+			return gradient.ValidateID(id)
+		}
+	}
+	return nil
+}
+
 func (c *Cache) hitArgs(key string, s int64) redis.ZRangeArgs {
 	// Rev: Start is the HIGH bound.
 	return redis.ZRangeArgs{Key: key, Start: score.Inclusive(s), Stop: score.NegInf, ByScore: true, Rev: true, Count: 1}
@@ -145,10 +170,35 @@ func (c *Cache) nextArgs(key string, s int64) redis.ZRangeArgs {
 	return redis.ZRangeArgs{Key: key, Start: score.Exclusive(s), Stop: score.PosInf, ByScore: true, Count: 1}
 }
 
-func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs []Result) error {
-	start := time.Now()
-	lines := make([]line, len(qs))
-	pending := 0
+// The hot path builds its ZRANGE commands itself, with exactly the
+// arguments redis.ZRangeArgs would send for hitArgs and nextArgs (the
+// match tests compare them), so that one call allocates the arguments of
+// all its lines at once. resolveMixed, off the hot path, uses hitArgs and
+// nextArgs.
+const (
+	hitArgc  = 9 // ZRANGE key s -inf BYSCORE REV LIMIT 0 1
+	nextArgc = 8 // ZRANGE key (s +inf BYSCORE LIMIT 0 1
+)
+
+func (ln *line) hitCmd(ctx context.Context) *redis.StringSliceCmd {
+	a := &ln.args
+	// Rev: Start is the HIGH bound.
+	a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8] = "zrange", ln.key, ln.score, score.NegInf, "byscore", "rev", "limit", int64(0), int64(1)
+	return redis.NewStringSliceCmd(ctx, a[:]...)
+}
+
+func (ln *line) nextCmd(ctx context.Context, a []any) *redis.StringSliceCmd {
+	a = a[:nextArgc:nextArgc]
+	a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7] = "zrange", ln.key, ln.bound, score.PosInf, "byscore", "limit", int64(0), int64(1)
+	return redis.NewStringSliceCmd(ctx, a...)
+}
+
+// prepare encodes every query and builds the tiers keys (and next-tier
+// bounds) of the valid ones in one string, which each line slices. It
+// returns the number of lines to send.
+func (c *Cache) prepare(qs []Query, lines []line, rs []Result, next bool) int {
+	pending, size := 0, 0
+	keyLen := func(id string) int { return len(c.prefix) + len(tagOpen) + len(id) + len(suffixTiers) }
 	for i := range qs {
 		rs[i] = Result{Promotion: qs[i].Promotion}
 		s, err := c.encodeQuery(&qs[i])
@@ -158,21 +208,85 @@ func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs 
 		}
 		lines[i].score = s
 		pending++
+		size += keyLen(qs[i].Promotion)
+		if next {
+			size += 1 + decimalLen(s)
+		}
 	}
+	if pending == 0 {
+		return 0
+	}
+	var b strings.Builder
+	b.Grow(size)
+	var num [20]byte
+	for i := range qs {
+		if rs[i].Err != nil {
+			continue
+		}
+		b.WriteString(c.prefix)
+		b.WriteString(tagOpen)
+		b.WriteString(qs[i].Promotion)
+		b.WriteString(suffixTiers)
+		if next {
+			b.WriteByte('(')
+			b.Write(strconv.AppendInt(num[:0], lines[i].score, 10))
+		}
+	}
+	all, at := b.String(), 0
+	for i := range qs {
+		if rs[i].Err != nil {
+			continue
+		}
+		n := keyLen(qs[i].Promotion)
+		lines[i].key = all[at : at+n]
+		at += n
+		if next {
+			n = 1 + decimalLen(lines[i].score)
+			lines[i].bound = all[at : at+n]
+			at += n
+		}
+	}
+	return pending
+}
+
+// decimalLen is the length of strconv.FormatInt(s, 10) for s ≥ 0.
+func decimalLen(s int64) int {
+	n := 1
+	for s >= 10 {
+		s /= 10
+		n++
+	}
+	return n
+}
+
+func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs []Result) error {
+	var start time.Time
+	if !c.nopObs {
+		start = time.Now()
+	}
+	var one [1]line
+	lines := one[:]
+	if len(qs) != 1 {
+		lines = make([]line, len(qs))
+	}
+	pending := c.prepare(qs, lines, rs, opt.Next)
 	rts := 0
-	defer func() { c.obs.OnRoundTrips(OpMatch, rts) }()
 	if pending > 0 {
 		rts++
 		var err error
 		if pending == 1 && !opt.Next {
-			err = c.sendSingle(ctx, qs, lines, rs)
+			err = c.sendSingle(ctx, lines, rs)
 		} else {
-			err = c.sendPipeline(ctx, qs, lines, rs, opt.Next)
+			err = c.sendPipeline(ctx, lines, rs, opt.Next)
 		}
 		if err != nil {
+			c.obs.OnRoundTrips(OpMatch, rts)
 			return fmt.Errorf("cache: match: %w", ctxErr(ctx, err))
 		}
-		hits := make([]TierHit, 0, pending*2)
+		var hits []TierHit // next tiers; hits live in their lines
+		if opt.Next {
+			hits = make([]TierHit, 0, pending)
+		}
 		nowMs := c.now().UnixMilli()
 		retries := 0
 		for i := range lines {
@@ -190,6 +304,7 @@ func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs 
 			n, err := c.resolveMixed(ctx, qs, lines, rs)
 			rts += n
 			if err != nil {
+				c.obs.OnRoundTrips(OpMatch, rts)
 				return fmt.Errorf("cache: match: %w", ctxErr(ctx, err))
 			}
 			for i := range lines {
@@ -207,9 +322,14 @@ func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs 
 		n, err := c.fetchGifts(ctx, rs)
 		rts += n
 		if err != nil {
+			c.obs.OnRoundTrips(OpMatch, rts)
 			return fmt.Errorf("cache: match gifts: %w", ctxErr(ctx, err))
 		}
 	}
+	if c.nopObs {
+		return nil
+	}
+	c.obs.OnRoundTrips(OpMatch, rts)
 	d := time.Since(start)
 	for i := range rs {
 		c.obs.OnLookup(rs[i].Promotion, outcomeOf(rs[i].Err), d)
@@ -235,27 +355,33 @@ func outcomeOf(err error) Outcome {
 
 // sendSingle serves the common one-line match with a plain command, which
 // is cheaper than a pipeline of one.
-func (c *Cache) sendSingle(ctx context.Context, qs []Query, lines []line, rs []Result) error {
+func (c *Cache) sendSingle(ctx context.Context, lines []line, rs []Result) error {
 	for i := range lines {
 		if rs[i].Err != nil {
 			continue
 		}
-		lines[i].hit = c.client.ZRangeArgs(ctx, c.hitArgs(c.tiersKey(qs[i].Promotion), lines[i].score))
+		lines[i].hit = lines[i].hitCmd(ctx)
+		_ = c.client.Process(ctx, lines[i].hit)
 		return lineErr(lines[i].hit.Err(), &rs[i])
 	}
 	return nil
 }
 
-func (c *Cache) sendPipeline(ctx context.Context, qs []Query, lines []line, rs []Result, next bool) error {
+func (c *Cache) sendPipeline(ctx context.Context, lines []line, rs []Result, next bool) error {
 	pipe := c.client.Pipeline()
+	var nextArgs []any
+	if next {
+		nextArgs = make([]any, nextArgc*len(lines))
+	}
 	for i := range lines {
 		if rs[i].Err != nil {
 			continue
 		}
-		key := c.tiersKey(qs[i].Promotion)
-		lines[i].hit = pipe.ZRangeArgs(ctx, c.hitArgs(key, lines[i].score))
+		lines[i].hit = lines[i].hitCmd(ctx)
+		_ = pipe.Process(ctx, lines[i].hit)
 		if next {
-			lines[i].next = pipe.ZRangeArgs(ctx, c.nextArgs(key, lines[i].score))
+			lines[i].next = lines[i].nextCmd(ctx, nextArgs[i*nextArgc:])
+			_ = pipe.Process(ctx, lines[i].next)
 		}
 	}
 	_, err := pipe.Exec(ctx)
@@ -302,7 +428,7 @@ func (c *Cache) resolveMixed(ctx context.Context, qs []Query, lines []line, rs [
 		if !lines[i].retry {
 			continue
 		}
-		key := c.tiersKey(qs[i].Promotion)
+		key := lines[i].key
 		pipe := c.client.TxPipeline()
 		lines[i].hit = pipe.ZRangeArgs(ctx, c.hitArgs(key, lines[i].score))
 		lines[i].next = pipe.ZRangeArgs(ctx, c.nextArgs(key, lines[i].score))
@@ -316,16 +442,29 @@ func (c *Cache) resolveMixed(ctx context.Context, qs []Query, lines []line, rs [
 	return n, nil
 }
 
-func (c *Cache) decode(promotion, raw string) (member, error) {
+// decode returns the decoded member record raw, from the memo when this
+// Cache decoded the same bytes before. The record is shared: callers copy
+// what they need out of it and never write to it.
+func (c *Cache) decode(promotion, raw string) (*decoded, error) {
+	if d := c.memo.get(raw); d != nil {
+		return d, nil
+	}
 	m, err := decodeMember(raw, c.maxBytes)
 	if err != nil {
 		c.obs.OnDecodeError(promotion, RecordMember, err)
+		return nil, err
 	}
-	return m, err
+	d := &decoded{raw: raw, m: m}
+	if m.kind == kindTier {
+		d.threshold = m.scoreValue(m.score)
+	}
+	c.memo.put(d)
+	return d, nil
 }
 
-// evaluate turns a line's replies into its Result. It appends hits to the
-// shared backing slice so a cart allocates its TierHits once.
+// evaluate turns a line's replies into its Result. The hit lives in the
+// line; next tiers are appended to the shared backing slice, so a cart
+// allocates its TierHits once.
 func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []TierHit) []TierHit {
 	if r.Err != nil {
 		return hits
@@ -343,22 +482,23 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 		r.Err = ErrNotFound
 		return hits
 	}
-	h, err := c.decode(q.Promotion, hitVals[0])
+	hd, err := c.decode(q.Promotion, hitVals[0])
 	if err != nil {
 		r.Err = err
 		return hits
 	}
-	var n member
+	h := &hd.m
+	var nd *decoded
 	if ln.next != nil {
 		if len(nextVals) == 0 {
 			ln.retry = true // deleted between the two reads (or no ceiling)
 			return hits
 		}
-		if n, err = c.decode(q.Promotion, nextVals[0]); err != nil {
+		if nd, err = c.decode(q.Promotion, nextVals[0]); err != nil {
 			r.Err = err
 			return hits
 		}
-		if n.version != h.version {
+		if nd.m.version != h.version {
 			ln.retry = true
 			return hits
 		}
@@ -377,18 +517,23 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 	}
 	switch h.kind {
 	case kindTier:
-		hits = append(hits, TierHit{ID: h.tierID, Score: h.score, Threshold: h.scoreValue(h.score), Reward: h.reward, HasGifts: h.hasGifts})
-		r.Tier = &hits[len(hits)-1]
+		ln.tier = TierHit{ID: h.tierID, Score: h.score, Threshold: hd.threshold, Reward: h.reward, HasGifts: h.hasGifts}
+		r.Tier = &ln.tier
 	case kindFloor:
 		r.Err = ErrNoTier
 	default:
 		r.Err = fmt.Errorf("%w: promotion %q: ceiling sentinel below the query", ErrCorrupt, q.Promotion)
 		return hits
 	}
-	if ln.next != nil {
+	if nd != nil {
+		n := &nd.m
 		switch n.kind {
 		case kindTier:
-			hits = append(hits, TierHit{ID: n.tierID, Score: n.score, Threshold: h.scoreValue(n.score), Reward: n.reward, HasGifts: n.hasGifts})
+			threshold := nd.threshold
+			if n.metric != h.metric || n.digits != h.digits {
+				threshold = h.scoreValue(n.score) // the hit's unit, as the query's
+			}
+			hits = append(hits, TierHit{ID: n.tierID, Score: n.score, Threshold: threshold, Reward: n.reward, HasGifts: n.hasGifts})
 			r.Next = &hits[len(hits)-1]
 			r.Shortfall = h.scoreValue(n.score - ln.score)
 		case kindCeiling:

@@ -583,3 +583,26 @@ func (e *encoded) metaFields(prev string, now time.Time) []any {
 		metaUpdated, strconv.FormatInt(now.UnixMilli(), 10),
 	}
 }
+
+// Version returns the content hash Refresh stores for p
+// (RefreshResult.Version, Info.Version), after the same checks, for a
+// Cache with the default Options.MaxRecordBytes: an error is exactly the
+// one Refresh would refuse p with. It writes nothing and needs no Redis,
+// so a dry run can tell Unchanged from Updated by comparing it with
+// [Cache.Info]. The hash does not depend on the key prefix.
+func Version(p *gradient.Promotion) (string, error) { return VersionFor(p, Options{}) }
+
+// VersionFor is [Version] for a Cache built with opts; only
+// opts.MaxRecordBytes changes what is refused, never the hash. Bad opts are
+// ErrBadOptions.
+func VersionFor(p *gradient.Promotion, opts Options) (string, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return "", err
+	}
+	e, err := encodePromotion(p, o.MaxRecordBytes)
+	if err != nil {
+		return "", err
+	}
+	return e.version, nil
+}

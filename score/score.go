@@ -56,6 +56,9 @@ func Amount(d decimal.Decimal, minorDigits int) (int64, error) {
 	if d.Sign() < 0 {
 		return 0, fmt.Errorf("%w: amount %s", ErrNegative, d.String())
 	}
+	if s, ok := scaleFast(d, minorDigits, true); ok {
+		return s, nil
+	}
 	scaled := d.Shift(int32(minorDigits))
 	if !scaled.Equal(scaled.Truncate(0)) {
 		return 0, fmt.Errorf("%w: %s has %d fractional digits, currency allows %d", ErrTooPrecise, d.String(), fracDigits(d), minorDigits)
@@ -86,11 +89,64 @@ func AmountFloor(d decimal.Decimal, minorDigits int) (int64, error) {
 	if d.Sign() < 0 {
 		return 0, fmt.Errorf("%w: amount %s", ErrNegative, d.String())
 	}
+	if s, ok := scaleFast(d, minorDigits, false); ok {
+		return s, nil
+	}
 	scaled := d.Shift(int32(minorDigits)).Floor()
 	if scaled.GreaterThan(maxExactDec) {
 		return 0, fmt.Errorf("%w: %s is %s minor units, beyond 2^53", ErrOutOfRange, d.String(), scaled.String())
 	}
 	return scaled.IntPart(), nil
+}
+
+// pow10 holds 10^0 .. 10^18, every power of ten an int64 holds.
+var pow10 = func() (t [19]int64) {
+	t[0] = 1
+	for i := 1; i < len(t); i++ {
+		t[i] = t[i-1] * 10
+	}
+	return t
+}()
+
+// scaleFast computes d × 10^minorDigits in int64 arithmetic when d's
+// coefficient fits comfortably (at most 18 digits, which NumDigits tells
+// without allocating), floored, or only when exact if exact is set. ok is
+// false whenever the answer is not a plain in-range success (too precise,
+// beyond 2^53, a coefficient too long): the decimal path then decides and
+// words the error, so both paths agree on every input. d must be ≥ 0 and
+// minorDigits checked.
+func scaleFast(d decimal.Decimal, minorDigits int, exact bool) (int64, bool) {
+	if d.NumDigits() > 18 {
+		return 0, false
+	}
+	coef := d.CoefficientInt64() // 0 ≤ coef < 10^18
+	e := int64(d.Exponent()) + int64(minorDigits)
+	switch {
+	case coef == 0:
+		return 0, true
+	case e >= int64(len(pow10)):
+		return 0, false // ≥ 10^19 > 2^53
+	case e >= 0:
+		p := pow10[e]
+		if coef > MaxExact/p {
+			return 0, false
+		}
+		return coef * p, true
+	case -e >= int64(len(pow10)):
+		if exact {
+			return 0, false // fractional digits remain
+		}
+		return 0, true // coef < 10^18 ≤ 10^-e
+	}
+	p := pow10[-e]
+	if exact && coef%p != 0 {
+		return 0, false
+	}
+	s := coef / p
+	if s > MaxExact {
+		return 0, false
+	}
+	return s, true
 }
 
 // ParseAmount parses a decimal string exactly (never through float64) and

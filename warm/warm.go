@@ -7,9 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
 )
@@ -130,7 +127,6 @@ func Warm(ctx context.Context, c Cache, promos []gradient.Promotion, opts Option
 		if err != nil {
 			return sum, err
 		}
-		defer d.close()
 		refresh = d.refresh
 	} else {
 		refresh = c.Refresh
@@ -218,49 +214,48 @@ func (s *Summary) record(rep cache.RefreshReport) {
 	}
 }
 
-// dryRun computes versions with a real cache.Cache on a throwaway
-// embedded Redis (so the hash is the cache's own, byte for byte), then
-// classifies each promotion against the real cache's Info.
-//
-// TODO: when cache exports its content hash, use it and drop miniredis.
+// dryRun computes each promotion's version with cache.VersionFor (the
+// hash and the checks of Refresh, without writing anything) and
+// classifies it against the real cache's Info.
 type dryRun struct {
-	real    Cache
-	mini    *miniredis.Miniredis
-	client  *redis.Client
-	scratch *cache.Cache
+	real Cache
+	opts cache.Options
 }
 
 func newDryRun(real Cache, maxRecordBytes int) (*dryRun, error) {
-	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
-		return nil, fmt.Errorf("warm: dry run: start scratch redis: %w", err)
+	if maxRecordBytes < 0 {
+		return nil, fmt.Errorf("warm: dry run: %w: MaxRecordBytes %d", cache.ErrBadOptions, maxRecordBytes)
 	}
-	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	scratch, err := cache.New(client, cache.Options{Prefix: "dryrun", MaxRecordBytes: maxRecordBytes})
-	if err != nil {
-		_ = client.Close()
-		m.Close()
-		return nil, fmt.Errorf("warm: dry run: %w", err)
-	}
-	return &dryRun{real: real, mini: m, client: client, scratch: scratch}, nil
+	return &dryRun{real: real, opts: cache.Options{MaxRecordBytes: maxRecordBytes}}, nil
 }
 
-func (d *dryRun) close() {
-	_ = d.client.Close()
-	d.mini.Close()
-}
-
+// refresh refuses a batch exactly as Cache.Refresh does (duplicates, then
+// the first invalid promotion, before anything), then reports what
+// Refresh would do to each promotion.
 func (d *dryRun) refresh(ctx context.Context, ps ...gradient.Promotion) (cache.RefreshReport, error) {
-	rep, err := d.scratch.Refresh(ctx, ps...)
-	if err != nil {
-		return cache.RefreshReport{}, err
+	if len(ps) > cache.MaxRefreshBatch {
+		return cache.RefreshReport{}, fmt.Errorf("%w: %d promotions (max %d)", cache.ErrBatchTooLarge, len(ps), cache.MaxRefreshBatch)
 	}
-	out := cache.RefreshReport{Promotions: make([]cache.RefreshResult, 0, len(rep.Promotions))}
-	for _, r := range rep.Promotions {
+	versions := make([]string, len(ps))
+	seen := make(map[string]int, len(ps))
+	for i := range ps {
+		if j, dup := seen[ps[i].ID]; dup {
+			return cache.RefreshReport{}, fmt.Errorf("%w: %q at positions %d and %d", cache.ErrDuplicatePromotion, ps[i].ID, j, i)
+		}
+		seen[ps[i].ID] = i
+		v, err := cache.VersionFor(&ps[i], d.opts)
+		if err != nil {
+			return cache.RefreshReport{}, err
+		}
+		versions[i] = v
+	}
+	out := cache.RefreshReport{Promotions: make([]cache.RefreshResult, 0, len(ps))}
+	for i := range ps {
+		r := cache.RefreshResult{ID: ps[i].ID, Version: versions[i]}
 		in, err := d.real.Info(ctx, r.ID)
 		switch {
 		case errors.Is(err, cache.ErrNotFound):
-			r.Outcome, r.Previous = cache.Added, ""
+			r.Outcome = cache.Added
 			out.Added++
 		case err != nil:
 			return out, err
@@ -272,12 +267,6 @@ func (d *dryRun) refresh(ctx context.Context, ps ...gradient.Promotion) (cache.R
 			out.Updated++
 		}
 		out.Promotions = append(out.Promotions, r)
-	}
-	// The scratch store only needs to live for one batch.
-	for _, r := range rep.Promotions {
-		if _, err := d.scratch.Delete(ctx, r.ID); err != nil {
-			return out, err
-		}
 	}
 	return out, nil
 }
