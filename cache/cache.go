@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/slot"
 )
 
 // Cache is the Redis tier cache. It is safe for concurrent use.
@@ -141,6 +142,9 @@ func (c *Cache) Refresh(ctx context.Context, promos ...gradient.Promotion) (Refr
 func (c *Cache) refreshOne(ctx context.Context, e *encoded) (RefreshResult, int, error) {
 	tiers, meta, gifts := c.tiersKey(e.id), c.metaKey(e.id), c.giftsKey(e.id, e.version)
 	res := RefreshResult{ID: e.id, Version: e.version}
+	if err := sameSlot(tiers, meta, gifts); err != nil {
+		return res, 0, err
+	}
 	rts := 0
 	txf := func(tx *redis.Tx) error {
 		rts += 2 // WATCH, HGET (EXEC counted below)
@@ -157,6 +161,9 @@ func (c *Cache) refreshOne(ctx context.Context, e *encoded) (RefreshResult, int,
 		res.Outcome = Added
 		if old != "" {
 			res.Outcome = Updated
+			if err := sameSlot(meta, c.giftsKey(e.id, old)); err != nil {
+				return err
+			}
 		}
 		rts++
 		_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
@@ -210,6 +217,15 @@ func (c *Cache) refreshOne(ctx context.Context, e *encoded) (RefreshResult, int,
 	return res, rts, fmt.Errorf("%w: %d attempts", ErrConflict, c.retries)
 }
 
+// sameSlot is the client-side Redis Cluster guard run before every
+// transaction: all its keys must hash to one slot.
+func sameSlot(keys ...string) error {
+	if err := slot.Same(keys...); err != nil {
+		return fmt.Errorf("%w: %w", ErrCrossSlot, err)
+	}
+	return nil
+}
+
 // Delete removes a promotion: its tiers, meta, and the gift lists of the
 // current and the previous version (older replaced versions expire on
 // their own within Grace). It reports whether the promotion existed.
@@ -231,6 +247,9 @@ func (c *Cache) Delete(ctx context.Context, id string) (bool, error) {
 			if s, ok := v.(string); ok && s != "" {
 				keys = append(keys, c.giftsKey(id, s))
 			}
+		}
+		if err := sameSlot(keys...); err != nil {
+			return err
 		}
 		var del *redis.IntCmd
 		_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {

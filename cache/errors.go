@@ -48,6 +48,10 @@ var (
 	// only to a reader that fetched a tier more than Options.Grace before
 	// it asked for the gifts of that (since replaced) version.
 	ErrGiftsGone = errors.New("cache: gifts of this promotion version are gone")
+	// ErrCrossSlot: the keys of one transaction would span Redis Cluster
+	// hash slots. Refused on the client before anything is sent. With keys
+	// built only by keys.go this cannot happen; the guard keeps it that way.
+	ErrCrossSlot = errors.New("cache: keys of one transaction span hash slots")
 	// ErrConflict: a refresh kept changing the promotion while a refresh
 	// transaction retried (WATCH failed RefreshRetries times).
 	ErrConflict = errors.New("cache: promotion changed concurrently, retries exhausted")
