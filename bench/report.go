@@ -36,22 +36,16 @@ func (r *run) find(impl string, tiers, conc int) *stats {
 	return nil
 }
 
-func (r *run) tierCounts() []int {
-	var out []int
-	for _, s := range r.Rows {
-		if !slices.Contains(out, s.Tiers) {
-			out = append(out, s.Tiers)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+func (r *run) tierCounts() []int { return r.distinct(func(s *stats) int { return s.Tiers }) }
 
-func (r *run) concurrencies() []int {
+func (r *run) concurrencies() []int { return r.distinct(func(s *stats) int { return s.Concurrency }) }
+
+// distinct returns the sorted distinct values of field over the rows.
+func (r *run) distinct(field func(*stats) int) []int {
 	var out []int
 	for _, s := range r.Rows {
-		if !slices.Contains(out, s.Concurrency) {
-			out = append(out, s.Concurrency)
+		if v := field(s); !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	slices.Sort(out)
