@@ -216,8 +216,8 @@ func TestFullScanAgreesWithRange(t *testing.T) {
 					if h == nil || h.ID != wantID {
 						t.Fatalf("value %s: range hit %v, oracle tier %s", q.q.Value, h, wantID)
 					}
-					if fh.Decoded == nil {
-						t.Fatalf("value %s: fullscan did not decode the member", q.q.Value)
+					if fh.Decoded.ID != wantID || fh.Decoded.Score != wantScore {
+						t.Fatalf("value %s: fullscan decoded tier %s@%d, oracle %s@%d", q.q.Value, fh.Decoded.ID, fh.Decoded.Score, wantID, wantScore)
 					}
 					hits++
 				}

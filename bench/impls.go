@@ -58,17 +58,20 @@ func matchRaw(ctx context.Context, rc redis.Cmdable, q *singleQuery) (string, er
 }
 
 // fullScanHit is what the full scan found: the member, its score and its
-// decoded record.
+// decoded tier.
 type fullScanHit struct {
 	Member  string
 	Score   int64
-	Decoded any
+	Decoded cache.TierHit
 }
 
 // matchFullScan is the anti-pattern the range match replaces: fetch the
 // whole sorted set, decode every member, pick the largest threshold ≤ s in
-// Go. It reports ok=false when s is below every tier. The cache's floor and
-// ceiling sentinels are decoded like every member but are not tiers.
+// Go. It reports ok=false when s is below every tier. Every member is
+// decoded with the library's own decoder (cache.DecodeTier, the same
+// guarded reader Match uses, without its memo), so the comparison is of
+// the access pattern, not of decoders. The floor and ceiling sentinels are
+// decoded like every member but are not tiers.
 func matchFullScan(ctx context.Context, rc redis.Cmdable, key string, s int64) (hit fullScanHit, ok bool, err error) {
 	zs, err := rc.ZRangeWithScores(ctx, key, 0, -1).Result()
 	if err != nil {
@@ -80,7 +83,7 @@ func matchFullScan(ctx context.Context, rc redis.Cmdable, key string, s int64) (
 	type record struct {
 		member  string
 		score   int64
-		decoded any
+		decoded cache.TierHit
 	}
 	records := make([]record, 0, len(zs))
 	for i := range zs {
@@ -89,11 +92,11 @@ func matchFullScan(ctx context.Context, rc redis.Cmdable, key string, s int64) (
 		if err != nil {
 			return hit, false, fmt.Errorf("bench: fullscan score: %w", err)
 		}
-		d, err := decodeMember([]byte(m))
+		d, isTier, err := cache.DecodeTier(m)
 		if err != nil {
-			return hit, false, err
+			return hit, false, fmt.Errorf("bench: fullscan decode: %w", err)
 		}
-		if isTierScore(sc) {
+		if isTier && isTierScore(sc) {
 			records = append(records, record{m, sc, d})
 		}
 	}
