@@ -189,8 +189,34 @@ func (q *Queue) enqueueKeys() []string {
 	return []string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.idx, q.k.ctr, q.k.stats, q.k.wake}
 }
 
-func (q *Queue) enqueueArgs(j Job, mode string, v int64) []any {
-	return []any{j.Key, j.Token, j.Payload, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey}
+// Limits of one enqueue script call. A call costs the server a fixed
+// overhead (script start, TIME, the index and counter reads, the wake
+// check) plus a few µs per job, so EnqueueBatch packs up to
+// maxEnqueueJobs jobs into one call; maxEnqueueBytes keeps a call's
+// arguments (and the time the script holds the server) bounded when
+// payloads are large. A single job above maxEnqueueBytes still goes alone.
+const (
+	maxEnqueueJobs  = 250
+	maxEnqueueBytes = 1 << 20
+)
+
+// enqueueCall is one script call: jobs[idx[k]] is its k-th job.
+type enqueueCall struct {
+	idx  []int
+	args []any
+}
+
+func (q *Queue) newEnqueueCall() enqueueCall {
+	return enqueueCall{args: []any{q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey}}
+}
+
+func (c *enqueueCall) add(i int, j Job, mode string, v int64) {
+	c.idx = append(c.idx, i)
+	c.args = append(c.args, j.Key, j.Token, j.Payload, mode, v)
+}
+
+func (q *Queue) evalEnqueue(ctx context.Context, c redis.Scripter, call enqueueCall) *redis.Cmd {
+	return scriptEnqueue.EvalSha(ctx, c, q.enqueueKeys(), call.args...)
 }
 
 // Enqueue adds a task, or reports the existing one when (Key, Token) is
@@ -201,15 +227,30 @@ func (q *Queue) Enqueue(ctx context.Context, j Job) (Enqueued, error) {
 		return Enqueued{}, err
 	}
 	sent := q.o.Now()
-	r, err := run(ctx, q.c, scriptEnqueue, "enqueue", q.enqueueKeys(), q.enqueueArgs(j, mode, v)...)
+	r, err := run(ctx, q.c, scriptEnqueueOne, "enqueue", q.enqueueKeys(),
+		j.Key, j.Token, j.Payload, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey)
 	if err != nil {
 		return Enqueued{}, err
 	}
-	return q.enqueued(j, r, sent)
+	// enqueue.lua: {C_OK, id, score, now} | {C_DUP, id, state, score, now} | {code}
+	switch r.int(0) {
+	case codeOK:
+		q.observeTime(r.int(3), sent, q.o.Now())
+		return q.enqueued(j, reply{r.int(0), r.str(1), "", r.str(2)}, 0)
+	case codeDup:
+		q.observeTime(r.int(4), sent, q.o.Now())
+		return q.enqueued(j, r, 0)
+	}
+	return q.enqueued(j, reply{r.int(0), "", "", ""}, 0)
 }
 
-func (q *Queue) enqueued(j Job, r reply, sent time.Time) (Enqueued, error) {
-	code := r.int(0)
+// enqueued reads the outcome of one job from offset off of an
+// enqueue_batch.lua reply: code, id, state, score.
+func (q *Queue) enqueued(j Job, r reply, off int) (Enqueued, error) {
+	if off+3 >= len(r) {
+		return Enqueued{}, fmt.Errorf("delay: enqueue %q: %w: short script reply", j.Key, ErrCorrupt)
+	}
+	code := r.int(off)
 	if err := codeErr(code); err != nil {
 		return Enqueued{}, fmt.Errorf("delay: enqueue %q: %w", j.Key, err)
 	}
@@ -218,15 +259,13 @@ func (q *Queue) enqueued(j Job, r reply, sent time.Time) (Enqueued, error) {
 	var ok bool
 	switch code {
 	case codeOK:
-		e = Enqueued{ID: r.str(1), State: StatePending}
-		sc, ok = r.score(2)
-		q.observeTime(r.int(3), sent, q.o.Now())
+		e = Enqueued{ID: r.str(off + 1), State: StatePending}
+		sc, ok = r.score(off + 3)
 	case codeDup:
-		e = Enqueued{ID: r.str(1), State: State(r.str(2)), Duplicate: true}
+		e = Enqueued{ID: r.str(off + 1), State: State(r.str(off + 2)), Duplicate: true}
 		if e.State == StatePending {
-			sc, ok = r.score(3)
+			sc, ok = r.score(off + 3)
 		}
-		q.observeTime(r.int(4), sent, q.o.Now())
 	}
 	e.Token = j.Token
 	if e.Token == "" {
@@ -243,18 +282,20 @@ func (q *Queue) enqueued(j Job, r reply, sent time.Time) (Enqueued, error) {
 	return e, nil
 }
 
-// EnqueueBatch enqueues jobs through pipelines of up to MaxBatch scripts
-// (one round trip per chunk). Each result carries its own Err; invalid jobs
-// are not sent. The returned error is for the transport as a whole.
+// EnqueueBatch enqueues jobs in order, with the outcome of enqueueing them
+// one by one (duplicates within jobs included), through script calls of up
+// to a few hundred jobs each, one pipeline (one round trip) per MaxBatch
+// jobs. Each result carries its own Err; invalid jobs are not sent. The
+// returned error is for the transport as a whole.
 func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error) {
 	out := make([]Enqueued, len(jobs))
+	if err := checkSlot("enqueue batch", q.enqueueKeys()); err != nil {
+		return out, err
+	}
 	type pending struct {
 		i    int
 		mode string
 		v    int64
-	}
-	if err := checkSlot("enqueue batch", q.enqueueKeys()); err != nil {
-		return out, err
 	}
 	var todo []pending
 	for i, j := range jobs {
@@ -272,28 +313,47 @@ func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error
 		q.enqueueLoaded.Store(true)
 	}
 	for start := 0; start < len(todo); start += MaxBatch {
-		chunk := todo[start:min(start+MaxBatch, len(todo))]
-		for attempt := 0; len(chunk) > 0; attempt++ {
+		var calls []enqueueCall
+		call, size := q.newEnqueueCall(), 0
+		for _, p := range todo[start:min(start+MaxBatch, len(todo))] {
+			j := jobs[p.i]
+			n := len(j.Key) + len(j.Token) + len(j.Payload)
+			if len(call.idx) == maxEnqueueJobs || (len(call.idx) > 0 && size+n > maxEnqueueBytes) {
+				calls = append(calls, call)
+				call, size = q.newEnqueueCall(), 0
+			}
+			call.add(p.i, j, p.mode, p.v)
+			size += n
+		}
+		calls = append(calls, call)
+		for attempt := 0; len(calls) > 0; attempt++ {
 			if err := ctx.Err(); err != nil {
 				return out, fmt.Errorf("delay: enqueue batch: %w", err)
 			}
 			sent := q.o.Now()
 			pipe := q.c.Pipeline()
-			cmds := make([]*redis.Cmd, len(chunk))
-			for k, p := range chunk {
-				cmds[k] = scriptEnqueue.EvalSha(ctx, pipe, q.enqueueKeys(), q.enqueueArgs(jobs[p.i], p.mode, p.v)...)
+			cmds := make([]*redis.Cmd, len(calls))
+			for k, c := range calls {
+				cmds[k] = q.evalEnqueue(ctx, pipe, c)
 			}
 			_, perr := pipe.Exec(ctx)
-			var retry []pending
-			for k, p := range chunk {
+			recv := q.o.Now()
+			var retry []enqueueCall
+			for k, c := range calls {
 				v, err := cmds[k].Slice()
 				switch {
 				case isNoScript(err) && attempt == 0:
-					retry = append(retry, p)
+					retry = append(retry, c)
 				case err != nil:
-					out[p.i].Err = wrapErr(ctx, "enqueue", err)
+					for _, i := range c.idx {
+						out[i].Err = wrapErr(ctx, "enqueue", err)
+					}
 				default:
-					out[p.i], out[p.i].Err = q.enqueued(jobs[p.i], reply(v), sent)
+					r := reply(v)
+					q.observeTime(r.int(0), sent, recv)
+					for n, i := range c.idx {
+						out[i], out[i].Err = q.enqueued(jobs[i], r, 1+4*n)
+					}
 				}
 			}
 			if perr != nil && !isRedisReplyErr(perr) {
@@ -306,7 +366,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error
 					return out, wrapErr(ctx, "enqueue: script load", err)
 				}
 			}
-			chunk = retry
+			calls = retry
 		}
 	}
 	return out, nil

@@ -18,6 +18,8 @@ var (
 	luaLib string
 	//go:embed lua/enqueue.lua
 	luaEnqueue string
+	//go:embed lua/enqueue_batch.lua
+	luaEnqueueBatch string
 	//go:embed lua/take.lua
 	luaTake string
 	//go:embed lua/ack.lua
@@ -49,8 +51,14 @@ var (
 )
 
 // Each script is lib.lua followed by its own body.
+//
+// scriptEnqueue is the multi-job enqueue that EnqueueBatch pipelines (and
+// that Sharded loads before its pipelines); scriptEnqueueOne is the leaner
+// one-job script behind Enqueue, which costs the server less per call
+// than a one-job batch (its Lua sets up fewer tables and closures).
 var (
-	scriptEnqueue    = redis.NewScript(luaLib + luaEnqueue)
+	scriptEnqueue    = redis.NewScript(luaLib + luaEnqueueBatch)
+	scriptEnqueueOne = redis.NewScript(luaLib + luaEnqueue)
 	scriptTake       = redis.NewScript(luaLib + luaTake)
 	scriptAck        = redis.NewScript(luaLib + luaAck)
 	scriptRetry      = redis.NewScript(luaLib + luaRetry)

@@ -8,6 +8,7 @@
 -- ARGV[6] -> codec epoch ms  ARGV[7] -> 2^bits   ARGV[8] -> codec max ms offset
 -- ARGV[9] -> max tasks per business key
 -- Returns {C_OK, id, score, now} | {C_DUP, id, state, score, now} | {code}
+-- (new scores and now as integer replies, exact below 2^53)
 local due, inflight, dead, tasks, idx, ctr, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local key, token, payload = ARGV[1], ARGV[2], ARGV[3]
@@ -25,7 +26,7 @@ for _, id in ipairs(ids) do
       if eff == '' then eff = id end
       if eff == token then
         local st, sc = state_of(due, inflight, dead, id, t)
-        return {C_DUP, id, st, sc, fmt(now)}
+        return {C_DUP, id, st, sc, now}
       end
     end
   end
@@ -34,12 +35,42 @@ if #live >= tonumber(ARGV[9]) then return {C_TOO_MANY} end
 
 local ms = tonumber(ARGV[5])
 if ARGV[4] == 'after' then ms = now + ms end
-local score, code = assign_score(due, ctr, stats, ms, epoch, mult, maxrel)
-if not score then return {code} end
+-- assign_score inlined, so that the ms/seq and the id counter are read in
+-- one HMGET and written in one HSET (one call fewer than assign_score plus
+-- HINCRBY).
+local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id')
+if last[3] and not string.match(last[3], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises HINCRBY's error
+local last_ms, last_seq = tonumber(last[1]), tonumber(last[2])
+local score, spilled = nil, false
+for _ = 1, 64 do
+  local rel = ms - epoch
+  if rel < 0 then return {C_BEFORE_EPOCH} end
+  if rel > maxrel then return {C_RANGE} end
+  local base = rel * mult
+  local seq = 0
+  if last_ms == ms then seq = last_seq + 1 end
+  local top = redis.call('ZREVRANGEBYSCORE', due, fmt(base + mult - 1), fmt(base), 'WITHSCORES', 'LIMIT', 0, 1)
+  if top[2] then
+    local s = tonumber(top[2]) - base + 1
+    if s > seq then seq = s end
+  end
+  if seq < mult then
+    last_seq = seq
+    score = base + seq
+    break
+  end
+  spilled = true
+  ms = ms + 1
+end
+if not score then return {C_SEQ} end
 
-local id = base36(redis.call('HINCRBY', ctr, 'id', 1))
-redis.call('HSET', tasks, id, build({attempt = 0, fence = 0, flags = 0, key = key, token = token, err = '', payload = payload}))
+local n = (tonumber(last[3]) or 0) + 1
+local id = base36(n)
+-- a fresh record, as build() writes it: attempt, fence, flags 0, no error
+redis.call('HSET', tasks, id, '0,0,0,' .. #key .. ',' .. #token .. ',0;' .. key .. token .. payload)
 live[#live + 1] = id
 idx_set(idx, key, live)
 add_due(due, wake, id, score)
-return {C_OK, id, fmt(score), fmt(now)}
+redis.call('HSET', ctr, 'ms', fmt(ms), 'seq', fmt(last_seq), 'id', fmt(n))
+if spilled then redis.call('HINCRBY', stats, 'overflow', 1) end
+return {C_OK, id, score, now}
