@@ -1,0 +1,163 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// The bulk ack script gives, lease by lease, what acking one by one
+// gives: fenced, duplicates acked once, cancelled tasks deleted, index
+// entries of other tasks of the same key kept.
+func TestAckManyBulkSemantics(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		mustEnqueue(t, ctx, q, Job{Key: "shared", Token: "a"})
+		mustEnqueue(t, ctx, q, Job{Key: "shared", Token: "b"})
+		mustEnqueue(t, ctx, q, Job{Key: "solo"})
+		mustEnqueue(t, ctx, q, Job{Key: "gone"})
+		bt := mustTake(t, ctx, q, 10)
+		if len(bt.Tasks) != 4 {
+			t.Fatalf("took %d", len(bt.Tasks))
+		}
+		byTok := map[string]*Task{}
+		for _, tk := range bt.Tasks {
+			byTok[tk.Key+"/"+tk.Token] = tk
+		}
+		a := byTok["shared/a"]
+		var solo, gone *Task
+		for _, tk := range bt.Tasks {
+			switch tk.Key {
+			case "solo":
+				solo = tk
+			case "gone":
+				gone = tk
+			}
+		}
+		if _, err := q.Cancel(ctx, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		wrong := a.Lease
+		wrong.Fence++
+		rows := []struct {
+			name  string
+			lease Lease
+			want  error
+		}{
+			{"wrong fence", wrong, ErrLeaseLost},
+			{"ok", a.Lease, nil},
+			{"twice in one batch", a.Lease, ErrNotFound},
+			{"unknown", Lease{ID: "nosuch", Fence: 1}, ErrNotFound},
+			{"cancelled in flight", gone.Lease, nil},
+			{"solo", solo.Lease, nil},
+			{"empty", Lease{}, ErrInvalidLease},
+		}
+		leases := make([]Lease, len(rows))
+		for i, r := range rows {
+			leases[i] = r.lease
+		}
+		errs, err := q.AckMany(ctx, leases)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range rows {
+			if (r.want == nil) != (errs[i] == nil) || (r.want != nil && !errors.Is(errs[i], r.want)) {
+				t.Errorf("%s: got %v, want %v", r.name, errs[i], r.want)
+			}
+		}
+		// "shared/b" is still in flight and still found by its key.
+		infos, err := q.Lookup(ctx, "shared")
+		if err != nil || len(infos) != 1 || infos[0].State != StateInFlight {
+			t.Fatalf("shared after ack: %+v %v", infos, err)
+		}
+		for _, k := range []string{"solo", "gone"} {
+			if infos, err := q.Lookup(ctx, k); err != nil || len(infos) != 0 {
+				t.Errorf("%s after ack: %+v %v", k, infos, err)
+			}
+		}
+		if err := q.Ack(ctx, byTok["shared/b"].Lease); err != nil {
+			t.Fatal(err)
+		}
+		st, err := q.Stats(ctx)
+		if err != nil || st.Acked != 4 {
+			t.Errorf("acked %d (%v), want 4", st.Acked, err)
+		}
+		assertOnlyCounters(t, b, q)
+	})
+}
+
+// The bulk take script's effects: corrupt records parked in dead, records
+// that vanished skipped, counters, states and the lateness histogram kept,
+// fences fresh and distinct.
+func TestTakeBulkEffects(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		type result struct {
+			keys                    string
+			attempts                string
+			corrupt, due, fly, dead int64
+			delivered               string
+			lat                     int // deliveries filed by lateness (buckets depend on timing)
+			errCorrupt              bool
+		}
+		takeWith := func(name string, take func(*Queue, context.Context, int) (Batch, error)) result {
+			q, err := New(b.Client, name, Options{Prefix: b.Prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 6 {
+				mustEnqueue(t, ctx, q, Job{Key: "k" + strconv.Itoa(i), Payload: []byte("p" + strconv.Itoa(i))})
+			}
+			mustEnqueue(t, ctx, q, Job{Key: "later", When: After(time.Hour)})
+			past, _ := q.o.Codec.EncodeTime(time.Now().Add(-time.Minute), 0)
+			b.Client.HSet(ctx, q.k.tasks, "c1", "garbage")
+			b.Client.ZAdd(ctx, q.k.due, redis.Z{Score: float64(past), Member: "c1"})
+			b.Client.ZAdd(ctx, q.k.due, redis.Z{Score: float64(past + 1), Member: "norecord"})
+			bt, err := take(q, ctx, 5) // c1, norecord and three good ones
+			r := result{errCorrupt: errors.Is(err, ErrCorrupt), corrupt: int64(bt.Corrupt)}
+			bt2, err := take(q, ctx, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fences := map[int64]bool{}
+			for _, tk := range append(bt.Tasks, bt2.Tasks...) {
+				r.keys += tk.Key + ":" + string(tk.Payload) + " "
+				r.attempts += strconv.Itoa(tk.Attempt)
+				if fences[tk.Lease.Fence] {
+					t.Errorf("%s: fence %d twice", name, tk.Lease.Fence)
+				}
+				fences[tk.Lease.Fence] = true
+				if tk.Deadline.Sub(tk.DeliveredAt) != q.o.Lease {
+					t.Errorf("%s: lease %v", name, tk.Deadline.Sub(tk.DeliveredAt))
+				}
+			}
+			if bt2.NextDue.IsZero() || bt2.NextExpiry.IsZero() {
+				t.Errorf("%s: next due %v, next expiry %v", name, bt2.NextDue, bt2.NextExpiry)
+			}
+			r.due = b.Client.ZCard(ctx, q.k.due).Val()
+			r.fly = b.Client.ZCard(ctx, q.k.inflight).Val()
+			r.dead = b.Client.ZCard(ctx, q.k.dead).Val()
+			st := b.Client.HGetAll(ctx, q.k.stats).Val()
+			r.delivered = st["delivered"] + "/" + st["corrupt"]
+			for k, v := range st {
+				if strings.HasPrefix(k, "lat:") {
+					n, _ := strconv.Atoi(v)
+					r.lat += n
+				}
+			}
+			return r
+		}
+		want := takeWith("viatake", (*Queue).Take)
+		if !want.errCorrupt || want.corrupt != 1 || want.fly != 6 || want.due != 1 || want.dead != 1 || want.lat != 6 {
+			t.Fatalf("unexpected baseline %+v", want)
+		}
+	})
+}
