@@ -124,6 +124,22 @@
 // default), so a BLPOP timeout would be up to 100 ms late. IdleCheck (5 s)
 // is only a safety net for a wake-up consumed by a busy worker.
 //
+// # Worker throughput
+//
+// A take brings up to WorkerOptions.BatchSize tasks whatever the number of
+// free handlers; with BatchSize > Concurrency the surplus waits in a
+// bounded prefetch buffer (WorkerOptions.Prefetch) and the next take goes
+// out when half the batch has drained, so the network overlaps handling. A
+// buffered task is started only while at least half its lease is left;
+// otherwise, and at shutdown, it is released back to due at its original
+// score with its attempt count restored (release.lua, fenced). Acks are
+// gathered for up to 1 ms or 64 leases and sent as one AckMany. The take,
+// ack and enqueue-batch scripts make a constant number of Redis calls per
+// batch, and EnqueueBatch packs up to 250 jobs into each script call.
+// Tests: TestWorkerPrefetchReleasedOnShutdown,
+// TestWorkerPrefetchNeverStartsNearlyExpired, TestAckManyBulkSemantics,
+// TestTakeBulkEffects, TestEnqueueBatchEqualsOneByOne.
+//
 // # Sharded queue (Redis Cluster)
 //
 // One hash tag pins a [Queue] to one master. [NewSharded] spreads one
