@@ -34,8 +34,8 @@ type decoded struct {
 // equal bytes always decode to the same record: an entry can never be
 // stale, only unused. Only records that decoded cleanly are stored, so a
 // corrupt member is decoded (and refused) on every read. Each shard holds
-// at most perShard entries and is emptied whole when full: simple, bounded,
-// and a working set that fits is never evicted.
+// at most perShard entries and evicts a random one when full: bounded, and
+// a working set that fits is never evicted.
 type memo struct {
 	seed     maphash.Seed
 	perShard int
@@ -88,9 +88,15 @@ func (mo *memo) put(d *decoded) {
 	}
 	sh, h := mo.shard(d.raw)
 	sh.mu.Lock()
-	if len(sh.m) >= mo.perShard {
-		// A fresh map rather than clear(): clear keeps the grown buckets.
-		sh.m = make(map[uint64]*decoded, len(sh.m)/4)
+	if _, present := sh.m[h]; !present && len(sh.m) >= mo.perShard {
+		// Evict one entry at random (map iteration starts at a random
+		// place), so a working set a little larger than the memo keeps a
+		// hit rate near size/working set instead of falling to zero
+		// each time a shard fills.
+		for k := range sh.m {
+			delete(sh.m, k)
+			break
+		}
 	}
 	sh.m[h] = d
 	sh.mu.Unlock()

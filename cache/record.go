@@ -276,11 +276,50 @@ func (r *reader) decimal() decimal.Decimal {
 			return decimal.Decimal{}
 		}
 	}
+	if d, ok := parsePlainDecimal(s); ok {
+		return d
+	}
 	d, err := decimal.NewFromString(s)
 	if err != nil {
 		r.bad = true
 	}
 	return d
+}
+
+// parsePlainDecimal parses -?digits[.digits] with at most 18 digits in
+// all, the shape decimal.String writes for every real reward, straight
+// into decimal.New: one allocation instead of NewFromString's parse into
+// a big.Int. Anything else (more digits, odd forms) reports !ok and takes
+// the general path, which also decides what is malformed.
+func parsePlainDecimal(s string) (decimal.Decimal, bool) {
+	i, neg := 0, false
+	if i < len(s) && s[i] == '-' {
+		neg, i = true, i+1
+	}
+	var coef int64
+	digits, frac, dot := 0, 0, false
+	for ; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			coef = coef*10 + int64(c-'0')
+			digits++
+			if dot {
+				frac++
+			}
+		case c == '.' && !dot && digits > 0:
+			dot = true
+		default:
+			return decimal.Decimal{}, false
+		}
+	}
+	if digits == 0 || digits > 18 || (dot && frac == 0) {
+		return decimal.Decimal{}, false
+	}
+	if neg {
+		coef = -coef
+	}
+	return decimal.New(coef, -int32(frac)), true
 }
 
 // decodeMember decodes a member record read from Redis. It never panics
