@@ -244,8 +244,8 @@ func TestFailover(t *testing.T) {
 	rep := deliveries.report(killAt)
 	t.Logf("tasks: %d acknowledged (WAIT 1), %d enqueue attempts failed or unconfirmed and retried, %d acknowledged after the recovery",
 		len(acked), prod.retries.Load(), prod.ackedAfter(queueRecovered))
-	t.Logf("deliveries: %d total of %d tasks; redeliveries %d (after lease expiry %d, take lost with the master %d)",
-		rep.total, rep.tasks, rep.redelivered, rep.afterLease, rep.takeLost)
+	t.Logf("deliveries: %d total of %d tasks; redeliveries %d (after lease expiry %d, take lost with the master %d, re-enqueued by the producer's retry after the first was acked %d)",
+		rep.total, rep.tasks, rep.redelivered, rep.afterLease, rep.takeLost, rep.reEnqueued)
 	if !drained {
 		t.Errorf("%d acknowledged tasks were never handled (lost): e.g. %v", deliveries.missing(acked), deliveries.missingSample(acked, 5))
 	}
@@ -498,6 +498,7 @@ func (c *cartLog) stats(kill time.Time) (failed, ok int, lastFail time.Duration)
 
 // delivery is one handling of a task, with its lease as the server set it.
 type delivery struct {
+	id          string // the queue's task ID
 	fence       int64
 	deliveredAt time.Time // Redis TIME at take
 	deadline    time.Time // lease end, Redis clock
@@ -519,7 +520,7 @@ func (d *deliveryLog) begin(t *delay.Task) {
 		d.concurrent++
 	}
 	d.active[t.Key] = true
-	d.byKey[t.Key] = append(d.byKey[t.Key], delivery{t.Lease.Fence, t.DeliveredAt, t.Deadline, time.Now()})
+	d.byKey[t.Key] = append(d.byKey[t.Key], delivery{t.ID, t.Lease.Fence, t.DeliveredAt, t.Deadline, time.Now()})
 	d.n++
 }
 
@@ -584,8 +585,8 @@ func (d *deliveryLog) firstEnqueuedAfter(kill time.Time, p *producer) time.Time 
 }
 
 type deliveryReport struct {
-	total, tasks, redelivered, afterLease, takeLost, concurrent, leaseViolations int
-	violationSample                                                              []string
+	total, tasks, redelivered, afterLease, takeLost, reEnqueued, concurrent, leaseViolations int
+	violationSample                                                                          []string
 }
 
 // report classifies every redelivery. After lease expiry (on the server's
@@ -593,7 +594,14 @@ type deliveryReport struct {
 // earlier delivery was taken from the killed master just before the kill
 // and the redelivery came from its successor: that take was acknowledged
 // but never replicated, so the new master never knew of the lease. Any
-// other early redelivery is a violation.
+// other early redelivery is a violation. A delivery of another task ID for
+// the same key is not a redelivery of that task at all: the producer's
+// retry of an enqueue whose WAIT was not confirmed arrived after the first
+// task had been handled and acked (so deleted), and the queue rightly took
+// it as a new task. It is counted apart.
+//
+// Deliveries are grouped by business key because the producer's key is
+// what a lost task would be missed by.
 func (d *deliveryLog) report(kill time.Time) deliveryReport {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -605,6 +613,8 @@ func (d *deliveryLog) report(kill time.Time) deliveryReport {
 			r.redelivered++
 			prev, cur := ds[i-1], ds[i]
 			switch {
+			case cur.id != prev.id:
+				r.reEnqueued++
 			case !cur.deliveredAt.Before(prev.deadline):
 				r.afterLease++
 			case prev.deliveredAt.Before(kill) && cur.deliveredAt.After(kill):
@@ -612,8 +622,8 @@ func (d *deliveryLog) report(kill time.Time) deliveryReport {
 			default:
 				r.leaseViolations++
 				if len(r.violationSample) < 5 {
-					r.violationSample = append(r.violationSample, fmt.Sprintf("%s: fence %d lease until %s, fence %d at %s",
-						key, prev.fence, prev.deadline.Format("15:04:05.000"), cur.fence, cur.deliveredAt.Format("15:04:05.000")))
+					r.violationSample = append(r.violationSample, fmt.Sprintf("%s (task %s): fence %d lease until %s, fence %d at %s",
+						key, cur.id, prev.fence, prev.deadline.Format("15:04:05.000"), cur.fence, cur.deliveredAt.Format("15:04:05.000")))
 				}
 			}
 		}
