@@ -55,7 +55,7 @@ const EnvFailover = "TIERSET_FAILOVER"
 // is delivered again at once) or acked (so it comes back when its lease
 // expires). Both are counted and reported, not hidden.
 //
-// It starts its OWN cluster (scripts/redis-cluster.sh, base port 36001 or
+// It starts its OWN cluster (scripts/redis-cluster.sh, base port 22001 or
 // the next free block, in a temp dir) and always stops it: the shared CI
 // cluster that other packages' tests use in parallel must never lose a
 // master.
@@ -275,7 +275,7 @@ func startCluster(t *testing.T) *cluster {
 	dir := filepath.Join(t.TempDir(), "cluster")
 	base := os.Getenv("TIERSET_FAILOVER_BASE_PORT")
 	if base == "" {
-		base = "36001"
+		base = "22001" // with its bus ports (+10000) below the ephemeral range: no client socket can hold them
 	}
 	// Later entries win, so CI's own TIERSET_CLUSTER_* never leak in; the
 	// 6 s bound assumes the script's node timeout of 2000 ms.

@@ -18,7 +18,10 @@
 # nodes: 3 ranges covering 0-16383, each with a master and its replica.
 #
 # Environment:
-#   TIERSET_CLUSTER_BASE_PORT  first port of the block of 6 (default 30001).
+#   TIERSET_CLUSTER_BASE_PORT  first port of the block of 6 (default 21001: the
+#                              ports and their bus ports +10000 stay below
+#                              32768, outside the kernel's ephemeral range, so a
+#                              client socket cannot hold one).
 #                              Cluster bus ports are port+10000. If the block is
 #                              in use, the next blocks of 6 are tried.
 #   TIERSET_CLUSTER_DIR        state dir (default ${TMPDIR:-/tmp}/tierset-cluster-<baseport>,
@@ -68,7 +71,7 @@ elapsed_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; 
 
 # ---------------------------------------------------------------- config
 
-REQ_BASE=${TIERSET_CLUSTER_BASE_PORT:-30001}
+REQ_BASE=${TIERSET_CLUSTER_BASE_PORT:-21001}
 is_uint "$REQ_BASE" || die "TIERSET_CLUSTER_BASE_PORT must be a number, got '$REQ_BASE'"
 REQ_BASE=$((10#$REQ_BASE))
 WAIT_SECS=${TIERSET_CLUSTER_WAIT:-30}
