@@ -28,6 +28,8 @@ type Cache struct {
 	// per-line OnLookup loop.
 	nopObs bool
 	memo   *memo
+	// lines pools matchInto's per-line scratch (*[]line) between carts.
+	lines sync.Pool
 }
 
 // New returns a Cache on c. c may be a *redis.Client or a

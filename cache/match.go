@@ -88,8 +88,6 @@ type line struct {
 	// args backs the hit command's arguments, so a call allocates them
 	// once for all its lines instead of once per command.
 	args [hitArgc]any
-	// tier holds the hit Result.Tier points to, allocated with the line.
-	tier TierHit
 }
 
 // Match answers one query. On ErrNoTier the Result still carries Next (with
@@ -267,7 +265,18 @@ func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs 
 	var one [1]line
 	lines := one[:]
 	if len(qs) != 1 {
-		lines = make([]line, len(qs))
+		// Lines are scratch: results never point into them (hits live in
+		// their own slice), so a cart reuses them from a pool.
+		pooled, _ := c.lines.Get().(*[]line)
+		if pooled == nil || cap(*pooled) < len(qs) {
+			s := make([]line, len(qs))
+			pooled = &s
+		}
+		lines = (*pooled)[:len(qs)]
+		defer func() {
+			clear(lines) // drop commands, replies and keys before pooling
+			c.lines.Put(pooled)
+		}()
 	}
 	pending := c.prepare(qs, lines, rs, opt.Next)
 	rts := 0
@@ -283,10 +292,13 @@ func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs 
 			c.obs.OnRoundTrips(OpMatch, rts)
 			return fmt.Errorf("cache: match: %w", ctxErr(ctx, err))
 		}
-		var hits []TierHit // next tiers; hits live in their lines
+		// One backing array for every TierHit a Result points to: the hit
+		// of each line, and its next tier when asked for.
+		perLine := 1
 		if opt.Next {
-			hits = make([]TierHit, 0, pending)
+			perLine = 2
 		}
+		hits := make([]TierHit, 0, pending*perLine)
 		nowMs := c.now().UnixMilli()
 		retries := 0
 		for i := range lines {
@@ -517,8 +529,8 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 	}
 	switch h.kind {
 	case kindTier:
-		ln.tier = TierHit{ID: h.tierID, Score: h.score, Threshold: hd.threshold, Reward: h.reward, HasGifts: h.hasGifts}
-		r.Tier = &ln.tier
+		hits = append(hits, TierHit{ID: h.tierID, Score: h.score, Threshold: hd.threshold, Reward: h.reward, HasGifts: h.hasGifts})
+		r.Tier = &hits[len(hits)-1]
 	case kindFloor:
 		r.Err = ErrNoTier
 	default:
