@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -176,25 +175,32 @@ func EachReal(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	}
 }
 
-// cleanup deletes every key under prefix, on every master of a cluster.
-func cleanup(t testing.TB, c redis.UniversalClient, prefix string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	del := func(ctx context.Context, node redis.Cmdable) error {
+// eachKey calls fn for every key under prefix, with the node that holds
+// it: on every master of a cluster (concurrently, so fn must be safe for
+// that), on the one server otherwise.
+func eachKey(ctx context.Context, c redis.UniversalClient, prefix string, fn func(ctx context.Context, node redis.Cmdable, key string) error) error {
+	scan := func(ctx context.Context, node redis.Cmdable) error {
 		iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 		for iter.Next(ctx) {
-			if err := node.Del(ctx, iter.Val()).Err(); err != nil {
+			if err := fn(ctx, node, iter.Val()); err != nil {
 				return err
 			}
 		}
 		return iter.Err()
 	}
-	var err error
 	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return del(ctx, m) })
-	} else {
-		err = del(ctx, c)
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
 	}
+	return scan(ctx, c)
+}
+
+// cleanup deletes every key under prefix, on every master of a cluster.
+func cleanup(t testing.TB, c redis.UniversalClient, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := eachKey(ctx, c, prefix, func(ctx context.Context, node redis.Cmdable, key string) error {
+		return node.Del(ctx, key).Err()
+	})
 	if err != nil {
 		t.Logf("testredis: cleanup of %s*: %v", prefix, err)
 	}
@@ -202,49 +208,19 @@ func cleanup(t testing.TB, c redis.UniversalClient, prefix string) {
 
 // CountKeys counts the keys under prefix (on every master of a cluster).
 func CountKeys(ctx context.Context, c redis.UniversalClient, prefix string) (int, error) {
-	var mu sync.Mutex
-	n := 0
-	count := func(ctx context.Context, node redis.Cmdable) error {
-		iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		k := 0
-		for iter.Next(ctx) {
-			k++
-		}
-		mu.Lock()
-		n += k
-		mu.Unlock()
-		return iter.Err()
-	}
-	var err error
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return count(ctx, m) })
-	} else {
-		err = count(ctx, c)
-	}
-	return n, err
+	keys, err := Keys(ctx, c, prefix)
+	return len(keys), err
 }
 
 // Keys lists the keys under prefix (on every master of a cluster).
 func Keys(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
 	var mu sync.Mutex
 	var out []string
-	list := func(ctx context.Context, node redis.Cmdable) error {
-		iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			mu.Lock()
-			out = append(out, iter.Val())
-			mu.Unlock()
-		}
-		return iter.Err()
-	}
-	var err error
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return list(ctx, m) })
-	} else {
-		err = list(ctx, c)
-	}
+	err := eachKey(ctx, c, prefix, func(_ context.Context, _ redis.Cmdable, key string) error {
+		mu.Lock()
+		out = append(out, key)
+		mu.Unlock()
+		return nil
+	})
 	return out, err
 }
-
-// Fmt is a tiny helper for subtest names built from parameters.
-func Fmt(format string, args ...any) string { return fmt.Sprintf(format, args...) }
