@@ -139,23 +139,6 @@ func delayKeysMemory(ctx context.Context, c redis.UniversalClient, pattern strin
 	return total, true, nil
 }
 
-// delayDeleteKeys removes the keys matching pattern with SCAN + DEL (never
-// FLUSHDB/FLUSHALL: the server is shared).
-func delayDeleteKeys(ctx context.Context, c redis.UniversalClient, pattern string) error {
-	keys, err := delayScan(ctx, c, pattern)
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		// One key per DEL: on a cluster the keys of one prefix may sit in
-		// several slots.
-		if err := c.Del(ctx, k).Err(); err != nil {
-			return fmt.Errorf("DEL %s: %w", k, err)
-		}
-	}
-	return nil
-}
-
 func delayRandomID() string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)

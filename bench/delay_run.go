@@ -106,7 +106,7 @@ func runDelayBench(ctx context.Context, p delayParams) error {
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		defer cancel()
-		if err := delayDeleteKeys(cctx, p.client, b.prefix+":*"); err != nil {
+		if err := deletePrefix(cctx, p.client, b.prefix); err != nil {
 			fmt.Fprintln(p.out, "delay: cleanup:", err)
 		}
 	}()
@@ -123,7 +123,7 @@ func runDelayBench(ctx context.Context, p delayParams) error {
 		start := time.Now()
 		err := ph.run(ctx)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
-		if cerr := delayDeleteKeys(cctx, p.client, b.prefix+":*"); cerr != nil {
+		if cerr := deletePrefix(cctx, p.client, b.prefix); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
 		}
 		cancel()
@@ -206,7 +206,7 @@ func (b *delayBench) enqueueBatched(ctx context.Context) error {
 	b.add(delayRow{metric: "enqueue batched (EnqueueBatch, 1000/pipeline)", value: rate, unit: "tasks/s",
 		floor: "≥ 100k", ok: rate >= delayFloorBatchEnqueue,
 		note: fmt.Sprintf("%d tasks, one caller%s", done, delayCut(done, len(jobs)))})
-	if err := delayDeleteKeys(ctx, b.p.client, b.prefix+":*"); err != nil {
+	if err := deletePrefix(ctx, b.p.client, b.prefix); err != nil {
 		return err
 	}
 
@@ -357,7 +357,7 @@ func (b *delayBench) takeAck(ctx context.Context) error {
 	if b.p.quick {
 		return nil
 	}
-	if err := delayDeleteKeys(ctx, b.p.client, b.prefix+":*"); err != nil {
+	if err := deletePrefix(ctx, b.p.client, b.prefix); err != nil {
 		return err
 	}
 	return b.takeAckAt(ctx, 100, 100, "")

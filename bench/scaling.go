@@ -45,7 +45,7 @@ func runScaling(ctx context.Context, addrs []string, quick bool, out io.Writer) 
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		_ = scalingDelete(cctx, c, prefix)
+		_ = deletePrefix(cctx, c, prefix)
 	}()
 
 	name, placement, err := scalingName(ctx, c, prefix)
@@ -64,7 +64,7 @@ func runScaling(ctx context.Context, addrs []string, quick bool, out io.Writer) 
 				return fmt.Errorf("scaling K=%d concurrency %d: %w", k, conc, err)
 			}
 			rows = append(rows, r)
-			if err := scalingDelete(ctx, c, prefix); err != nil {
+			if err := deletePrefix(ctx, c, prefix); err != nil {
 				return err
 			}
 		}
@@ -317,16 +317,4 @@ func scalingProcStat() scalingStat {
 		}
 	}
 	return st
-}
-
-func scalingDelete(ctx context.Context, c *redis.ClusterClient, prefix string) error {
-	return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		iter := m.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := m.Del(ctx, iter.Val()).Err(); err != nil {
-				return err
-			}
-		}
-		return iter.Err()
-	})
 }

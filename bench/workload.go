@@ -160,6 +160,12 @@ func (w *workload) verifyQueries(rng *rand.Rand, l, n int) []singleQuery {
 	return out
 }
 
+// deletePrefix is cleanupPrefix for callers that need no count.
+func deletePrefix(ctx context.Context, c redis.UniversalClient, prefix string) error {
+	_, err := cleanupPrefix(ctx, c, prefix)
+	return err
+}
+
 // cleanupPrefix deletes every key under prefix, on every master of a
 // cluster, in SCAN batches.
 func cleanupPrefix(ctx context.Context, c redis.UniversalClient, prefix string) (int, error) {
