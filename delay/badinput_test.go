@@ -121,12 +121,12 @@ func TestCorruptRecords(t *testing.T) {
 		past, _ := q.o.Codec.EncodeTime(time.Now().Add(-time.Minute), 0)
 		planted := map[string]string{
 			"c1": "garbage",
-			"c2": "0,0,0,999,0,0;abc",                      // lengths past the end
-			"c3": "0,0,0,3,0,0;a\x01b",                     // Lua-readable, key invalid in Go
-			"c4": strings.Repeat("9", 40) + ",0,0,1,0,0;k", // huge number
+			"c2": "0,0,0,0,999,0,0;abc",                      // lengths past the end
+			"c3": "0,0,0,0,3,0,0;a\x01b",                     // Lua-readable, key invalid in Go
+			"c4": strings.Repeat("9", 40) + ",0,0,0,1,0,0;k", // huge number
 		}
 		for id, v := range planted {
-			b.Client.HSet(ctx, q.k.tasks, id, v)
+			b.Client.HSet(ctx, q.k.taskBucket(id), id, v)
 			b.Client.ZAdd(ctx, q.k.due, redis.Z{Score: float64(past), Member: id})
 		}
 		bt, err := q.Take(ctx, 10)
@@ -148,8 +148,8 @@ func TestCorruptRecords(t *testing.T) {
 				t.Fatalf("dead %s err %v", d.ID, d.Err)
 			}
 		}
-		b.Client.HSet(ctx, q.k.idx, "bad", "c9")
-		b.Client.HSet(ctx, q.k.tasks, "c9", "1,2,3")
+		b.Client.HSet(ctx, q.k.indexBucket("bad"), "bad", "c9")
+		b.Client.HSet(ctx, q.k.taskBucket("c9"), "c9", "1,2,3")
 		if _, err := q.Lookup(ctx, "bad"); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("lookup err = %v", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,9 +37,25 @@ func queueState(t *testing.T, b *testredis.Backend, q *Queue) string {
 	for _, k := range []struct{ name, key string }{
 		{"tasks", q.k.tasks}, {"idx", q.k.idx}, {"ctr", q.k.ctr}, {"stats", q.k.stats},
 	} {
-		m, err := b.Client.HGetAll(ctx, k.key).Result()
-		if err != nil {
-			t.Fatalf("%s: %v", k.name, err)
+		m := map[string]string{}
+		names := []string{k.key}
+		if k.name == "tasks" || k.name == "idx" { // bucketed: every bucket, fields prefixed by its name
+			var err error
+			if names, err = testredis.Keys(ctx, b.Client, k.key+":"); err != nil {
+				t.Fatalf("%s: %v", k.name, err)
+			}
+		}
+		for _, name := range names {
+			h, err := b.Client.HGetAll(ctx, name).Result()
+			if err != nil {
+				t.Fatalf("%s: %v", k.name, err)
+			}
+			for f, v := range h {
+				if name != k.key {
+					f = strings.TrimPrefix(name, k.key) + "/" + f
+				}
+				m[f] = v
+			}
 		}
 		if k.name == "tasks" {
 			for id, rec := range m { // the fence of an in-flight record is a shared counter

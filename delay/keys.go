@@ -2,6 +2,7 @@ package delay
 
 import (
 	"fmt"
+	"strconv"
 	"unicode"
 	"unicode/utf8"
 )
@@ -97,16 +98,53 @@ func badRune(s string, name bool) (rune, bool) {
 
 // keys is the whole key layout of one queue; nothing else builds key names.
 //
-//	<prefix>:{q:<name>}:due       ZSET  task ID -> TimeCodec(due ms, seq)
-//	<prefix>:{q:<name>}:inflight  ZSET  task ID -> lease deadline (Unix ms, Redis TIME)
-//	<prefix>:{q:<name>}:dead      ZSET  task ID -> dead-letter time (Unix ms)
-//	<prefix>:{q:<name>}:tasks     HASH  task ID -> record (metadata + payload)
-//	<prefix>:{q:<name>}:idx       HASH  business key -> comma-separated task IDs
-//	<prefix>:{q:<name>}:ctr       HASH  id, fence counters; ms, seq of the last score
-//	<prefix>:{q:<name>}:stats     HASH  overflow, retries, dead, expired, ... counters
-//	<prefix>:{q:<name>}:wake      LIST  at most one element; pushed when the head moves earlier
+//	<prefix>:{q:<name>}:due         ZSET  task ID -> TimeCodec(due ms, seq)
+//	<prefix>:{q:<name>}:inflight    ZSET  task ID -> lease deadline (Unix ms, Redis TIME)
+//	<prefix>:{q:<name>}:dead        ZSET  task ID -> dead-letter time (Unix ms)
+//	<prefix>:{q:<name>}:tasks:<b>   HASH  task ID -> record (metadata + payload);
+//	                                      b = the ID without its last base-36 digit
+//	<prefix>:{q:<name>}:idx:<ib>    HASH  business key -> comma-separated task IDs;
+//	                                      ib = FNV-1a 32 of the key mod IndexBuckets
+//	<prefix>:{q:<name>}:ctr         HASH  id, fence counters; ms, seq of the last score
+//	<prefix>:{q:<name>}:stats       HASH  overflow, retries, dead, expired, ... counters
+//	<prefix>:{q:<name>}:wake        LIST  at most one element; pushed when the head moves earlier
+//
+// The tasks and idx fields hold base names: records and index entries live
+// in small bucket hashes under them, which Redis keeps listpack-encoded
+// (see the package doc, "Memory"). Every bucket name starts with its base
+// name, so it carries the queue's hash tag and stays on the queue's slot.
 type keys struct {
 	due, inflight, dead, tasks, idx, ctr, stats, wake string
+}
+
+// IndexBuckets is the number of index buckets of a queue. With Redis's
+// default hash-max-listpack-entries (128) the index stays compact up to
+// about 4096 × 100 business keys pending at once per queue (or shard).
+const IndexBuckets = 4096
+
+// taskBucket is the hash that holds the record of task id (tkey in lib.lua).
+func (k keys) taskBucket(id string) string {
+	if id == "" {
+		return k.tasks + ":"
+	}
+	return k.tasks + ":" + id[:len(id)-1]
+}
+
+// indexBucket is the index bucket of a business key (ikey in lib.lua).
+func (k keys) indexBucket(key string) string {
+	return k.idx + ":" + strconv.Itoa(indexBucketOf(key))
+}
+
+// indexBucketOf is FNV-1a 32 of key mod IndexBuckets. The number is stored
+// in each record, so Lua never hashes; only the key-based calls (enqueue,
+// cancel, reschedule, lookup) compute it, here.
+func indexBucketOf(key string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	return int(h % IndexBuckets)
 }
 
 func newKeys(prefix, name string) keys {

@@ -212,7 +212,7 @@ func (q *Queue) newEnqueueCall() enqueueCall {
 
 func (c *enqueueCall) add(i int, j Job, mode string, v int64) {
 	c.idx = append(c.idx, i)
-	c.args = append(c.args, j.Key, j.Token, j.Payload, mode, v)
+	c.args = append(c.args, j.Key, j.Token, j.Payload, mode, v, indexBucketOf(j.Key))
 }
 
 func (q *Queue) evalEnqueue(ctx context.Context, c redis.Scripter, call enqueueCall) *redis.Cmd {
@@ -228,7 +228,7 @@ func (q *Queue) Enqueue(ctx context.Context, j Job) (Enqueued, error) {
 	}
 	sent := q.o.Now()
 	r, err := run(ctx, q.c, scriptEnqueueOne, "enqueue", q.enqueueKeys(),
-		j.Key, j.Token, j.Payload, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey)
+		j.Key, j.Token, j.Payload, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey, indexBucketOf(j.Key))
 	if err != nil {
 		return Enqueued{}, err
 	}

@@ -144,7 +144,7 @@ func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opt
 		if len(ids) == 0 {
 			break
 		}
-		recs, err := q.c.HMGet(ctx, q.k.tasks, ids...).Result()
+		recs, err := q.records(ctx, ids)
 		if err != nil {
 			return res, wrapErr(ctx, "reconcile: records", err)
 		}
@@ -182,4 +182,44 @@ func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opt
 		res.Removed += int(r.int(1))
 	}
 	return res, nil
+}
+
+// records reads the records of ids (nil where absent) with one HMGET per
+// tasks bucket, pipelined: one round trip.
+func (q *Queue) records(ctx context.Context, ids []string) ([]any, error) {
+	type group struct {
+		pos    []int
+		fields []string
+		cmd    *redis.SliceCmd
+	}
+	var order []string
+	groups := map[string]*group{}
+	for i, id := range ids {
+		k := q.k.taskBucket(id)
+		g := groups[k]
+		if g == nil {
+			g = &group{}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.pos = append(g.pos, i)
+		g.fields = append(g.fields, id)
+	}
+	pipe := q.c.Pipeline()
+	for _, k := range order {
+		groups[k].cmd = pipe.HMGet(ctx, k, groups[k].fields...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]any, len(ids))
+	for _, g := range groups {
+		vals := g.cmd.Val()
+		for j, i := range g.pos {
+			if j < len(vals) {
+				out[i] = vals[j]
+			}
+		}
+	}
+	return out, nil
 }

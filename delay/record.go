@@ -6,17 +6,19 @@ import (
 	"strings"
 )
 
-// record is one task's metadata and payload as stored in the tasks hash:
+// record is one task's metadata and payload as stored in its tasks bucket:
 //
-//	"<attempt>,<fence>,<flags>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
+//	"<attempt>,<fence>,<flags>,<ib>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
 //
-// A plain length-prefixed text header keeps a fresh task with a 25-byte key
-// at 38 bytes (one 48-byte allocation) and lets Lua read it without cmsgpack,
-// which miniredis lacks.
+// ib is the key's index bucket (indexBucketOf). A plain length-prefixed text
+// header keeps a fresh task with a 25-byte key and a 16-byte payload at 59
+// bytes, under Redis's default hash-max-listpack-value (64), and lets Lua
+// read it without cmsgpack, which miniredis lacks.
 type record struct {
 	attempt int
 	fence   int64
 	flags   int
+	ib      int
 	key     string
 	token   string
 	err     string
@@ -25,8 +27,8 @@ type record struct {
 
 const flagCancelled = 1
 
-// maxHeader bounds the header scan: six numbers of at most 15 digits.
-const maxHeader = 6 * 16
+// maxHeader bounds the header scan: seven numbers of at most 15 digits.
+const maxHeader = 7 * 16
 
 // decodeRecord parses a record read from Redis. It never panics and never
 // allocates more than the input: every length is checked against the bytes
@@ -42,10 +44,10 @@ func decodeRecord(blob string, maxPayload int) (rec record, err error) {
 		return record{}, fmt.Errorf("%w: no header", ErrCorrupt)
 	}
 	parts := strings.Split(blob[:end], ",")
-	if len(parts) != 6 {
+	if len(parts) != 7 {
 		return record{}, fmt.Errorf("%w: %d header fields", ErrCorrupt, len(parts))
 	}
-	var n [6]int64
+	var n [7]int64
 	for i, p := range parts {
 		if p == "" || len(p) > 15 || strings.TrimLeft(p, "0123456789") != "" {
 			return record{}, fmt.Errorf("%w: header field %d", ErrCorrupt, i)
@@ -55,7 +57,10 @@ func decodeRecord(blob string, maxPayload int) (rec record, err error) {
 		}
 	}
 	body := blob[end+1:]
-	kl, tl, el := n[3], n[4], n[5]
+	if n[3] >= IndexBuckets {
+		return record{}, fmt.Errorf("%w: index bucket %d", ErrCorrupt, n[3])
+	}
+	kl, tl, el := n[4], n[5], n[6]
 	if kl+tl+el > int64(len(body)) {
 		return record{}, fmt.Errorf("%w: lengths exceed record", ErrCorrupt)
 	}
@@ -66,6 +71,7 @@ func decodeRecord(blob string, maxPayload int) (rec record, err error) {
 		attempt: int(n[0]),
 		fence:   n[1],
 		flags:   int(n[2]),
+		ib:      int(n[3]),
 		key:     body[:kl],
 		token:   body[kl : kl+tl],
 		err:     body[kl+tl : kl+tl+el],
@@ -77,8 +83,9 @@ func decodeRecord(blob string, maxPayload int) (rec record, err error) {
 	return rec, nil
 }
 
-// encodeRecord is the Go twin of lib.lua's build (used by tests to plant data).
+// encodeRecord is the Go twin of lib.lua's build (used by tests to plant
+// data). ib is taken from the key, as enqueue stores it.
 func encodeRecord(r record) string {
-	return fmt.Sprintf("%d,%d,%d,%d,%d,%d;%s%s%s%s", r.attempt, r.fence, r.flags,
+	return fmt.Sprintf("%d,%d,%d,%d,%d,%d,%d;%s%s%s%s", r.attempt, r.fence, r.flags, indexBucketOf(r.key),
 		len(r.key), len(r.token), len(r.err), r.key, r.token, r.err, r.payload)
 }

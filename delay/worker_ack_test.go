@@ -118,7 +118,7 @@ func TestTakeBulkEffects(t *testing.T) {
 			}
 			mustEnqueue(t, ctx, q, Job{Key: "later", When: After(time.Hour)})
 			past, _ := q.o.Codec.EncodeTime(time.Now().Add(-time.Minute), 0)
-			b.Client.HSet(ctx, q.k.tasks, "c1", "garbage")
+			b.Client.HSet(ctx, q.k.taskBucket("c1"), "c1", "garbage")
 			b.Client.ZAdd(ctx, q.k.due, redis.Z{Score: float64(past), Member: "c1"})
 			b.Client.ZAdd(ctx, q.k.due, redis.Z{Score: float64(past + 1), Member: "norecord"})
 			bt, err := take(q, ctx, 5) // c1, norecord and three good ones

@@ -1,26 +1,30 @@
 -- enqueue.lua: idempotent enqueue of one task.
 -- KEYS[1] -> due ZSET        KEYS[2] -> inflight ZSET   KEYS[3] -> dead ZSET
--- KEYS[4] -> tasks HASH      KEYS[5] -> idx HASH        KEYS[6] -> ctr HASH
+-- KEYS[4] -> tasks base      KEYS[5] -> idx base        KEYS[6] -> ctr HASH
 -- KEYS[7] -> stats HASH      KEYS[8] -> wake LIST
 -- ARGV[1] -> business key    ARGV[2] -> token ('' = generate: the token is the ID)
 -- ARGV[3] -> payload         ARGV[4] -> 'at' | 'after'
 -- ARGV[5] -> at: absolute Unix ms; after: delay ms from Redis TIME
 -- ARGV[6] -> codec epoch ms  ARGV[7] -> 2^bits   ARGV[8] -> codec max ms offset
 -- ARGV[9] -> max tasks per business key
+-- ARGV[10] -> index bucket of the business key (0..4095)
 -- Returns {C_OK, id, score, now} | {C_DUP, id, state, score, now} | {code}
 -- (new scores and now as integer replies, exact below 2^53)
 local due, inflight, dead, tasks, idx, ctr, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local key, token, payload = ARGV[1], ARGV[2], ARGV[3]
 local epoch, mult, maxrel = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local ib = ARGV[10]
+if not valid_ib(ib) then return {C_CORRUPT} end
 local now = now_ms()
 
-local ids, live = idx_ids(idx, key), {}
+local ids, live, recs = idx_ids(idx, ib, key), {}, {}
 for _, id in ipairs(ids) do
-  local blob = redis.call('HGET', tasks, id)
+  local blob = get_rec(tasks, id)
   if blob then
     live[#live + 1] = id -- IDs whose record is gone are stale and dropped
     local t = parse(blob)
+    recs[#live] = t
     if t and token ~= '' then
       local eff = t.token
       if eff == '' then eff = id end
@@ -66,10 +70,17 @@ if not score then return {C_SEQ} end
 
 local n = (tonumber(last[3]) or 0) + 1
 local id = base36(n)
--- a fresh record, as build() writes it: attempt, fence, flags 0, no error
-redis.call('HSET', tasks, id, '0,0,0,' .. #key .. ',' .. #token .. ',0;' .. key .. token .. payload)
+-- a fresh record, as build() writes it: attempt, fence, flags, no error.
+-- F_SOLE marks the only task of its key; a second task clears the mark.
+local flags = '0'
+if #live == 0 then flags = '2' end
+if #live == 1 and recs[1] and sole(recs[1]) then
+  recs[1].flags = recs[1].flags - F_SOLE
+  put_rec(tasks, live[1], build(recs[1]))
+end
+put_rec(tasks, id, '0,0,' .. flags .. ',' .. ib .. ',' .. #key .. ',' .. #token .. ',0;' .. key .. token .. payload)
 live[#live + 1] = id
-idx_set(idx, key, live)
+idx_set(idx, ib, key, live)
 add_due(due, wake, id, score)
 redis.call('HSET', ctr, 'ms', fmt(ms), 'seq', fmt(last_seq), 'id', fmt(n))
 if spilled then redis.call('HINCRBY', stats, 'overflow', 1) end

@@ -1,22 +1,25 @@
 -- enqueue_batch.lua: idempotent enqueue of 1..maxEnqueueJobs tasks, with exactly
 -- the outcome of enqueueing them one by one in ARGV order (same IDs, scores,
--- duplicates, codes), but with variadic reads and writes: one HMGET of the
--- index for all business keys, one ZADD, one HSET per hash, one wake check.
+-- duplicates, codes, stored state), with few Redis calls: a business key
+-- that has no index entry yet (the common case) costs one HSETNX, which both
+-- proves it holds no duplicate and writes its entry; records go out in one
+-- HSET per tasks bucket, scores in one ZADD, then one wake check. Keys that
+-- already have tasks take the slow path: their entry and records are read.
 -- KEYS[1] -> due ZSET        KEYS[2] -> inflight ZSET   KEYS[3] -> dead ZSET
--- KEYS[4] -> tasks HASH      KEYS[5] -> idx HASH        KEYS[6] -> ctr HASH
+-- KEYS[4] -> tasks base      KEYS[5] -> idx base        KEYS[6] -> ctr HASH
 -- KEYS[7] -> stats HASH      KEYS[8] -> wake LIST
 -- ARGV[1] -> codec epoch ms  ARGV[2] -> 2^bits   ARGV[3] -> codec max ms offset
 -- ARGV[4] -> max tasks per business key
--- ARGV[5*i .. 5*i+4] -> job i (i = 1..n): business key, token ('' = generate:
---   the token is the ID), payload, 'at' | 'after', at: absolute Unix ms /
---   after: delay ms from Redis TIME
+-- ARGV[6*i-1 .. 6*i+4] -> job i (i = 1..n): business key, token ('' =
+--   generate: the token is the ID), payload, 'at' | 'after', at: absolute
+--   Unix ms / after: delay ms from Redis TIME, index bucket of the key
 -- Returns {now, then per job i: code, id, state, score}, '' where a field has
 -- no value: {C_OK, id, '', score} | {C_DUP, id, state, score} | {code, '', '', ''}
 -- (now and new scores as integers; a duplicate's score as ZSCORE gives it)
 local due, inflight, dead, tasks, idx, ctr, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local epoch, mult, maxrel, maxper = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local n = math.floor((#ARGV - 4) / 5)
+local n = math.floor((#ARGV - 4) / 6)
 local now = now_ms()
 
 -- variadic calls in slices of at most 1000 arguments (unpack limits)
@@ -24,55 +27,6 @@ local function each_slice(list, step, fn)
   for i = 1, #list, step do fn(unpack(list, i, math.min(i + step - 1, #list))) end
 end
 
--- 1. Read the index of every business key of the batch, then the records
--- it points at, each once.
--- A key's tokens are only looked at when some job of the batch gives that
--- key an explicit token (s.tokens), as one-by-one enqueues would.
-local bykey, keylist = {}, {}
-for i = 1, n do
-  local key = ARGV[5 * i]
-  local s = bykey[key]
-  if not s then
-    s = {live = {}, tok = {}, tokens = false}
-    bykey[key] = s
-    keylist[#keylist + 1] = key
-  end
-  if ARGV[5 * i + 1] ~= '' then s.tokens = true end
-end
-local lists, idlist = {}, {}
-each_slice(keylist, 1000, function(...)
-  for _, v in ipairs(redis.call('HMGET', idx, ...)) do lists[#lists + 1] = v end
-end)
-for k, key in ipairs(keylist) do
-  local ids = {}
-  if lists[k] then for id in string.gmatch(lists[k], '[^,]+') do ids[#ids + 1] = id; idlist[#idlist + 1] = id end end
-  bykey[key].ids = ids
-end
-local blobs = {}
-each_slice(idlist, 1000, function(...)
-  for _, v in ipairs(redis.call('HMGET', tasks, ...)) do blobs[#blobs + 1] = v end
-end)
-local b = 0
-for _, key in ipairs(keylist) do
-  local s = bykey[key]
-  for _, id in ipairs(s.ids) do
-    b = b + 1
-    local blob = blobs[b]
-    if blob then
-      s.live[#s.live + 1] = id -- IDs whose record is gone are stale and dropped
-      local t = s.tokens and parse(blob)
-      if t then
-        local eff = t.token
-        if eff == '' then eff = id end
-        if not s.tok[eff] then s.tok[eff] = {id = id, t = t} end
-      end
-    end
-  end
-end
-
--- 2. Decide every job in order, in memory. Scores follow assign_score:
--- after the last seq handed out for the ms (ctr) and after every task
--- already due in that ms (read once per ms, then tracked here).
 local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id')
 local last_ms, last_seq = tonumber(last[1]), tonumber(last[2])
 local id0 = 0
@@ -80,6 +34,10 @@ if last[3] then
   if not string.match(last[3], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises the error HINCRBY would
   id0 = tonumber(last[3])
 end
+
+-- Scores follow assign_score: after the last seq handed out for the ms
+-- (ctr) and after every task already due in that ms (read once per ms,
+-- then tracked here).
 local tops, overflow = {}, 0
 local function assign(ms)
   local spilled = false
@@ -113,63 +71,211 @@ local function assign(ms)
   return nil, C_SEQ
 end
 
+-- new_id is base36(k), with the prefix (all but the last digit) cached:
+-- a batch's IDs are consecutive, so most share it.
+local gen_q, gen_prefix = -1, ''
+local function new_id(k)
+  local q = math.floor(k / 36)
+  if q ~= gen_q then
+    gen_q = q
+    if q == 0 then gen_prefix = '' else gen_prefix = base36(q) end
+  end
+  local d = k % 36
+  if d < 10 then return gen_prefix .. string.char(48 + d) end
+  return gen_prefix .. string.char(87 + d)
+end
+
+-- load reads what a key already holds: its live IDs (those whose record
+-- is gone are stale and dropped), tokens and records (slow path).
+local function load(key, s)
+  local v = redis.call('HGET', ikey(idx, s.ib), key)
+  local ids = {}
+  if v then for id in string.gmatch(v, '[^,]+') do ids[#ids + 1] = id end end
+  if #ids == 0 then return end
+  local blobs = get_recs(tasks, ids)
+  for k, id in ipairs(ids) do
+    local blob = blobs[k]
+    if blob then
+      s.live[#s.live + 1] = id
+      local t = parse(blob)
+      if t then
+        s.old[id] = t
+        local eff = t.token
+        if eff == '' then eff = id end
+        if not s.tok[eff] then s.tok[eff] = {id = id, t = t} end
+      end
+    end
+  end
+end
+
 -- Scores and now go back as integer replies (exact below 2^53).
 local out, o = {now}, 1
 local function put(code, id, st, sc)
   out[o + 1] = code; out[o + 2] = id; out[o + 3] = st; out[o + 4] = sc
   o = o + 4
 end
-local recs, zadds, touched, seen, minscore = {}, {}, {}, {}, nil
-local created, r = 0, 0
-for i = 1, n do
-  local j = 5 * i
-  local key, token = ARGV[j], ARGV[j + 1]
-  local s = bykey[key]
-  local hit = token ~= '' and s.tok[token]
-  if hit then
-    local st, sc
-    if hit.score then st, sc = 'pending', hit.score
-    else st, sc = state_of(due, inflight, dead, hit.id, hit.t) end
-    put(C_DUP, hit.id, st, sc)
-  elseif #s.live >= maxper then
-    put(C_TOO_MANY, '', '', '')
-  else
-    local ms = tonumber(ARGV[j + 4])
-    if ARGV[j + 3] == 'after' then ms = now + ms end
-    local score, code = assign(ms)
-    if not score then
-      put(code, '', '', '')
+local bykey, keylist = {}, {}
+local zadds, minscore = {}, nil
+local created, z = 0, 0
+-- new records, grouped by tasks bucket as they are made: the IDs of a
+-- batch are consecutive, so they fill one bucket after another
+local recb, rorder = {}, {}
+local function add_rec(id, rec)
+  local l = recb[gen_prefix] -- gen_prefix is id's bucket: new_id(id) ran last
+  if not l then
+    l = {}
+    recb[gen_prefix] = l
+    rorder[#rorder + 1] = gen_prefix
+  end
+  local k = #l
+  l[k + 1] = id
+  l[k + 2] = rec
+  return l, k + 2
+end
+
+-- header of a fresh record. Lengths are memoized as text: most keys of a
+-- batch share a length, and number-to-text is the costly part here.
+local lens = {}
+local function len_text(n)
+  local v = lens[n]
+  if not v then
+    v = fmt(n)
+    lens[n] = v
+  end
+  return v
+end
+local function header(flags, s, key, token)
+  return '0,0,' .. flags .. ',' .. s.ib .. ',' .. len_text(#key) .. ',' .. len_text(#token) .. ',0;'
+end
+
+-- expand turns the fast-path state of a key (one task made here) into the
+-- tables the general path keeps, when the key comes back in the batch.
+local function expand(s)
+  s.live = {s.fid}
+  s.tok = {[s.feff] = {id = s.fid, score = s.fscore}}
+  s.old = {}
+  s.pos = {[s.fid] = {s.flist, s.fidx}}
+end
+
+-- create makes (in memory) a fresh record: attempt, fence 0, flags, no
+-- error. F_SOLE marks the only task of its key, so that its ack can drop
+-- the index entry without reading it; a second task clears the mark.
+local function create(key, s, id, token, payload, score)
+  local nlive = #s.live
+  if nlive == 1 then
+    local first = s.live[1]
+    local pos = s.pos[first]
+    if pos then
+      local l, k = pos[1], pos[2]
+      l[k] = '0,0,0,' .. string.sub(l[k], 7) -- '0,0,2,' -> '0,0,0,'
     else
-      created = created + 1
-      local id = base36(id0 + created)
-      -- a fresh record, as build() writes it: attempt, fence, flags 0, no error
-      recs[r + 1] = id
-      recs[r + 2] = '0,0,0,' .. #key .. ',' .. #token .. ',0;' .. key .. token .. ARGV[j + 2]
-      zadds[r + 1] = fmt(score); zadds[r + 2] = id
-      r = r + 2
-      if minscore == nil or score < minscore then minscore = score end
-      s.live[#s.live + 1] = id
-      if not seen[key] then seen[key] = true; touched[#touched + 1] = key end
-      if s.tokens then
-        local eff = token
-        if eff == '' then eff = id end
-        if not s.tok[eff] then s.tok[eff] = {id = id, score = score} end
+      local t = s.old[first]
+      if t and sole(t) then
+        t.flags = t.flags - F_SOLE
+        put_rec(tasks, first, build(t))
       end
-      put(C_OK, id, '', score)
+    end
+  end
+  local flags = '0'
+  if nlive == 0 then flags = '2' end
+  local l, k = add_rec(id, header(flags, s, key, token) .. key .. token .. payload)
+  s.pos[id] = {l, k}
+  zadds[z + 1] = fmt(score)
+  zadds[z + 2] = id
+  z = z + 2
+  if minscore == nil or score < minscore then minscore = score end
+  s.live[nlive + 1] = id
+  s.dirty = true
+  local eff = token
+  if eff == '' then eff = id end
+  if not s.tok[eff] then s.tok[eff] = {id = id, score = score} end
+end
+
+for i = 1, n do
+  local j = 6 * i - 1
+  local key, token = ARGV[j], ARGV[j + 1]
+  local ms = tonumber(ARGV[j + 4])
+  if ARGV[j + 3] == 'after' then ms = now + ms end
+  local s = bykey[key]
+  local done = false
+  if not s then
+    local ib = ARGV[j + 5]
+    if not valid_ib(ib) then return redis.error_reply('delay: bad index bucket ' .. ib) end
+    s = {ib = ib, dirty = false}
+    bykey[key] = s
+    keylist[#keylist + 1] = key
+    -- fast path: no index entry means no task and so no duplicate
+    local id = new_id(id0 + created + 1)
+    if redis.call('HSETNX', ikey(idx, ib), key, id) == 1 then
+      local score, code = assign(ms)
+      if score then
+        created = created + 1
+        -- the only task of its key (F_SOLE); HSETNX wrote its index entry
+        s.flist, s.fidx = add_rec(id, header('2', s, key, token) .. key .. token .. ARGV[j + 2])
+        s.fid, s.fscore = id, score
+        if token == '' then s.feff = id else s.feff = token end
+        zadds[z + 1] = fmt(score)
+        zadds[z + 2] = id
+        z = z + 2
+        if minscore == nil or score < minscore then minscore = score end
+        put(C_OK, id, '', score)
+      else
+        redis.call('HDEL', ikey(idx, ib), key)
+        s.live, s.tok, s.old, s.pos = {}, {}, {}, {}
+        put(code, '', '', '')
+      end
+      done = true
+    else
+      s.live, s.tok, s.old, s.pos = {}, {}, {}, {}
+      load(key, s)
+    end
+  elseif not s.live then
+    expand(s)
+  end
+  if not done then
+    local hit = token ~= '' and s.tok[token]
+    if hit then
+      local st, sc
+      if hit.score then st, sc = 'pending', hit.score
+      else st, sc = state_of(due, inflight, dead, hit.id, hit.t) end
+      put(C_DUP, hit.id, st, sc)
+    elseif #s.live >= maxper then
+      put(C_TOO_MANY, '', '', '')
+    else
+      local score, code = assign(ms)
+      if not score then
+        put(code, '', '', '')
+      else
+        created = created + 1
+        local id = new_id(id0 + created)
+        create(key, s, id, token, ARGV[j + 2], score)
+        put(C_OK, id, '', score)
+      end
     end
   end
 end
 if created == 0 then return out end
 
--- 3. Write: records, index, due set, counters; wake a sleeping worker when
--- the earliest new task is the new head (what one-by-one pushes amount to).
+-- Write: records, index entries that changed, due set, counters; wake a
+-- sleeping worker when the earliest new task is the new head (what
+-- one-by-one pushes amount to).
 local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
-each_slice(recs, 1000, function(...) redis.call('HSET', tasks, ...) end)
-local idxset = {}
-for _, key in ipairs(touched) do
-  idxset[#idxset + 1] = key; idxset[#idxset + 1] = table.concat(bykey[key].live, ',')
+for _, pre in ipairs(rorder) do redis.call('HSET', tasks .. ':' .. pre, unpack(recb[pre])) end
+local ibw, iborder = {}, {}
+for _, key in ipairs(keylist) do
+  local s = bykey[key]
+  if s.dirty then -- a key given a task here, beyond the fast path's entry
+    local g = ibw[s.ib]
+    if not g then
+      g = {}
+      ibw[s.ib] = g
+      iborder[#iborder + 1] = s.ib
+    end
+    g[#g + 1] = key
+    g[#g + 1] = table.concat(s.live, ',')
+  end
 end
-each_slice(idxset, 1000, function(...) redis.call('HSET', idx, ...) end)
+for _, ib in ipairs(iborder) do redis.call('HSET', ikey(idx, ib), unpack(ibw[ib])) end
 each_slice(zadds, 1000, function(...) redis.call('ZADD', due, ...) end)
 redis.call('HSET', ctr, 'ms', fmt(last_ms), 'seq', fmt(last_seq), 'id', fmt(id0 + created))
 if overflow > 0 then redis.call('HINCRBY', stats, 'overflow', overflow) end

@@ -1,5 +1,5 @@
 -- extend.lua: push a held lease's deadline to Redis TIME + lease.
--- KEYS[1] -> tasks HASH   KEYS[2] -> inflight ZSET
+-- KEYS[1] -> tasks base   KEYS[2] -> inflight ZSET
 -- ARGV[1] -> task ID   ARGV[2] -> fence   ARGV[3] -> lease ms
 -- Returns {C_OK, new deadline ms} | {error code}
 local t, code = owned(KEYS[1], KEYS[2], ARGV[1], ARGV[2])

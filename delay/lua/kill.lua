@@ -1,5 +1,5 @@
 -- kill.lua: dead-letter a leased task now (permanent failure).
--- KEYS[1] -> tasks HASH   KEYS[2] -> inflight ZSET   KEYS[3] -> idx HASH
+-- KEYS[1] -> tasks base   KEYS[2] -> inflight ZSET   KEYS[3] -> idx base
 -- KEYS[4] -> dead ZSET    KEYS[5] -> stats HASH
 -- ARGV[1] -> task ID   ARGV[2] -> fence   ARGV[3] -> last error text
 -- Returns {C_DEAD, now} | {C_CANCELLED} (was cancelled: removed) | {error code}

@@ -1,15 +1,26 @@
 -- lib.lua: helpers shared by every delay script. Go prepends this file to
 -- each script body, so it declares no KEYS/ARGV of its own.
 --
--- Task record (one field of the tasks hash, field = task ID):
---   "<attempt>,<fence>,<flags>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
--- flags bit 1 = cancelled while in flight. toklen 0 means the token is the ID.
+-- Bucketed hashes. The tasks and idx keys a script gets in KEYS are base
+-- names: a record lives in the hash <tasks>:<task ID minus its last base-36
+-- digit> (36 consecutive IDs per bucket), an index entry in <idx>:<ib>,
+-- ib = FNV-1a 32 of the business key mod 4096 (computed in Go, stored in the
+-- record). Small hashes stay listpack-encoded, which is what keeps a pending
+-- task near 200 B; the derived names keep the base key's hash tag, so every
+-- key a script touches is still on the slot of its KEYS.
+--
+-- Task record (one field of a tasks bucket, field = task ID):
+--   "<attempt>,<fence>,<flags>,<ib>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
+-- flags: bit 1 (F_CANCELLED) = cancelled while in flight; bit 2 (F_SOLE) = the
+-- only task of its key, so its index entry is exactly its ID (ack drops the
+-- entry without reading it). toklen 0 means the token is the ID.
 -- Scores: (ms - epoch) * mult + seq, mult = 2^bits, exactly score.TimeCodec.
 -- Return codes (mirrored in scripts.go):
 local C_OK, C_DUP, C_NOT_FOUND, C_LEASE_LOST = 0, 1, 2, 3
 local C_BEFORE_EPOCH, C_RANGE, C_TOO_MANY, C_SEQ = 4, 5, 6, 7
 local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
-local F_CANCELLED = 1
+local F_CANCELLED, F_SOLE = 1, 2
+local HEADER = '^(%d+),(%d+),()(%d+),(%d+),(%d+),(%d+),(%d+);()'
 
 local function fmt(n) return string.format('%d', n) end
 
@@ -22,18 +33,30 @@ end
 -- copied: payload_of or build take it from the original blob when needed.
 local function parse(blob)
   if type(blob) ~= 'string' then return nil end
-  local a, f, p3, fl, kl, tl, el, p = string.match(blob, '^(%d+),(%d+),()(%d+),(%d+),(%d+),(%d+);()')
+  local a, f, p3, fl, ib, kl, tl, el, p = string.match(blob, HEADER)
   if not a then return nil end
-  if #a > 9 or #f > 15 or #fl > 3 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
+  if #a > 9 or #f > 15 or #fl > 3 or #ib > 4 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
   kl, tl, el = tonumber(kl), tonumber(tl), tonumber(el)
   if p - 1 + kl + tl + el > #blob then return nil end
   return {
-    attempt = tonumber(a), fence = tonumber(f), flags = tonumber(fl),
+    attempt = tonumber(a), fence = tonumber(f), flags = tonumber(fl), ib = ib,
     key = string.sub(blob, p, p + kl - 1),
     token = string.sub(blob, p + kl, p + kl + tl - 1),
     err = string.sub(blob, p + kl + tl, p + kl + tl + el - 1),
     blob = blob, p3 = p3, poff = p + kl + tl + el,
   }
+end
+
+-- head is parse for the hot path of take: it checks the header as parse
+-- does but builds no table and copies no field. Returns attempt, fence and
+-- the position after the fence, or nil.
+local function head(blob)
+  if type(blob) ~= 'string' then return nil end
+  local a, f, p3, fl, ib, kl, tl, el, p = string.match(blob, HEADER)
+  if not a then return nil end
+  if #a > 9 or #f > 15 or #fl > 3 or #ib > 4 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
+  if p - 1 + tonumber(kl) + tonumber(tl) + tonumber(el) > #blob then return nil end
+  return tonumber(a), tonumber(f), p3
 end
 
 local function payload_of(t)
@@ -42,7 +65,7 @@ local function payload_of(t)
 end
 
 local function build(t)
-  return fmt(t.attempt) .. ',' .. fmt(t.fence) .. ',' .. fmt(t.flags) .. ',' ..
+  return fmt(t.attempt) .. ',' .. fmt(t.fence) .. ',' .. fmt(t.flags) .. ',' .. t.ib .. ',' ..
     fmt(#t.key) .. ',' .. fmt(#t.token) .. ',' .. fmt(#t.err) .. ';' ..
     t.key .. t.token .. t.err .. payload_of(t)
 end
@@ -54,29 +77,133 @@ local function rehead(t)
 end
 
 local function cancelled(t) return t.flags % 2 == 1 end
+local function sole(t) return math.floor(t.flags / 2) % 2 == 1 end
+
+-- tkey is the tasks bucket of a task ID.
+local function tkey(tasks, id) return tasks .. ':' .. string.sub(id, 1, -2) end
+
+-- ikey is the index bucket ib of the idx base key.
+local function ikey(idx, ib) return idx .. ':' .. ib end
+
+-- valid_ib reports whether an index bucket number from ARGV is well formed.
+local function valid_ib(ib) return string.match(ib, '^%d%d?%d?%d?$') ~= nil end
+
+local function get_rec(tasks, id) return redis.call('HGET', tkey(tasks, id), id) end
+local function put_rec(tasks, id, blob) redis.call('HSET', tkey(tasks, id), id, blob) end
+
+-- buckets groups positions of ids by tasks bucket, in first-seen order.
+local function buckets(tasks, ids)
+  local groups, order = {}, {}
+  for i = 1, #ids do
+    local k = tkey(tasks, ids[i])
+    local g = groups[k]
+    if not g then
+      g = {}
+      groups[k] = g
+      order[#order + 1] = k
+    end
+    g[#g + 1] = i
+  end
+  return groups, order
+end
+
+-- get_recs reads the records of ids (false where absent) with one HMGET per
+-- bucket: consecutive IDs share a bucket, so a batch costs a few calls.
+local function get_recs(tasks, ids)
+  local out = {}
+  local groups, order = buckets(tasks, ids)
+  for _, k in ipairs(order) do
+    local g, f = groups[k], {}
+    for j = 1, #g do f[j] = ids[g[j]] end
+    local vals = redis.call('HMGET', k, unpack(f))
+    for j = 1, #g do out[g[j]] = vals[j] end
+  end
+  return out
+end
+
+-- put_recs writes {id1, blob1, id2, blob2, ...} with one HSET per bucket.
+local function put_recs(tasks, pairs_)
+  local ids = {}
+  for i = 1, #pairs_ / 2 do ids[i] = pairs_[2 * i - 1] end
+  local groups, order = buckets(tasks, ids)
+  for _, k in ipairs(order) do
+    local g, args = groups[k], {}
+    for j = 1, #g do
+      args[2 * j - 1] = pairs_[2 * g[j] - 1]
+      args[2 * j] = pairs_[2 * g[j]]
+    end
+    redis.call('HSET', k, unpack(args))
+  end
+end
+
+-- del_recs deletes the records of ids with one HDEL per bucket.
+local function del_recs(tasks, ids)
+  local groups, order = buckets(tasks, ids)
+  for _, k in ipairs(order) do
+    local g, f = groups[k], {}
+    for j = 1, #g do f[j] = ids[g[j]] end
+    redis.call('HDEL', k, unpack(f))
+  end
+end
 
 -- reverse index: field = business key, value = comma-separated task IDs
-local function idx_ids(idx, key)
-  local v = redis.call('HGET', idx, key)
+local function idx_ids(idx, ib, key)
+  local v = redis.call('HGET', ikey(idx, ib), key)
   local out = {}
   if v then for id in string.gmatch(v, '[^,]+') do out[#out + 1] = id end end
   return out
 end
 
-local function idx_set(idx, key, ids)
-  if #ids == 0 then redis.call('HDEL', idx, key)
-  else redis.call('HSET', idx, key, table.concat(ids, ',')) end
+local function idx_set(idx, ib, key, ids)
+  if #ids == 0 then redis.call('HDEL', ikey(idx, ib), key)
+  else redis.call('HSET', ikey(idx, ib), key, table.concat(ids, ',')) end
 end
 
-local function idx_remove(idx, key, id)
-  local ids, out = idx_ids(idx, key), {}
+local function idx_remove(idx, ib, key, id)
+  local ids, out = idx_ids(idx, ib, key), {}
   for _, x in ipairs(ids) do if x ~= id then out[#out + 1] = x end end
-  idx_set(idx, key, out)
+  idx_set(idx, ib, key, out)
+end
+
+-- idx_drop removes gone[key] (a set of IDs) from the index entries of the
+-- keys in keys (each {ib, key}): one read and one write per index bucket.
+local function idx_drop(idx, keys, gone)
+  local groups, order = {}, {}
+  for _, kk in ipairs(keys) do
+    local g = groups[kk[1]]
+    if not g then
+      g = {}
+      groups[kk[1]] = g
+      order[#order + 1] = kk[1]
+    end
+    g[#g + 1] = kk[2]
+  end
+  for _, ib in ipairs(order) do
+    local g, bk = groups[ib], ikey(idx, ib)
+    local lists = redis.call('HMGET', bk, unpack(g))
+    local empty, kept = {}, {}
+    for k, key in ipairs(g) do
+      local drop, left = gone[ib .. '\n' .. key], {}
+      if lists[k] then
+        for x in string.gmatch(lists[k], '[^,]+') do
+          if not drop[x] then left[#left + 1] = x end
+        end
+      end
+      if #left == 0 then
+        empty[#empty + 1] = key
+      else
+        kept[#kept + 1] = key
+        kept[#kept + 1] = table.concat(left, ',')
+      end
+    end
+    if #empty > 0 then redis.call('HDEL', bk, unpack(empty)) end
+    if #kept > 0 then redis.call('HSET', bk, unpack(kept)) end
+  end
 end
 
 local function delete_task(tasks, idx, id, t)
-  redis.call('HDEL', tasks, id)
-  if t then idx_remove(idx, t.key, id) end
+  redis.call('HDEL', tkey(tasks, id), id)
+  if t then idx_remove(idx, t.ib, t.key, id) end
 end
 
 -- assign_score picks the next seq for ms: after the last seq handed out for
@@ -124,13 +251,13 @@ local function to_dead(inflight, dead, tasks, stats, id, t, err, now)
   redis.call('ZREM', inflight, id)
   redis.call('ZADD', dead, fmt(now), id)
   t.err = err
-  redis.call('HSET', tasks, id, build(t))
+  put_rec(tasks, id, build(t))
   redis.call('HINCRBY', stats, 'dead', 1)
 end
 
 -- owned returns the record when (id, fence) holds the current lease.
 local function owned(tasks, inflight, id, fence)
-  local blob = redis.call('HGET', tasks, id)
+  local blob = get_rec(tasks, id)
   if not blob then return nil, C_NOT_FOUND end
   local t = parse(blob)
   if not t then return nil, C_CORRUPT end

@@ -1,5 +1,5 @@
 -- purge.lua: delete dead tasks with their records and index entries.
--- KEYS[1] -> dead ZSET   KEYS[2] -> tasks HASH   KEYS[3] -> idx HASH
+-- KEYS[1] -> dead ZSET   KEYS[2] -> tasks base   KEYS[3] -> idx base
 -- ARGV[1] -> N: also purge the N oldest dead tasks (0 = only the listed IDs; N <= 1000)
 -- ARGV[2..] -> task IDs (at most 1000)
 -- Returns {C_OK, purged}
@@ -13,7 +13,7 @@ end
 local purged = 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', dead, id) == 1 then
-    local blob = redis.call('HGET', tasks, id)
+    local blob = get_rec(tasks, id)
     delete_task(tasks, idx, id, parse(blob))
     purged = purged + 1
   end

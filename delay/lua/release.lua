@@ -2,7 +2,7 @@
 -- never started (shutdown, or a lease too close to its deadline), as if
 -- they had not been taken: back in due at the score they were taken at,
 -- attempt count restored. Each is checked against its fence.
--- KEYS[1] -> tasks HASH   KEYS[2] -> inflight ZSET   KEYS[3] -> idx HASH
+-- KEYS[1] -> tasks base   KEYS[2] -> inflight ZSET   KEYS[3] -> idx base
 -- KEYS[4] -> due ZSET     KEYS[5] -> wake LIST
 -- ARGV[3i-2] -> task ID   ARGV[3i-1] -> fence   ARGV[3i] -> due score it
 --               was taken at   (at most 1000 triples)
@@ -21,7 +21,7 @@ for i = 1, #ARGV, 3 do
       code = C_CANCELLED
     else
       if t.attempt > 0 then t.attempt = t.attempt - 1 end
-      redis.call('HSET', tasks, id, rehead(t))
+      put_rec(tasks, id, rehead(t))
       add_due(due, wake, id, tonumber(ARGV[i + 2]))
       code = C_OK
     end

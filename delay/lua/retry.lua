@@ -1,5 +1,5 @@
 -- retry.lua: give a leased task back with a delay, or dead-letter it.
--- KEYS[1] -> tasks HASH   KEYS[2] -> inflight ZSET   KEYS[3] -> idx HASH
+-- KEYS[1] -> tasks base   KEYS[2] -> inflight ZSET   KEYS[3] -> idx base
 -- KEYS[4] -> due ZSET     KEYS[5] -> dead ZSET       KEYS[6] -> ctr HASH
 -- KEYS[7] -> stats HASH   KEYS[8] -> wake LIST
 -- ARGV[1] -> task ID   ARGV[2] -> fence   ARGV[3] -> delay ms
@@ -26,7 +26,7 @@ local score, c = assign_score(due, ctr, stats, now + tonumber(ARGV[3]),
 if not score then return {c} end
 redis.call('ZREM', inflight, id)
 t.err = ARGV[5]
-redis.call('HSET', tasks, id, build(t))
+put_rec(tasks, id, build(t))
 add_due(due, wake, id, score)
 redis.call('HINCRBY', stats, 'retries', 1)
 return {C_OK, fmt(score), fmt(now)}

@@ -1,5 +1,5 @@
 -- sweep.lua: return at most N expired leases (deadline < Redis TIME) to due.
--- KEYS[1] -> inflight ZSET   KEYS[2] -> tasks HASH   KEYS[3] -> idx HASH
+-- KEYS[1] -> inflight ZSET   KEYS[2] -> tasks base   KEYS[3] -> idx base
 -- KEYS[4] -> due ZSET        KEYS[5] -> dead ZSET    KEYS[6] -> ctr HASH
 -- KEYS[7] -> stats HASH      KEYS[8] -> wake LIST
 -- ARGV[1] -> N (1..1000)   ARGV[2] -> max attempts
@@ -13,7 +13,7 @@ local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', inflight, '-inf', '(' .. fmt(now), 'LIMIT', 0, tonumber(ARGV[1]))
 local back, died, deleted = 0, 0, 0
 for _, id in ipairs(ids) do
-  local blob = redis.call('HGET', tasks, id)
+  local blob = get_rec(tasks, id)
   local t = parse(blob)
   if not t then
     redis.call('ZREM', inflight, id)
@@ -31,7 +31,7 @@ for _, id in ipairs(ids) do
     if score then
       redis.call('ZREM', inflight, id)
       t.err = 'delay: lease expired'
-      redis.call('HSET', tasks, id, build(t))
+      put_rec(tasks, id, build(t))
       add_due(due, wake, id, score)
       back = back + 1
     end

@@ -1,7 +1,8 @@
 -- take.lua: atomically take at most N due tasks (due by Redis TIME), with
--- bulk Redis calls (one ZREM, HMGET, HSET and ZADD per batch, not per task).
+-- bulk Redis calls (one ZREMRANGEBYRANK and ZADD per batch, one HMGET and HSET per
+-- tasks bucket, not per task).
 -- KEYS[1] -> due ZSET   KEYS[2] -> inflight ZSET   KEYS[3] -> dead ZSET
--- KEYS[4] -> tasks HASH KEYS[5] -> ctr HASH        KEYS[6] -> stats HASH
+-- KEYS[4] -> tasks base KEYS[5] -> ctr HASH        KEYS[6] -> stats HASH
 -- ARGV[1] -> N (1..1000)   ARGV[2] -> lease ms
 -- ARGV[3] -> codec epoch ms   ARGV[4] -> 2^bits
 -- Returns {C_OK, now, head due score|'', head lease deadline|'', corrupt count,
@@ -22,53 +23,64 @@ if bound >= 0 then
   if m > 0 then
     local ids = {}
     for i = 1, m do ids[i] = items[2 * i - 1] end
-    redis.call('ZREM', due, unpack(ids))
-    local blobs = redis.call('HMGET', tasks, unpack(ids))
+    -- the m taken are exactly ranks 0..m-1 (LIMIT 0 n from -inf): removing
+    -- them by rank passes no members, which costs far less than ZREM
+    redis.call('ZREMRANGEBYRANK', due, 0, m - 1)
+    local blobs = get_recs(tasks, ids)
     local deadline = fmt(now + lease)
     local fence = redis.call('HINCRBY', ctr, 'fence', m) - m
-    local recs, leases, parked = {}, {}, {}
-    local lat = {}
-    local taken = 0
+    local recs, leases, parked, lat = {}, {}, {}, {}
+    local taken, r, o, np = 0, 0, 5, 0
+    local atext = {} -- attempt numbers as text, memoized (few distinct values)
+    local nowrel = now - epoch
     for i = 1, m do
-      local id, sc = ids[i], items[2 * i]
-      local t = parse(blobs[i])
-      if t then
+      local id, sc, blob = ids[i], items[2 * i], blobs[i]
+      local a, _, p3 = head(blob)
+      if a then
         fence = fence + 1
-        t.attempt = t.attempt + 1
-        t.fence = fence
-        local rec = rehead(t)
-        recs[#recs + 1] = id
-        recs[#recs + 1] = rec
-        leases[#leases + 1] = deadline
-        leases[#leases + 1] = id
-        out[#out + 1] = id
-        out[#out + 1] = sc
-        out[#out + 1] = rec
+        local at = atext[a]
+        if not at then
+          at = fmt(a + 1) .. ','
+          atext[a] = at
+        end
+        local rec = at .. fmt(fence) .. ',' .. string.sub(blob, p3)
+        recs[r + 1] = id
+        recs[r + 2] = rec
+        leases[r + 1] = deadline
+        leases[r + 2] = id
+        r = r + 2
+        out[o + 1] = id
+        out[o + 2] = sc
+        out[o + 3] = rec
+        o = o + 3
         taken = taken + 1
-        local late = now - (math.floor(tonumber(sc) / mult) + epoch)
+        -- bit length of the lateness in ms: frexp's exponent (0 for 0 ms)
+        local late = nowrel - math.floor(tonumber(sc) / mult)
         local b = 0
-        while late > 0 and b < 40 do
-          late = math.floor(late / 2)
-          b = b + 1
+        if late > 0 then
+          local _, e = math.frexp(late)
+          b = e
+          if b > 40 then b = 40 end
         end
         lat[b] = (lat[b] or 0) + 1
-      elseif blobs[i] then
+      elseif blob then
         -- unreadable record: park it in dead so it never blocks the head
-        parked[#parked + 1] = fmt(now)
-        parked[#parked + 1] = id
+        parked[np + 1] = fmt(now)
+        parked[np + 2] = id
+        np = np + 2
       end
     end
     if taken > 0 then
-      redis.call('HSET', tasks, unpack(recs))
+      put_recs(tasks, recs)
       redis.call('ZADD', inflight, unpack(leases))
       redis.call('HINCRBY', stats, 'delivered', taken)
     end
-    if #parked > 0 then
+    if np > 0 then
       redis.call('ZADD', dead, unpack(parked))
-      redis.call('HINCRBY', stats, 'corrupt', #parked / 2)
+      redis.call('HINCRBY', stats, 'corrupt', np / 2)
     end
     for b, c in pairs(lat) do redis.call('HINCRBY', stats, 'lat:' .. b, c) end
-    out[5] = #parked / 2
+    out[5] = np / 2
   end
 end
 local h = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
