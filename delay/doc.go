@@ -82,7 +82,7 @@
 //     retry, panics retry, Permanent(err) / ErrSkipRetry dead-letter at once.
 //     Tests: TestRetryDeadLetter, TestWorkerOutcomes.
 //  8. Cancel and reschedule by business key through the reverse index
-//     (field per key in one hash): O(log N) per task, no scan. Pending tasks
+//     (a field per key in its index bucket): O(log N) per task, no scan. Pending tasks
 //     are removed with their record and index entry; in-flight ones are
 //     marked so that their ack removes them and Retry, Kill or the sweep
 //     delete them instead of retrying; CancelResult says what was found.
@@ -101,22 +101,43 @@
 // # Keys
 //
 // All keys of a queue share the hash tag {q:<name>} (HashTag), so every
-// script touches one slot (TestKeysShareOneSlot on a cluster); a sharded queue composes K queues named
-// <name>:0..<name>:K-1. Each script receives all its keys in KEYS:
+// script touches one slot (TestKeysShareOneSlot, TestBucketLayout on a
+// cluster); a sharded queue composes K queues named <name>:0..<name>:K-1.
 //
-//	<prefix>:{q:<name>}:due       ZSET  task ID -> TimeCodec(due ms, seq)
-//	<prefix>:{q:<name>}:inflight  ZSET  task ID -> lease deadline (Unix ms)
-//	<prefix>:{q:<name>}:dead      ZSET  task ID -> dead-letter time (Unix ms)
-//	<prefix>:{q:<name>}:tasks     HASH  task ID -> record (header, key, token, last error, payload)
-//	<prefix>:{q:<name>}:idx       HASH  business key -> comma-separated task IDs
-//	<prefix>:{q:<name>}:ctr       HASH  id and fence counters; ms and seq of the last score
-//	<prefix>:{q:<name>}:stats     HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt)
-//	<prefix>:{q:<name>}:wake      LIST  ≤ 1 element, expires after 60 s
+//	<prefix>:{q:<name>}:due          ZSET  task ID -> TimeCodec(due ms, seq)
+//	<prefix>:{q:<name>}:inflight     ZSET  task ID -> lease deadline (Unix ms)
+//	<prefix>:{q:<name>}:dead         ZSET  task ID -> dead-letter time (Unix ms)
+//	<prefix>:{q:<name>}:tasks:<b>    HASH  task ID -> record (header, key, token, last error, payload)
+//	<prefix>:{q:<name>}:idx:<ib>     HASH  business key -> comma-separated task IDs
+//	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score
+//	<prefix>:{q:<name>}:stats        HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt)
+//	<prefix>:{q:<name>}:wake         LIST  ≤ 1 element, expires after 60 s
 //
-// Task IDs are base-36 counters. There is no key per task: a pending task
-// with a 25-byte business key costs about 290 B of Redis memory, index and
-// metadata included (TestMemoryPerPendingTask measures it with INFO
-// used_memory over 100k tasks and asserts ≤ 300 B).
+// Task IDs are base-36 counters. Records and index entries live in bucket
+// hashes: <b> is the task ID without its last digit (36 consecutive tasks
+// per bucket), <ib> is FNV-1a 32 of the business key mod [IndexBuckets].
+// Scripts get the fixed keys and the two base names in KEYS and append the
+// bucket suffix; the suffix comes after the hash tag, so a bucket is always
+// on the slot of its base name. An emptied bucket disappears by itself.
+//
+// # Memory
+//
+// There is no key per task, and the buckets are small enough (≤ 36
+// records, about 25 index entries at 100k pending keys) for Redis to keep
+// them listpack-encoded, a few bytes of overhead per field instead of a
+// hashtable entry's ~50. A pending task with a 25-byte business key costs
+// about 200 B of Redis memory, index and metadata included, payload
+// excluded: about 104 B in the due set, 55 B for the record (plus the
+// payload) and 36 B for the index entry (TestMemoryPerPendingTask, INFO used_memory over 100k
+// tasks on a private redis-server). The listpack encoding holds while a
+// record (about 18 B of header, the key, the token, the last error and
+// the payload) fits hash-max-listpack-value (64 B by default) and a bucket
+// holds at most hash-max-listpack-entries fields (128). A record above
+// that turns its bucket into a hashtable: with a 200-byte payload a task
+// costs about 265 B plus the payload. Raising hash-max-listpack-value (say
+// to 512) keeps larger records compact; the queue is correct either way.
+// Beyond about 400k pending business keys per queue (or shard) index
+// buckets outgrow 128 entries the same way.
 //
 // # Worker timing
 //
@@ -167,6 +188,6 @@
 //   - Take+ack loop: b, _ := q.Take(ctx, 100); q.AckMany(ctx, leases).
 //   - Lateness: Task.Lateness (Redis TIME at take minus due time), or a
 //     Recorder as Options.Observer and Recorder.Lateness.Percentile(99).
-//   - Memory: Queue.Keys lists every key; measure INFO used_memory around
-//     an EnqueueBatch of N tasks.
+//   - Memory: measure INFO used_memory around an EnqueueBatch of N tasks
+//     (Queue.Keys lists the fixed keys and the two bucket base names).
 package delay

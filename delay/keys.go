@@ -161,7 +161,8 @@ func newKeys(prefix, name string) keys {
 	}
 }
 
-// all lists every key of the queue (for tests and tooling).
+// all lists the fixed keys of the queue and the base names of its record
+// and index buckets (for the slot guard, tests and tooling).
 func (k keys) all() []string {
 	return []string{k.due, k.inflight, k.dead, k.tasks, k.idx, k.ctr, k.stats, k.wake}
 }
