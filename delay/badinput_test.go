@@ -39,6 +39,8 @@ func TestBadInput(t *testing.T) {
 		}
 		codec20, _ := score.NewTimeCodec(time.Now().Add(-time.Hour), 20) // about 99 days of range
 		q20 := newQ(t, b, Options{Codec: codec20})
+		// the same queue opened with another IndexBuckets than it was created with
+		qOther := newQ(t, b, Options{MaxPayload: 16, Codec: codec, IndexBuckets: 64})
 		enq := func(j Job) func() error {
 			return func() error { _, err := q.Enqueue(ctx, j); return err }
 		}
@@ -89,6 +91,16 @@ func TestBadInput(t *testing.T) {
 			{"queue name too long", newQueue(strings.Repeat("n", MaxNameBytes+1), Options{}), ErrInvalidName},
 			{"prefix with brace", newQueue("q", Options{Prefix: "x{"}), ErrInvalidPrefix},
 			{"negative max payload", newQueue("q", Options{MaxPayload: -1}), ErrInvalidOptions},
+			{"negative index buckets", newQueue("q", Options{IndexBuckets: -1}), ErrInvalidOptions},
+			{"index buckets above max", newQueue("q", Options{IndexBuckets: MaxIndexBuckets + 1}), ErrInvalidOptions},
+			{"other index buckets: enqueue", func() error { _, err := qOther.Enqueue(ctx, Job{Key: "k2"}); return err }, ErrIndexBuckets},
+			{"other index buckets: batch", func() error {
+				res, err := qOther.EnqueueBatch(ctx, []Job{{Key: "k2"}, {Key: "k3"}})
+				return errors.Join(err, res[0].Err, res[1].Err)
+			}, ErrIndexBuckets},
+			{"other index buckets: cancel", func() error { _, err := qOther.Cancel(ctx, "pending"); return err }, ErrIndexBuckets},
+			{"other index buckets: reschedule", func() error { _, err := qOther.Reschedule(ctx, "pending", After(time.Minute)); return err }, ErrIndexBuckets},
+			{"other index buckets: lookup", func() error { _, err := qOther.Lookup(ctx, "pending"); return err }, ErrIndexBuckets},
 			{"cancelled context", func() error { _, err := q.Enqueue(cancelled, Job{Key: "k"}); return err }, context.Canceled},
 			{"cancelled context take", func() error { _, err := q.Take(cancelled, 1); return err }, context.Canceled},
 			{"redis down", func() error { _, err := qDown.Enqueue(ctx, Job{Key: "k"}); return err }, ErrRedis},

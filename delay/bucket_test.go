@@ -71,52 +71,55 @@ func TestIndexFollowsTasks(t *testing.T) {
 	}
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		for ci, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				ctx := testCtx(t)
-				q, err := New(b.Client, fmt.Sprintf("idx%d", ci), Options{Prefix: b.Prefix})
-				if err != nil {
-					t.Fatal(err)
-				}
-				const key = "order:42"
-				held := map[string]*Task{}
-				for si, s := range tc.steps {
-					switch s.op {
-					case "enqueue":
-						mustEnqueue(t, ctx, q, Job{Key: key, Token: s.token})
-					case "batch":
-						res, err := q.EnqueueBatch(ctx, []Job{{Key: key, Token: "a"}, {Key: key, Token: "b"}})
-						if err != nil || res[0].Err != nil || res[1].Err != nil {
-							t.Fatalf("step %d: batch %v %+v", si, err, res)
+			// one bucket: every key shares it, as keys of a large queue share theirs
+			for _, nib := range []int{DefaultIndexBuckets, 1} {
+				t.Run(fmt.Sprintf("%s/buckets=%d", tc.name, nib), func(t *testing.T) {
+					ctx := testCtx(t)
+					q, err := New(b.Client, fmt.Sprintf("idx%d-%d", ci, nib), Options{Prefix: b.Prefix, IndexBuckets: nib})
+					if err != nil {
+						t.Fatal(err)
+					}
+					const key = "order:42"
+					held := map[string]*Task{}
+					for si, s := range tc.steps {
+						switch s.op {
+						case "enqueue":
+							mustEnqueue(t, ctx, q, Job{Key: key, Token: s.token})
+						case "batch":
+							res, err := q.EnqueueBatch(ctx, []Job{{Key: key, Token: "a"}, {Key: key, Token: "b"}})
+							if err != nil || res[0].Err != nil || res[1].Err != nil {
+								t.Fatalf("step %d: batch %v %+v", si, err, res)
+							}
+						case "take":
+							bt := mustTake(t, ctx, q, 1)
+							if len(bt.Tasks) != 1 || bt.Tasks[0].Token != s.token {
+								t.Fatalf("step %d: took %+v, want token %s", si, bt.Tasks, s.token)
+							}
+							held[s.token] = bt.Tasks[0]
+						case "ack":
+							if err := q.Ack(ctx, held[s.token].Lease); err != nil {
+								t.Fatalf("step %d: ack: %v", si, err)
+							}
+						case "cancel":
+							if _, err := q.CancelToken(ctx, key, s.token); err != nil {
+								t.Fatalf("step %d: cancel: %v", si, err)
+							}
 						}
-					case "take":
-						bt := mustTake(t, ctx, q, 1)
-						if len(bt.Tasks) != 1 || bt.Tasks[0].Token != s.token {
-							t.Fatalf("step %d: took %+v, want token %s", si, bt.Tasks, s.token)
-						}
-						held[s.token] = bt.Tasks[0]
-					case "ack":
-						if err := q.Ack(ctx, held[s.token].Lease); err != nil {
-							t.Fatalf("step %d: ack: %v", si, err)
-						}
-					case "cancel":
-						if _, err := q.CancelToken(ctx, key, s.token); err != nil {
-							t.Fatalf("step %d: cancel: %v", si, err)
+						if got := lookupTokens(t, ctx, q, key); got != s.want {
+							t.Fatalf("step %d (%s %s): Lookup %q, want %q", si, s.op, s.token, got, s.want)
 						}
 					}
-					if got := lookupTokens(t, ctx, q, key); got != s.want {
-						t.Fatalf("step %d (%s %s): Lookup %q, want %q", si, s.op, s.token, got, s.want)
+					if tc.steps[len(tc.steps)-1].want != "" {
+						return
 					}
-				}
-				if tc.steps[len(tc.steps)-1].want != "" {
-					return
-				}
-				// nothing of the key is left: no index entry, no record
-				for _, base := range []string{q.k.idx, q.k.tasks} {
-					if n, err := testredis.CountKeys(ctx, b.Client, base+":"); err != nil || n != 0 {
-						t.Fatalf("%d keys left under %s: (%v)", n, base, err)
+					// nothing of the key is left: no index entry, no record
+					for _, base := range []string{q.k.idx, q.k.tasks} {
+						if n, err := testredis.CountKeys(ctx, b.Client, base+":"); err != nil || n != 0 {
+							t.Fatalf("%d keys left under %s: (%v)", n, base, err)
+						}
 					}
-				}
-			})
+				})
+			}
 		}
 	})
 }

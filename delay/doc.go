@@ -115,7 +115,9 @@
 //
 // Task IDs are base-36 counters. Records and index entries live in bucket
 // hashes: <b> is the task ID without its last digit (36 consecutive tasks
-// per bucket), <ib> is FNV-1a 32 of the business key mod [IndexBuckets].
+// per bucket), <ib> is FNV-1a 32 of the business key mod
+// Options.IndexBuckets (default [DefaultIndexBuckets], 1024), a count the
+// queue keeps for life (another one gets [ErrIndexBuckets]).
 // Scripts get the fixed keys and the two base names in KEYS and append the
 // bucket suffix; the suffix comes after the hash tag, so a bucket is always
 // on the slot of its base name. An emptied bucket disappears by itself.
@@ -123,21 +125,24 @@
 // # Memory
 //
 // There is no key per task, and the buckets are small enough (≤ 36
-// records, about 25 index entries at 100k pending keys) for Redis to keep
-// them listpack-encoded, a few bytes of overhead per field instead of a
-// hashtable entry's ~50. A pending task with a 25-byte business key costs
-// about 200 B of Redis memory, index and metadata included, payload
-// excluded: about 104 B in the due set, 55 B for the record (plus the
-// payload) and 36 B for the index entry (TestMemoryPerPendingTask, INFO used_memory over 100k
-// tasks on a private redis-server). The listpack encoding holds while a
+// records; about 100 index entries at 100k pending keys with the default
+// 1024 index buckets) for Redis to keep them listpack-encoded, a few bytes
+// of overhead per field instead of a hashtable entry's ~50. A pending task
+// with a 25-byte business key costs about 200 B of Redis memory, index and
+// metadata included, payload excluded: about 104 B in the due set, 55 B
+// for the record (plus the payload) and 36 B for the index entry; 213 B at
+// 20k pending tasks, where each index bucket's own ~100 B is shared by
+// fewer keys (TestMemoryPerPendingTask, INFO used_memory on a private
+// redis-server). The listpack encoding holds while a
 // record (about 18 B of header, the key, the token, the last error and
 // the payload) fits hash-max-listpack-value (64 B by default) and a bucket
 // holds at most hash-max-listpack-entries fields (128). A record above
 // that turns its bucket into a hashtable: with a 200-byte payload a task
 // costs about 265 B plus the payload. Raising hash-max-listpack-value (say
 // to 512) keeps larger records compact; the queue is correct either way.
-// Beyond about 400k pending business keys per queue (or shard) index
-// buckets outgrow 128 entries the same way.
+// Past about 100 pending business keys per index bucket (100k with the
+// default) buckets start to outgrow 128 entries the same way: size
+// Options.IndexBuckets to the peak pending keys / 100, or shard.
 //
 // # Worker timing
 //

@@ -104,7 +104,7 @@ func badRune(s string, name bool) (rune, bool) {
 //	<prefix>:{q:<name>}:tasks:<b>   HASH  task ID -> record (metadata + payload);
 //	                                      b = the ID without its last base-36 digit
 //	<prefix>:{q:<name>}:idx:<ib>    HASH  business key -> comma-separated task IDs;
-//	                                      ib = FNV-1a 32 of the key mod IndexBuckets
+//	                                      ib = FNV-1a 32 of the key mod Options.IndexBuckets
 //	<prefix>:{q:<name>}:ctr         HASH  id, fence counters; ms, seq of the last score
 //	<prefix>:{q:<name>}:stats       HASH  overflow, retries, dead, expired, ... counters
 //	<prefix>:{q:<name>}:wake        LIST  at most one element; pushed when the head moves earlier
@@ -115,12 +115,8 @@ func badRune(s string, name bool) (rune, bool) {
 // name, so it carries the queue's hash tag and stays on the queue's slot.
 type keys struct {
 	due, inflight, dead, tasks, idx, ctr, stats, wake string
+	nib                                               int // Options.IndexBuckets
 }
-
-// IndexBuckets is the number of index buckets of a queue. With Redis's
-// default hash-max-listpack-entries (128) the index stays compact up to
-// about 4096 × 100 business keys pending at once per queue (or shard).
-const IndexBuckets = 4096
 
 // taskBucket is the hash that holds the record of task id (tkey in lib.lua).
 func (k keys) taskBucket(id string) string {
@@ -132,24 +128,25 @@ func (k keys) taskBucket(id string) string {
 
 // indexBucket is the index bucket of a business key (ikey in lib.lua).
 func (k keys) indexBucket(key string) string {
-	return k.idx + ":" + strconv.Itoa(indexBucketOf(key))
+	return k.idx + ":" + strconv.Itoa(k.ib(key))
 }
 
-// indexBucketOf is FNV-1a 32 of key mod IndexBuckets. The number is stored
-// in each record, so Lua never hashes; only the key-based calls (enqueue,
+// ib is FNV-1a 32 of key mod the bucket count. The number is stored in
+// each record, so Lua never hashes; only the key-based calls (enqueue,
 // cancel, reschedule, lookup) compute it, here.
-func indexBucketOf(key string) int {
+func (k keys) ib(key string) int {
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
 		h ^= uint32(key[i])
 		h *= 16777619
 	}
-	return int(h % IndexBuckets)
+	return int(h % uint32(k.nib))
 }
 
-func newKeys(prefix, name string) keys {
+func newKeys(prefix, name string, nib int) keys {
 	base := prefix + ":" + HashTag(name) + ":"
 	return keys{
+		nib:      nib,
 		due:      base + "due",
 		inflight: base + "inflight",
 		dead:     base + "dead",

@@ -35,7 +35,7 @@ func (q *Queue) CancelToken(ctx context.Context, key, token string) (CancelResul
 		return CancelResult{}, err
 	}
 	r, err := run(ctx, q.c, scriptCancel, "cancel",
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, key, token, indexBucketOf(key))
+		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats, q.k.ctr}, key, token, q.k.ib(key), q.o.IndexBuckets)
 	if err != nil {
 		return CancelResult{}, err
 	}
@@ -72,7 +72,7 @@ func (q *Queue) RescheduleToken(ctx context.Context, key, token string, w When) 
 	}
 	r, err := run(ctx, q.c, scriptReschedule, "reschedule",
 		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
-		key, token, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), indexBucketOf(key))
+		key, token, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), q.k.ib(key), q.o.IndexBuckets)
 	if err != nil {
 		return RescheduleResult{}, err
 	}
@@ -105,9 +105,12 @@ func (q *Queue) Lookup(ctx context.Context, key string) ([]TaskInfo, error) {
 		return nil, err
 	}
 	r, err := run(ctx, q.c, scriptLookup, "lookup",
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead}, key, indexBucketOf(key))
+		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr}, key, q.k.ib(key), q.o.IndexBuckets)
 	if err != nil {
 		return nil, err
+	}
+	if err := codeErr(r.int(0)); err != nil {
+		return nil, fmt.Errorf("delay: lookup: %w", err)
 	}
 	var out []TaskInfo
 	var bad error

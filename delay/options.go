@@ -13,6 +13,12 @@ const (
 	DefaultMaxPayload  = 1 << 20
 	DefaultLease       = 30 * time.Second
 	DefaultMaxAttempts = 25
+	// DefaultIndexBuckets is the index bucket count when
+	// Options.IndexBuckets is 0: compact up to about 100k pending business
+	// keys per queue (or shard).
+	DefaultIndexBuckets = 1024
+	// MaxIndexBuckets bounds Options.IndexBuckets.
+	MaxIndexBuckets = 1 << 16
 	// MaxBatch is the largest Take, sweep, requeue or purge batch: Lua unpack
 	// breaks near 8k on Redis and 5k on miniredis, and scripts stay short.
 	MaxBatch = 1000
@@ -39,6 +45,14 @@ type Options struct {
 	// Backoff gives the Retry delay after a failed delivery (attempt counts
 	// deliveries, from 1). Default: DefaultBackoff.
 	Backoff func(attempt int) time.Duration
+	// IndexBuckets is the number of hashes the reverse index (business key
+	// -> task IDs) is spread over, 1..MaxIndexBuckets. Redis keeps a bucket
+	// compact (listpack) up to hash-max-listpack-entries fields (128 by
+	// default), so size it to about the peak number of pending business
+	// keys / 100; each bucket in use costs about 100 B of its own. It is
+	// fixed for the life of the queue: enqueue records it and refuses
+	// another value with ErrIndexBuckets. Default DefaultIndexBuckets (1024).
+	IndexBuckets int
 	// Observer receives events (deliveries with lateness, retries, dead
 	// letters, errors). Default: NopObserver.
 	Observer Observer
@@ -95,6 +109,12 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: MaxAttempts %d", ErrInvalidOptions, o.MaxAttempts)
 	case o.MaxAttempts == 0:
 		o.MaxAttempts = DefaultMaxAttempts
+	}
+	switch {
+	case o.IndexBuckets < 0 || o.IndexBuckets > MaxIndexBuckets:
+		return o, fmt.Errorf("%w: IndexBuckets %d (allowed 1..%d)", ErrInvalidOptions, o.IndexBuckets, MaxIndexBuckets)
+	case o.IndexBuckets == 0:
+		o.IndexBuckets = DefaultIndexBuckets
 	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff

@@ -47,7 +47,7 @@ func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := newKeys(o.Prefix, name)
+	k := newKeys(o.Prefix, name, o.IndexBuckets)
 	// Names and prefixes without braces cannot move a key off the queue's
 	// tag; checking the whole layout once here makes that a tested fact.
 	if err := checkSlot("new", k.all()); err != nil {
@@ -209,12 +209,12 @@ type enqueueCall struct {
 }
 
 func (q *Queue) newEnqueueCall() enqueueCall {
-	return enqueueCall{args: []any{q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey}}
+	return enqueueCall{args: []any{q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey, q.o.IndexBuckets}}
 }
 
-func (c *enqueueCall) add(i int, j Job, mode string, v int64) {
+func (c *enqueueCall) add(i int, j Job, mode string, v int64, ib int) {
 	c.idx = append(c.idx, i)
-	c.args = append(c.args, j.Key, j.Token, j.Payload, mode, v, indexBucketOf(j.Key))
+	c.args = append(c.args, j.Key, j.Token, j.Payload, mode, v, ib)
 }
 
 func (q *Queue) evalEnqueue(ctx context.Context, c redis.Scripter, call enqueueCall) *redis.Cmd {
@@ -230,7 +230,7 @@ func (q *Queue) Enqueue(ctx context.Context, j Job) (Enqueued, error) {
 	}
 	sent := q.o.Now()
 	r, err := run(ctx, q.c, scriptEnqueueOne, "enqueue", q.enqueueKeys(),
-		j.Key, j.Token, j.Payload, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey, indexBucketOf(j.Key))
+		j.Key, j.Token, j.Payload, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey, q.k.ib(j.Key), q.o.IndexBuckets)
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -324,7 +324,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error
 				calls = append(calls, call)
 				call, size = q.newEnqueueCall(), 0
 			}
-			call.add(p.i, j, p.mode, p.v)
+			call.add(p.i, j, p.mode, p.v, q.k.ib(j.Key))
 			size += n
 		}
 		calls = append(calls, call)

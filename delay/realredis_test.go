@@ -108,14 +108,15 @@ func TestMemoryPerPendingTask(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: r.addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	cases := []struct {
-		payload, idDigits int     // idDigits 0: a fresh counter (IDs "1" to "255r")
-		budget            float64 // B per task, payload excluded
+		n, payload, idDigits int     // idDigits 0: a fresh counter (IDs from "1")
+		budget               float64 // B per task, payload excluded
 	}{
-		{0, 0, 230}, {16, 0, 230}, {16, 6, 240}, {200, 0, 300},
+		{100_000, 0, 0, 230}, {100_000, 16, 0, 230}, {100_000, 16, 6, 240}, {100_000, 200, 0, 300},
+		{20_000, 16, 0, 240}, // fewer keys per index bucket: the buckets' own cost shows
 	}
 	for _, tc := range cases {
-		t.Run(fmt.Sprintf("payload=%d/ids=%d", tc.payload, tc.idDigits), func(t *testing.T) {
-			q, err := New(c, fmt.Sprintf("mem%d-%d", tc.payload, tc.idDigits), Options{})
+		t.Run(fmt.Sprintf("tasks=%d/payload=%d/ids=%d", tc.n, tc.payload, tc.idDigits), func(t *testing.T) {
+			q, err := New(c, fmt.Sprintf("mem%d-%d-%d", tc.n, tc.payload, tc.idDigits), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,7 +129,7 @@ func TestMemoryPerPendingTask(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			const n = 100_000
+			n := tc.n
 			before := usedMemory(t, ctx, c)
 			jobs := make([]Job, 0, 1000)
 			p := make([]byte, tc.payload)
@@ -147,7 +148,7 @@ func TestMemoryPerPendingTask(t *testing.T) {
 				}
 			}
 			after := usedMemory(t, ctx, c)
-			per := float64(after-before)/n - float64(tc.payload)
+			per := float64(after-before)/float64(n) - float64(tc.payload)
 			ids := "IDs from 1"
 			if tc.idDigits > 0 {
 				ids = fmt.Sprintf("%d-digit IDs", tc.idDigits)

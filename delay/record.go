@@ -57,7 +57,7 @@ func decodeRecord(blob string, maxPayload int) (rec record, err error) {
 		}
 	}
 	body := blob[end+1:]
-	if n[3] >= IndexBuckets {
+	if n[3] >= MaxIndexBuckets {
 		return record{}, fmt.Errorf("%w: index bucket %d", ErrCorrupt, n[3])
 	}
 	kl, tl, el := n[4], n[5], n[6]
@@ -83,9 +83,8 @@ func decodeRecord(blob string, maxPayload int) (rec record, err error) {
 	return rec, nil
 }
 
-// encodeRecord is the Go twin of lib.lua's build (used by tests to plant
-// data). ib is taken from the key, as enqueue stores it.
+// encodeRecord is the Go twin of lib.lua's build (used by tests to plant data).
 func encodeRecord(r record) string {
-	return fmt.Sprintf("%d,%d,%d,%d,%d,%d,%d;%s%s%s%s", r.attempt, r.fence, r.flags, indexBucketOf(r.key),
+	return fmt.Sprintf("%d,%d,%d,%d,%d,%d,%d;%s%s%s%s", r.attempt, r.fence, r.flags, r.ib,
 		len(r.key), len(r.token), len(r.err), r.key, r.token, r.err, r.payload)
 }

@@ -16,7 +16,7 @@ local tasks, inflight, idx, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 -- copies, and this loop runs once per task. nil means unreadable.
 local function fields(blob)
   local a, f, fl, ib, kl, tl, el, p = string.match(blob, '^(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+);()')
-  if not a or #a > 9 or #f > 15 or #fl > 3 or #ib > 4 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
+  if not a or #a > 9 or #f > 15 or #fl > 3 or #ib > 5 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
   kl = tonumber(kl)
   if p - 1 + kl + tonumber(tl) + tonumber(el) > #blob then return nil end
   return {fence = f, flags = tonumber(fl), ib = ib, key = string.sub(blob, p, p + kl - 1)}

@@ -7,7 +7,7 @@
 -- ARGV[5] -> at: absolute Unix ms; after: delay ms from Redis TIME
 -- ARGV[6] -> codec epoch ms  ARGV[7] -> 2^bits   ARGV[8] -> codec max ms offset
 -- ARGV[9] -> max tasks per business key
--- ARGV[10] -> index bucket of the business key (0..4095)
+-- ARGV[10] -> index bucket of the business key   ARGV[11] -> bucket count
 -- Returns {C_OK, id, score, now} | {C_DUP, id, state, score, now} | {code}
 -- (new scores and now as integer replies, exact below 2^53)
 local due, inflight, dead, tasks, idx, ctr, stats, wake =
@@ -42,7 +42,8 @@ if ARGV[4] == 'after' then ms = now + ms end
 -- assign_score inlined, so that the ms/seq and the id counter are read in
 -- one HMGET and written in one HSET (one call fewer than assign_score plus
 -- HINCRBY).
-local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id')
+local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id', 'nib')
+if last[4] and last[4] ~= ARGV[11] then return {C_INDEX} end
 if last[3] and not string.match(last[3], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises HINCRBY's error
 local last_ms, last_seq = tonumber(last[1]), tonumber(last[2])
 local score, spilled = nil, false
@@ -82,6 +83,6 @@ put_rec(tasks, id, '0,0,' .. flags .. ',' .. ib .. ',' .. #key .. ',' .. #token 
 live[#live + 1] = id
 idx_set(idx, ib, key, live)
 add_due(due, wake, id, score)
-redis.call('HSET', ctr, 'ms', fmt(ms), 'seq', fmt(last_seq), 'id', fmt(n))
+redis.call('HSET', ctr, 'ms', fmt(ms), 'seq', fmt(last_seq), 'id', fmt(n), 'nib', ARGV[11])
 if spilled then redis.call('HINCRBY', stats, 'overflow', 1) end
 return {C_OK, id, score, now}

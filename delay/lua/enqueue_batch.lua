@@ -9,8 +9,8 @@
 -- KEYS[4] -> tasks base      KEYS[5] -> idx base        KEYS[6] -> ctr HASH
 -- KEYS[7] -> stats HASH      KEYS[8] -> wake LIST
 -- ARGV[1] -> codec epoch ms  ARGV[2] -> 2^bits   ARGV[3] -> codec max ms offset
--- ARGV[4] -> max tasks per business key
--- ARGV[6*i-1 .. 6*i+4] -> job i (i = 1..n): business key, token ('' =
+-- ARGV[4] -> max tasks per business key   ARGV[5] -> index bucket count
+-- ARGV[6*i .. 6*i+5] -> job i (i = 1..n): business key, token ('' =
 --   generate: the token is the ID), payload, 'at' | 'after', at: absolute
 --   Unix ms / after: delay ms from Redis TIME, index bucket of the key
 -- Returns {now, then per job i: code, id, state, score}, '' where a field has
@@ -19,7 +19,7 @@
 local due, inflight, dead, tasks, idx, ctr, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local epoch, mult, maxrel, maxper = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local n = math.floor((#ARGV - 4) / 6)
+local n = math.floor((#ARGV - 5) / 6)
 local now = now_ms()
 
 -- variadic calls in slices of at most 1000 arguments (unpack limits)
@@ -27,7 +27,7 @@ local function each_slice(list, step, fn)
   for i = 1, #list, step do fn(unpack(list, i, math.min(i + step - 1, #list))) end
 end
 
-local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id')
+local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id', 'nib')
 local last_ms, last_seq = tonumber(last[1]), tonumber(last[2])
 local id0 = 0
 if last[3] then
@@ -191,8 +191,13 @@ local function create(key, s, id, token, payload, score)
   if not s.tok[eff] then s.tok[eff] = {id = id, score = score} end
 end
 
+if last[4] and last[4] ~= ARGV[5] then -- created with another bucket count
+  for _ = 1, n do put(C_INDEX, '', '', '') end
+  return out
+end
+
 for i = 1, n do
-  local j = 6 * i - 1
+  local j = 6 * i
   local key, token = ARGV[j], ARGV[j + 1]
   local ms = tonumber(ARGV[j + 4])
   if ARGV[j + 3] == 'after' then ms = now + ms end
@@ -277,7 +282,7 @@ for _, key in ipairs(keylist) do
 end
 for _, ib in ipairs(iborder) do redis.call('HSET', ikey(idx, ib), unpack(ibw[ib])) end
 each_slice(zadds, 1000, function(...) redis.call('ZADD', due, ...) end)
-redis.call('HSET', ctr, 'ms', fmt(last_ms), 'seq', fmt(last_seq), 'id', fmt(id0 + created))
+redis.call('HSET', ctr, 'ms', fmt(last_ms), 'seq', fmt(last_seq), 'id', fmt(id0 + created), 'nib', ARGV[5])
 if overflow > 0 then redis.call('HINCRBY', stats, 'overflow', overflow) end
 if (not head[2]) or minscore < tonumber(head[2]) then
   redis.call('LPUSH', wake, '1')

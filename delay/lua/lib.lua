@@ -4,8 +4,9 @@
 -- Bucketed hashes. The tasks and idx keys a script gets in KEYS are base
 -- names: a record lives in the hash <tasks>:<task ID minus its last base-36
 -- digit> (36 consecutive IDs per bucket), an index entry in <idx>:<ib>,
--- ib = FNV-1a 32 of the business key mod 4096 (computed in Go, stored in the
--- record). Small hashes stay listpack-encoded, which is what keeps a pending
+-- ib = FNV-1a 32 of the business key mod the queue's bucket count (computed
+-- in Go, stored in the record; ctr field 'nib' holds the count, and a call
+-- that brings another count gets C_INDEX). Small hashes stay listpack-encoded, which is what keeps a pending
 -- task near 200 B; the derived names keep the base key's hash tag, so every
 -- key a script touches is still on the slot of its KEYS.
 --
@@ -18,7 +19,7 @@
 -- Return codes (mirrored in scripts.go):
 local C_OK, C_DUP, C_NOT_FOUND, C_LEASE_LOST = 0, 1, 2, 3
 local C_BEFORE_EPOCH, C_RANGE, C_TOO_MANY, C_SEQ = 4, 5, 6, 7
-local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
+local C_CORRUPT, C_CANCELLED, C_DEAD, C_INDEX = 8, 9, 10, 11
 local F_CANCELLED, F_SOLE = 1, 2
 local HEADER = '^(%d+),(%d+),()(%d+),(%d+),(%d+),(%d+),(%d+);()'
 
@@ -35,7 +36,7 @@ local function parse(blob)
   if type(blob) ~= 'string' then return nil end
   local a, f, p3, fl, ib, kl, tl, el, p = string.match(blob, HEADER)
   if not a then return nil end
-  if #a > 9 or #f > 15 or #fl > 3 or #ib > 4 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
+  if #a > 9 or #f > 15 or #fl > 3 or #ib > 5 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
   kl, tl, el = tonumber(kl), tonumber(tl), tonumber(el)
   if p - 1 + kl + tl + el > #blob then return nil end
   return {
@@ -54,7 +55,7 @@ local function head(blob)
   if type(blob) ~= 'string' then return nil end
   local a, f, p3, fl, ib, kl, tl, el, p = string.match(blob, HEADER)
   if not a then return nil end
-  if #a > 9 or #f > 15 or #fl > 3 or #ib > 4 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
+  if #a > 9 or #f > 15 or #fl > 3 or #ib > 5 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
   if p - 1 + tonumber(kl) + tonumber(tl) + tonumber(el) > #blob then return nil end
   return tonumber(a), tonumber(f), p3
 end
@@ -86,7 +87,14 @@ local function tkey(tasks, id) return tasks .. ':' .. string.sub(id, 1, -2) end
 local function ikey(idx, ib) return idx .. ':' .. ib end
 
 -- valid_ib reports whether an index bucket number from ARGV is well formed.
-local function valid_ib(ib) return string.match(ib, '^%d%d?%d?%d?$') ~= nil end
+local function valid_ib(ib) return string.match(ib, '^%d%d?%d?%d?%d?$') ~= nil end
+
+-- nib_differs reports whether the queue was created with another index
+-- bucket count than nib (ARGV text).
+local function nib_differs(ctr, nib)
+  local v = redis.call('HGET', ctr, 'nib')
+  return v and v ~= nib
+end
 
 local function get_rec(tasks, id) return redis.call('HGET', tkey(tasks, id), id) end
 local function put_rec(tasks, id, blob) redis.call('HSET', tkey(tasks, id), id, blob) end

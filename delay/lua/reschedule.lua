@@ -5,13 +5,14 @@
 -- ARGV[1] -> business key   ARGV[2] -> token ('' = every task of the key)
 -- ARGV[3] -> 'at' | 'after'   ARGV[4] -> Unix ms | delay ms
 -- ARGV[5] -> codec epoch ms   ARGV[6] -> 2^bits   ARGV[7] -> codec max ms offset
--- ARGV[8] -> index bucket of the key (0..4095)
+-- ARGV[8] -> index bucket of the key   ARGV[9] -> bucket count
 -- Returns {C_OK, pending moved, in flight (untouched), dead (untouched), new score|''}
 --       | {C_BEFORE_EPOCH|C_RANGE|C_SEQ}
 local idx, tasks, due, inflight, dead, ctr, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local key, token, ib = ARGV[1], ARGV[2], ARGV[8]
 if not valid_ib(ib) then return {C_CORRUPT} end
+if nib_differs(ctr, ARGV[9]) then return {C_INDEX} end
 local epoch, mult, maxrel = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
 local ms = tonumber(ARGV[4])
