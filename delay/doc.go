@@ -94,7 +94,7 @@
 //     lacks (idempotent, same key and token) and removes pending tasks due
 //     before the bound that the source lacks, in batches. Test: TestReconcile.
 //
-// Bad input (TestBadInput, 36 rows) gets a typed error and writes nothing;
+// Bad input (TestBadInput, 43 rows) gets a typed error and writes nothing;
 // corrupt records planted in Redis give ErrCorrupt and never a panic or a
 // stuck head (TestCorruptRecords, TestDecodeRecordNeverPanics, FuzzDecodeRecord).
 //
@@ -116,7 +116,7 @@
 // Task IDs are base-36 counters. Records and index entries live in bucket
 // hashes: <b> is the task ID without its last digit (36 consecutive tasks
 // per bucket), <ib> is FNV-1a 32 of the business key mod
-// Options.IndexBuckets (default [DefaultIndexBuckets], 1024), a count the
+// Options.IndexBuckets (default [DefaultIndexBuckets], 2048), a count the
 // queue keeps for life (another one gets [ErrIndexBuckets]).
 // Scripts get the fixed keys and the two base names in KEYS and append the
 // bucket suffix; the suffix comes after the hash tag, so a bucket is always
@@ -125,14 +125,14 @@
 // # Memory
 //
 // There is no key per task, and the buckets are small enough (≤ 36
-// records; about 100 index entries at 100k pending keys with the default
-// 1024 index buckets) for Redis to keep them listpack-encoded, a few bytes
+// records; about 50 index entries at 100k pending keys with the default
+// 2048 index buckets) for Redis to keep them listpack-encoded, a few bytes
 // of overhead per field instead of a hashtable entry's ~50. A pending task
 // with a 25-byte business key costs about 200 B of Redis memory, index and
 // metadata included, payload excluded: about 104 B in the due set, 55 B
-// for the record (plus the payload) and 36 B for the index entry; 213 B at
-// 20k pending tasks, where each index bucket's own ~100 B is shared by
-// fewer keys (TestMemoryPerPendingTask, INFO used_memory on a private
+// for the record (plus the payload) and 36 B for the index entry; about
+// 220 B at 20k pending tasks, where each index bucket's own ~100 B is
+// shared by fewer keys (TestMemoryPerPendingTask, INFO used_memory on a private
 // redis-server). The listpack encoding holds while a
 // record (about 18 B of header, the key, the token, the last error and
 // the payload) fits hash-max-listpack-value (64 B by default) and a bucket
@@ -140,9 +140,10 @@
 // that turns its bucket into a hashtable: with a 200-byte payload a task
 // costs about 265 B plus the payload. Raising hash-max-listpack-value (say
 // to 512) keeps larger records compact; the queue is correct either way.
-// Past about 100 pending business keys per index bucket (100k with the
-// default) buckets start to outgrow 128 entries the same way: size
-// Options.IndexBuckets to the peak pending keys / 100, or shard.
+// Past about 128 pending business keys per index bucket (some 200k with
+// the default) buckets start to outgrow the listpack the same way, and
+// well before that a fuller listpack is slower to search: size
+// Options.IndexBuckets to the peak pending keys / 50, or shard.
 //
 // # Worker timing
 //

@@ -14,9 +14,9 @@ const (
 	DefaultLease       = 30 * time.Second
 	DefaultMaxAttempts = 25
 	// DefaultIndexBuckets is the index bucket count when
-	// Options.IndexBuckets is 0: compact up to about 100k pending business
-	// keys per queue (or shard).
-	DefaultIndexBuckets = 1024
+	// Options.IndexBuckets is 0: compact and quick up to about 100k pending
+	// business keys per queue (or shard).
+	DefaultIndexBuckets = 2048
 	// MaxIndexBuckets bounds Options.IndexBuckets.
 	MaxIndexBuckets = 1 << 16
 	// MaxBatch is the largest Take, sweep, requeue or purge batch: Lua unpack
@@ -48,10 +48,13 @@ type Options struct {
 	// IndexBuckets is the number of hashes the reverse index (business key
 	// -> task IDs) is spread over, 1..MaxIndexBuckets. Redis keeps a bucket
 	// compact (listpack) up to hash-max-listpack-entries fields (128 by
-	// default), so size it to about the peak number of pending business
-	// keys / 100; each bucket in use costs about 100 B of its own. It is
-	// fixed for the life of the queue: enqueue records it and refuses
-	// another value with ErrIndexBuckets. Default DefaultIndexBuckets (1024).
+	// default), but a listpack is searched linearly: measured here, an
+	// insert cost 1.7 µs at ~50 keys per bucket and 3.2 µs at ~200 (0.8 µs
+	// in one big hash). Size it to about the peak number of pending
+	// business keys / 50; each bucket in use also costs about 100 B of its
+	// own, which is what small queues pay. It is fixed for the life of the
+	// queue: enqueue records it and refuses another value with
+	// ErrIndexBuckets. Default DefaultIndexBuckets (2048).
 	IndexBuckets int
 	// Observer receives events (deliveries with lateness, retries, dead
 	// letters, errors). Default: NopObserver.
