@@ -89,7 +89,8 @@
 //     Reschedule moves pending tasks and reports in-flight ones untouched.
 //     Tests: TestCancelReschedule, TestSweepDeletesCancelled,
 //     TestNothingLeaks10k (10k tasks through every path, then only the
-//     counter keys remain).
+//     counter keys remain), TestIndexFollowsTasks (the index entry of a key
+//     through every way a second task can join or leave it).
 //  9. Reconcile. Queue.Reconcile lists a Source in pages, re-adds what Redis
 //     lacks (idempotent, same key and token) and removes pending tasks due
 //     before the bound that the source lacks, in batches. Test: TestReconcile.
