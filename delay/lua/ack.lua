@@ -12,13 +12,11 @@
 local tasks, inflight, idx, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
 -- fields reads what ack needs of a record (fence as text, flags, index
--- bucket, key) with one match and one copy: parse builds a table and three
--- copies, and this loop runs once per task. nil means unreadable.
+-- bucket, key) with one copy: parse makes three, and this loop runs once
+-- per task. nil means unreadable.
 local function fields(blob)
-  local a, f, fl, ib, kl, tl, el, p = string.match(blob, '^(%d+),(%d+),(%d+),(%d+),(%d+),(%d+),(%d+);()')
-  if not a or #a > 9 or #f > 15 or #fl > 3 or #ib > 5 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
-  kl = tonumber(kl)
-  if p - 1 + kl + tonumber(tl) + tonumber(el) > #blob then return nil end
+  local a, f, _, fl, ib, kl, _, _, p = header(blob)
+  if not a then return nil end
   return {fence = f, flags = tonumber(fl), ib = ib, key = string.sub(blob, p, p + kl - 1)}
 end
 local n = #ARGV / 2
@@ -45,12 +43,7 @@ for i = 1, n do
     gone[id] = true
     removed[#removed + 1] = id
     if sole(t) then -- its index entry is exactly this ID: delete it unread
-      local g = soles[t.ib]
-      if not g then
-        g = {}
-        soles[t.ib] = g
-        sorder[#sorder + 1] = t.ib
-      end
+      local g = group(soles, sorder, t.ib)
       g[#g + 1] = t.key
     else
       local kk = t.ib .. '\n' .. t.key

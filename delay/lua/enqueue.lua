@@ -39,35 +39,15 @@ if #live >= tonumber(ARGV[9]) then return {C_TOO_MANY} end
 
 local ms = tonumber(ARGV[5])
 if ARGV[4] == 'after' then ms = now + ms end
--- assign_score inlined, so that the ms/seq and the id counter are read in
+-- assign_score by hand, so that the ms/seq and the id counter are read in
 -- one HMGET and written in one HSET (one call fewer than assign_score plus
 -- HINCRBY).
 local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id', 'nib')
 if last[4] and last[4] ~= ARGV[11] then return {C_INDEX} end
 if last[3] and not string.match(last[3], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises HINCRBY's error
-local last_ms, last_seq = tonumber(last[1]), tonumber(last[2])
-local score, spilled = nil, false
-for _ = 1, 64 do
-  local rel = ms - epoch
-  if rel < 0 then return {C_BEFORE_EPOCH} end
-  if rel > maxrel then return {C_RANGE} end
-  local base = rel * mult
-  local seq = 0
-  if last_ms == ms then seq = last_seq + 1 end
-  local top = redis.call('ZREVRANGEBYSCORE', due, fmt(base + mult - 1), fmt(base), 'WITHSCORES', 'LIMIT', 0, 1)
-  if top[2] then
-    local s = tonumber(top[2]) - base + 1
-    if s > seq then seq = s end
-  end
-  if seq < mult then
-    last_seq = seq
-    score = base + seq
-    break
-  end
-  spilled = true
-  ms = ms + 1
-end
-if not score then return {C_SEQ} end
+local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]))
+local score, code = st.assign(ms)
+if not score then return {code} end
 
 local n = (tonumber(last[3]) or 0) + 1
 local id = base36(n)
@@ -83,6 +63,6 @@ put_rec(tasks, id, '0,0,' .. flags .. ',' .. ib .. ',' .. #key .. ',' .. #token 
 live[#live + 1] = id
 idx_set(idx, ib, key, live)
 add_due(due, wake, id, score)
-redis.call('HSET', ctr, 'ms', fmt(ms), 'seq', fmt(last_seq), 'id', fmt(n), 'nib', ARGV[11])
-if spilled then redis.call('HINCRBY', stats, 'overflow', 1) end
+redis.call('HSET', ctr, 'ms', fmt(st.ms), 'seq', fmt(st.seq), 'id', fmt(n), 'nib', ARGV[11])
+if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
 return {C_OK, id, score, now}

@@ -28,48 +28,16 @@ local function each_slice(list, step, fn)
 end
 
 local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id', 'nib')
-local last_ms, last_seq = tonumber(last[1]), tonumber(last[2])
 local id0 = 0
 if last[3] then
   if not string.match(last[3], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises the error HINCRBY would
   id0 = tonumber(last[3])
 end
 
--- Scores follow assign_score: after the last seq handed out for the ms
--- (ctr) and after every task already due in that ms (read once per ms,
--- then tracked here).
-local tops, overflow = {}, 0
-local function assign(ms)
-  local spilled = false
-  for _ = 1, 64 do
-    local rel = ms - epoch
-    if rel < 0 then return nil, C_BEFORE_EPOCH end
-    if rel > maxrel then return nil, C_RANGE end
-    local base = rel * mult
-    local seq = 0
-    if last_ms == ms then seq = last_seq + 1 end
-    local top = tops[ms]
-    if top == nil then
-      local r = redis.call('ZREVRANGEBYSCORE', due, fmt(base + mult - 1), fmt(base), 'WITHSCORES', 'LIMIT', 0, 1)
-      top = false
-      if r[2] then top = tonumber(r[2]) - base end
-    end
-    if top and top + 1 > seq then seq = top + 1 end
-    if seq < mult then
-      -- separate statements: on gopher-lua (miniredis) the multiple
-      -- assignment of these upvalues and the table field gave wrong seqs
-      last_ms = ms
-      last_seq = seq
-      tops[ms] = seq
-      if spilled then overflow = overflow + 1 end
-      return base + seq
-    end
-    tops[ms] = top
-    spilled = true
-    ms = ms + 1
-  end
-  return nil, C_SEQ
-end
+-- Scores as assign_score gives them, with the ctr hash read above and
+-- written once at the end.
+local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]))
+local assign = st.assign
 
 -- new_id is base36(k), with the prefix (all but the last digit) cached:
 -- a batch's IDs are consecutive, so most share it.
@@ -121,16 +89,20 @@ local created, z = 0, 0
 -- batch are consecutive, so they fill one bucket after another
 local recb, rorder = {}, {}
 local function add_rec(id, rec)
-  local l = recb[gen_prefix] -- gen_prefix is id's bucket: new_id(id) ran last
-  if not l then
-    l = {}
-    recb[gen_prefix] = l
-    rorder[#rorder + 1] = gen_prefix
-  end
+  local l = group(recb, rorder, gen_prefix) -- gen_prefix is id's bucket: new_id(id) ran last
   local k = #l
   l[k + 1] = id
   l[k + 2] = rec
   return l, k + 2
+end
+
+-- add_score queues id for the one ZADD, keeping the earliest score for
+-- the wake check.
+local function add_score(id, score)
+  zadds[z + 1] = fmt(score)
+  zadds[z + 2] = id
+  z = z + 2
+  if minscore == nil or score < minscore then minscore = score end
 end
 
 -- header of a fresh record. Lengths are memoized as text: most keys of a
@@ -144,7 +116,7 @@ local function len_text(n)
   end
   return v
 end
-local function header(flags, s, key, token)
+local function fresh_header(flags, s, key, token)
   return '0,0,' .. flags .. ',' .. s.ib .. ',' .. len_text(#key) .. ',' .. len_text(#token) .. ',0;'
 end
 
@@ -178,12 +150,9 @@ local function create(key, s, id, token, payload, score)
   end
   local flags = '0'
   if nlive == 0 then flags = '2' end
-  local l, k = add_rec(id, header(flags, s, key, token) .. key .. token .. payload)
+  local l, k = add_rec(id, fresh_header(flags, s, key, token) .. key .. token .. payload)
   s.pos[id] = {l, k}
-  zadds[z + 1] = fmt(score)
-  zadds[z + 2] = id
-  z = z + 2
-  if minscore == nil or score < minscore then minscore = score end
+  add_score(id, score)
   s.live[nlive + 1] = id
   s.dirty = true
   local eff = token
@@ -216,13 +185,10 @@ for i = 1, n do
       if score then
         created = created + 1
         -- the only task of its key (F_SOLE); HSETNX wrote its index entry
-        s.flist, s.fidx = add_rec(id, header('2', s, key, token) .. key .. token .. ARGV[j + 2])
+        s.flist, s.fidx = add_rec(id, fresh_header('2', s, key, token) .. key .. token .. ARGV[j + 2])
         s.fid, s.fscore = id, score
         if token == '' then s.feff = id else s.feff = token end
-        zadds[z + 1] = fmt(score)
-        zadds[z + 2] = id
-        z = z + 2
-        if minscore == nil or score < minscore then minscore = score end
+        add_score(id, score)
         put(C_OK, id, '', score)
       else
         redis.call('HDEL', ikey(idx, ib), key)
@@ -270,20 +236,15 @@ local ibw, iborder = {}, {}
 for _, key in ipairs(keylist) do
   local s = bykey[key]
   if s.dirty then -- a key given a task here, beyond the fast path's entry
-    local g = ibw[s.ib]
-    if not g then
-      g = {}
-      ibw[s.ib] = g
-      iborder[#iborder + 1] = s.ib
-    end
+    local g = group(ibw, iborder, s.ib)
     g[#g + 1] = key
     g[#g + 1] = table.concat(s.live, ',')
   end
 end
 for _, ib in ipairs(iborder) do redis.call('HSET', ikey(idx, ib), unpack(ibw[ib])) end
 each_slice(zadds, 1000, function(...) redis.call('ZADD', due, ...) end)
-redis.call('HSET', ctr, 'ms', fmt(last_ms), 'seq', fmt(last_seq), 'id', fmt(id0 + created), 'nib', ARGV[5])
-if overflow > 0 then redis.call('HINCRBY', stats, 'overflow', overflow) end
+redis.call('HSET', ctr, 'ms', fmt(st.ms), 'seq', fmt(st.seq), 'id', fmt(id0 + created), 'nib', ARGV[5])
+if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
 if (not head[2]) or minscore < tonumber(head[2]) then
   redis.call('LPUSH', wake, '1')
   redis.call('LTRIM', wake, 0, 0)

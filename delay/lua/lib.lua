@@ -30,15 +30,26 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- parse reads the header and the key, token and error. The payload is not
--- copied: payload_of or build take it from the original blob when needed.
-local function parse(blob)
+-- header is the one check of a record's header: bounded fields, lengths
+-- within the record. It returns the fields as text (attempt, fence, flags,
+-- ib), the position after the fence, the three lengths as numbers and the
+-- position of the key; nil when unreadable. It builds no table, so the hot
+-- paths (take, ack) use it directly.
+local function header(blob)
   if type(blob) ~= 'string' then return nil end
   local a, f, p3, fl, ib, kl, tl, el, p = string.match(blob, HEADER)
   if not a then return nil end
   if #a > 9 or #f > 15 or #fl > 3 or #ib > 5 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
   kl, tl, el = tonumber(kl), tonumber(tl), tonumber(el)
   if p - 1 + kl + tl + el > #blob then return nil end
+  return a, f, p3, fl, ib, kl, tl, el, p
+end
+
+-- parse reads the header and the key, token and error. The payload is not
+-- copied: payload_of or build take it from the original blob when needed.
+local function parse(blob)
+  local a, f, p3, fl, ib, kl, tl, el, p = header(blob)
+  if not a then return nil end
   return {
     attempt = tonumber(a), fence = tonumber(f), flags = tonumber(fl), ib = ib,
     key = string.sub(blob, p, p + kl - 1),
@@ -46,18 +57,6 @@ local function parse(blob)
     err = string.sub(blob, p + kl + tl, p + kl + tl + el - 1),
     blob = blob, p3 = p3, poff = p + kl + tl + el,
   }
-end
-
--- head is parse for the hot path of take: it checks the header as parse
--- does but builds no table and copies no field. Returns attempt, fence and
--- the position after the fence, or nil.
-local function head(blob)
-  if type(blob) ~= 'string' then return nil end
-  local a, f, p3, fl, ib, kl, tl, el, p = string.match(blob, HEADER)
-  if not a then return nil end
-  if #a > 9 or #f > 15 or #fl > 3 or #ib > 5 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
-  if p - 1 + tonumber(kl) + tonumber(tl) + tonumber(el) > #blob then return nil end
-  return tonumber(a), tonumber(f), p3
 end
 
 local function payload_of(t)
@@ -99,17 +98,23 @@ end
 local function get_rec(tasks, id) return redis.call('HGET', tkey(tasks, id), id) end
 local function put_rec(tasks, id, blob) redis.call('HSET', tkey(tasks, id), id, blob) end
 
+-- group returns the list groups[k], making it (and noting k in order)
+-- on first sight: the per-bucket batching of every bulk call.
+local function group(groups, order, k)
+  local g = groups[k]
+  if not g then
+    g = {}
+    groups[k] = g
+    order[#order + 1] = k
+  end
+  return g
+end
+
 -- buckets groups positions of ids by tasks bucket, in first-seen order.
 local function buckets(tasks, ids)
   local groups, order = {}, {}
   for i = 1, #ids do
-    local k = tkey(tasks, ids[i])
-    local g = groups[k]
-    if not g then
-      g = {}
-      groups[k] = g
-      order[#order + 1] = k
-    end
+    local g = group(groups, order, tkey(tasks, ids[i]))
     g[#g + 1] = i
   end
   return groups, order
@@ -178,12 +183,7 @@ end
 local function idx_drop(idx, keys, gone)
   local groups, order = {}, {}
   for _, kk in ipairs(keys) do
-    local g = groups[kk[1]]
-    if not g then
-      g = {}
-      groups[kk[1]] = g
-      order[#order + 1] = kk[1]
-    end
+    local g = group(groups, order, kk[1])
     g[#g + 1] = kk[2]
   end
   for _, ib in ipairs(order) do
@@ -214,33 +214,61 @@ local function delete_task(tasks, idx, id, t)
   if t then idx_remove(idx, t.ib, t.key, id) end
 end
 
--- assign_score picks the next seq for ms: after the last seq handed out for
--- that ms and after every task already due in that ms. More than mult tasks
--- in one ms spill into the next ms (counted as overflow).
-local function assign_score(due, ctr, stats, ms, epoch, mult, maxrel)
-  local spilled = false
-  for _ = 1, 64 do
-    local rel = ms - epoch
-    if rel < 0 then return nil, C_BEFORE_EPOCH end
-    if rel > maxrel then return nil, C_RANGE end
-    local base = rel * mult
-    local seq = 0
-    local last = redis.call('HMGET', ctr, 'ms', 'seq')
-    if last[1] and tonumber(last[1]) == ms then seq = tonumber(last[2]) + 1 end
-    local top = redis.call('ZREVRANGEBYSCORE', due, fmt(base + mult - 1), fmt(base), 'WITHSCORES', 'LIMIT', 0, 1)
-    if top[2] then
-      local s = tonumber(top[2]) - base + 1
-      if s > seq then seq = s end
+-- assigner picks the scores of a run of tasks. Each gets the next seq for
+-- its ms: after the last seq handed out for that ms (st.ms, st.seq: the ctr
+-- hash's values, then tracked here) and after every task already due in
+-- that ms (read once per ms, then tracked). More than mult tasks in one ms
+-- spill into the next ms; st.overflow counts them. The caller writes
+-- st.ms, st.seq and st.overflow back. st.assign(ms) returns the score, or
+-- nil and a code.
+local function assigner(due, epoch, mult, maxrel, last_ms, last_seq)
+  local st = {ms = last_ms, seq = last_seq, overflow = 0}
+  local tops = {}
+  st.assign = function(ms)
+    local spilled = false
+    for _ = 1, 64 do
+      local rel = ms - epoch
+      if rel < 0 then return nil, C_BEFORE_EPOCH end
+      if rel > maxrel then return nil, C_RANGE end
+      local base = rel * mult
+      local seq = 0
+      if st.ms == ms then seq = st.seq + 1 end
+      local top = tops[ms]
+      if top == nil then
+        local r = redis.call('ZREVRANGEBYSCORE', due, fmt(base + mult - 1), fmt(base), 'WITHSCORES', 'LIMIT', 0, 1)
+        top = false
+        if r[2] then top = tonumber(r[2]) - base end
+      end
+      if top and top + 1 > seq then seq = top + 1 end
+      if seq < mult then
+        -- separate statements: on gopher-lua (miniredis) a multiple
+        -- assignment of these fields once gave wrong seqs
+        st.ms = ms
+        st.seq = seq
+        tops[ms] = seq
+        if spilled then st.overflow = st.overflow + 1 end
+        return base + seq
+      end
+      tops[ms] = top
+      spilled = true
+      ms = ms + 1
     end
-    if seq < mult then
-      redis.call('HSET', ctr, 'ms', fmt(ms), 'seq', fmt(seq))
-      if spilled then redis.call('HINCRBY', stats, 'overflow', 1) end
-      return base + seq
-    end
-    spilled = true
-    ms = ms + 1
+    return nil, C_SEQ
   end
-  return nil, C_SEQ
+  return st
+end
+
+-- assign_score is one assigner step with the ctr hash read and written
+-- around it (retry, sweep, requeue, reschedule).
+local function assign_score(due, ctr, stats, ms, epoch, mult, maxrel)
+  local last = redis.call('HMGET', ctr, 'ms', 'seq')
+  local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]))
+  local score, code = st.assign(ms)
+  if score then
+    redis.call('HSET', ctr, 'ms', fmt(st.ms), 'seq', fmt(st.seq))
+    if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
+  end
+  return score, code
 end
 
 -- add_due inserts into the due set and pushes the wake list when the task

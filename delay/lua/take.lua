@@ -35,8 +35,9 @@ if bound >= 0 then
     local nowrel = now - epoch
     for i = 1, m do
       local id, sc, blob = ids[i], items[2 * i], blobs[i]
-      local a, _, p3 = head(blob)
+      local a, _, p3 = header(blob)
       if a then
+        a = tonumber(a)
         fence = fence + 1
         local at = atext[a]
         if not at then
