@@ -209,6 +209,9 @@ func (b *delayBench) enqueueBatched(ctx context.Context) error {
 	if err := deletePrefix(ctx, b.p.client, b.prefix); err != nil {
 		return err
 	}
+	if err := b.enqueueBatchedCallers(ctx, 2); err != nil {
+		return err
+	}
 
 	// Memory: a fresh queue, so its fixed keys (counters) count too.
 	mq, err := b.queue("mem", nil)
@@ -253,6 +256,43 @@ func (b *delayBench) enqueueBatched(ctx context.Context) error {
 	b.add(delayRow{metric: "memory per pending task, payload excluded (MEMORY USAGE)", value: keysPerTask - delayPayloadSize, unit: "B",
 		floor: "≤ 300", ok: keysPerTask-delayPayloadSize <= delayFloorBytes, note: "sum of MEMORY USAGE over the queue's keys (cross-check, immune to other clients)"})
 	return nil
+}
+
+// enqueueBatchedCallers times EnqueueBatch from several callers at once
+// (each its own half of the jobs, as several producers would), so the
+// client's encoding overlaps the server's work: one caller leaves Redis
+// idle while it encodes the next pipeline and decodes the last.
+func (b *delayBench) enqueueBatchedCallers(ctx context.Context, callers int) error {
+	q, err := b.queue("batchn", nil)
+	if err != nil {
+		return err
+	}
+	jobs := b.jobs(b.sizes.batched, 0, delay.After(time.Hour))
+	per := len(jobs) / callers
+	done := make([]int, callers)
+	errs := make([]error, callers)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			done[c], errs[c] = delayEnqueueAll(ctx, q, jobs[c*per:(c+1)*per], start.Add(b.sizes.phaseBudget))
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	total := 0
+	for _, d := range done {
+		total += d
+	}
+	rate := float64(total) / elapsed.Seconds()
+	b.add(delayRow{metric: fmt.Sprintf("enqueue batched, %d callers at once", callers), value: rate, unit: "tasks/s",
+		note: fmt.Sprintf("%d tasks, %d per caller%s", total, per, delayCut(total, callers*per))})
+	return deletePrefix(ctx, b.p.client, b.prefix)
 }
 
 // delayEnqueueAll sends jobs through EnqueueBatch, MaxBatch per call, until

@@ -39,8 +39,6 @@ func TestBadInput(t *testing.T) {
 		}
 		codec20, _ := score.NewTimeCodec(time.Now().Add(-time.Hour), 20) // about 99 days of range
 		q20 := newQ(t, b, Options{Codec: codec20})
-		// the same queue opened with another IndexBuckets than it was created with
-		qOther := newQ(t, b, Options{MaxPayload: 16, Codec: codec, IndexBuckets: 64})
 		enq := func(j Job) func() error {
 			return func() error { _, err := q.Enqueue(ctx, j); return err }
 		}
@@ -91,16 +89,17 @@ func TestBadInput(t *testing.T) {
 			{"queue name too long", newQueue(strings.Repeat("n", MaxNameBytes+1), Options{}), ErrInvalidName},
 			{"prefix with brace", newQueue("q", Options{Prefix: "x{"}), ErrInvalidPrefix},
 			{"negative max payload", newQueue("q", Options{MaxPayload: -1}), ErrInvalidOptions},
-			{"negative index buckets", newQueue("q", Options{IndexBuckets: -1}), ErrInvalidOptions},
-			{"index buckets above max", newQueue("q", Options{IndexBuckets: MaxIndexBuckets + 1}), ErrInvalidOptions},
-			{"other index buckets: enqueue", func() error { _, err := qOther.Enqueue(ctx, Job{Key: "k2"}); return err }, ErrIndexBuckets},
-			{"other index buckets: batch", func() error {
-				res, err := qOther.EnqueueBatch(ctx, []Job{{Key: "k2"}, {Key: "k3"}})
+			{"reschedule empty key", func() error { _, err := q.Reschedule(ctx, "", After(time.Minute)); return err }, ErrInvalidKey},
+			{"lookup key with control char", func() error { _, err := q.Lookup(ctx, "a\tb"); return err }, ErrInvalidKey},
+			{"cancel token with comma", func() error { _, err := q.CancelToken(ctx, "pending", "a,b"); return err }, ErrInvalidToken},
+			{"batch job with empty key", func() error {
+				res, err := q.EnqueueBatch(ctx, []Job{{Key: ""}, {Key: "k", Token: "a,b"}})
 				return errors.Join(err, res[0].Err, res[1].Err)
-			}, ErrIndexBuckets},
-			{"other index buckets: cancel", func() error { _, err := qOther.Cancel(ctx, "pending"); return err }, ErrIndexBuckets},
-			{"other index buckets: reschedule", func() error { _, err := qOther.Reschedule(ctx, "pending", After(time.Minute)); return err }, ErrIndexBuckets},
-			{"other index buckets: lookup", func() error { _, err := qOther.Lookup(ctx, "pending"); return err }, ErrIndexBuckets},
+			}, ErrInvalidKey},
+			{"extend wrong fence", func() error {
+				_, err := q.Extend(ctx, Lease{ID: flying.ID, Fence: flying.Lease.Fence + 1}, time.Minute)
+				return err
+			}, ErrLeaseLost},
 			{"cancelled context", func() error { _, err := q.Enqueue(cancelled, Job{Key: "k"}); return err }, context.Canceled},
 			{"cancelled context take", func() error { _, err := q.Take(cancelled, 1); return err }, context.Canceled},
 			{"redis down", func() error { _, err := qDown.Enqueue(ctx, Job{Key: "k"}); return err }, ErrRedis},
@@ -133,9 +132,11 @@ func TestCorruptRecords(t *testing.T) {
 		past, _ := q.o.Codec.EncodeTime(time.Now().Add(-time.Minute), 0)
 		planted := map[string]string{
 			"c1": "garbage",
-			"c2": "0,0,0,0,999,0,0;abc",                      // lengths past the end
-			"c3": "0,0,0,0,3,0,0;a\x01b",                     // Lua-readable, key invalid in Go
-			"c4": strings.Repeat("9", 40) + ",0,0,0,1,0,0;k", // huge number
+			"c2": "0AAAAAA0,999,0,0;abc",                           // lengths past the end
+			"c3": "0AAAAAA0,3,0,0;a\x01b",                          // key invalid in Go
+			"c4": "0AAAAAA" + strings.Repeat("9", 40) + ",1,0,0;k", // huge number
+			"c5": "0AAAAAA0,1,0,0;k",                               // not the key's digest
+			"c6": "0AAAAA0,1,0,0;k",                                // digest too short
 		}
 		for id, v := range planted {
 			b.Client.HSet(ctx, q.k.taskBucket(id), id, v)
@@ -148,11 +149,14 @@ func TestCorruptRecords(t *testing.T) {
 		if len(bt.Tasks) != 1 || bt.Tasks[0].ID != good.ID {
 			t.Fatalf("good task not delivered: %+v", bt.Tasks)
 		}
-		if bt.Corrupt != 3 {
-			t.Fatalf("corrupt = %d, want 3 parked in dead", bt.Corrupt)
+		if bt.Corrupt != 6 {
+			t.Fatalf("corrupt = %d, want 6 parked in dead", bt.Corrupt)
+		}
+		if n, err := b.Client.ZCard(ctx, q.k.inflight).Result(); err != nil || n != 1 {
+			t.Fatalf("%d in flight (%v), want only the good task", n, err)
 		}
 		p, err := q.ListDead(ctx, 0, 10)
-		if err != nil || len(p.Tasks) != 3 {
+		if err != nil || len(p.Tasks) != 6 {
 			t.Fatalf("dead = %+v %v", p, err)
 		}
 		for _, d := range p.Tasks {
@@ -160,21 +164,21 @@ func TestCorruptRecords(t *testing.T) {
 				t.Fatalf("dead %s err %v", d.ID, d.Err)
 			}
 		}
-		b.Client.HSet(ctx, q.k.indexBucket("bad"), "bad", "c9")
+		b.Client.HSet(ctx, q.k.idx, digest("bad"), "c9")
 		b.Client.HSet(ctx, q.k.taskBucket("c9"), "c9", "1,2,3")
 		if _, err := q.Lookup(ctx, "bad"); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("lookup err = %v", err)
 		}
-		if n, err := q.PurgeAll(ctx); err != nil || n != 3 {
+		if n, err := q.PurgeAll(ctx); err != nil || n != 6 {
 			t.Fatalf("purge %d %v", n, err)
 		}
 	})
 }
 
 func TestDecodeRecordNeverPanics(t *testing.T) {
-	ok := encodeRecord(record{attempt: 2, fence: 9, key: "order:1", token: "tok", err: "e", payload: []byte("pp")})
+	ok := encodeRecord(record{attempt: 2, flags: flagSole, digest: digest("order:1"), key: "order:1", token: "tok", err: "e", payload: []byte("pp")})
 	rec, err := decodeRecord(ok, 0)
-	if err != nil || rec.key != "order:1" || rec.token != "tok" || rec.err != "e" || string(rec.payload) != "pp" || rec.attempt != 2 || rec.fence != 9 {
+	if err != nil || rec.key != "order:1" || rec.token != "tok" || rec.err != "e" || string(rec.payload) != "pp" || rec.attempt != 2 || rec.flags != flagSole {
 		t.Fatalf("round trip: %+v %v", rec, err)
 	}
 	if _, err := decodeRecord(ok, 1); !errors.Is(err, ErrCorrupt) {
@@ -194,8 +198,8 @@ func TestDecodeRecordNeverPanics(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(encodeRecord(record{key: "k", payload: []byte("x")}))
-	f.Add("0,0,0,99999999,0,0;")
+	f.Add(encodeRecord(record{digest: digest("k"), key: "k", payload: []byte("x")}))
+	f.Add("2AAAAAA0,99999999,0,0;")
 	f.Fuzz(func(t *testing.T, s string) {
 		if r, err := decodeRecord(s, 1<<20); err == nil && (r.key == "" || len(r.payload) > 1<<20) {
 			t.Fatalf("accepted %q", s)

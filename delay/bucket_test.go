@@ -2,10 +2,15 @@ package delay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/internal/testredis"
 )
@@ -69,17 +74,23 @@ func TestIndexFollowsTasks(t *testing.T) {
 			{"enqueue", "b", "b=pending"}, {"take", "b", "b=inflight"}, {"ack", "b", ""},
 		}},
 	}
+	keyA, keyB := collidingKeys(t)
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		for ci, tc := range cases {
-			// one bucket: every key shares it, as keys of a large queue share theirs
-			for _, nib := range []int{DefaultIndexBuckets, 1} {
-				t.Run(fmt.Sprintf("%s/buckets=%d", tc.name, nib), func(t *testing.T) {
+			// shared: another key with the same digest holds a task in the
+			// same index entry all along, as colliding keys do
+			for _, shared := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/shared=%v", tc.name, shared), func(t *testing.T) {
 					ctx := testCtx(t)
-					q, err := New(b.Client, fmt.Sprintf("idx%d-%d", ci, nib), Options{Prefix: b.Prefix, IndexBuckets: nib})
+					q, err := New(b.Client, fmt.Sprintf("idx%d-%v", ci, shared), Options{Prefix: b.Prefix})
 					if err != nil {
 						t.Fatal(err)
 					}
-					const key = "order:42"
+					key := keyA
+					var other Enqueued
+					if shared {
+						other = mustEnqueue(t, ctx, q, Job{Key: keyB, Token: "z", When: After(time.Hour)})
+					}
 					held := map[string]*Task{}
 					for si, s := range tc.steps {
 						switch s.op {
@@ -108,15 +119,30 @@ func TestIndexFollowsTasks(t *testing.T) {
 						if got := lookupTokens(t, ctx, q, key); got != s.want {
 							t.Fatalf("step %d (%s %s): Lookup %q, want %q", si, s.op, s.token, got, s.want)
 						}
+						if shared {
+							if got := lookupTokens(t, ctx, q, keyB); got != "z=pending" {
+								t.Fatalf("step %d (%s %s): Lookup of the other key %q, want z=pending", si, s.op, s.token, got)
+							}
+						}
 					}
 					if tc.steps[len(tc.steps)-1].want != "" {
 						return
 					}
-					// nothing of the key is left: no index entry, no record
-					for _, base := range []string{q.k.idx, q.k.tasks} {
-						if n, err := testredis.CountKeys(ctx, b.Client, base+":"); err != nil || n != 0 {
-							t.Fatalf("%d keys left under %s: (%v)", n, base, err)
-						}
+					// nothing of the key is left: its entry holds only the
+					// other key's task (or is gone), its records are gone
+					entry, err := b.Client.HGet(ctx, q.k.idx, digest(key)).Result()
+					if shared && (err != nil || entry != other.ID) {
+						t.Fatalf("shared entry %q (%v), want %q", entry, err, other.ID)
+					}
+					if !shared && err != redis.Nil {
+						t.Fatalf("entry %q (%v) left", entry, err)
+					}
+					want := 0
+					if shared {
+						want = 1
+					}
+					if n, err := testredis.CountKeys(ctx, b.Client, q.k.tasks+":"); err != nil || n != want {
+						t.Fatalf("%d tasks buckets left, want %d (%v)", n, want, err)
 					}
 				})
 			}
@@ -124,9 +150,99 @@ func TestIndexFollowsTasks(t *testing.T) {
 	})
 }
 
-// On real Redis the bucket hashes are listpack-encoded (what the memory
-// figure rests on), each record is where taskBucket says, and in a cluster
-// every bucket is on the queue's slot.
+// collidingKeys finds two business keys with one digest (a birthday search
+// over 36 bits: about 2^18 keys), once per test binary.
+var collidingKeys = func() func(t *testing.T) (string, string) {
+	var once sync.Once
+	var a, b string
+	return func(t *testing.T) (string, string) {
+		t.Helper()
+		once.Do(func() {
+			seen := make(map[string]string, 1<<19)
+			for i := 0; i < 1<<23; i++ {
+				k := fmt.Sprintf("order:%d", i)
+				d := digest(k)
+				if prev, ok := seen[d]; ok {
+					a, b = prev, k
+					return
+				}
+				seen[d] = k
+			}
+		})
+		if a == "" {
+			t.Fatal("no digest collision found")
+		}
+		return a, b
+	}
+}()
+
+// Keys that share a digest share one index entry; every path that reads
+// it must tell them apart by the key in each record.
+func TestDigestCollisions(t *testing.T) {
+	keyA, keyB := collidingKeys(t)
+	if keyA == keyB || digest(keyA) != digest(keyB) {
+		t.Fatalf("keys %q %q do not collide", keyA, keyB)
+	}
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		a1 := mustEnqueue(t, ctx, q, Job{Key: keyA, Token: "t", When: After(time.Hour)})
+		b1 := mustEnqueue(t, ctx, q, Job{Key: keyB, Token: "t", When: After(time.Hour)})
+		if b1.Duplicate || b1.ID == a1.ID {
+			t.Fatalf("same token under another key with the same digest: %+v, first %+v", b1, a1)
+		}
+		if d := mustEnqueue(t, ctx, q, Job{Key: keyA, Token: "t"}); !d.Duplicate || d.ID != a1.ID {
+			t.Fatalf("duplicate of A: %+v, want %s", d, a1.ID)
+		}
+		res, err := q.EnqueueBatch(ctx, []Job{{Key: keyB, Token: "t"}, {Key: keyA, Token: "u"}, {Key: keyB, Token: "v"}, {Key: keyA, Token: "u"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res[0].Duplicate || res[0].ID != b1.ID || res[1].Duplicate || res[2].Duplicate || !res[3].Duplicate || res[3].ID != res[1].ID {
+			t.Fatalf("batch across colliding keys: %+v", res)
+		}
+		if got := lookupTokens(t, ctx, q, keyA); got != "t=pending,u=pending" {
+			t.Fatalf("A: %s", got)
+		}
+		if got := lookupTokens(t, ctx, q, keyB); got != "t=pending,v=pending" {
+			t.Fatalf("B: %s", got)
+		}
+		// the per-key cap counts the key's own tasks, not the entry's
+		for i := 2; i < MaxTasksPerKey; i++ {
+			mustEnqueue(t, ctx, q, Job{Key: keyA, Token: fmt.Sprintf("n%d", i), When: After(time.Hour)})
+		}
+		if _, err := q.Enqueue(ctx, Job{Key: keyA, Token: "over"}); !errors.Is(err, ErrTooManyTasks) {
+			t.Fatalf("A over the cap: %v", err)
+		}
+		mustEnqueue(t, ctx, q, Job{Key: keyB, Token: "w", When: After(time.Hour)})
+		rs, err := q.Reschedule(ctx, keyB, After(2*time.Hour))
+		if err != nil || rs.Moved != 3 {
+			t.Fatalf("reschedule B: %+v %v", rs, err)
+		}
+		cr, err := q.Cancel(ctx, keyA)
+		if err != nil || cr.Pending != MaxTasksPerKey {
+			t.Fatalf("cancel A: %+v %v", cr, err)
+		}
+		if got := lookupTokens(t, ctx, q, keyB); got != "t=pending,v=pending,w=pending" {
+			t.Fatalf("B after cancelling A: %s", got)
+		}
+		if got := lookupTokens(t, ctx, q, keyA); got != "" {
+			t.Fatalf("A after cancel: %s", got)
+		}
+		cr, err = q.Cancel(ctx, keyB)
+		if err != nil || cr.Pending != 3 {
+			t.Fatalf("cancel B: %+v %v", cr, err)
+		}
+		if n, err := b.Client.HLen(ctx, q.k.idx).Result(); err != nil || n != 0 {
+			t.Fatalf("index holds %d entries (%v)", n, err)
+		}
+	})
+}
+
+// On real Redis the tasks buckets are listpack-encoded (what the memory
+// figure rests on), each record is where taskBucket says, the index entry
+// of each key holds its task, and in a cluster every bucket is on the
+// index's slot.
 func TestBucketLayout(t *testing.T) {
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
@@ -147,16 +263,23 @@ func TestBucketLayout(t *testing.T) {
 				t.Fatalf("record of %s not in %s (%v)", r.ID, q.k.taskBucket(r.ID), err)
 			}
 		}
-		for _, j := range jobs {
-			if ok, err := b.Client.HExists(ctx, q.k.indexBucket(j.Key), j.Key).Result(); err != nil || !ok {
-				t.Fatalf("index entry of %s not in %s (%v)", j.Key, q.k.indexBucket(j.Key), err)
+		for i, j := range jobs {
+			if v, err := b.Client.HGet(ctx, q.k.idx, digest(j.Key)).Result(); err != nil || !strings.Contains(","+v+",", ","+res[i].ID+",") {
+				t.Fatalf("index entry of %s is %q (%v), want it to hold %s", j.Key, v, err, res[i].ID)
 			}
 		}
 		slot := int64(-1)
-		for _, base := range []string{q.k.tasks, q.k.idx} {
-			names, err := testredis.Keys(ctx, b.Client, base+":")
+		if b.IsCluster() {
+			s, err := b.Client.ClusterKeySlot(ctx, q.k.idx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			slot = s
+		}
+		{
+			names, err := testredis.Keys(ctx, b.Client, q.k.tasks+":")
 			if err != nil || len(names) == 0 {
-				t.Fatalf("no buckets under %s (%v)", base, err)
+				t.Fatalf("no buckets under %s (%v)", q.k.tasks, err)
 			}
 			for _, name := range names {
 				enc, err := b.Client.ObjectEncoding(ctx, name).Result()

@@ -62,7 +62,8 @@
 //     clock ±1 h, delivery still on time).
 //  4. Atomic, bounded take. One script takes ≤ N (1..1000) due tasks with
 //     payloads, in one round trip, moving each to in-flight with deadline
-//     Redis TIME + Lease and a fresh fence (a counter). Tests:
+//     Redis TIME + Lease and a fresh fence (a counter, one per take: two
+//     deliveries of a task are two takes). Tests:
 //     TestEnqueueTakeAck, TestFencing, TestEightConsumers100k (8 workers,
 //     100k tasks: 0 lost, 0 twice).
 //  5. Fenced completion. Ack, Retry, Kill and Extend run only if the task is
@@ -70,8 +71,8 @@
 //     once the task is gone). Tests: TestFencing, TestDueByServerTime,
 //     TestBadInput (wrong fence rows), TestWorkerAutoExtend.
 //  6. Recovery. A bounded sweep (any worker runs it when the earliest lease
-//     expires) returns expired leases to due; the attempt count goes up at
-//     the next take; at MaxAttempts the task is dead-lettered. Test:
+//     expires) returns expired leases to due with the attempt counted; at
+//     MaxAttempts the task is dead-lettered. Test:
 //     TestSIGKILLMidHandler (a child process killed with SIGKILL mid-handler
 //     20 times; every task handled, redeliveries only after the lease
 //     deadline), TestSweepDeadLetters, TestWorkerSurvivesRedisRestart.
@@ -82,7 +83,7 @@
 //     retry, panics retry, Permanent(err) / ErrSkipRetry dead-letter at once.
 //     Tests: TestRetryDeadLetter, TestWorkerOutcomes.
 //  8. Cancel and reschedule by business key through the reverse index
-//     (a field per key in its index bucket): O(log N) per task, no scan. Pending tasks
+//     (a field per key digest): O(log N) per task, no scan. Pending tasks
 //     are removed with their record and index entry; in-flight ones are
 //     marked so that their ack removes them and Retry, Kill or the sweep
 //     delete them instead of retrying; CancelResult says what was found.
@@ -90,12 +91,13 @@
 //     Tests: TestCancelReschedule, TestSweepDeletesCancelled,
 //     TestNothingLeaks10k (10k tasks through every path, then only the
 //     counter keys remain), TestIndexFollowsTasks (the index entry of a key
-//     through every way a second task can join or leave it).
+//     through every way a second task can join or leave it, alone and
+//     beside a key with the same digest), TestDigestCollisions.
 //  9. Reconcile. Queue.Reconcile lists a Source in pages, re-adds what Redis
 //     lacks (idempotent, same key and token) and removes pending tasks due
 //     before the bound that the source lacks, in batches. Test: TestReconcile.
 //
-// Bad input (TestBadInput, 43 rows) gets a typed error and writes nothing;
+// Bad input (TestBadInput, 41 rows) gets a typed error and writes nothing;
 // corrupt records planted in Redis give ErrCorrupt and never a panic or a
 // stuck head (TestCorruptRecords, TestDecodeRecordNeverPanics, FuzzDecodeRecord).
 //
@@ -107,44 +109,51 @@
 //
 //	<prefix>:{q:<name>}:due          ZSET  task ID -> TimeCodec(due ms, seq)
 //	<prefix>:{q:<name>}:inflight     ZSET  task ID -> lease deadline (Unix ms)
+//	<prefix>:{q:<name>}:lease        HASH  task ID -> fence of its delivery (in flight only)
 //	<prefix>:{q:<name>}:dead         ZSET  task ID -> dead-letter time (Unix ms)
 //	<prefix>:{q:<name>}:tasks:<b>    HASH  task ID -> record (header, key, token, last error, payload)
-//	<prefix>:{q:<name>}:idx:<ib>     HASH  business key -> comma-separated task IDs
+//	<prefix>:{q:<name>}:idx          HASH  key digest -> comma-separated task IDs
 //	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score
 //	<prefix>:{q:<name>}:stats        HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt)
 //	<prefix>:{q:<name>}:wake         LIST  ≤ 1 element, expires after 60 s
 //
-// Task IDs are base-36 counters. Records and index entries live in bucket
-// hashes: <b> is the task ID without its last digit (36 consecutive tasks
-// per bucket), <ib> is FNV-1a 32 of the business key mod
-// Options.IndexBuckets (default [DefaultIndexBuckets], 2048), a count the
-// queue keeps for life (another one gets [ErrIndexBuckets]).
-// Scripts get the fixed keys and the two base names in KEYS and append the
-// bucket suffix; the suffix comes after the hash tag, so a bucket is always
-// on the slot of its base name. An emptied bucket disappears by itself.
+// Task IDs are base-36 counters. Records live in bucket hashes: <b> is
+// the task ID without its last digit (36 consecutive tasks per bucket).
+// Scripts get the fixed keys and the tasks base name in KEYS and append
+// the bucket suffix; the suffix comes after the hash tag, so a bucket is
+// always on the slot of its base name. An emptied bucket disappears by
+// itself.
+//
+// The reverse index is one hash whose field is a 6-character digest of the
+// business key (36 bits of FNV-1a 64, computed in Go and kept in each
+// record, so Lua never hashes), not the key: the field then takes 8 bytes
+// of allocation instead of 32. Keys that share a digest share its entry
+// (about 7% of keys at 100k have such a partner); every script that reads
+// an entry tells them apart by the key in each record, so a collision
+// costs a few reads, never a wrong answer. An entry holds at most
+// 4 × MaxTasksPerKey tasks, which bounds what a flood of colliding keys
+// can cost (ErrTooManyTasks past it).
 //
 // # Memory
 //
-// There is no key per task, and the buckets are small enough (≤ 36
-// records; about 50 index entries at 100k pending keys with the default
-// 2048 index buckets) for Redis to keep them listpack-encoded, a few bytes
-// of overhead per field instead of a hashtable entry's ~50. A pending task
-// with a 25-byte business key costs about 200 B of Redis memory, index and
-// metadata included, payload excluded: about 104 B in the due set, 55 B
-// for the record (plus the payload) and 36 B for the index entry; about
-// 220 B at 20k pending tasks, where each index bucket's own ~100 B is
-// shared by fewer keys (TestMemoryPerPendingTask, INFO used_memory on a private
-// redis-server). The listpack encoding holds while a
-// record (about 18 B of header, the key, the token, the last error and
-// the payload) fits hash-max-listpack-value (64 B by default) and a bucket
-// holds at most hash-max-listpack-entries fields (128). A record above
-// that turns its bucket into a hashtable: with a 200-byte payload a task
-// costs about 265 B plus the payload. Raising hash-max-listpack-value (say
-// to 512) keeps larger records compact; the queue is correct either way.
-// Past about 128 pending business keys per index bucket (some 200k with
-// the default) buckets start to outgrow the listpack the same way, and
-// well before that a fuller listpack is slower to search: size
-// Options.IndexBuckets to the peak pending keys / 50, or shard.
+// There is no key per task. A record bucket holds at most 36 records, few
+// enough for Redis to keep it listpack-encoded, a few bytes of overhead per
+// field instead of a hashtable entry's ~50. A pending task with a 25-byte
+// business key costs about 220 B of Redis memory, index and metadata
+// included, payload excluded: about 104 B in the due set, 50 B for the
+// record (plus the payload) and about 60 B for its index entry
+// (TestMemoryPerPendingTask, INFO used_memory on a private redis-server).
+// The listpack encoding holds while a record (about 17 B of header, the
+// key, the token, the last error and the payload) fits
+// hash-max-listpack-value (64 B by default). A record above that turns its
+// bucket into a hashtable: with a 200-byte payload a task costs about
+// 265 B plus the payload. Raising hash-max-listpack-value (say to 512)
+// keeps larger records compact; the queue is correct either way.
+//
+// Why not listpack index buckets too (they cost 36 B a key instead of
+// 60): a listpack is searched linearly, and that made each new key of a
+// batch cost a call of its own and up to 3 µs of search, where one hash
+// takes all of a batch's keys in one HMGET and one HSET.
 //
 // # Worker timing
 //
@@ -165,7 +174,7 @@
 // out when half the batch has drained, so the network overlaps handling. A
 // buffered task is started only while at least half its lease is left;
 // otherwise, and at shutdown, it is released back to due at its original
-// score with its attempt count restored (release.lua, fenced). Acks are
+// score, not counted as an attempt (release.lua, fenced). Acks are
 // gathered for up to 1 ms or 64 leases and sent as one AckMany. The take,
 // ack and enqueue-batch scripts make a constant number of Redis calls per
 // batch, and EnqueueBatch packs up to 250 jobs into each script call.
@@ -196,5 +205,5 @@
 //   - Lateness: Task.Lateness (Redis TIME at take minus due time), or a
 //     Recorder as Options.Observer and Recorder.Lateness.Percentile(99).
 //   - Memory: measure INFO used_memory around an EnqueueBatch of N tasks
-//     (Queue.Keys lists the fixed keys and the two bucket base names).
+//     (Queue.Keys lists the fixed keys and the bucket base name).
 package delay

@@ -41,10 +41,6 @@ var (
 	ErrSeqExhausted = errors.New("delay: sequence space exhausted")
 	// ErrCorrupt: a task record in Redis that does not decode.
 	ErrCorrupt = errors.New("delay: corrupt task record")
-	// ErrIndexBuckets: Options.IndexBuckets differs from the value the
-	// queue was created with (its index would be looked up in the wrong
-	// buckets).
-	ErrIndexBuckets = errors.New("delay: IndexBuckets differs from the queue's")
 	// ErrCrossSlot: the keys of one script or pipeline would span Redis
 	// Cluster hash slots. Refused on the client before anything is sent;
 	// the error also wraps the guard's own detail. With keys built only by

@@ -2,7 +2,6 @@ package delay
 
 import (
 	"fmt"
-	"strconv"
 	"unicode"
 	"unicode/utf8"
 )
@@ -100,22 +99,22 @@ func badRune(s string, name bool) (rune, bool) {
 //
 //	<prefix>:{q:<name>}:due         ZSET  task ID -> TimeCodec(due ms, seq)
 //	<prefix>:{q:<name>}:inflight    ZSET  task ID -> lease deadline (Unix ms, Redis TIME)
+//	<prefix>:{q:<name>}:lease       HASH  task ID -> fence of its current delivery (in flight only)
 //	<prefix>:{q:<name>}:dead        ZSET  task ID -> dead-letter time (Unix ms)
 //	<prefix>:{q:<name>}:tasks:<b>   HASH  task ID -> record (metadata + payload);
 //	                                      b = the ID without its last base-36 digit
-//	<prefix>:{q:<name>}:idx:<ib>    HASH  business key -> comma-separated task IDs;
-//	                                      ib = FNV-1a 32 of the key mod Options.IndexBuckets
+//	<prefix>:{q:<name>}:idx         HASH  key digest -> comma-separated task IDs
+//	                                      (of every key with that digest, see digest)
 //	<prefix>:{q:<name>}:ctr         HASH  id, fence counters; ms, seq of the last score
 //	<prefix>:{q:<name>}:stats       HASH  overflow, retries, dead, expired, ... counters
 //	<prefix>:{q:<name>}:wake        LIST  at most one element; pushed when the head moves earlier
 //
-// The tasks and idx fields hold base names: records and index entries live
-// in small bucket hashes under them, which Redis keeps listpack-encoded
-// (see the package doc, "Memory"). Every bucket name starts with its base
-// name, so it carries the queue's hash tag and stays on the queue's slot.
+// The tasks field holds a base name: records live in small bucket hashes
+// under it, which Redis keeps listpack-encoded (see the package doc,
+// "Memory"). Every bucket name starts with its base name, so it carries
+// the queue's hash tag and stays on the queue's slot.
 type keys struct {
-	due, inflight, dead, tasks, idx, ctr, stats, wake string
-	nib                                               int // Options.IndexBuckets
+	due, inflight, lease, dead, tasks, idx, ctr, stats, wake string
 }
 
 // taskBucket is the hash that holds the record of task id (tkey in lib.lua).
@@ -126,29 +125,38 @@ func (k keys) taskBucket(id string) string {
 	return k.tasks + ":" + id[:len(id)-1]
 }
 
-// indexBucket is the index bucket of a business key (ikey in lib.lua).
-func (k keys) indexBucket(key string) string {
-	return k.idx + ":" + strconv.Itoa(k.ib(key))
-}
+// digestLen is the length of a key digest: 6 characters of 6 bits, which
+// Redis stores in an 8-byte allocation as an index field (a 25-byte key
+// takes 32). Lua checks the same length (DIGEST_LEN in lib.lua).
+const digestLen = 6
 
-// ib is FNV-1a 32 of key mod the bucket count. The number is stored in
-// each record, so Lua never hashes; only the key-based calls (enqueue,
-// cancel, reschedule, lookup) compute it, here.
-func (k keys) ib(key string) int {
-	h := uint32(2166136261)
+const digestAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// digest is the index field of a business key: the top 36 bits of its
+// FNV-1a 64 hash in base64url. Keys that share a digest share one index
+// entry, and every script that reads an entry tells them apart by the key
+// in each record, so a collision (about 7% of 100k keys have a partner)
+// costs reads, never correctness. Go computes it; each record stores it,
+// so Lua never hashes.
+func digest(key string) string {
+	h := uint64(14695981039346656037)
 	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
+		h ^= uint64(key[i])
+		h *= 1099511628211
 	}
-	return int(h % uint32(k.nib))
+	var b [digestLen]byte
+	for i := range b {
+		b[i] = digestAlphabet[(h>>(58-6*i))&63]
+	}
+	return string(b[:])
 }
 
-func newKeys(prefix, name string, nib int) keys {
+func newKeys(prefix, name string) keys {
 	base := prefix + ":" + HashTag(name) + ":"
 	return keys{
-		nib:      nib,
 		due:      base + "due",
 		inflight: base + "inflight",
+		lease:    base + "lease",
 		dead:     base + "dead",
 		tasks:    base + "tasks",
 		idx:      base + "idx",
@@ -158,8 +166,8 @@ func newKeys(prefix, name string, nib int) keys {
 	}
 }
 
-// all lists the fixed keys of the queue and the base names of its record
-// and index buckets (for the slot guard, tests and tooling).
+// all lists the fixed keys of the queue and the base name of its record
+// buckets (for the slot guard, tests and tooling).
 func (k keys) all() []string {
-	return []string{k.due, k.inflight, k.dead, k.tasks, k.idx, k.ctr, k.stats, k.wake}
+	return []string{k.due, k.inflight, k.lease, k.dead, k.tasks, k.idx, k.ctr, k.stats, k.wake}
 }

@@ -35,7 +35,7 @@ func (q *Queue) CancelToken(ctx context.Context, key, token string) (CancelResul
 		return CancelResult{}, err
 	}
 	r, err := run(ctx, q.c, scriptCancel, "cancel",
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats, q.k.ctr}, key, token, q.k.ib(key), q.o.IndexBuckets)
+		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, key, token, digest(key))
 	if err != nil {
 		return CancelResult{}, err
 	}
@@ -72,7 +72,7 @@ func (q *Queue) RescheduleToken(ctx context.Context, key, token string, w When) 
 	}
 	r, err := run(ctx, q.c, scriptReschedule, "reschedule",
 		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
-		key, token, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), q.k.ib(key), q.o.IndexBuckets)
+		key, token, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), digest(key))
 	if err != nil {
 		return RescheduleResult{}, err
 	}
@@ -90,7 +90,9 @@ func (q *Queue) RescheduleToken(ctx context.Context, key, token string, w When) 
 type TaskInfo struct {
 	ID, Key, Token string
 	State          State
-	Attempt        int
+	// Attempt counts deliveries so far: the one in hand included for a
+	// task in flight.
+	Attempt int
 	// When is the due time (pending), the lease deadline (in flight or
 	// cancelled) or the dead-letter time (dead).
 	When      time.Time
@@ -105,7 +107,7 @@ func (q *Queue) Lookup(ctx context.Context, key string) ([]TaskInfo, error) {
 		return nil, err
 	}
 	r, err := run(ctx, q.c, scriptLookup, "lookup",
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr}, key, q.k.ib(key), q.o.IndexBuckets)
+		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead}, key, digest(key))
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +125,9 @@ func (q *Queue) Lookup(ctx context.Context, key string) ([]TaskInfo, error) {
 		}
 		ti := TaskInfo{ID: id, Key: rec.key, Token: rec.token, State: st, Attempt: rec.attempt,
 			LastError: rec.err, Payload: rec.payload}
+		if st == StateInFlight || st == StateCancelled {
+			ti.Attempt++ // the record counts finished deliveries
+		}
 		if ti.Token == "" {
 			ti.Token = id
 		}

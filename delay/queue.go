@@ -47,7 +47,7 @@ func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := newKeys(o.Prefix, name, o.IndexBuckets)
+	k := newKeys(o.Prefix, name)
 	// Names and prefixes without braces cannot move a key off the queue's
 	// tag; checking the whole layout once here makes that a tested fact.
 	if err := checkSlot("new", k.all()); err != nil {
@@ -208,13 +208,26 @@ type enqueueCall struct {
 	args []any
 }
 
-func (q *Queue) newEnqueueCall() enqueueCall {
-	return enqueueCall{args: []any{q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey, q.o.IndexBuckets}}
+func (q *Queue) newEnqueueCall(jobs int) enqueueCall {
+	c := enqueueCall{idx: make([]int, 0, jobs), args: make([]any, 0, 4+3*jobs)}
+	c.args = append(c.args, q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey)
+	return c
 }
 
-func (c *enqueueCall) add(i int, j Job, mode string, v int64, ib int) {
+func (q *Queue) add(c *enqueueCall, i int, j Job, mode string, v int64) {
+	dg := digest(j.Key)
 	c.idx = append(c.idx, i)
-	c.args = append(c.args, j.Key, j.Token, j.Payload, mode, v, ib)
+	c.args = append(c.args, dg, freshRecord(dg, j.Key, j.Token, j.Payload), q.whenArg(mode, v))
+}
+
+// whenArg is the due time as the enqueue scripts take it: ms after the
+// codec epoch for "at" (never negative: whenArgs checked it), or
+// -(delay ms + 1) for "after", one number instead of a mode and a value.
+func (q *Queue) whenArg(mode string, v int64) int64 {
+	if mode == "after" {
+		return -v - 1
+	}
+	return v - q.epoch
 }
 
 func (q *Queue) evalEnqueue(ctx context.Context, c redis.Scripter, call enqueueCall) *redis.Cmd {
@@ -229,8 +242,10 @@ func (q *Queue) Enqueue(ctx context.Context, j Job) (Enqueued, error) {
 		return Enqueued{}, err
 	}
 	sent := q.o.Now()
+	dg := digest(j.Key)
 	r, err := run(ctx, q.c, scriptEnqueueOne, "enqueue", q.enqueueKeys(),
-		j.Key, j.Token, j.Payload, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey, q.k.ib(j.Key), q.o.IndexBuckets)
+		j.Key, dg, j.Token, freshRecord(dg, j.Key, j.Token, j.Payload), q.whenArg(mode, v),
+		q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey)
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -246,8 +261,29 @@ func (q *Queue) Enqueue(ctx context.Context, j Job) (Enqueued, error) {
 	return q.enqueued(j, reply{r.int(0), "", "", ""}, 0)
 }
 
-// enqueued reads the outcome of one job from offset off of an
-// enqueue_batch.lua reply: code, id, state, score.
+// batchEnqueued reads the outcome of one job, element off of an
+// enqueue_batch.lua reply: a task's score when the job made one (its ID is
+// the next of *id, which the script's reply starts at), else {code, id,
+// state, score} or {code}.
+func (q *Queue) batchEnqueued(j Job, r reply, off int, id *int64) (Enqueued, error) {
+	if off >= len(r) {
+		return Enqueued{}, fmt.Errorf("delay: enqueue %q: %w: short script reply", j.Key, ErrCorrupt)
+	}
+	switch v := r[off].(type) {
+	case int64:
+		*id++
+		return q.enqueued(j, reply{int64(codeOK), strconv.FormatInt(*id, 36), "", v}, 0)
+	case []any:
+		if len(v) == 1 {
+			v = append(v, "", "", "")
+		}
+		return q.enqueued(j, reply(v), 0)
+	}
+	return Enqueued{}, fmt.Errorf("delay: enqueue %q: %w: script reply element %T", j.Key, ErrCorrupt, r[off])
+}
+
+// enqueued reads the outcome of one job from offset off of r: code, id,
+// state, score.
 func (q *Queue) enqueued(j Job, r reply, off int) (Enqueued, error) {
 	if off+3 >= len(r) {
 		return Enqueued{}, fmt.Errorf("delay: enqueue %q: %w: short script reply", j.Key, ErrCorrupt)
@@ -316,15 +352,16 @@ func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error
 	}
 	for start := 0; start < len(todo); start += MaxBatch {
 		var calls []enqueueCall
-		call, size := q.newEnqueueCall(), 0
-		for _, p := range todo[start:min(start+MaxBatch, len(todo))] {
+		chunk := todo[start:min(start+MaxBatch, len(todo))]
+		call, size := q.newEnqueueCall(min(len(chunk), maxEnqueueJobs)), 0
+		for _, p := range chunk {
 			j := jobs[p.i]
 			n := len(j.Key) + len(j.Token) + len(j.Payload)
 			if len(call.idx) == maxEnqueueJobs || (len(call.idx) > 0 && size+n > maxEnqueueBytes) {
 				calls = append(calls, call)
-				call, size = q.newEnqueueCall(), 0
+				call, size = q.newEnqueueCall(maxEnqueueJobs), 0
 			}
-			call.add(p.i, j, p.mode, p.v, q.k.ib(j.Key))
+			q.add(&call, p.i, j, p.mode, p.v)
 			size += n
 		}
 		calls = append(calls, call)
@@ -353,8 +390,9 @@ func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error
 				default:
 					r := reply(v)
 					q.observeTime(r.int(0), sent, recv)
+					id := r.int(1)
 					for n, i := range c.idx {
-						out[i], out[i].Err = q.enqueued(jobs[i], r, 1+4*n)
+						out[i], out[i].Err = q.batchEnqueued(jobs[i], r, 2+n, &id)
 					}
 				}
 			}
@@ -384,6 +422,9 @@ func isRedisReplyErr(err error) bool {
 type Lease struct {
 	ID    string
 	Fence int64
+	// dg is the digest of the task's key, which Take knows; it spares
+	// the ack a record read ("" for a Lease built by hand: the ack reads it).
+	dg string
 }
 
 func (l Lease) valid() error {
@@ -439,7 +480,7 @@ func (q *Queue) Take(ctx context.Context, n int) (Batch, error) {
 	}
 	sent := q.o.Now()
 	r, err := run(ctx, q.c, scriptTake, "take",
-		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.ctr, q.k.stats},
+		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.ctr, q.k.stats, q.k.lease},
 		n, q.o.Lease.Milliseconds(), q.epoch, q.mult)
 	if err != nil {
 		return Batch{}, err
@@ -459,8 +500,10 @@ func (q *Queue) Take(ctx context.Context, n int) (Batch, error) {
 		b.NextExpiry = time.UnixMilli(ms)
 	}
 	deadline := time.UnixMilli(nowMs).Add(q.o.Lease)
+	fence := r.int(5) // one fence for the batch: see take.lua
 	var bad []error
-	for i := 5; i+2 < len(r); i += 3 {
+	var parked []Lease
+	for i := 6; i+2 < len(r); i += 3 {
 		id := r.str(i)
 		sc, ok := r.score(i + 1)
 		rec, derr := decodeRecord(r.str(i+2), q.o.MaxPayload)
@@ -471,20 +514,27 @@ func (q *Queue) Take(ctx context.Context, n int) (Batch, error) {
 			due, seq, serr = q.o.Codec.DecodeTime(sc)
 		}
 		if derr != nil || serr != nil {
-			// The lease holds; the sweep will dead-letter it at MaxAttempts.
 			bad = append(bad, fmt.Errorf("%w: task %s: %w", ErrCorrupt, id, errors.Join(derr, serr)))
+			parked = append(parked, Lease{ID: id, Fence: fence})
 			continue
 		}
 		t := &Task{
-			ID: id, Key: rec.key, Token: rec.token, Payload: rec.payload, Attempt: rec.attempt,
+			ID: id, Key: rec.key, Token: rec.token, Payload: rec.payload, Attempt: rec.attempt + 1,
 			Due: due, Seq: seq, DeliveredAt: b.ServerTime, Deadline: deadline,
-			Lease: Lease{ID: id, Fence: rec.fence}, LastError: rec.err,
+			Lease: Lease{ID: id, Fence: fence, dg: rec.digest}, LastError: rec.err,
 		}
 		if t.Token == "" {
 			t.Token = id
 		}
 		b.Tasks = append(b.Tasks, t)
 		q.o.Observer.OnDelivered(q.name, t.Lateness())
+	}
+	// What Go cannot read goes to the dead set now, under the lease it was
+	// just taken with, rather than cycling through sweeps to MaxAttempts.
+	for _, l := range parked {
+		if _, err := q.Kill(ctx, l, ErrCorrupt); err == nil {
+			b.Corrupt++
+		}
 	}
 	if b.Corrupt > 0 {
 		bad = append(bad, fmt.Errorf("%w: %d unreadable records moved to the dead set", ErrCorrupt, b.Corrupt))
@@ -516,7 +566,7 @@ func (q *Queue) AckMany(ctx context.Context, leases []Lease) (errs []error, err 
 		if len(idx) == 0 {
 			return nil
 		}
-		r, err := run(ctx, q.c, scriptAck, "ack", []string{q.k.tasks, q.k.inflight, q.k.idx, q.k.stats}, args...)
+		r, err := run(ctx, q.c, scriptAck, "ack", []string{q.k.tasks, q.k.inflight, q.k.idx, q.k.stats, q.k.lease}, args...)
 		if err != nil {
 			return err
 		}
@@ -535,7 +585,7 @@ func (q *Queue) AckMany(ctx context.Context, leases []Lease) (errs []error, err 
 			errs[i] = e
 			continue
 		}
-		args = append(args, l.ID, strconv.FormatInt(l.Fence, 10))
+		args = append(args, l.ID, strconv.FormatInt(l.Fence, 10), l.dg)
 		idx = append(idx, i)
 		if len(idx) == MaxBatch {
 			if err := flush(); err != nil {
@@ -597,7 +647,7 @@ func (q *Queue) RetryAfter(ctx context.Context, l Lease, attempt int, delay time
 		return 0, fmt.Errorf("%w: %v", ErrNegativeDelay, delay)
 	}
 	r, err := run(ctx, q.c, scriptRetry, "retry",
-		[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
+		[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake, q.k.lease},
 		l.ID, strconv.FormatInt(l.Fence, 10), ceilMs(delay), q.o.MaxAttempts, errText(cause),
 		q.epoch, q.mult, q.o.Codec.MaxMs())
 	if err != nil {
@@ -623,7 +673,7 @@ func (q *Queue) Kill(ctx context.Context, l Lease, cause error) (Outcome, error)
 		return 0, err
 	}
 	r, err := run(ctx, q.c, scriptKill, "kill",
-		[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.dead, q.k.stats},
+		[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.dead, q.k.stats, q.k.lease},
 		l.ID, strconv.FormatInt(l.Fence, 10), errText(cause))
 	if err != nil {
 		return 0, err
@@ -647,7 +697,7 @@ func (q *Queue) Extend(ctx context.Context, l Lease, lease time.Duration) (time.
 	if lease < time.Millisecond {
 		return time.Time{}, fmt.Errorf("%w: duration %v", ErrInvalidLease, lease)
 	}
-	r, err := run(ctx, q.c, scriptExtend, "extend", []string{q.k.tasks, q.k.inflight},
+	r, err := run(ctx, q.c, scriptExtend, "extend", []string{q.k.tasks, q.k.inflight, q.k.lease},
 		l.ID, strconv.FormatInt(l.Fence, 10), ceilMs(lease))
 	if err != nil {
 		return time.Time{}, err
@@ -660,7 +710,7 @@ func (q *Queue) Extend(ctx context.Context, l Lease, lease time.Duration) (time.
 
 // SweepResult counts what a Sweep did.
 type SweepResult struct {
-	Returned int // expired leases back in the due set (attempt kept, re-counted at take)
+	Returned int // expired leases back in the due set (the expired delivery counted as an attempt)
 	Dead     int // expired at MaxAttempts: dead-lettered
 	Deleted  int // cancelled in flight (or unreadable): removed
 }
@@ -671,7 +721,7 @@ func (q *Queue) Sweep(ctx context.Context, limit int) (SweepResult, error) {
 		return SweepResult{}, fmt.Errorf("%w: %d", ErrInvalidBatch, limit)
 	}
 	r, err := run(ctx, q.c, scriptSweep, "sweep",
-		[]string{q.k.inflight, q.k.tasks, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
+		[]string{q.k.inflight, q.k.tasks, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake, q.k.lease},
 		limit, q.o.MaxAttempts, q.epoch, q.mult, q.o.Codec.MaxMs())
 	if err != nil {
 		return SweepResult{}, err

@@ -2,32 +2,40 @@ package delay
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
 // record is one task's metadata and payload as stored in its tasks bucket:
 //
-//	"<attempt>,<fence>,<flags>,<ib>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
+//	"<flags><digest><attempt>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
 //
-// ib is the key's index bucket (indexBucketOf). A plain length-prefixed text
-// header keeps a fresh task with a 25-byte key and a 16-byte payload at 59
-// bytes, under Redis's default hash-max-listpack-value (64), and lets Lua
-// read it without cmsgpack, which miniredis lacks.
+// flags is one digit (flagCancelled, flagSole) and digest the key's
+// digestLen characters, at fixed places so that Lua's hot paths (ack) read
+// them without a pattern match. attempt counts the deliveries that ended
+// without an ack. A plain length-prefixed text header keeps a fresh task
+// with a 25-byte key and a 16-byte payload at 58 bytes, under Redis's
+// default hash-max-listpack-value (64), and lets Lua read it without
+// cmsgpack, which miniredis lacks. Go writes fresh records (freshRecord);
+// Lua rewrites them (build in lib.lua) when a task changes.
 type record struct {
 	attempt int
-	fence   int64
 	flags   int
-	ib      int
+	digest  string
 	key     string
 	token   string
 	err     string
 	payload []byte
 }
 
-const flagCancelled = 1
+const (
+	flagCancelled = 1
+	flagSole      = 2
+)
 
-// maxHeader bounds the header scan: seven numbers of at most 15 digits.
-const maxHeader = 7 * 16
+// maxHeader bounds the header scan: flags, digest and four numbers of at
+// most 15 digits.
+const maxHeader = 1 + digestLen + 4*16
 
 // decodeRecord parses a record read from Redis. It never panics and never
 // allocates more than the input: every length is checked against the bytes
@@ -39,14 +47,21 @@ func decodeRecord(blob string, maxPayload int) (rec record, err error) {
 		}
 	}()
 	end := strings.IndexByte(blob[:min(len(blob), maxHeader)], ';')
-	if end < 0 {
+	if end < 1+digestLen {
 		return record{}, fmt.Errorf("%w: no header", ErrCorrupt)
 	}
-	// seven comma-separated decimal fields of 1..15 digits, parsed by hand:
-	// this runs for every task a worker takes
-	var n [7]int64
+	if c := blob[0]; c < '0' || c > '9' {
+		return record{}, fmt.Errorf("%w: header flags", ErrCorrupt)
+	}
+	dg := blob[1 : 1+digestLen]
+	if !isDigest(dg) {
+		return record{}, fmt.Errorf("%w: header digest", ErrCorrupt)
+	}
+	// four comma-separated decimals of 1..15 digits, parsed by hand: this
+	// runs for every task a worker takes
+	var n [4]int64
 	f, digits := 0, 0
-	for i := 0; i < end; i++ {
+	for i := 1 + digestLen; i < end; i++ {
 		switch c := blob[i]; {
 		case c >= '0' && c <= '9':
 			if digits == 15 {
@@ -64,10 +79,7 @@ func decodeRecord(blob string, maxPayload int) (rec record, err error) {
 		return record{}, fmt.Errorf("%w: %d header fields", ErrCorrupt, f+1)
 	}
 	body := blob[end+1:]
-	if n[3] >= MaxIndexBuckets {
-		return record{}, fmt.Errorf("%w: index bucket %d", ErrCorrupt, n[3])
-	}
-	kl, tl, el := n[4], n[5], n[6]
+	kl, tl, el := n[1], n[2], n[3]
 	if kl+tl+el > int64(len(body)) {
 		return record{}, fmt.Errorf("%w: lengths exceed record", ErrCorrupt)
 	}
@@ -76,9 +88,8 @@ func decodeRecord(blob string, maxPayload int) (rec record, err error) {
 	}
 	rec = record{
 		attempt: int(n[0]),
-		fence:   n[1],
-		flags:   int(n[2]),
-		ib:      int(n[3]),
+		flags:   int(blob[0] - '0'),
+		digest:  dg,
 		key:     body[:kl],
 		token:   body[kl : kl+tl],
 		err:     body[kl+tl : kl+tl+el],
@@ -87,11 +98,47 @@ func decodeRecord(blob string, maxPayload int) (rec record, err error) {
 	if err := validateKey(rec.key); err != nil {
 		return record{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
+	if d := digest(rec.key); d != rec.digest {
+		return record{}, fmt.Errorf("%w: digest %q, key's is %q", ErrCorrupt, rec.digest, d)
+	}
 	return rec, nil
+}
+
+// isDigest reports whether s is digestLen characters of digestAlphabet.
+func isDigest(s string) bool {
+	if len(s) != digestLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(digestAlphabet, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // encodeRecord is the Go twin of lib.lua's build (used by tests to plant data).
 func encodeRecord(r record) string {
-	return fmt.Sprintf("%d,%d,%d,%d,%d,%d,%d;%s%s%s%s", r.attempt, r.fence, r.flags, r.ib,
+	return fmt.Sprintf("%d%s%d,%d,%d,%d;%s%s%s%s", r.flags, r.digest, r.attempt,
 		len(r.key), len(r.token), len(r.err), r.key, r.token, r.err, r.payload)
+}
+
+// freshRecord is the record of a new task as the enqueue scripts store it:
+// flag F_SOLE (the scripts clear it when the key's index entry already
+// holds tasks), attempt 0, no error. Built here rather than in Lua because
+// string building is most of an enqueue's server time.
+func freshRecord(dg, key, token string, payload []byte) string {
+	var b strings.Builder
+	b.Grow(24 + len(key) + len(token) + len(payload))
+	b.WriteByte('0' + flagSole)
+	b.WriteString(dg)
+	b.WriteString("0,")
+	b.WriteString(strconv.Itoa(len(key)))
+	b.WriteByte(',')
+	b.WriteString(strconv.Itoa(len(token)))
+	b.WriteString(",0;")
+	b.WriteString(key)
+	b.WriteString(token)
+	b.Write(payload)
+	return b.String()
 }

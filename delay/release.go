@@ -13,17 +13,17 @@ var (
 	//go:embed lua/release.lua
 	luaRelease string
 
-	scriptRelease = redis.NewScript(luaLib + luaRelease)
+	scriptRelease = redis.NewScript(compose(luaLib, luaRelease))
 )
 
 // release gives tasks that the worker took but never started back to due
-// at the score they were taken at, with their attempt count restored, so a
+// at the score they were taken at, not counted as an attempt, so a
 // prefetch that was not used costs neither a lease wait nor an attempt.
 // errs[i] is tasks[i]'s outcome (ErrLeaseLost when the lease was already
 // gone); err is a transport error. One script per MaxBatch tasks.
 func (q *Queue) release(ctx context.Context, tasks []*Task) (errs []error, err error) {
 	errs = make([]error, len(tasks))
-	keys := []string{q.k.tasks, q.k.inflight, q.k.idx, q.k.due, q.k.wake}
+	keys := []string{q.k.tasks, q.k.inflight, q.k.idx, q.k.due, q.k.wake, q.k.lease}
 	for from := 0; from < len(tasks); from += MaxBatch {
 		part := tasks[from:min(from+MaxBatch, len(tasks))]
 		args := make([]any, 0, 3*len(part))

@@ -162,7 +162,6 @@ const (
 	codeCorrupt     = 8
 	codeCancelled   = 9
 	codeDead        = 10
-	codeIndexConfig = 11
 )
 
 // codeErr is the one place script codes become errors. Informational codes
@@ -185,8 +184,6 @@ func codeErr(code int64) error {
 		return ErrSeqExhausted
 	case codeCorrupt:
 		return ErrCorrupt
-	case codeIndexConfig:
-		return ErrIndexBuckets
 	}
 	return fmt.Errorf("%w: unknown script code %d", ErrCorrupt, code)
 }

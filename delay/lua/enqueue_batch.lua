@@ -1,25 +1,31 @@
--- enqueue_batch.lua: idempotent enqueue of 1..maxEnqueueJobs tasks, with exactly
--- the outcome of enqueueing them one by one in ARGV order (same IDs, scores,
--- duplicates, codes, stored state), with few Redis calls: a business key
--- that has no index entry yet (the common case) costs one HSETNX, which both
--- proves it holds no duplicate and writes its entry; records go out in one
--- HSET per tasks bucket, scores in one ZADD, then one wake check. Keys that
--- already have tasks take the slow path: their entry and records are read.
+-- enqueue_batch.lua: idempotent enqueue of 1..maxEnqueueJobs tasks, with
+-- exactly the outcome of enqueueing them one by one in ARGV order (same
+-- IDs, scores, duplicates, codes, stored state), with few Redis calls: one
+-- HMGET reads the index entries of every job's digest; a digest with no
+-- entry (the common case) proves its job has no duplicate, and its task
+-- costs no call of its own. Records go out in one HSET per tasks bucket,
+-- index entries in one HSET, scores in one ZADD, then one wake check.
+-- Digests that already have an entry take the slow path: their records are
+-- read. Records come built from Go (freshRecord), so the fast path builds
+-- no strings but the score text.
 -- KEYS[1] -> due ZSET        KEYS[2] -> inflight ZSET   KEYS[3] -> dead ZSET
--- KEYS[4] -> tasks base      KEYS[5] -> idx base        KEYS[6] -> ctr HASH
+-- KEYS[4] -> tasks base      KEYS[5] -> idx HASH        KEYS[6] -> ctr HASH
 -- KEYS[7] -> stats HASH      KEYS[8] -> wake LIST
 -- ARGV[1] -> codec epoch ms  ARGV[2] -> 2^bits   ARGV[3] -> codec max ms offset
--- ARGV[4] -> max tasks per business key   ARGV[5] -> index bucket count
--- ARGV[6*i .. 6*i+5] -> job i (i = 1..n): business key, token ('' =
---   generate: the token is the ID), payload, 'at' | 'after', at: absolute
---   Unix ms / after: delay ms from Redis TIME, index bucket of the key
--- Returns {now, then per job i: code, id, state, score}, '' where a field has
--- no value: {C_OK, id, '', score} | {C_DUP, id, state, score} | {code, '', '', ''}
--- (now and new scores as integers; a duplicate's score as ZSCORE gives it)
+-- ARGV[4] -> max tasks per business key
+-- ARGV[3i+2 .. 3i+4] -> job i (i = 1..n): digest of its business key,
+--   fresh record (it holds the key and the token; toklen 0: generate, the
+--   token is the ID), when: ms after the codec epoch (>= 0) or
+--   -(delay ms + 1) for a delay from Redis TIME
+-- Returns {now, id0, r1, ..., rn}. The tasks created get the IDs
+-- base36(id0 + 1), base36(id0 + 2), ... in job order, and ri is the score
+-- of job i's task when it made one (integer replies, exact below 2^53);
+-- otherwise ri is {C_DUP, id, state, score} (the score as ZSCORE gives it)
+-- or {code}.
 local due, inflight, dead, tasks, idx, ctr, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local epoch, mult, maxrel, maxper = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local n = math.floor((#ARGV - 5) / 6)
+local n = math.floor((#ARGV - 4) / 3)
 local now = now_ms()
 
 -- variadic calls in slices of at most 1000 arguments (unpack limits)
@@ -27,77 +33,65 @@ local function each_slice(list, step, fn)
   for i = 1, #list, step do fn(unpack(list, i, math.min(i + step - 1, #list))) end
 end
 
-local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id', 'nib')
+local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id')
 local id0 = 0
 if last[3] then
   if not string.match(last[3], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises the error HINCRBY would
   id0 = tonumber(last[3])
 end
+local out = {now, id0}
+if n == 0 then return out end
 
 -- Scores as assign_score gives them, with the ctr hash read above and
 -- written once at the end.
 local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]))
 local assign = st.assign
 
+local have
+do
+  local dgs = {}
+  for i = 1, n do dgs[i] = ARGV[3 * i + 2] end
+  if n <= 1000 then
+    have = redis.call('HMGET', idx, unpack(dgs))
+  else
+    have = {}
+    for s = 1, n, 1000 do
+      local part = redis.call('HMGET', idx, unpack(dgs, s, math.min(s + 999, n)))
+      for k = 1, #part do have[s + k - 1] = part[k] end
+    end
+  end
+end
+
 -- new_id is base36(k), with the prefix (all but the last digit) cached:
--- a batch's IDs are consecutive, so most share it.
-local gen_q, gen_prefix = -1, ''
+-- a batch's IDs are consecutive, so most share it, and so most share a
+-- tasks bucket (cur, the list of its new records, grouped as they are made).
+local created = 0
+local zadds, z, minscore = {}, 0, nil
+local recb, rorder = {}, {}
+local DIG = {}
+for d = 0, 35 do DIG[d] = string.sub('0123456789abcdefghijklmnopqrstuvwxyz', d + 1, d + 1) end
+local gen_q, gen_prefix, cur = -1, '', nil
 local function new_id(k)
   local q = math.floor(k / 36)
   if q ~= gen_q then
     gen_q = q
     if q == 0 then gen_prefix = '' else gen_prefix = base36(q) end
+    cur = group(recb, rorder, gen_prefix)
   end
-  local d = k % 36
-  if d < 10 then return gen_prefix .. string.char(48 + d) end
-  return gen_prefix .. string.char(87 + d)
+  return gen_prefix .. DIG[k % 36]
 end
 
--- load reads what a key already holds: its live IDs (those whose record
--- is gone are stale and dropped), tokens and records (slow path).
-local function load(key, s)
-  local v = redis.call('HGET', ikey(idx, s.ib), key)
-  local ids = {}
-  if v then for id in string.gmatch(v, '[^,]+') do ids[#ids + 1] = id end end
-  if #ids == 0 then return end
-  local blobs = get_recs(tasks, ids)
-  for k, id in ipairs(ids) do
-    local blob = blobs[k]
-    if blob then
-      s.live[#s.live + 1] = id
-      local t = parse(blob)
-      if t then
-        s.old[id] = t
-        local eff = t.token
-        if eff == '' then eff = id end
-        if not s.tok[eff] then s.tok[eff] = {id = id, t = t} end
-      end
-    end
-  end
-end
-
--- Scores and now go back as integer replies (exact below 2^53).
-local out, o = {now}, 1
-local function put(code, id, st, sc)
-  out[o + 1] = code; out[o + 2] = id; out[o + 3] = st; out[o + 4] = sc
-  o = o + 4
-end
-local bykey, keylist = {}, {}
-local zadds, minscore = {}, nil
-local created, z = 0, 0
--- new records, grouped by tasks bucket as they are made: the IDs of a
--- batch are consecutive, so they fill one bucket after another
-local recb, rorder = {}, {}
+-- add_rec queues the record of id, which new_id made last.
 local function add_rec(id, rec)
-  local l = group(recb, rorder, gen_prefix) -- gen_prefix is id's bucket: new_id(id) ran last
-  local k = #l
-  l[k + 1] = id
-  l[k + 2] = rec
-  return l, k + 2
+  local k = #cur
+  cur[k + 1] = id
+  cur[k + 2] = rec
+  return cur, k + 2
 end
 
 -- add_score queues id for the one ZADD, keeping the earliest score for
--- the wake check.
+-- the wake check. The score goes as text: given a number, redis.call
+-- formats it with %.17g, which costs more for numbers this size.
 local function add_score(id, score)
   zadds[z + 1] = fmt(score)
   zadds[z + 2] = id
@@ -105,145 +99,184 @@ local function add_score(id, score)
   if minscore == nil or score < minscore then minscore = score end
 end
 
--- header of a fresh record. Lengths are memoized as text: most keys of a
--- batch share a length, and number-to-text is the costly part here.
-local lens = {}
-local function len_text(n)
-  local v = lens[n]
-  if not v then
-    v = fmt(n)
-    lens[n] = v
-  end
-  return v
-end
-local function fresh_header(flags, s, key, token)
-  return '0,0,' .. flags .. ',' .. s.ib .. ',' .. len_text(#key) .. ',' .. len_text(#token) .. ',0;'
+-- key_token reads the key and token of a fresh record (nil: unreadable).
+local function key_token(rec)
+  local fl, _, _, kl, tl, _, p = header(rec)
+  if not fl then return nil end
+  return string.sub(rec, p, p + kl - 1), string.sub(rec, p + kl, p + kl + tl - 1)
 end
 
--- expand turns the fast-path state of a key (one task made here) into the
--- tables the general path keeps, when the key comes back in the batch.
-local function expand(s)
-  s.live = {s.fid}
-  s.tok = {[s.feff] = {id = s.fid, score = s.fscore}}
-  s.old = {}
-  s.pos = {[s.fid] = {s.flist, s.fidx}}
+-- Per digest: bydg[dg] is the job number i of a fast-path task (the entry
+-- will be exactly fid[i]), or the state of the slow path: ids (the live
+-- IDs of the entry, in order, this batch's included), and per ID its key,
+-- its effective token, its old parsed record (t, false when unreadable),
+-- its new score and the list position of its new record.
+local bydg = {}
+local fid, flist, fidx, fscore = {}, {}, {}, {}
+local fast, slowdg = {}, {}
+local function new_state(dg)
+  local s = {ids = {}, key = {}, eff = {}, t = {}, score = {}, pos = {}, dirty = false}
+  bydg[dg] = s
+  slowdg[#slowdg + 1] = dg
+  return s
 end
 
--- create makes (in memory) a fresh record: attempt, fence 0, flags, no
--- error. F_SOLE marks the only task of its key, so that its ack can drop
--- the index entry without reading it; a second task clears the mark.
-local function create(key, s, id, token, payload, score)
-  local nlive = #s.live
-  if nlive == 1 then
-    local first = s.live[1]
-    local pos = s.pos[first]
-    if pos then
-      local l, k = pos[1], pos[2]
-      l[k] = '0,0,0,' .. string.sub(l[k], 7) -- '0,0,2,' -> '0,0,0,'
-    else
-      local t = s.old[first]
-      if t and sole(t) then
-        t.flags = t.flags - F_SOLE
-        put_rec(tasks, first, build(t))
+local function load(s, v)
+  local all = entry_ids(v)
+  local blobs = get_recs(tasks, all)
+  for k, id in ipairs(all) do
+    local blob = blobs[k]
+    if blob then
+      s.ids[#s.ids + 1] = id
+      local t = parse(blob)
+      s.t[id] = t or false
+      if t then
+        s.key[id] = t.key
+        if t.token == '' then s.eff[id] = id else s.eff[id] = t.token end
       end
     end
   end
-  local flags = '0'
-  if nlive == 0 then flags = '2' end
-  local l, k = add_rec(id, fresh_header(flags, s, key, token) .. key .. token .. payload)
+end
+
+-- expand turns the fast-path task of job i into slow-path state, when its
+-- digest comes back in the batch.
+local function expand(dg, i)
+  local s = new_state(dg)
+  local id = fid[i]
+  s.ids[1] = id
+  local key, tok = key_token(ARGV[3 * i + 3])
+  s.key[id] = key
+  if tok == '' then s.eff[id] = id else s.eff[id] = tok end
+  s.score[id] = fscore[i]
+  s.pos[id] = {flist[i], fidx[i]}
+  s.dirty = true -- the fast path's entry write now comes from s
+  return s
+end
+
+-- unsole clears F_SOLE of id, the one task of an entry that gets a second.
+-- Old records are rewritten at the end, with everything else: a script
+-- that stops on an error has written nothing.
+local rewrites = {}
+local function unsole(s, id)
+  local pos = s.pos[id]
+  if pos then
+    local l, k = pos[1], pos[2]
+    if string.byte(l[k], 1) == 50 then l[k] = '0' .. string.sub(l[k], 2) end -- flags '2' (F_SOLE) -> '0'
+  else
+    local t = s.t[id]
+    if t and sole(t) then
+      t.flags = t.flags - F_SOLE
+      rewrites[#rewrites + 1] = id
+      rewrites[#rewrites + 1] = build(t)
+    end
+  end
+end
+
+local function slow(s, rec, ms)
+  local key, token = key_token(rec)
+  if not key then return nil end
+  local nmine = 0
+  for _, id in ipairs(s.ids) do
+    if s.key[id] == key then
+      if token ~= '' and s.eff[id] == token then
+        local sc = s.score[id]
+        if sc then return {C_DUP, id, 'pending', sc} end
+        local state, zs = state_of(due, inflight, dead, id, s.t[id] or nil)
+        return {C_DUP, id, state, zs}
+      end
+      nmine = nmine + 1
+    end
+  end
+  if nmine >= maxper or #s.ids >= 4 * maxper then return {C_TOO_MANY} end
+  local score, code = assign(ms)
+  if not score then return {code} end
+  created = created + 1
+  local id = new_id(id0 + created)
+  local nids = #s.ids
+  if nids == 1 then unsole(s, s.ids[1]) end
+  if nids > 0 then rec = '0' .. string.sub(rec, 2) end -- not the entry's only task: no F_SOLE
+  local l, k = add_rec(id, rec)
   s.pos[id] = {l, k}
   add_score(id, score)
-  s.live[nlive + 1] = id
+  s.ids[nids + 1] = id
+  s.key[id] = key
+  if token == '' then s.eff[id] = id else s.eff[id] = token end
+  s.score[id] = score
   s.dirty = true
-  local eff = token
-  if eff == '' then eff = id end
-  if not s.tok[eff] then s.tok[eff] = {id = id, score = score} end
+  return score
 end
 
-if last[4] and last[4] ~= ARGV[5] then -- created with another bucket count
-  for _ = 1, n do put(C_INDEX, '', '', '') end
-  return out
-end
-
+-- jobs of a batch mostly share their due text (the same After): it is
+-- parsed once per run of equal texts (Lua compares interned strings by
+-- pointer, and tonumber costs about half a µs)
+local wtext, ms = nil, nil
 for i = 1, n do
-  local j = 6 * i
-  local key, token = ARGV[j], ARGV[j + 1]
-  local ms = tonumber(ARGV[j + 4])
-  if ARGV[j + 3] == 'after' then ms = now + ms end
-  local s = bykey[key]
-  local done = false
-  if not s then
-    local ib = ARGV[j + 5]
-    if not valid_ib(ib) then return redis.error_reply('delay: bad index bucket ' .. ib) end
-    s = {ib = ib, dirty = false}
-    bykey[key] = s
-    keylist[#keylist + 1] = key
-    -- fast path: no index entry means no task and so no duplicate
-    local id = new_id(id0 + created + 1)
-    if redis.call('HSETNX', ikey(idx, ib), key, id) == 1 then
-      local score, code = assign(ms)
-      if score then
-        created = created + 1
-        -- the only task of its key (F_SOLE); HSETNX wrote its index entry
-        s.flist, s.fidx = add_rec(id, fresh_header('2', s, key, token) .. key .. token .. ARGV[j + 2])
-        s.fid, s.fscore = id, score
-        if token == '' then s.feff = id else s.feff = token end
-        add_score(id, score)
-        put(C_OK, id, '', score)
-      else
-        redis.call('HDEL', ikey(idx, ib), key)
-        s.live, s.tok, s.old, s.pos = {}, {}, {}, {}
-        put(code, '', '', '')
-      end
-      done = true
-    else
-      s.live, s.tok, s.old, s.pos = {}, {}, {}, {}
-      load(key, s)
-    end
-  elseif not s.live then
-    expand(s)
+  local j = 3 * i
+  local dg = ARGV[j + 2]
+  if ARGV[j + 4] ~= wtext then
+    wtext = ARGV[j + 4]
+    local w = tonumber(wtext)
+    ms = epoch + w
+    if w < 0 then ms = now - w - 1 end
   end
-  if not done then
-    local hit = token ~= '' and s.tok[token]
-    if hit then
-      local st, sc
-      if hit.score then st, sc = 'pending', hit.score
-      else st, sc = state_of(due, inflight, dead, hit.id, hit.t) end
-      put(C_DUP, hit.id, st, sc)
-    elseif #s.live >= maxper then
-      put(C_TOO_MANY, '', '', '')
+  local s = bydg[dg]
+  if s == nil and not have[i] then
+    -- fast path: no entry means no task of this key, so no duplicate, and
+    -- the task is its entry's only one (the record's F_SOLE holds)
+    local score, code = assign(ms)
+    if score then
+      created = created + 1
+      local id = new_id(id0 + created)
+      flist[i], fidx[i] = add_rec(id, ARGV[j + 3])
+      fid[i], fscore[i] = id, score
+      add_score(id, score)
+      bydg[dg] = i
+      fast[#fast + 1] = i
+      out[i + 2] = score
     else
-      local score, code = assign(ms)
-      if not score then
-        put(code, '', '', '')
-      else
-        created = created + 1
-        local id = new_id(id0 + created)
-        create(key, s, id, token, ARGV[j + 2], score)
-        put(C_OK, id, '', score)
-      end
+      new_state(dg)
+      out[i + 2] = {code}
     end
+  else
+    if s == nil then
+      s = new_state(dg)
+      load(s, have[i])
+    elseif type(s) == 'number' then
+      s = expand(dg, s)
+    end
+    local r = slow(s, ARGV[j + 3], ms)
+    if not r then return redis.error_reply('delay: unreadable fresh record in job ' .. i) end
+    out[i + 2] = r
   end
 end
 if created == 0 then return out end
 
--- Write: records, index entries that changed, due set, counters; wake a
--- sleeping worker when the earliest new task is the new head (what
--- one-by-one pushes amount to).
+-- Write: records, index entries, due set, counters; wake a sleeping worker
+-- when the earliest new task is the new head (what one-by-one pushes
+-- amount to).
 local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
 for _, pre in ipairs(rorder) do redis.call('HSET', tasks .. ':' .. pre, unpack(recb[pre])) end
-local ibw, iborder = {}, {}
-for _, key in ipairs(keylist) do
-  local s = bykey[key]
-  if s.dirty then -- a key given a task here, beyond the fast path's entry
-    local g = group(ibw, iborder, s.ib)
-    g[#g + 1] = key
-    g[#g + 1] = table.concat(s.live, ',')
+if #rewrites > 0 then put_recs(tasks, rewrites) end
+local iw, m = {}, 0
+for _, i in ipairs(fast) do
+  local dg = ARGV[3 * i + 2]
+  if bydg[dg] == i then
+    iw[m + 1] = dg
+    iw[m + 2] = fid[i]
+    m = m + 2
   end
 end
-for _, ib in ipairs(iborder) do redis.call('HSET', ikey(idx, ib), unpack(ibw[ib])) end
+for _, dg in ipairs(slowdg) do
+  local s = bydg[dg]
+  if s.dirty then
+    iw[m + 1] = dg
+    iw[m + 2] = table.concat(s.ids, ',')
+    m = m + 2
+  end
+end
+each_slice(iw, 1000, function(...) redis.call('HSET', idx, ...) end)
 each_slice(zadds, 1000, function(...) redis.call('ZADD', due, ...) end)
-redis.call('HSET', ctr, 'ms', fmt(st.ms), 'seq', fmt(st.seq), 'id', fmt(id0 + created), 'nib', ARGV[5])
+redis.call('HSET', ctr, 'ms', fmt(st.ms), 'seq', fmt(st.seq), 'id', fmt(id0 + created))
 if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
 if (not head[2]) or minscore < tonumber(head[2]) then
   redis.call('LPUSH', wake, '1')

@@ -1,27 +1,43 @@
 -- lib.lua: helpers shared by every delay script. Go prepends this file to
 -- each script body, so it declares no KEYS/ARGV of its own.
 --
--- Bucketed hashes. The tasks and idx keys a script gets in KEYS are base
--- names: a record lives in the hash <tasks>:<task ID minus its last base-36
--- digit> (36 consecutive IDs per bucket), an index entry in <idx>:<ib>,
--- ib = FNV-1a 32 of the business key mod the queue's bucket count (computed
--- in Go, stored in the record; ctr field 'nib' holds the count, and a call
--- that brings another count gets C_INDEX). Small hashes stay listpack-encoded, which is what keeps a pending
--- task near 200 B; the derived names keep the base key's hash tag, so every
--- key a script touches is still on the slot of its KEYS.
+-- Records are bucketed: the tasks key a script gets in KEYS is a base name,
+-- and a record lives in the hash <tasks>:<task ID minus its last base-36
+-- digit> (36 consecutive IDs per bucket). Small hashes stay
+-- listpack-encoded, which is what keeps a pending task near 200 B; a
+-- bucket name keeps the base key's hash tag, so every key a script touches
+-- is still on the slot of its KEYS.
+--
+-- Reverse index: one hash, field = the business key's digest (6
+-- characters, computed in Go, stored in each record), value = the
+-- comma-separated IDs of the tasks of every key with that digest. Keys
+-- rarely share a digest, and whoever reads an entry tells its keys apart
+-- by the key in each record.
 --
 -- Task record (one field of a tasks bucket, field = task ID):
---   "<attempt>,<fence>,<flags>,<ib>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
--- flags: bit 1 (F_CANCELLED) = cancelled while in flight; bit 2 (F_SOLE) = the
--- only task of its key, so its index entry is exactly its ID (ack drops the
--- entry without reading it). toklen 0 means the token is the ID.
+--   "<flags><digest><attempt>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
+-- flags is one digit: bit 1 (F_CANCELLED) = cancelled while in flight; bit
+-- 2 (F_SOLE) = the only task of its index entry, so the entry is exactly
+-- its ID (ack drops the entry without reading it). digest is the key's,
+-- DIGEST_LEN characters: both sit at fixed places, so the hot paths read
+-- them without a pattern match. attempt counts the deliveries that ended
+-- without an ack (retry, expired lease); the delivery in hand is attempt+1.
+-- toklen 0 means the token is the ID. Fresh records are built in Go
+-- (freshRecord), with F_SOLE set.
+--
+-- Leases: the lease hash maps each task in flight to the fence of its
+-- current delivery (the inflight ZSET has its deadline). Take writes the
+-- two and leaves the record alone: a record changes only when its task
+-- does (retry, expiry, cancel), not on every delivery.
 -- Scores: (ms - epoch) * mult + seq, mult = 2^bits, exactly score.TimeCodec.
 -- Return codes (mirrored in scripts.go):
 local C_OK, C_DUP, C_NOT_FOUND, C_LEASE_LOST = 0, 1, 2, 3
 local C_BEFORE_EPOCH, C_RANGE, C_TOO_MANY, C_SEQ = 4, 5, 6, 7
-local C_CORRUPT, C_CANCELLED, C_DEAD, C_INDEX = 8, 9, 10, 11
+local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
 local F_CANCELLED, F_SOLE = 1, 2
-local HEADER = '^(%d+),(%d+),()(%d+),(%d+),(%d+),(%d+),(%d+);()'
+local DIGEST_LEN = 6 -- digestLen in keys.go
+local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
+local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
 
 local function fmt(n) return string.format('%d', n) end
 
@@ -31,31 +47,30 @@ local function now_ms()
 end
 
 -- header is the one check of a record's header: bounded fields, lengths
--- within the record. It returns the fields as text (attempt, fence, flags,
--- ib), the position after the fence, the three lengths as numbers and the
--- position of the key; nil when unreadable. It builds no table, so the hot
--- paths (take, ack) use it directly.
+-- within the record. It returns flags and digest (text), attempt and the
+-- three lengths as numbers, and the position of the key; nil when
+-- unreadable.
 local function header(blob)
   if type(blob) ~= 'string' then return nil end
-  local a, f, p3, fl, ib, kl, tl, el, p = string.match(blob, HEADER)
-  if not a then return nil end
-  if #a > 9 or #f > 15 or #fl > 3 or #ib > 5 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
+  local fl, dg, a, kl, tl, el, p = string.match(blob, HEADER)
+  if not fl then return nil end
+  if #a > 9 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
   kl, tl, el = tonumber(kl), tonumber(tl), tonumber(el)
   if p - 1 + kl + tl + el > #blob then return nil end
-  return a, f, p3, fl, ib, kl, tl, el, p
+  return fl, dg, tonumber(a), kl, tl, el, p
 end
 
 -- parse reads the header and the key, token and error. The payload is not
 -- copied: payload_of or build take it from the original blob when needed.
 local function parse(blob)
-  local a, f, p3, fl, ib, kl, tl, el, p = header(blob)
-  if not a then return nil end
+  local fl, dg, a, kl, tl, el, p = header(blob)
+  if not fl then return nil end
   return {
-    attempt = tonumber(a), fence = tonumber(f), flags = tonumber(fl), ib = ib,
+    attempt = a, flags = tonumber(fl), dg = dg,
     key = string.sub(blob, p, p + kl - 1),
     token = string.sub(blob, p + kl, p + kl + tl - 1),
     err = string.sub(blob, p + kl + tl, p + kl + tl + el - 1),
-    blob = blob, p3 = p3, poff = p + kl + tl + el,
+    blob = blob, poff = p + kl + tl + el,
   }
 end
 
@@ -65,35 +80,25 @@ local function payload_of(t)
 end
 
 local function build(t)
-  return fmt(t.attempt) .. ',' .. fmt(t.fence) .. ',' .. fmt(t.flags) .. ',' .. t.ib .. ',' ..
+  return fmt(t.flags) .. t.dg .. fmt(t.attempt) .. ',' ..
     fmt(#t.key) .. ',' .. fmt(#t.token) .. ',' .. fmt(#t.err) .. ';' ..
     t.key .. t.token .. t.err .. payload_of(t)
 end
 
--- rehead rewrites only attempt and fence (the hot path of take): one copy
--- of the rest of the record instead of a full rebuild.
-local function rehead(t)
-  return fmt(t.attempt) .. ',' .. fmt(t.fence) .. ',' .. string.sub(t.blob, t.p3)
+-- flags_of reads the flags digit of a record (nil: not a digit), and
+-- dg_of its digest, from their fixed places.
+local function flags_of(blob)
+  local b = string.byte(blob, 1)
+  if b and b >= 48 and b <= 57 then return b - 48 end
+  return nil
 end
+local function dg_of(blob) return string.sub(blob, 2, 1 + DIGEST_LEN) end
 
 local function cancelled(t) return t.flags % 2 == 1 end
 local function sole(t) return math.floor(t.flags / 2) % 2 == 1 end
 
 -- tkey is the tasks bucket of a task ID.
 local function tkey(tasks, id) return tasks .. ':' .. string.sub(id, 1, -2) end
-
--- ikey is the index bucket ib of the idx base key.
-local function ikey(idx, ib) return idx .. ':' .. ib end
-
--- valid_ib reports whether an index bucket number from ARGV is well formed.
-local function valid_ib(ib) return string.match(ib, '^%d%d?%d?%d?%d?$') ~= nil end
-
--- nib_differs reports whether the queue was created with another index
--- bucket count than nib (ARGV text).
-local function nib_differs(ctr, nib)
-  local v = redis.call('HGET', ctr, 'nib')
-  return v and v ~= nib
-end
 
 local function get_rec(tasks, id) return redis.call('HGET', tkey(tasks, id), id) end
 local function put_rec(tasks, id, blob) redis.call('HSET', tkey(tasks, id), id, blob) end
@@ -110,13 +115,31 @@ local function group(groups, order, k)
   return g
 end
 
--- buckets groups positions of ids by tasks bucket, in first-seen order.
+-- buckets groups positions of ids by tasks bucket (the bucket key), in
+-- first-seen order. Runs of IDs from one bucket (the common case: IDs are
+-- handed out in order) cost one lookup and one key per run, not per ID.
 local function buckets(tasks, ids)
   local groups, order = {}, {}
+  local last, g, k = nil, nil, 0
   for i = 1, #ids do
-    local g = group(groups, order, tkey(tasks, ids[i]))
-    g[#g + 1] = i
+    local pre = string.sub(ids[i], 1, -2)
+    if pre ~= last then
+      if g then g.n = k end
+      last = pre
+      local bk = tasks .. ':' .. pre
+      g = groups[bk]
+      if g then
+        k = g.n
+      else
+        g, k = {}, 0
+        groups[bk] = g
+        order[#order + 1] = bk
+      end
+    end
+    k = k + 1
+    g[k] = i
   end
+  if g then g.n = k end
   return groups, order
 end
 
@@ -127,9 +150,9 @@ local function get_recs(tasks, ids)
   local groups, order = buckets(tasks, ids)
   for _, k in ipairs(order) do
     local g, f = groups[k], {}
-    for j = 1, #g do f[j] = ids[g[j]] end
+    for j = 1, g.n do f[j] = ids[g[j]] end
     local vals = redis.call('HMGET', k, unpack(f))
-    for j = 1, #g do out[g[j]] = vals[j] end
+    for j = 1, g.n do out[g[j]] = vals[j] end
   end
   return out
 end
@@ -141,7 +164,7 @@ local function put_recs(tasks, pairs_)
   local groups, order = buckets(tasks, ids)
   for _, k in ipairs(order) do
     local g, args = groups[k], {}
-    for j = 1, #g do
+    for j = 1, g.n do
       args[2 * j - 1] = pairs_[2 * g[j] - 1]
       args[2 * j] = pairs_[2 * g[j]]
     end
@@ -154,64 +177,83 @@ local function del_recs(tasks, ids)
   local groups, order = buckets(tasks, ids)
   for _, k in ipairs(order) do
     local g, f = groups[k], {}
-    for j = 1, #g do f[j] = ids[g[j]] end
+    for j = 1, g.n do f[j] = ids[g[j]] end
     redis.call('HDEL', k, unpack(f))
   end
 end
 
--- reverse index: field = business key, value = comma-separated task IDs
-local function idx_ids(idx, ib, key)
-  local v = redis.call('HGET', ikey(idx, ib), key)
+-- entry_ids splits an index entry (nil: none) into its IDs.
+local function entry_ids(v)
   local out = {}
   if v then for id in string.gmatch(v, '[^,]+') do out[#out + 1] = id end end
   return out
 end
 
-local function idx_set(idx, ib, key, ids)
-  if #ids == 0 then redis.call('HDEL', ikey(idx, ib), key)
-  else redis.call('HSET', ikey(idx, ib), key, table.concat(ids, ',')) end
-end
-
-local function idx_remove(idx, ib, key, id)
-  local ids, out = idx_ids(idx, ib, key), {}
-  for _, x in ipairs(ids) do if x ~= id then out[#out + 1] = x end end
-  idx_set(idx, ib, key, out)
-end
-
--- idx_drop removes gone[key] (a set of IDs) from the index entries of the
--- keys in keys (each {ib, key}): one read and one write per index bucket.
-local function idx_drop(idx, keys, gone)
-  local groups, order = {}, {}
-  for _, kk in ipairs(keys) do
-    local g = group(groups, order, kk[1])
-    g[#g + 1] = kk[2]
+-- entry reads the index entry of digest dg and the records of its IDs.
+-- It returns ids, the live IDs in entry order (an ID whose record is gone
+-- is stale and left out, so a rewrite drops it); mine, those whose record
+-- holds key; and recs, ID -> parsed record (false when unreadable: kept
+-- in the entry, counted for no key).
+local function entry(tasks, idx, dg, key)
+  local all = entry_ids(redis.call('HGET', idx, dg))
+  local ids, mine, recs = {}, {}, {}
+  if #all == 0 then return ids, mine, recs end
+  local blobs = get_recs(tasks, all)
+  for k, id in ipairs(all) do
+    local blob = blobs[k]
+    if blob then
+      ids[#ids + 1] = id
+      local t = parse(blob)
+      recs[id] = t or false
+      if t and t.key == key then mine[#mine + 1] = id end
+    end
   end
-  for _, ib in ipairs(order) do
-    local g, bk = groups[ib], ikey(idx, ib)
-    local lists = redis.call('HMGET', bk, unpack(g))
-    local empty, kept = {}, {}
-    for k, key in ipairs(g) do
-      local drop, left = gone[ib .. '\n' .. key], {}
-      if lists[k] then
-        for x in string.gmatch(lists[k], '[^,]+') do
-          if not drop[x] then left[#left + 1] = x end
-        end
+  return ids, mine, recs
+end
+
+local function idx_set(idx, dg, ids)
+  if #ids == 0 then redis.call('HDEL', idx, dg)
+  else redis.call('HSET', idx, dg, table.concat(ids, ',')) end
+end
+
+-- idx_drop removes gone[dg] (a set of IDs) from the index entries of the
+-- digests in dgs (distinct): one read and at most two writes in all. An
+-- entry already gone is left so.
+local function idx_drop(idx, dgs, gone)
+  local lists = redis.call('HMGET', idx, unpack(dgs))
+  local empty, kept = {}, {}
+  for k, dg in ipairs(dgs) do
+    local drop, v = gone[dg], lists[k]
+    if v and not string.find(v, ',', 1, true) then
+      -- one ID (the common case): no split, no rewrite
+      if drop[v] then empty[#empty + 1] = dg end
+    elseif v then
+      local left = {}
+      for _, x in ipairs(entry_ids(v)) do
+        if not drop[x] then left[#left + 1] = x end
       end
       if #left == 0 then
-        empty[#empty + 1] = key
+        empty[#empty + 1] = dg
       else
-        kept[#kept + 1] = key
+        kept[#kept + 1] = dg
         kept[#kept + 1] = table.concat(left, ',')
       end
     end
-    if #empty > 0 then redis.call('HDEL', bk, unpack(empty)) end
-    if #kept > 0 then redis.call('HSET', bk, unpack(kept)) end
   end
+  if #empty > 0 then redis.call('HDEL', idx, unpack(empty)) end
+  if #kept > 0 then redis.call('HSET', idx, unpack(kept)) end
 end
 
+-- delete_task deletes a record and its ID in the index (the whole entry,
+-- unread, when the task is its sole ID).
 local function delete_task(tasks, idx, id, t)
   redis.call('HDEL', tkey(tasks, id), id)
-  if t then idx_remove(idx, t.ib, t.key, id) end
+  if not t then return end
+  if sole(t) then
+    redis.call('HDEL', idx, t.dg)
+  else
+    idx_drop(idx, {t.dg}, {[t.dg] = {[id] = true}})
+  end
 end
 
 -- assigner picks the scores of a run of tasks. Each gets the next seq for
@@ -283,21 +325,33 @@ local function add_due(due, wake, id, score)
   end
 end
 
-local function to_dead(inflight, dead, tasks, stats, id, t, err, now)
+-- to_dead moves a leased task to the dead set, its last delivery
+-- counted and its last error kept.
+local function to_dead(inflight, lease, dead, tasks, stats, id, t, err, now)
   redis.call('ZREM', inflight, id)
+  redis.call('HDEL', lease, id)
   redis.call('ZADD', dead, fmt(now), id)
+  t.attempt = t.attempt + 1
   t.err = err
   put_rec(tasks, id, build(t))
   redis.call('HINCRBY', stats, 'dead', 1)
 end
 
--- owned returns the record when (id, fence) holds the current lease.
-local function owned(tasks, inflight, id, fence)
+-- end_lease drops a task from in flight (ZSET and lease hash).
+local function end_lease(inflight, lease, id)
+  redis.call('ZREM', inflight, id)
+  redis.call('HDEL', lease, id)
+end
+
+-- owned returns the record when (id, fence) holds the current lease:
+-- nil and C_NOT_FOUND (no record), C_LEASE_LOST (not in flight, or under
+-- another fence) or C_CORRUPT (unreadable; its blob comes third).
+local function owned(tasks, lease, id, fence)
   local blob = get_rec(tasks, id)
   if not blob then return nil, C_NOT_FOUND end
+  if redis.call('HGET', lease, id) ~= fence then return nil, C_LEASE_LOST end
   local t = parse(blob)
-  if not t then return nil, C_CORRUPT end
-  if fmt(t.fence) ~= fence or not redis.call('ZSCORE', inflight, id) then return nil, C_LEASE_LOST end
+  if not t then return nil, C_CORRUPT, blob end
   return t
 end
 

@@ -1,5 +1,5 @@
 -- purge.lua: delete dead tasks with their records and index entries.
--- KEYS[1] -> dead ZSET   KEYS[2] -> tasks base   KEYS[3] -> idx base
+-- KEYS[1] -> dead ZSET   KEYS[2] -> tasks base   KEYS[3] -> idx HASH
 -- ARGV[1] -> N: also purge the N oldest dead tasks (0 = only the listed IDs; N <= 1000)
 -- ARGV[2..] -> task IDs (at most 1000)
 -- Returns {C_OK, purged}

@@ -1,18 +1,16 @@
 -- reschedule.lua: move the pending tasks of one business key to a new due time.
--- KEYS[1] -> idx base   KEYS[2] -> tasks base   KEYS[3] -> due ZSET
+-- KEYS[1] -> idx HASH   KEYS[2] -> tasks base   KEYS[3] -> due ZSET
 -- KEYS[4] -> inflight ZSET   KEYS[5] -> dead ZSET   KEYS[6] -> ctr HASH
 -- KEYS[7] -> stats HASH   KEYS[8] -> wake LIST
 -- ARGV[1] -> business key   ARGV[2] -> token ('' = every task of the key)
 -- ARGV[3] -> 'at' | 'after'   ARGV[4] -> Unix ms | delay ms
 -- ARGV[5] -> codec epoch ms   ARGV[6] -> 2^bits   ARGV[7] -> codec max ms offset
--- ARGV[8] -> index bucket of the key   ARGV[9] -> bucket count
+-- ARGV[8] -> digest of the key
 -- Returns {C_OK, pending moved, in flight (untouched), dead (untouched), new score|''}
 --       | {C_BEFORE_EPOCH|C_RANGE|C_SEQ}
 local idx, tasks, due, inflight, dead, ctr, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local key, token, ib = ARGV[1], ARGV[2], ARGV[8]
-if not valid_ib(ib) then return {C_CORRUPT} end
-if nib_differs(ctr, ARGV[9]) then return {C_INDEX} end
+local key, token, dg = ARGV[1], ARGV[2], ARGV[8]
 local epoch, mult, maxrel = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
 local ms = tonumber(ARGV[4])
@@ -20,15 +18,11 @@ if ARGV[3] == 'after' then ms = now + ms end
 if ms - epoch < 0 then return {C_BEFORE_EPOCH} end
 if ms - epoch > maxrel then return {C_RANGE} end
 local moved, flying, deadn, last = 0, 0, 0, ''
-for _, id in ipairs(idx_ids(idx, ib, key)) do
-  local ok = true
-  if token ~= '' then
-    local t = parse(get_rec(tasks, id))
-    local eff = ''
-    if t then eff = t.token; if eff == '' then eff = id end end
-    ok = eff == token
-  end
-  if ok then
+local _, mine, recs = entry(tasks, idx, dg, key)
+for _, id in ipairs(mine) do
+  local eff = recs[id].token
+  if eff == '' then eff = id end
+  if token == '' or eff == token then
     if redis.call('ZSCORE', due, id) then
       redis.call('ZREM', due, id)
       local score, c = assign_score(due, ctr, stats, ms, epoch, mult, maxrel)

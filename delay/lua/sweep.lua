@@ -1,12 +1,12 @@
 -- sweep.lua: return at most N expired leases (deadline < Redis TIME) to due.
--- KEYS[1] -> inflight ZSET   KEYS[2] -> tasks base   KEYS[3] -> idx base
+-- KEYS[1] -> inflight ZSET   KEYS[2] -> tasks base   KEYS[3] -> idx HASH
 -- KEYS[4] -> due ZSET        KEYS[5] -> dead ZSET    KEYS[6] -> ctr HASH
--- KEYS[7] -> stats HASH      KEYS[8] -> wake LIST
+-- KEYS[7] -> stats HASH      KEYS[8] -> wake LIST    KEYS[9] -> lease HASH
 -- ARGV[1] -> N (1..1000)   ARGV[2] -> max attempts
 -- ARGV[3] -> codec epoch ms   ARGV[4] -> 2^bits   ARGV[5] -> codec max ms offset
 -- Returns {C_OK, returned to due, dead-lettered, deleted (cancelled or corrupt)}
-local inflight, tasks, idx, due, dead, ctr, stats, wake =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local inflight, tasks, idx, due, dead, ctr, stats, wake, lease =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local maxatt = tonumber(ARGV[2])
 local epoch, mult, maxrel = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
@@ -16,20 +16,21 @@ for _, id in ipairs(ids) do
   local blob = get_rec(tasks, id)
   local t = parse(blob)
   if not t then
-    redis.call('ZREM', inflight, id)
+    end_lease(inflight, lease, id)
     if blob then redis.call('ZADD', dead, fmt(now), id) end
     deleted = deleted + 1
   elseif cancelled(t) then
-    redis.call('ZREM', inflight, id)
+    end_lease(inflight, lease, id)
     delete_task(tasks, idx, id, t)
     deleted = deleted + 1
-  elseif t.attempt >= maxatt then
-    to_dead(inflight, dead, tasks, stats, id, t, 'delay: lease expired', now)
+  elseif t.attempt + 1 >= maxatt then -- the expired delivery was attempt+1
+    to_dead(inflight, lease, dead, tasks, stats, id, t, 'delay: lease expired', now)
     died = died + 1
   else
     local score = assign_score(due, ctr, stats, now, epoch, mult, maxrel)
     if score then
-      redis.call('ZREM', inflight, id)
+      end_lease(inflight, lease, id)
+      t.attempt = t.attempt + 1
       t.err = 'delay: lease expired'
       put_rec(tasks, id, build(t))
       add_due(due, wake, id, score)
