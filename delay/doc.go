@@ -147,7 +147,7 @@
 // key, the token, the last error and the payload) fits
 // hash-max-listpack-value (64 B by default). A record above that turns its
 // bucket into a hashtable: with a 200-byte payload a task costs about
-// 265 B plus the payload. Raising hash-max-listpack-value (say to 512)
+// 285 B plus the payload. Raising hash-max-listpack-value (say to 512)
 // keeps larger records compact; the queue is correct either way.
 //
 // Why not listpack index buckets too (they cost 36 B a key instead of
