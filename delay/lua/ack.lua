@@ -16,6 +16,7 @@ local ids = {}
 for i = 1, n do ids[i] = ARGV[3 * i - 2] end
 local fences = redis.call('HMGET', lease, unpack(ids))
 local out, gone, byDg, dgs, removed = {}, {}, {}, {}, {}
+local nr, nd = 0, 0
 for i = 1, n do
   local id, code = ids[i], C_OK
   local dg = nil
@@ -32,24 +33,28 @@ for i = 1, n do
       if blob then dg = dg_of(blob) else dg = nil end
     end
     gone[id] = true
-    removed[#removed + 1] = id
+    nr = nr + 1
+    removed[nr] = id
   end
-  if dg then
+  if dg then -- byDg[dg]: the ID (one, the common case) or a set of IDs
     local g = byDg[dg]
     if not g then
-      g = {}
-      byDg[dg] = g
-      dgs[#dgs + 1] = dg
+      byDg[dg] = id
+      nd = nd + 1
+      dgs[nd] = dg
+    elseif type(g) == 'string' then
+      byDg[dg] = {[g] = true, [id] = true}
+    else
+      g[id] = true
     end
-    g[id] = true
   end
   out[i] = code
 end
-if #removed > 0 then
+if nr > 0 then
   redis.call('ZREM', inflight, unpack(removed))
   redis.call('HDEL', lease, unpack(removed))
   del_recs(tasks, removed)
-  if #dgs > 0 then idx_drop(idx, dgs, byDg) end
-  redis.call('HINCRBY', stats, 'acked', #removed)
+  if nd > 0 then idx_drop(idx, dgs, byDg) end
+  redis.call('HINCRBY', stats, 'acked', nr)
 end
 return out

@@ -216,24 +216,28 @@ local function idx_set(idx, dg, ids)
   else redis.call('HSET', idx, dg, table.concat(ids, ',')) end
 end
 
--- idx_drop removes gone[dg] (a set of IDs) from the index entries of the
--- digests in dgs (distinct): one read and at most two writes in all. An
--- entry already gone is left so.
+-- idx_drop removes gone[dg] (one ID, or a set of IDs) from the index
+-- entries of the digests in dgs (distinct): one read and at most two
+-- writes in all. An entry already gone is left so.
 local function idx_drop(idx, dgs, gone)
   local lists = redis.call('HMGET', idx, unpack(dgs))
-  local empty, kept = {}, {}
+  local empty, kept, ne = {}, {}, 0
   for k, dg in ipairs(dgs) do
     local drop, v = gone[dg], lists[k]
-    if v and not string.find(v, ',', 1, true) then
-      -- one ID (the common case): no split, no rewrite
-      if drop[v] then empty[#empty + 1] = dg end
-    elseif v then
+    local single = type(drop) == 'string'
+    if v and ((single and v == drop) or (not single and drop[v])) then
+      -- the entry is one dropped ID (the common case): no split, no rewrite
+      ne = ne + 1
+      empty[ne] = dg
+    elseif v and string.find(v, ',', 1, true) then
+      if single then drop = {[drop] = true} end
       local left = {}
       for _, x in ipairs(entry_ids(v)) do
         if not drop[x] then left[#left + 1] = x end
       end
       if #left == 0 then
-        empty[#empty + 1] = dg
+        ne = ne + 1
+        empty[ne] = dg
       else
         kept[#kept + 1] = dg
         kept[#kept + 1] = table.concat(left, ',')
