@@ -1,0 +1,101 @@
+// Command servercost drives one delay queue through its three hot paths
+// (batched enqueue, take, ack) against a redis-server that runs under
+// valgrind's callgrind, and dumps callgrind's counters after each phase,
+// so each phase's server cost comes out as an instruction count: the same
+// for the same build and inputs whatever else the machine is doing. Run it
+// through scripts/delay-server-cost.sh, which starts that server.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/delay"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:6393", "the redis-server under callgrind")
+	pid := flag.String("pid", "", "its process ID (for callgrind_control)")
+	n := flag.Int("n", 20000, "tasks (a multiple of 100)")
+	flag.Parse()
+	if err := run(*addr, *pid, *n); err != nil {
+		fmt.Fprintln(os.Stderr, "servercost:", err)
+		os.Exit(1)
+	}
+}
+
+func run(addr, pid string, n int) error {
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	defer c.Close()
+	q, err := delay.New(c, "cost", delay.Options{Prefix: "servercost"})
+	if err != nil {
+		return err
+	}
+	jobs := make([]delay.Job, n)
+	payload := make([]byte, 16)
+	for i := range jobs {
+		jobs[i] = delay.Job{Key: fmt.Sprintf("order:servercost:%012d", i), Payload: payload}
+	}
+	dump := func(phase string) error {
+		if out, err := exec.Command("callgrind_control", "-d", phase, pid).CombinedOutput(); err != nil {
+			return fmt.Errorf("callgrind_control: %w: %s", err, out)
+		}
+		return nil
+	}
+	if err := dump("start"); err != nil {
+		return err
+	}
+	for i := 0; i < n; i += delay.MaxBatch {
+		res, err := q.EnqueueBatch(ctx, jobs[i:min(i+delay.MaxBatch, n)])
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return r.Err
+			}
+		}
+	}
+	if err := dump("enqueue"); err != nil {
+		return err
+	}
+	var leases []delay.Lease
+	for len(leases) < n {
+		b, err := q.Take(ctx, 100)
+		if err != nil {
+			return err
+		}
+		if len(b.Tasks) == 0 {
+			return fmt.Errorf("take: nothing due after %d of %d", len(leases), n)
+		}
+		for _, t := range b.Tasks {
+			leases = append(leases, t.Lease)
+		}
+	}
+	if err := dump("take"); err != nil {
+		return err
+	}
+	for i := 0; i < n; i += 100 {
+		errs, err := q.AckMany(ctx, leases[i:min(i+100, n)])
+		if err != nil {
+			return err
+		}
+		for _, e := range errs {
+			if e != nil {
+				return e
+			}
+		}
+	}
+	if err := dump("ack"); err != nil {
+		return err
+	}
+	fmt.Printf("servercost: %d tasks; keys left %d\n", n, c.DBSize(ctx).Val())
+	return nil
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# delay-server-cost.sh: the delay queue's server cost per task, as
+# instructions counted by callgrind (repeatable to ~0.1% for one build,
+# unlike times on a shared 2-core machine), for batched enqueue, take (100
+# a call) and ack (100 a call).
+#
+#   scripts/delay-server-cost.sh [tasks]        (default 20000; needs valgrind)
+#
+# It starts its own redis-server under valgrind on port 6393 (or
+# TIERSET_COST_PORT), never touches another server, and removes its files.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+N=${1:-20000}
+PORT=${TIERSET_COST_PORT:-6393}
+command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 2; }
+DIR=$(mktemp -d)
+cleanup() {
+	redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
+	rm -rf "$DIR"
+}
+trap cleanup EXIT
+(cd "$ROOT" && go build -o "$DIR/servercost" ./bench/servercost)
+valgrind --tool=callgrind --callgrind-out-file="$DIR/cg.out" \
+	redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$DIR" >"$DIR/valgrind.log" 2>&1 &
+for _ in $(seq 1 150); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
+PID=$(redis-cli -p "$PORT" info server | tr -d '\r' | sed -n 's/^process_id://p')
+"$DIR/servercost" -addr "127.0.0.1:$PORT" -pid "$PID" -n "$N"
+redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
+sleep 2
+for f in "$DIR"/cg.out.*; do
+	phase=$(sed -n 's/^desc: Trigger: dump //p' "$f")
+	[ -n "$phase" ] || continue
+	[ "$phase" = start ] && continue
+	ir=$(sed -n 's/^summary: //p' "$f")
+	awk -v p="$phase" -v ir="$ir" -v n="$N" 'BEGIN { printf "%-8s %12d instructions  %8.0f per task\n", p, ir, ir / n }'
+done
