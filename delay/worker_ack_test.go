@@ -24,8 +24,9 @@ func TestAckManyBulkSemantics(t *testing.T) {
 		mustEnqueue(t, ctx, q, Job{Key: "shared", Token: "b"})
 		mustEnqueue(t, ctx, q, Job{Key: "solo"})
 		mustEnqueue(t, ctx, q, Job{Key: "gone"})
+		mustEnqueue(t, ctx, q, Job{Key: "byhand"})
 		bt := mustTake(t, ctx, q, 10)
-		if len(bt.Tasks) != 4 {
+		if len(bt.Tasks) != 5 {
 			t.Fatalf("took %d", len(bt.Tasks))
 		}
 		byTok := map[string]*Task{}
@@ -33,13 +34,15 @@ func TestAckManyBulkSemantics(t *testing.T) {
 			byTok[tk.Key+"/"+tk.Token] = tk
 		}
 		a := byTok["shared/a"]
-		var solo, gone *Task
+		var solo, gone, hand *Task
 		for _, tk := range bt.Tasks {
 			switch tk.Key {
 			case "solo":
 				solo = tk
 			case "gone":
 				gone = tk
+			case "byhand":
+				hand = tk
 			}
 		}
 		if _, err := q.Cancel(ctx, "gone"); err != nil {
@@ -58,6 +61,8 @@ func TestAckManyBulkSemantics(t *testing.T) {
 			{"unknown", Lease{ID: "nosuch", Fence: 1}, ErrNotFound},
 			{"cancelled in flight", gone.Lease, nil},
 			{"solo", solo.Lease, nil},
+			// a Lease kept outside the process has no key digest: the ack reads it from the record
+			{"built by hand", Lease{ID: hand.ID, Fence: hand.Lease.Fence}, nil},
 			{"empty", Lease{}, ErrInvalidLease},
 		}
 		leases := make([]Lease, len(rows))
@@ -78,7 +83,7 @@ func TestAckManyBulkSemantics(t *testing.T) {
 		if err != nil || len(infos) != 1 || infos[0].State != StateInFlight {
 			t.Fatalf("shared after ack: %+v %v", infos, err)
 		}
-		for _, k := range []string{"solo", "gone"} {
+		for _, k := range []string{"solo", "gone", "byhand"} {
 			if infos, err := q.Lookup(ctx, k); err != nil || len(infos) != 0 {
 				t.Errorf("%s after ack: %+v %v", k, infos, err)
 			}
@@ -87,8 +92,8 @@ func TestAckManyBulkSemantics(t *testing.T) {
 			t.Fatal(err)
 		}
 		st, err := q.Stats(ctx)
-		if err != nil || st.Acked != 4 {
-			t.Errorf("acked %d (%v), want 4", st.Acked, err)
+		if err != nil || st.Acked != 5 {
+			t.Errorf("acked %d (%v), want 5", st.Acked, err)
 		}
 		assertOnlyCounters(t, b, q)
 	})
