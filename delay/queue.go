@@ -68,9 +68,9 @@ func (q *Queue) Client() redis.UniversalClient { return q.c }
 // Options returns the queue's options with defaults filled in.
 func (q *Queue) Options() Options { return q.o }
 
-// Keys lists the queue's fixed keys and the two base names under which its
-// record and index buckets live (base + ":" + suffix). All share the
-// queue's hash tag, so the buckets do too.
+// Keys lists the queue's fixed keys and the base name under which its
+// record buckets live (base + ":" + suffix). All share the queue's hash
+// tag, so the buckets do too.
 func (q *Queue) Keys() []string { return q.k.all() }
 
 // State is where a task is.

@@ -11,9 +11,7 @@ local keep = {} -- what stays in the entry: other keys' tasks, other tokens, in 
 local ids, _, recs = entry(tasks, idx, dg, key)
 for _, id in ipairs(ids) do
   local t = recs[id]
-  local eff = ''
-  if t then eff = t.token; if eff == '' then eff = id end end
-  if not t or t.key ~= key or (token ~= '' and eff ~= token) then
+  if not t or t.key ~= key or (token ~= '' and eff_token(t.token, id) ~= token) then
     keep[#keep + 1] = id
   elseif redis.call('ZREM', due, id) == 1 then
     redis.call('HDEL', tkey(tasks, id), id)

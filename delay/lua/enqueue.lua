@@ -21,9 +21,7 @@ local ids, mine, recs = entry(tasks, idx, dg, key)
 if token ~= '' then
   for _, id in ipairs(mine) do
     local t = recs[id]
-    local eff = t.token
-    if eff == '' then eff = id end
-    if eff == token then
+    if eff_token(t.token, id) == token then
       local st, sc = state_of(due, inflight, dead, id, t)
       return {C_DUP, id, st, sc, now}
     end
@@ -48,7 +46,7 @@ if not score then return {code} end
 local n = (tonumber(last[3]) or 0) + 1
 local id = base36(n)
 -- F_SOLE marks the only task of its entry; a second task clears the mark.
-if #ids > 0 then rec = '0' .. string.sub(rec, 2) end -- flags '2' (F_SOLE) -> '0'
+if #ids > 0 then rec = not_sole(rec) end
 if #ids == 1 then
   local t = recs[ids[1]]
   if t and sole(t) then

@@ -132,7 +132,7 @@ local function load(s, v)
       s.t[id] = t or false
       if t then
         s.key[id] = t.key
-        if t.token == '' then s.eff[id] = id else s.eff[id] = t.token end
+        s.eff[id] = eff_token(t.token, id)
       end
     end
   end
@@ -146,7 +146,7 @@ local function expand(dg, i)
   s.ids[1] = id
   local key, tok = key_token(ARGV[3 * i + 3])
   s.key[id] = key
-  if tok == '' then s.eff[id] = id else s.eff[id] = tok end
+  s.eff[id] = eff_token(tok, id)
   s.score[id] = fscore[i]
   s.pos[id] = {flist[i], fidx[i]}
   s.dirty = true -- the fast path's entry write now comes from s
@@ -161,7 +161,7 @@ local function unsole(s, id)
   local pos = s.pos[id]
   if pos then
     local l, k = pos[1], pos[2]
-    if string.byte(l[k], 1) == 50 then l[k] = '0' .. string.sub(l[k], 2) end -- flags '2' (F_SOLE) -> '0'
+    if string.byte(l[k], 1) == 50 then l[k] = not_sole(l[k]) end -- flags '2': still F_SOLE
   else
     local t = s.t[id]
     if t and sole(t) then
@@ -194,13 +194,13 @@ local function slow(s, rec, ms)
   local id = new_id(id0 + created)
   local nids = #s.ids
   if nids == 1 then unsole(s, s.ids[1]) end
-  if nids > 0 then rec = '0' .. string.sub(rec, 2) end -- not the entry's only task: no F_SOLE
+  if nids > 0 then rec = not_sole(rec) end -- not the entry's only task
   local l, k = add_rec(id, rec)
   s.pos[id] = {l, k}
   add_score(id, score)
   s.ids[nids + 1] = id
   s.key[id] = key
-  if token == '' then s.eff[id] = id else s.eff[id] = token end
+  s.eff[id] = eff_token(token, id)
   s.score[id] = score
   s.dirty = true
   return score

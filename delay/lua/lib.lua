@@ -18,7 +18,7 @@
 --   "<flags><digest><attempt>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
 -- flags is one digit: bit 1 (F_CANCELLED) = cancelled while in flight; bit
 -- 2 (F_SOLE) = the only task of its index entry, so the entry is exactly
--- its ID (ack drops the entry without reading it). digest is the key's,
+-- its ID (delete_task drops the entry without reading it). digest is the key's,
 -- DIGEST_LEN characters: both sit at fixed places, so the hot paths read
 -- them without a pattern match. attempt counts the deliveries that ended
 -- without an ack (retry, expired lease); the delivery in hand is attempt+1.
@@ -96,6 +96,17 @@ local function dg_of(blob) return string.sub(blob, 2, 1 + DIGEST_LEN) end
 
 local function cancelled(t) return t.flags % 2 == 1 end
 local function sole(t) return math.floor(t.flags / 2) % 2 == 1 end
+
+-- not_sole is a fresh record (flags F_SOLE, from freshRecord) without the
+-- mark: its entry already holds, or now gets, another task.
+local function not_sole(fresh) return '0' .. string.sub(fresh, 2) end
+
+-- eff_token is a task's token as duplicates are found by: the caller's,
+-- or the task ID when the library made it (tok '').
+local function eff_token(tok, id)
+  if tok == '' then return id end
+  return tok
+end
 
 -- tkey is the tasks bucket of a task ID.
 local function tkey(tasks, id) return tasks .. ':' .. string.sub(id, 1, -2) end
@@ -256,7 +267,7 @@ local function delete_task(tasks, idx, id, t)
   if sole(t) then
     redis.call('HDEL', idx, t.dg)
   else
-    idx_drop(idx, {t.dg}, {[t.dg] = {[id] = true}})
+    idx_drop(idx, {t.dg}, {[t.dg] = id})
   end
 end
 
@@ -329,11 +340,16 @@ local function add_due(due, wake, id, score)
   end
 end
 
+-- end_lease drops a task from in flight (ZSET and lease hash).
+local function end_lease(inflight, lease, id)
+  redis.call('ZREM', inflight, id)
+  redis.call('HDEL', lease, id)
+end
+
 -- to_dead moves a leased task to the dead set, its last delivery
 -- counted and its last error kept.
 local function to_dead(inflight, lease, dead, tasks, stats, id, t, err, now)
-  redis.call('ZREM', inflight, id)
-  redis.call('HDEL', lease, id)
+  end_lease(inflight, lease, id)
   redis.call('ZADD', dead, fmt(now), id)
   t.attempt = t.attempt + 1
   t.err = err
@@ -341,21 +357,15 @@ local function to_dead(inflight, lease, dead, tasks, stats, id, t, err, now)
   redis.call('HINCRBY', stats, 'dead', 1)
 end
 
--- end_lease drops a task from in flight (ZSET and lease hash).
-local function end_lease(inflight, lease, id)
-  redis.call('ZREM', inflight, id)
-  redis.call('HDEL', lease, id)
-end
-
 -- owned returns the record when (id, fence) holds the current lease:
 -- nil and C_NOT_FOUND (no record), C_LEASE_LOST (not in flight, or under
--- another fence) or C_CORRUPT (unreadable; its blob comes third).
+-- another fence) or C_CORRUPT (unreadable, the lease held).
 local function owned(tasks, lease, id, fence)
   local blob = get_rec(tasks, id)
   if not blob then return nil, C_NOT_FOUND end
   if redis.call('HGET', lease, id) ~= fence then return nil, C_LEASE_LOST end
   local t = parse(blob)
-  if not t then return nil, C_CORRUPT, blob end
+  if not t then return nil, C_CORRUPT end
   return t
 end
 

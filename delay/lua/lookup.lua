@@ -13,7 +13,8 @@ for _, id in ipairs(ids) do
     out[#out + 1] = id
     out[#out + 1] = st
     out[#out + 1] = sc
-    out[#out + 1] = get_rec(KEYS[2], id)
+    -- entry read the record; an unreadable one is read again for the reply
+    out[#out + 1] = t and t.blob or get_rec(KEYS[2], id)
   end
 end
 return out

@@ -20,9 +20,7 @@ if ms - epoch > maxrel then return {C_RANGE} end
 local moved, flying, deadn, last = 0, 0, 0, ''
 local _, mine, recs = entry(tasks, idx, dg, key)
 for _, id in ipairs(mine) do
-  local eff = recs[id].token
-  if eff == '' then eff = id end
-  if token == '' or eff == token then
+  if token == '' or eff_token(recs[id].token, id) == token then
     if redis.call('ZSCORE', due, id) then
       redis.call('ZREM', due, id)
       local score, c = assign_score(due, ctr, stats, ms, epoch, mult, maxrel)
