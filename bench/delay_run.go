@@ -162,22 +162,61 @@ func (b *delayBench) jobs(n, from int, when delay.When) []delay.Job {
 func (b *delayBench) add(r delayRow) { b.rows = append(b.rows, r) }
 
 func (b *delayBench) enqueueOneByOne(ctx context.Context) error {
-	q, err := b.queue("one", nil)
+	for _, goroutines := range []int{1, 64} {
+		if err := b.enqueueEach(ctx, goroutines); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enqueueEach times Enqueue, one call per task, from goroutines at once
+// (a cart service's request handlers): with more than one, calls that
+// meet on their way go to Redis together (Enqueue's grouping).
+func (b *delayBench) enqueueEach(ctx context.Context, goroutines int) error {
+	q, err := b.queue(fmt.Sprintf("one%d", goroutines), nil)
 	if err != nil {
 		return err
 	}
 	jobs := b.jobs(b.sizes.oneByOne, 0, delay.After(time.Hour))
 	start := time.Now()
 	deadline := start.Add(b.sizes.phaseBudget)
-	done := 0
-	for ; done < len(jobs) && (done%100 != 0 || time.Now().Before(deadline)); done++ {
-		if _, err := q.Enqueue(ctx, jobs[done]); err != nil {
-			return fmt.Errorf("enqueue %d: %w", done, err)
-		}
+	var next atomic.Int64
+	errs := make([]error, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(jobs) || (i%100 == 0 && time.Now().After(deadline)) {
+					return
+				}
+				if _, err := q.Enqueue(ctx, jobs[i]); err != nil {
+					errs[g] = fmt.Errorf("enqueue %d: %w", i, err)
+					return
+				}
+			}
+		}()
 	}
-	rate := float64(done) / time.Since(start).Seconds()
-	b.add(delayRow{metric: "enqueue one by one", value: rate, unit: "tasks/s",
-		note: fmt.Sprintf("%d tasks, 1 round trip each%s", done, delayCut(done, len(jobs)))})
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	done := min(int(next.Load())-goroutines, len(jobs))
+	if done < 0 {
+		done = 0
+	}
+	rate := float64(done) / elapsed.Seconds()
+	if goroutines == 1 {
+		b.add(delayRow{metric: "enqueue one by one", value: rate, unit: "tasks/s",
+			note: fmt.Sprintf("%d tasks, 1 round trip each%s", done, delayCut(done, len(jobs)))})
+		return nil
+	}
+	b.add(delayRow{metric: fmt.Sprintf("enqueue one by one, %d goroutines", goroutines), value: rate, unit: "tasks/s",
+		note: fmt.Sprintf("%d tasks, one Enqueue each; calls that meet go together%s", done, delayCut(done, len(jobs)))})
 	return nil
 }
 

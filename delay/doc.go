@@ -182,6 +182,26 @@
 // TestWorkerPrefetchNeverStartsNearlyExpired, TestAckManyBulkSemantics,
 // TestTakeBulkEffects, TestEnqueueBatchEqualsOneByOne.
 //
+// # Concurrent Enqueue
+//
+// Enqueue calls made at the same time on one Queue are grouped (group
+// commit): a call that finds fewer than two calls of that Queue on their
+// way goes at once, alone, as before; calls that arrive meanwhile queue,
+// and when a call returns, the queued ones go together as one
+// EnqueueBatch (up to MaxBatch a round trip). The fixed server cost of a
+// script call (about 25 µs on Redis 7.0 for the one-job script, against
+// about 8 µs a job inside a batch) is then shared, so 64 goroutines
+// enqueueing one task each reach several times the rate of ungrouped
+// calls (bench: "enqueue one by one, 64 goroutines"). Each call's outcome
+// is the one it would have had alone (duplicates, codes, errors); calls
+// from one goroutine keep their order. A call whose ctx ends while it
+// queues sends nothing; one whose batch is already on its way returns
+// ctx.Err() with its outcome unknown, as a call cancelled on the wire
+// does. A batch runs without its callers' cancellation, under the latest
+// of their deadlines, so one caller's cancel cannot fail the others.
+// Tests: TestEnqueueGroup, TestEnqueueGroupTransportFailure,
+// TestEnqueueGroupConcurrent, TestBatchContext.
+//
 // # Sharded queue (Redis Cluster)
 //
 // One hash tag pins a [Queue] to one master. [NewSharded] spreads one

@@ -30,6 +30,8 @@ type Queue struct {
 	// break same-millisecond order, so EnqueueBatch loads before its first
 	// pipeline instead of discovering the script's absence inside one.
 	enqueueLoaded atomic.Bool
+	// group merges concurrent Enqueue calls into batches.
+	group enqueueGroup
 }
 
 // New returns the queue called name on c. It validates name and opts and
@@ -236,11 +238,25 @@ func (q *Queue) evalEnqueue(ctx context.Context, c redis.Scripter, call enqueueC
 
 // Enqueue adds a task, or reports the existing one when (Key, Token) is
 // already there (Duplicate, with its ID and state; its due time never moves).
+//
+// Calls made at the same time from many goroutines are merged: a call that
+// finds none on its way to Redis goes at once, alone; calls that arrive
+// while one is on its way wait for it and then go together, as one
+// EnqueueBatch (see enqueueGroup). The outcome of each is the one it would
+// have had alone. A call whose ctx ends while it waits sends nothing.
 func (q *Queue) Enqueue(ctx context.Context, j Job) (Enqueued, error) {
 	mode, v, err := q.checkJob(j)
 	if err != nil {
 		return Enqueued{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		return Enqueued{}, fmt.Errorf("delay: enqueue: %w", err)
+	}
+	return q.group.enqueue(ctx, q, j, mode, v)
+}
+
+// enqueueOne is one Enqueue as one call of the one-job script.
+func (q *Queue) enqueueOne(ctx context.Context, j Job, mode string, v int64) (Enqueued, error) {
 	sent := q.o.Now()
 	dg := digest(j.Key)
 	r, err := run(ctx, q.c, scriptEnqueueOne, "enqueue", q.enqueueKeys(),

@@ -118,6 +118,52 @@ func TestOrderingSameMillisecond(t *testing.T) {
 	})
 }
 
+// TestBurstBeyond64FullMs: a burst due at one instant larger than 64 full
+// milliseconds (65,536 tasks at 10 bits). Each task starts its search
+// where the last one for that instant landed, so none walks the full ms
+// again and none fails; before, task 65,537 got ErrSeqExhausted. Batched
+// and then one by one: the order holds across both, and so does the
+// count of spilled tasks.
+func TestBurstBeyond64FullMs(t *testing.T) {
+	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+		const n = 64*1024 + 1500
+		jobs := make([]Job, n)
+		for i := range jobs {
+			jobs[i] = Job{Key: fmt.Sprintf("k%d", i), When: At(at)}
+		}
+		res, err := q.EnqueueBatch(ctx, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < 3; k++ {
+			e, err := q.Enqueue(ctx, Job{Key: fmt.Sprintf("one%d", k), When: At(at)})
+			res = append(res, e)
+			if err != nil {
+				t.Fatalf("one by one %d: %v", k, err)
+			}
+		}
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatalf("job %d: %v", i, r.Err)
+			}
+			wantMs := at.Add(time.Duration(i/1024) * time.Millisecond)
+			if !r.Due.Equal(wantMs) || r.Seq != int64(i%1024) {
+				t.Fatalf("job %d: due %v seq %d, want %v seq %d", i, r.Due, r.Seq, wantMs, i%1024)
+			}
+		}
+		st, err := q.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(len(res) - 1024); st.SeqOverflows != want || st.Pending != int64(len(res)) {
+			t.Fatalf("overflows %d, pending %d; want %d, %d", st.SeqOverflows, st.Pending, want, len(res))
+		}
+	})
+}
+
 func TestInterleavedDueTimesKeepOrder(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)

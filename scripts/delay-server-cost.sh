@@ -32,5 +32,8 @@ for f in "$DIR"/cg.out.*; do
 	[ -n "$phase" ] || continue
 	[ "$phase" = start ] && continue
 	ir=$(sed -n 's/^summary: //p' "$f")
-	awk -v p="$phase" -v ir="$ir" -v n="$N" 'BEGIN { printf "%-8s %12d instructions  %8.0f per task\n", p, ir, ir / n }'
+	n=$N
+	case $phase in *:*) n=${phase#*:}; phase=${phase%%:*} ;; esac
+	awk -v p="$phase" -v ir="$ir" -v n="$n" 'BEGIN { printf "%-8s %12d instructions  %8.0f per task (%d tasks)\n", p, ir, ir / n, n }'
+	[ -n "${TIERSET_COST_KEEP:-}" ] && cp "$f" "$TIERSET_COST_KEEP.$phase"
 done

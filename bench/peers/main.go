@@ -3,7 +3,8 @@
 // at one instant about a second ahead and process them with a no-op handler
 // at concurrency 8 (throughput, lateness, one-by-one enqueue rate, memory per
 // scheduled task), then a steady offered rate with every task due 1 s after
-// its enqueue (lateness).
+// its enqueue (lateness), then N tasks enqueued one call each from 64
+// goroutines at once (enqueue rate under concurrency).
 //
 // It lives in its own module so that asynq never enters tierset's go.mod:
 //
@@ -28,6 +29,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -92,6 +95,7 @@ func main() {
 type result struct {
 	peer        string
 	enqueueRate float64 // one by one, tasks/s
+	enqueueConc float64 // one enqueue call per task from concGoroutines at once, tasks/s
 	enqueueLate bool    // the burst enqueue outran its due time
 	burst       latency
 	burstWant   int
@@ -187,7 +191,7 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-// measure runs the burst and the steady phase for one library.
+// measure runs the burst, steady and concurrent-enqueue phases for one library.
 func measure(ctx context.Context, cfg config, runID string, p peer, out io.Writer) (result, error) {
 	r := result{peer: p.name(), burstWant: cfg.n}
 	fmt.Fprintf(out, "\n== %s\n", p.name())
@@ -265,7 +269,46 @@ func measure(ctx context.Context, cfg config, runID string, p peer, out io.Write
 	p.stop()
 	r.steady = rec.summary()
 	fmt.Fprintf(out, "steady: offered %.0f/s, delivered %d of %d\n", r.steadyRate, r.steady.delivered, want)
+
+	// Concurrent enqueue: N tasks due in an hour (no worker runs), one
+	// enqueue call each, from concGoroutines goroutines at once, as a
+	// service's request handlers would make them.
+	r.enqueueConc, err = enqueueConcurrent(ctx, p, runID, cfg.n, uint64(cfg.n+want))
+	if err != nil {
+		return r, err
+	}
+	fmt.Fprintf(out, "concurrent: enqueued %d from %d goroutines (%.0f/s)\n", cfg.n, concGoroutines, r.enqueueConc)
 	return r, nil
+}
+
+const concGoroutines = 64
+
+func enqueueConcurrent(ctx context.Context, p peer, runID string, n int, from uint64) (float64, error) {
+	due := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	var next atomic.Int64
+	errs := make([]error, concGoroutines)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := range concGoroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				k := from + uint64(i)
+				if err := p.enqueue(ctx, task{key: businessKey(runID, k), payload: makePayload(due, k), due: due}); err != nil {
+					errs[g] = fmt.Errorf("concurrent enqueue %d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	rate := float64(n) / time.Since(start).Seconds()
+	return rate, errors.Join(errs...)
 }
 
 func printResults(out io.Writer, cfg config, rs []result) {
@@ -280,6 +323,7 @@ func printResults(out io.Writer, cfg config, rs []result) {
 	}
 	row("metric", func(r result) string { return r.peer })
 	row("enqueue one by one (tasks/s)", func(r result) string { return f0(r.enqueueRate) })
+	row(fmt.Sprintf("enqueue from %d goroutines (tasks/s)", concGoroutines), func(r result) string { return f0(r.enqueueConc) })
 	row(fmt.Sprintf("burst of %d: delivered", cfg.n), func(r result) string { return delivered(r.burst, r.burstWant) })
 	row("burst: throughput first→last (tasks/s)", func(r result) string { return f0(r.burst.throughput) })
 	row("burst: lateness p50 (ms)", func(r result) string { return ms(r.burst.p50) + flagIf(r.enqueueLate, " (*)") })
@@ -316,6 +360,8 @@ func printResults(out io.Writer, cfg config, rs []result) {
 		fmt.Fprintf(w, "%s\tB/task tierset/asynq (used_memory)\t%.2f×\t≤ 0.5×\t%s\n", a.peer, mem, pass(mem <= 0.5))
 		memk := ts.memKeys / a.memKeys
 		fmt.Fprintf(w, "%s\tB/task tierset/asynq (MEMORY USAGE)\t%.2f×\t≤ 0.5×\t%s\n", a.peer, memk, pass(memk <= 0.5))
+		fmt.Fprintf(w, "%s\tenqueue one by one tierset/asynq\t%.2f×\t\t\n", a.peer, ts.enqueueRate/a.enqueueRate)
+		fmt.Fprintf(w, "%s\tenqueue from %d goroutines tierset/asynq\t%.2f×\t\t\n", a.peer, concGoroutines, ts.enqueueConc/a.enqueueConc)
 	}
 	w.Flush()
 }
@@ -329,12 +375,12 @@ func writeCSV(path string, rs []result) error {
 	_ = w.Write([]string{"peer", "enqueue_per_s", "burst_n", "burst_delivered", "burst_dups", "throughput_per_s",
 		"burst_p50_ms", "burst_p99_ms", "burst_max_ms", "steady_rate", "steady_delivered", "steady_dups",
 		"steady_min_ms", "steady_p50_ms", "steady_p99_ms", "steady_max_ms", "bytes_per_task_used_memory",
-		"bytes_per_task_memory_usage", "payload_bytes"})
+		"bytes_per_task_memory_usage", "payload_bytes", "enqueue_concurrent_per_s"})
 	for _, r := range rs {
 		_ = w.Write([]string{r.peer, f0(r.enqueueRate), strconv.Itoa(r.burstWant), strconv.Itoa(r.burst.delivered),
 			strconv.Itoa(r.burst.dups), f0(r.burst.throughput), ms(r.burst.p50), ms(r.burst.p99), ms(r.burst.max),
 			f0(r.steadyRate), strconv.Itoa(r.steady.delivered), strconv.Itoa(r.steady.dups), ms(r.steady.min),
-			ms(r.steady.p50), ms(r.steady.p99), ms(r.steady.max), f0(r.memDelta), f0(r.memKeys), strconv.Itoa(payloadSize)})
+			ms(r.steady.p50), ms(r.steady.p99), ms(r.steady.max), f0(r.memDelta), f0(r.memKeys), strconv.Itoa(payloadSize), f0(r.enqueueConc)})
 	}
 	w.Flush()
 	return errors.Join(w.Error(), f.Close())

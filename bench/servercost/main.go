@@ -66,6 +66,21 @@ func run(addr, pid string, n int) error {
 	if err := dump("enqueue"); err != nil {
 		return err
 	}
+	// Enqueue one by one on a queue of its own, n/10 tasks: the fixed cost
+	// of a one-job script call, next to the batched cost above.
+	ones := n / 10
+	q1, err := delay.New(c, "servercost1", delay.Options{})
+	if err != nil {
+		return err
+	}
+	for i := 0; i < ones; i++ {
+		if _, err := q1.Enqueue(ctx, jobs[i]); err != nil {
+			return err
+		}
+	}
+	if err := dump(fmt.Sprintf("one:%d", ones)); err != nil {
+		return err
+	}
 	var leases []delay.Lease
 	for len(leases) < n {
 		b, err := q.Take(ctx, 100)

@@ -37,13 +37,13 @@ if w < 0 then ms = now - w - 1 end
 -- assign_score by hand, so that the ms/seq and the id counter are read in
 -- one HMGET and written in one HSET (one call fewer than assign_score plus
 -- HINCRBY).
-local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id')
-if last[3] and not string.match(last[3], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises HINCRBY's error
-local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]))
+local last = redis.call('HMGET', ctr, 'ms', 'seq', 'req', 'id')
+if last[4] and not string.match(last[4], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises HINCRBY's error
+local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]), tonumber(last[3]))
 local score, code = st.assign(ms)
 if not score then return {code} end
 
-local n = (tonumber(last[3]) or 0) + 1
+local n = (tonumber(last[4]) or 0) + 1
 local id = base36(n)
 -- F_SOLE marks the only task of its entry; a second task clears the mark.
 if #ids > 0 then rec = not_sole(rec) end
@@ -58,6 +58,6 @@ put_rec(tasks, id, rec)
 ids[#ids + 1] = id
 idx_set(idx, dg, ids)
 add_due(due, wake, id, score)
-redis.call('HSET', ctr, 'ms', fmt(st.ms), 'seq', fmt(st.seq), 'id', fmt(n))
+redis.call('HSET', ctr, 'id', fmt(n), ctr_last(st))
 if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
 return {C_OK, id, score, now}

@@ -33,18 +33,18 @@ local function each_slice(list, step, fn)
   for i = 1, #list, step do fn(unpack(list, i, math.min(i + step - 1, #list))) end
 end
 
-local last = redis.call('HMGET', ctr, 'ms', 'seq', 'id')
+local last = redis.call('HMGET', ctr, 'ms', 'seq', 'req', 'id')
 local id0 = 0
-if last[3] then
-  if not string.match(last[3], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises the error HINCRBY would
-  id0 = tonumber(last[3])
+if last[4] then
+  if not string.match(last[4], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises the error HINCRBY would
+  id0 = tonumber(last[4])
 end
 local out = {now, id0}
 if n == 0 then return out end
 
 -- Scores as assign_score gives them, with the ctr hash read above and
 -- written once at the end.
-local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]))
+local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]), tonumber(last[3]))
 local assign = st.assign
 
 local have
@@ -276,7 +276,7 @@ for _, dg in ipairs(slowdg) do
 end
 each_slice(iw, 1000, function(...) redis.call('HSET', idx, ...) end)
 each_slice(zadds, 1000, function(...) redis.call('ZADD', due, ...) end)
-redis.call('HSET', ctr, 'ms', fmt(st.ms), 'seq', fmt(st.seq), 'id', fmt(id0 + created))
+redis.call('HSET', ctr, 'id', fmt(id0 + created), ctr_last(st))
 if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
 if (not head[2]) or minscore < tonumber(head[2]) then
   redis.call('LPUSH', wake, '1')

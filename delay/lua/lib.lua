@@ -275,14 +275,23 @@ end
 -- its ms: after the last seq handed out for that ms (st.ms, st.seq: the ctr
 -- hash's values, then tracked here) and after every task already due in
 -- that ms (read once per ms, then tracked). More than mult tasks in one ms
--- spill into the next ms; st.overflow counts them. The caller writes
--- st.ms, st.seq and st.overflow back. st.assign(ms) returns the score, or
--- nil and a code.
-local function assigner(due, epoch, mult, maxrel, last_ms, last_seq)
-  local st = {ms = last_ms, seq = last_seq, overflow = 0}
+-- spill into the next ms; st.overflow counts them. st.req is the ms the
+-- last task asked for: when the next asks for it too and the last one
+-- spilled (st.ms > st.req), every ms from st.req to st.ms was full, so the
+-- search starts at st.ms. That keeps a burst of any size due at one
+-- instant at one step a task (without it, each task walked every full ms
+-- again, one ZREVRANGEBYSCORE each, and failed past 64 of them). The
+-- caller writes st.ms, st.seq, st.req and st.overflow back. st.assign(ms)
+-- returns the score, or nil and a code.
+local function assigner(due, epoch, mult, maxrel, last_ms, last_seq, last_req)
+  local st = {ms = last_ms, seq = last_seq, req = last_req, overflow = 0}
   local tops = {}
   st.assign = function(ms)
-    local spilled = false
+    local req, spilled = ms, false
+    if st.req == ms and st.ms and st.ms > ms then
+      ms = st.ms
+      spilled = true
+    end
     for _ = 1, 64 do
       local rel = ms - epoch
       if rel < 0 then return nil, C_BEFORE_EPOCH end
@@ -302,6 +311,7 @@ local function assigner(due, epoch, mult, maxrel, last_ms, last_seq)
         -- assignment of these fields once gave wrong seqs
         st.ms = ms
         st.seq = seq
+        st.req = req
         tops[ms] = seq
         if spilled then st.overflow = st.overflow + 1 end
         return base + seq
@@ -315,14 +325,18 @@ local function assigner(due, epoch, mult, maxrel, last_ms, last_seq)
   return st
 end
 
+-- ctr_last is the field-value pairs that write an assigner's ms, seq and
+-- req back to the ctr hash (read as HMGET ctr ms seq req).
+local function ctr_last(st) return 'ms', fmt(st.ms), 'seq', fmt(st.seq), 'req', fmt(st.req) end
+
 -- assign_score is one assigner step with the ctr hash read and written
 -- around it (retry, sweep, requeue, reschedule).
 local function assign_score(due, ctr, stats, ms, epoch, mult, maxrel)
-  local last = redis.call('HMGET', ctr, 'ms', 'seq')
-  local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]))
+  local last = redis.call('HMGET', ctr, 'ms', 'seq', 'req')
+  local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]), tonumber(last[3]))
   local score, code = st.assign(ms)
   if score then
-    redis.call('HSET', ctr, 'ms', fmt(st.ms), 'seq', fmt(st.seq))
+    redis.call('HSET', ctr, ctr_last(st))
     if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
   end
   return score, code
