@@ -66,7 +66,7 @@ end
 -- a batch's IDs are consecutive, so most share it, and so most share a
 -- tasks bucket (cur, the list of its new records, grouped as they are made).
 local created = 0
-local zadds, z, minscore = {}, 0, nil
+local zadds, z, minscore, minid = {}, 0, nil, nil
 local recb, rorder = {}, {}
 local DIG = {}
 for d = 0, 35 do DIG[d] = string.sub('0123456789abcdefghijklmnopqrstuvwxyz', d + 1, d + 1) end
@@ -96,7 +96,7 @@ local function add_score(id, score)
   zadds[z + 1] = fmt(score)
   zadds[z + 2] = id
   z = z + 2
-  if minscore == nil or score < minscore then minscore = score end
+  if minscore == nil or score < minscore then minscore, minid = score, id end
 end
 
 -- key_token reads the key and token of a fresh record (nil: unreadable).
@@ -254,7 +254,6 @@ if created == 0 then return out end
 -- Write: records, index entries, due set, counters; wake a sleeping worker
 -- when the earliest new task is the new head (what one-by-one pushes
 -- amount to).
-local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
 for _, pre in ipairs(rorder) do redis.call('HSET', tasks .. ':' .. pre, unpack(recb[pre])) end
 if #rewrites > 0 then put_recs(tasks, rewrites) end
 local iw, m = {}, 0
@@ -278,9 +277,5 @@ each_slice(iw, 1000, function(...) redis.call('HSET', idx, ...) end)
 each_slice(zadds, 1000, function(...) redis.call('ZADD', due, ...) end)
 redis.call('HSET', ctr, 'id', fmt(id0 + created), ctr_last(st))
 if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
-if (not head[2]) or minscore < tonumber(head[2]) then
-  redis.call('LPUSH', wake, '1')
-  redis.call('LTRIM', wake, 0, 0)
-  redis.call('PEXPIRE', wake, 60000)
-end
+if redis.call('ZRANK', due, minid) == 0 then push_wake(wake) end
 return out

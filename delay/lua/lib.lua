@@ -301,7 +301,7 @@ local function assigner(due, epoch, mult, maxrel, last_ms, last_seq, last_req)
       if st.ms == ms then seq = st.seq + 1 end
       local top = tops[ms]
       if top == nil then
-        local r = redis.call('ZREVRANGEBYSCORE', due, fmt(base + mult - 1), fmt(base), 'WITHSCORES', 'LIMIT', 0, 1)
+        local r = redis.call('ZREVRANGEBYSCORE', due, fmt(base + mult - 1), fmt(base), 'WITHSCORES', 'LIMIT', '0', '1')
         top = false
         if r[2] then top = tonumber(r[2]) - base end
       end
@@ -342,16 +342,21 @@ local function assign_score(due, ctr, stats, ms, epoch, mult, maxrel)
   return score, code
 end
 
+-- push_wake leaves one element on the wake list, so a worker blocked on it
+-- re-arms its timer. Numbers go to redis.call as text: Redis 7.0 formats
+-- a Lua number argument with %.17g, which costs more than the call.
+local function push_wake(wake)
+  redis.call('LPUSH', wake, '1')
+  redis.call('LTRIM', wake, '0', '0')
+  redis.call('PEXPIRE', wake, '60000')
+end
+
 -- add_due inserts into the due set and pushes the wake list when the task
--- becomes the new head, so a sleeping worker re-arms its timer.
+-- is the new head. ZRANK after the ZADD tells that without reading the old
+-- head's score (a WITHSCORES reply is formatted with %.17g and parsed back).
 local function add_due(due, wake, id, score)
-  local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
   redis.call('ZADD', due, fmt(score), id)
-  if (not head[2]) or score < tonumber(head[2]) then
-    redis.call('LPUSH', wake, '1')
-    redis.call('LTRIM', wake, 0, 0)
-    redis.call('PEXPIRE', wake, 60000)
-  end
+  if redis.call('ZRANK', due, id) == 0 then push_wake(wake) end
 end
 
 -- end_lease drops a task from in flight (ZSET and lease hash).

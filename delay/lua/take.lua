@@ -26,14 +26,14 @@ local now = now_ms()
 local out = {C_OK, now, '', '', 0, 0}
 local bound = (now - epoch) * mult + mult - 1
 if bound >= 0 then
-  local items = redis.call('ZRANGEBYSCORE', due, '-inf', bound, 'WITHSCORES', 'LIMIT', 0, n)
+  local items = redis.call('ZRANGEBYSCORE', due, '-inf', fmt(bound), 'WITHSCORES', 'LIMIT', '0', ARGV[1])
   local m = #items / 2
   if m > 0 then
     local ids = {}
     for i = 1, m do ids[i] = items[2 * i - 1] end
     -- the m taken are exactly ranks 0..m-1 (LIMIT 0 n from -inf): removing
     -- them by rank passes no members, which costs far less than ZREM
-    redis.call('ZREMRANGEBYRANK', due, 0, m - 1)
+    redis.call('ZREMRANGEBYRANK', due, '0', fmt(m - 1))
     local blobs = get_recs(tasks, ids)
     -- as text, once: redis.call would format a number anew for each task
     -- (%.17g, about 1.7 µs for numbers this size)
@@ -102,8 +102,8 @@ if bound >= 0 then
     out[5] = np / 2
   end
 end
-local h = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
+local h = redis.call('ZRANGE', due, '0', '0', 'WITHSCORES')
 if h[2] then out[3] = h[2] end
-h = redis.call('ZRANGE', inflight, 0, 0, 'WITHSCORES')
+h = redis.call('ZRANGE', inflight, '0', '0', 'WITHSCORES')
 if h[2] then out[4] = h[2] end
 return out
