@@ -38,8 +38,12 @@
 //     script, after the last seq handed out for that ms and after every task
 //     already pending in that ms, so tasks due in one ms come out in enqueue
 //     order. The 1025th task of a ms spills into the next ms (still unique,
-//     still valid, counted in Stats.SeqOverflows); every score stays ≤ 2^53.
+//     still valid, counted in Stats.SeqOverflows); the next task that asks
+//     for the same ms starts where the last one landed, so a burst of any
+//     size at one instant costs one step a task. Every score stays ≤ 2^53.
 //     Tests: TestOrderingSameMillisecond (1100 tasks in one ms),
+//     TestBurstBeyond64FullMs (67,036 tasks at one instant, batched then
+//     one by one),
 //     TestInterleavedDueTimesKeepOrder, TestLuaScoreArithmeticNear2p53 (real
 //     Redis: Lua's scores equal the codec's at the last ms before 2^53, and a
 //     spill past it is refused), TestBadInput (range rows).

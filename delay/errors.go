@@ -37,7 +37,10 @@ var (
 	ErrNotFound = errors.New("delay: task not found")
 	// ErrTooManyTasks: the business key already has MaxTasksPerKey tasks.
 	ErrTooManyTasks = errors.New("delay: too many tasks for one business key")
-	// ErrSeqExhausted: 64 consecutive milliseconds were full (2^bits tasks each).
+	// ErrSeqExhausted: a task's search met 64 consecutive full
+	// milliseconds (2^bits tasks each). A burst at one instant does not
+	// (each task starts where the last one for that instant landed); tasks
+	// for one instant interleaved with others, past 65,536 at 10 bits, can.
 	ErrSeqExhausted = errors.New("delay: sequence space exhausted")
 	// ErrCorrupt: a task record in Redis that does not decode.
 	ErrCorrupt = errors.New("delay: corrupt task record")
