@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # delay-server-cost.sh: the delay queue's server cost per task, as
 # instructions counted by callgrind (repeatable to ~0.1% for one build,
-# unlike times on a shared 2-core machine), for batched enqueue, take (100
-# a call) and ack (100 a call).
+# unlike times on a shared 2-core machine), for batched enqueue (1000 a
+# pipeline), one-by-one Enqueue and EnqueueBatch of 4 jobs (tasks/10 each:
+# the fixed cost of a script call), take (100 a call) and ack (100 a call).
 #
 #   scripts/delay-server-cost.sh [tasks]        (default 20000; needs valgrind)
 #

@@ -81,6 +81,26 @@ func run(addr, pid string, n int) error {
 	if err := dump(fmt.Sprintf("one:%d", ones)); err != nil {
 		return err
 	}
+	// EnqueueBatch of 4 jobs a call, n/10 tasks: the batch script's fixed
+	// cost per call, which grouped Enqueue calls pay at low concurrency.
+	q4, err := delay.New(c, "servercost4", delay.Options{})
+	if err != nil {
+		return err
+	}
+	for i := 0; i < ones; i += 4 {
+		res, err := q4.EnqueueBatch(ctx, jobs[i:min(i+4, ones)])
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return r.Err
+			}
+		}
+	}
+	if err := dump(fmt.Sprintf("batch4:%d", ones)); err != nil {
+		return err
+	}
 	var leases []delay.Lease
 	for len(leases) < n {
 		b, err := q.Take(ctx, 100)
