@@ -3,6 +3,8 @@ package delay
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,8 +12,9 @@ import (
 )
 
 // BenchmarkEnqueue measures enqueue throughput, one Enqueue per task
-// (mode=single) and through EnqueueBatch in calls of MaxBatch jobs
-// (mode=batch). One op is one task; tasks/s is reported as a metric. Keys
+// (mode=single), one Enqueue per task from 64 goroutines at once, which
+// Enqueue groups (mode=parallel64), and through EnqueueBatch in calls of
+// MaxBatch jobs (mode=batch). One op is one task; tasks/s is reported as a metric. Keys
 // are 25 bytes, like the memory budget's, payloads empty, due in an hour.
 // backend=redis runs when TIERSET_REDIS_URL is set.
 func BenchmarkEnqueue(b *testing.B) {
@@ -25,7 +28,7 @@ func BenchmarkEnqueue(b *testing.B) {
 			get  func(testing.TB) *testredis.Backend
 		}{"redis", testredis.Redis})
 	}
-	for _, mode := range []string{"single", "batch"} {
+	for _, mode := range []string{"single", "parallel64", "batch"} {
 		for _, be := range backends {
 			b.Run(fmt.Sprintf("mode=%s/backend=%s", mode, be.name), func(b *testing.B) {
 				rb := be.get(b)
@@ -55,6 +58,24 @@ func BenchmarkEnqueue(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
+				case "parallel64":
+					b.StopTimer()
+					all := make([]Job, b.N)
+					for i := range all {
+						all[i] = Job{Key: fmt.Sprintf("order:2024-12-01:%08d", i), When: After(time.Hour)}
+					}
+					var taken atomic.Int64
+					b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+					b.StartTimer()
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							j := all[taken.Add(1)-1]
+							if _, err := q.Enqueue(ctx, j); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
 				case "batch":
 					for done := 0; done < b.N; {
 						b.StopTimer()
