@@ -53,11 +53,17 @@
 //     existing ID, due time and State; another token is another task (at
 //     most MaxTasksPerKey per key). Test: TestIdempotentEnqueue (incl. 100
 //     goroutines, one task). The idempotency window is the task's life in
-//     Redis: once it is acked or purged, the same (key, token) enqueues a
-//     new task. A producer that retries an enqueue it could not confirm
-//     (for example across a failover, as TestFailover's does) can therefore
-//     create a second task after the first was handled; handlers must be
-//     idempotent anyway under at-least-once delivery.
+//     Redis, plus Options.DoneTTL after its ack: with DoneTTL set, an acked
+//     task enqueued with a caller's token leaves a tombstone (its record
+//     without payload, in its index entry, and its end in a done ZSET), so
+//     the same (key, token) reports Duplicate with StateDone until the
+//     sweep after DoneTTL deletes it. Without it (the default), or after
+//     it, the same (key, token) enqueues a new task: a producer that
+//     retries an enqueue it could not confirm (for example across a
+//     failover, as TestFailover's does) can then create a second task after
+//     the first was handled; handlers must be idempotent anyway under
+//     at-least-once delivery. Tests: TestDoneTTL, TestDoneTTLWorker,
+//     TestNothingLeaks10k/doneTTL=300ms.
 //  3. Due by Redis TIME. Every script reads redis.call('TIME'); At(T) runs
 //     at T, After(D) at Redis TIME + D (rounded up to the ms, never early).
 //     The client clock (Options.Now) only arms the worker's timer, through an

@@ -122,3 +122,39 @@ func ExampleHistogram() {
 	// Output:
 	// 100 100ms true
 }
+
+// With DoneTTL, a finished task's (key, token) stays known: a producer's
+// late retry of the same enqueue is a duplicate in state done, not a
+// second run.
+func ExampleOptions_doneTTL() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(start)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	q, _ := delay.New(rdb, "orders", delay.Options{DoneTTL: 24 * time.Hour})
+	job := delay.Job{Key: "order:42", Token: "expire"}
+	q.Enqueue(ctx, job)
+	b, _ := q.Take(ctx, 10)
+	fmt.Println(q.Ack(ctx, b.Tasks[0].Lease))
+
+	again, _ := q.Enqueue(ctx, job) // the producer retries
+	fmt.Println(again.Duplicate, again.State)
+
+	mr.SetTime(start.Add(25 * time.Hour))
+	sw, _ := q.Sweep(ctx, 100)
+	fmt.Println("tombstones ended:", sw.Tombstones)
+	after, _ := q.Enqueue(ctx, job)
+	fmt.Println(after.Duplicate, after.State)
+	// Output:
+	// <nil>
+	// true done
+	// tombstones ended: 1
+	// false pending
+}

@@ -101,6 +101,7 @@ func badRune(s string, name bool) (rune, bool) {
 //	<prefix>:{q:<name>}:inflight    ZSET  task ID -> lease deadline (Unix ms, Redis TIME)
 //	<prefix>:{q:<name>}:lease       HASH  task ID -> fence of its current delivery (in flight only)
 //	<prefix>:{q:<name>}:dead        ZSET  task ID -> dead-letter time (Unix ms)
+//	<prefix>:{q:<name>}:done        ZSET  task ID -> end of its tombstone (Unix ms; Options.DoneTTL)
 //	<prefix>:{q:<name>}:tasks:<b>   HASH  task ID -> record (metadata + payload);
 //	                                      b = the ID without its last base-36 digit
 //	<prefix>:{q:<name>}:idx         HASH  key digest -> comma-separated task IDs
@@ -114,7 +115,7 @@ func badRune(s string, name bool) (rune, bool) {
 // "Memory"). Every bucket name starts with its base name, so it carries
 // the queue's hash tag and stays on the queue's slot.
 type keys struct {
-	due, inflight, lease, dead, tasks, idx, ctr, stats, wake string
+	due, inflight, lease, dead, done, tasks, idx, ctr, stats, wake string
 }
 
 // taskBucket is the hash that holds the record of task id (tkey in lib.lua).
@@ -158,6 +159,7 @@ func newKeys(prefix, name string) keys {
 		inflight: base + "inflight",
 		lease:    base + "lease",
 		dead:     base + "dead",
+		done:     base + "done",
 		tasks:    base + "tasks",
 		idx:      base + "idx",
 		ctr:      base + "ctr",
@@ -169,5 +171,5 @@ func newKeys(prefix, name string) keys {
 // all lists the fixed keys of the queue and the base name of its record
 // buckets (for the slot guard, tests and tooling).
 func (k keys) all() []string {
-	return []string{k.due, k.inflight, k.lease, k.dead, k.tasks, k.idx, k.ctr, k.stats, k.wake}
+	return []string{k.due, k.inflight, k.lease, k.dead, k.done, k.tasks, k.idx, k.ctr, k.stats, k.wake}
 }

@@ -12,14 +12,22 @@ import (
 // 10k tasks through every path (ack, retry, dead, requeue, purge, cancel
 // pending, cancel in flight, reschedule, expired lease): afterwards no task
 // record, index entry or set member is left; only the counters remain.
+// With DoneTTL every acked task leaves a tombstone, and once they end the
+// sweep leaves nothing either.
 func TestNothingLeaks10k(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
+	for _, doneTTL := range []time.Duration{0, 300 * time.Millisecond} {
+		t.Run(fmt.Sprintf("doneTTL=%v", doneTTL), func(t *testing.T) { nothingLeaks(t, doneTTL) })
+	}
+}
+
+func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		q := newQ(t, b, Options{Lease: 300 * time.Millisecond, MaxAttempts: 2,
-			Backoff: func(int) time.Duration { return 0 }})
+			Backoff: func(int) time.Duration { return 0 }, DoneTTL: doneTTL})
 		paths := []string{"ack", "retry", "dead", "requeue", "purge", "cancelpending", "cancelflight", "reschedule", "expire", "cancelflightretry"}
 		n := 10_000
 		if !b.Real() {
@@ -177,6 +185,24 @@ func TestNothingLeaks10k(t *testing.T) {
 		}
 		if expired != n/len(paths) || requeued != n/len(paths) {
 			t.Fatalf("expired %d requeued %d, want %d each", expired, requeued, n/len(paths))
+		}
+		if doneTTL > 0 {
+			st, err := q.Stats(ctx)
+			if err != nil || st.Done == 0 {
+				t.Fatalf("stats %+v %v: want tombstones of the acked tasks", st, err)
+			}
+			if b.Mini != nil {
+				b.Mini.SetTime(time.Now().Add(2 * doneTTL))
+			} else {
+				time.Sleep(doneTTL + 50*time.Millisecond)
+			}
+			for left := st.Done; left > 0; {
+				sw, err := q.Sweep(ctx, 1000)
+				if err != nil || sw.Tombstones == 0 {
+					t.Fatalf("sweep: %+v %v with %d tombstones left", sw, err, left)
+				}
+				left -= int64(sw.Tombstones)
+			}
 		}
 		assertOnlyCounters(t, b, q)
 		st, _ := q.Stats(ctx)

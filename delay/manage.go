@@ -260,6 +260,7 @@ type Stats struct {
 	Ready      int64 // pending and already due
 	InFlight   int64
 	Dead       int64 // in the dead-letter set now
+	Done       int64 // tombstones kept (Options.DoneTTL)
 	// OldestDueAge is how long the earliest ready task has been due (0 if none).
 	OldestDueAge time.Duration
 	// Counters since the queue's keys were created.
@@ -310,7 +311,7 @@ func (l LatenessBuckets) Percentile(p float64) time.Duration {
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	sent := q.o.Now()
 	r, err := run(ctx, q.c, scriptStats, "stats",
-		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.stats}, q.epoch, q.mult)
+		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.stats, q.k.done}, q.epoch, q.mult)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -322,7 +323,8 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 			s.OldestDueAge = s.ServerTime.Sub(due)
 		}
 	}
-	for i := 7; i+1 < len(r); i += 2 {
+	s.Done = r.int(7)
+	for i := 8; i+1 < len(r); i += 2 {
 		v := r.int(i + 1)
 		switch r.str(i) {
 		case "delivered":

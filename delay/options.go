@@ -42,6 +42,17 @@ type Options struct {
 	// Observer receives events (deliveries with lateness, retries, dead
 	// letters, errors). Default: NopObserver.
 	Observer Observer
+	// DoneTTL keeps a finished task's (Key, Token) known for at least this
+	// long after its ack: enqueueing the same pair again reports Duplicate
+	// with StateDone and makes no task, so a producer's late retry cannot
+	// run a finished task twice. Only tasks enqueued with a caller's Token
+	// keep one (a generated token is unknown to any producer), and not
+	// tasks cancelled in flight. A finished task then costs its record
+	// without payload, its index entry and a ZSET member (about 235 B, as
+	// much as a pending task: TestMemoryPerTombstone) until the sweep
+	// after DoneTTL removes it; it counts toward MaxTasksPerKey meanwhile.
+	// Default 0: off, finished tasks leave nothing.
+	DoneTTL time.Duration
 	// Now is the client clock. It never decides what is due (Redis TIME
 	// does); it only arms the worker's timer, through an offset to Redis
 	// TIME measured on every reply. Default time.Now. Tests inject skew here.
@@ -95,6 +106,9 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: MaxAttempts %d", ErrInvalidOptions, o.MaxAttempts)
 	case o.MaxAttempts == 0:
 		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.DoneTTL < 0 || (o.DoneTTL > 0 && o.DoneTTL < time.Millisecond) {
+		return o, fmt.Errorf("%w: DoneTTL %v", ErrInvalidOptions, o.DoneTTL)
 	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff

@@ -84,6 +84,7 @@ const (
 	StateInFlight  State = "inflight"  // taken, under a lease
 	StateCancelled State = "cancelled" // in flight but cancelled: its ack removes it, it is never retried
 	StateDead      State = "dead"      // in the dead-letter set
+	StateDone      State = "done"      // acked, its (Key, Token) kept for Options.DoneTTL
 	StateUnknown   State = "unknown"
 )
 
@@ -480,7 +481,9 @@ type Batch struct {
 	ServerTime time.Time
 	// NextDue is the due time of the earliest task still pending (zero if none).
 	NextDue time.Time
-	// NextExpiry is the earliest lease deadline in flight (zero if none).
+	// NextExpiry is the earliest lease deadline in flight, or end of a
+	// tombstone (Options.DoneTTL), whichever is first: when the next Sweep
+	// has work (zero if none).
 	NextExpiry time.Time
 	// Corrupt counts unreadable records met and parked in the dead set.
 	Corrupt int
@@ -496,7 +499,7 @@ func (q *Queue) Take(ctx context.Context, n int) (Batch, error) {
 	}
 	sent := q.o.Now()
 	r, err := run(ctx, q.c, scriptTake, "take",
-		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.ctr, q.k.stats, q.k.lease},
+		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.ctr, q.k.stats, q.k.lease, q.k.done},
 		n, q.o.Lease.Milliseconds(), q.epoch, q.mult)
 	if err != nil {
 		return Batch{}, err
@@ -582,7 +585,16 @@ func (q *Queue) AckMany(ctx context.Context, leases []Lease) (errs []error, err 
 		if len(idx) == 0 {
 			return nil
 		}
-		r, err := run(ctx, q.c, scriptAck, "ack", []string{q.k.tasks, q.k.inflight, q.k.idx, q.k.stats, q.k.lease}, args...)
+		var r reply
+		var err error
+		if q.o.DoneTTL > 0 {
+			// ARGV[1] of ack_done.lua is the tombstone lifetime
+			r, err = run(ctx, q.c, scriptAckDone, "ack",
+				[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.stats, q.k.lease, q.k.done},
+				append([]any{q.o.DoneTTL.Milliseconds()}, args...)...)
+		} else {
+			r, err = run(ctx, q.c, scriptAck, "ack", []string{q.k.tasks, q.k.inflight, q.k.idx, q.k.stats, q.k.lease}, args...)
+		}
 		if err != nil {
 			return err
 		}
@@ -729,6 +741,9 @@ type SweepResult struct {
 	Returned int // expired leases back in the due set (the expired delivery counted as an attempt)
 	Dead     int // expired at MaxAttempts: dead-lettered
 	Deleted  int // cancelled in flight (or unreadable): removed
+	// Tombstones is how many tombstones (Options.DoneTTL) past their end
+	// were deleted, at most limit.
+	Tombstones int
 }
 
 // Sweep handles at most limit (1..MaxBatch) leases that expired by Redis TIME.
@@ -737,12 +752,12 @@ func (q *Queue) Sweep(ctx context.Context, limit int) (SweepResult, error) {
 		return SweepResult{}, fmt.Errorf("%w: %d", ErrInvalidBatch, limit)
 	}
 	r, err := run(ctx, q.c, scriptSweep, "sweep",
-		[]string{q.k.inflight, q.k.tasks, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake, q.k.lease},
+		[]string{q.k.inflight, q.k.tasks, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake, q.k.lease, q.k.done},
 		limit, q.o.MaxAttempts, q.epoch, q.mult, q.o.Codec.MaxMs())
 	if err != nil {
 		return SweepResult{}, err
 	}
-	res := SweepResult{Returned: int(r.int(1)), Dead: int(r.int(2)), Deleted: int(r.int(3))}
+	res := SweepResult{Returned: int(r.int(1)), Dead: int(r.int(2)), Deleted: int(r.int(3)), Tombstones: int(r.int(4))}
 	if res.Returned+res.Dead > 0 {
 		q.o.Observer.OnSweep(q.name, res.Returned, res.Dead)
 	}

@@ -2,6 +2,7 @@ package delay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -162,6 +163,56 @@ func TestMemoryPerPendingTask(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestMemoryPerTombstone: what a finished task costs while Options.DoneTTL
+// keeps it (record without payload, index entry, done ZSET member), by INFO
+// used_memory on a private redis-server, against the empty queue.
+func TestMemoryPerTombstone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	r := startPrivateRedis(t)
+	ctx := testCtx(t)
+	c := redis.NewClient(&redis.Options{Addr: r.addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	q, err := New(c, "stones", Options{DoneTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, budget = 50_000, 250.0
+	before := usedMemory(t, ctx, c)
+	p := make([]byte, 16)
+	for i := 0; i < n; i += 1000 {
+		jobs := make([]Job, 0, 1000)
+		for k := i; k < i+1000; k++ {
+			jobs = append(jobs, Job{Key: fmt.Sprintf("order:2024-12-01:%08d", k), Token: "expire", Payload: p})
+		}
+		if res, err := q.EnqueueBatch(ctx, jobs); err != nil || res[0].Err != nil {
+			t.Fatalf("enqueue: %v %+v", err, res[0])
+		}
+	}
+	for acked := 0; acked < n; {
+		bt := mustTake(t, ctx, q, 1000)
+		var leases []Lease
+		for _, tk := range bt.Tasks {
+			leases = append(leases, tk.Lease)
+		}
+		errs, err := q.AckMany(ctx, leases)
+		if err != nil || errors.Join(errs...) != nil {
+			t.Fatalf("ack: %v %v", err, errs)
+		}
+		acked += len(leases)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil || st.Done != n || st.Pending+st.InFlight != 0 {
+		t.Fatalf("stats %+v %v: want %d tombstones and nothing else", st, err, n)
+	}
+	per := float64(usedMemory(t, ctx, c)-before) / float64(n)
+	t.Logf("used_memory: %.1f B per tombstone (25-byte key, 6-byte token; payload dropped)", per)
+	if per > budget {
+		t.Fatalf("%.1f B per tombstone, budget %.0f", per, budget)
 	}
 }
 

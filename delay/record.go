@@ -31,6 +31,7 @@ type record struct {
 const (
 	flagCancelled = 1
 	flagSole      = 2
+	flagDone      = 4 // a tombstone (Options.DoneTTL)
 )
 
 // maxHeader bounds the header scan: flags, digest and four numbers of at

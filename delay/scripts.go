@@ -26,6 +26,8 @@ var (
 	luaTake string
 	//go:embed lua/ack.lua
 	luaAck string
+	//go:embed lua/ack_done.lua
+	luaAckDone string
 	//go:embed lua/retry.lua
 	luaRetry string
 	//go:embed lua/kill.lua
@@ -63,6 +65,7 @@ var (
 	scriptEnqueueOne = redis.NewScript(compose(luaLib, luaEnqueue))
 	scriptTake       = redis.NewScript(compose(luaLib, luaTake))
 	scriptAck        = redis.NewScript(compose(luaLib, luaAck))
+	scriptAckDone    = redis.NewScript(compose(luaLib, luaAckDone))
 	scriptRetry      = redis.NewScript(compose(luaLib, luaRetry))
 	scriptKill       = redis.NewScript(compose(luaLib, luaKill))
 	scriptExtend     = redis.NewScript(compose(luaLib, luaExtend))

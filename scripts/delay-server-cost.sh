@@ -3,7 +3,8 @@
 # instructions counted by callgrind (repeatable to ~0.1% for one build,
 # unlike times on a shared 2-core machine), for batched enqueue (1000 a
 # pipeline), one-by-one Enqueue and EnqueueBatch of 4 jobs (tasks/10 each:
-# the fixed cost of a script call), take (100 a call) and ack (100 a call).
+# the fixed cost of a script call), take (100 a call), ack (100 a call)
+# and ack keeping tombstones (Options.DoneTTL; tasks/10, 100 a call).
 #
 #   scripts/delay-server-cost.sh [tasks]        (default 20000; needs valgrind)
 #
@@ -31,7 +32,7 @@ sleep 2
 for f in "$DIR"/cg.out.*; do
 	phase=$(sed -n 's/^desc: Trigger: dump //p' "$f")
 	[ -n "$phase" ] || continue
-	[ "$phase" = start ] && continue
+	case $phase in start | setup) continue ;; esac
 	ir=$(sed -n 's/^summary: //p' "$f")
 	n=$N
 	case $phase in *:*) n=${phase#*:}; phase=${phase%%:*} ;; esac

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -129,6 +130,48 @@ func run(addr, pid string, n int) error {
 		}
 	}
 	if err := dump("ack"); err != nil {
+		return err
+	}
+	// Ack with Options.DoneTTL (tombstones kept), n/10 tasks with tokens,
+	// 100 a call; their enqueue and take are dumped apart ("setup").
+	qd, err := delay.New(c, "servercostdone", delay.Options{DoneTTL: time.Hour})
+	if err != nil {
+		return err
+	}
+	tokened := make([]delay.Job, ones)
+	for i := range tokened {
+		tokened[i] = jobs[i]
+		tokened[i].Token = "expire"
+	}
+	if _, err := qd.EnqueueBatch(ctx, tokened); err != nil {
+		return err
+	}
+	var dl []delay.Lease
+	for len(dl) < ones {
+		b, err := qd.Take(ctx, 100)
+		if err != nil {
+			return err
+		}
+		if len(b.Tasks) == 0 {
+			return fmt.Errorf("take: nothing due after %d of %d", len(dl), ones)
+		}
+		for _, t := range b.Tasks {
+			dl = append(dl, t.Lease)
+		}
+	}
+	if err := dump("setup"); err != nil {
+		return err
+	}
+	for i := 0; i < ones; i += 100 {
+		errs, err := qd.AckMany(ctx, dl[i:min(i+100, ones)])
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	if err := dump(fmt.Sprintf("ackdone:%d", ones)); err != nil {
 		return err
 	}
 	fmt.Printf("servercost: %d tasks; keys left %d\n", n, c.DBSize(ctx).Val())

@@ -90,7 +90,7 @@ func queueStats(ctx context.Context, q *delay.Queue, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "queue %s at %s (Redis TIME)\n", q.Name(), st.ServerTime.UTC().Format(time.RFC3339Nano))
-	fmt.Fprintf(w, "  depth:    pending %d (ready %d), in flight %d, dead %d\n", st.Pending, st.Ready, st.InFlight, st.Dead)
+	fmt.Fprintf(w, "  depth:    pending %d (ready %d), in flight %d, dead %d, finished kept (DoneTTL) %d\n", st.Pending, st.Ready, st.InFlight, st.Dead, st.Done)
 	fmt.Fprintf(w, "  oldest due task waiting: %s\n", st.OldestDueAge)
 	fmt.Fprintf(w, "  counters: delivered %d, acked %d, retries %d, dead-lettered %d, expired leases %d, cancelled %d, corrupt %d, seq overflows %d\n",
 		st.Delivered, st.Acked, st.Retries, st.DeadLettered, st.Expired, st.Cancelled, st.Corrupt, st.SeqOverflows)

@@ -42,7 +42,7 @@ func TestQueueCommands(t *testing.T) {
 		}
 		r := tierset(t, qargs("stats")...)
 		r.expect(t, 0)
-		for _, want := range []string{"queue orders at ", "  depth:    pending 2 (ready 2), in flight 0, dead 1\n", "dead-lettered 1",
+		for _, want := range []string{"queue orders at ", "  depth:    pending 2 (ready 2), in flight 0, dead 1, finished kept (DoneTTL) 0\n", "dead-lettered 1",
 			"  lateness (Redis TIME at take - due, 1 deliveries): p50 < "} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("stats lacks %q:\n%s", want, r.stdout)

@@ -34,7 +34,7 @@
 local C_OK, C_DUP, C_NOT_FOUND, C_LEASE_LOST = 0, 1, 2, 3
 local C_BEFORE_EPOCH, C_RANGE, C_TOO_MANY, C_SEQ = 4, 5, 6, 7
 local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
-local F_CANCELLED, F_SOLE = 1, 2
+local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
 local DIGEST_LEN = 6 -- digestLen in keys.go
 local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
 local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
@@ -96,6 +96,9 @@ local function dg_of(blob) return string.sub(blob, 2, 1 + DIGEST_LEN) end
 
 local function cancelled(t) return t.flags % 2 == 1 end
 local function sole(t) return math.floor(t.flags / 2) % 2 == 1 end
+-- is_done: a tombstone (Options.DoneTTL), the acked task's record kept
+-- without its payload so that its (key, token) stays known.
+local function is_done(flags) return math.floor(flags / 4) % 2 == 1 end
 
 -- not_sole is a fresh record (flags F_SOLE, from freshRecord) without the
 -- mark: its entry already holds, or now gets, another task.
@@ -382,6 +385,8 @@ end
 local function owned(tasks, lease, id, fence)
   local blob = get_rec(tasks, id)
   if not blob then return nil, C_NOT_FOUND end
+  local f = flags_of(blob)
+  if f and is_done(f) then return nil, C_NOT_FOUND end -- acked: a tombstone
   if redis.call('HGET', lease, id) ~= fence then return nil, C_LEASE_LOST end
   local t = parse(blob)
   if not t then return nil, C_CORRUPT end
@@ -399,6 +404,7 @@ local function base36(n)
 end
 
 local function state_of(due, inflight, dead, id, t)
+  if t and is_done(t.flags) then return 'done', '' end
   local s = redis.call('ZSCORE', due, id)
   if s then return 'pending', s end
   s = redis.call('ZSCORE', inflight, id)

@@ -2,9 +2,12 @@
 -- KEYS[1] -> inflight ZSET   KEYS[2] -> tasks base   KEYS[3] -> idx HASH
 -- KEYS[4] -> due ZSET        KEYS[5] -> dead ZSET    KEYS[6] -> ctr HASH
 -- KEYS[7] -> stats HASH      KEYS[8] -> wake LIST    KEYS[9] -> lease HASH
+-- KEYS[10] -> done ZSET
 -- ARGV[1] -> N (1..1000)   ARGV[2] -> max attempts
 -- ARGV[3] -> codec epoch ms   ARGV[4] -> 2^bits   ARGV[5] -> codec max ms offset
--- Returns {C_OK, returned to due, dead-lettered, deleted (cancelled or corrupt)}
+-- It also deletes at most N tombstones whose time is up (record and index).
+-- Returns {C_OK, returned to due, dead-lettered, deleted (cancelled or
+--          corrupt), tombstones deleted}
 local inflight, tasks, idx, due, dead, ctr, stats, wake, lease =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local maxatt = tonumber(ARGV[2])
@@ -39,4 +42,9 @@ for _, id in ipairs(ids) do
   end
 end
 if back > 0 then redis.call('HINCRBY', stats, 'expired', back) end
-return {C_OK, back, died, deleted}
+local ended = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', '(' .. fmt(now), 'LIMIT', '0', ARGV[1])
+for _, id in ipairs(ended) do
+  delete_task(tasks, idx, id, parse(get_rec(tasks, id)))
+end
+if #ended > 0 then redis.call('ZREM', KEYS[10], unpack(ended)) end
+return {C_OK, back, died, deleted, #ended}

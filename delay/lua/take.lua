@@ -4,10 +4,11 @@
 -- delivery's fence lives in the lease hash.
 -- KEYS[1] -> due ZSET   KEYS[2] -> inflight ZSET   KEYS[3] -> dead ZSET
 -- KEYS[4] -> tasks base KEYS[5] -> ctr HASH        KEYS[6] -> stats HASH
--- KEYS[7] -> lease HASH
+-- KEYS[7] -> lease HASH   KEYS[8] -> done ZSET
 -- ARGV[1] -> N (1..1000)   ARGV[2] -> lease ms
 -- ARGV[3] -> codec epoch ms   ARGV[4] -> 2^bits
--- Returns {C_OK, now, head due score|'', head lease deadline|'', parked
+-- Returns {C_OK, now, head due score|'', the earliest lease deadline or
+--          tombstone end (Unix ms, what the next sweep is for)|'', parked
 --          count, fence, id1, score1, record1, id2, ...}; each task
 --          returned is in inflight with deadline now+lease under fence.
 --          One fence serves the whole batch: a fence must differ between
@@ -106,4 +107,6 @@ local h = redis.call('ZRANGE', due, '0', '0', 'WITHSCORES')
 if h[2] then out[3] = h[2] end
 h = redis.call('ZRANGE', inflight, '0', '0', 'WITHSCORES')
 if h[2] then out[4] = h[2] end
+h = redis.call('ZRANGE', KEYS[8], '0', '0', 'WITHSCORES')
+if h[2] and (out[4] == '' or tonumber(h[2]) < tonumber(out[4])) then out[4] = h[2] end
 return out
