@@ -243,6 +243,7 @@ func (s *Sharded) Sweep(ctx context.Context, limit int) (SweepResult, error) {
 		total.Returned += r.Returned
 		total.Dead += r.Dead
 		total.Deleted += r.Deleted
+		total.Tombstones += r.Tombstones
 	}
 	return total, nil
 }
