@@ -12,11 +12,11 @@ import (
 // cost of a call (script start, TIME, counter and index reads, wake check)
 // is several times its cost per job inside a batch: a cart service that
 // enqueues from many request goroutines would otherwise be capped by that
-// fixed cost. So a call that finds the group idle goes at once, in its own
-// goroutine, exactly as without the group; calls that arrive while it is
-// on its way queue up, and when it returns, one goroutine sends all that
-// queued as one EnqueueBatch (up to MaxBatch a round trip), and so on
-// until none are left. A lone caller never waits for anyone; a caller
+// fixed cost. So a call that finds fewer than maxGroupFlying calls on
+// their way goes at once, from its caller's goroutine, exactly as without
+// the group; calls that arrive meanwhile queue up, and when a call
+// returns, one goroutine sends all that queued as one EnqueueBatch (up to
+// MaxBatch a round trip), and so on until none are left. A lone caller never waits for anyone; a caller
 // under load waits at most for the round trip in flight and then its own.
 type enqueueGroup struct {
 	mu sync.Mutex
@@ -27,8 +27,6 @@ type enqueueGroup struct {
 	pending []*enqueueWait
 }
 
-// enqueueWait is one queued Enqueue call. The drain goroutine sets res and
-// err, then closes done; taken (under mu) means it is in a batch.
 // maxGroupFlying is how many calls or batches of one Queue may be on
 // their way at once. With one, Redis would sit idle while each reply
 // travels back and the next batch is built; two keep it busy (measured
@@ -36,6 +34,8 @@ type enqueueGroup struct {
 // at 8 goroutines matched ungrouped calls).
 const maxGroupFlying = 2
 
+// enqueueWait is one queued Enqueue call. The drain goroutine sets res and
+// err, then closes done; taken (under mu) means it is in a batch.
 type enqueueWait struct {
 	ctx   context.Context
 	job   Job
