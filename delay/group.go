@@ -145,10 +145,13 @@ func (g *enqueueGroup) send(q *Queue, batch []*enqueueWait) {
 		return
 	}
 	jobs := make([]Job, len(batch))
+	todo := make([]checkedJob, len(batch))
 	for i, w := range batch {
 		jobs[i] = w.job
+		todo[i] = checkedJob{i, w.mode, w.v} // Enqueue checked it
 	}
-	res, err := q.EnqueueBatch(ctx, jobs)
+	res := make([]Enqueued, len(batch))
+	err := q.enqueueChecked(ctx, jobs, todo, res)
 	for i, w := range batch {
 		w.res, w.err = res[i], res[i].Err
 		w.res.Err = nil

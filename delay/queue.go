@@ -344,26 +344,36 @@ func (q *Queue) enqueued(j Job, r reply, off int) (Enqueued, error) {
 // returned error is for the transport as a whole.
 func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error) {
 	out := make([]Enqueued, len(jobs))
-	if err := checkSlot("enqueue batch", q.enqueueKeys()); err != nil {
-		return out, err
-	}
-	type pending struct {
-		i    int
-		mode string
-		v    int64
-	}
-	var todo []pending
+	var todo []checkedJob
 	for i, j := range jobs {
 		mode, v, err := q.checkJob(j)
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		todo = append(todo, pending{i, mode, v})
+		todo = append(todo, checkedJob{i, mode, v})
+	}
+	return out, q.enqueueChecked(ctx, jobs, todo, out)
+}
+
+// checkedJob is jobs[i] of an enqueue once checkJob passed it, with the
+// due time as the script takes it.
+type checkedJob struct {
+	i    int
+	mode string
+	v    int64
+}
+
+// enqueueChecked is EnqueueBatch after validation (grouped Enqueue calls,
+// checked once in Enqueue, come in here too): it fills out[p.i] for every
+// p in todo, in order.
+func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJob, out []Enqueued) error {
+	if err := checkSlot("enqueue batch", q.enqueueKeys()); err != nil {
+		return err
 	}
 	if len(todo) > 0 && !q.enqueueLoaded.Load() {
 		if err := scriptEnqueue.Load(ctx, q.c).Err(); err != nil {
-			return out, wrapErr(ctx, "enqueue: script load", err)
+			return wrapErr(ctx, "enqueue: script load", err)
 		}
 		q.enqueueLoaded.Store(true)
 	}
@@ -384,7 +394,7 @@ func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error
 		calls = append(calls, call)
 		for attempt := 0; len(calls) > 0; attempt++ {
 			if err := ctx.Err(); err != nil {
-				return out, fmt.Errorf("delay: enqueue batch: %w", err)
+				return fmt.Errorf("delay: enqueue batch: %w", err)
 			}
 			sent := q.o.Now()
 			pipe := q.c.Pipeline()
@@ -415,18 +425,18 @@ func (q *Queue) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, error
 			}
 			if perr != nil && !isRedisReplyErr(perr) {
 				// A transport failure reached every command of the chunk.
-				return out, wrapErr(ctx, "enqueue batch", perr)
+				return wrapErr(ctx, "enqueue batch", perr)
 			}
 			if len(retry) > 0 {
 				// Redis lost its script cache (restart, failover): load, resend those.
 				if err := scriptEnqueue.Load(ctx, q.c).Err(); err != nil {
-					return out, wrapErr(ctx, "enqueue: script load", err)
+					return wrapErr(ctx, "enqueue: script load", err)
 				}
 			}
 			calls = retry
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func isRedisReplyErr(err error) bool {

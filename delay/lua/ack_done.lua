@@ -19,7 +19,7 @@ local fences = redis.call('HMGET', lease, unpack(ids))
 local blobs = get_recs(tasks, ids)
 local out, gone, removed, nr = {}, {}, {}, 0
 local stones, ends, ns = {}, {}, 0
-local byDg, dgs, nd = {}, {}, 0
+local deleted, byDg, dgs, nd = {}, {}, {}, 0
 local until_ms = fmt(now_ms() + tonumber(ARGV[1]))
 for i = 1, n do
   local id, code = ids[i], C_OK
@@ -46,13 +46,15 @@ for i = 1, n do
     else
       local dg = nil
       if t then dg = t.dg elseif blobs[i] then dg = dg_of(blobs[i]) end
-      redis.call('HDEL', tkey(tasks, id), id)
-      if dg then
+      deleted[#deleted + 1] = id
+      if dg then -- byDg[dg]: the ID or a set of IDs, as in ack.lua
         local g = byDg[dg]
         if not g then
-          byDg[dg] = {[id] = true}
+          byDg[dg] = id
           nd = nd + 1
           dgs[nd] = dg
+        elseif type(g) == 'string' then
+          byDg[dg] = {[g] = true, [id] = true}
         else
           g[id] = true
         end
@@ -68,6 +70,7 @@ if nr > 0 then
     put_recs(tasks, stones)
     redis.call('ZADD', done, unpack(ends))
   end
+  if #deleted > 0 then del_recs(tasks, deleted) end
   if nd > 0 then idx_drop(idx, dgs, byDg) end
   redis.call('HINCRBY', stats, 'acked', nr)
 end
