@@ -34,14 +34,7 @@ func TestDoneTTL(t *testing.T) {
 		if _, err := q.Cancel(ctx, "order:3"); err != nil { // in flight: marked
 			t.Fatal(err)
 		}
-		var leases []Lease
-		for _, tk := range bt.Tasks {
-			leases = append(leases, tk.Lease)
-		}
-		errs, err := q.AckMany(ctx, leases)
-		if err != nil || errors.Join(errs...) != nil {
-			t.Fatalf("ack: %v %v", err, errs)
-		}
+		mustAckMany(t, ctx, q, bt.Tasks)
 		if err := q.Ack(ctx, bt.Tasks[0].Lease); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("second ack: %v, want ErrNotFound", err)
 		}

@@ -92,19 +92,8 @@ func lineUp(t *testing.T, ctx context.Context, q *Queue, g *gate, jobs []Job, ct
 			res[i], errs[i] = q.Enqueue(c, jobs[i])
 		}(i)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		q.group.mu.Lock()
-		queued := len(q.group.pending)
-		q.group.mu.Unlock()
-		if queued == n {
-			return res, errs, wg
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d calls queued behind the held ones", queued, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitQueued(t, q, n)
+	return res, errs, wg
 }
 
 // TestEnqueueGroup: calls that arrive while others are on their way go
@@ -131,7 +120,7 @@ func TestEnqueueGroup(t *testing.T) {
 
 		res, errs, wg := lineUp(t, ctx, q, g, jobs, ctxs)
 		cancel()
-		waitRemoved(t, q, n-1)
+		waitQueued(t, q, n-1) // the cancelled call has left
 		close(g.open)
 		wg.Wait()
 
@@ -186,23 +175,14 @@ func TestEnqueueGroup(t *testing.T) {
 	})
 }
 
-// waitRemoved waits until the group holds want calls (a cancelled one has
-// left it).
-func waitRemoved(t *testing.T, q *Queue, want int) {
+// waitQueued waits until exactly want calls wait in q's group.
+func waitQueued(t *testing.T, q *Queue, want int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d calls queued in the group", want), func() bool {
 		q.group.mu.Lock()
-		queued := len(q.group.pending)
-		q.group.mu.Unlock()
-		if queued == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls queued, want %d", queued, want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer q.group.mu.Unlock()
+		return len(q.group.pending) == want
+	})
 }
 
 // TestEnqueueGroupTransportFailure: a batch that fails on the wire fails

@@ -2,6 +2,7 @@ package delay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -43,6 +44,19 @@ func mustTake(t *testing.T, ctx context.Context, q *Queue, n int) Batch {
 		t.Fatalf("Take(%d): %v", n, err)
 	}
 	return b
+}
+
+// mustAckMany acks the leases of tasks in one AckMany and fails on any error.
+func mustAckMany(t *testing.T, ctx context.Context, q *Queue, tasks []*Task) {
+	t.Helper()
+	leases := make([]Lease, len(tasks))
+	for i, tk := range tasks {
+		leases[i] = tk.Lease
+	}
+	errs, err := q.AckMany(ctx, leases)
+	if err != nil || errors.Join(errs...) != nil {
+		t.Fatalf("ack: %v %v", err, errs)
+	}
 }
 
 // snapshot renders every key under the backend's prefix with its full

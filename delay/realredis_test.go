@@ -2,7 +2,6 @@ package delay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -195,15 +194,8 @@ func TestMemoryPerTombstone(t *testing.T) {
 	}
 	for acked := 0; acked < n; {
 		bt := mustTake(t, ctx, q, 1000)
-		var leases []Lease
-		for _, tk := range bt.Tasks {
-			leases = append(leases, tk.Lease)
-		}
-		errs, err := q.AckMany(ctx, leases)
-		if err != nil || errors.Join(errs...) != nil {
-			t.Fatalf("ack: %v %v", err, errs)
-		}
-		acked += len(leases)
+		mustAckMany(t, ctx, q, bt.Tasks)
+		acked += len(bt.Tasks)
 	}
 	st, err := q.Stats(ctx)
 	if err != nil || st.Done != n || st.Pending+st.InFlight != 0 {

@@ -53,16 +53,8 @@ func run(addr, pid string, n int) error {
 	if err := dump("start"); err != nil {
 		return err
 	}
-	for i := 0; i < n; i += delay.MaxBatch {
-		res, err := q.EnqueueBatch(ctx, jobs[i:min(i+delay.MaxBatch, n)])
-		if err != nil {
-			return err
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				return r.Err
-			}
-		}
+	if err := enqueueAll(ctx, q, jobs, delay.MaxBatch); err != nil {
+		return err
 	}
 	if err := dump("enqueue"); err != nil {
 		return err
@@ -88,46 +80,21 @@ func run(addr, pid string, n int) error {
 	if err != nil {
 		return err
 	}
-	for i := 0; i < ones; i += 4 {
-		res, err := q4.EnqueueBatch(ctx, jobs[i:min(i+4, ones)])
-		if err != nil {
-			return err
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				return r.Err
-			}
-		}
+	if err := enqueueAll(ctx, q4, jobs[:ones], 4); err != nil {
+		return err
 	}
 	if err := dump(fmt.Sprintf("batch4:%d", ones)); err != nil {
 		return err
 	}
-	var leases []delay.Lease
-	for len(leases) < n {
-		b, err := q.Take(ctx, 100)
-		if err != nil {
-			return err
-		}
-		if len(b.Tasks) == 0 {
-			return fmt.Errorf("take: nothing due after %d of %d", len(leases), n)
-		}
-		for _, t := range b.Tasks {
-			leases = append(leases, t.Lease)
-		}
+	leases, err := takeAll(ctx, q, n)
+	if err != nil {
+		return err
 	}
 	if err := dump("take"); err != nil {
 		return err
 	}
-	for i := 0; i < n; i += 100 {
-		errs, err := q.AckMany(ctx, leases[i:min(i+100, n)])
-		if err != nil {
-			return err
-		}
-		for _, e := range errs {
-			if e != nil {
-				return e
-			}
-		}
+	if err := ackAll(ctx, q, leases); err != nil {
+		return err
 	}
 	if err := dump("ack"); err != nil {
 		return err
@@ -143,27 +110,65 @@ func run(addr, pid string, n int) error {
 		tokened[i] = jobs[i]
 		tokened[i].Token = "expire"
 	}
-	if _, err := qd.EnqueueBatch(ctx, tokened); err != nil {
+	if err := enqueueAll(ctx, qd, tokened, delay.MaxBatch); err != nil {
 		return err
 	}
-	var dl []delay.Lease
-	for len(dl) < ones {
-		b, err := qd.Take(ctx, 100)
-		if err != nil {
-			return err
-		}
-		if len(b.Tasks) == 0 {
-			return fmt.Errorf("take: nothing due after %d of %d", len(dl), ones)
-		}
-		for _, t := range b.Tasks {
-			dl = append(dl, t.Lease)
-		}
+	dl, err := takeAll(ctx, qd, ones)
+	if err != nil {
+		return err
 	}
 	if err := dump("setup"); err != nil {
 		return err
 	}
-	for i := 0; i < ones; i += 100 {
-		errs, err := qd.AckMany(ctx, dl[i:min(i+100, ones)])
+	if err := ackAll(ctx, qd, dl); err != nil {
+		return err
+	}
+	if err := dump(fmt.Sprintf("ackdone:%d", ones)); err != nil {
+		return err
+	}
+	fmt.Printf("servercost: %d tasks; keys left %d\n", n, c.DBSize(ctx).Val())
+	return nil
+}
+
+// enqueueAll enqueues jobs through EnqueueBatch, per jobs a call, and
+// fails on the first job that fails.
+func enqueueAll(ctx context.Context, q *delay.Queue, jobs []delay.Job, per int) error {
+	for i := 0; i < len(jobs); i += per {
+		res, err := q.EnqueueBatch(ctx, jobs[i:min(i+per, len(jobs))])
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return r.Err
+			}
+		}
+	}
+	return nil
+}
+
+// takeAll takes n tasks from q, 100 a call, and returns their leases.
+func takeAll(ctx context.Context, q *delay.Queue, n int) ([]delay.Lease, error) {
+	var leases []delay.Lease
+	for len(leases) < n {
+		b, err := q.Take(ctx, 100)
+		if err != nil {
+			return nil, err
+		}
+		if len(b.Tasks) == 0 {
+			return nil, fmt.Errorf("take: nothing due after %d of %d", len(leases), n)
+		}
+		for _, t := range b.Tasks {
+			leases = append(leases, t.Lease)
+		}
+	}
+	return leases, nil
+}
+
+// ackAll acks leases, 100 a call.
+func ackAll(ctx context.Context, q *delay.Queue, leases []delay.Lease) error {
+	for i := 0; i < len(leases); i += 100 {
+		errs, err := q.AckMany(ctx, leases[i:min(i+100, len(leases))])
 		if err != nil {
 			return err
 		}
@@ -171,9 +176,5 @@ func run(addr, pid string, n int) error {
 			return err
 		}
 	}
-	if err := dump(fmt.Sprintf("ackdone:%d", ones)); err != nil {
-		return err
-	}
-	fmt.Printf("servercost: %d tasks; keys left %d\n", n, c.DBSize(ctx).Val())
 	return nil
 }
