@@ -1,0 +1,119 @@
+package prometheus
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tierset/tierset/delay"
+)
+
+// DelayOptions configures a DelayCollector.
+type DelayOptions struct {
+	// Namespace prefixes every metric name. Default "tierset".
+	Namespace string
+	// LatenessBuckets are lateness_seconds's bounds. Default 1 ms to
+	// ~65 s, doubling.
+	LatenessBuckets []float64
+	// ConstLabels are added to every series. Default none.
+	ConstLabels prometheus.Labels
+}
+
+// DelayCollector is a delay.Observer that is also a prometheus.Collector.
+// It counts what this process's queues and workers did; QueueCollector
+// reads the queue-wide counters from Redis.
+type DelayCollector struct {
+	delay.NopObserver // methods added to delay.Observer later keep compiling
+
+	enqueued, delivered, acked, retries, dead *prometheus.CounterVec
+	swept, sweptDead, errors                  *prometheus.CounterVec
+	lateness                                  *prometheus.HistogramVec
+}
+
+var (
+	_ delay.Observer       = (*DelayCollector)(nil)
+	_ prometheus.Collector = (*DelayCollector)(nil)
+)
+
+// NewDelayCollector returns a collector; register it and pass it as
+// delay.Options.Observer (and WorkerOptions.Observer, when a worker has its own).
+func NewDelayCollector(o DelayOptions) *DelayCollector {
+	if o.Namespace == "" {
+		o.Namespace = "tierset"
+	}
+	if o.LatenessBuckets == nil {
+		o.LatenessBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
+	}
+	vec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: o.Namespace, Subsystem: "delay",
+			Name: name, Help: help, ConstLabels: o.ConstLabels}, append([]string{"queue"}, labels...))
+	}
+	return &DelayCollector{
+		enqueued:  vec("enqueued_total", "Enqueue results seen by this process: new or duplicate.", "result"),
+		delivered: vec("delivered_total", "Tasks this process took."),
+		acked:     vec("acked_total", "Tasks this process acked."),
+		retries:   vec("retries_total", "Tasks this process sent back to due."),
+		dead:      vec("dead_total", "Tasks this process dead-lettered."),
+		swept:     vec("sweep_returned_total", "Expired leases this process's sweeps returned to due."),
+		sweptDead: vec("sweep_dead_total", "Tasks this process's sweeps dead-lettered."),
+		errors:    vec("errors_total", "Failed queue operations, by operation.", "op"),
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: o.Namespace, Subsystem: "delay",
+			Name: "lateness_seconds", Help: "Lateness of this process's deliveries (Redis TIME at take minus due time).",
+			ConstLabels: o.ConstLabels, Buckets: o.LatenessBuckets}, []string{"queue"}),
+	}
+}
+
+// OnEnqueue counts a new or duplicate enqueue.
+func (c *DelayCollector) OnEnqueue(queue string, duplicate bool) {
+	r := "new"
+	if duplicate {
+		r = "duplicate"
+	}
+	c.enqueued.WithLabelValues(queue, r).Inc()
+}
+
+// OnDelivered counts a delivery and its lateness (an early one as 0).
+func (c *DelayCollector) OnDelivered(queue string, lateness time.Duration) {
+	c.delivered.WithLabelValues(queue).Inc()
+	c.lateness.WithLabelValues(queue).Observe(max(lateness, 0).Seconds())
+}
+
+// OnAck counts an ack.
+func (c *DelayCollector) OnAck(queue string) { c.acked.WithLabelValues(queue).Inc() }
+
+// OnRetry counts a retry.
+func (c *DelayCollector) OnRetry(queue string, _ int, _ time.Duration) {
+	c.retries.WithLabelValues(queue).Inc()
+}
+
+// OnDead counts a dead-lettered task.
+func (c *DelayCollector) OnDead(queue string, _ int) { c.dead.WithLabelValues(queue).Inc() }
+
+// OnSweep counts what a sweep returned and dead-lettered.
+func (c *DelayCollector) OnSweep(queue string, returned, dead int) {
+	c.swept.WithLabelValues(queue).Add(float64(returned))
+	c.sweptDead.WithLabelValues(queue).Add(float64(dead))
+}
+
+// OnError counts a failed operation.
+func (c *DelayCollector) OnError(queue, op string, _ error) {
+	c.errors.WithLabelValues(queue, op).Inc()
+}
+
+func (c *DelayCollector) collectors() []prometheus.Collector {
+	return []prometheus.Collector{c.enqueued, c.delivered, c.acked, c.retries, c.dead, c.swept, c.sweptDead, c.errors, c.lateness}
+}
+
+// Describe implements prometheus.Collector.
+func (c *DelayCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.collectors() {
+		m.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *DelayCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.collectors() {
+		m.Collect(ch)
+	}
+}

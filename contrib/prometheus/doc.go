@@ -1,0 +1,32 @@
+// Package prometheus exports tierset's metrics to Prometheus.
+//
+// [CacheCollector] is a [cache.Observer] and [DelayCollector] a
+// [delay.Observer]: pass one as Options.Observer and register it. Both count
+// what this process saw. [QueueCollector] reads [delay.Queue.Stats] on each
+// scrape: depths and the counters the queue's scripts keep in Redis, which
+// cover every producer and worker of the queue, not just this process.
+//
+// The package is its own module so the core tierset module keeps its short
+// dependency list; importing it is what pulls in client_golang.
+//
+// Metric names (namespace "tierset" unless Options.Namespace says otherwise):
+//
+//	tierset_cache_lookups_total{outcome}              cart lines by outcome (hit, no_tier, not_found, not_active, error)
+//	tierset_cache_lookup_duration_seconds              per line: the duration of the call it was part of
+//	tierset_cache_promotion_hits_total{promotion}      hits per promotion, at most MaxPromotions values, then "other"
+//	tierset_cache_round_trips_total{op}                round trips by call (match, gifts, refresh, delete, info, list)
+//	tierset_cache_gift_fetches_total                   Cache.Gifts calls that went to Redis
+//	tierset_cache_refreshes_total{outcome}             promotions refreshed (added, updated, unchanged, failed)
+//	tierset_cache_corrupt_reads_total{record}          bytes from Redis that failed to decode (member, gifts, meta)
+//	tierset_delay_enqueued_total{queue,result}         new or duplicate
+//	tierset_delay_delivered_total{queue}, tierset_delay_acked_total{queue}
+//	tierset_delay_retries_total{queue}, tierset_delay_dead_total{queue}
+//	tierset_delay_sweep_returned_total{queue}, tierset_delay_sweep_dead_total{queue}
+//	tierset_delay_errors_total{queue,op}
+//	tierset_delay_lateness_seconds{queue}              this process's deliveries
+//	tierset_queue_up{queue}                            1 when the last Stats read worked
+//	tierset_queue_tasks{queue,state}                   pending, ready, in_flight, dead, done
+//	tierset_queue_oldest_due_age_seconds{queue}
+//	tierset_queue_delivered_total{queue} ... acked, retries, dead_lettered, expired, cancelled, corrupt
+//	tierset_queue_lateness_seconds{queue}              the server-side histogram, its own bucket bounds
+package prometheus

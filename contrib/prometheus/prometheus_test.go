@@ -1,0 +1,287 @@
+package prometheus_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
+
+	"github.com/tierset/tierset/cache"
+	tsprom "github.com/tierset/tierset/contrib/prometheus"
+	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// scrape serves reg on a real /metrics endpoint and returns the body.
+func scrape(t *testing.T, reg *prometheus.Registry) (url, body string) {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	t.Cleanup(srv.Close)
+	res, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: status %d, %v\n%s", res.StatusCode, err, b)
+	}
+	return srv.URL + "/metrics", string(b)
+}
+
+func quantityPromo(id string, gifts bool) gradient.Promotion {
+	pct := func(p int64) gradient.Reward {
+		return gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(p)}
+	}
+	p := gradient.Promotion{ID: id, Metric: gradient.Quantity, Tiers: []gradient.Tier{
+		{ID: "3+", Threshold: decimal.NewFromInt(3), Reward: pct(10)},
+		{ID: "5+", Threshold: decimal.NewFromInt(5), Reward: pct(20)},
+	}}
+	if gifts {
+		p.Tiers[1].Gifts = []gradient.Gift{{SKU: "tote", Qty: 1, Name: "Tote bag"}}
+	}
+	return p
+}
+
+func TestCacheCollectorScrape(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	col := tsprom.NewCacheCollector(tsprom.CacheOptions{MaxPromotions: 2})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	c, err := cache.New(b.Client, cache.Options{Prefix: b.Prefix, Observer: col})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Refresh(ctx, quantityPromo("a", true), quantityPromo("b", false), quantityPromo("c", false)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Refresh(ctx, quantityPromo("a", true)); err != nil { // unchanged
+		t.Fatal(err)
+	}
+	// Hits: a ×3, b ×2, c ×1 (c is past the cap of 2: "other").
+	var qs []cache.Query
+	for _, id := range []string{"a", "a", "a", "b", "b", "c"} {
+		qs = append(qs, cache.QuantityQuery(id, 5))
+	}
+	qs = append(qs, cache.QuantityQuery("a", 1), cache.QuantityQuery("missing", 4)) // no_tier, not_found
+	rs, err := c.MatchCart(ctx, qs, cache.MatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Gifts(ctx, rs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs[0].Tier.Gifts) != 1 {
+		t.Fatalf("gifts of a/5+: %+v", rs[0].Tier)
+	}
+	// A corrupt member: overwrite c's tiers with bytes that do not decode.
+	if err := b.Client.ZAdd(ctx, b.Prefix+":{p:c}:tiers", redis.Z{Score: 4, Member: "\xff\xfe"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Match(ctx, cache.QuantityQuery("c", 4), cache.MatchOptions{}); !errors.Is(err, cache.ErrCorrupt) {
+		t.Fatalf("match on a corrupt member: %v, want ErrCorrupt", err)
+	}
+
+	url, body := scrape(t, reg)
+	want := `
+# HELP tierset_cache_lookups_total Cart lines looked up, by outcome.
+# TYPE tierset_cache_lookups_total counter
+tierset_cache_lookups_total{outcome="error"} 1
+tierset_cache_lookups_total{outcome="hit"} 6
+tierset_cache_lookups_total{outcome="no_tier"} 1
+tierset_cache_lookups_total{outcome="not_active"} 0
+tierset_cache_lookups_total{outcome="not_found"} 1
+# HELP tierset_cache_promotion_hits_total Tier hits per promotion; promotions past the cap count under "other".
+# TYPE tierset_cache_promotion_hits_total counter
+tierset_cache_promotion_hits_total{promotion="a"} 3
+tierset_cache_promotion_hits_total{promotion="b"} 2
+tierset_cache_promotion_hits_total{promotion="other"} 1
+# HELP tierset_cache_refreshes_total Promotions refreshed, by outcome.
+# TYPE tierset_cache_refreshes_total counter
+tierset_cache_refreshes_total{outcome="added"} 3
+tierset_cache_refreshes_total{outcome="unchanged"} 1
+# HELP tierset_cache_gift_fetches_total Cache.Gifts calls that fetched gift lists from Redis.
+# TYPE tierset_cache_gift_fetches_total counter
+tierset_cache_gift_fetches_total 1
+# HELP tierset_cache_corrupt_reads_total Bytes read from Redis that failed to decode, by record.
+# TYPE tierset_cache_corrupt_reads_total counter
+tierset_cache_corrupt_reads_total{record="member"} 1
+`
+	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want),
+		"tierset_cache_lookups_total", "tierset_cache_promotion_hits_total", "tierset_cache_refreshes_total",
+		"tierset_cache_gift_fetches_total", "tierset_cache_corrupt_reads_total"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`tierset_cache_lookup_duration_seconds_count 9`, `tierset_cache_round_trips_total{op="match"} 2`,
+		`tierset_cache_round_trips_total{op="gifts"} 1`} {
+		if !strings.Contains(body, s) {
+			t.Errorf("scrape lacks %q:\n%s", s, body)
+		}
+	}
+}
+
+func TestQueueAndDelayCollectorScrape(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	dc := tsprom.NewDelayCollector(tsprom.DelayOptions{})
+	q, err := delay.New(b.Client, "orders", delay.Options{Prefix: b.Prefix, Observer: dc, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qc := tsprom.NewQueueCollector(tsprom.QueueOptions{}, q)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(dc, qc)
+
+	// Six tasks due 5 s ago (lateness in the [4096, 8192) ms bucket), two
+	// due in an hour, one duplicate.
+	past := time.Now().Add(-5 * time.Second)
+	for i := range 6 {
+		if _, err := q.Enqueue(ctx, delay.Job{Key: fmt.Sprintf("k%d", i), Token: "t", When: delay.At(past)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		if _, err := q.Enqueue(ctx, delay.Job{Key: fmt.Sprintf("later%d", i), When: delay.After(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, err := q.Enqueue(ctx, delay.Job{Key: "k0", Token: "t", When: delay.At(past)}); err != nil || !e.Duplicate {
+		t.Fatalf("duplicate enqueue: %+v %v", e, err)
+	}
+	batch, err := q.Take(ctx, 10)
+	if err != nil || len(batch.Tasks) != 6 {
+		t.Fatalf("take: %d tasks, %v", len(batch.Tasks), err)
+	}
+	for _, tk := range batch.Tasks[:3] { // 3 acked
+		if err := q.Ack(ctx, tk.Lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := q.Retry(ctx, batch.Tasks[3], errors.New("boom")); err != nil { // MaxAttempts 1: dead
+		t.Fatal(err)
+	}
+	if _, err := q.Kill(ctx, batch.Tasks[4].Lease, errors.New("bad")); err != nil { // dead
+		t.Fatal(err)
+	}
+	// batch.Tasks[5] stays in flight.
+	s, err := q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	url, _ := scrape(t, reg)
+	want := fmt.Sprintf(`
+# HELP tierset_queue_tasks Tasks by state: pending (due set), ready (pending and due), in_flight, dead, done (tombstones).
+# TYPE tierset_queue_tasks gauge
+tierset_queue_tasks{queue="orders",state="dead"} 2
+tierset_queue_tasks{queue="orders",state="done"} 0
+tierset_queue_tasks{queue="orders",state="in_flight"} 1
+tierset_queue_tasks{queue="orders",state="pending"} 2
+tierset_queue_tasks{queue="orders",state="ready"} 0
+# HELP tierset_queue_up 1 when this scrape read the queue's Stats, 0 when the read failed.
+# TYPE tierset_queue_up gauge
+tierset_queue_up{queue="orders"} 1
+# HELP tierset_queue_delivered_total Deliveries since the queue's keys were created (every worker).
+# TYPE tierset_queue_delivered_total counter
+tierset_queue_delivered_total{queue="orders"} 6
+# HELP tierset_queue_acked_total Acks since the queue's keys were created.
+# TYPE tierset_queue_acked_total counter
+tierset_queue_acked_total{queue="orders"} %d
+# HELP tierset_queue_dead_lettered_total Tasks dead-lettered since the queue's keys were created.
+# TYPE tierset_queue_dead_lettered_total counter
+tierset_queue_dead_lettered_total{queue="orders"} %d
+# HELP tierset_delay_enqueued_total Enqueue results seen by this process: new or duplicate.
+# TYPE tierset_delay_enqueued_total counter
+tierset_delay_enqueued_total{queue="orders",result="duplicate"} 1
+tierset_delay_enqueued_total{queue="orders",result="new"} 8
+# HELP tierset_delay_delivered_total Tasks this process took.
+# TYPE tierset_delay_delivered_total counter
+tierset_delay_delivered_total{queue="orders"} 6
+# HELP tierset_delay_acked_total Tasks this process acked.
+# TYPE tierset_delay_acked_total counter
+tierset_delay_acked_total{queue="orders"} 3
+# HELP tierset_delay_dead_total Tasks this process dead-lettered.
+# TYPE tierset_delay_dead_total counter
+tierset_delay_dead_total{queue="orders"} 2
+`, s.Acked, s.DeadLettered)
+	if s.Acked != 3 || s.DeadLettered != 2 {
+		t.Errorf("Stats: acked %d dead-lettered %d, want 3 and 2", s.Acked, s.DeadLettered)
+	}
+	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want),
+		"tierset_queue_tasks", "tierset_queue_up", "tierset_queue_delivered_total", "tierset_queue_acked_total",
+		"tierset_queue_dead_lettered_total", "tierset_delay_enqueued_total", "tierset_delay_delivered_total",
+		"tierset_delay_acked_total", "tierset_delay_dead_total"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The lateness histogram: the server's own bounds, every sample in the 5 s bucket.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, mf := range mfs {
+		if mf.GetName() != "tierset_queue_lateness_seconds" {
+			continue
+		}
+		found = true
+		h := mf.GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != 6 {
+			t.Errorf("lateness count %d, want 6", h.GetSampleCount())
+		}
+		bounds := tsprom.LatenessBounds()
+		if len(h.GetBucket()) != len(bounds) {
+			t.Fatalf("%d buckets, want %d", len(h.GetBucket()), len(bounds))
+		}
+		for i, bk := range h.GetBucket() {
+			if bk.GetUpperBound() != bounds[i] {
+				t.Errorf("bucket %d bound %g, want %g", i, bk.GetUpperBound(), bounds[i])
+			}
+			want := uint64(0)
+			if bk.GetUpperBound() >= 8.192 { // 5 s late plus the test's own time, under 3 s
+				want = 6
+			}
+			if bk.GetUpperBound() == 4.096 || bk.GetUpperBound() == 8.192 || bk.GetUpperBound() == 0.001 {
+				if bk.GetCumulativeCount() != want {
+					t.Errorf("le=%g cumulative %d, want %d", bk.GetUpperBound(), bk.GetCumulativeCount(), want)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no tierset_queue_lateness_seconds in the scrape")
+	}
+}
+
+// TestQueueCollectorDown: a queue whose Stats read fails reports up 0.
+func TestQueueCollectorDown(t *testing.T) {
+	b := testredis.Redis(t)
+	q, err := delay.New(b.Client, "x", delay.Options{Prefix: b.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qc := tsprom.NewQueueCollector(tsprom.QueueOptions{Timeout: time.Nanosecond}, q)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(qc)
+	url, _ := scrape(t, reg)
+	want := `
+# HELP tierset_queue_up 1 when this scrape read the queue's Stats, 0 when the read failed.
+# TYPE tierset_queue_up gauge
+tierset_queue_up{queue="x"} 0
+`
+	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "tierset_queue_up", "tierset_queue_tasks"); err != nil {
+		t.Fatal(err)
+	}
+}

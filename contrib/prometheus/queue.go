@@ -1,0 +1,125 @@
+package prometheus
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tierset/tierset/delay"
+)
+
+// QueueOptions configures a QueueCollector.
+type QueueOptions struct {
+	// Namespace prefixes every metric name. Default "tierset".
+	Namespace string
+	// Timeout bounds the Stats reads of one scrape. Default 5 s.
+	Timeout time.Duration
+	// ConstLabels are added to every series. Default none.
+	ConstLabels prometheus.Labels
+}
+
+// QueueCollector reads each queue's Stats on every scrape: one round trip
+// per queue. A queue whose read fails reports tierset_queue_up 0 and no
+// other series for that scrape.
+type QueueCollector struct {
+	queues  []*delay.Queue
+	timeout time.Duration
+
+	up, tasks, oldest                                               *prometheus.Desc
+	delivered, acked, retries, deadLettered, expired, cancel, broke *prometheus.Desc
+	lateness                                                        *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*QueueCollector)(nil)
+
+// LatenessBounds are the upper bounds, in seconds, of the server-side
+// lateness buckets (delay.LatenessBuckets): bucket 0 counts deliveries
+// under 1 ms late, bucket b ≥ 1 those in [2^(b-1), 2^b) ms, so bucket b's
+// bound is 2^b ms.
+func LatenessBounds() []float64 {
+	var l delay.LatenessBuckets
+	out := make([]float64, len(l.Counts))
+	for b := range out {
+		out[b] = math.Ldexp(1, b) / 1000
+	}
+	return out
+}
+
+// NewQueueCollector returns a collector of the given queues (for a
+// delay.Sharded, pass its Shards()).
+func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
+	if o.Namespace == "" {
+		o.Namespace = "tierset"
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "queue", name), help,
+			append([]string{"queue"}, labels...), o.ConstLabels)
+	}
+	return &QueueCollector{
+		queues:       append([]*delay.Queue(nil), queues...),
+		timeout:      o.Timeout,
+		up:           d("up", "1 when this scrape read the queue's Stats, 0 when the read failed."),
+		tasks:        d("tasks", "Tasks by state: pending (due set), ready (pending and due), in_flight, dead, done (tombstones).", "state"),
+		oldest:       d("oldest_due_age_seconds", "How long the earliest ready task has been due."),
+		delivered:    d("delivered_total", "Deliveries since the queue's keys were created (every worker)."),
+		acked:        d("acked_total", "Acks since the queue's keys were created."),
+		retries:      d("retries_total", "Retries since the queue's keys were created."),
+		deadLettered: d("dead_lettered_total", "Tasks dead-lettered since the queue's keys were created."),
+		expired:      d("expired_total", "Leases that expired and were swept."),
+		cancel:       d("cancelled_total", "Tasks cancelled."),
+		broke:        d("corrupt_total", "Unreadable records the scripts met."),
+		lateness: d("lateness_seconds", "Server-side lateness of every delivery (Redis TIME at take minus due time), "+
+			"in the queue's own power-of-two millisecond buckets. The server keeps no sum, so _sum is NaN."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.up, c.tasks, c.oldest, c.delivered, c.acked, c.retries,
+		c.deadLettered, c.expired, c.cancel, c.broke, c.lateness} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
+	// A scrape carries no context; the timeout bounds it instead.
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	bounds := LatenessBounds()
+	for _, q := range c.queues {
+		name := q.Name()
+		s, err := q.Stats(ctx)
+		if err != nil {
+			ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0, name)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1, name)
+		for _, st := range []struct {
+			state string
+			n     int64
+		}{{"pending", s.Pending}, {"ready", s.Ready}, {"in_flight", s.InFlight}, {"dead", s.Dead}, {"done", s.Done}} {
+			ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(st.n), name, st.state)
+		}
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestDueAge.Seconds(), name)
+		for _, ct := range []struct {
+			d *prometheus.Desc
+			n int64
+		}{{c.delivered, s.Delivered}, {c.acked, s.Acked}, {c.retries, s.Retries}, {c.deadLettered, s.DeadLettered},
+			{c.expired, s.Expired}, {c.cancel, s.Cancelled}, {c.broke, s.Corrupt}} {
+			ch <- prometheus.MustNewConstMetric(ct.d, prometheus.CounterValue, float64(ct.n), name)
+		}
+		buckets := make(map[float64]uint64, len(bounds))
+		var cum uint64
+		for b, n := range s.Lateness.Counts {
+			cum += uint64(max(n, 0))
+			buckets[bounds[b]] = cum
+		}
+		ch <- prometheus.MustNewConstHistogram(c.lateness, cum, math.NaN(), buckets, name)
+	}
+}
