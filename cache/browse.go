@@ -1,0 +1,162 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/gradient"
+)
+
+// Ladder is a stored promotion's tiers as one version wrote them, for
+// operator tooling: what Match reads, tier by tier.
+type Ladder struct {
+	Promotion string
+	Version   string
+	// Tiers are in ascending score order, with Gifts filled for the tiers
+	// that have them.
+	Tiers []TierHit
+}
+
+// Ladder reads every tier of a promotion and its gift lists: one round trip,
+// two when some tier has gifts. ErrNotFound when absent, ErrCorrupt when a
+// member or gift list does not decode or members disagree on the version.
+func (c *Cache) Ladder(ctx context.Context, id string) (Ladder, error) {
+	if err := gradient.ValidateID(id); err != nil {
+		return Ladder{}, fmt.Errorf("%w: %w", ErrBadID, err)
+	}
+	raws, err := c.client.ZRange(ctx, c.tiersKey(id), 0, -1).Result()
+	rts := 1
+	defer func() { c.obs.OnRoundTrips(OpInfo, rts) }()
+	if err != nil {
+		return Ladder{}, fmt.Errorf("cache: ladder %q: %w", id, ctxErr(ctx, err))
+	}
+	if len(raws) == 0 {
+		return Ladder{}, ErrNotFound
+	}
+	l := Ladder{Promotion: id}
+	gifts := false
+	for _, raw := range raws {
+		d, err := c.decode(id, raw)
+		if err != nil {
+			return Ladder{}, err
+		}
+		m := &d.m
+		if l.Version == "" {
+			l.Version = m.version
+		} else if m.version != l.Version {
+			return Ladder{}, fmt.Errorf("%w: promotion %q holds versions %s and %s", ErrCorrupt, id, l.Version, m.version)
+		}
+		if m.kind == kindTier {
+			l.Tiers = append(l.Tiers, TierHit{ID: m.tierID, Score: m.score, Threshold: d.threshold, Reward: m.reward, HasGifts: m.hasGifts})
+			gifts = gifts || m.hasGifts
+		}
+	}
+	if !gifts {
+		return l, nil
+	}
+	rts++
+	lists, err := c.client.HGetAll(ctx, c.giftsKey(id, l.Version)).Result()
+	if err != nil {
+		return Ladder{}, fmt.Errorf("cache: ladder %q gifts: %w", id, ctxErr(ctx, err))
+	}
+	for i := range l.Tiers {
+		t := &l.Tiers[i]
+		if !t.HasGifts {
+			continue
+		}
+		raw, ok := lists[t.ID]
+		if !ok {
+			return Ladder{}, fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, id, l.Version, t.ID)
+		}
+		if t.Gifts, err = decodeGifts([]byte(raw), c.maxBytes); err != nil {
+			c.obs.OnDecodeError(id, RecordGifts, err)
+			return Ladder{}, fmt.Errorf("promotion %q tier %q: %w", id, t.ID, err)
+		}
+	}
+	return l, nil
+}
+
+// IDs returns the ID of every promotion stored under the prefix, sorted.
+// Like List it SCANs the keyspace (every master of a Cluster), so its cost
+// grows with every key in Redis, but it reads no promotion.
+func (c *Cache) IDs(ctx context.Context) ([]string, error) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	scan := func(ctx context.Context, node redis.Cmdable) error {
+		iter := node.Scan(ctx, 0, c.metaPattern(), 1000).Iterator()
+		for iter.Next(ctx) {
+			if id := c.idFromMetaKey(iter.Val()); id != "" {
+				mu.Lock()
+				seen[id] = true
+				mu.Unlock()
+			}
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := c.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	} else {
+		err = scan(ctx, c.client)
+	}
+	c.obs.OnRoundTrips(OpList, 1)
+	if err != nil {
+		return nil, fmt.Errorf("cache: ids: %w", ctxErr(ctx, err))
+	}
+	ids := make([]string, 0, len(seen))
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// InfoResult is one promotion's Info, or why it could not be read
+// (ErrNotFound, ErrBadID, ErrCorrupt).
+type InfoResult struct {
+	Info
+	Err error
+}
+
+// Infos reads the Info of each ID in one pipelined round trip, in order;
+// a bad or missing promotion sets its own Err and the others still come
+// back. The call's error is for transport and context failures only.
+func (c *Cache) Infos(ctx context.Context, ids ...string) ([]InfoResult, error) {
+	out := make([]InfoResult, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	pipe := c.client.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		if err := gradient.ValidateID(id); err != nil {
+			out[i] = InfoResult{Info: Info{ID: id}, Err: fmt.Errorf("%w: %w", ErrBadID, err)}
+			continue
+		}
+		cmds[i] = pipe.HGetAll(ctx, c.metaKey(id))
+	}
+	c.obs.OnRoundTrips(OpInfo, 1)
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, fmt.Errorf("cache: infos: %w", ctxErr(ctx, err))
+	}
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		m := cmd.Val()
+		if len(m) == 0 {
+			out[i] = InfoResult{Info: Info{ID: ids[i]}, Err: ErrNotFound}
+			continue
+		}
+		in, err := c.parseInfo(ids[i], m)
+		if err != nil {
+			in.ID = ids[i]
+		}
+		out[i] = InfoResult{Info: in, Err: err}
+	}
+	return out, nil
+}
