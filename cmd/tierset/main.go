@@ -33,6 +33,7 @@ Usage:
   tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-redis URL | -rules FILE]
   tierset demo  [-rules FILE]
   tierset queue stats|dead|requeue|purge -queue NAME [-redis URL] [-yes]
+  tierset web   -redis URL | -cluster SEEDS [-listen 127.0.0.1:8080] [-token T]
 
 Without -redis, warm and match use an embedded in-memory Redis: nothing
 persists. Run "tierset <command> -h" for a command's flags.
@@ -77,6 +78,7 @@ var commands = map[string]func(ctx context.Context, args []string, e *env) error
 	"match": cmdMatch,
 	"demo":  cmdDemo,
 	"queue": cmdQueue,
+	"web":   cmdWeb,
 }
 
 func run(ctx context.Context, args []string, e *env) int {

@@ -1,0 +1,368 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/delay"
+)
+
+// deadPageSize is how many dead letters one page lists.
+const deadPageSize = 50
+
+type rateSample struct {
+	at                     time.Time
+	delivered, acked, dead int64
+}
+
+// queueView is one queue's card on the Queues page.
+type queueView struct {
+	Name             string
+	Err              string
+	Stats            delay.Stats
+	DueSoon          int64
+	Due, InFlight    []taskRow
+	Rates            string
+	P50, P99, Max    string
+	Chart            histChart
+	Behind, Expiring bool
+}
+
+type taskRow struct {
+	ID, Key, Token, LastError, Payload string
+	Attempt                            int
+	When                               time.Time
+	Rel                                string
+	Err                                string
+}
+
+func (s *webServer) routes() {
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		http.Redirect(w, r, "/queues", http.StatusSeeOther)
+	})
+	s.mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age=3600")
+		http.ServeFileFS(w, r, webFiles, "web/style.css")
+	})
+	s.mux.HandleFunc("/login", s.login)
+	s.mux.HandleFunc("/logout", s.logout)
+	s.mux.HandleFunc("GET /queues", s.queuesPage)
+	s.mux.HandleFunc("GET /dead", s.deadPage)
+	s.mux.HandleFunc("/dead/requeue", s.requeue)
+	s.mux.HandleFunc("/dead/requeue-all", s.requeueAll)
+	s.mux.HandleFunc("/dead/purge", s.purge)
+	s.mux.HandleFunc("GET /promotions", s.promotionsPage)
+	s.mux.HandleFunc("GET /promotion", s.promotionPage)
+}
+
+func (s *webServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.guard(s.mux).ServeHTTP(w, r) }
+
+func (s *webServer) queuesPage(w http.ResponseWriter, r *http.Request) {
+	qs, err := s.queueList(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	views := make([]queueView, len(qs))
+	for i, q := range qs {
+		views[i] = s.queueCard(r.Context(), q)
+	}
+	s.render(w, r, "queues.html", "Queues", map[string]any{"Queues": views, "Prefix": s.cfg.queuePrefix})
+}
+
+// queueCard reads one queue: Stats and Browse, two round trips.
+func (s *webServer) queueCard(ctx context.Context, q *delay.Queue) queueView {
+	v := queueView{Name: q.Name()}
+	st, err := q.Stats(ctx)
+	if err != nil {
+		v.Err = err.Error()
+		return v
+	}
+	ov, err := q.Browse(ctx, delay.BrowseOptions{Tasks: 5, Horizon: time.Minute})
+	if err != nil {
+		v.Err = err.Error()
+		return v
+	}
+	v.Stats, v.DueSoon = st, ov.DueSoon
+	for _, t := range ov.Due {
+		v.Due = append(v.Due, rowOf(t, st.ServerTime))
+	}
+	for _, t := range ov.InFlight {
+		v.InFlight = append(v.InFlight, rowOf(t, st.ServerTime))
+		v.Expiring = v.Expiring || t.When.Before(st.ServerTime)
+	}
+	v.Behind = st.OldestDueAge > time.Minute
+	v.Rates = s.rate(q.Name(), st)
+	if l := st.Lateness; l.Total() > 0 {
+		v.P50, v.P99, v.Max = "< "+l.Percentile(50).String(), "< "+l.Percentile(99).String(), "< "+l.Percentile(100).String()
+	}
+	v.Chart = latenessChart(st.Lateness)
+	return v
+}
+
+func rowOf(t delay.TaskInfo, now time.Time) taskRow {
+	return taskRow{ID: t.ID, Key: t.Key, Token: t.Token, LastError: t.LastError, Attempt: t.Attempt, When: t.When, Rel: rel(t.When, now)}
+}
+
+// rel says how far t is from now: "in 3s" or "12s ago".
+func rel(t, now time.Time) string {
+	d := t.Sub(now).Round(time.Second)
+	if d >= 0 {
+		return "in " + d.String()
+	}
+	return (-d).String() + " ago"
+}
+
+// rate records a Stats sample and reports the rates since the oldest
+// sample of the last five minutes (so the first view has none).
+func (s *webServer) rate(name string, st delay.Stats) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := rateSample{at: st.ServerTime, delivered: st.Delivered, acked: st.Acked, dead: st.DeadLettered}
+	ss := s.rates[name]
+	for len(ss) > 1 && now.at.Sub(ss[0].at) > 5*time.Minute {
+		ss = ss[1:]
+	}
+	ss = append(ss, now)
+	if len(ss) > 64 {
+		ss = append(ss[:1], ss[len(ss)-63:]...)
+	}
+	s.rates[name] = ss
+	first := ss[0]
+	dt := now.at.Sub(first.at).Seconds()
+	if dt < 1 {
+		return "rates appear from the second view, a second or more after this one"
+	}
+	per := func(a, b int64) string { return strconv.FormatFloat(float64(a-b)/dt, 'f', 1, 64) }
+	return fmt.Sprintf("over the last %s: delivered %s/s, acked %s/s, dead-lettered %s/s",
+		time.Duration(dt*float64(time.Second)).Round(time.Second), per(now.delivered, first.delivered),
+		per(now.acked, first.acked), per(now.dead, first.dead))
+}
+
+// histChart is the lateness histogram as SVG bars (heights in px).
+type histChart struct {
+	Width, Height, Base int // Base: the x axis's y
+	Bars                []histBar
+	Total               int64
+}
+
+type histBar struct {
+	X, Y, W, H, LabelY int
+	Count              int64
+	Label              string // the bucket's upper bound
+	Tip                string
+	ShowLabel          bool
+}
+
+// latenessChart draws the buckets up to the last non-empty one (at least
+// 12), bar heights linear in the count.
+func latenessChart(l delay.LatenessBuckets) histChart {
+	last := 11
+	var peak int64
+	for b, n := range l.Counts {
+		if n > 0 {
+			last = max(last, b)
+		}
+		peak = max(peak, n)
+	}
+	ch := histChart{Width: 640, Height: 160, Base: 130, Total: l.Total()}
+	bw := ch.Width / (last + 1)
+	plot := ch.Base
+	for b := 0; b <= last; b++ {
+		n := l.Counts[b]
+		h := 0
+		if peak > 0 && n > 0 {
+			h = max(1, int(math.Round(float64(n)/float64(peak)*float64(plot))))
+		}
+		lo, hi := "0 ms", msLabel(b)
+		if b > 0 {
+			lo = msLabel(b - 1)
+		}
+		ch.Bars = append(ch.Bars, histBar{X: b * bw, Y: plot - h, W: max(bw-2, 1), H: h, LabelY: plot + 16, Count: n, Label: hi,
+			Tip: fmt.Sprintf("%s to under %s late: %d deliveries", lo, hi, n), ShowLabel: b%2 == 0})
+	}
+	return ch
+}
+
+// msLabel is bucket b's exclusive upper bound, 2^b ms, readably.
+func msLabel(b int) string {
+	return (time.Duration(int64(1)<<b) * time.Millisecond).String()
+}
+
+func (s *webServer) deadPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	qs, err := s.queueList(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	name := r.URL.Query().Get("queue")
+	if name == "" && len(qs) > 0 {
+		name = qs[0].Name()
+	}
+	data := map[string]any{"Queues": qs, "Queue": name}
+	if name == "" {
+		s.render(w, r, "dead.html", "Dead letters", data)
+		return
+	}
+	q, err := s.queue(ctx, name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	page = max(page, 1)
+	dp, err := q.ListDead(ctx, (page-1)*deadPageSize, deadPageSize)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := q.ServerNow()
+	rows := make([]taskRow, len(dp.Tasks))
+	for i, t := range dp.Tasks {
+		rows[i] = taskRow{ID: t.ID, Key: t.Key, Token: t.Token, Attempt: t.Attempt, LastError: t.LastError,
+			When: t.DiedAt, Rel: rel(t.DiedAt, now), Payload: payloadPreview(t.Payload)}
+		if t.Err != nil {
+			rows[i].Err = t.Err.Error()
+		}
+	}
+	data["Total"], data["Rows"], data["Page"] = dp.Total, rows, page
+	data["Pages"] = max(1, int((dp.Total+deadPageSize-1)/deadPageSize))
+	if page > 1 {
+		data["Prev"] = page - 1
+	}
+	if int64(page*deadPageSize) < dp.Total {
+		data["Next"] = page + 1
+	}
+	s.render(w, r, "dead.html", "Dead letters", data)
+}
+
+// payloadPreview shows a payload's size and its first bytes, quoted.
+func payloadPreview(p []byte) string {
+	if len(p) == 0 {
+		return "empty"
+	}
+	head := p[:min(len(p), 120)]
+	more := ""
+	if len(head) < len(p) {
+		more = "…"
+	}
+	return fmt.Sprintf("%d B: %q%s", len(p), head, more)
+}
+
+// changeQueue is a change's common part: the POST check and its queue.
+func (s *webServer) changeQueue(w http.ResponseWriter, r *http.Request) (*delay.Queue, bool) {
+	if !s.checkPost(w, r) {
+		return nil, false
+	}
+	q, err := s.queue(r.Context(), r.PostForm.Get("queue"))
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return q, true
+}
+
+func (s *webServer) done(w http.ResponseWriter, r *http.Request, q *delay.Queue, msg string) {
+	http.Redirect(w, r, "/dead?queue="+url.QueryEscape(q.Name())+"&msg="+url.QueryEscape(msg), http.StatusSeeOther)
+}
+
+func (s *webServer) requeue(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.changeQueue(w, r)
+	if !ok {
+		return
+	}
+	id := r.PostForm.Get("id")
+	n, err := q.Requeue(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if n == 0 {
+		s.done(w, r, q, fmt.Sprintf("task %s was no longer dead: nothing requeued", id))
+		return
+	}
+	s.done(w, r, q, fmt.Sprintf("requeued task %s: due now", id))
+}
+
+func (s *webServer) requeueAll(w http.ResponseWriter, r *http.Request) {
+	q, ok := s.changeQueue(w, r)
+	if !ok {
+		return
+	}
+	ids, err := allDeadIDs(r.Context(), q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	n, err := requeueAll(r.Context(), q, ids)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("requeued %d before: %w", n, err))
+		return
+	}
+	s.done(w, r, q, fmt.Sprintf("requeued %d dead letters: due now", n))
+}
+
+// purge shows a confirmation page on GET; the POST must repeat the
+// queue's name in "confirm".
+func (s *webServer) purge(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		name, id := r.URL.Query().Get("queue"), r.URL.Query().Get("id")
+		q, err := s.queue(r.Context(), name)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		dp, err := q.ListDead(r.Context(), 0, 1)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.render(w, r, "purge.html", "Purge dead letters", map[string]any{"Queue": name, "ID": id, "Total": dp.Total})
+		return
+	}
+	q, ok := s.changeQueue(w, r)
+	if !ok {
+		return
+	}
+	if r.PostForm.Get("confirm") != q.Name() {
+		http.Error(w, "not confirmed: type the queue's name to purge", http.StatusBadRequest)
+		return
+	}
+	var n int
+	var err error
+	if id := r.PostForm.Get("id"); id != "" {
+		n, err = q.Purge(r.Context(), id)
+	} else {
+		n, err = q.PurgeAll(r.Context())
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.done(w, r, q, fmt.Sprintf("purged %d dead letters", n))
+}
+
+// fail shows an error page: 404 for what does not exist, 400 for bad
+// input the library refused, 502 for Redis.
+func (s *webServer) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := http.StatusBadGateway
+	switch {
+	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, cache.ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, delay.ErrInvalidBatch), errors.Is(err, delay.ErrInvalidName), errors.Is(err, cache.ErrBadID):
+		code = http.StatusBadRequest
+	}
+	s.renderCode(w, r, code, "error.html", "Error", map[string]string{"Err": err.Error()})
+}

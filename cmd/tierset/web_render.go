@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"html/template"
+	"net/http"
+	"time"
+)
+
+var webFuncs = template.FuncMap{
+	"utc": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05.000Z")
+	},
+	"dur": func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+}
+
+// pageData is what every template gets.
+type pageData struct {
+	Title, Redis, CSRF, Msg string
+	Nav                     string // the template name, to mark the current tab
+	Authed, Loopback        bool
+	Now                     time.Time
+	Data                    any
+}
+
+func (s *webServer) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
+	s.renderCode(w, r, http.StatusOK, name, title, data)
+}
+
+// renderCode executes the template into a buffer first, so a template
+// error is a clean 500 and cookies are set before the status is written.
+func (s *webServer) renderCode(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
+	pd := pageData{Title: title, Redis: s.cfg.redisShown, CSRF: s.csrfToken(w, r), Msg: r.URL.Query().Get("msg"),
+		Nav: name, Authed: s.authed(r), Loopback: s.cfg.loopback, Now: s.cfg.now(), Data: data}
+	var buf bytes.Buffer
+	if err := s.tmpl.ExecuteTemplate(&buf, name, pd); err != nil {
+		http.Error(w, "template: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = buf.WriteTo(w)
+}
