@@ -1,0 +1,125 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// BenchmarkWebPages: each console page on real Redis holding one queue of
+// 100k tasks (90k pending, 5k in flight, 5k dead) and 10k promotions.
+// "promotions-cold" lists the IDs on every request (SCAN of the whole
+// keyspace); the others reuse a listing younger than -ids-ttl, as the
+// console does by default.
+func BenchmarkWebPages(b *testing.B) {
+	be := testredis.Redis(b)
+	ctx := b.Context()
+	q, err := delay.New(be.Client, "bench", delay.Options{Prefix: be.Prefix, Lease: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	jobs := make([]delay.Job, 0, 1000)
+	past := time.Now().Add(-time.Minute)
+	for i := range 100_000 {
+		jobs = append(jobs, delay.Job{Key: fmt.Sprintf("order-%d", i), Payload: []byte("reservation 42"), When: delay.At(past.Add(time.Duration(i) * time.Millisecond))})
+		if len(jobs) == cap(jobs) {
+			if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
+				b.Fatal(err)
+			}
+			jobs = jobs[:0]
+		}
+	}
+	killErr := errors.New("payment service said 503")
+	for range 10 {
+		batch, err := q.Take(ctx, 1000)
+		if err != nil || len(batch.Tasks) != 1000 {
+			b.Fatalf("take: %d, %v", len(batch.Tasks), err)
+		}
+		{ // half of each batch dies, the other half stays in flight
+			var wg sync.WaitGroup
+			errs := make(chan error, len(batch.Tasks))
+			for _, t := range batch.Tasks[:500] {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := q.Kill(ctx, t.Lease, killErr); err != nil {
+						errs <- err
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	c, err := cache.New(be.Client, cache.Options{Prefix: be.Prefix})
+	if err != nil {
+		b.Fatal(err)
+	}
+	promos := make([]gradient.Promotion, 10_000)
+	for i := range promos {
+		p := gradient.Promotion{ID: fmt.Sprintf("promo-%05d", i), Metric: gradient.Quantity}
+		for k := range 5 {
+			p.Tiers = append(p.Tiers, gradient.Tier{ID: fmt.Sprintf("t%d", k), Threshold: decimal.NewFromInt(int64(2 + 3*k)),
+				Reward: gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(int64(5 + 5*k))}})
+		}
+		p.Tiers[4].Gifts = []gradient.Gift{{SKU: "tote", Qty: 1, Name: "Tote bag"}}
+		promos[i] = p
+	}
+	if _, err := c.Refresh(ctx, promos...); err != nil {
+		b.Fatal(err)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil || st.Pending != 90_000 || st.InFlight != 5_000 || st.Dead != 5_000 {
+		b.Fatalf("seeded Stats %+v, %v", st, err)
+	}
+	console := func(idsTTL time.Duration) string {
+		srv, err := newWebServer(ctx, webConfig{client: be.Client, redisShown: "bench", token: "t", loopback: true,
+			queuePrefix: be.Prefix, cachePrefix: be.Prefix, idsTTL: idsTTL, now: time.Now})
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs := httptest.NewServer(srv)
+		b.Cleanup(hs.Close)
+		return hs.URL
+	}
+	warm, cold := console(time.Hour), console(0)
+	for _, p := range []struct{ name, base, path string }{
+		{"queues", warm, "/queues"},
+		{"dead-first-page", warm, "/dead?queue=bench"},
+		{"dead-last-page", warm, "/dead?queue=bench&page=100"},
+		{"promotions", warm, "/promotions"},
+		{"promotions-search", warm, "/promotions?q=" + url.QueryEscape("99")},
+		{"promotions-cold", cold, "/promotions?page=150"},
+		{"promotion-simulate", warm, "/promotion?id=promo-04242&value=9"},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			for b.Loop() {
+				res, err := http.Get(p.base + p.path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if err != nil || res.StatusCode != http.StatusOK || n < 1000 {
+					b.Fatalf("GET %s: %d, %d bytes, %v", p.path, res.StatusCode, n, err)
+				}
+			}
+		})
+	}
+}
