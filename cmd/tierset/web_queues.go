@@ -142,10 +142,10 @@ func (s *webServer) rate(name string, st delay.Stats) string {
 	first := ss[0]
 	dt := now.at.Sub(first.at).Seconds()
 	if dt < 1 {
-		return "rates appear from the second view, a second or more after this one"
+		return "Rates appear on a view a second or more after this one"
 	}
 	per := func(a, b int64) string { return strconv.FormatFloat(float64(a-b)/dt, 'f', 1, 64) }
-	return fmt.Sprintf("over the last %s: delivered %s/s, acked %s/s, dead-lettered %s/s",
+	return fmt.Sprintf("Rates over the last %s: delivered %s/s, acked %s/s, dead-lettered %s/s",
 		time.Duration(dt*float64(time.Second)).Round(time.Second), per(now.delivered, first.delivered),
 		per(now.acked, first.acked), per(now.dead, first.dead))
 }

@@ -1,0 +1,257 @@
+package browser
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/shopspring/decimal"
+
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+const (
+	token    = "browser-test-token"
+	xssName  = `<script>alert("promo")</script>`
+	xssError = `<script>alert("dead")</script> & 503`
+)
+
+// chromium finds the browser: $CHROMIUM, else chromium or chromium-browser on PATH.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium, or set $CHROMIUM)")
+	return ""
+}
+
+// fixture is real Redis seeded with one queue and three promotions.
+type fixture struct {
+	b      *testredis.Backend
+	q      *delay.Queue
+	c      *cache.Cache
+	dead   []string
+	promos map[string]gradient.Promotion
+}
+
+func seed(t *testing.T) *fixture {
+	t.Helper()
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	f := &fixture{b: b, promos: map[string]gradient.Promotion{}}
+	var err error
+	if f.q, err = delay.New(b.Client, "orders", delay.Options{Prefix: b.Prefix, Lease: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i := range 40 {
+		d := time.Duration(i-20) * 3 * time.Second // 20 overdue, 20 due within the minute or so
+		if _, err := f.q.Enqueue(ctx, delay.Job{Key: fmt.Sprintf("order-%03d", i), Payload: []byte(`{"order":` + strconv.Itoa(i) + `}`), When: delay.At(now.Add(d))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch, err := f.q.Take(ctx, 8)
+	if err != nil || len(batch.Tasks) != 8 {
+		t.Fatalf("take: %d, %v", len(batch.Tasks), err)
+	}
+	for i, tk := range batch.Tasks[:5] {
+		cause := errors.New("payment service said 503")
+		if i == 0 {
+			cause = errors.New(xssError)
+		}
+		if _, err := f.q.Kill(ctx, tk.Lease, cause); err != nil {
+			t.Fatal(err)
+		}
+		f.dead = append(f.dead, tk.ID)
+	}
+	for _, tk := range batch.Tasks[5:6] {
+		if err := f.q.Ack(ctx, tk.Lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pct := func(p int64) gradient.Reward {
+		return gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(p)}
+	}
+	off := func(a int64) gradient.Reward {
+		return gradient.Reward{Kind: gradient.AmountOff, Amount: decimal.NewFromInt(a)}
+	}
+	for _, p := range []gradient.Promotion{
+		{ID: "buy-more", Metric: gradient.Quantity, Tiers: []gradient.Tier{
+			{ID: "2+", Threshold: decimal.NewFromInt(2), Reward: pct(5)},
+			{ID: "3+", Threshold: decimal.NewFromInt(3), Reward: pct(10)},
+			{ID: "5+", Threshold: decimal.NewFromInt(5), Reward: pct(20), Gifts: []gradient.Gift{{SKU: "tote-bag", Qty: 1, Name: "Tote bag"}}},
+			{ID: "10+", Threshold: decimal.NewFromInt(10), Reward: pct(30)},
+		}},
+		{ID: "spend-more", Metric: gradient.Amount, MinorDigits: 2, Tiers: []gradient.Tier{
+			{ID: "99", Threshold: decimal.NewFromInt(99), Reward: off(10)},
+			{ID: "199.99", Threshold: decimal.RequireFromString("199.99"), Reward: off(30)},
+			{ID: "500", Threshold: decimal.NewFromInt(500), Reward: off(90)},
+		}},
+		{ID: xssName, Metric: gradient.Quantity, Tiers: []gradient.Tier{
+			{ID: "1+", Threshold: decimal.NewFromInt(1), Reward: pct(1), Gifts: []gradient.Gift{{SKU: "x", Qty: 1, Name: `<img src=x onerror=alert(1)>`}}},
+		}},
+	} {
+		f.promos[p.ID] = p
+		if f.c == nil {
+			if f.c, err = cache.New(b.Client, cache.Options{Prefix: b.Prefix}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := f.c.Refresh(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+var listenRe = regexp.MustCompile(`on (http://127\.0\.0\.1:\d+)/`)
+
+// startConsole builds the CLI and runs "tierset web" on the fixture's prefixes.
+func startConsole(t *testing.T, f *fixture) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tierset")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/tierset")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "web", "-redis", testredis.URL(), "-listen", "127.0.0.1:0", "-token", token,
+		"-prefix", f.b.Prefix, "-cache-prefix", f.b.Prefix, "-ids-ttl", "0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := listenRe.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		close(found)
+	}()
+	select {
+	case u, ok := <-found:
+		if !ok {
+			t.Fatal("tierset web exited before it listened")
+		}
+		return u
+	case <-time.After(30 * time.Second):
+		t.Fatal("tierset web did not print its address within 30 s")
+	}
+	return ""
+}
+
+// newBrowser starts headless Chromium with a fresh profile.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancel := chromedp.NewExecAllocator(t.Context(), opts...)
+	t.Cleanup(cancel)
+	bctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	// The first call starts the browser and must not carry a timeout
+	// (it would stop the browser); the steps after it get one.
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// shots is where screenshots go: $TIERSET_SCREENSHOTS, else a temp dir.
+func shots(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("TIERSET_SCREENSHOTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	d, err := os.MkdirTemp("", "tierset-console-shots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	png := get(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	p := filepath.Join(dir, "console-"+name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s", p)
+}
+
+// do runs browser steps, failing the test with what on error.
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// get runs one browser action that returns a value.
+func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// css is a CSS selector for the first matching element.
+func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+func deadSet(t *testing.T, q *delay.Queue) map[string]bool {
+	t.Helper()
+	p, err := q.ListDead(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, d := range p.Tasks {
+		out[d.ID] = true
+	}
+	return out
+}
+
+
+// delayBrowse is what the Queues page asks Browse for.
+func delayBrowse() delay.BrowseOptions { return delay.BrowseOptions{Tasks: 5, Horizon: time.Minute} }

@@ -1,0 +1,187 @@
+package browser
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/shopspring/decimal"
+
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/gradient"
+)
+
+type kv struct {
+	K string `json:"k"`
+	V string `json:"v"`
+}
+
+// TestBrowserConsole drives every page of "tierset web" in headless
+// Chromium against real Redis and checks the DOM against the library.
+func TestBrowserConsole(t *testing.T) {
+	f := seed(t)
+	ctx := newBrowser(t)
+	base := startConsole(t, f)
+	dir := shots(t)
+
+	t.Run("queues page equals Stats", func(t *testing.T) {
+		st, err := f.q.Stats(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ov, err := f.q.Browse(t.Context(), delayBrowse())
+		if err != nil {
+			t.Fatal(err)
+		}
+		do(t, ctx, "load /queues", chromedp.Navigate(base+"/queues"), chromedp.WaitVisible(css(`[data-queue="orders"]`)))
+		stats := get(t, ctx, "read stats", chromedp.Evaluate[[]kv](
+			`Array.from(document.querySelectorAll('[data-queue="orders"] [data-stat]')).map(e => ({k: e.dataset.stat, v: e.textContent.trim()}))`))
+		got := map[string]string{}
+		for _, s := range stats {
+			got[s.K] = s.V
+		}
+		for k, v := range map[string]int64{"ready": st.Ready, "pending": st.Pending, "inflight": st.InFlight, "dead": st.Dead,
+			"delivered": st.Delivered, "acked": st.Acked, "dead-lettered": st.DeadLettered, "due-soon": ov.DueSoon} {
+			if got[k] != strconv.FormatInt(v, 10) {
+				t.Errorf("%s: page %q, library %d", k, got[k], v)
+			}
+		}
+		bars := get(t, ctx, "count bars", chromedp.Evaluate[int](`document.querySelectorAll('[data-queue="orders"] svg.hist rect').length`))
+		if bars < 12 {
+			t.Errorf("lateness chart has %d bars", bars)
+		}
+		firstDue := get(t, ctx, "first due", chromedp.Text(css(`[data-queue="orders"] table.due tr:nth-child(2) td:nth-child(2)`)))
+		oldestLease := get(t, ctx, "oldest lease", chromedp.Text(css(`[data-queue="orders"] table.inflight tr:nth-child(2) td:nth-child(2)`)))
+		if len(ov.Due) == 0 || firstDue != ov.Due[0].Key || len(ov.InFlight) == 0 || oldestLease != ov.InFlight[0].Key {
+			t.Errorf("first due %q and oldest lease %q on the page; Browse %+v", firstDue, oldestLease, ov)
+		}
+		screenshot(t, ctx, dir, "queues")
+	})
+
+	t.Run("dead letters escaped and counted", func(t *testing.T) {
+		do(t, ctx, "load /dead", chromedp.Navigate(base+"/dead?queue=orders"), chromedp.WaitVisible(css(`#dead-table`)))
+		total := get(t, ctx, "total", chromedp.AttributeValue(css(`#dead-total`), "data-total"))
+		errText := get(t, ctx, "error cell", chromedp.TextContent(css(`tr[data-id="`+f.dead[0]+`"] td.error`)))
+		injected := get(t, ctx, "count script and img", chromedp.Evaluate[int](`document.querySelectorAll('main script, main img').length`))
+		if total.Value != strconv.Itoa(len(f.dead)) {
+			t.Errorf("dead total on the page %q, want %d", total.Value, len(f.dead))
+		}
+		if errText != xssError || injected != 0 {
+			t.Errorf("the error shows as %q with %d script/img elements; want the text %q and none", errText, injected, xssError)
+		}
+		screenshot(t, ctx, dir, "dead")
+	})
+
+	t.Run("a POST without the token is refused", func(t *testing.T) {
+		id := f.dead[1]
+		btn := css(`tr[data-id="` + id + `"] button.requeue`)
+		// Not logged in the button is disabled; enable it as a forged page
+		// would and submit: the form carries the CSRF token, not the token.
+		do(t, ctx, "forged requeue", chromedp.Navigate(base+"/dead?queue=orders"), chromedp.WaitVisible(css(`#dead-table`)),
+			chromedp.RemoveAttribute(btn, "disabled"), chromedp.Click(btn), chromedp.WaitNotPresent(css(`#dead-table`)))
+		body := get(t, ctx, "refusal", chromedp.Text(css(`body`)))
+		if !strings.Contains(body, "refused") || !deadSet(t, f.q)[id] {
+			t.Errorf("requeue without the token: page %q, still dead %v", body, deadSet(t, f.q)[id])
+		}
+	})
+
+	t.Run("requeue through the UI leaves the dead set", func(t *testing.T) {
+		id := f.dead[1]
+		do(t, ctx, "log in and requeue", chromedp.Navigate(base+"/login?next="+url.QueryEscape("/dead?queue=orders")),
+			chromedp.WaitVisible(css(`#token`)), chromedp.SendKeys(css(`#token`), token), chromedp.Click(css(`#login-submit`)),
+			chromedp.WaitVisible(css(`#dead-table`)),
+			chromedp.Click(css(`tr[data-id="`+id+`"] button.requeue`)), chromedp.WaitVisible(css(`#msg`)))
+		msg := get(t, ctx, "message", chromedp.Text(css(`#msg`)))
+		if !strings.Contains(msg, "requeued task "+id) {
+			t.Errorf("message %q", msg)
+		}
+		if deadSet(t, f.q)[id] {
+			t.Errorf("task %s is still in the dead set after the requeue", id)
+		}
+		tasks, err := f.q.Lookup(t.Context(), "order-001")
+		if err != nil || len(tasks) != 1 || tasks[0].State != "pending" {
+			t.Errorf("requeued task: %+v, %v", tasks, err)
+		}
+		total := get(t, ctx, "total after", chromedp.AttributeValue(css(`#dead-total`), "data-total"))
+		if total.Value != strconv.Itoa(len(f.dead)-1) {
+			t.Errorf("dead total after the requeue %q, want %d", total.Value, len(f.dead)-1)
+		}
+	})
+
+	rowIDs := `Array.from(document.querySelectorAll('#promo-table tr[data-id]')).map(r => r.dataset.id)`
+	t.Run("promotions listed, searched, escaped", func(t *testing.T) {
+		do(t, ctx, "load /promotions", chromedp.Navigate(base+"/promotions"), chromedp.WaitVisible(css(`#promo-table`)))
+		total := get(t, ctx, "total", chromedp.AttributeValue(css(`#promo-total`), "data-total"))
+		ids := get(t, ctx, "rows", chromedp.Evaluate[[]string](rowIDs))
+		if total.Value != strconv.Itoa(len(f.promos)) || len(ids) != len(f.promos) {
+			t.Errorf("promotions: total %q, rows %v", total.Value, ids)
+		}
+		screenshot(t, ctx, dir, "promotions")
+		do(t, ctx, "search", chromedp.SendKeys(css(`#search`), "spend"), chromedp.Click(css(`#search-submit`)),
+			chromedp.WaitVisible(css(`#search[value="spend"]`)))
+		if ids := get(t, ctx, "rows", chromedp.Evaluate[[]string](rowIDs)); strings.Join(ids, ",") != "spend-more" {
+			t.Errorf("search for spend: %v", ids)
+		}
+		do(t, ctx, "xss promotion", chromedp.Navigate(base+"/promotion?id="+url.QueryEscape(xssName)), chromedp.WaitVisible(css(`#promo-id`)))
+		name := get(t, ctx, "id", chromedp.Text(css(`#promo-id`)))
+		injected := get(t, ctx, "count script and img", chromedp.Evaluate[int](`document.querySelectorAll('main script, main img').length`))
+		if name != xssName || injected != 0 {
+			t.Errorf("promotion ID shows as %q with %d script/img elements", name, injected)
+		}
+	})
+
+	for _, id := range []string{"buy-more", "spend-more"} {
+		t.Run("ladder equals the oracle: "+id, func(t *testing.T) {
+			m, err := gradient.NewMatcher(f.promos[id])
+			if err != nil {
+				t.Fatal(err)
+			}
+			do(t, ctx, "load ladder", chromedp.Navigate(base+"/promotion?id="+id), chromedp.WaitVisible(css(`#ladder`)))
+			rows := get(t, ctx, "ladder rows", chromedp.Evaluate[[][]string](
+				`Array.from(document.querySelectorAll('#ladder tr[data-tier]')).map(r => [r.dataset.tier, r.querySelector('.threshold').textContent])`))
+			if len(rows) != m.Len() {
+				t.Fatalf("ladder has %d rows, oracle %d tiers", len(rows), m.Len())
+			}
+			for i, s := range m.Scores() {
+				h, _ := m.MatchScore(s)
+				th, err := decimal.NewFromString(strings.Fields(rows[i][1])[0])
+				if rows[i][0] != h.Tier.ID || err != nil || !th.Equal(h.Tier.Threshold) {
+					t.Errorf("row %d: %v, oracle %s from %s", i, rows[i], h.Tier.ID, h.Tier.Threshold)
+				}
+			}
+			if steps := get(t, ctx, "step chart", chromedp.Evaluate[int](`document.querySelectorAll('svg.steps circle').length`)); steps != m.Len() {
+				t.Errorf("step chart has %d steps, want %d", steps, m.Len())
+			}
+		})
+	}
+
+	t.Run("simulator equals Match", func(t *testing.T) {
+		for _, tc := range []struct{ id, value string }{
+			{"buy-more", "1"}, {"buy-more", "4"}, {"buy-more", "7"}, {"buy-more", "12"},
+			{"spend-more", "98.99"}, {"spend-more", "199.98"}, {"spend-more", "199.99"}, {"spend-more", "650"},
+		} {
+			p := f.promos[tc.id]
+			res, err := f.c.Match(t.Context(), cache.Query{Promotion: tc.id, Metric: p.Metric, Value: decimal.RequireFromString(tc.value)}, cache.MatchOptions{Next: true})
+			want := "none reached"
+			if err == nil {
+				want = res.Tier.ID + " (threshold"
+			}
+			do(t, ctx, "simulate", chromedp.Navigate(base+"/promotion?id="+tc.id), chromedp.WaitVisible(css(`#sim-value`)),
+				chromedp.SendKeys(css(`#sim-value`), tc.value), chromedp.SendKeys(css(`#sim-base`), "300"),
+				chromedp.Click(css(`#sim-submit`)), chromedp.WaitVisible(css(`#sim-tier`)))
+			tier := get(t, ctx, "tier", chromedp.Text(css(`#sim-tier`)))
+			next := get(t, ctx, "next", chromedp.Text(css(`#sim-next`)))
+			if !strings.HasPrefix(tier, want) {
+				t.Errorf("%s at %s: simulator %q, Match %q", tc.id, tc.value, tier, want)
+			}
+			if res.Next != nil && !strings.HasPrefix(next, res.Next.ID+" at ") || res.Next == nil && !strings.HasPrefix(next, "none") {
+				t.Errorf("%s at %s: next %q, Match %+v", tc.id, tc.value, next, res.Next)
+			}
+			if tc.id == "buy-more" && tc.value == "7" {
+				screenshot(t, ctx, dir, "promotion")
+			}
+		}
+	})
+}
