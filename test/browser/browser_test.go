@@ -252,6 +252,5 @@ func deadSet(t *testing.T, q *delay.Queue) map[string]bool {
 	return out
 }
 
-
 // delayBrowse is what the Queues page asks Browse for.
 func delayBrowse() delay.BrowseOptions { return delay.BrowseOptions{Tasks: 5, Horizon: time.Minute} }
