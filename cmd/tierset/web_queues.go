@@ -37,6 +37,7 @@ type queueView struct {
 
 type taskRow struct {
 	ID, Key, Token, LastError, Payload string
+	State                              delay.State
 	Attempt                            int
 	When                               time.Time
 	Rel                                string
@@ -59,6 +60,7 @@ func (s *webServer) routes() {
 	s.mux.HandleFunc("/logout", s.logout)
 	s.mux.HandleFunc("GET /queues", s.queuesPage)
 	s.mux.HandleFunc("GET /dead", s.deadPage)
+	s.mux.HandleFunc("GET /lookup", s.lookupPage)
 	s.mux.HandleFunc("/dead/requeue", s.requeue)
 	s.mux.HandleFunc("/dead/requeue-all", s.requeueAll)
 	s.mux.HandleFunc("/dead/purge", s.purge)
@@ -78,7 +80,8 @@ func (s *webServer) queuesPage(w http.ResponseWriter, r *http.Request) {
 	for i, q := range qs {
 		views[i] = s.queueCard(r.Context(), q)
 	}
-	s.render(w, r, "queues.html", "Queues", map[string]any{"Queues": views, "Prefix": s.cfg.queuePrefix})
+	refresh, _ := strconv.Atoi(r.URL.Query().Get("refresh"))
+	s.render(w, r, "queues.html", "Queues", map[string]any{"Queues": views, "Prefix": s.cfg.queuePrefix, "Refresh": min(max(refresh, 0), 3600)})
 }
 
 // queueCard reads one queue: Stats and Browse, two round trips.
@@ -248,6 +251,33 @@ func (s *webServer) deadPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, "dead.html", "Dead letters", data)
 }
 
+// lookupPage lists the tasks of one business key (Queue.Lookup).
+func (s *webServer) lookupPage(w http.ResponseWriter, r *http.Request) {
+	name, key := r.URL.Query().Get("queue"), r.URL.Query().Get("key")
+	q, err := s.queue(r.Context(), name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	tasks, err := q.Lookup(r.Context(), key)
+	data := map[string]any{"Queue": name, "Key": key}
+	if err != nil {
+		if len(tasks) == 0 && !errors.Is(err, delay.ErrCorrupt) {
+			s.fail(w, r, err)
+			return
+		}
+		data["Err"] = err.Error() // an unreadable record; the others are listed
+	}
+	now := q.ServerNow()
+	rows := make([]taskRow, len(tasks))
+	for i, t := range tasks {
+		rows[i] = rowOf(t, now)
+		rows[i].State, rows[i].Payload = t.State, payloadPreview(t.Payload)
+	}
+	data["Rows"] = rows
+	s.render(w, r, "lookup.html", "Tasks of a key", data)
+}
+
 // payloadPreview shows a payload's size and its first bytes, quoted.
 func payloadPreview(p []byte) string {
 	if len(p) == 0 {
@@ -361,7 +391,7 @@ func (s *webServer) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, cache.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, delay.ErrInvalidBatch), errors.Is(err, delay.ErrInvalidName), errors.Is(err, cache.ErrBadID):
+	case errors.Is(err, delay.ErrInvalidBatch), errors.Is(err, delay.ErrInvalidName), errors.Is(err, delay.ErrInvalidKey), errors.Is(err, cache.ErrBadID):
 		code = http.StatusBadRequest
 	}
 	s.renderCode(w, r, code, "error.html", "Error", map[string]string{"Err": err.Error()})

@@ -22,6 +22,7 @@ type pageData struct {
 	Title, Redis, CSRF, Msg string
 	Nav                     string // the template name, to mark the current tab
 	Authed, Loopback        bool
+	Refresh                 int // seconds between reloads, 0 for none
 	Now                     time.Time
 	Data                    any
 }
@@ -35,6 +36,9 @@ func (s *webServer) render(w http.ResponseWriter, r *http.Request, name, title s
 func (s *webServer) renderCode(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	pd := pageData{Title: title, Redis: s.cfg.redisShown, CSRF: s.csrfToken(w, r), Msg: r.URL.Query().Get("msg"),
 		Nav: name, Authed: s.authed(r), Loopback: s.cfg.loopback, Now: s.cfg.now(), Data: data}
+	if d, ok := data.(map[string]any); ok {
+		pd.Refresh, _ = d["Refresh"].(int)
+	}
 	var buf bytes.Buffer
 	if err := s.tmpl.ExecuteTemplate(&buf, name, pd); err != nil {
 		http.Error(w, "template: "+err.Error(), http.StatusInternalServerError)

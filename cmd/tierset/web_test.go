@@ -113,21 +113,29 @@ func browser(t *testing.T) *http.Client {
 
 func get(t *testing.T, c *http.Client, u string) (int, string) {
 	t.Helper()
-	res, err := c.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, string(b)
+	return send(t, c, http.MethodGet, u, nil)
 }
 
 func post(t *testing.T, c *http.Client, u string, form url.Values) (int, string) {
 	t.Helper()
-	res, err := c.PostForm(u, form)
+	return send(t, c, http.MethodPost, u, form)
+}
+
+// send makes one request (a form POST when form is not nil) and reads the answer.
+func send(t *testing.T, c *http.Client, method, u string, form url.Values) (int, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	res, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,4 +426,31 @@ func TestWebFlags(t *testing.T) {
 			t.Errorf("web %v: exit %d, stderr %q; want 2 mentioning %q", tc.args, code, errb.String(), tc.want)
 		}
 	}
+}
+
+// TestWebLookupAndRefresh: the key lookup lists a key's tasks with their
+// state and escaped error; ?refresh=N reloads the Queues page every N s.
+func TestWebLookupAndRefresh(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := seedConsole(t, b, true)
+		c := browser(t)
+		code, body := get(t, c, f.url+"/lookup?queue=orders&key=order-0")
+		if code != http.StatusOK || !strings.Contains(body, `data-count="1"`) || !strings.Contains(body, "<td>dead</td>") ||
+			!strings.Contains(body, "&lt;script&gt;") || strings.Contains(body, "<script") {
+			t.Errorf("lookup of order-0: %d\n%s", code, body)
+		}
+		if code, _ := get(t, c, f.url+"/lookup?queue=orders&key="); code != http.StatusBadRequest {
+			t.Errorf("lookup of an empty key: status %d, want 400", code)
+		}
+		if code, _ := get(t, c, f.url+"/lookup?queue=nope&key=k"); code != http.StatusNotFound {
+			t.Errorf("lookup in an unknown queue: status %d, want 404", code)
+		}
+		_, body = get(t, c, f.url+"/queues?refresh=5")
+		if !strings.Contains(body, `<meta http-equiv="refresh" content="5">`) {
+			t.Errorf("no refresh meta for ?refresh=5")
+		}
+		if _, body = get(t, c, f.url+"/queues"); strings.Contains(body, `http-equiv="refresh"`) {
+			t.Errorf("refresh meta without ?refresh")
+		}
+	})
 }
