@@ -107,6 +107,7 @@ func BenchmarkWebPages(b *testing.B) {
 		{"promotions-search", warm, "/promotions?q=" + url.QueryEscape("99")},
 		{"promotions-cold", cold, "/promotions?page=150"},
 		{"promotion-simulate", warm, "/promotion?id=promo-04242&value=9"},
+		{"lookup", warm, "/lookup?queue=bench&key=order-4242"},
 	} {
 		b.Run(p.name, func(b *testing.B) {
 			for b.Loop() {

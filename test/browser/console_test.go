@@ -74,6 +74,18 @@ func TestBrowserConsole(t *testing.T) {
 		screenshot(t, ctx, dir, "dead")
 	})
 
+	t.Run("find a key's tasks", func(t *testing.T) {
+		do(t, ctx, "lookup", chromedp.Navigate(base+"/dead?queue=orders"), chromedp.WaitVisible(css(`#lookup-key`)),
+			chromedp.SendKeys(css(`#lookup-key`), "order-000"), chromedp.Click(css(`#lookup-submit`)),
+			chromedp.WaitVisible(css(`#lookup-table`)))
+		rows := get(t, ctx, "lookup rows", chromedp.Evaluate[[][]string](
+			`Array.from(document.querySelectorAll('#lookup-table tr[data-id]')).map(r => [r.dataset.id, r.children[2].textContent, r.children[5].textContent])`))
+		tasks, err := f.q.Lookup(t.Context(), "order-000")
+		if err != nil || len(tasks) != 1 || len(rows) != 1 || rows[0][0] != tasks[0].ID || rows[0][1] != string(tasks[0].State) || rows[0][2] != xssError {
+			t.Errorf("lookup page %v; library %+v, %v", rows, tasks, err)
+		}
+	})
+
 	t.Run("a POST without the token is refused", func(t *testing.T) {
 		id := f.dead[1]
 		btn := css(`tr[data-id="` + id + `"] button.requeue`)
