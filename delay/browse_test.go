@@ -55,6 +55,14 @@ func TestBrowse(t *testing.T) {
 		if err != nil || len(none.Due)+len(none.InFlight) != 0 || none.DueSoon != 3 {
 			t.Errorf("Browse(no tasks, 1h) = %+v, %v; want no lists and 3 due soon", none, err)
 		}
+		// An unreadable record is counted and left out, the rest still listed.
+		if err := b.Client.HSet(ctx, q.k.taskBucket(ov.Due[0].ID), ov.Due[0].ID, "garbage").Err(); err != nil {
+			t.Fatal(err)
+		}
+		bad, err := q.Browse(ctx, BrowseOptions{Tasks: 3})
+		if err != nil || bad.Corrupt != 1 || len(bad.Due) != 2 || bad.Due[0].Key != "k1" {
+			t.Errorf("Browse over a corrupt record = %+v, %v; want Corrupt 1 and [k1 k2]", bad, err)
+		}
 		if _, err := q.Browse(ctx, BrowseOptions{Tasks: MaxBatch + 1}); !errors.Is(err, ErrInvalidBatch) {
 			t.Errorf("Browse(MaxBatch+1) err %v, want ErrInvalidBatch", err)
 		}
