@@ -29,7 +29,9 @@ type RowError struct {
 	Err       error
 }
 
-func (e *RowError) Error() string { return "pg: promotion " + quote(e.Promotion) + ": " + e.Err.Error() }
+func (e *RowError) Error() string {
+	return "pg: promotion " + quote(e.Promotion) + ": " + e.Err.Error()
+}
 
 // Unwrap returns ErrInvalidRow and the cause (often a
 // *gradient.ValidationError).
