@@ -70,15 +70,19 @@ func (r *Rules) Load(ctx context.Context) (warm.Loaded, error) {
 // LoadOne reads one promotion. found is false when no row has that ID; a
 // promotion gradient refuses is returned as a *RowError.
 func (r *Rules) LoadOne(ctx context.Context, id string) (p gradient.Promotion, found bool, err error) {
+	var rowErr error
 	err = r.read(ctx, &id, func(ps []gradient.Promotion, bad []*RowError) {
 		switch {
 		case len(bad) > 0:
-			found, err = true, bad[0]
+			found, rowErr = true, bad[0]
 		case len(ps) > 0:
 			p, found = ps[0], true
 		}
 	})
-	return p, found, err
+	if err != nil {
+		return p, false, err
+	}
+	return p, found, rowErr
 }
 
 type tierRow struct {
