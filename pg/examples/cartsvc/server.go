@@ -58,7 +58,9 @@ func newServer(c Pricer, o serverOptions) http.Handler {
 	s := &server{c: c, o: o}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/cart/price", s.price)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
 	mux.HandleFunc("GET /readyz", s.ready)
 	return mux
 }
@@ -71,7 +73,7 @@ type cartRequest struct {
 }
 
 type lineRequest struct {
-	Promotion string           `json:"promotion"`
+	Promotion string          `json:"promotion"`
 	Quantity  json.RawMessage `json:"quantity"`
 	Amount    json.RawMessage `json:"amount"`
 	Base      json.RawMessage `json:"base"`
