@@ -72,4 +72,3 @@ func TestFromSourceKeepsSkipped(t *testing.T) {
 		}
 	})
 }
-
