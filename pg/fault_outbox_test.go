@@ -313,7 +313,7 @@ func TestFaultOutboxFlushAllReconcile(t *testing.T) {
 		if f.err = pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.delay_outbox WHERE state IN ('new', 'relayed')`).Scan(&f.pendingRows); f.err != nil {
 			return
 		}
-		f.res, f.err = q.Reconcile(ctx, o.Source(), time.Now().Add(time.Hour), delay.ReconcileOptions{})
+		f.res, f.err = o.Reconcile(ctx, time.Now().Add(time.Hour), delay.ReconcileOptions{})
 	}()
 	rate := placeOrders(t, pool, schema, o, orders, func(int) time.Time { return time.Now().Add(time.Second) })
 	var f flushed
@@ -329,7 +329,7 @@ func TestFaultOutboxFlushAllReconcile(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for countRows(t, o, `state IN ('new', 'relayed')`) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d rows still pending a minute after the flush", countRows(t, o, `state IN ('new', 'relayed')`))
+			t.Fatalf("%d rows still pending a minute after the flush (reconcile: %+v)", countRows(t, o, `state IN ('new', 'relayed')`), res)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -198,3 +198,33 @@ func TestOutboxRelayRefusedRow(t *testing.T) {
 		t.Fatalf("refused row's last_error = %q, %v; want the queue's reason", lastErr, err)
 	}
 }
+
+// TestOutboxRelayYieldsToReconcile: while Reconcile's lock is held, a
+// relay moves nothing (a task relayed between Reconcile's listing and its
+// removal pass would be removed); once released, it moves the rows.
+func TestOutboxRelayYieldsToReconcile(t *testing.T) {
+	pool, schema := testDB(t)
+	q, _ := testQueue(t, delay.Options{})
+	o, _ := NewOutbox(pool, schema, q, OutboxOptions{})
+	ctx := testCtx(t, 30*time.Second)
+	tx, _ := pool.Begin(ctx)
+	if _, err := o.Enqueue(ctx, tx, delay.Job{Key: "k", When: delay.After(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = tx.Commit(ctx)
+	hold, _ := pool.Begin(ctx)
+	if _, err := hold.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, o.lockName()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := o.RelayOnce(ctx, 10); err != nil || res.Total() != 0 {
+		t.Fatalf("RelayOnce during a reconcile = %+v, %v; want nothing moved", res, err)
+	}
+	_ = hold.Rollback(ctx)
+	if res, err := o.RelayOnce(ctx, 10); err != nil || res.Moved != 1 {
+		t.Fatalf("RelayOnce after the reconcile = %+v, %v; want 1 moved", res, err)
+	}
+	res, err := o.Reconcile(ctx, time.Now().Add(2*time.Hour), delay.ReconcileOptions{})
+	if err != nil || res.Listed != 1 || res.Present != 1 || res.Removed != 0 {
+		t.Fatalf("Reconcile = %+v, %v; want the one task listed and present", res, err)
+	}
+}

@@ -49,6 +49,15 @@ func (o *Outbox) RelayOnce(ctx context.Context, batch int) (RelayResult, error) 
 		return res, fmt.Errorf("pg: relay: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	// A running Reconcile holds this lock exclusively: a task relayed
+	// between its listing and its removal pass would be removed.
+	var free bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock_shared(hashtext($1))`, o.lockName()).Scan(&free); err != nil {
+		return res, fmt.Errorf("pg: relay: lock: %w", err)
+	}
+	if !free {
+		return res, nil
+	}
 	rows, err := tx.Query(ctx, `SELECT id, key, token, payload, due_at FROM `+o.schema+`.delay_outbox
 		WHERE queue = $1 AND state = 'new' ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, o.q.Name(), batch)
 	if err != nil {
@@ -160,8 +169,27 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 	}
 }
 
+func (o *Outbox) lockName() string { return "tierset.outbox." + o.schema + "." + o.q.Name() }
+
+// Reconcile runs delay.Queue.Reconcile with the outbox as the source,
+// holding every relay of this outbox off (a PostgreSQL advisory lock, so
+// relays in other processes too) for its duration: the relay must not add
+// tasks between Reconcile's listing and its removal of what the listing
+// lacked. Relays resume when it returns.
+func (o *Outbox) Reconcile(ctx context.Context, before time.Time, opts delay.ReconcileOptions) (delay.ReconcileResult, error) {
+	tx, err := o.db.Begin(ctx)
+	if err != nil {
+		return delay.ReconcileResult{}, fmt.Errorf("pg: reconcile: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, o.lockName()); err != nil {
+		return delay.ReconcileResult{}, fmt.Errorf("pg: reconcile: lock: %w", err)
+	}
+	return o.q.Reconcile(ctx, o.Source(), before, opts)
+}
+
 // Source lists an outbox's pending rows ('new' and 'relayed') for
-// delay.Queue.Reconcile. Rows marked done, cancelled or refused are not
+// delay.Queue.Reconcile (use Outbox.Reconcile while relays run). Rows marked done, cancelled or refused are not
 // listed, so Reconcile removes their tasks from Redis if still pending
 // there, and never adds them back.
 type Source struct{ o *Outbox }
