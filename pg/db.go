@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -42,6 +43,21 @@ func checkSchema(s string) (string, error) {
 		return "", fmt.Errorf("%w: %q (want [a-z_][a-z0-9_]*, at most 63 bytes)", ErrBadSchema, s)
 	}
 	return s, nil
+}
+
+// sleep waits d or until ctx ends, and then returns ctx's error.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func quote(s string) string { return strconv.Quote(s) }

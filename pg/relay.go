@@ -157,14 +157,8 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 		default:
 			backoff = opts.Poll
 		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
+		if err := sleep(ctx, wait); err != nil {
+			return err
 		}
 	}
 }

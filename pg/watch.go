@@ -114,12 +114,8 @@ func Watch(ctx context.Context, pool *pgxpool.Pool, r *Rules, c warm.Cache, opts
 		if w.listened {
 			backoff = opts.ReconnectMin
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := sleep(ctx, backoff); err != nil {
+			return err
 		}
 		backoff = min(2*backoff, opts.ReconnectMax)
 	}
