@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 	"github.com/tierset/tierset/internal/testredis"
 	"github.com/tierset/tierset/pg"
@@ -81,6 +82,12 @@ func TestUsageErrors(t *testing.T) {
 // auth ignores, to check it is never printed) and the schema.
 func seeded(t *testing.T) (string, string) {
 	t.Helper()
+	url, schema, _ := seededPool(t)
+	return url, schema
+}
+
+func seededPool(t *testing.T) (string, string, *pgxpool.Pool) {
+	t.Helper()
 	pool, schema := pgtest.Schema(t)
 	url := strings.Replace(pgtest.URL(t), "postgres@", "postgres:s3cret@", 1)
 	if code, out := runCLI(t, "migrate", "-source", url, "-schema", schema); code != 0 || !strings.Contains(out, "applied 0001_rules") {
@@ -101,7 +108,7 @@ func seeded(t *testing.T) (string, string) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return url, schema
+	return url, schema, pool
 }
 
 func TestWarmFromPostgres(t *testing.T) {
@@ -134,6 +141,20 @@ func TestWarmFromPostgres(t *testing.T) {
 				t.Errorf("the source password is not redacted:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestWarmRefusedRow: a promotion gradient refuses is named, the others
+// warm, and the exit code is 1.
+func TestWarmRefusedRow(t *testing.T) {
+	url, schema, pool := seededPool(t)
+	if _, err := pool.Exec(t.Context(), `UPDATE `+schema+`.tiers SET amount = 30.001 WHERE promotion_id = 'bundle-2-for-30' AND tier_id = 'two'`); err != nil {
+		t.Fatal(err)
+	}
+	srv := testredis.StartServer(t)
+	code, out := runCLI(t, "warm", "-source", url, "-schema", schema, "-redis", "redis://"+srv.Addr()+"/0")
+	if code != 1 || !strings.Contains(out, "refused (reasons below): bundle-2-for-30") || !strings.Contains(out, "summary: added 5, updated 0, unchanged 0, pruned 0, refused 1") {
+		t.Fatalf("exit %d, want 1 naming bundle-2-for-30 with the other 5 added:\n%s", code, out)
 	}
 }
 

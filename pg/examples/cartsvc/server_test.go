@@ -165,7 +165,7 @@ func TestPriceMatchesOracle(t *testing.T) {
 	}
 }
 
-func TestPriceRedisOutage(t *testing.T) {
+func TestFaultPriceRedisOutage(t *testing.T) {
 	c, srv, rc := warmedCache(t)
 	h := newServer(c, serverOptions{MinorDigits: 2, Ready: func(ctx context.Context) error { return rc.Ping(ctx).Err() }})
 	cart := `{"lines": [{"promotion": "qty-3-5-10", "quantity": 7, "base": "70.00"}]}`
