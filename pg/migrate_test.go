@@ -118,3 +118,22 @@ func TestConstraintsRefuseWhatGradientRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrationFailureLeavesNothing applies a migration whose second
+// statement fails: its first statement and its version row must not stay.
+func TestMigrationFailureLeavesNothing(t *testing.T) {
+	pool, schema := testDB(t)
+	ctx := testCtx(t, 30*time.Second)
+	bad := migration{version: 9999, name: "broken", sql: `CREATE TABLE __schema__.half (id int); SELECT * FROM __schema__.no_such_table;`}
+	applied, err := applyOne(ctx, pool, schema, bad)
+	if applied || !errors.Is(err, ErrMigration) || !strings.Contains(err.Error(), "9999_broken") {
+		t.Fatalf("applyOne = %v, %v; want ErrMigration naming 9999_broken", applied, err)
+	}
+	var half, row bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, EXISTS (SELECT 1 FROM `+schema+`.schema_migrations WHERE version = 9999)`, schema+".half").Scan(&half, &row); err != nil {
+		t.Fatal(err)
+	}
+	if half || row {
+		t.Fatalf("after a failed migration: table half exists %v, version row exists %v; want neither", half, row)
+	}
+}
