@@ -3,6 +3,7 @@ package pg
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -226,5 +227,50 @@ func TestOutboxRelayYieldsToReconcile(t *testing.T) {
 	res, err := o.Reconcile(ctx, time.Now().Add(2*time.Hour), delay.ReconcileOptions{})
 	if err != nil || res.Listed != 1 || res.Present != 1 || res.Removed != 0 {
 		t.Fatalf("Reconcile = %+v, %v; want the one task listed and present", res, err)
+	}
+}
+
+// TestOutboxRelaysSideBySide runs four relays at once over the same rows:
+// SKIP LOCKED gives each row to one of them, so every row is moved once.
+func TestOutboxRelaysSideBySide(t *testing.T) {
+	pool, schema := testDB(t)
+	q, _ := testQueue(t, delay.Options{})
+	o, _ := NewOutbox(pool, schema, q, OutboxOptions{})
+	ctx := testCtx(t, time.Minute)
+	const rows = 3000
+	if _, err := pool.Exec(ctx, `INSERT INTO `+schema+`.delay_outbox (queue, key, token, due_at)
+		SELECT 'orders', 'k' || g, 't', now() + interval '1 hour' FROM generate_series(1, $1) g`, rows); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	results := make([]RelayResult, 4)
+	errs := make([]error, 4)
+	for i := range results {
+		wg.Go(func() {
+			for {
+				res, err := o.RelayOnce(ctx, 100)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				if res.Total() == 0 {
+					return
+				}
+				results[i].Moved += res.Moved
+				results[i].Duplicate += res.Duplicate
+			}
+		})
+	}
+	wg.Wait()
+	moved, dup := 0, 0
+	for i := range results {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		moved += results[i].Moved
+		dup += results[i].Duplicate
+	}
+	if moved != rows || dup != 0 || countRows(t, o, `state = 'relayed'`) != rows {
+		t.Fatalf("4 relays moved %d, duplicates %d (per relay %+v); want %d moved once each", moved, dup, results, rows)
 	}
 }
