@@ -41,6 +41,7 @@ var demoCarts = []string{
 // watcher, and removes what it created.
 func runDemo(ctx context.Context, cfg config, out io.Writer) error {
 	cfg.schema, cfg.prefix = demoSchema, demoPrefix
+	out = &lockedWriter{w: out}
 	s, err := open(ctx, cfg, out)
 	if err != nil {
 		return err

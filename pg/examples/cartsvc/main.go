@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -53,7 +54,7 @@ func main() {
 	if cfg.demo {
 		err = runDemo(ctx, cfg, os.Stdout)
 	} else {
-		err = serve(ctx, cfg, os.Stdout)
+		err = serve(ctx, cfg, &lockedWriter{w: os.Stdout})
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		log.Fatalf("cartsvc: %v", err)
@@ -111,8 +112,21 @@ func (s *service) close() {
 	s.pool.Close()
 }
 
+// lockedWriter lets the watcher, the server and the demo share one log.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 // start warms Redis from the database, starts the watcher and serves on
-// l until ctx ends.
+// l until ctx ends; done yields the server's error once the watcher has
+// stopped too. log must be safe for concurrent writes.
 func (s *service) start(ctx context.Context, l net.Listener, cfg config, log io.Writer) (done <-chan error, err error) {
 	sum, err := warm.FromSource(ctx, s.cache, s.rules, warm.Options{})
 	if err != nil && !errors.Is(err, warm.ErrRefused) {
@@ -123,7 +137,9 @@ func (s *service) start(ctx context.Context, l net.Listener, cfg config, log io.
 	for _, e := range sum.Errors {
 		fmt.Fprintf(log, "cartsvc: refused: %v\n", e)
 	}
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		_ = pg.Watch(ctx, s.pool, s.rules, s.cache, pg.WatchOptions{OnEvent: func(e pg.WatchEvent) {
 			switch e.Kind {
 			case pg.WatchRefreshed, pg.WatchDeleted, pg.WatchSkipped, pg.WatchError:
@@ -137,7 +153,11 @@ func (s *service) start(ctx context.Context, l net.Listener, cfg config, log io.
 	})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	ch := make(chan error, 1)
-	go func() { ch <- srv.Serve(l) }()
+	go func() {
+		err := srv.Serve(l)
+		<-watched // done means nothing of the service runs any more
+		ch <- err
+	}()
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
