@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -272,5 +273,48 @@ func TestOutboxRelaysSideBySide(t *testing.T) {
 	}
 	if moved != rows || dup != 0 || countRows(t, o, `state = 'relayed'`) != rows {
 		t.Fatalf("4 relays moved %d, duplicates %d (per relay %+v); want %d moved once each", moved, dup, results, rows)
+	}
+}
+
+// relayAfterListing is a Source that, once the listing is over, lets a
+// relay commit one more row: what a running relay does while a Reconcile
+// compares.
+type relayAfterListing struct {
+	Source
+	o *Outbox
+	t *testing.T
+}
+
+func (r relayAfterListing) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]delay.SourceTask, string, error) {
+	tasks, next, err := r.Source.Pending(ctx, before, cursor, limit)
+	if err == nil && next == "" {
+		tx, _ := r.o.db.Begin(ctx)
+		if _, err := r.o.Enqueue(ctx, tx, delay.Job{Key: "late", Token: "t", When: delay.After(time.Minute)}); err != nil {
+			r.t.Error(err)
+		}
+		_ = tx.Commit(ctx)
+		if res, err := r.o.RelayOnce(ctx, 10); err != nil || res.Moved != 1 {
+			r.t.Errorf("relay during the reconcile = %+v, %v", res, err)
+		}
+	}
+	return tasks, next, err
+}
+
+// TestReconcileWithoutTheRelayLock shows why Outbox.Reconcile holds the
+// relays off: delay.Queue.Reconcile removes a task relayed after its
+// listing, though its row is pending.
+func TestReconcileWithoutTheRelayLock(t *testing.T) {
+	pool, schema := testDB(t)
+	q, _ := testQueue(t, delay.Options{})
+	o, _ := NewOutbox(pool, schema, q, OutboxOptions{})
+	ctx := testCtx(t, 30*time.Second)
+	res, err := q.Reconcile(ctx, relayAfterListing{o.Source(), o, t}, time.Now().Add(time.Hour), delay.ReconcileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, _ := q.Lookup(ctx, "late")
+	t.Logf("unlocked reconcile with a relay between listing and removal: removed %d, tasks left for the pending row %d", res.Removed, len(infos))
+	if res.Removed != 1 || len(infos) != 0 || countRows(t, o, `key = 'late' AND state = 'relayed'`) != 1 {
+		t.Fatalf("removed %d, %d tasks left: the race this test shows is gone (Outbox.Reconcile's lock may no longer be needed)", res.Removed, len(infos))
 	}
 }
