@@ -1,0 +1,267 @@
+// Command tierset-pg warms promotions from PostgreSQL into Redis, as
+// `tierset warm -rules FILE` does from a file, and can keep watching.
+//
+// Usage:
+//
+//	tierset-pg migrate -source URL [-schema S]
+//	tierset-pg warm    -source URL [-schema S] [-redis URL] [-prefix P] [-prune] [-dry-run] [-watch [-full-every D]]
+//
+// -source is a PostgreSQL URL (postgres://user@host:5432/db); a password
+// in it is never printed. warm validates every promotion with gradient: a
+// promotion it refuses is reported by ID and skipped, the rest are warmed,
+// and the exit code is 1. -watch then keeps Redis in step with every
+// committed change (LISTEN/NOTIFY) until interrupted. Exit codes: 0 ok,
+// 1 failure, 2 usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/pg"
+	"github.com/tierset/tierset/warm"
+)
+
+const usage = `tierset-pg: warm promotions from PostgreSQL into Redis.
+
+Usage:
+  tierset-pg migrate -source URL [-schema S]
+  tierset-pg warm    -source URL [-schema S] [-redis URL] [-prefix P] [-prune] [-dry-run] [-watch [-full-every D]]
+
+Run "tierset-pg <command> -h" for a command's flags.
+Exit codes: 0 ok, 1 failure, 2 usage error.
+`
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	var err error
+	switch args[0] {
+	case "warm":
+		err = cmdWarm(ctx, args[1:], stdout, stderr)
+	case "migrate":
+		err = cmdMigrate(ctx, args[1:], stdout, stderr)
+	default:
+		err = usagef("unknown command %q", args[0])
+	}
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "tierset-pg: %v\n%s", err, usage)
+		return 2
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return 0 // interrupted -watch
+	}
+	fmt.Fprintf(stderr, "tierset-pg: %v\n", err)
+	return 1
+}
+
+// commonFlags are the flags every command takes.
+type commonFlags struct {
+	fs     *flag.FlagSet
+	source *string
+	schema *string
+}
+
+func newFlags(name string, stderr io.Writer) commonFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return commonFlags{
+		fs:     fs,
+		source: fs.String("source", "", "PostgreSQL `URL` (postgres://user@host:5432/db); required"),
+		schema: fs.String("schema", pg.DefaultSchema, "PostgreSQL `schema` holding the tables"),
+	}
+}
+
+func (c commonFlags) parse(args []string) error {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usagef("%v", err)
+	}
+	if c.fs.NArg() > 0 {
+		return usagef("unexpected arguments: %s", strings.Join(c.fs.Args(), " "))
+	}
+	if *c.source == "" {
+		return usagef("-source is required")
+	}
+	return nil
+}
+
+func (c commonFlags) connect(ctx context.Context, stdout io.Writer) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(*c.source)
+	if err != nil {
+		return nil, usagef("-source %s: %v", pg.RedactURL(*c.source), errors.Unwrap(err))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres %s: %w", pg.RedactURL(*c.source), err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres %s: %w", pg.RedactURL(*c.source), err)
+	}
+	fmt.Fprintf(stdout, "source: %s schema %s\n", pg.RedactURL(*c.source), *c.schema)
+	return pool, nil
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlags("migrate", stderr)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	pool, err := f.connect(ctx, stdout)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	res, err := pg.Migrate(ctx, pool, *f.schema)
+	for _, m := range res.Applied {
+		fmt.Fprintf(stdout, "applied %s\n", m)
+	}
+	if err == nil {
+		fmt.Fprintf(stdout, "schema %s at version %d\n", *f.schema, res.Current)
+	}
+	return err
+}
+
+func cmdWarm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlags("warm", stderr)
+	redisURL := f.fs.String("redis", "redis://127.0.0.1:6379/0", "Redis `URL`")
+	prefix := f.fs.String("prefix", cache.DefaultPrefix, "key `prefix`")
+	prune := f.fs.Bool("prune", false, "delete stored promotions that have no row (without it they are only listed)")
+	dryRun := f.fs.Bool("dry-run", false, "validate and print what would change; write nothing")
+	watch := f.fs.Bool("watch", false, "after warming, keep refreshing each promotion whose rows change, until interrupted")
+	fullEvery := f.fs.Duration("full-every", 5*time.Minute, "with -watch: `period` of the full pass that catches missed notifications")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	if *watch && *dryRun {
+		return usagef("-watch and -dry-run do not go together")
+	}
+	if *fullEvery <= 0 {
+		return usagef("-full-every %v: must be positive", *fullEvery)
+	}
+	opt, err := redis.ParseURL(*redisURL)
+	if err != nil {
+		return usagef("-redis: %v", err)
+	}
+	rc := redis.NewClient(opt)
+	defer rc.Close()
+	c, err := cache.New(rc, cache.Options{Prefix: *prefix})
+	if err != nil {
+		return usagef("%v", err)
+	}
+	pool, err := f.connect(ctx, stdout)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	r, err := pg.NewRules(pool, *f.schema)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	opts := warm.Options{Prune: *prune, DryRun: *dryRun}
+	start := time.Now()
+	sum, err := warm.FromSource(ctx, c, r, opts)
+	printSummary(stdout, sum, time.Since(start))
+	if !*watch || (err != nil && !errors.Is(err, warm.ErrRefused)) {
+		return err
+	}
+	fmt.Fprintf(stdout, "watching %s for changes (full pass every %v); interrupt to stop\n", *f.schema, *fullEvery)
+	return pg.Watch(ctx, pool, r, c, pg.WatchOptions{
+		FullEvery: *fullEvery,
+		Warm:      warm.Options{Prune: *prune},
+		OnEvent:   func(e pg.WatchEvent) { printEvent(stdout, e) },
+	})
+}
+
+func printEvent(w io.Writer, e pg.WatchEvent) {
+	ts := e.At.UTC().Format("15:04:05.000")
+	switch e.Kind {
+	case pg.WatchListening:
+		fmt.Fprintf(w, "%s listening (backend pid %d)\n", ts, e.PID)
+	case pg.WatchRefreshed:
+		fmt.Fprintf(w, "%s %s: %s (version %s)\n", ts, e.ID, e.Outcome, e.Version)
+	case pg.WatchDeleted:
+		fmt.Fprintf(w, "%s %s: deleted (its row is gone)\n", ts, e.ID)
+	case pg.WatchSkipped:
+		fmt.Fprintf(w, "%s %s: refused, Redis left as it was: %v\n", ts, e.ID, e.Err)
+	case pg.WatchFullPass:
+		s := e.Summary
+		fmt.Fprintf(w, "%s full pass: added %d, updated %d, unchanged %d, pruned %d, refused %d\n",
+			ts, len(s.Added), len(s.Updated), len(s.Unchanged), len(s.Pruned), len(s.Refused))
+		if e.Err != nil && !errors.Is(e.Err, warm.ErrRefused) {
+			fmt.Fprintf(w, "%s full pass failed: %v\n", ts, e.Err)
+		}
+	case pg.WatchError:
+		fmt.Fprintf(w, "%s error: %v\n", ts, e.Err)
+	}
+}
+
+// printSummary prints what a warm-up did, also when it failed part-way.
+func printSummary(w io.Writer, sum warm.Summary, took time.Duration) {
+	if sum.DryRun {
+		fmt.Fprintln(w, "dry run: nothing was written; this is what a real run would do")
+	}
+	list := func(label string, ids []string) {
+		if len(ids) == 0 {
+			return
+		}
+		const show = 20
+		s := strings.Join(ids[:min(show, len(ids))], ", ")
+		if len(ids) > show {
+			s += fmt.Sprintf(", … and %d more", len(ids)-show)
+		}
+		fmt.Fprintf(w, "%s: %s\n", label, s)
+	}
+	list("added", sum.Added)
+	list("updated", sum.Updated)
+	list("pruned", sum.Pruned)
+	list("ended, skipped", sum.Ended)
+	list("stored but without a row (kept; -prune deletes them)", sum.WouldPrune)
+	list("refused (reasons below)", sum.Refused)
+	for _, err := range sum.Errors {
+		fmt.Fprintf(w, "  %v\n", err)
+	}
+	fmt.Fprintf(w, "summary: added %d, updated %d, unchanged %d, pruned %d, refused %d",
+		len(sum.Added), len(sum.Updated), len(sum.Unchanged), len(sum.Pruned), len(sum.Refused))
+	if len(sum.Ended) > 0 {
+		fmt.Fprintf(w, ", ended %d", len(sum.Ended))
+	}
+	fmt.Fprintf(w, " (%s)\n", took.Round(time.Millisecond))
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shopspring/decimal"
+	"github.com/tierset/tierset/internal/testredis"
+	"github.com/tierset/tierset/pg"
+	"github.com/tierset/tierset/pg/internal/pgtest"
+	"github.com/tierset/tierset/rules"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls out until it contains want, failing after 10 s.
+func waitFor(t *testing.T, out *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the output within 10 s:\n%s", want, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func runCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), args, &out, &errOut)
+	return code, out.String() + errOut.String()
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", nil, "Usage"},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"no source", []string{"warm"}, "-source is required"},
+		{"watch with dry-run", []string{"warm", "-source", "postgres://x/y", "-watch", "-dry-run"}, "do not go together"},
+		{"bad flag", []string{"warm", "-nope"}, "flag provided but not defined"},
+		{"stray argument", []string{"migrate", "-source", "postgres://x/y", "extra"}, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out := runCLI(t, tt.args...)
+			if code != 2 || !strings.Contains(out, tt.want) {
+				t.Fatalf("exit %d, output %q; want 2 and %q", code, out, tt.want)
+			}
+		})
+	}
+}
+
+// seeded migrates a fresh schema through the CLI and saves the example
+// promotions; it returns the source URL (with a password, which trust
+// auth ignores, to check it is never printed) and the schema.
+func seeded(t *testing.T) (string, string) {
+	t.Helper()
+	url, schema, _ := seededPool(t)
+	return url, schema
+}
+
+func seededPool(t *testing.T) (string, string, *pgxpool.Pool) {
+	t.Helper()
+	pool, schema := pgtest.Schema(t)
+	url := strings.Replace(pgtest.URL(t), "postgres@", "postgres:s3cret@", 1)
+	if code, out := runCLI(t, "migrate", "-source", url, "-schema", schema); code != 0 || !strings.Contains(out, "applied 0001_rules") {
+		t.Fatalf("migrate: exit %d\n%s", code, out)
+	}
+	ps, err := rules.ParseFile(filepath.Join("..", "..", "..", "examples", "rules.json"), rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := pg.NewRules(pool, schema)
+	ctx := t.Context()
+	tx, _ := pool.Begin(ctx)
+	for _, p := range ps {
+		if err := r.Save(ctx, tx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return url, schema, pool
+}
+
+func TestWarmFromPostgres(t *testing.T) {
+	url, schema := seeded(t)
+	srv := testredis.StartServer(t)
+	redisURL := "redis://" + srv.Addr() + "/0"
+	steps := []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"dry run", []string{"-dry-run"}, 0, []string{"dry run: nothing was written", "summary: added 6, updated 0, unchanged 0"}},
+		{"first run", nil, 0, []string{"summary: added 6, updated 0, unchanged 0"}},
+		{"second run is idempotent", nil, 0, []string{"summary: added 0, updated 0, unchanged 6"}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			args := append([]string{"warm", "-source", url, "-schema", schema, "-redis", redisURL}, st.args...)
+			code, out := runCLI(t, args...)
+			if code != st.code {
+				t.Fatalf("exit %d, want %d\n%s", code, st.code, out)
+			}
+			for _, w := range st.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(out, "s3cret") || !strings.Contains(out, "postgres:xxxxx@") {
+				t.Errorf("the source password is not redacted:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestWarmRefusedRow: a promotion gradient refuses is named, the others
+// warm, and the exit code is 1.
+func TestWarmRefusedRow(t *testing.T) {
+	url, schema, pool := seededPool(t)
+	if _, err := pool.Exec(t.Context(), `UPDATE `+schema+`.tiers SET amount = 30.001 WHERE promotion_id = 'bundle-2-for-30' AND tier_id = 'two'`); err != nil {
+		t.Fatal(err)
+	}
+	srv := testredis.StartServer(t)
+	code, out := runCLI(t, "warm", "-source", url, "-schema", schema, "-redis", "redis://"+srv.Addr()+"/0")
+	if code != 1 || !strings.Contains(out, "refused (reasons below): bundle-2-for-30") || !strings.Contains(out, "summary: added 5, updated 0, unchanged 0, pruned 0, refused 1") {
+		t.Fatalf("exit %d, want 1 naming bundle-2-for-30 with the other 5 added:\n%s", code, out)
+	}
+}
+
+func TestWarmWatch(t *testing.T) {
+	url, schema := seeded(t)
+	srv := testredis.StartServer(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"warm", "-source", url, "-schema", schema, "-redis", "redis://" + srv.Addr() + "/0", "-watch"}, &out, &out)
+	}()
+	waitFor(t, &out, "full pass:")
+	pool, _ := pgtest.Schema(t) // a second pool on the same database
+	r, _ := pg.NewRules(pool, schema)
+	ps, _ := rules.ParseFile(filepath.Join("..", "..", "..", "examples", "rules.json"), rules.Options{})
+	p := ps[0]
+	p.Tiers[0].Reward.Percent = decimal.RequireFromString("9")
+	tx, _ := pool.Begin(ctx)
+	if err := r.Save(ctx, tx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &out, p.ID+": updated")
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("interrupted -watch exited %d\n%s", c, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("-watch did not stop within 10 s of its context ending")
+	}
+}

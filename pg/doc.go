@@ -1,0 +1,32 @@
+// Package pg keeps tierset's source of truth in PostgreSQL: Redis is the
+// index, the database is the truth.
+//
+//   - [Migrate] applies the embedded, idempotent SQL migrations to one
+//     schema: promotions, tiers and gifts (money as NUMERIC, with CHECK and
+//     UNIQUE constraints refusing what package gradient refuses), and a
+//     delay-queue outbox.
+//   - [Rules] loads promotions into []gradient.Promotion from one snapshot
+//     and implements warm.Source, so warm.FromSource warms Redis from the
+//     database as the CLI warms it from a file. A promotion gradient
+//     refuses is reported by its ID ([RowError]) and skipped, and its
+//     stored version is kept; the others warm. [Rules.Save] validates
+//     before it writes.
+//   - [Watch] keeps Redis in step: a trigger NOTIFYs [RulesChannel] on
+//     every committed change to a promotion, its tiers or its gifts, and
+//     Watch refreshes just that promotion, or deletes it (cache.Delete,
+//     with the readers' grace) when its row is gone. A full pass runs at
+//     start, after every reconnect of the listener and every FullEvery,
+//     for anything a lost notification missed.
+//   - [Outbox] writes delay-queue tasks in the caller's transaction, so a
+//     task exists exactly when the business change committed. Its relay
+//     ([Outbox.RelayOnce], [Outbox.Relay]) copies committed rows to Redis
+//     with EnqueueBatch, idempotent by (key, token): a relay killed between
+//     the enqueue and its commit re-sends the batch and Redis answers
+//     duplicates. The handler marks its row done ([Outbox.Done]) in the
+//     transaction that does the work; Cancel and Reschedule change the
+//     database first, then Redis. [Source] lists the pending rows for
+//     delay.Queue.Reconcile, and [Outbox.Reconcile] runs it with the
+//     relays held off: the compensation path after Redis lost data.
+//
+// pg is its own module so the core module never depends on pgx.
+package pg

@@ -1,0 +1,196 @@
+// Command cartsvc is an example cart-pricing service on tierset: an HTTP
+// JSON API whose promotions live in PostgreSQL (package pg) and are served
+// from Redis (package cache), kept in step by pg.Watch.
+//
+//	POST /v1/cart/price  {"lines": [{"promotion": "qty-3-5-10", "quantity": 7, "base": "70.00"}, ...]}
+//	GET  /healthz        the process is up
+//	GET  /readyz         Redis answers (503 otherwise)
+//
+// Run `go run ./examples/cartsvc -demo` (from the pg module) to seed
+// PostgreSQL, warm Redis, start the service and price a few carts.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/pg"
+	"github.com/tierset/tierset/warm"
+)
+
+type config struct {
+	addr, source, schema, redisURL, prefix string
+	minorDigits                            int
+	demo                                   bool
+}
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "listen `address`")
+	flag.StringVar(&cfg.source, "source", envOr("TIERSET_PG_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL `URL` holding the promotions (default $TIERSET_PG_URL)")
+	flag.StringVar(&cfg.schema, "schema", pg.DefaultSchema, "PostgreSQL `schema`")
+	flag.StringVar(&cfg.redisURL, "redis", envOr("TIERSET_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis `URL` (default $TIERSET_REDIS_URL)")
+	flag.StringVar(&cfg.prefix, "prefix", cache.DefaultPrefix, "Redis key `prefix`")
+	flag.IntVar(&cfg.minorDigits, "minor-digits", 2, "the currency's minor-unit `digits` (2 for USD/CNY, 0 for JPY)")
+	flag.BoolVar(&cfg.demo, "demo", false, "seed a demo schema, warm, serve on a free port, price a few carts, clean up and exit")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if cfg.demo {
+		err = runDemo(ctx, cfg, os.Stdout)
+	} else {
+		err = serve(ctx, cfg, &lockedWriter{w: os.Stdout})
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Fatalf("cartsvc: %v", err)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// service is the running parts: the pool, the Redis client, the cache
+// and the watcher keeping it in step with the database.
+type service struct {
+	pool  *pgxpool.Pool
+	redis *redis.Client
+	cache *cache.Cache
+	rules *pg.Rules
+}
+
+func open(ctx context.Context, cfg config, log io.Writer) (*service, error) {
+	pool, err := pgxpool.New(ctx, cfg.source)
+	if err != nil {
+		return nil, fmt.Errorf("postgres %s: %w", pg.RedactURL(cfg.source), err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres %s: %w", pg.RedactURL(cfg.source), err)
+	}
+	opt, err := redis.ParseURL(cfg.redisURL)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("-redis: %w", err)
+	}
+	rc := redis.NewClient(opt)
+	c, err := cache.New(rc, cache.Options{Prefix: cfg.prefix, MinorDigits: cfg.minorDigits, NoMinorUnits: cfg.minorDigits == 0})
+	var r *pg.Rules
+	if err == nil {
+		r, err = pg.NewRules(pool, cfg.schema)
+	}
+	if err != nil {
+		pool.Close()
+		_ = rc.Close()
+		return nil, err
+	}
+	fmt.Fprintf(log, "cartsvc: promotions from %s schema %s, served from Redis %s prefix %s\n",
+		pg.RedactURL(cfg.source), cfg.schema, opt.Addr, cfg.prefix)
+	return &service{pool: pool, redis: rc, cache: c, rules: r}, nil
+}
+
+func (s *service) close() {
+	_ = s.redis.Close()
+	s.pool.Close()
+}
+
+// lockedWriter lets the watcher, the server and the demo share one log.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// start warms Redis from the database, starts the watcher and serves on
+// l until ctx ends; done yields the server's error once the watcher has
+// stopped too. log must be safe for concurrent writes.
+func (s *service) start(ctx context.Context, l net.Listener, cfg config, log io.Writer) (done <-chan error, err error) {
+	sum, err := warm.FromSource(ctx, s.cache, s.rules, warm.Options{})
+	if err != nil && !errors.Is(err, warm.ErrRefused) {
+		return nil, fmt.Errorf("warm: %w", err)
+	}
+	fmt.Fprintf(log, "cartsvc: warmed: added %d, updated %d, unchanged %d, refused %d\n",
+		len(sum.Added), len(sum.Updated), len(sum.Unchanged), len(sum.Refused))
+	for _, e := range sum.Errors {
+		fmt.Fprintf(log, "cartsvc: refused: %v\n", e)
+	}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		_ = pg.Watch(ctx, s.pool, s.rules, s.cache, pg.WatchOptions{OnEvent: func(e pg.WatchEvent) {
+			switch e.Kind {
+			case pg.WatchRefreshed, pg.WatchDeleted, pg.WatchSkipped, pg.WatchError:
+				fmt.Fprintf(log, "cartsvc: watch: %s %s %v\n", e.Kind, e.ID, errOrEmpty(e.Err))
+			}
+		}})
+	}()
+	h := newServer(s.cache, serverOptions{
+		MinorDigits: cfg.minorDigits,
+		Ready:       func(ctx context.Context) error { return s.redis.Ping(ctx).Err() },
+	})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	ch := make(chan error, 1)
+	go func() {
+		err := srv.Serve(l)
+		<-watched // done means nothing of the service runs any more
+		ch <- err
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	fmt.Fprintf(log, "cartsvc: serving on http://%s\n", l.Addr())
+	return ch, nil
+}
+
+func errOrEmpty(err error) any {
+	if err == nil {
+		return ""
+	}
+	return err
+}
+
+func serve(ctx context.Context, cfg config, log io.Writer) error {
+	s, err := open(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	l, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	done, err := s.start(ctx, l, cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

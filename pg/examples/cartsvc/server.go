@@ -1,0 +1,361 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/gradient"
+)
+
+// Limits of one request.
+const (
+	maxBodyBytes = 1 << 20
+	maxLines     = 200
+)
+
+// Pricer is what the service needs of a *cache.Cache.
+type Pricer interface {
+	MatchCart(ctx context.Context, qs []cache.Query, opt cache.MatchOptions) ([]cache.Result, error)
+}
+
+// Pinger tells readiness (Redis answering).
+type Pinger func(ctx context.Context) error
+
+// serverOptions configure the handler.
+type serverOptions struct {
+	// MinorDigits is the currency's minor-unit digits, for rounding
+	// discounts (the cache encodes amount queries with the same).
+	MinorDigits int
+	Rounding    gradient.Rounding
+	// Timeout bounds one pricing call to Redis.
+	Timeout time.Duration
+	// Ready reports whether the service can answer; nil means always.
+	Ready Pinger
+}
+
+type server struct {
+	c Pricer
+	o serverOptions
+}
+
+func newServer(c Pricer, o serverOptions) http.Handler {
+	if o.Rounding == 0 {
+		o.Rounding = gradient.RoundHalfUp
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Second
+	}
+	s := &server{c: c, o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/cart/price", s.price)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.ready)
+	return mux
+}
+
+// Wire types. Money travels as JSON strings or numbers and is read from
+// its text into decimal.Decimal: never through a float.
+
+type cartRequest struct {
+	Lines []json.RawMessage `json:"lines"`
+}
+
+type lineRequest struct {
+	Promotion string          `json:"promotion"`
+	Quantity  json.RawMessage `json:"quantity"`
+	Amount    json.RawMessage `json:"amount"`
+	Base      json.RawMessage `json:"base"`
+}
+
+type tierJSON struct {
+	ID        string `json:"id"`
+	Threshold string `json:"threshold"`
+}
+
+type rewardJSON struct {
+	Kind    string `json:"kind"`
+	Percent string `json:"percent,omitempty"`
+	Amount  string `json:"amount,omitempty"`
+	Step    string `json:"step,omitempty"`
+	Cap     string `json:"cap,omitempty"`
+}
+
+type nextJSON struct {
+	ID        string     `json:"id"`
+	Threshold string     `json:"threshold"`
+	Shortfall string     `json:"shortfall"`
+	Reward    rewardJSON `json:"reward"`
+}
+
+type giftJSON struct {
+	SKU  string `json:"sku"`
+	Qty  int    `json:"qty"`
+	Name string `json:"name,omitempty"`
+}
+
+type lineError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type lineResponse struct {
+	Promotion string      `json:"promotion"`
+	Tier      *tierJSON   `json:"tier,omitempty"`
+	Reward    *rewardJSON `json:"reward,omitempty"`
+	Discount  string      `json:"discount"`
+	Next      *nextJSON   `json:"next,omitempty"`
+	Gifts     []giftJSON  `json:"gifts,omitempty"`
+	Version   string      `json:"version,omitempty"`
+	Error     *lineError  `json:"error,omitempty"`
+}
+
+type cartResponse struct {
+	Lines    []lineResponse `json:"lines"`
+	Discount string         `json:"discount"`
+}
+
+type apiError struct {
+	Code    string `json:"code"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// badField is a 400 naming the request field at fault.
+type badField struct{ field, msg string }
+
+func (e *badField) Error() string { return e.field + ": " + e.msg }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, e apiError) {
+	writeJSON(w, code, map[string]apiError{"error": e})
+}
+
+func (s *server) ready(w http.ResponseWriter, r *http.Request) {
+	if s.o.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := s.o.Ready(ctx); err != nil {
+			writeErr(w, http.StatusServiceUnavailable, apiError{Code: "unavailable", Message: "redis: " + err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *server) price(w http.ResponseWriter, r *http.Request) {
+	qs, bases, err := parseCart(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		var bf *badField
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			writeErr(w, http.StatusRequestEntityTooLarge, apiError{Code: "too_large", Message: fmt.Sprintf("body over %d bytes", maxBodyBytes)})
+		case errors.As(err, &bf):
+			writeErr(w, http.StatusBadRequest, apiError{Code: "bad_request", Field: bf.field, Message: bf.msg})
+		default:
+			writeErr(w, http.StatusBadRequest, apiError{Code: "bad_request", Message: err.Error()})
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.o.Timeout)
+	defer cancel()
+	rs, err := s.c.MatchCart(ctx, qs, cache.MatchOptions{Next: true, Gifts: true})
+	if err != nil {
+		writeErr(w, http.StatusServiceUnavailable, apiError{Code: "unavailable", Message: "pricing is unavailable: " + err.Error()})
+		return
+	}
+	resp := cartResponse{Lines: make([]lineResponse, len(rs))}
+	total := decimal.Zero
+	digits := int32(s.o.MinorDigits)
+	for i, res := range rs {
+		lr := lineResponse{Promotion: res.Promotion, Version: res.Version, Discount: decimal.Zero.StringFixed(digits)}
+		if res.Next != nil {
+			lr.Next = &nextJSON{ID: res.Next.ID, Threshold: res.Next.Threshold.String(), Shortfall: res.Shortfall.String(), Reward: rewardOf(res.Next.Reward)}
+		}
+		if res.Tier != nil {
+			lr.Tier = &tierJSON{ID: res.Tier.ID, Threshold: res.Tier.Threshold.String()}
+			rw := rewardOf(res.Tier.Reward)
+			lr.Reward = &rw
+			for _, g := range res.Tier.Gifts {
+				lr.Gifts = append(lr.Gifts, giftJSON{SKU: g.SKU, Qty: g.Qty, Name: g.Name})
+			}
+			d, err := res.Tier.Reward.Discount(bases[i], qs[i].Value, s.o.MinorDigits, s.o.Rounding)
+			if err != nil {
+				lr.Error = &lineError{Code: "bad_value", Message: err.Error()}
+			} else {
+				lr.Discount = d.StringFixed(digits)
+				total = total.Add(d)
+			}
+		}
+		if res.Err != nil && lr.Error == nil {
+			lr.Error = &lineError{Code: errCode(res.Err), Message: res.Err.Error()}
+		}
+		resp.Lines[i] = lr
+	}
+	resp.Discount = total.StringFixed(digits)
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// errCode names a per-line outcome for clients to branch on.
+func errCode(err error) string {
+	switch {
+	case errors.Is(err, cache.ErrNoTier):
+		return "no_tier"
+	case errors.Is(err, cache.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, cache.ErrNotActive):
+		return "not_active"
+	case errors.Is(err, cache.ErrMetricMismatch):
+		return "metric_mismatch"
+	case errors.Is(err, cache.ErrGiftsGone):
+		return "gifts_gone"
+	case errors.Is(err, cache.ErrBadQuery), errors.Is(err, cache.ErrBadID):
+		return "bad_query"
+	}
+	return "error"
+}
+
+func rewardOf(r gradient.Reward) rewardJSON {
+	out := rewardJSON{Kind: rewardKinds[r.Kind]}
+	str := func(d decimal.Decimal) string {
+		if d.IsZero() {
+			return ""
+		}
+		return d.String()
+	}
+	out.Percent, out.Amount, out.Step, out.Cap = str(r.Percent), str(r.Amount), str(r.Step), str(r.Cap)
+	return out
+}
+
+var rewardKinds = map[gradient.RewardKind]string{
+	gradient.PercentOff: "percent_off", gradient.AmountOff: "amount_off",
+	gradient.FixedPrice: "fixed_price", gradient.EveryN: "every_n",
+}
+
+// parseCart reads and checks a request; every refusal names its field.
+func parseCart(body io.Reader) ([]cache.Query, []decimal.Decimal, error) {
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	var req cartRequest
+	if err := strictDecode(raw, &req); err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case len(req.Lines) == 0:
+		return nil, nil, &badField{"lines", "at least one line is required"}
+	case len(req.Lines) > maxLines:
+		return nil, nil, &badField{"lines", fmt.Sprintf("%d lines (max %d)", len(req.Lines), maxLines)}
+	}
+	qs := make([]cache.Query, len(req.Lines))
+	bases := make([]decimal.Decimal, len(req.Lines))
+	for i, rawLine := range req.Lines {
+		at := "lines[" + strconv.Itoa(i) + "]"
+		var ln lineRequest
+		if err := strictDecode(rawLine, &ln); err != nil {
+			var bf *badField
+			if errors.As(err, &bf) {
+				bf.field = at + "." + bf.field
+				return nil, nil, bf
+			}
+			return nil, nil, &badField{at, err.Error()}
+		}
+		ln.Quantity, ln.Amount, ln.Base = absent(ln.Quantity), absent(ln.Amount), absent(ln.Base)
+		if err := gradient.ValidateID(ln.Promotion); err != nil {
+			return nil, nil, &badField{at + ".promotion", err.Error()}
+		}
+		switch {
+		case ln.Quantity != nil && ln.Amount != nil:
+			return nil, nil, &badField{at + ".quantity", "give quantity or amount, not both"}
+		case ln.Quantity != nil:
+			n, err := strconv.ParseInt(string(ln.Quantity), 10, 64)
+			if err != nil || n < 0 {
+				return nil, nil, &badField{at + ".quantity", fmt.Sprintf("%s is not a whole number ≥ 0", ln.Quantity)}
+			}
+			qs[i] = cache.QuantityQuery(ln.Promotion, n)
+		case ln.Amount != nil:
+			d, err := money(ln.Amount)
+			if err != nil {
+				return nil, nil, &badField{at + ".amount", err.Error()}
+			}
+			qs[i] = cache.AmountQuery(ln.Promotion, d)
+		default:
+			return nil, nil, &badField{at + ".quantity", "quantity (items) or amount (money) is required"}
+		}
+		if ln.Base == nil {
+			return nil, nil, &badField{at + ".base", "base (the line's price before discount) is required"}
+		}
+		d, err := money(ln.Base)
+		if err != nil {
+			return nil, nil, &badField{at + ".base", err.Error()}
+		}
+		bases[i] = d
+	}
+	return qs, bases, nil
+}
+
+// absent treats a JSON null like a missing field.
+func absent(raw json.RawMessage) json.RawMessage {
+	if string(raw) == "null" {
+		return nil
+	}
+	return raw
+}
+
+// money reads a non-negative decimal from a JSON number or string, from
+// its text.
+func money(raw json.RawMessage) (decimal.Decimal, error) {
+	text := string(raw)
+	if unq, err := strconv.Unquote(text); err == nil {
+		text = unq
+	}
+	d, err := decimal.NewFromString(text)
+	if err != nil {
+		return decimal.Decimal{}, fmt.Errorf("%s is not a decimal number", raw)
+	}
+	if d.Sign() < 0 {
+		return decimal.Decimal{}, fmt.Errorf("%s is negative", raw)
+	}
+	return d, nil
+}
+
+// strictDecode decodes one JSON object, refusing unknown fields, trailing
+// data and mistyped values, naming the field when it can.
+func strictDecode(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te) && te.Field != "":
+			return &badField{te.Field, fmt.Sprintf("want a %s, got a JSON %s", te.Type, te.Value)}
+		}
+		if name, ok := strings.CutPrefix(err.Error(), `json: unknown field "`); ok {
+			return &badField{strings.TrimSuffix(name, `"`), "unknown field"}
+		}
+		return fmt.Errorf("body: %w", err)
+	}
+	if dec.More() {
+		return errors.New("body: data after the JSON object")
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/tierset/tierset/delay"
+)
+
+// RelayOptions configure Outbox.Relay. The zero value is the default.
+type RelayOptions struct {
+	// Batch is how many rows one relay transaction moves (1..delay.MaxBatch).
+	// Default 500.
+	Batch int
+	// Poll is how long Relay sleeps when it found no new row. Default 100 ms.
+	Poll time.Duration
+	// RetryMax caps the backoff after an error (it starts at Poll and
+	// doubles). Default 5 s.
+	RetryMax time.Duration
+	// OnError, when set, is told every error Relay retries. Default nil.
+	OnError func(error)
+}
+
+// RelayResult counts what one RelayOnce did.
+type RelayResult struct {
+	Moved     int // rows added to Redis and marked relayed
+	Duplicate int // rows Redis already had (same key and token): marked relayed
+	Refused   int // rows the queue refused: marked refused with the reason
+}
+
+// Total is the number of rows the batch handled.
+func (r RelayResult) Total() int { return r.Moved + r.Duplicate + r.Refused }
+
+// RelayOnce moves at most batch committed 'new' rows to Redis, in id
+// order, in one transaction: it locks them (SKIP LOCKED, so relays can run
+// side by side), enqueues them with EnqueueBatch using each row's key and
+// token, and marks them relayed. If the relay dies after the enqueue and
+// before the commit, the rows stay 'new' and the next relay enqueues them
+// again, which Redis answers as duplicates: no task is lost or doubled.
+func (o *Outbox) RelayOnce(ctx context.Context, batch int) (RelayResult, error) {
+	var res RelayResult
+	if batch < 1 || batch > delay.MaxBatch {
+		return res, fmt.Errorf("%w: relay batch %d (allowed 1..%d)", ErrBadOptions, batch, delay.MaxBatch)
+	}
+	tx, err := o.db.Begin(ctx)
+	if err != nil {
+		return res, fmt.Errorf("pg: relay: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// A running Reconcile holds this lock exclusively: a task relayed
+	// between its listing and its removal pass would be removed.
+	var free bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock_shared(hashtext($1))`, o.lockName()).Scan(&free); err != nil {
+		return res, fmt.Errorf("pg: relay: lock: %w", err)
+	}
+	if !free {
+		return res, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT id, key, token, payload, due_at FROM `+o.schema+`.delay_outbox
+		WHERE queue = $1 AND state = 'new' ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, o.q.Name(), batch)
+	if err != nil {
+		return res, fmt.Errorf("pg: relay: select: %w", err)
+	}
+	var ids []int64
+	var jobs []delay.Job
+	for rows.Next() {
+		var id int64
+		var j delay.Job
+		var due time.Time
+		if err := rows.Scan(&id, &j.Key, &j.Token, &j.Payload, &due); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("pg: relay: scan: %w", err)
+		}
+		j.When = delay.At(due)
+		ids = append(ids, id)
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("pg: relay: select: %w", err)
+	}
+	if len(jobs) == 0 {
+		return res, nil
+	}
+	out, err := o.q.EnqueueBatch(ctx, jobs)
+	if err != nil {
+		return res, fmt.Errorf("pg: relay: %w", err)
+	}
+	if o.afterEnqueue != nil {
+		o.afterEnqueue(len(jobs))
+	}
+	var relayed []int64
+	var refusedIDs []int64
+	var reasons []string
+	for i, e := range out {
+		switch {
+		case e.Err != nil:
+			refusedIDs = append(refusedIDs, ids[i])
+			reasons = append(reasons, e.Err.Error())
+		case e.Duplicate:
+			res.Duplicate++
+			relayed = append(relayed, ids[i])
+		default:
+			res.Moved++
+			relayed = append(relayed, ids[i])
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE `+o.schema+`.delay_outbox SET state = 'relayed', relayed_at = now()
+		WHERE id = ANY($1)`, relayed); err != nil {
+		return RelayResult{}, fmt.Errorf("pg: relay: mark: %w", err)
+	}
+	if len(refusedIDs) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE `+o.schema+`.delay_outbox AS o SET state = 'refused', finished_at = now(), last_error = r.reason
+			FROM unnest($1::bigint[], $2::text[]) AS r(id, reason) WHERE o.id = r.id`, refusedIDs, reasons); err != nil {
+			return RelayResult{}, fmt.Errorf("pg: relay: mark refused: %w", err)
+		}
+		res.Refused = len(refusedIDs)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return RelayResult{}, fmt.Errorf("pg: relay: commit: %w", err)
+	}
+	return res, nil
+}
+
+// Relay runs RelayOnce until ctx ends: back to back while batches come
+// full, sleeping Poll when none is pending, backing off after an error. It
+// returns ctx's error.
+func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
+	if opts.Batch == 0 {
+		opts.Batch = 500
+	}
+	if opts.Poll == 0 {
+		opts.Poll = 100 * time.Millisecond
+	}
+	if opts.RetryMax == 0 {
+		opts.RetryMax = 5 * time.Second
+	}
+	if opts.Batch < 1 || opts.Batch > delay.MaxBatch || opts.Poll < 0 || opts.RetryMax < 0 {
+		return fmt.Errorf("%w: relay batch %d, poll %v, retry max %v", ErrBadOptions, opts.Batch, opts.Poll, opts.RetryMax)
+	}
+	backoff := opts.Poll
+	for {
+		res, err := o.RelayOnce(ctx, opts.Batch)
+		wait := time.Duration(0)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			if opts.OnError != nil {
+				opts.OnError(err)
+			}
+			wait = backoff
+			backoff = min(2*backoff, opts.RetryMax)
+		case res.Total() < opts.Batch:
+			wait, backoff = opts.Poll, opts.Poll
+		default:
+			backoff = opts.Poll
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+func (o *Outbox) lockName() string { return "tierset.outbox." + o.schema + "." + o.q.Name() }
+
+// Reconcile runs delay.Queue.Reconcile with the outbox as the source,
+// holding every relay of this outbox off (a PostgreSQL advisory lock, so
+// relays in other processes too) for its duration: the relay must not add
+// tasks between Reconcile's listing and its removal of what the listing
+// lacked. Relays resume when it returns.
+func (o *Outbox) Reconcile(ctx context.Context, before time.Time, opts delay.ReconcileOptions) (delay.ReconcileResult, error) {
+	tx, err := o.db.Begin(ctx)
+	if err != nil {
+		return delay.ReconcileResult{}, fmt.Errorf("pg: reconcile: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, o.lockName()); err != nil {
+		return delay.ReconcileResult{}, fmt.Errorf("pg: reconcile: lock: %w", err)
+	}
+	return o.q.Reconcile(ctx, o.Source(), before, opts)
+}
+
+// Source lists an outbox's pending rows ('new' and 'relayed') for
+// delay.Queue.Reconcile (use Outbox.Reconcile while relays run). Rows marked done, cancelled or refused are not
+// listed, so Reconcile removes their tasks from Redis if still pending
+// there, and never adds them back.
+type Source struct{ o *Outbox }
+
+var _ delay.Source = Source{}
+
+// Source returns the outbox's delay.Source.
+func (o *Outbox) Source() Source { return Source{o} }
+
+// Pending implements delay.Source; the cursor is the last row id listed.
+func (s Source) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]delay.SourceTask, string, error) {
+	after := int64(0)
+	if cursor != "" {
+		v, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: cursor %q", ErrBadOptions, cursor)
+		}
+		after = v
+	}
+	if limit <= 0 {
+		return nil, "", fmt.Errorf("%w: limit %d", ErrBadOptions, limit)
+	}
+	o := s.o
+	rows, err := o.db.Query(ctx, `SELECT id, key, token, payload, due_at FROM `+o.schema+`.delay_outbox
+		WHERE queue = $1 AND state IN ('new', 'relayed') AND due_at < $2 AND id > $3 ORDER BY id LIMIT $4`,
+		o.q.Name(), before, after, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("pg: source: %w", err)
+	}
+	defer rows.Close()
+	var out []delay.SourceTask
+	var last int64
+	for rows.Next() {
+		var t delay.SourceTask
+		if err := rows.Scan(&last, &t.Key, &t.Token, &t.Payload, &t.At); err != nil {
+			return nil, "", fmt.Errorf("pg: source: scan: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("pg: source: %w", err)
+	}
+	if len(out) < limit {
+		return out, "", nil
+	}
+	return out, strconv.FormatInt(last, 10), nil
+}

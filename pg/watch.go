@@ -1,0 +1,217 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/warm"
+)
+
+// RulesChannel is the channel the promotions triggers notify.
+const RulesChannel = "tierset_rules"
+
+// WatchOptions configure Watch. The zero value is the default.
+type WatchOptions struct {
+	// FullEvery is the period of the full pass (warm.FromSource over every
+	// promotion) that catches what a lost notification missed. A full pass
+	// also runs at start and after every reconnect. Default 5 minutes.
+	FullEvery time.Duration
+	// Warm configures the full passes. With Warm.Prune a full pass also
+	// deletes stored promotions whose rows are gone; without it only a
+	// notification deletes. Default: no pruning.
+	Warm warm.Options
+	// ReconnectMin and ReconnectMax bound the doubling wait between
+	// attempts to reconnect the listener. Defaults 100 ms and 5 s.
+	ReconnectMin, ReconnectMax time.Duration
+	// OnEvent, when set, is called (from Watch's goroutine, so it must
+	// not block long) with everything Watch does. Default nil.
+	OnEvent func(WatchEvent)
+}
+
+// WatchEventKind says what a WatchEvent reports.
+type WatchEventKind uint8
+
+// Watch events.
+const (
+	WatchListening WatchEventKind = iota + 1 // the listener connected (PID set)
+	WatchRefreshed                           // one promotion refreshed (ID, Outcome, Version)
+	WatchDeleted                             // one promotion's row is gone: deleted from Redis (ID)
+	WatchSkipped                             // one promotion gradient refuses: Redis left as it was (ID, Err)
+	WatchFullPass                            // a full pass ran (Summary, Err)
+	WatchError                               // a failure Watch recovers from (Err; ID when about one promotion)
+)
+
+func (k WatchEventKind) String() string {
+	switch k {
+	case WatchListening:
+		return "listening"
+	case WatchRefreshed:
+		return "refreshed"
+	case WatchDeleted:
+		return "deleted"
+	case WatchSkipped:
+		return "skipped"
+	case WatchFullPass:
+		return "full-pass"
+	case WatchError:
+		return "error"
+	}
+	return fmt.Sprintf("watch-event(%d)", uint8(k))
+}
+
+// WatchEvent is one thing Watch did.
+type WatchEvent struct {
+	Kind    WatchEventKind
+	ID      string
+	PID     uint32
+	Outcome cache.RefreshOutcome
+	Version string
+	Summary warm.Summary
+	Err     error
+	At      time.Time
+}
+
+type notice struct{ Schema, ID string }
+
+// Watch keeps c in step with r until ctx ends, and returns ctx's error. It
+// LISTENs on RulesChannel on a connection of its own (made from pool's
+// config, so it takes nothing from the pool) and, for each committed
+// change to one of r's promotions, reloads just that promotion: Refresh
+// when it is valid, cache.Delete (readers keep its grace) when its row
+// is gone, nothing when gradient refuses it (reported as WatchSkipped).
+// A full pass runs at start, after each reconnect and every FullEvery.
+// When the listener's connection drops, Watch reconnects with backoff.
+func Watch(ctx context.Context, pool *pgxpool.Pool, r *Rules, c warm.Cache, opts WatchOptions) error {
+	if pool == nil || r == nil || c == nil {
+		return fmt.Errorf("%w: nil pool, rules or cache", ErrBadOptions)
+	}
+	if opts.FullEvery == 0 {
+		opts.FullEvery = 5 * time.Minute
+	}
+	if opts.ReconnectMin == 0 {
+		opts.ReconnectMin = 100 * time.Millisecond
+	}
+	if opts.ReconnectMax == 0 {
+		opts.ReconnectMax = 5 * time.Second
+	}
+	if opts.FullEvery < 0 || opts.ReconnectMin < 0 || opts.ReconnectMax < opts.ReconnectMin {
+		return fmt.Errorf("%w: full every %v, reconnect %v..%v", ErrBadOptions, opts.FullEvery, opts.ReconnectMin, opts.ReconnectMax)
+	}
+	w := watcher{pool: pool, r: r, c: c, o: opts}
+	backoff := opts.ReconnectMin
+	for {
+		err := w.listen(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		w.emit(WatchEvent{Kind: WatchError, Err: fmt.Errorf("pg: watch: listener: %w", err)})
+		if w.listened {
+			backoff = opts.ReconnectMin
+		}
+		if err := sleep(ctx, backoff); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, opts.ReconnectMax)
+	}
+}
+
+type watcher struct {
+	pool     *pgxpool.Pool
+	r        *Rules
+	c        warm.Cache
+	o        WatchOptions
+	listened bool // the last listen got as far as LISTEN
+}
+
+func (w *watcher) emit(e WatchEvent) {
+	if w.o.OnEvent != nil {
+		e.At = time.Now()
+		w.o.OnEvent(e)
+	}
+}
+
+// listen connects, LISTENs, runs a full pass and serves notifications
+// until the connection fails or ctx ends.
+func (w *watcher) listen(ctx context.Context) error {
+	w.listened = false
+	conn, err := pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+RulesChannel); err != nil {
+		return err
+	}
+	w.listened = true
+	w.emit(WatchEvent{Kind: WatchListening, PID: conn.PgConn().PID()})
+	w.fullPass(ctx)
+	next := time.Now().Add(w.o.FullEvery)
+	for {
+		wctx, cancel := context.WithDeadline(ctx, next)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
+			w.fullPass(ctx)
+			next = time.Now().Add(w.o.FullEvery)
+			continue
+		case err != nil:
+			return err
+		}
+		var nt notice
+		if err := json.Unmarshal([]byte(n.Payload), &nt); err != nil {
+			w.emit(WatchEvent{Kind: WatchError, Err: fmt.Errorf("pg: watch: notification %q: %w", n.Payload, err)})
+			continue
+		}
+		if nt.Schema == w.r.schema && nt.ID != "" {
+			w.refreshOne(ctx, nt.ID)
+		}
+	}
+}
+
+func (w *watcher) fullPass(ctx context.Context) {
+	sum, err := warm.FromSource(ctx, w.c, w.r, w.o.Warm)
+	w.emit(WatchEvent{Kind: WatchFullPass, Summary: sum, Err: err})
+}
+
+// refreshOne brings one promotion in Redis to its rows' state. A failure
+// is reported; the next full pass repairs it.
+func (w *watcher) refreshOne(ctx context.Context, id string) {
+	p, found, err := w.r.LoadOne(ctx, id)
+	var rowErr *RowError
+	switch {
+	case errors.As(err, &rowErr):
+		w.emit(WatchEvent{Kind: WatchSkipped, ID: id, Err: err})
+	case err != nil:
+		w.emit(WatchEvent{Kind: WatchError, ID: id, Err: err})
+	case !found:
+		if _, err := w.c.Delete(ctx, id); err != nil {
+			w.emit(WatchEvent{Kind: WatchError, ID: id, Err: err})
+			return
+		}
+		w.emit(WatchEvent{Kind: WatchDeleted, ID: id})
+	default:
+		rep, err := w.c.Refresh(ctx, p)
+		if err == nil && len(rep.Promotions) != 1 {
+			err = fmt.Errorf("%d results for one promotion", len(rep.Promotions))
+		}
+		if err != nil {
+			w.emit(WatchEvent{Kind: WatchError, ID: id, Err: fmt.Errorf("pg: watch: refresh %q: %w", id, err)})
+			return
+		}
+		res := rep.Promotions[0]
+		w.emit(WatchEvent{Kind: WatchRefreshed, ID: id, Outcome: res.Outcome, Version: res.Version})
+	}
+}
