@@ -133,7 +133,9 @@ func TestValidateRefusesBadPromotions(t *testing.T) {
 		{"gift name with ESC", func(p *gradient.Promotion) {
 			p.Tiers[0].Gifts = []gradient.Gift{{SKU: "s", Qty: 1, Name: "Tote\x1b[2J"}}
 		}, gradient.ErrBadGift, []string{"name", "control"}},
-		{"gift name with CR", func(p *gradient.Promotion) { p.Tiers[0].Gifts = []gradient.Gift{{SKU: "s", Qty: 1, Name: "Tote\rforged"}} },
+		{"gift name with CR", func(p *gradient.Promotion) {
+			p.Tiers[0].Gifts = []gradient.Gift{{SKU: "s", Qty: 1, Name: "Tote\rforged"}}
+		},
 			gradient.ErrBadGift, []string{"name", "control"}},
 		{"threshold of 200,000 digits", func(p *gradient.Promotion) { p.Tiers[0].Threshold = dec(strings.Repeat("9", 200_000)) },
 			gradient.ErrThreshold, []string{"threshold", "significant digits"}},
