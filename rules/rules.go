@@ -10,9 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
+
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/text"
 	"github.com/tierset/tierset/score"
 )
 
@@ -27,8 +30,8 @@ const DefaultMaxErrors = 20
 
 // MaxNumberLen bounds the characters of one number (sign, digits and
 // point): far beyond any real amount, short enough that a hostile file
-// cannot make decimal arithmetic slow.
-const MaxNumberLen = 40
+// cannot make decimal arithmetic slow. It is score's bound.
+const MaxNumberLen = score.MaxNumberLen
 
 // Options tune Parse. The zero value is ready to use.
 type Options struct {
@@ -202,6 +205,9 @@ func parseBytes(data []byte, name string, opts Options) ([]gradient.Promotion, e
 		p.add(fileAt.err("", fmt.Errorf("%w: %w", ErrSyntax, err), "JSON syntax error: %v", err))
 		return nil, p.result()
 	}
+	if !p.checkShape(data) {
+		return nil, p.result()
+	}
 	var fw fileWire
 	if !p.strict(fileAt, "", data, &fw) {
 		return nil, p.result()
@@ -280,9 +286,9 @@ func (p *parser) strict(a at, prefix string, raw []byte, v any) bool {
 	case errors.As(err, &te):
 		field := joinField(prefix, te.Field)
 		if field == "" {
-			p.add(a.err(prefix, ErrType, "%s: expected %s, got %s", orValue(prefix), jsonType(te.Type.String()), te.Value))
+			p.add(a.err(prefix, ErrType, "%s: expected %s, got %s", orValue(prefix), jsonType(te.Type.String()), shortRaw([]byte(te.Value))))
 		} else {
-			p.add(a.err(field, ErrType, "%s: expected %s, got %s", field, jsonType(te.Type.String()), te.Value))
+			p.add(a.err(field, ErrType, "%s: expected %s, got %s", field, jsonType(te.Type.String()), shortRaw([]byte(te.Value))))
 		}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		f, uerr := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
@@ -290,7 +296,7 @@ func (p *parser) strict(a at, prefix string, raw []byte, v any) bool {
 			f = strings.TrimPrefix(err.Error(), "json: unknown field ")
 		}
 		field := joinField(prefix, f)
-		p.add(a.err(field, ErrUnknownField, "unknown field %q", field))
+		p.add(a.err(field, ErrUnknownField, "unknown field %s", text.Quote(field)))
 	default:
 		p.add(a.err(prefix, fmt.Errorf("%w: %w", ErrType, err), "%s: %v", orValue(prefix), err))
 	}
@@ -358,7 +364,7 @@ func (p *parser) promotion(i int, raw json.RawMessage) (gradient.Promotion, bool
 	} else if w.Metric == "" {
 		p.add(a.err("metric", ErrMissing, `metric is required ("quantity" or "amount")`))
 	} else {
-		p.add(a.err("metric", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadMetric), `metric %q is neither "quantity" nor "amount"`, w.Metric))
+		p.add(a.err("metric", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadMetric), `metric %s is neither "quantity" nor "amount"`, text.Quote(w.Metric)))
 	}
 	if w.MinorDigits == nil {
 		p.add(a.err("minor_digits", ErrMissing, "minor_digits is required (the currency's minor-unit digits: 2 for CNY/USD/EUR, 0 for JPY)"))
@@ -373,7 +379,7 @@ func (p *parser) promotion(i int, raw json.RawMessage) (gradient.Promotion, bool
 	case ok:
 		promo.Kind = k
 	default:
-		p.add(a.err("kind", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadMetric), `kind %q is not one of "threshold", "parity_price", "parity_discount"`, w.Kind))
+		p.add(a.err("kind", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadMetric), `kind %s is not one of "threshold", "parity_price", "parity_discount"`, text.Quote(w.Kind)))
 	}
 	promo.Start = p.timeField(a, "start", w.Start)
 	promo.End = p.timeField(a, "end", w.End)
@@ -411,7 +417,7 @@ func (p *parser) timeField(a at, field, s string) time.Time {
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		p.add(a.err(field, fmt.Errorf("%w: %w", ErrTime, err), "%s %q is not an RFC 3339 time (e.g. 2026-12-01T00:00:00+08:00)", field, s))
+		p.add(a.err(field, fmt.Errorf("%w: %w", ErrTime, err), "%s %s is not an RFC 3339 time (e.g. 2026-12-01T00:00:00+08:00)", field, text.Quote(s)))
 	}
 	return t
 }
@@ -487,7 +493,7 @@ func (p *parser) reward(a at, promo *gradient.Promotion, raw json.RawMessage, r 
 		p.add(a.err("reward.kind", ErrMissing, `reward.kind is required ("percent_off", "amount_off", "fixed_price" or "every_n")`))
 		return
 	case !ok:
-		p.add(a.err("reward.kind", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadReward), `reward.kind %q is not one of "percent_off", "amount_off", "fixed_price", "every_n"`, w.Kind))
+		p.add(a.err("reward.kind", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadReward), `reward.kind %s is not one of "percent_off", "amount_off", "fixed_price", "every_n"`, text.Quote(w.Kind)))
 		return
 	}
 	r.Kind = kind
@@ -535,6 +541,19 @@ func (p *parser) reward(a at, promo *gradient.Promotion, raw json.RawMessage, r 
 	}
 }
 
+// shortRaw shows at most a prefix of a raw JSON value in a message.
+func shortRaw(raw []byte) string {
+	const max = 40
+	if len(raw) <= max {
+		return string(raw)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(raw[cut]) {
+		cut--
+	}
+	return string(raw[:cut]) + "… (" + strconv.Itoa(len(raw)) + " bytes)"
+}
+
 func present(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) > 0 && !bytes.Equal(t, []byte("null"))
@@ -556,21 +575,21 @@ func (p *parser) number(a at, field string, raw json.RawMessage, required bool) 
 	switch {
 	case t[0] == '"':
 		if err := json.Unmarshal(t, &s); err != nil {
-			p.add(a.err(field, fmt.Errorf("%w: %w", ErrNumber, err), "%s: %v", field, err))
+			p.add(a.err(field, ErrNumber, "%s: not a JSON string", field))
 			return decimal.Decimal{}, false
 		}
 	case t[0] == '-' || (t[0] >= '0' && t[0] <= '9'):
 		s = string(t)
 	default:
-		p.add(a.err(field, ErrNumber, "%s %s must be a decimal string or number", field, t))
+		p.add(a.err(field, ErrNumber, "%s %s must be a decimal string or number", field, shortRaw(t)))
 		return decimal.Decimal{}, false
 	}
 	if !plainDecimal(s) {
-		shown := s
-		if len(shown) > MaxNumberLen {
-			shown = shown[:MaxNumberLen] + "…"
+		sentinel := ErrNumber
+		if len(s) > MaxNumberLen {
+			sentinel = fmt.Errorf("%w: %w", ErrNumber, score.ErrTooLong)
 		}
-		p.add(a.err(field, ErrNumber, "%s %q is not a plain decimal of at most %d characters (write digits, e.g. \"99.99\"; exponents are refused)", field, shown, MaxNumberLen))
+		p.add(a.err(field, sentinel, "%s %s is not a plain decimal of at most %d characters (write digits, e.g. \"99.99\"; exponents are refused)", field, text.Quote(s), MaxNumberLen))
 		return decimal.Decimal{}, false
 	}
 	d, err := decimal.NewFromString(s)
