@@ -88,7 +88,7 @@ func eachServer(t *testing.T, fn func(t *testing.T, s *server)) {
 	t.Helper()
 	t.Run("backend=miniredis-server", func(t *testing.T) {
 		m := miniredis.RunT(t)
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })
 		fn(t, &server{url: "redis://" + m.Addr() + "/0", client: c, prefix: testredis.Prefix(t)})
 	})

@@ -101,13 +101,15 @@ func (s *Server) Restart() {
 }
 
 // Client returns a client for the server with the given options (Addr is
-// filled in), closed at cleanup.
+// filled in, and ContextTimeoutEnabled set, as cache.New and delay.New
+// require), closed at cleanup.
 func (s *Server) Client(opt *redis.Options) *redis.Client {
 	if opt == nil {
 		opt = &redis.Options{}
 	}
 	o := *opt
 	o.Addr = s.Addr()
+	o.ContextTimeoutEnabled = true
 	c := redis.NewClient(&o)
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
