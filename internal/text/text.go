@@ -13,15 +13,18 @@ import (
 // QuoteMax is how many bytes of an input Quote shows.
 const QuoteMax = 40
 
-// Quote is strconv.Quote of at most QuoteMax bytes of s (cut on a rune
+// Quote is QuoteLimit(s, QuoteMax), for values such as numbers and names.
+func Quote(s string) string { return QuoteLimit(s, QuoteMax) }
+
+// QuoteLimit is strconv.Quote of at most max bytes of s (cut on a rune
 // boundary), followed by "…" and the full length when s was cut. It reads
 // only the bytes it shows, so quoting a 200 kB input costs what quoting
-// 40 bytes does.
-func Quote(s string) string {
-	if len(s) <= QuoteMax {
+// max bytes does.
+func QuoteLimit(s string, max int) string {
+	if len(s) <= max {
 		return strconv.Quote(s)
 	}
-	cut := QuoteMax
+	cut := max
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
