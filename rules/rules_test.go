@@ -110,7 +110,7 @@ func TestParseBadFiles(t *testing.T) {
 			[]error{rules.ErrEncoding}, "", -1, "promotions[0].id", 5, 16},
 		{"utf8_key.json", `utf8_key.json:7:13: byte 0xe2 in a string at promotions[0] is not UTF-8 (save the file as UTF-8)`,
 			[]error{rules.ErrEncoding}, "", -1, "promotions[0]", 7, 13},
-		{"utf8_surrogate.json", `utf8_surrogate.json:13:59: \ud800 at promotions[0].tiers[0].gifts[0].name is a lone UTF-16 surrogate, not a character`,
+		{"utf8_surrogate.json", `utf8_surrogate.json:13:59: the escaped code point U+D800 at promotions[0].tiers[0].gifts[0].name is a lone UTF-16 surrogate, not a character`,
 			[]error{rules.ErrEncoding}, "", -1, "promotions[0].tiers[0].gifts[0].name", 13, 59},
 		// Over-long values are refused with a short quote.
 		{"long_number.json", `long_number.json: promotion "10086" tier 0 (id "t1"): threshold "1000000000000000000000000000000000000000"… (200001 bytes) is not a plain decimal of at most 40 characters (write digits, e.g. "99.99"; exponents are refused)`,

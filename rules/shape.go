@@ -166,7 +166,7 @@ func (w *shapeWalker) escape() {
 			return
 		}
 	}
-	w.report(at, ErrEncoding, "%s at %s is a lone UTF-16 surrogate, not a character", string(w.data[at:at+6]), w.where())
+	w.report(at, ErrEncoding, "the escaped code point %U at %s is a lone UTF-16 surrogate, not a character", r, w.where())
 	w.bad = true
 }
 

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,7 +74,9 @@ func (s *Server) Start() {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := c.Ping(ctx).Err()
 		cancel()
-		if err == nil {
+		// NOAUTH is an answer: the server is up and wants a password
+		// (--requirepass).
+		if err == nil || strings.HasPrefix(err.Error(), "NOAUTH") {
 			return
 		}
 		if time.Now().After(deadline) {
