@@ -91,7 +91,23 @@ func redactShape(s string) string {
 	if i := strings.IndexByte(s, '?'); i >= 0 {
 		s = s[:i] + "?" + Redacted
 	}
-	start := 0
+	start, at, ok := userInfo(s)
+	if !ok {
+		return s
+	}
+	info := s[start:at]
+	if c := strings.IndexByte(info, ':'); c >= 0 {
+		info = info[:c+1] + Redacted
+	} else {
+		info = Redacted
+	}
+	return s[:start] + info + s[at:]
+}
+
+// userInfo finds the user info of URL-shaped text without parsing it:
+// s[start:at] is what lies between "://" (or the start) and the last "@"
+// before the path, query or fragment.
+func userInfo(s string) (start, at int, ok bool) {
 	if i := strings.Index(s, "://"); i >= 0 {
 		start = i + 3
 	}
@@ -99,17 +115,11 @@ func redactShape(s string) string {
 	if i := strings.IndexAny(s[start:], "/?#"); i >= 0 {
 		end = start + i
 	}
-	at := strings.LastIndexByte(s[start:end], '@')
-	if at < 0 {
-		return s
+	a := strings.LastIndexByte(s[start:end], '@')
+	if a < 0 {
+		return 0, 0, false
 	}
-	info := s[start : start+at]
-	if c := strings.IndexByte(info, ':'); c >= 0 {
-		info = info[:c+1] + Redacted
-	} else {
-		info = Redacted
-	}
-	return s[:start] + info + s[start+at:]
+	return start, start + a, true
 }
 
 func secretName(k string) bool {
@@ -137,16 +147,8 @@ func Secrets(s string) []string {
 		}
 	}
 	for _, p := range strings.Split(s, ",") {
-		start := 0
-		if i := strings.Index(p, "://"); i >= 0 {
-			start = i + 3
-		}
-		end := len(p)
-		if i := strings.IndexAny(p[start:], "/?#"); i >= 0 {
-			end = start + i
-		}
-		if at := strings.LastIndexByte(p[start:end], '@'); at >= 0 {
-			info := p[start : start+at]
+		if start, at, ok := userInfo(p); ok {
+			info := p[start:at]
 			if c := strings.IndexByte(info, ':'); c >= 0 {
 				add(info[c+1:])
 			} else {
