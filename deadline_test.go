@@ -118,19 +118,30 @@ func TestFaultDeadlineDuringDebugSleep(t *testing.T) {
 	})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			// Three calls in one 2 s stall. The fastest must meet the
+			// 60 ms bound; every one must stay far below the ~2 s that an
+			// ignored deadline costs. On a shared 2-core machine a single
+			// wake-up can come late, which says nothing about the library.
 			slept := stall(t, blocker, probe)
-			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-			defer cancel()
-			start := time.Now()
-			err := tc.call(cctx)
-			took := time.Since(start)
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("err = %v, want one wrapping context.DeadlineExceeded", err)
+			var fastest, slowest time.Duration
+			for i := range 3 {
+				cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+				start := time.Now()
+				err := tc.call(cctx)
+				took := time.Since(start)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("call %d: err = %v, want one wrapping context.DeadlineExceeded", i, err)
+				}
+				if i == 0 || took < fastest {
+					fastest = took
+				}
+				slowest = max(slowest, took)
+				t.Logf("call %d returned after %v: %v", i, took, err)
 			}
-			if took > 60*time.Millisecond {
-				t.Errorf("returned after %v with a 50 ms ctx (err %v)", took, err)
+			if fastest > 60*time.Millisecond || slowest > 250*time.Millisecond {
+				t.Errorf("with a 50 ms ctx: fastest %v (bound 60 ms), slowest %v (bound 250 ms)", fastest, slowest)
 			}
-			t.Logf("returned after %v: %v", took, err)
 			if err := <-slept; err != nil {
 				t.Fatalf("DEBUG SLEEP: %v", err)
 			}
