@@ -50,9 +50,9 @@ func connect(ctx context.Context, rawURL string, e *env) (*backend, error) {
 	}
 	shown := redisconf.Redact(rawURL)
 	var c redis.UniversalClient
-	if strings.Contains(rawURL, ",") {
+	if parts := redisconf.Split(rawURL); len(parts) > 1 {
 		var addrs []string
-		for _, a := range strings.Split(rawURL, ",") {
+		for _, a := range parts {
 			if a = strings.TrimSpace(a); a == "" {
 				continue
 			}

@@ -43,6 +43,7 @@ func TestNoSecretInOutput(t *testing.T) {
 		{"warm, unparsable port (usage error)", []string{"warm", "-rules", rules, "-redis", "redis://:" + secret + "@127.0.0.1:port/0"}, 2, `-redis "redis://:xxxxx@127.0.0.1:port/0": invalid port`},
 		{"warm, unknown option (usage error)", []string{"warm", "-rules", rules, "-redis", down + "?password=" + secret}, 2, "redis: unexpected option: password"},
 		{"warm, password in cluster seeds (usage error)", []string{"warm", "-rules", rules, "-redis", down + "," + down}, 2, "cluster seeds are host:port"},
+		{"warm, comma in the password", []string{"warm", "-rules", rules, "-redis", "redis://:" + secret + ",x@127.0.0.1:1/0"}, 1, "redis redis://:xxxxx@127.0.0.1:1/0: "},
 		{"match, server down", []string{"match", "-promo", "10086", "-value", "3", "-redis", down}, 1, "redis://:xxxxx@127.0.0.1:1/0"},
 		{"match, bad value (usage error)", []string{"match", "-promo", "10086", "-value", "x", "-redis", down}, 2, `-value "x"`},
 		{"queue, server down", []string{"queue", "stats", "-queue", "orders", "-redis", down}, 1, "redis://:xxxxx@127.0.0.1:1/0"},

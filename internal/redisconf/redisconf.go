@@ -52,11 +52,21 @@ func Redact(s string) string {
 	if !strings.ContainsAny(s, "@?") {
 		return s
 	}
-	parts := strings.Split(s, ",")
+	parts := Split(s)
 	for i, p := range parts {
 		parts[i] = redactOne(p)
 	}
 	return strings.Join(parts, ",")
+}
+
+// Split returns the parts of a -redis style value: the value itself when
+// it holds exactly one "://" (a URL, whose password may contain commas),
+// otherwise its comma-separated parts (cluster seeds).
+func Split(s string) []string {
+	if strings.Count(s, "://") == 1 {
+		return []string{s}
+	}
+	return strings.Split(s, ",")
 }
 
 func redactOne(s string) string {
@@ -146,7 +156,7 @@ func Secrets(s string) []string {
 			}
 		}
 	}
-	for _, p := range strings.Split(s, ",") {
+	for _, p := range Split(s) {
 		if start, at, ok := userInfo(p); ok {
 			info := p[start:at]
 			if c := strings.IndexByte(info, ':'); c >= 0 {

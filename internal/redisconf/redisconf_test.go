@@ -53,6 +53,8 @@ func TestRedact(t *testing.T) {
 		{"redis://:s3%zzcr3t@host/0", "redis://:xxxxx@host/0"},
 		{"redis://:s3cr3t@h1:1,redis://:s3cr3t@h2:2", "redis://:xxxxx@h1:1,redis://:xxxxx@h2:2"},
 		{":s3cr3t@host", ":xxxxx@host"},
+		{"redis://:s3,cr3t@host/0", "redis://:xxxxx@host/0"},
+		{"redis://:s3cr3t@h1:1,h2:2", "redis://:xxxxx@h1:1,h2:2"},
 	}
 	for _, c := range cases {
 		got := redisconf.Redact(c.in)
