@@ -59,7 +59,7 @@ func cmdWarm(ctx context.Context, args []string, e *env) error {
 		newProgress(e.stdout, showProgress, "warming"), e.stdout)
 	if errors.Is(err, warm.ErrPruneLimit) {
 		fmt.Fprintf(e.stdout, "would prune %d: %s\n", len(sum.WouldPrune), escapeJoin(sum.WouldPrune))
-		return fmt.Errorf("%w\nnothing was changed; if the file is right, run again with -max-prune %d", err, len(sum.WouldPrune))
+		return fmt.Errorf("%w\nif the file is right, run again with -max-prune %d", err, len(sum.WouldPrune))
 	}
 	return err
 }
