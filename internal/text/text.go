@@ -34,9 +34,9 @@ func QuoteLimit(s string, max int) string {
 // Escape makes s safe to print on a terminal: control characters (C0, DEL,
 // C1; CR, LF and TAB included), Unicode format characters (bidi overrides
 // and the like) and bytes that are not UTF-8 are written as Go escapes
-// (\r, \x1b, \u202e); everything else is kept, so ordinary text reads
-// unchanged. A backslash is doubled, so an escape in the output cannot be
-// forged by the input.
+// (\r, \x1b, \u202e); everything else is kept, backslashes included, so
+// ordinary text (and text already quoted by strconv.Quote) reads
+// unchanged.
 func Escape(s string) string {
 	if isPlain(s) {
 		return s
@@ -49,8 +49,6 @@ func Escape(s string) string {
 		case r == utf8.RuneError && size == 1:
 			b.WriteString(`\x`)
 			b.WriteString(hex2(s[i]))
-		case r == '\\':
-			b.WriteString(`\\`)
 		case needsEscape(r):
 			q := strconv.QuoteRune(r) // 'x' with the escape inside
 			b.WriteString(q[1 : len(q)-1])
@@ -75,7 +73,7 @@ func EscapeLines(s string) string {
 func isPlain(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < 0x20 || c == 0x7f || c == '\\' || c >= 0x80 {
+		if c < 0x20 || c == 0x7f || c >= 0x80 {
 			return false
 		}
 	}
@@ -83,7 +81,7 @@ func isPlain(s string) bool {
 }
 
 func needsEscape(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError ||
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) ||
 		r == '\u2028' || r == '\u2029'
 }
 
