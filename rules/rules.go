@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
 
@@ -255,99 +253,6 @@ func (p *parser) result() error {
 	return errors.Join(p.errs...)
 }
 
-// lineCol turns a byte offset into a 1-based line and column (in bytes).
-func lineCol(data []byte, off int64) (int, int) {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
-	if off < 0 {
-		off = 0
-	}
-	before := data[:off]
-	line := bytes.Count(before, []byte("\n")) + 1
-	col := int(off) - (bytes.LastIndexByte(before, '\n') + 1)
-	if col < 1 {
-		col = 1
-	}
-	return line, col
-}
-
-// strict decodes raw into v, refusing unknown fields and trailing data,
-// and reports failures at a with field names prefixed by prefix.
-func (p *parser) strict(a at, prefix string, raw []byte, v any) bool {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		return true
-	}
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &te):
-		field := joinField(prefix, te.Field)
-		if field == "" {
-			p.add(a.err(prefix, ErrType, "%s: expected %s, got %s", orValue(prefix), jsonType(te.Type.String()), shortRaw([]byte(te.Value))))
-		} else {
-			p.add(a.err(field, ErrType, "%s: expected %s, got %s", field, jsonType(te.Type.String()), shortRaw([]byte(te.Value))))
-		}
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		f, uerr := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		if uerr != nil {
-			f = strings.TrimPrefix(err.Error(), "json: unknown field ")
-		}
-		field := joinField(prefix, f)
-		p.add(a.err(field, ErrUnknownField, "unknown field %s", text.Quote(field)))
-	default:
-		p.add(a.err(prefix, fmt.Errorf("%w: %w", ErrType, err), "%s: %v", orValue(prefix), err))
-	}
-	return false
-}
-
-func orValue(prefix string) string {
-	if prefix == "" {
-		return "value"
-	}
-	return prefix
-}
-
-func joinField(prefix, f string) string {
-	switch {
-	case prefix == "":
-		return f
-	case f == "":
-		return prefix
-	}
-	return prefix + "." + f
-}
-
-// jsonType names a Go type as the JSON type it expects.
-func jsonType(goType string) string {
-	switch {
-	case goType == "string":
-		return "a string"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
-		return "an integer"
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case strings.HasPrefix(goType, "rules."), strings.HasPrefix(goType, "map"):
-		return "an object"
-	}
-	return goType
-}
-
-// peekID reads a promotion's or tier's "id" leniently, so errors about
-// the rest of it (unknown fields, wrong types) can still name it.
-func peekID(raw []byte) string {
-	var v struct {
-		ID any `json:"id"`
-	}
-	if json.Unmarshal(raw, &v) != nil {
-		return ""
-	}
-	s, _ := v.ID.(string)
-	return s
-}
-
 func (p *parser) promotion(i int, raw json.RawMessage) (gradient.Promotion, bool) {
 	a := at{pi: i, promo: peekID(raw), ti: -1}
 	var w promotionWire
@@ -539,103 +444,6 @@ func (p *parser) reward(a at, promo *gradient.Promotion, raw json.RawMessage, r 
 			p.add(a.err(full, fmt.Errorf("%w: %w", gradient.ErrBadReward, score.ErrTooPrecise), "%s %q has %d fractional digits, currency allows %d", full, v.String(), fracDigits(v), promo.MinorDigits))
 		}
 	}
-}
-
-// shortRaw shows at most a prefix of a raw JSON value in a message.
-func shortRaw(raw []byte) string {
-	const max = 40
-	if len(raw) <= max {
-		return string(raw)
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(raw[cut]) {
-		cut--
-	}
-	return string(raw[:cut]) + "… (" + strconv.Itoa(len(raw)) + " bytes)"
-}
-
-func present(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) > 0 && !bytes.Equal(t, []byte("null"))
-}
-
-// number parses a decimal given as a JSON string ("99.99") or a JSON
-// number (99.99) straight from its text, never through float64. Only the
-// plain notation -?digits[.digits] is accepted: exponent forms such as
-// 1e400 are how float64 output looks, and would hide a lost digit.
-func (p *parser) number(a at, field string, raw json.RawMessage, required bool) (decimal.Decimal, bool) {
-	t := bytes.TrimSpace(raw)
-	if !present(t) {
-		if required {
-			p.add(a.err(field, ErrMissing, "%s is required", field))
-		}
-		return decimal.Decimal{}, false
-	}
-	var s string
-	switch {
-	case t[0] == '"':
-		if err := json.Unmarshal(t, &s); err != nil {
-			p.add(a.err(field, ErrNumber, "%s: not a JSON string", field))
-			return decimal.Decimal{}, false
-		}
-	case t[0] == '-' || (t[0] >= '0' && t[0] <= '9'):
-		s = string(t)
-	default:
-		p.add(a.err(field, ErrNumber, "%s %s must be a decimal string or number", field, shortRaw(t)))
-		return decimal.Decimal{}, false
-	}
-	if !plainDecimal(s) {
-		sentinel := ErrNumber
-		if len(s) > MaxNumberLen {
-			sentinel = fmt.Errorf("%w: %w", ErrNumber, score.ErrTooLong)
-		}
-		p.add(a.err(field, sentinel, "%s %s is not a plain decimal of at most %d characters (write digits, e.g. \"99.99\"; exponents are refused)", field, text.Quote(s), MaxNumberLen))
-		return decimal.Decimal{}, false
-	}
-	d, err := decimal.NewFromString(s)
-	if err != nil {
-		p.add(a.err(field, fmt.Errorf("%w: %w", ErrNumber, err), "%s %q: %v", field, s, err))
-		return decimal.Decimal{}, false
-	}
-	return d, true
-}
-
-func plainDecimal(s string) bool {
-	if len(s) == 0 || len(s) > MaxNumberLen {
-		return false
-	}
-	i := 0
-	if s[0] == '-' {
-		i++
-	}
-	digits := func() int {
-		n := 0
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-			n++
-		}
-		return n
-	}
-	if digits() == 0 {
-		return false
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		if digits() == 0 {
-			return false
-		}
-	}
-	return i == len(s)
-}
-
-// fracDigits counts the fractional digits a value needs (99.990 needs 2).
-func fracDigits(d decimal.Decimal) int {
-	s := d.String()
-	dot := strings.IndexByte(s, '.')
-	if dot < 0 {
-		return 0
-	}
-	return len(strings.TrimRight(s[dot+1:], "0"))
 }
 
 // fromValidation turns gradient's *ValidationError into an *Error that
