@@ -12,10 +12,12 @@ import (
 // about 4–5 s instead of failing for a minute.
 const ClusterStateReloadInterval = time.Second
 
-// ClusterOptions returns go-redis Cluster options tuned for tierset: a
-// 1 s slot-map reload so a failover is followed in seconds, and retries
-// that fail fast on a dead node instead of stalling on it. Callers can
-// adjust the result before passing it to redis.NewClusterClient.
+// ClusterOptions returns go-redis Cluster options tuned for tierset: ctx
+// deadlines that reach the socket (ContextTimeoutEnabled, which
+// cache.New and delay.New require), a 1 s slot-map reload so a failover
+// is followed in seconds, and retries that fail fast on a dead node
+// instead of stalling on it. Callers can adjust the result before
+// passing it to redis.NewClusterClient.
 //
 // Why fail fast: go-redis does not reload the slot map on a connection
 // error, only when the map is older than ClusterStateReloadInterval, and
@@ -31,6 +33,7 @@ const ClusterStateReloadInterval = time.Second
 func ClusterOptions(addrs ...string) *redis.ClusterOptions {
 	return &redis.ClusterOptions{
 		Addrs:                      addrs,
+		ContextTimeoutEnabled:      true,
 		ClusterStateReloadInterval: ClusterStateReloadInterval,
 		MaxRedirects:               8,
 		MaxRetries:                 2,

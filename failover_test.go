@@ -675,7 +675,7 @@ func (p *producer) run(ctx context.Context, t *testing.T) {
 					time.Sleep(100 * time.Millisecond)
 					continue
 				}
-				conn = redis.NewClient(&redis.Options{Addr: m.Options().Addr, PoolSize: 1, MaxRetries: -1,
+				conn = redis.NewClient(&redis.Options{Addr: m.Options().Addr, PoolSize: 1, MaxRetries: -1, ContextTimeoutEnabled: true,
 					DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
 				if q, err = delay.New(conn, p.name, p.opts); err != nil {
 					t.Errorf("producer: delay.New: %v", err)

@@ -201,6 +201,7 @@ func connect(ctx context.Context, cfg config) (*backend, error) {
 		if err != nil {
 			return nil, fmt.Errorf("-redis %q: %w", cfg.redisURL, err)
 		}
+		opt.ContextTimeoutEnabled = true
 		c := redis.NewClient(opt)
 		if err := c.Ping(ctx).Err(); err != nil {
 			c.Close()
@@ -213,7 +214,7 @@ func connect(ctx context.Context, cfg config) (*backend, error) {
 		if err != nil {
 			return nil, fmt.Errorf("embedded miniredis: %w", err)
 		}
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 		return &backend{name: "miniredis", client: c, close: func() { c.Close(); m.Close() },
 			note: "(embedded; numbers are not Redis numbers) miniredis in this process at " + m.Addr()}, nil
 	}

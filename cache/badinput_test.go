@@ -270,7 +270,7 @@ func mustMember(t *testing.T, c *Cache, tier string) string {
 // TestUnreachable: a Redis nobody listens on gives errors that wrap the
 // network cause, on every call, and no panic.
 func TestUnreachable(t *testing.T) {
-	rc := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	rc := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rc.Close() })
 	c, err := New(rc, Options{})
 	if err != nil {

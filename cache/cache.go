@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/redisconf"
 	"github.com/tierset/tierset/internal/slot"
 )
 
@@ -43,6 +44,12 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if err := redisconf.CheckDeadlines(c); err != nil {
+		if !o.AllowNoContextTimeout {
+			return nil, fmt.Errorf("%w: %w (or set Options.AllowNoContextTimeout)", ErrBadOptions, err)
+		}
+		o.Observer.OnWarning(fmt.Errorf("cache: %w", err))
 	}
 	return &Cache{
 		client:   c,

@@ -21,7 +21,7 @@ func Example() {
 		panic(err)
 	}
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 
@@ -87,7 +87,7 @@ func ExampleOptions_now() {
 		panic(err)
 	}
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 
@@ -130,7 +130,7 @@ func ExampleObserver() {
 		panic(err)
 	}
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 

@@ -51,7 +51,7 @@ func TestMixedVersionsAreRetried(t *testing.T) {
 		var refreshErr error
 		hook := &splitHook{between: func() { _, refreshErr = writer.Refresh(ctx, v2) }}
 		base := b.Client.(*redis.Client).Options()
-		rc := redis.NewClient(&redis.Options{Addr: base.Addr, DB: base.DB})
+		rc := redis.NewClient(&redis.Options{Addr: base.Addr, DB: base.DB, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rc.Close() })
 		rc.AddHook(hook)
 		obs := &countingObserver{}

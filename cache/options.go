@@ -70,6 +70,14 @@ type Options struct {
 	RefreshRetries int
 	// Observer receives metrics events. Default NopObserver.
 	Observer Observer
+	// AllowNoContextTimeout accepts a *redis.Client, *redis.ClusterClient
+	// or *redis.Ring built with ContextTimeoutEnabled false, reporting it
+	// once to Observer.OnWarning. Default false: New refuses such a client
+	// with ErrBadOptions, because with it go-redis ignores ctx deadlines
+	// on the socket and a Redis stall holds a cart lookup for ReadTimeout
+	// (3 s by default) instead of the caller's budget; a refusal shows at
+	// the first start, a silent stall only in an incident.
+	AllowNoContextTimeout bool
 	// DecodeCacheSize bounds the memo of decoded member records, in
 	// entries. Default DefaultDecodeCacheSize (65536); negative disables
 	// the memo. A member record embeds its promotion's content hash, so a
@@ -263,6 +271,10 @@ type Observer interface {
 	OnRefresh(promotion string, outcome RefreshOutcome)
 	// OnDecodeError is called when bytes read from Redis are corrupt.
 	OnDecodeError(promotion string, rec Record, err error)
+	// OnWarning reports a setting New accepted that an operator should
+	// fix (a client without ContextTimeoutEnabled, allowed by
+	// Options.AllowNoContextTimeout).
+	OnWarning(err error)
 }
 
 // NopObserver ignores every event. It is the default Observer.
@@ -272,3 +284,4 @@ func (NopObserver) OnLookup(string, Outcome, time.Duration) {}
 func (NopObserver) OnRoundTrips(Op, int)                    {}
 func (NopObserver) OnRefresh(string, RefreshOutcome)        {}
 func (NopObserver) OnDecodeError(string, Record, error)     {}
+func (NopObserver) OnWarning(error)                         {}

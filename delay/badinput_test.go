@@ -31,7 +31,7 @@ func TestBadInput(t *testing.T) {
 
 		cancelled, cancel := context.WithCancel(ctx)
 		cancel()
-		down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = down.Close() })
 		qDown, err := New(down, "q1", Options{Prefix: b.Prefix})
 		if err != nil {

@@ -55,6 +55,7 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	opt.ContextTimeoutEnabled = true
 	c := redis.NewClient(opt)
 	prefix := os.Getenv(envHelperPrefix)
 	q, err := crashQueue(c, prefix)

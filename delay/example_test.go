@@ -19,7 +19,7 @@ func ExampleQueue_Enqueue() {
 	}
 	defer mr.Close()
 	mr.SetTime(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)) // Redis TIME
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 
@@ -42,7 +42,7 @@ func ExampleQueue_Take() {
 	defer mr.Close()
 	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	mr.SetTime(start)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 
@@ -71,7 +71,7 @@ func ExampleQueue_Cancel() {
 		panic(err)
 	}
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 
@@ -91,7 +91,7 @@ func ExampleWorker_Run() {
 		panic(err)
 	}
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 
@@ -134,7 +134,7 @@ func ExampleOptions_doneTTL() {
 	defer mr.Close()
 	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	mr.SetTime(start)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 

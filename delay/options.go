@@ -53,6 +53,13 @@ type Options struct {
 	// after DoneTTL removes it; it counts toward MaxTasksPerKey meanwhile.
 	// Default 0: off, finished tasks leave nothing.
 	DoneTTL time.Duration
+	// AllowNoContextTimeout accepts a *redis.Client, *redis.ClusterClient
+	// or *redis.Ring built with ContextTimeoutEnabled false, reporting it
+	// to Observer.OnError with op "new". Default false: New refuses such a
+	// client with ErrInvalidOptions, because go-redis then ignores ctx
+	// deadlines on the socket and a Redis stall holds Enqueue for
+	// ReadTimeout (3 s by default) whatever the caller's ctx says.
+	AllowNoContextTimeout bool
 	// Now is the client clock. It never decides what is due (Redis TIME
 	// does); it only arms the worker's timer, through an offset to Redis
 	// TIME measured on every reply. Default time.Now. Tests inject skew here.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/redisconf"
 )
 
 // Queue is one named delay queue. All of its state lives under one hash tag
@@ -48,6 +50,12 @@ func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if err := redisconf.CheckDeadlines(c); err != nil {
+		if !o.AllowNoContextTimeout {
+			return nil, fmt.Errorf("%w: %w (or set Options.AllowNoContextTimeout)", ErrInvalidOptions, err)
+		}
+		o.Observer.OnError(name, "new", fmt.Errorf("delay: %w", err))
 	}
 	k := newKeys(o.Prefix, name)
 	// Names and prefixes without braces cannot move a key off the queue's

@@ -53,7 +53,7 @@ func (r *privateRedis) start() {
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server: %v", err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: r.addr()})
+	c := redis.NewClient(&redis.Options{Addr: r.addr(), ContextTimeoutEnabled: true})
 	defer c.Close()
 	for i := 0; ; i++ {
 		if c.Ping(context.Background()).Err() == nil {
@@ -105,7 +105,7 @@ func TestMemoryPerPendingTask(t *testing.T) {
 	}
 	r := startPrivateRedis(t)
 	ctx := testCtx(t)
-	c := redis.NewClient(&redis.Options{Addr: r.addr()})
+	c := redis.NewClient(&redis.Options{Addr: r.addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	cases := []struct {
 		n, payload, idDigits int     // idDigits 0: a fresh counter (IDs from "1")
@@ -174,7 +174,7 @@ func TestMemoryPerTombstone(t *testing.T) {
 	}
 	r := startPrivateRedis(t)
 	ctx := testCtx(t)
-	c := redis.NewClient(&redis.Options{Addr: r.addr()})
+	c := redis.NewClient(&redis.Options{Addr: r.addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	q, err := New(c, "stones", Options{DoneTTL: time.Hour})
 	if err != nil {
@@ -283,7 +283,7 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 	}
 	r := startPrivateRedis(t)
 	ctx := testCtx(t)
-	c := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	c := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	rec := &Recorder{}
 	q, err := New(c, "restart", Options{Lease: time.Second, Observer: rec})

@@ -573,10 +573,10 @@ func shBlockingClient(t *testing.T, b *testredis.Backend) redis.UniversalClient 
 	var c redis.UniversalClient
 	switch bc := b.Client.(type) {
 	case *redis.ClusterClient:
-		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: bc.Options().Addrs, PoolSize: 128})
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: bc.Options().Addrs, PoolSize: 128, ContextTimeoutEnabled: true})
 	case *redis.Client:
 		o := bc.Options()
-		c = redis.NewClient(&redis.Options{Addr: o.Addr, DB: o.DB, Username: o.Username, Password: o.Password, PoolSize: 128})
+		c = redis.NewClient(&redis.Options{Addr: o.Addr, DB: o.DB, Username: o.Username, Password: o.Password, PoolSize: 128, ContextTimeoutEnabled: true})
 	default:
 		t.Fatalf("unexpected client type %T", b.Client)
 	}

@@ -123,6 +123,25 @@ func TestValidateRefusesBadPromotions(t *testing.T) {
 			gradient.ErrBadGift, []string{"qty"}},
 		{"parity match value missing", func(p *gradient.Promotion) { p.Kind = gradient.ParityPrice },
 			gradient.ErrThreshold, []string{"match_value"}},
+		{"promotion id not UTF-8", func(p *gradient.Promotion) { p.ID = "p\xff1" }, gradient.ErrBadID, []string{"UTF-8"}},
+		{"tier id not UTF-8", func(p *gradient.Promotion) { p.Tiers[1].ID = "t\xc3" }, gradient.ErrBadID, []string{"tier 1", "UTF-8"}},
+		{"promotion id with a bidi override", func(p *gradient.Promotion) { p.ID = "p\u202e1" }, gradient.ErrBadID, []string{"format character"}},
+		{"gift sku not UTF-8", func(p *gradient.Promotion) { p.Tiers[0].Gifts = []gradient.Gift{{SKU: "s\xfe", Qty: 1}} },
+			gradient.ErrBadGift, []string{"sku", "UTF-8"}},
+		{"gift name not UTF-8", func(p *gradient.Promotion) { p.Tiers[0].Gifts = []gradient.Gift{{SKU: "s", Qty: 1, Name: "Tote \xff"}} },
+			gradient.ErrBadGift, []string{"name", "UTF-8"}},
+		{"gift name with ESC", func(p *gradient.Promotion) {
+			p.Tiers[0].Gifts = []gradient.Gift{{SKU: "s", Qty: 1, Name: "Tote\x1b[2J"}}
+		}, gradient.ErrBadGift, []string{"name", "control"}},
+		{"gift name with CR", func(p *gradient.Promotion) {
+			p.Tiers[0].Gifts = []gradient.Gift{{SKU: "s", Qty: 1, Name: "Tote\rforged"}}
+		},
+			gradient.ErrBadGift, []string{"name", "control"}},
+		{"threshold of 200,000 digits", func(p *gradient.Promotion) { p.Tiers[0].Threshold = dec(strings.Repeat("9", 200_000)) },
+			gradient.ErrThreshold, []string{"threshold", "significant digits"}},
+		{"reward amount of 200,000 digits", func(p *gradient.Promotion) {
+			p.Tiers[0].Reward = gradient.Reward{Kind: gradient.AmountOff, Amount: dec(strings.Repeat("9", 200_000))}
+		}, gradient.ErrBadReward, []string{"reward", "significant digits"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -134,6 +153,9 @@ func TestValidateRefusesBadPromotions(t *testing.T) {
 			}
 			if !errors.Is(err, gradient.ErrInvalid) {
 				t.Errorf("err %v does not match ErrInvalid", err)
+			}
+			if len(err.Error()) > 400 {
+				t.Errorf("message is %d bytes, want a short one", len(err.Error()))
 			}
 			if c.name == "sub-cent amount" && !errors.Is(err, score.ErrTooPrecise) {
 				t.Errorf("the codec's cause is lost: %v", err)
@@ -151,6 +173,26 @@ func TestValidateRefusesBadPromotions(t *testing.T) {
 				t.Errorf("NewMatcher accepted a bad promotion: %v", err)
 			}
 		})
+	}
+}
+
+// TestQueryScoreRefusesHugeValueFast: the cart's value is the caller's;
+// a 200,000-digit decimal is refused by size, not scaled or printed (that
+// took 29-56 ms).
+func TestQueryScoreRefusesHugeValueFast(t *testing.T) {
+	huge := dec(strings.Repeat("9", 200_000))
+	for _, v := range []decimal.Decimal{huge, huge.Neg()} {
+		start := time.Now()
+		_, err := gradient.QueryScore(gradient.Amount, 2, v)
+		if took := time.Since(start); took > 50*time.Millisecond {
+			t.Errorf("took %v", took)
+		}
+		if !errors.Is(err, gradient.ErrBadValue) || !errors.Is(err, score.ErrTooLong) {
+			t.Errorf("err = %v, want ErrBadValue and score.ErrTooLong", err)
+		}
+		if len(err.Error()) > 200 {
+			t.Errorf("message is %d bytes", len(err.Error()))
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package gradient
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode"
 	"unicode/utf8"
 
@@ -27,7 +28,7 @@ const (
 
 // ValidateID checks a promotion or tier ID: non-empty, at most MaxIDLen
 // bytes, valid UTF-8, and no braces (they would break the Redis Cluster
-// hash tag), whitespace or control characters.
+// hash tag), whitespace, control or format characters (bidi overrides).
 func ValidateID(id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty", ErrBadID)
@@ -46,6 +47,8 @@ func ValidateID(id string) error {
 			return fmt.Errorf("%w: %q contains whitespace", ErrBadID, id)
 		case unicode.IsControl(r):
 			return fmt.Errorf("%w: %q contains a control character", ErrBadID, id)
+		case unicode.Is(unicode.Cf, r):
+			return fmt.Errorf("%w: %q contains a format character %U", ErrBadID, id, r)
 		}
 	}
 	return nil
@@ -157,6 +160,9 @@ func (p *Promotion) matchValue(t *Tier) decimal.Decimal {
 // digits than MinorDigits is refused, never rounded.
 func (p *Promotion) ScoreOf(t *Tier) (int64, error) {
 	v := p.matchValue(t)
+	if err := score.CheckDecimal(v); err != nil {
+		return 0, err
+	}
 	if p.Metric == Quantity {
 		if !v.IsInteger() {
 			return 0, fmt.Errorf("%w: count %s is not an integer", score.ErrTooPrecise, v.String())
@@ -181,6 +187,11 @@ func (p *Promotion) QueryScore(v decimal.Decimal) (int64, error) {
 
 // QueryScore encodes a cart-side value for a promotion of the given metric.
 func QueryScore(m Metric, minorDigits int, v decimal.Decimal) (int64, error) {
+	// The size check comes first: the value is the caller's, and printing
+	// or scaling a 200,000-digit decimal costs tens of milliseconds.
+	if err := score.CheckDecimal(v); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadValue, err)
+	}
 	if v.Sign() < 0 {
 		return 0, fmt.Errorf("%w: %s is negative", ErrBadValue, v.String())
 	}
@@ -206,6 +217,11 @@ func (p *Promotion) ScoreValue(s int64) decimal.Decimal {
 }
 
 func (p *Promotion) validateReward(r *Reward) error {
+	for _, d := range []decimal.Decimal{r.Percent, r.Amount, r.Step, r.Cap} {
+		if err := score.CheckDecimal(d); err != nil {
+			return err
+		}
+	}
 	digits := int32(p.MinorDigits)
 	money := func(name string, d decimal.Decimal, mustPositive bool) error {
 		if d.Sign() < 0 || (mustPositive && d.Sign() == 0) {
@@ -261,6 +277,13 @@ func validateGift(g *Gift) error {
 	}
 	if len(g.Name) > MaxNameLen || !utf8.ValidString(g.Name) {
 		return fmt.Errorf("name must be valid UTF-8 of at most %d bytes", MaxNameLen)
+	}
+	for _, r := range g.Name {
+		// A name is shown to shoppers and printed by tools; a control or
+		// format character (ESC, CR, a bidi override) is never meant.
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("name %s contains a control or format character %U", strconv.QuoteToASCII(g.Name), r)
+		}
 	}
 	return nil
 }

@@ -6,8 +6,15 @@
 // it, refuse unknown fields, parse every amount exactly with
 // shopspring/decimal (never through float64), run
 // [gradient.Promotion.Validate] on each promotion, and refuse duplicate
-// promotion IDs. A file with any problem yields no promotions at all, so a
-// warm-up never loads half a file. Problems come back as [*Error] values
+// promotion IDs. They also refuse what encoding/json would silently
+// accept: an object key given twice at any level, compared as json
+// matches keys, case-insensitively ([ErrDuplicateKey]; json keeps the
+// last, so a second "promotions" list would replace the first), and bytes
+// that are not UTF-8 or \u escapes that are lone surrogates, anywhere
+// ([ErrEncoding]; json reads them as U+FFFD). Numbers longer than
+// [MaxNumberLen] are refused before they are parsed, and messages quote
+// only a prefix of an over-long value. A file with any problem yields no
+// promotions at all, so a warm-up never loads half a file. Problems come back as [*Error] values
 // (several joined with errors.Join) that name the file, the promotion, the
 // tier and the field:
 //

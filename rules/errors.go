@@ -4,6 +4,9 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/text"
 )
 
 // Sentinel errors. Every *Error wraps one of these (or a gradient/score
@@ -35,6 +38,12 @@ var (
 	ErrDuplicatePromotion = errors.New("rules: duplicate promotion id")
 	// ErrEmpty: a file without promotions.
 	ErrEmpty = errors.New("rules: no promotions")
+	// ErrDuplicateKey: an object gives one key twice (compared the way
+	// encoding/json matches keys: case-insensitively).
+	ErrDuplicateKey = errors.New("rules: duplicate key")
+	// ErrEncoding: bytes that are not UTF-8, or a \u escape that is a lone
+	// surrogate.
+	ErrEncoding = errors.New("rules: not valid UTF-8")
 )
 
 // Error is one problem in a rules file. It names the file, and where it
@@ -76,14 +85,14 @@ func (e *Error) Error() string {
 	}
 	if e.PromotionIndex >= 0 {
 		if e.Promotion != "" {
-			b.WriteString(": promotion " + strconv.Quote(e.Promotion))
+			b.WriteString(": promotion " + quoteID(e.Promotion))
 		} else {
 			b.WriteString(": promotions[" + strconv.Itoa(e.PromotionIndex) + "]")
 		}
 		if e.TierIndex >= 0 {
 			b.WriteString(" tier " + strconv.Itoa(e.TierIndex))
 			if e.TierID != "" {
-				b.WriteString(" (id " + strconv.Quote(e.TierID) + ")")
+				b.WriteString(" (id " + quoteID(e.TierID) + ")")
 			}
 		}
 	}
@@ -92,6 +101,15 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// quoteID quotes an ID whole when it is of a valid length, else a prefix
+// (an oversized ID is itself the error, and may be megabytes).
+func quoteID(id string) string {
+	if len(id) <= gradient.MaxIDLen {
+		return strconv.Quote(id)
+	}
+	return text.Quote(id)
+}
 
 // Is makes every *Error match ErrInvalid.
 func (e *Error) Is(target error) bool { return target == ErrInvalid }

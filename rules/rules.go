@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
+
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/text"
 	"github.com/tierset/tierset/score"
 )
 
@@ -27,8 +28,8 @@ const DefaultMaxErrors = 20
 
 // MaxNumberLen bounds the characters of one number (sign, digits and
 // point): far beyond any real amount, short enough that a hostile file
-// cannot make decimal arithmetic slow.
-const MaxNumberLen = 40
+// cannot make decimal arithmetic slow. It is score's bound.
+const MaxNumberLen = score.MaxNumberLen
 
 // Options tune Parse. The zero value is ready to use.
 type Options struct {
@@ -202,6 +203,9 @@ func parseBytes(data []byte, name string, opts Options) ([]gradient.Promotion, e
 		p.add(fileAt.err("", fmt.Errorf("%w: %w", ErrSyntax, err), "JSON syntax error: %v", err))
 		return nil, p.result()
 	}
+	if !p.checkShape(data) {
+		return nil, p.result()
+	}
 	var fw fileWire
 	if !p.strict(fileAt, "", data, &fw) {
 		return nil, p.result()
@@ -249,99 +253,6 @@ func (p *parser) result() error {
 	return errors.Join(p.errs...)
 }
 
-// lineCol turns a byte offset into a 1-based line and column (in bytes).
-func lineCol(data []byte, off int64) (int, int) {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
-	if off < 0 {
-		off = 0
-	}
-	before := data[:off]
-	line := bytes.Count(before, []byte("\n")) + 1
-	col := int(off) - (bytes.LastIndexByte(before, '\n') + 1)
-	if col < 1 {
-		col = 1
-	}
-	return line, col
-}
-
-// strict decodes raw into v, refusing unknown fields and trailing data,
-// and reports failures at a with field names prefixed by prefix.
-func (p *parser) strict(a at, prefix string, raw []byte, v any) bool {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		return true
-	}
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &te):
-		field := joinField(prefix, te.Field)
-		if field == "" {
-			p.add(a.err(prefix, ErrType, "%s: expected %s, got %s", orValue(prefix), jsonType(te.Type.String()), te.Value))
-		} else {
-			p.add(a.err(field, ErrType, "%s: expected %s, got %s", field, jsonType(te.Type.String()), te.Value))
-		}
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		f, uerr := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-		if uerr != nil {
-			f = strings.TrimPrefix(err.Error(), "json: unknown field ")
-		}
-		field := joinField(prefix, f)
-		p.add(a.err(field, ErrUnknownField, "unknown field %q", field))
-	default:
-		p.add(a.err(prefix, fmt.Errorf("%w: %w", ErrType, err), "%s: %v", orValue(prefix), err))
-	}
-	return false
-}
-
-func orValue(prefix string) string {
-	if prefix == "" {
-		return "value"
-	}
-	return prefix
-}
-
-func joinField(prefix, f string) string {
-	switch {
-	case prefix == "":
-		return f
-	case f == "":
-		return prefix
-	}
-	return prefix + "." + f
-}
-
-// jsonType names a Go type as the JSON type it expects.
-func jsonType(goType string) string {
-	switch {
-	case goType == "string":
-		return "a string"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
-		return "an integer"
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case strings.HasPrefix(goType, "rules."), strings.HasPrefix(goType, "map"):
-		return "an object"
-	}
-	return goType
-}
-
-// peekID reads a promotion's or tier's "id" leniently, so errors about
-// the rest of it (unknown fields, wrong types) can still name it.
-func peekID(raw []byte) string {
-	var v struct {
-		ID any `json:"id"`
-	}
-	if json.Unmarshal(raw, &v) != nil {
-		return ""
-	}
-	s, _ := v.ID.(string)
-	return s
-}
-
 func (p *parser) promotion(i int, raw json.RawMessage) (gradient.Promotion, bool) {
 	a := at{pi: i, promo: peekID(raw), ti: -1}
 	var w promotionWire
@@ -358,7 +269,7 @@ func (p *parser) promotion(i int, raw json.RawMessage) (gradient.Promotion, bool
 	} else if w.Metric == "" {
 		p.add(a.err("metric", ErrMissing, `metric is required ("quantity" or "amount")`))
 	} else {
-		p.add(a.err("metric", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadMetric), `metric %q is neither "quantity" nor "amount"`, w.Metric))
+		p.add(a.err("metric", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadMetric), `metric %s is neither "quantity" nor "amount"`, text.Quote(w.Metric)))
 	}
 	if w.MinorDigits == nil {
 		p.add(a.err("minor_digits", ErrMissing, "minor_digits is required (the currency's minor-unit digits: 2 for CNY/USD/EUR, 0 for JPY)"))
@@ -373,7 +284,7 @@ func (p *parser) promotion(i int, raw json.RawMessage) (gradient.Promotion, bool
 	case ok:
 		promo.Kind = k
 	default:
-		p.add(a.err("kind", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadMetric), `kind %q is not one of "threshold", "parity_price", "parity_discount"`, w.Kind))
+		p.add(a.err("kind", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadMetric), `kind %s is not one of "threshold", "parity_price", "parity_discount"`, text.Quote(w.Kind)))
 	}
 	promo.Start = p.timeField(a, "start", w.Start)
 	promo.End = p.timeField(a, "end", w.End)
@@ -411,7 +322,7 @@ func (p *parser) timeField(a at, field, s string) time.Time {
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		p.add(a.err(field, fmt.Errorf("%w: %w", ErrTime, err), "%s %q is not an RFC 3339 time (e.g. 2026-12-01T00:00:00+08:00)", field, s))
+		p.add(a.err(field, fmt.Errorf("%w: %w", ErrTime, err), "%s %s is not an RFC 3339 time (e.g. 2026-12-01T00:00:00+08:00)", field, text.Quote(s)))
 	}
 	return t
 }
@@ -487,7 +398,7 @@ func (p *parser) reward(a at, promo *gradient.Promotion, raw json.RawMessage, r 
 		p.add(a.err("reward.kind", ErrMissing, `reward.kind is required ("percent_off", "amount_off", "fixed_price" or "every_n")`))
 		return
 	case !ok:
-		p.add(a.err("reward.kind", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadReward), `reward.kind %q is not one of "percent_off", "amount_off", "fixed_price", "every_n"`, w.Kind))
+		p.add(a.err("reward.kind", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadReward), `reward.kind %s is not one of "percent_off", "amount_off", "fixed_price", "every_n"`, text.Quote(w.Kind)))
 		return
 	}
 	r.Kind = kind
@@ -533,90 +444,6 @@ func (p *parser) reward(a at, promo *gradient.Promotion, raw json.RawMessage, r 
 			p.add(a.err(full, fmt.Errorf("%w: %w", gradient.ErrBadReward, score.ErrTooPrecise), "%s %q has %d fractional digits, currency allows %d", full, v.String(), fracDigits(v), promo.MinorDigits))
 		}
 	}
-}
-
-func present(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) > 0 && !bytes.Equal(t, []byte("null"))
-}
-
-// number parses a decimal given as a JSON string ("99.99") or a JSON
-// number (99.99) straight from its text, never through float64. Only the
-// plain notation -?digits[.digits] is accepted: exponent forms such as
-// 1e400 are how float64 output looks, and would hide a lost digit.
-func (p *parser) number(a at, field string, raw json.RawMessage, required bool) (decimal.Decimal, bool) {
-	t := bytes.TrimSpace(raw)
-	if !present(t) {
-		if required {
-			p.add(a.err(field, ErrMissing, "%s is required", field))
-		}
-		return decimal.Decimal{}, false
-	}
-	var s string
-	switch {
-	case t[0] == '"':
-		if err := json.Unmarshal(t, &s); err != nil {
-			p.add(a.err(field, fmt.Errorf("%w: %w", ErrNumber, err), "%s: %v", field, err))
-			return decimal.Decimal{}, false
-		}
-	case t[0] == '-' || (t[0] >= '0' && t[0] <= '9'):
-		s = string(t)
-	default:
-		p.add(a.err(field, ErrNumber, "%s %s must be a decimal string or number", field, t))
-		return decimal.Decimal{}, false
-	}
-	if !plainDecimal(s) {
-		shown := s
-		if len(shown) > MaxNumberLen {
-			shown = shown[:MaxNumberLen] + "…"
-		}
-		p.add(a.err(field, ErrNumber, "%s %q is not a plain decimal of at most %d characters (write digits, e.g. \"99.99\"; exponents are refused)", field, shown, MaxNumberLen))
-		return decimal.Decimal{}, false
-	}
-	d, err := decimal.NewFromString(s)
-	if err != nil {
-		p.add(a.err(field, fmt.Errorf("%w: %w", ErrNumber, err), "%s %q: %v", field, s, err))
-		return decimal.Decimal{}, false
-	}
-	return d, true
-}
-
-func plainDecimal(s string) bool {
-	if len(s) == 0 || len(s) > MaxNumberLen {
-		return false
-	}
-	i := 0
-	if s[0] == '-' {
-		i++
-	}
-	digits := func() int {
-		n := 0
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-			n++
-		}
-		return n
-	}
-	if digits() == 0 {
-		return false
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		if digits() == 0 {
-			return false
-		}
-	}
-	return i == len(s)
-}
-
-// fracDigits counts the fractional digits a value needs (99.990 needs 2).
-func fracDigits(d decimal.Decimal) int {
-	s := d.String()
-	dot := strings.IndexByte(s, '.')
-	if dot < 0 {
-		return 0
-	}
-	return len(strings.TrimRight(s[dot+1:], "0"))
 }
 
 // fromValidation turns gradient's *ValidationError into an *Error that

@@ -87,6 +87,36 @@ func TestParseBadFiles(t *testing.T) {
 			[]error{rules.ErrSyntax}, "", -1, "", 2, 1},
 		{"truncated.json", `truncated.json:5:1: JSON syntax error: unexpected end of JSON input`,
 			[]error{rules.ErrSyntax}, "", -1, "", 5, 1},
+		// Duplicate keys at every level: encoding/json keeps the last one,
+		// so a second "promotions" list would replace the first (and a
+		// -prune delete what it left out).
+		{"dup_key_top.json", `dup_key_top.json:19:2: duplicate key "promotions" at promotions (first given at line 3, column 2): a file must say each thing once`,
+			[]error{rules.ErrDuplicateKey}, "", -1, "promotions", 19, 2},
+		{"dup_key_promotion.json", `dup_key_promotion.json:7:6: duplicate key "metric" at promotions[0].metric (first given at line 6, column 6): a file must say each thing once`,
+			[]error{rules.ErrDuplicateKey}, "", -1, "promotions[0].metric", 7, 6},
+		{"dup_key_tier.json", `dup_key_tier.json:12:10: duplicate key "threshold" at promotions[0].tiers[0].threshold (first given at line 11, column 10): a file must say each thing once`,
+			[]error{rules.ErrDuplicateKey}, "", -1, "promotions[0].tiers[0].threshold", 12, 10},
+		{"dup_key_reward.json", `dup_key_reward.json:12:62: duplicate key "amount" at promotions[0].tiers[0].reward.amount (first given at line 12, column 43): a file must say each thing once`,
+			[]error{rules.ErrDuplicateKey}, "", -1, "promotions[0].tiers[0].reward.amount", 12, 62},
+		{"dup_key_gift.json", `dup_key_gift.json:13:65: duplicate key "qty" at promotions[0].tiers[0].gifts[0].qty (first given at line 13, column 35): a file must say each thing once`,
+			[]error{rules.ErrDuplicateKey}, "", -1, "promotions[0].tiers[0].gifts[0].qty", 13, 65},
+		// encoding/json matches keys case-insensitively: "ID" is "id".
+		{"dup_key_case.json", `dup_key_case.json:6:6: duplicate key "ID" at promotions[0].ID (first given at line 5, column 6): a file must say each thing once`,
+			[]error{rules.ErrDuplicateKey}, "", -1, "promotions[0].ID", 6, 6},
+		// Invalid UTF-8 anywhere (encoding/json would read U+FFFD).
+		{"utf8_gift_name.json", `utf8_gift_name.json:13:59: byte 0xff in a string at promotions[0].tiers[0].gifts[0].name is not UTF-8 (save the file as UTF-8)`,
+			[]error{rules.ErrEncoding}, "", -1, "promotions[0].tiers[0].gifts[0].name", 13, 59},
+		{"utf8_id.json", `utf8_id.json:5:16: byte 0xc3 in a string at promotions[0].id is not UTF-8 (save the file as UTF-8)`,
+			[]error{rules.ErrEncoding}, "", -1, "promotions[0].id", 5, 16},
+		{"utf8_key.json", `utf8_key.json:7:13: byte 0xe2 in a string at promotions[0] is not UTF-8 (save the file as UTF-8)`,
+			[]error{rules.ErrEncoding}, "", -1, "promotions[0]", 7, 13},
+		{"utf8_surrogate.json", `utf8_surrogate.json:13:59: the escaped code point U+D800 at promotions[0].tiers[0].gifts[0].name is a lone UTF-16 surrogate, not a character`,
+			[]error{rules.ErrEncoding}, "", -1, "promotions[0].tiers[0].gifts[0].name", 13, 59},
+		// Over-long values are refused with a short quote.
+		{"long_number.json", `long_number.json: promotion "10086" tier 0 (id "t1"): threshold "1000000000000000000000000000000000000000"… (200001 bytes) is not a plain decimal of at most 40 characters (write digits, e.g. "99.99"; exponents are refused)`,
+			[]error{rules.ErrNumber, score.ErrTooLong}, "10086", 0, "threshold", 0, 0},
+		{"long_metric.json", `long_metric.json: promotion "10086": metric "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"… (200000 bytes) is neither "quantity" nor "amount"`,
+			[]error{rules.ErrEnum}, "10086", -1, "metric", 0, 0},
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "bad", "*.json"))
 	if err != nil {
@@ -303,5 +333,21 @@ func TestParseSample(t *testing.T) {
 	}
 	if end := byID["jp-5000"].End; end.UTC().Format("2006-01-02T15:04:05Z") != "2029-12-31T14:59:59Z" {
 		t.Errorf("jp-5000 end = %v", end)
+	}
+}
+
+// BenchmarkParseRefusesLongNumber: a file whose threshold is a 200 kB
+// number. The number itself is refused by its length before any decimal
+// parsing; the time is the JSON passes over the 200 kB file.
+func BenchmarkParseRefusesLongNumber(b *testing.B) {
+	data, err := os.ReadFile(filepath.Join("testdata", "bad", "long_number.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := rules.Parse(bytes.NewReader(data), "long_number.json", rules.Options{}); !errors.Is(err, score.ErrTooLong) {
+			b.Fatal(err)
+		}
 	}
 }

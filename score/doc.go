@@ -15,6 +15,14 @@
 //   - [AmountFloor] is the query-side helper: it floors a cart amount to
 //     minor units, which is exact for "largest threshold ≤ value".
 //
+// Bounded input: every parser and encoder refuses an over-long number
+// before reading it, with [ErrTooLong]: a string longer than
+// [MaxNumberLen] ([ParseDecimal], [ParseAmount], [ParseString]) or a
+// decimal of more than [MaxDigits] significant digits ([CheckDecimal],
+// called first by [Amount] and [AmountFloor]); a value far beyond 2^53,
+// such as 1e999999999, is refused by its size, never expanded. Errors
+// quote at most a short prefix of the input.
+//
 // Time: [TimeCodec] encodes (ms since epoch) << bits | seq for the delay
 // queue. Its zero value is the Unix epoch with 10 bits: 1024 tasks per
 // millisecond keep their order, and scores stay exact until 2248

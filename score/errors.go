@@ -19,6 +19,10 @@ var (
 	ErrNotInteger = errors.New("score: not an exact integer")
 	// ErrMalformed: a score or amount string that does not parse.
 	ErrMalformed = errors.New("score: malformed number")
+	// ErrTooLong: a number refused for its size before any parsing or
+	// arithmetic: a string longer than MaxNumberLen, or a decimal with
+	// more than MaxDigits significant digits.
+	ErrTooLong = errors.New("score: number too long")
 	// ErrBeforeEpoch: a time earlier than the time codec's epoch.
 	ErrBeforeEpoch = errors.New("score: time before the codec epoch")
 	// ErrSeqRange: a sequence number outside [0, 2^bits).

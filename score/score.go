@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/tierset/tierset/internal/text"
 )
 
 // MaxExact is the largest magnitude a Redis score (an IEEE-754 double) holds
@@ -50,14 +52,21 @@ var maxExactDec = decimal.NewFromInt(MaxExact)
 // minorDigits is refused with ErrTooPrecise, never rounded, because a
 // threshold silently moved by a rounding is a wrong promotion.
 func Amount(d decimal.Decimal, minorDigits int) (int64, error) {
-	if err := checkDigits(minorDigits); err != nil {
+	if err := checkDecimalArgs(d, minorDigits); err != nil {
 		return 0, err
-	}
-	if d.Sign() < 0 {
-		return 0, fmt.Errorf("%w: amount %s", ErrNegative, d.String())
 	}
 	if s, ok := scaleFast(d, minorDigits, true); ok {
 		return s, nil
+	}
+	// Values far out of range are refused by size alone, so no
+	// arithmetic ever runs on an exponent like 1e999999999. A large value
+	// with a fraction goes on, so ErrTooPrecise is reported as before;
+	// its exponent is then above -MaxDigits.
+	switch m := magnitude(d, minorDigits); {
+	case m > maxExactDigits && int64(d.Exponent())+int64(minorDigits) >= 0:
+		return 0, fmt.Errorf("%w: %s is beyond 2^53 minor units", ErrOutOfRange, show(d))
+	case m <= 0: // 0 < |d| < one minor unit
+		return 0, fmt.Errorf("%w: %s is below one minor unit of %d digits", ErrTooPrecise, show(d), minorDigits)
 	}
 	scaled := d.Shift(int32(minorDigits))
 	if !scaled.Equal(scaled.Truncate(0)) {
@@ -67,6 +76,25 @@ func Amount(d decimal.Decimal, minorDigits int) (int64, error) {
 		return 0, fmt.Errorf("%w: %s is %s minor units, beyond 2^53", ErrOutOfRange, d.String(), scaled.String())
 	}
 	return scaled.IntPart(), nil
+}
+
+// maxExactDigits is the digit count of 2^53 (9007199254740992): a value
+// of more digits is beyond it.
+const maxExactDigits = 16
+
+// checkDecimalArgs runs the checks every decimal encoder starts with, in
+// the order that keeps refusals cheap: the size first.
+func checkDecimalArgs(d decimal.Decimal, minorDigits int) error {
+	if err := checkDigits(minorDigits); err != nil {
+		return err
+	}
+	if err := CheckDecimal(d); err != nil {
+		return err
+	}
+	if d.Sign() < 0 {
+		return fmt.Errorf("%w: amount %s", ErrNegative, show(d))
+	}
+	return nil
 }
 
 // fracDigits counts the significant fractional digits of d.
@@ -83,14 +111,17 @@ func fracDigits(d decimal.Decimal) int {
 // "largest threshold ≤ value": a threshold t (an integer in minor units)
 // satisfies t ≤ v if and only if t ≤ floor(v).
 func AmountFloor(d decimal.Decimal, minorDigits int) (int64, error) {
-	if err := checkDigits(minorDigits); err != nil {
+	if err := checkDecimalArgs(d, minorDigits); err != nil {
 		return 0, err
-	}
-	if d.Sign() < 0 {
-		return 0, fmt.Errorf("%w: amount %s", ErrNegative, d.String())
 	}
 	if s, ok := scaleFast(d, minorDigits, false); ok {
 		return s, nil
+	}
+	switch m := magnitude(d, minorDigits); {
+	case m > maxExactDigits:
+		return 0, fmt.Errorf("%w: %s is beyond 2^53 minor units", ErrOutOfRange, show(d))
+	case m <= 0:
+		return 0, nil // below one minor unit floors to 0
 	}
 	scaled := d.Shift(int32(minorDigits)).Floor()
 	if scaled.GreaterThan(maxExactDec) {
@@ -149,12 +180,13 @@ func scaleFast(d decimal.Decimal, minorDigits int, exact bool) (int64, bool) {
 	return s, true
 }
 
-// ParseAmount parses a decimal string exactly (never through float64) and
-// encodes it with Amount.
+// ParseAmount parses a decimal string exactly (never through float64)
+// with ParseDecimal, so an over-long string is refused before it is read,
+// and encodes it with Amount.
 func ParseAmount(s string, minorDigits int) (int64, error) {
-	d, err := decimal.NewFromString(strings.TrimSpace(s))
+	d, err := ParseDecimal(s)
 	if err != nil {
-		return 0, fmt.Errorf("%w: amount %q", ErrMalformed, s)
+		return 0, err
 	}
 	return Amount(d, minorDigits)
 }
@@ -197,6 +229,9 @@ func ParseFloat(f float64) (int64, error) {
 // real Redis accepts on input, are refused: the codec never writes them.
 func ParseString(s string) (int64, error) {
 	t := strings.TrimSpace(s)
+	if len(t) > MaxNumberLen {
+		return 0, fmt.Errorf("%w: score %s is longer than %d characters", ErrTooLong, text.Quote(t), MaxNumberLen)
+	}
 	if t == "" || strings.ContainsAny(t, "xXpP_") {
 		return 0, fmt.Errorf("%w: score %q", ErrMalformed, s)
 	}

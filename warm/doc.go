@@ -5,7 +5,11 @@
 // promotion, so a second run with the same promotions reports all of them
 // Unchanged and writes nothing. With [Options].Prune, promotions stored
 // under the prefix but absent from the input are deleted; without it they
-// are only listed ([Summary].WouldPrune). [Options].DryRun validates,
+// are only listed ([Summary].WouldPrune). A prune that would delete more
+// than [Options].MaxPrune (by default 10% of the stored promotions, at
+// least 1) is refused whole: nothing is written or deleted, the error
+// wraps [ErrPruneLimit] and WouldPrune lists what would have gone, so a
+// truncated or wrong file cannot empty the cache. [Options].DryRun validates,
 // computes every content hash exactly as the cache would, compares with
 // the stored versions and writes nothing to the cache.
 //

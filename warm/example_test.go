@@ -19,7 +19,7 @@ func ExampleWarm() {
 		panic(err)
 	}
 	defer m.Close()
-	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 	c, err := cache.New(client, cache.Options{})
 	if err != nil {

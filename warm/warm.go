@@ -16,8 +16,12 @@ var (
 	// ErrRefused: the cache refused one or more promotions (the error
 	// also wraps each refusal); the others were written.
 	ErrRefused = errors.New("warm: promotions refused")
-	// ErrBadOptions: a negative Batch.
+	// ErrBadOptions: a negative Batch or MaxPrune.
 	ErrBadOptions = errors.New("warm: bad options")
+	// ErrPruneLimit: Prune would delete more promotions than MaxPrune
+	// allows. Nothing was written or deleted; Summary.WouldPrune lists
+	// the promotions that would have gone.
+	ErrPruneLimit = errors.New("warm: prune limit exceeded")
 )
 
 // DefaultBatch is the number of promotions per Refresh call when
@@ -56,7 +60,18 @@ type Options struct {
 	// dry run to refuse exactly what Refresh would. Default
 	// cache.DefaultMaxRecordBytes.
 	MaxRecordBytes int
+	// MaxPrune caps the promotions one Prune may delete. When the input
+	// leaves out more of the stored ones, Warm writes and deletes nothing
+	// and returns ErrPruneLimit (a dry run too): a truncated or wrong
+	// file must not empty the cache. Default DefaultMaxPrune of the
+	// promotions stored before the run (10%, at least 1). Negative is
+	// ErrBadOptions.
+	MaxPrune int
 }
+
+// DefaultMaxPrune is the prune limit for stored promotions when
+// Options.MaxPrune is zero: 10% of them, at least 1.
+func DefaultMaxPrune(stored int) int { return max(1, stored/10) }
 
 // Summary is what a warm-up did (or, for a dry run, would do). Every list
 // holds promotion IDs, in file order (Pruned and WouldPrune sorted).
@@ -88,6 +103,9 @@ func Warm(ctx context.Context, c Cache, promos []gradient.Promotion, opts Option
 	if opts.Batch < 0 {
 		return Summary{}, fmt.Errorf("%w: Batch %d", ErrBadOptions, opts.Batch)
 	}
+	if opts.MaxPrune < 0 {
+		return Summary{}, fmt.Errorf("%w: MaxPrune %d", ErrBadOptions, opts.MaxPrune)
+	}
 	batch := opts.Batch
 	if batch == 0 {
 		batch = DefaultBatch
@@ -114,6 +132,23 @@ func Warm(ctx context.Context, c Cache, promos []gradient.Promotion, opts Option
 	if err != nil {
 		return sum, fmt.Errorf("warm: %w", err)
 	}
+	var extra []string
+	for _, in := range stored {
+		if !inFile[in.ID] {
+			extra = append(extra, in.ID)
+		}
+	}
+	sort.Strings(extra)
+	if limit := opts.MaxPrune; opts.Prune {
+		if limit == 0 {
+			limit = DefaultMaxPrune(len(stored))
+		}
+		if len(extra) > limit {
+			sum.WouldPrune = extra
+			return sum, fmt.Errorf("%w: the input leaves out %d of the %d stored promotions, and at most %d may be pruned in one run; nothing was written",
+				ErrPruneLimit, len(extra), len(stored), limit)
+		}
+	}
 	done := len(promos) - len(live)
 	report := func() {
 		if opts.Progress != nil {
@@ -139,13 +174,6 @@ func Warm(ctx context.Context, c Cache, promos []gradient.Promotion, opts Option
 		done += len(chunk)
 		report()
 	}
-	var extra []string
-	for _, in := range stored {
-		if !inFile[in.ID] {
-			extra = append(extra, in.ID)
-		}
-	}
-	sort.Strings(extra)
 	switch {
 	case !opts.Prune:
 		sum.WouldPrune = extra

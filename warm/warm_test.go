@@ -189,7 +189,7 @@ func TestWarmPrune(t *testing.T) {
 				t.Errorf("%s deleted without -prune: %v", id, err)
 			}
 		}
-		s, err = warm.Warm(ctx, c, kept, warm.Options{Prune: true, Now: now})
+		s, err = warm.Warm(ctx, c, kept, warm.Options{Prune: true, Now: now, MaxPrune: len(gone)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,6 +237,56 @@ func TestWarmRefusedAndEnded(t *testing.T) {
 			if _, err := c.Info(ctx, id); !errors.Is(err, cache.ErrNotFound) {
 				t.Errorf("%s: %v, want ErrNotFound", id, err)
 			}
+		}
+	})
+}
+
+// TestWarmPruneLimit: a Prune that would delete more than MaxPrune (by
+// default 10% of what is stored, at least 1) writes and deletes nothing,
+// in a dry run too, and lists what would have gone.
+func TestWarmPruneLimit(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := context.Background()
+		c := newCache(t, b)
+		now := func() time.Time { return testNow }
+		promos := sample(t)
+		if _, err := warm.Warm(ctx, c, promos, warm.Options{Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		before := snapshot(t, b.Client, b.Prefix)
+		changed := append([]gradient.Promotion(nil), promos[2:]...)
+		changed[0].Tiers = changed[0].Tiers[:1] // an update that must not be written either
+		gone := ids(promos[:2])
+		sort.Strings(gone)
+		cases := []struct {
+			name string
+			opts warm.Options
+		}{
+			{"default limit", warm.Options{Prune: true}},
+			{"default limit, dry run", warm.Options{Prune: true, DryRun: true}},
+			{"explicit limit below", warm.Options{Prune: true, MaxPrune: len(gone) - 1}},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				tc.opts.Now = now
+				s, err := warm.Warm(ctx, c, changed, tc.opts)
+				if !errors.Is(err, warm.ErrPruneLimit) {
+					t.Fatalf("err = %v, want ErrPruneLimit", err)
+				}
+				if !reflect.DeepEqual(s.WouldPrune, gone) || len(s.Pruned)+len(s.Added)+len(s.Updated) != 0 {
+					t.Errorf("summary %+v, want only WouldPrune %v", s, gone)
+				}
+				if after := snapshot(t, b.Client, b.Prefix); !reflect.DeepEqual(after, before) {
+					t.Error("a refused prune changed Redis")
+				}
+			})
+		}
+		if _, err := warm.Warm(ctx, c, changed, warm.Options{Prune: true, MaxPrune: -1}); !errors.Is(err, warm.ErrBadOptions) {
+			t.Errorf("MaxPrune -1: %v, want ErrBadOptions", err)
+		}
+		s, err := warm.Warm(ctx, c, changed, warm.Options{Prune: true, MaxPrune: len(gone), Now: now})
+		if err != nil || !reflect.DeepEqual(s.Pruned, gone) {
+			t.Errorf("at the limit: %+v, %v", s, err)
 		}
 	})
 }

@@ -117,6 +117,7 @@ func run(cfg config, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-redis: %w", err)
 	}
+	opt.ContextTimeoutEnabled = true // delay.New requires it
 	aopt := *opt
 	aopt.DB = cfg.asynqDB
 	if aopt.DB == opt.DB {

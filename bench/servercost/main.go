@@ -33,7 +33,7 @@ func main() {
 
 func run(addr, pid string, n int) error {
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute, ContextTimeoutEnabled: true})
 	defer c.Close()
 	q, err := delay.New(c, "cost", delay.Options{Prefix: "servercost"})
 	if err != nil {

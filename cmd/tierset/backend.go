@@ -2,13 +2,27 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset"
+	"github.com/tierset/tierset/internal/redisconf"
+	"github.com/tierset/tierset/internal/text"
 )
+
+// maxArgLen bounds every command-line argument (paths, URLs, values),
+// checked before any flag is parsed.
+const maxArgLen = 4096
+
+// quoteArg quotes an argument for a message: whole up to 256 bytes, a
+// prefix beyond, escaped either way.
+func quoteArg(s string) string { return text.QuoteLimit(s, 256) }
 
 const embeddedWarning = "tierset: warning: no -redis given: using an embedded in-memory Redis; nothing persists after this command exits"
 
@@ -20,39 +34,52 @@ type backend struct {
 }
 
 // connect opens -redis: a redis:// or rediss:// URL, or comma-separated
-// host:port seeds of a Redis Cluster. An empty value starts an embedded
-// miniredis and prints the warning to stderr.
-func connect(ctx context.Context, url string, e *env) (*backend, error) {
-	if url == "" {
+// host:port seeds of a Redis Cluster (through tierset.ClusterOptions). An
+// empty value starts an embedded miniredis and prints the warning to
+// stderr. Every client honours ctx deadlines (ContextTimeoutEnabled), and
+// every message shows the URL with its password redacted.
+func connect(ctx context.Context, rawURL string, e *env) (*backend, error) {
+	if rawURL == "" {
 		m := miniredis.NewMiniRedis()
 		if err := m.Start(); err != nil {
 			return nil, fmt.Errorf("start embedded redis: %w", err)
 		}
 		fmt.Fprintln(e.stderr, embeddedWarning)
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 		return &backend{client: c, embedded: true, close: func() { _ = c.Close(); m.Close() }}, nil
 	}
+	shown := redisconf.Redact(rawURL)
 	var c redis.UniversalClient
-	if strings.Contains(url, ",") {
+	if parts := redisconf.Split(rawURL); len(parts) > 1 {
 		var addrs []string
-		for _, a := range strings.Split(url, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				addrs = append(addrs, a)
+		for _, a := range parts {
+			if a = strings.TrimSpace(a); a == "" {
+				continue
 			}
+			if strings.ContainsAny(a, "@/") {
+				return nil, usagef("-redis %s: cluster seeds are host:port, comma-separated (no URL or password)", quoteArg(shown))
+			}
+			addrs = append(addrs, a)
 		}
-		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ClusterStateReloadInterval: time.Second})
+		c = redis.NewClusterClient(tierset.ClusterOptions(addrs...))
 	} else {
-		opt, err := redis.ParseURL(url)
+		opt, err := redis.ParseURL(rawURL)
 		if err != nil {
-			return nil, usagef("-redis %q: %v", url, err)
+			// url.Error quotes the whole URL, password included: keep only its cause.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return nil, usagef("-redis %s: %v", quoteArg(shown), err)
 		}
+		opt.ContextTimeoutEnabled = true
 		c = redis.NewClient(opt)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("redis %s: %w", url, err)
+		return nil, fmt.Errorf("redis %s: %w", shown, err)
 	}
 	return &backend{client: c, close: func() { _ = c.Close() }}, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/text"
 	"github.com/tierset/tierset/rules"
 	"github.com/tierset/tierset/warm"
 )
@@ -26,9 +27,9 @@ func cmdDemo(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	price, err := decimal.NewFromString(*unitPrice)
-	if err != nil || price.Sign() < 0 {
-		return usagef("-unit-price %q: want a non-negative decimal", *unitPrice)
+	price, err := parseAmountArg("-unit-price", *unitPrice, "19.90")
+	if err != nil {
+		return err
 	}
 	promos, err := rules.ParseFile(*rulesPath, rules.Options{})
 	if err != nil {
@@ -66,7 +67,7 @@ func cmdDemo(ctx context.Context, args []string, e *env) error {
 			}
 			fmt.Fprintln(e.stdout)
 			if err := matchOne(ctx, be, cache.DefaultPrefix, p.ID, mq, e.stdout); err != nil {
-				fmt.Fprintf(e.stdout, "  %v\n", err)
+				fmt.Fprintf(e.stdout, "  %s\n", text.Escape(err.Error()))
 			}
 		}
 	}

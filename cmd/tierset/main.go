@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	tierset warm  -rules FILE [-redis URL] [-prefix P] [-prune] [-dry-run] [-progress auto|always|never]
+//	tierset warm  -rules FILE [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run] [-progress auto|always|never]
 //	tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-at TIME] [-redis URL | -rules FILE] [-prefix P]
 //	tierset demo  [-rules FILE] [-at TIME]
 //	tierset queue stats|dead|requeue|purge -queue NAME [-redis URL] [-prefix P] [-yes]
@@ -12,6 +12,10 @@
 // Without -redis, warm and match run against an embedded in-memory Redis
 // and warn that nothing persists; match then warms -rules (default
 // examples/rules.json) into it first. Exit codes: 0 ok, 1 failure, 2 usage.
+//
+// Nothing secret or raw reaches the terminal: a Redis URL is printed with
+// its password as "xxxxx", and text read from Redis or a file (IDs, keys,
+// names, stored error texts) is printed with control characters escaped.
 package main
 
 import (
@@ -22,14 +26,18 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/tierset/tierset/internal/text"
 )
 
 const topUsage = `tierset: the tier cache's operator tool.
 
 Usage:
-  tierset warm  -rules FILE [-redis URL] [-prefix P] [-prune] [-dry-run]
+  tierset warm  -rules FILE [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run]
   tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-redis URL | -rules FILE]
   tierset demo  [-rules FILE]
   tierset queue stats|dead|requeue|purge -queue NAME [-redis URL] [-yes]
@@ -82,6 +90,7 @@ var commands = map[string]func(ctx context.Context, args []string, e *env) error
 }
 
 func run(ctx context.Context, args []string, e *env) int {
+	e = e.scrubbing(redisSecrets(args))
 	if len(args) == 0 {
 		fmt.Fprint(e.stderr, topUsage)
 		return 2
@@ -93,7 +102,7 @@ func run(ctx context.Context, args []string, e *env) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(e.stderr, "tierset: unknown command %q\n\n%s", args[0], topUsage)
+		fmt.Fprintf(e.stderr, "tierset: unknown command %s\n\n%s", quoteArg(args[0]), topUsage)
 		return 2
 	}
 	err := cmd(ctx, args[1:], e)
@@ -104,10 +113,12 @@ func run(ctx context.Context, args []string, e *env) int {
 	case errors.Is(err, errHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(e.stderr, "tierset %s: %s\nRun \"tierset %s -h\" for help.\n", args[0], ue.msg, args[0])
+		fmt.Fprintf(e.stderr, "tierset %s: %s\nRun \"tierset %s -h\" for help.\n", args[0], text.EscapeLines(ue.msg), args[0])
 		return 2
 	default:
-		fmt.Fprintf(e.stderr, "tierset %s: %s\n", args[0], indentLines(err.Error()))
+		// Errors carry text from Redis and files: escaped, so a stored
+		// message cannot move the cursor or forge a line.
+		fmt.Fprintf(e.stderr, "tierset %s: %s\n", args[0], indentLines(text.EscapeLines(err.Error())))
 		return 1
 	}
 }
@@ -135,19 +146,33 @@ func newFlags(name, synopsis string) *cmdFlags {
 // parse parses args; -h prints the help to stdout and returns errHelp,
 // a bad flag or a positional argument returns a usageError.
 func (fs *cmdFlags) parse(args []string, e *env) error {
+	for _, a := range args {
+		if len(a) > maxArgLen {
+			return usagef("argument %s is longer than %d bytes", text.Quote(a), maxArgLen)
+		}
+	}
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.printHelp(e.stdout)
 		return errHelp
 	}
 	if err != nil {
-		return usagef("%v", err)
+		// The flag package quotes a bad value whole.
+		return usagef("%s", shortQuoted.ReplaceAllStringFunc(err.Error(), func(q string) string {
+			if u, err := strconv.Unquote(q); err == nil {
+				return text.Quote(u)
+			}
+			return q
+		}))
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+		return usagef("unexpected argument %s", quoteArg(fs.Arg(0)))
 	}
 	return nil
 }
+
+// shortQuoted finds the quoted strings of a flag package error.
+var shortQuoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 func (fs *cmdFlags) printHelp(w io.Writer) {
 	fmt.Fprintf(w, "Usage: %s\n\nFlags:\n", fs.synopsis)

@@ -88,7 +88,7 @@ func eachServer(t *testing.T, fn func(t *testing.T, s *server)) {
 	t.Helper()
 	t.Run("backend=miniredis-server", func(t *testing.T) {
 		m := miniredis.RunT(t)
-		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })
 		fn(t, &server{url: "redis://" + m.Addr() + "/0", client: c, prefix: testredis.Prefix(t)})
 	})
@@ -200,6 +200,13 @@ func TestBadFiles(t *testing.T) {
 		{"float_like.json", nil, `: promotion "10086" tier 0 (id "t1"): threshold "1e400" is not a plain decimal`},
 		{"end_before_start.json", nil, `: promotion "10086": end 2026-11-01T00:00:00Z is not after start 2026-12-01T00:00:00Z`},
 		{"sub_cent.json", []string{"-max-bytes", "100"}, `: input is larger than the 100-byte limit (`},
+		{"dup_key_top.json", []string{"-prune"}, `:19:2: duplicate key "promotions" at promotions (first given at line 3, column 2)`},
+		{"dup_key_reward.json", nil, `:12:62: duplicate key "amount" at promotions[0].tiers[0].reward.amount (first given at line 12, column 43)`},
+		{"dup_key_case.json", nil, `:6:6: duplicate key "ID" at promotions[0].ID`},
+		{"utf8_gift_name.json", nil, `:13:59: byte 0xff in a string at promotions[0].tiers[0].gifts[0].name is not UTF-8`},
+		{"utf8_id.json", nil, `:5:16: byte 0xc3 in a string at promotions[0].id is not UTF-8`},
+		{"utf8_surrogate.json", nil, `:13:59: the escaped code point U+D800 at promotions[0].tiers[0].gifts[0].name is a lone UTF-16 surrogate`},
+		{"long_number.json", nil, `: promotion "10086" tier 0 (id "t1"): threshold "1000000000000000000000000000000000000000"… (200001 bytes) is not a plain decimal`},
 	}
 	eachServer(t, func(t *testing.T, s *server) {
 		for _, tc := range tests {
@@ -209,7 +216,10 @@ func TestBadFiles(t *testing.T) {
 				r.expect(t, 1)
 				want := "tierset warm: " + path + tc.msg
 				if !strings.HasPrefix(r.stderr, want) {
-					t.Errorf("stderr\n got: %s\nwant: %s…", r.stderr, want)
+					t.Errorf("stderr\n got: %.500s\nwant: %s…", r.stderr, want)
+				}
+				if len(r.stderr) > 1000 {
+					t.Errorf("stderr is %d bytes: messages must quote only a prefix", len(r.stderr))
 				}
 				if n, err := testredis.CountKeys(context.Background(), s.client, s.prefix); err != nil || n != 0 {
 					t.Errorf("%d keys written (%v)", n, err)

@@ -12,7 +12,9 @@ import (
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/text"
 	"github.com/tierset/tierset/rules"
+	"github.com/tierset/tierset/score"
 	"github.com/tierset/tierset/warm"
 )
 
@@ -66,7 +68,7 @@ func cmdMatch(ctx context.Context, args []string, e *env) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stderr, "tierset: warmed %d promotions from %s into the embedded Redis\n", len(sum.Added), path)
+		fmt.Fprintf(e.stderr, "tierset: warmed %d promotions from %s into the embedded Redis\n", len(sum.Added), text.Escape(path))
 	}
 	return matchOne(ctx, be, *prefix, *promo, q, e.stdout)
 }
@@ -82,32 +84,45 @@ type matchQuery struct {
 
 func parseMatchArgs(value, base, rounding, at string) (matchQuery, error) {
 	var q matchQuery
-	v, err := decimal.NewFromString(value)
-	if err != nil || v.Sign() < 0 {
-		return q, usagef("-value %q: want a non-negative decimal such as 7 or 150.00", value)
+	v, err := parseAmountArg("-value", value, "7 or 150.00")
+	if err != nil {
+		return q, err
 	}
 	q.value = v
 	if base != "" {
-		b, err := decimal.NewFromString(base)
-		if err != nil || b.Sign() < 0 {
-			return q, usagef("-base %q: want a non-negative decimal such as 139.30", base)
+		b, err := parseAmountArg("-base", base, "139.30")
+		if err != nil {
+			return q, err
 		}
 		q.base = &b
 	}
 	r, ok := roundings[rounding]
 	if !ok {
-		return q, usagef("-rounding %q: want down, half-up, half-even or up", rounding)
+		return q, usagef("-rounding %s: want down, half-up, half-even or up", text.Quote(rounding))
 	}
 	q.rounding, q.roundBy = r, rounding
 	q.now = time.Now
 	if at != "" {
 		t, err := time.Parse(time.RFC3339, at)
 		if err != nil {
-			return q, usagef("-at %q: want an RFC 3339 time such as 2026-12-15T12:00:00+08:00", at)
+			return q, usagef("-at %s: want an RFC 3339 time such as 2026-12-15T12:00:00+08:00", text.Quote(at))
 		}
 		q.now = func() time.Time { return t }
 	}
 	return q, nil
+}
+
+// parseAmountArg parses a non-negative decimal flag value with
+// score.ParseDecimal, which refuses an over-long one before reading it.
+func parseAmountArg(flag, s, example string) (decimal.Decimal, error) {
+	d, err := score.ParseDecimal(s)
+	if err == nil && d.Sign() >= 0 {
+		return d, nil
+	}
+	if errors.Is(err, score.ErrTooLong) {
+		return d, usagef("%s %s: longer than %d characters", flag, text.Quote(s), score.MaxNumberLen)
+	}
+	return d, usagef("%s %s: want a non-negative decimal such as %s", flag, text.Quote(s), example)
 }
 
 // matchOne looks the promotion up (for its metric and currency digits),
@@ -120,7 +135,7 @@ func matchOne(ctx context.Context, be *backend, prefix, id string, q matchQuery,
 	}
 	info, err := probe.Info(ctx, id)
 	if errors.Is(err, cache.ErrNotFound) {
-		return fmt.Errorf("promotion %q: not found under prefix %q", id, prefix)
+		return fmt.Errorf("promotion %s: not found under prefix %s", quoteArg(id), quoteArg(prefix))
 	}
 	if err != nil {
 		return err
@@ -144,14 +159,14 @@ func matchOne(ctx context.Context, be *backend, prefix, id string, q matchQuery,
 	case res.Err == nil, errors.Is(res.Err, cache.ErrNoTier):
 		return nil
 	case errors.Is(res.Err, cache.ErrNotActive):
-		return fmt.Errorf("promotion %q is not active at %s", id, q.now().UTC().Format(time.RFC3339))
+		return fmt.Errorf("promotion %s is not active at %s", quoteArg(id), q.now().UTC().Format(time.RFC3339))
 	}
 	return res.Err
 }
 
 func printResult(w io.Writer, info cache.Info, q matchQuery, res cache.Result) {
 	fmt.Fprintf(w, "promotion %s: %s, %s, %d minor digits, %d tiers, version %s\n",
-		info.ID, rules.MetricName(info.Metric), rules.KindName(info.Kind), info.MinorDigits, info.Tiers, res.Version)
+		text.Escape(info.ID), rules.MetricName(info.Metric), rules.KindName(info.Kind), info.MinorDigits, info.Tiers, text.Escape(res.Version))
 	fmt.Fprintf(w, "  value:    %s\n", showValue(info, q.value))
 	switch {
 	case errors.Is(res.Err, cache.ErrNotActive):
@@ -160,19 +175,19 @@ func printResult(w io.Writer, info cache.Info, q matchQuery, res cache.Result) {
 	case errors.Is(res.Err, cache.ErrNoTier):
 		fmt.Fprintln(w, "  tier:     none reached")
 	case res.Err != nil:
-		fmt.Fprintf(w, "  error:    %v\n", res.Err)
+		fmt.Fprintf(w, "  error:    %s\n", text.Escape(res.Err.Error()))
 		return
 	default:
 		t := res.Tier
-		fmt.Fprintf(w, "  tier:     %s (threshold %s)\n", t.ID, showValue(info, t.Threshold))
+		fmt.Fprintf(w, "  tier:     %s (threshold %s)\n", text.Escape(t.ID), showValue(info, t.Threshold))
 		fmt.Fprintf(w, "  reward:   %s\n", describeReward(t.Reward))
 		fmt.Fprintf(w, "  discount: %s\n", discount(info, q, t.Reward))
 		if t.HasGifts {
 			var gs []string
 			for _, g := range t.Gifts {
-				s := fmt.Sprintf("%d × %s", g.Qty, g.SKU)
+				s := fmt.Sprintf("%d × %s", g.Qty, text.Escape(g.SKU))
 				if g.Name != "" {
-					s += fmt.Sprintf(" (%s)", g.Name)
+					s += fmt.Sprintf(" (%s)", text.Escape(g.Name))
 				}
 				gs = append(gs, s)
 			}
@@ -182,7 +197,7 @@ func printResult(w io.Writer, info cache.Info, q matchQuery, res cache.Result) {
 		}
 	}
 	if n := res.Next; n != nil {
-		fmt.Fprintf(w, "  next:     %s at %s: %s more for %s\n", n.ID, showValue(info, n.Threshold), showValue(info, res.Shortfall), describeReward(n.Reward))
+		fmt.Fprintf(w, "  next:     %s at %s: %s more for %s\n", text.Escape(n.ID), showValue(info, n.Threshold), showValue(info, res.Shortfall), describeReward(n.Reward))
 	} else {
 		fmt.Fprintln(w, "  next:     none (top tier)")
 	}

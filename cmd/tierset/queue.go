@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/text"
 )
 
 const queueSynopsis = "tierset queue stats|dead|requeue|purge -queue NAME [-redis URL] [-prefix P] [-ids ID,...] [-limit N] [-yes]"
@@ -27,7 +29,7 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 	switch sub {
 	case "stats", "dead", "requeue", "purge":
 	default:
-		return usagef("unknown queue subcommand %q (want stats, dead, requeue or purge)", sub)
+		return usagef("unknown queue subcommand %s (want stats, dead, requeue or purge)", quoteArg(sub))
 	}
 	fs := queueFlags()
 	if err := fs.parse(args[1:], e); err != nil {
@@ -38,7 +40,7 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 		return usagef("-queue is required")
 	}
 	if err := delay.ValidateName(name); err != nil {
-		return usagef("-queue %q: %v", name, err)
+		return usagef("-queue %s: %v", quoteArg(name), err)
 	}
 	redisURL := fs.Lookup("redis").Value.String()
 	if redisURL == "" {
@@ -118,11 +120,13 @@ func queueDead(ctx context.Context, q *delay.Queue, limit int, w io.Writer) erro
 	}
 	fmt.Fprintln(w)
 	for _, t := range page.Tasks {
+		// IDs, keys and error texts are whatever producers and handlers
+		// stored: escaped, so none can move the cursor or forge a line.
 		if t.Err != nil {
-			fmt.Fprintf(w, "  %s  corrupt record: %v\n", t.ID, t.Err)
+			fmt.Fprintf(w, "  %s  corrupt record: %s\n", text.Escape(t.ID), text.Escape(t.Err.Error()))
 			continue
 		}
-		fmt.Fprintf(w, "  %s  key %q  attempts %d  died %s  error: %s\n", t.ID, t.Key, t.Attempt, t.DiedAt.UTC().Format(time.RFC3339), t.LastError)
+		fmt.Fprintf(w, "  %s  key %s  attempts %d  died %s  error: %s\n", text.Escape(t.ID), strconv.Quote(t.Key), t.Attempt, t.DiedAt.UTC().Format(time.RFC3339), text.Escape(t.LastError))
 	}
 	return nil
 }
@@ -134,7 +138,7 @@ func queueChange(ctx context.Context, q *delay.Queue, sub string, ids []string, 
 	}
 	what := fmt.Sprintf("all %d dead letters", page.Total)
 	if len(ids) > 0 {
-		what = fmt.Sprintf("%d dead letter(s) (%s)", len(ids), strings.Join(ids, ", "))
+		what = fmt.Sprintf("%d dead letter(s) (%s)", len(ids), escapeJoin(ids))
 	}
 	if len(ids) == 0 && page.Total == 0 {
 		fmt.Fprintf(e.stdout, "queue %s: no dead letters, nothing to %s\n", q.Name(), sub)

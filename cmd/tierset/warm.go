@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/tierset/tierset/internal/text"
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
@@ -16,11 +19,12 @@ import (
 const defaultRules = "examples/rules.json"
 
 func cmdWarm(ctx context.Context, args []string, e *env) error {
-	fs := newFlags("warm", "tierset warm -rules FILE [-redis URL] [-prefix P] [-prune] [-dry-run] [-progress auto|always|never]")
+	fs := newFlags("warm", "tierset warm -rules FILE [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run] [-progress auto|always|never]")
 	rulesPath := fs.String("rules", "", "rules `FILE` to load (JSON, see package rules); required")
 	redisURL := fs.String("redis", "", "Redis `URL` (redis://host:6379/0), or comma-separated cluster seeds;\nempty: an embedded in-memory Redis (nothing persists)")
 	prefix := fs.String("prefix", cache.DefaultPrefix, "key `prefix`")
 	prune := fs.Bool("prune", false, "delete stored promotions that are not in the file (without it they are only listed)")
+	maxPrune := fs.Int("max-prune", 0, "with -prune, refuse the whole run (write and delete nothing) when more than `N` promotions would be deleted;\n0: 10% of the stored promotions, at least 1")
 	dryRun := fs.Bool("dry-run", false, "validate and print what would change; write nothing")
 	progressMode := fs.String("progress", "auto", "progress line: auto (only on a terminal), always or never")
 	maxBytes := fs.Int64("max-bytes", rules.DefaultMaxBytes, "refuse rules files larger than this many `bytes`")
@@ -29,6 +33,9 @@ func cmdWarm(ctx context.Context, args []string, e *env) error {
 	}
 	if *rulesPath == "" {
 		return usagef("-rules is required")
+	}
+	if *maxPrune < 0 {
+		return usagef("-max-prune %d: want ≥ 0", *maxPrune)
 	}
 	showProgress, err := progressOn(*progressMode, e)
 	if err != nil {
@@ -47,9 +54,13 @@ func cmdWarm(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	fmt.Fprintf(e.stdout, "%s: %d promotions\n", *rulesPath, len(promos))
-	_, err = warmAndReport(ctx, c, promos, warm.Options{Prune: *prune, DryRun: *dryRun},
+	fmt.Fprintf(e.stdout, "%s: %d promotions\n", text.Escape(*rulesPath), len(promos))
+	sum, err := warmAndReport(ctx, c, promos, warm.Options{Prune: *prune, DryRun: *dryRun, MaxPrune: *maxPrune},
 		newProgress(e.stdout, showProgress, "warming"), e.stdout)
+	if errors.Is(err, warm.ErrPruneLimit) {
+		fmt.Fprintf(e.stdout, "would prune %d: %s\n", len(sum.WouldPrune), escapeJoin(sum.WouldPrune))
+		return fmt.Errorf("%w\nif the file is right, run again with -max-prune %d", err, len(sum.WouldPrune))
+	}
 	return err
 }
 
@@ -78,7 +89,7 @@ func warmAndReport(ctx context.Context, c *cache.Cache, promos []gradient.Promot
 	listIDs(w, "updated", sum.Updated)
 	listIDs(w, "pruned", sum.Pruned)
 	listIDs(w, "ended, skipped", sum.Ended)
-	if len(sum.WouldPrune) > 0 {
+	if len(sum.WouldPrune) > 0 && !opts.Prune {
 		listIDs(w, "stored but not in the file (kept; -prune deletes them)", sum.WouldPrune)
 	}
 	listIDs(w, "refused (reasons below)", sum.Refused)
@@ -97,9 +108,19 @@ func listIDs(w io.Writer, label string, ids []string) {
 		return
 	}
 	const show = 20
-	s := strings.Join(ids[:min(show, len(ids))], ", ")
+	s := escapeJoin(ids[:min(show, len(ids))])
 	if len(ids) > show {
 		s += fmt.Sprintf(", … and %d more", len(ids)-show)
 	}
 	fmt.Fprintf(w, "%s: %s\n", label, s)
+}
+
+// escapeJoin joins IDs for printing, each escaped: stored IDs need not
+// be ones this tool wrote.
+func escapeJoin(ids []string) string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = text.Escape(id)
+	}
+	return strings.Join(out, ", ")
 }

@@ -108,7 +108,7 @@ func run(ctx context.Context, rulesPath string, w io.Writer) error {
 		return err
 	}
 	defer m.Close()
-	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 
 	c, err := cache.New(client, cache.Options{Observer: cacheMetrics{m: cacheVars}})

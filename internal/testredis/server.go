@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,7 +74,9 @@ func (s *Server) Start() {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := c.Ping(ctx).Err()
 		cancel()
-		if err == nil {
+		// NOAUTH is an answer: the server is up and wants a password
+		// (--requirepass).
+		if err == nil || strings.HasPrefix(err.Error(), "NOAUTH") {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -101,13 +104,15 @@ func (s *Server) Restart() {
 }
 
 // Client returns a client for the server with the given options (Addr is
-// filled in), closed at cleanup.
+// filled in, and ContextTimeoutEnabled set, as cache.New and delay.New
+// require), closed at cleanup.
 func (s *Server) Client(opt *redis.Options) *redis.Client {
 	if opt == nil {
 		opt = &redis.Options{}
 	}
 	o := *opt
 	o.Addr = s.Addr()
+	o.ContextTimeoutEnabled = true
 	c := redis.NewClient(&o)
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c

@@ -75,7 +75,7 @@ func Prefix(t testing.TB) string {
 func Mini(t testing.TB) *Backend {
 	t.Helper()
 	m := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	return &Backend{Name: NameMini, Client: c, Mini: m, Prefix: Prefix(t)}
 }
@@ -109,6 +109,7 @@ func Redis(t testing.TB) *Backend {
 	if err != nil {
 		t.Fatalf("testredis: %s=%q: %v", EnvURL, url, err)
 	}
+	opt.ContextTimeoutEnabled = true // as cache.New and delay.New require
 	c := redis.NewClient(opt)
 	b := &Backend{Name: NameRedis, Client: c, Prefix: Prefix(t)}
 	ping(t, c)
