@@ -48,7 +48,7 @@ func relayChild(schema string) int {
 		fmt.Println("ERROR", err)
 		return 1
 	}
-	q, err := delay.New(redis.NewClient(&redis.Options{Addr: os.Getenv(envRelayRedis)}), "orders", delay.Options{})
+	q, err := delay.New(redis.NewClient(&redis.Options{Addr: os.Getenv(envRelayRedis), ContextTimeoutEnabled: true}), "orders", delay.Options{})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 1

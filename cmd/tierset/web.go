@@ -101,6 +101,7 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 		if err != nil {
 			return usagef("-redis %s: %v", webShownURL(*redisURL), errors.Unwrap(err))
 		}
+		opt.ContextTimeoutEnabled = true // cache.New refuses a client that ignores ctx deadlines
 		cfg.client, cfg.redisShown = redis.NewClient(opt), webShownURL(*redisURL)
 	}
 	defer cfg.client.Close()

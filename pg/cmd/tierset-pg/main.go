@@ -4,7 +4,7 @@
 // Usage:
 //
 //	tierset-pg migrate -source URL [-schema S]
-//	tierset-pg warm    -source URL [-schema S] [-redis URL] [-prefix P] [-prune] [-dry-run] [-watch [-full-every D]]
+//	tierset-pg warm    -source URL [-schema S] [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run] [-watch [-full-every D]]
 //
 // -source is a PostgreSQL URL (postgres://user@host:5432/db); a password
 // in it is never printed. warm validates every promotion with gradient: a
@@ -37,7 +37,7 @@ const usage = `tierset-pg: warm promotions from PostgreSQL into Redis.
 
 Usage:
   tierset-pg migrate -source URL [-schema S]
-  tierset-pg warm    -source URL [-schema S] [-redis URL] [-prefix P] [-prune] [-dry-run] [-watch [-full-every D]]
+  tierset-pg warm    -source URL [-schema S] [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run] [-watch [-full-every D]]
 
 Run "tierset-pg <command> -h" for a command's flags.
 Exit codes: 0 ok, 1 failure, 2 usage error.
@@ -164,6 +164,7 @@ func cmdWarm(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	redisURL := f.fs.String("redis", "redis://127.0.0.1:6379/0", "Redis `URL`")
 	prefix := f.fs.String("prefix", cache.DefaultPrefix, "key `prefix`")
 	prune := f.fs.Bool("prune", false, "delete stored promotions that have no row (without it they are only listed)")
+	maxPrune := f.fs.Int("max-prune", 0, "with -prune, refuse the whole run (write and delete nothing) when more than `N` promotions would be deleted;\n0: 10% of the stored promotions, at least 1")
 	dryRun := f.fs.Bool("dry-run", false, "validate and print what would change; write nothing")
 	watch := f.fs.Bool("watch", false, "after warming, keep refreshing each promotion whose rows change, until interrupted")
 	fullEvery := f.fs.Duration("full-every", 5*time.Minute, "with -watch: `period` of the full pass that catches missed notifications")
@@ -176,10 +177,14 @@ func cmdWarm(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *fullEvery <= 0 {
 		return usagef("-full-every %v: must be positive", *fullEvery)
 	}
+	if *maxPrune < 0 {
+		return usagef("-max-prune %d: want ≥ 0", *maxPrune)
+	}
 	opt, err := redis.ParseURL(*redisURL)
 	if err != nil {
 		return usagef("-redis: %v", err)
 	}
+	opt.ContextTimeoutEnabled = true // cache.New refuses a client that ignores ctx deadlines
 	rc := redis.NewClient(opt)
 	defer rc.Close()
 	c, err := cache.New(rc, cache.Options{Prefix: *prefix})
@@ -195,17 +200,20 @@ func cmdWarm(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usagef("%v", err)
 	}
-	opts := warm.Options{Prune: *prune, DryRun: *dryRun}
+	opts := warm.Options{Prune: *prune, DryRun: *dryRun, MaxPrune: *maxPrune}
 	start := time.Now()
 	sum, err := warm.FromSource(ctx, c, r, opts)
 	printSummary(stdout, sum, time.Since(start))
+	if errors.Is(err, warm.ErrPruneLimit) {
+		return fmt.Errorf("%w\nif the rows are right, run again with -max-prune %d", err, len(sum.WouldPrune))
+	}
 	if !*watch || (err != nil && !errors.Is(err, warm.ErrRefused)) {
 		return err
 	}
 	fmt.Fprintf(stdout, "watching %s for changes (full pass every %v); interrupt to stop\n", *f.schema, *fullEvery)
 	return pg.Watch(ctx, pool, r, c, pg.WatchOptions{
 		FullEvery: *fullEvery,
-		Warm:      warm.Options{Prune: *prune},
+		Warm:      warm.Options{Prune: *prune, MaxPrune: *maxPrune},
 		OnEvent:   func(e pg.WatchEvent) { printEvent(stdout, e) },
 	})
 }

@@ -192,3 +192,54 @@ func TestWarmWatch(t *testing.T) {
 		t.Fatal("-watch did not stop within 10 s of its context ending")
 	}
 }
+
+// TestWarmPruneLimit: with two rows deleted, -prune is refused under the
+// default limit (10% of 6, at least 1) and writes nothing; -max-prune 2
+// lets it through.
+func TestWarmPruneLimit(t *testing.T) {
+	url, schema, pool := seededPool(t)
+	srv := testredis.StartServer(t)
+	redisURL := "redis://" + srv.Addr() + "/0"
+	warmArgs := func(extra ...string) []string {
+		return append([]string{"warm", "-source", url, "-schema", schema, "-redis", redisURL}, extra...)
+	}
+	if code, out := runCLI(t, warmArgs()...); code != 0 {
+		t.Fatalf("first warm: exit %d\n%s", code, out)
+	}
+	r, err := pg.NewRules(pool, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"qty-3-5-10", "10086"} {
+		if ok, err := r.Delete(ctx, tx, id); err != nil || !ok {
+			t.Fatalf("delete %s: %v %v", id, ok, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"over the default limit", []string{"-prune"}, 1, "run again with -max-prune 2"},
+		{"nothing was pruned", nil, 0, "summary: added 0, updated 0, unchanged 4, pruned 0"},
+		{"explicit limit", []string{"-prune", "-max-prune", "2"}, 0, "pruned 2"},
+		{"negative limit", []string{"-prune", "-max-prune", "-1"}, 2, "-max-prune -1"},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			code, out := runCLI(t, warmArgs(st.args...)...)
+			if code != st.code || !strings.Contains(out, st.want) {
+				t.Fatalf("exit %d, want %d and %q\n%s", code, st.code, st.want, out)
+			}
+		})
+	}
+}

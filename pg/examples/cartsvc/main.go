@@ -91,6 +91,7 @@ func open(ctx context.Context, cfg config, log io.Writer) (*service, error) {
 		pool.Close()
 		return nil, fmt.Errorf("-redis: %w", err)
 	}
+	opt.ContextTimeoutEnabled = true // cache.New refuses a client that ignores ctx deadlines
 	rc := redis.NewClient(opt)
 	c, err := cache.New(rc, cache.Options{Prefix: cfg.prefix, MinorDigits: cfg.minorDigits, NoMinorUnits: cfg.minorDigits == 0})
 	var r *pg.Rules
