@@ -53,6 +53,11 @@ type Options struct {
 	// after DoneTTL removes it; it counts toward MaxTasksPerKey meanwhile.
 	// Default 0: off, finished tasks leave nothing.
 	DoneTTL time.Duration
+	// AllowEviction lets Check (and so Worker.Run) accept a server whose
+	// maxmemory-policy is allkeys-*, which can evict the queue's keys and
+	// lose tasks: it then warns through Observer.OnWarning instead of
+	// failing with ErrEvictionPolicy. Default false.
+	AllowEviction bool
 	// Now is the client clock. It never decides what is due (Redis TIME
 	// does); it only arms the worker's timer, through an offset to Redis
 	// TIME measured on every reply. Default time.Now. Tests inject skew here.
