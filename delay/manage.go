@@ -151,8 +151,8 @@ type DeadTask struct {
 	LastError      string
 	DiedAt         time.Time
 	Payload        []byte
-	// Err is set (wrapping ErrCorrupt) when the record does not decode;
-	// Purge still removes it.
+	// Err is set (wrapping ErrCorrupt) when the record does not decode,
+	// or wrapping ErrRecordLost when Redis lost it; Purge still removes it.
 	Err error
 }
 
@@ -178,9 +178,13 @@ func (q *Queue) ListDead(ctx context.Context, offset, count int) (DeadPage, erro
 			d.DiedAt = time.UnixMilli(ms)
 		}
 		rec, err := decodeRecord(r.str(i+2), q.o.MaxPayload)
-		if err != nil {
+		switch {
+		case r.str(i+2) == "":
+			// parked by take or sweep: Redis lost its record
+			d.Err = fmt.Errorf("%w: task %s", ErrRecordLost, d.ID)
+		case err != nil:
 			d.Err = err
-		} else {
+		default:
 			d.Key, d.Token, d.Attempt, d.LastError, d.Payload = rec.key, rec.token, rec.attempt, rec.err, rec.payload
 			if d.Token == "" {
 				d.Token = d.ID
