@@ -22,12 +22,14 @@ local key, dg, token, rec = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local epoch, mult, maxrel, maxper = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local now = now_ms()
 
-local ids, mine, recs = entry(tasks, idx, dg, key)
--- no entry for a new key is the common case; with no index at all while
--- the queue holds tasks, the index was lost, and a duplicate would pass
-if #ids == 0 and redis.call('EXISTS', idx) == 0 and queue_live(due, inflight, dead) then
+local iv = redis.call('HMGET', idx, dg, IDX_MARK)
+-- no index mark: a new queue, or an index lost while the queue holds
+-- tasks, where a duplicate would pass
+local mark = not iv[2]
+if mark and redis.call('EXISTS', idx) == 0 and queue_live(due, inflight, dead) then
   return {C_IDX_LOST}
 end
+local ids, mine, recs = entry(tasks, idx, dg, key, iv[1])
 local w = tonumber(ARGV[5])
 local ms = epoch + w
 if w < 0 then ms = now - w - 1 end
@@ -76,6 +78,7 @@ if #ids == 1 then
 end
 ids[#ids + 1] = id
 idx_set(idx, dg, ids)
+if mark then redis.call('HSET', idx, IDX_MARK, '1') end
 add_due(due, wake, id, score)
 redis.call('HSET', ctr, 'id', fmt(n), ctr_last(st))
 if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end

@@ -53,24 +53,25 @@ if n == 0 then return out end
 local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]), tonumber(last[3]))
 local assign = st.assign
 
-local have
+-- have[n + 1] is the index mark (see IDX_MARK)
+local have, mark
 do
   local dgs = {}
   for i = 1, n do dgs[i] = ARGV[3 * i + 2] end
-  if n <= 1000 then
+  dgs[n + 1] = IDX_MARK
+  if n < 1000 then
     have = redis.call('HMGET', idx, unpack(dgs))
   else
     have = {}
-    for s = 1, n, 1000 do
-      local part = redis.call('HMGET', idx, unpack(dgs, s, math.min(s + 999, n)))
+    for s = 1, n + 1, 1000 do
+      local part = redis.call('HMGET', idx, unpack(dgs, s, math.min(s + 999, n + 1)))
       for k = 1, #part do have[s + k - 1] = part[k] end
     end
   end
-  -- no entry for any job (new keys: the common case) and no index at all
-  -- while the queue holds tasks: the index was lost, duplicates would pass
-  local any = false
-  for i = 1, n do if have[i] then any = true break end end
-  if not any and redis.call('EXISTS', idx) == 0 and queue_live(due, inflight, dead) then
+  -- no mark: a new queue, or an index lost while the queue holds tasks,
+  -- where duplicates would pass
+  mark = not have[n + 1]
+  if mark and redis.call('EXISTS', idx) == 0 and queue_live(due, inflight, dead) then
     return {-C_IDX_LOST}
   end
 end
@@ -279,13 +280,17 @@ for i = 1, n do
 end
 if created + restored == 0 then return out end
 
--- the guard against a counter gone back: no new ID may have a record
-for _, pre in ipairs(rorder) do
-  local l, f = recb[pre], {}
+-- the guard against a counter gone back: no new ID may have a record.
+-- Only the first bucket can hold older IDs; the others must not exist.
+if #rorder > 0 then
+  local l, f = recb[rorder[1]], {}
   for k = 1, #l / 2 do f[k] = l[2 * k - 1] end
-  if #f > 0 then
-    local got = redis.call('HMGET', tasks .. ':' .. pre, unpack(f))
-    for k = 1, #got do if got[k] then return {-C_CTR_LOST} end end
+  local got = redis.call('HMGET', tasks .. ':' .. rorder[1], unpack(f))
+  for k = 1, #got do if got[k] then return {-C_CTR_LOST} end end
+  if #rorder > 1 then
+    local ks = {}
+    for k = 2, #rorder do ks[k - 1] = tasks .. ':' .. rorder[k] end
+    if redis.call('EXISTS', unpack(ks)) > 0 then return {-C_CTR_LOST} end
   end
 end
 
@@ -310,6 +315,10 @@ for _, dg in ipairs(slowdg) do
     iw[m + 2] = table.concat(s.ids, ',')
     m = m + 2
   end
+end
+if mark then
+  iw[m + 1] = IDX_MARK
+  iw[m + 2] = '1'
 end
 each_slice(iw, 1000, function(...) redis.call('HSET', idx, ...) end)
 each_slice(zadds, 1000, function(...) redis.call('ZADD', due, ...) end)

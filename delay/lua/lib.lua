@@ -40,6 +40,10 @@ local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
 local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
 local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
 local DIGEST_LEN = 6 -- digestLen in keys.go
+-- The index holds a marker field IDX_MARK (no digest has it) from the
+-- first enqueue on, read in the same HMGET as the entries: an index
+-- without it is new, or gone (checked then), at no cost on the hot path.
+local IDX_MARK = '~'
 local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
 local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
 
@@ -211,9 +215,11 @@ end
 -- It returns ids, the live IDs in entry order (an ID whose record is gone
 -- is stale and left out, so a rewrite drops it); mine, those whose record
 -- holds key; and recs, ID -> parsed record (false when unreadable: kept
--- in the entry, counted for no key).
-local function entry(tasks, idx, dg, key)
-  local all = entry_ids(redis.call('HGET', idx, dg))
+-- in the entry, counted for no key). pre is the entry when the caller
+-- read it already (false: none).
+local function entry(tasks, idx, dg, key, pre)
+  if pre == nil then pre = redis.call('HGET', idx, dg) end
+  local all = entry_ids(pre)
   local ids, mine, recs = {}, {}, {}
   if #all == 0 then return ids, mine, recs end
   local blobs = get_recs(tasks, all)
