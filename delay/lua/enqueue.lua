@@ -58,7 +58,7 @@ if #mine >= maxper or #ids >= 4 * maxper then return {C_TOO_MANY} end
 -- HINCRBY).
 local last = redis.call('HMGET', ctr, 'ms', 'seq', 'req', 'id')
 if not last[4] then
-  if queue_live(due, inflight, dead, idx) then return {C_CTR_LOST} end
+  if queue_live(due, inflight, dead, idx, stats) then return {C_CTR_LOST} end
 elseif not string.match(last[4], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises HINCRBY's error
 local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]), tonumber(last[3]))
 local score, code = st.assign(ms)

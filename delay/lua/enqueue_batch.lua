@@ -42,7 +42,7 @@ local id0 = 0
 if last[4] then
   if not string.match(last[4], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises the error HINCRBY would
   id0 = tonumber(last[4])
-elseif n > 0 and queue_live(due, inflight, dead, idx) then
+elseif n > 0 and queue_live(due, inflight, dead, idx, stats) then
   return {-C_CTR_LOST}
 end
 local out = {now, id0}
