@@ -47,12 +47,15 @@ func fill(t *testing.T, ctx context.Context, q *Queue, at time.Time, n int) {
 	mustEnqueue(t, ctx, q, Job{Key: "elsewhere", When: At(at.Add(-time.Hour))})
 }
 
-// moveCases are the cases; a stopped clock (miniredis) needs a window of
-// full milliseconds just wider than a search, a running one more.
-func moveCases(stopped bool) []moveCase {
+// moveCases are the cases. stopped is the server's stopped clock
+// (miniredis), around which a window of full milliseconds just wider than
+// a search is enough; a running clock (zero stopped) needs more.
+func moveCases(stopped time.Time) []moveCase {
 	window, before := 3000, time.Second
-	if stopped {
+	clock := time.Now
+	if !stopped.IsZero() {
 		window, before = 200, 50*time.Millisecond
+		clock = func() time.Time { return stopped }
 	}
 	at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	return []moveCase{
@@ -135,7 +138,7 @@ func moveCases(stopped bool) []moveCase {
 					}
 				}
 				// one task a ms: every ms of the window around now is full
-				fill(t, ctx, q, time.Now().Add(-before), window)
+				fill(t, ctx, q, clock().Add(-before), window)
 				return []string{"victim"}
 			},
 			move: func(ctx context.Context, q *Queue) error {
@@ -158,10 +161,14 @@ func moveCases(stopped bool) []moveCase {
 // movesAllOrNothing runs each case: the move fails with its typed error
 // and every key of the queue, and every task's Lookup, is as it was.
 func movesAllOrNothing(t *testing.T, b *testredis.Backend) {
-	for i, c := range moveCases(b.Mini != nil) {
+	var stopped time.Time
+	if b.Mini != nil {
+		stopped = time.Now()
+		b.Mini.SetTime(stopped)
+	}
+	for i, c := range moveCases(stopped) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := testCtx(t)
-			setTime(b, time.Now())
 			codec := score.DefaultTimeCodec()
 			if c.bits != score.DefaultSeqBits || c.epoch != 0 {
 				var epoch time.Time
