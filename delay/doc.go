@@ -98,6 +98,9 @@
 //     marked so that their ack removes them and Retry, Kill or the sweep
 //     delete them instead of retrying; CancelResult says what was found.
 //     Reschedule moves pending tasks and reports in-flight ones untouched.
+//     Reschedule, Requeue and Retry find every new score before their
+//     first write: an error leaves every task where and as it was
+//     (TestFaultMoveFails).
 //     Tests: TestCancelReschedule, TestSweepDeletesCancelled,
 //     TestNothingLeaks10k (10k tasks through every path, then only the
 //     counter keys remain), TestIndexFollowsTasks (the index entry of a key
@@ -106,6 +109,16 @@
 //  9. Reconcile. Queue.Reconcile lists a Source in pages, re-adds what Redis
 //     lacks (idempotent, same key and token) and removes pending tasks due
 //     before the bound that the source lacks, in batches. Test: TestReconcile.
+//  10. Lost keys (eviction, a stray DEL). IDs are never reused and records
+//     never overwritten: an enqueue that finds the ID counter or the index
+//     gone while the queue holds tasks writes nothing, Queue.Repair puts
+//     it back, and the enqueue is sent again. A due or in-flight ID whose
+//     record is gone goes to the dead set (ErrRecordLost), a record whose
+//     due entry is gone is put back in due by its next enqueue (ErrDueLost);
+//     each is counted in Stats and sent to Observer.OnLoss, and Reconcile
+//     restores what was lost. Check (run by Worker.Run) refuses allkeys-*
+//     eviction. Tests: TestFaultKeyLoss, TestFaultEvictionLoss,
+//     TestFaultEvictionPolicy; docs/operations.md.
 //
 // Bad input (TestBadInput, 41 rows) gets a typed error and writes nothing;
 // corrupt records planted in Redis give ErrCorrupt and never a panic or a
@@ -124,7 +137,7 @@
 //	<prefix>:{q:<name>}:tasks:<b>    HASH  task ID -> record (header, key, token, last error, payload)
 //	<prefix>:{q:<name>}:idx          HASH  key digest -> comma-separated task IDs
 //	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score
-//	<prefix>:{q:<name>}:stats        HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt)
+//	<prefix>:{q:<name>}:stats        HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt, lost, restored, ctr_lost, idx_lost)
 //	<prefix>:{q:<name>}:wake         LIST  ≤ 1 element, expires after 60 s
 //
 // Task IDs are base-36 counters. Records live in bucket hashes: <b> is

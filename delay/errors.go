@@ -44,6 +44,34 @@ var (
 	ErrSeqExhausted = errors.New("delay: sequence space exhausted")
 	// ErrCorrupt: a task record in Redis that does not decode.
 	ErrCorrupt = errors.New("delay: corrupt task record")
+	// ErrCounterLost: the task ID counter (the ctr hash) was gone while the
+	// queue held tasks, or behind an ID that has a record (eviction, a
+	// stray DEL). The enqueue wrote nothing; the queue repairs the counter
+	// past every ID it finds (Repair) and sends it again, so an ID is never
+	// reused and a record never overwritten.
+	ErrCounterLost = errors.New("delay: task ID counter lost")
+	// ErrIndexLost: the key index was gone while the queue held tasks, so
+	// duplicates and Cancel could not be told. The enqueue wrote nothing;
+	// the queue rebuilds the index from the records (Repair) and sends it again.
+	ErrIndexLost = errors.New("delay: key index lost")
+	// ErrRecordLost: a task ID due or in flight whose record is gone (an
+	// evicted tasks bucket). The ID is moved to the dead set, counted in
+	// Stats.Lost and reported to Observer.OnLoss; Reconcile re-adds the
+	// task from its Source.
+	ErrRecordLost = errors.New("delay: task record lost")
+	// ErrDueLost: a task record in no set (its due entry lost, e.g. an
+	// evicted due set). Enqueueing its (Key, Token) again puts it back in
+	// due (Enqueued.Restored, Stats.Restored, Observer.OnLoss); Repair
+	// counts such records.
+	ErrDueLost = errors.New("delay: task due entry lost")
+	// ErrEvictionPolicy: the server's maxmemory-policy (allkeys-*) may evict
+	// the queue's keys, which loses tasks. Check refuses it unless
+	// Options.AllowEviction, which turns it into an Observer warning.
+	ErrEvictionPolicy = errors.New("delay: server eviction policy may evict queue keys")
+	// ErrConfigUnavailable: the server refused CONFIG GET (managed
+	// services rename or block it), so Check could not read the eviction
+	// policy. A warning, never a refusal.
+	ErrConfigUnavailable = errors.New("delay: server refused CONFIG GET")
 	// ErrCrossSlot: the keys of one script or pipeline would span Redis
 	// Cluster hash slots. Refused on the client before anything is sent;
 	// the error also wraps the guard's own detail. With keys built only by

@@ -53,7 +53,8 @@ type RescheduleResult struct {
 	Due      time.Time // the new due time of the last task moved
 }
 
-// Reschedule moves every pending task of key to w (O(log N) per task).
+// Reschedule moves every pending task of key to w (O(log N) per task). It
+// is all or nothing: on an error every task is where and as it was.
 func (q *Queue) Reschedule(ctx context.Context, key string, w When) (RescheduleResult, error) {
 	return q.RescheduleToken(ctx, key, "", w)
 }
@@ -150,8 +151,8 @@ type DeadTask struct {
 	LastError      string
 	DiedAt         time.Time
 	Payload        []byte
-	// Err is set (wrapping ErrCorrupt) when the record does not decode;
-	// Purge still removes it.
+	// Err is set (wrapping ErrCorrupt) when the record does not decode,
+	// or wrapping ErrRecordLost when Redis lost it; Purge still removes it.
 	Err error
 }
 
@@ -177,9 +178,13 @@ func (q *Queue) ListDead(ctx context.Context, offset, count int) (DeadPage, erro
 			d.DiedAt = time.UnixMilli(ms)
 		}
 		rec, err := decodeRecord(r.str(i+2), q.o.MaxPayload)
-		if err != nil {
+		switch {
+		case r.str(i+2) == "":
+			// parked by take or sweep: Redis lost its record
+			d.Err = fmt.Errorf("%w: task %s", ErrRecordLost, d.ID)
+		case err != nil:
 			d.Err = err
-		} else {
+		default:
 			d.Key, d.Token, d.Attempt, d.LastError, d.Payload = rec.key, rec.token, rec.attempt, rec.err, rec.payload
 			if d.Token == "" {
 				d.Token = d.ID
@@ -203,7 +208,9 @@ func checkIDs(ids []string) error {
 }
 
 // Requeue moves dead tasks (at most MaxBatch IDs) back to due now, with
-// their attempt count reset (the last error is kept). It returns how many were requeued.
+// their attempt count reset (the last error is kept). It returns how many
+// were requeued. It is all or nothing: on an error (ErrSeqExhausted,
+// score.ErrOutOfRange) every task is still dead, as it was.
 func (q *Queue) Requeue(ctx context.Context, ids ...string) (int, error) {
 	if err := checkIDs(ids); err != nil || len(ids) == 0 {
 		return 0, err
@@ -216,6 +223,9 @@ func (q *Queue) Requeue(ctx context.Context, ids ...string) (int, error) {
 		[]string{q.k.dead, q.k.tasks, q.k.due, q.k.ctr, q.k.stats, q.k.wake}, args...)
 	if err != nil {
 		return 0, err
+	}
+	if err := codeErr(r.int(0)); err != nil {
+		return 0, fmt.Errorf("delay: requeue: %w", err) // nothing was moved
 	}
 	return int(r.int(1)), nil
 }
@@ -265,6 +275,11 @@ type Stats struct {
 	OldestDueAge time.Duration
 	// Counters since the queue's keys were created.
 	Delivered, Acked, Retries, DeadLettered, Expired, Cancelled, SeqOverflows, Corrupt int64
+	// Losses Redis caused and the queue met (see Observer.OnLoss): task
+	// IDs due or in flight without a record, moved to dead (Lost); records
+	// in no set put back in due by a new enqueue of their (Key, Token)
+	// (Restored); ID counters and indexes repaired (CounterLost, IndexLost).
+	Lost, Restored, CounterLost, IndexLost int64
 	// Lateness counts deliveries by lateness (Redis TIME at take minus the
 	// due time, both by the server's clock), in power-of-two buckets.
 	Lateness LatenessBuckets
@@ -343,6 +358,14 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 			s.SeqOverflows = v
 		case "corrupt":
 			s.Corrupt = v
+		case "lost":
+			s.Lost = v
+		case "restored":
+			s.Restored = v
+		case "ctr_lost":
+			s.CounterLost = v
+		case "idx_lost":
+			s.IndexLost = v
 		default:
 			if b, ok := strings.CutPrefix(r.str(i), "lat:"); ok {
 				if n, err := strconv.Atoi(b); err == nil && n >= 0 && n < len(s.Lateness.Counts) {

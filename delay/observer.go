@@ -26,6 +26,14 @@ type Observer interface {
 	OnSweep(queue string, returned, dead int)
 	// OnError: an operation failed (op names it, e.g. "take", "ack").
 	OnError(queue string, op string, err error)
+	// OnLoss: Redis lost part of the queue's state and the queue met it.
+	// err wraps ErrCounterLost or ErrIndexLost (repaired), ErrRecordLost
+	// (n task IDs without a record, moved to the dead set) or ErrDueLost
+	// (n records in no set: put back in due, or found by Repair).
+	OnLoss(queue string, err error, n int)
+	// OnWarning: a server setting puts the queue's data at risk, or could
+	// not be read (err wraps ErrEvictionPolicy or ErrConfigUnavailable).
+	OnWarning(queue string, err error)
 }
 
 // NopObserver ignores every event. It is the default Observer.
@@ -38,12 +46,16 @@ func (NopObserver) OnRetry(string, int, time.Duration) {}
 func (NopObserver) OnDead(string, int)                 {}
 func (NopObserver) OnSweep(string, int, int)           {}
 func (NopObserver) OnError(string, string, error)      {}
+func (NopObserver) OnLoss(string, error, int)          {}
+func (NopObserver) OnWarning(string, error)            {}
 
 // Recorder is a ready-made Observer: atomic counters plus a lateness
 // Histogram. Its zero value is ready; benchmarks reuse it.
 type Recorder struct {
 	Enqueued, Duplicates, Delivered, Acked, Retries, Dead, Swept, Errors atomic.Int64
-	Lateness                                                             Histogram
+	// Losses sums OnLoss's n; Warnings counts OnWarning calls.
+	Losses, Warnings atomic.Int64
+	Lateness         Histogram
 }
 
 func (r *Recorder) OnEnqueue(_ string, dup bool) {
@@ -59,6 +71,8 @@ func (r *Recorder) OnRetry(string, int, time.Duration)    { r.Retries.Add(1) }
 func (r *Recorder) OnDead(string, int)                    { r.Dead.Add(1) }
 func (r *Recorder) OnSweep(_ string, returned, _ int)     { r.Swept.Add(int64(returned)) }
 func (r *Recorder) OnError(string, string, error)         { r.Errors.Add(1) }
+func (r *Recorder) OnLoss(_ string, _ error, n int)       { r.Losses.Add(int64(n)) }
+func (r *Recorder) OnWarning(string, error)               { r.Warnings.Add(1) }
 
 // Histogram is a concurrency-safe log-linear histogram of durations with
 // 1 µs resolution and about 3% relative error (32 sub-buckets per power of

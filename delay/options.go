@@ -60,6 +60,11 @@ type Options struct {
 	// deadlines on the socket and a Redis stall holds Enqueue for
 	// ReadTimeout (3 s by default) whatever the caller's ctx says.
 	AllowNoContextTimeout bool
+	// AllowEviction lets Check (and so Worker.Run) accept a server whose
+	// maxmemory-policy is allkeys-*, which can evict the queue's keys and
+	// lose tasks: it then warns through Observer.OnWarning instead of
+	// failing with ErrEvictionPolicy. Default false.
+	AllowEviction bool
 	// Now is the client clock. It never decides what is due (Redis TIME
 	// does); it only arms the worker's timer, through an offset to Redis
 	// TIME measured on every reply. Default time.Now. Tests inject skew here.

@@ -133,7 +133,11 @@ type Enqueued struct {
 	Seq int64
 	// Duplicate: (Key, Token) already existed; nothing was changed.
 	Duplicate bool
-	State     State
+	// Restored: (Key, Token) had a record in no set (Redis lost its due
+	// entry); it is due again at the When asked for, under its old ID
+	// (ErrDueLost, reported to Observer.OnLoss and in Stats.Restored).
+	Restored bool
+	State    State
 	// Err is a per-job error in EnqueueBatch (nil in Enqueue's result).
 	Err error
 }
@@ -268,18 +272,29 @@ func (q *Queue) Enqueue(ctx context.Context, j Job) (Enqueued, error) {
 func (q *Queue) enqueueOne(ctx context.Context, j Job, mode string, v int64) (Enqueued, error) {
 	sent := q.o.Now()
 	dg := digest(j.Key)
-	r, err := run(ctx, q.c, scriptEnqueueOne, "enqueue", q.enqueueKeys(),
-		j.Key, dg, j.Token, freshRecord(dg, j.Key, j.Token, j.Payload), q.whenArg(mode, v),
-		q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey)
-	if err != nil {
-		return Enqueued{}, err
+	var r reply
+	for repaired := false; ; repaired = true {
+		var err error
+		r, err = run(ctx, q.c, scriptEnqueueOne, "enqueue", q.enqueueKeys(),
+			j.Key, dg, j.Token, freshRecord(dg, j.Key, j.Token, j.Payload), q.whenArg(mode, v),
+			q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey)
+		if err != nil {
+			return Enqueued{}, err
+		}
+		if c := r.int(0); repaired || (c != codeCtrLost && c != codeIdxLost) {
+			break
+		}
+		// refused before any write: repair once, then send again
+		if _, err := q.Repair(ctx); err != nil {
+			return Enqueued{}, err
+		}
 	}
-	// enqueue.lua: {C_OK, id, score, now} | {C_DUP, id, state, score, now} | {code}
+	// enqueue.lua: {C_OK, id, score, now} | {C_DUP|C_RESTORED, id, state, score, now} | {code}
 	switch r.int(0) {
 	case codeOK:
 		q.observeTime(r.int(3), sent, q.o.Now())
 		return q.enqueued(j, reply{r.int(0), r.str(1), "", r.str(2)}, 0)
-	case codeDup:
+	case codeDup, codeRestored:
 		q.observeTime(r.int(4), sent, q.o.Now())
 		return q.enqueued(j, r, 0)
 	}
@@ -329,6 +344,10 @@ func (q *Queue) enqueued(j Job, r reply, off int) (Enqueued, error) {
 		if e.State == StatePending {
 			sc, ok = r.score(off + 3)
 		}
+	case codeRestored:
+		e = Enqueued{ID: r.str(off + 1), State: StatePending, Restored: true}
+		sc, ok = r.score(off + 3)
+		q.o.Observer.OnLoss(q.name, fmt.Errorf("%w: task %s of %q put back in due", ErrDueLost, e.ID, j.Key), 1)
 	}
 	e.Token = j.Token
 	if e.Token == "" {
@@ -385,6 +404,7 @@ func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJo
 		}
 		q.enqueueLoaded.Store(true)
 	}
+	repaired := false
 	for start := 0; start < len(todo); start += MaxBatch {
 		var calls []enqueueCall
 		chunk := todo[start:min(start+MaxBatch, len(todo))]
@@ -413,6 +433,7 @@ func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJo
 			_, perr := pipe.Exec(ctx)
 			recv := q.o.Now()
 			var retry []enqueueCall
+			lost := false
 			for k, c := range calls {
 				v, err := cmds[k].Slice()
 				switch {
@@ -421,6 +442,17 @@ func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJo
 				case err != nil:
 					for _, i := range c.idx {
 						out[i].Err = wrapErr(ctx, "enqueue", err)
+					}
+				case err == nil && len(v) == 1 && reply(v).int(0) < 0:
+					// {-code}: refused before any write (counter or index lost)
+					code := -reply(v).int(0)
+					if !repaired && (code == codeCtrLost || code == codeIdxLost) {
+						lost = true
+						retry = append(retry, c)
+						continue
+					}
+					for _, i := range c.idx {
+						out[i].Err = fmt.Errorf("delay: enqueue %q: %w", jobs[i].Key, codeErr(code))
 					}
 				default:
 					r := reply(v)
@@ -434,6 +466,12 @@ func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJo
 			if perr != nil && !isRedisReplyErr(perr) {
 				// A transport failure reached every command of the chunk.
 				return wrapErr(ctx, "enqueue batch", perr)
+			}
+			if lost {
+				if _, err := q.Repair(ctx); err != nil {
+					return err
+				}
+				repaired = true
 			}
 			if len(retry) > 0 {
 				// Redis lost its script cache (restart, failover): load, resend those.
@@ -505,6 +543,9 @@ type Batch struct {
 	NextExpiry time.Time
 	// Corrupt counts unreadable records met and parked in the dead set.
 	Corrupt int
+	// Lost counts due task IDs whose record was gone (ErrRecordLost),
+	// moved to the dead set.
+	Lost int
 }
 
 // Take atomically takes at most n (1..MaxBatch) tasks due by Redis TIME,
@@ -528,6 +569,9 @@ func (q *Queue) Take(ctx context.Context, n int) (Batch, error) {
 	nowMs := r.int(1)
 	q.observeTime(nowMs, sent, q.o.Now())
 	b := Batch{ServerTime: time.UnixMilli(nowMs), Corrupt: int(r.int(4))}
+	if v, ok := r.at(4).([]any); ok { // {parked, lost}: see take.lua
+		b.Corrupt, b.Lost = int(reply(v).int(0)), int(reply(v).int(1))
+	}
 	if sc, ok := r.score(2); ok {
 		if t, _, err := q.o.Codec.DecodeTime(sc); err == nil {
 			b.NextDue = t
@@ -575,6 +619,11 @@ func (q *Queue) Take(ctx context.Context, n int) (Batch, error) {
 	}
 	if b.Corrupt > 0 {
 		bad = append(bad, fmt.Errorf("%w: %d unreadable records moved to the dead set", ErrCorrupt, b.Corrupt))
+	}
+	if b.Lost > 0 {
+		lerr := fmt.Errorf("%w: %d due task IDs without a record moved to the dead set", ErrRecordLost, b.Lost)
+		q.o.Observer.OnLoss(q.name, lerr, b.Lost)
+		bad = append(bad, lerr)
 	}
 	if len(bad) > 0 {
 		return b, errors.Join(bad...)
@@ -762,6 +811,9 @@ type SweepResult struct {
 	// Tombstones is how many tombstones (Options.DoneTTL) past their end
 	// were deleted, at most limit.
 	Tombstones int
+	// Lost counts expired leases whose record was gone (ErrRecordLost),
+	// moved to the dead set and reported to Observer.OnLoss.
+	Lost int
 }
 
 // Sweep handles at most limit (1..MaxBatch) leases that expired by Redis TIME.
@@ -775,7 +827,11 @@ func (q *Queue) Sweep(ctx context.Context, limit int) (SweepResult, error) {
 	if err != nil {
 		return SweepResult{}, err
 	}
-	res := SweepResult{Returned: int(r.int(1)), Dead: int(r.int(2)), Deleted: int(r.int(3)), Tombstones: int(r.int(4))}
+	res := SweepResult{Returned: int(r.int(1)), Dead: int(r.int(2)), Deleted: int(r.int(3)), Tombstones: int(r.int(4)),
+		Lost: int(r.int(5))}
+	if res.Lost > 0 {
+		q.o.Observer.OnLoss(q.name, fmt.Errorf("%w: %d in-flight task IDs without a record moved to the dead set", ErrRecordLost, res.Lost), res.Lost)
+	}
 	if res.Returned+res.Dead > 0 {
 		q.o.Observer.OnSweep(q.name, res.Returned, res.Dead)
 	}

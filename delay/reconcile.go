@@ -40,11 +40,14 @@ type ReconcileOptions struct {
 
 // ReconcileResult counts what Reconcile did.
 type ReconcileResult struct {
-	Listed  int // tasks the source listed
-	Added   int // missing from Redis: enqueued (same key and token)
-	Present int // already in Redis, in any state: left alone
-	Invalid int // rejected source tasks (bad key, token or time); see FirstInvalid
-	Removed int // pending in Redis, due before the bound, unknown to the source
+	Listed int // tasks the source listed
+	Added  int // missing from Redis: enqueued (same key and token)
+	// Restored counts tasks whose record Redis kept but whose due entry it
+	// lost: put back in due under their old ID (Enqueued.Restored).
+	Restored int
+	Present  int // already in Redis, in any state: left alone
+	Invalid  int // rejected source tasks (bad key, token or time); see FirstInvalid
+	Removed  int // pending in Redis, due before the bound, unknown to the source
 	// Untracked counts pending tasks with a generated token (the source
 	// cannot know them); they are never removed.
 	Untracked    int
@@ -117,6 +120,8 @@ func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opt
 				if res.FirstInvalid == nil {
 					res.FirstInvalid = e.Err
 				}
+			case e.Restored:
+				res.Restored++
 			case e.Duplicate:
 				res.Present++
 			default:

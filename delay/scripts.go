@@ -52,6 +52,8 @@ var (
 	luaLookup string
 	//go:embed lua/deadlist.lua
 	luaDeadList string
+	//go:embed lua/repair.lua
+	luaRepair string
 )
 
 // Each script is the part of lib.lua it uses followed by its own body.
@@ -78,6 +80,7 @@ var (
 	scriptStats      = redis.NewScript(compose(luaLib, luaStats))
 	scriptLookup     = redis.NewScript(compose(luaLib, luaLookup))
 	scriptDeadList   = redis.NewScript(compose(luaLib, luaDeadList))
+	scriptRepair     = redis.NewScript(compose(luaLib, luaRepair))
 )
 
 var libFunc = regexp.MustCompile(`(?m)^local function ([A-Za-z_][A-Za-z0-9_]*)`)
@@ -192,13 +195,16 @@ const (
 	codeCorrupt     = 8
 	codeCancelled   = 9
 	codeDead        = 10
+	codeCtrLost     = 11
+	codeIdxLost     = 12
+	codeRestored    = 13
 )
 
 // codeErr is the one place script codes become errors. Informational codes
 // (OK, duplicate, cancelled, dead) map to nil.
 func codeErr(code int64) error {
 	switch code {
-	case codeOK, codeDup, codeCancelled, codeDead:
+	case codeOK, codeDup, codeCancelled, codeDead, codeRestored:
 		return nil
 	case codeNotFound:
 		return ErrNotFound
@@ -214,6 +220,10 @@ func codeErr(code int64) error {
 		return ErrSeqExhausted
 	case codeCorrupt:
 		return ErrCorrupt
+	case codeCtrLost:
+		return ErrCounterLost
+	case codeIdxLost:
+		return ErrIndexLost
 	}
 	return fmt.Errorf("%w: unknown script code %d", ErrCorrupt, code)
 }
@@ -261,6 +271,14 @@ func (r reply) str(i int) string {
 		return strconv.FormatInt(v, 10)
 	}
 	return ""
+}
+
+// at is element i (nil past the end).
+func (r reply) at(i int) any {
+	if i >= len(r) {
+		return nil
+	}
+	return r[i]
 }
 
 // score parses an integer score as Redis formats it ("" = absent).

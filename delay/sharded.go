@@ -244,6 +244,7 @@ func (s *Sharded) Sweep(ctx context.Context, limit int) (SweepResult, error) {
 		total.Dead += r.Dead
 		total.Deleted += r.Deleted
 		total.Tombstones += r.Tombstones
+		total.Lost += r.Lost
 	}
 	return total, nil
 }

@@ -142,6 +142,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer w.running.Store(false)
 	q := w.q
+	// A server that may evict the queue's keys is refused before any take.
+	if _, err := q.Check(ctx); err != nil {
+		return err
+	}
 	// Handlers and their completions outlive ctx by up to ShutdownTimeout.
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hcancel()
@@ -199,7 +203,8 @@ loop:
 			}
 		}
 		b, err := q.Take(ctx, n)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
+		// ErrCorrupt and ErrRecordLost come with a batch of good tasks
+		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrRecordLost) {
 			if ctx.Err() != nil {
 				break
 			}

@@ -100,7 +100,7 @@ func TestAckManyBulkSemantics(t *testing.T) {
 }
 
 // The bulk take script's effects: corrupt records parked in dead, records
-// that vanished skipped, counters, states and the lateness histogram kept,
+// that vanished parked in dead and reported as lost, counters, states and the lateness histogram kept,
 // a fresh fence per take.
 func TestTakeBulkEffects(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
@@ -111,7 +111,8 @@ func TestTakeBulkEffects(t *testing.T) {
 			corrupt, due, fly, dead int64
 			delivered               string
 			lat                     int // deliveries filed by lateness (buckets depend on timing)
-			errCorrupt              bool
+			errCorrupt, errLost     bool
+			lost                    int
 		}
 		takeWith := func(name string, take func(*Queue, context.Context, int) (Batch, error)) result {
 			q, err := New(b.Client, name, Options{Prefix: b.Prefix})
@@ -127,7 +128,8 @@ func TestTakeBulkEffects(t *testing.T) {
 			b.Client.ZAdd(ctx, q.k.due, redis.Z{Score: float64(past), Member: "c1"})
 			b.Client.ZAdd(ctx, q.k.due, redis.Z{Score: float64(past + 1), Member: "norecord"})
 			bt, err := take(q, ctx, 5) // c1, norecord and three good ones
-			r := result{errCorrupt: errors.Is(err, ErrCorrupt), corrupt: int64(bt.Corrupt)}
+			r := result{errCorrupt: errors.Is(err, ErrCorrupt), errLost: errors.Is(err, ErrRecordLost),
+				corrupt: int64(bt.Corrupt), lost: bt.Lost}
 			bt2, err := take(q, ctx, 10)
 			if err != nil {
 				t.Fatal(err)
@@ -157,7 +159,7 @@ func TestTakeBulkEffects(t *testing.T) {
 			r.fly = b.Client.ZCard(ctx, q.k.inflight).Val()
 			r.dead = b.Client.ZCard(ctx, q.k.dead).Val()
 			st := b.Client.HGetAll(ctx, q.k.stats).Val()
-			r.delivered = st["delivered"] + "/" + st["corrupt"]
+			r.delivered = st["delivered"] + "/" + st["corrupt"] + "/" + st["lost"]
 			for k, v := range st {
 				if strings.HasPrefix(k, "lat:") {
 					n, _ := strconv.Atoi(v)
@@ -167,7 +169,8 @@ func TestTakeBulkEffects(t *testing.T) {
 			return r
 		}
 		want := takeWith("viatake", (*Queue).Take)
-		if !want.errCorrupt || want.corrupt != 1 || want.fly != 6 || want.due != 1 || want.dead != 1 || want.lat != 6 {
+		if !want.errCorrupt || !want.errLost || want.corrupt != 1 || want.lost != 1 || want.fly != 6 || want.due != 1 ||
+			want.dead != 2 || want.lat != 6 || want.delivered != "6/1/1" {
 			t.Fatalf("unexpected baseline %+v", want)
 		}
 	})

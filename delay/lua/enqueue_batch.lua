@@ -21,7 +21,11 @@
 -- base36(id0 + 1), base36(id0 + 2), ... in job order, and ri is the score
 -- of job i's task when it made one (integer replies, exact below 2^53);
 -- otherwise ri is {C_DUP, id, state, score} (the score as ZSCORE gives it)
--- or {code}.
+-- or {code}, or {C_RESTORED, id, 'pending', score} for a task whose
+-- record was in no set (its due entry lost): it is due again at its when.
+-- {-C_CTR_LOST} | {-C_IDX_LOST} (now is never negative): the counter or
+-- the index is gone while the queue holds tasks, or a new ID already has
+-- a record; nothing was written, Go repairs and sends again.
 local due, inflight, dead, tasks, idx, ctr, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local epoch, mult, maxrel, maxper = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -38,6 +42,8 @@ local id0 = 0
 if last[4] then
   if not string.match(last[4], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises the error HINCRBY would
   id0 = tonumber(last[4])
+elseif n > 0 and queue_live(due, inflight, dead, idx, stats) then
+  return {-C_CTR_LOST}
 end
 local out = {now, id0}
 if n == 0 then return out end
@@ -47,25 +53,33 @@ if n == 0 then return out end
 local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]), tonumber(last[3]))
 local assign = st.assign
 
-local have
+-- have[n + 1] is the index mark (see IDX_MARK)
+local have, mark
 do
   local dgs = {}
   for i = 1, n do dgs[i] = ARGV[3 * i + 2] end
-  if n <= 1000 then
+  dgs[n + 1] = IDX_MARK
+  if n < 1000 then
     have = redis.call('HMGET', idx, unpack(dgs))
   else
     have = {}
-    for s = 1, n, 1000 do
-      local part = redis.call('HMGET', idx, unpack(dgs, s, math.min(s + 999, n)))
+    for s = 1, n + 1, 1000 do
+      local part = redis.call('HMGET', idx, unpack(dgs, s, math.min(s + 999, n + 1)))
       for k = 1, #part do have[s + k - 1] = part[k] end
     end
+  end
+  -- no mark: a new queue, or an index lost while the queue holds tasks,
+  -- where duplicates would pass
+  mark = not have[n + 1]
+  if mark and redis.call('EXISTS', idx) == 0 and queue_live(due, inflight, dead) then
+    return {-C_IDX_LOST}
   end
 end
 
 -- new_id is base36(k), with the prefix (all but the last digit) cached:
 -- a batch's IDs are consecutive, so most share it, and so most share a
 -- tasks bucket (cur, the list of its new records, grouped as they are made).
-local created = 0
+local created, restored = 0, 0
 local zadds, z, minscore, minid = {}, 0, nil, nil
 local recb, rorder = {}, {}
 -- The last digits are cut from DIGITS as first needed: building all 36
@@ -188,8 +202,16 @@ local function slow(s, rec, ms)
       if token ~= '' and s.eff[id] == token then
         local sc = s.score[id]
         if sc then return {C_DUP, id, 'pending', sc} end
-        local state, zs = state_of(due, inflight, dead, id, s.t[id] or nil)
-        return {C_DUP, id, state, zs}
+        local t = s.t[id] or nil
+        local state, zs = state_of(due, inflight, dead, id, t)
+        if state ~= 'unknown' or not t or cancelled(t) then return {C_DUP, id, state, zs} end
+        -- in no set (its due entry was lost): due again, as enqueue.lua does
+        local score, code = assign(ms)
+        if not score then return {code} end
+        add_score(id, score)
+        s.score[id] = score
+        restored = restored + 1
+        return {C_RESTORED, id, 'pending', score}
       end
       nmine = nmine + 1
     end
@@ -256,7 +278,21 @@ for i = 1, n do
     out[i + 2] = r
   end
 end
-if created == 0 then return out end
+if created + restored == 0 then return out end
+
+-- the guard against a counter gone back: no new ID may have a record.
+-- Only the first bucket can hold older IDs; the others must not exist.
+if #rorder > 0 then
+  local l, f = recb[rorder[1]], {}
+  for k = 1, #l / 2 do f[k] = l[2 * k - 1] end
+  local got = redis.call('HMGET', tasks .. ':' .. rorder[1], unpack(f))
+  for k = 1, #got do if got[k] then return {-C_CTR_LOST} end end
+  if #rorder > 1 then
+    local ks = {}
+    for k = 2, #rorder do ks[k - 1] = tasks .. ':' .. rorder[k] end
+    if redis.call('EXISTS', unpack(ks)) > 0 then return {-C_CTR_LOST} end
+  end
+end
 
 -- Write: records, index entries, due set, counters; wake a sleeping worker
 -- when the earliest new task is the new head (what one-by-one pushes
@@ -280,9 +316,14 @@ for _, dg in ipairs(slowdg) do
     m = m + 2
   end
 end
+if mark then
+  iw[m + 1] = IDX_MARK
+  iw[m + 2] = '1'
+end
 each_slice(iw, 1000, function(...) redis.call('HSET', idx, ...) end)
 each_slice(zadds, 1000, function(...) redis.call('ZADD', due, ...) end)
 redis.call('HSET', ctr, 'id', fmt(id0 + created), ctr_last(st))
 if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
+if restored > 0 then redis.call('HINCRBY', stats, 'restored', restored) end
 if redis.call('ZRANK', due, minid) == 0 then push_wake(wake) end
 return out

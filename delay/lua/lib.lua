@@ -34,8 +34,16 @@
 local C_OK, C_DUP, C_NOT_FOUND, C_LEASE_LOST = 0, 1, 2, 3
 local C_BEFORE_EPOCH, C_RANGE, C_TOO_MANY, C_SEQ = 4, 5, 6, 7
 local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
+-- C_CTR_LOST: the ID counter is gone (or behind a record) while the queue
+-- holds tasks; C_IDX_LOST: the index is gone while it does; C_RESTORED: a
+-- record found in no set was put back in due. Refusals write nothing.
+local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
 local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
 local DIGEST_LEN = 6 -- digestLen in keys.go
+-- The index holds a marker field IDX_MARK (no digest has it) from the
+-- first enqueue on, read in the same HMGET as the entries: an index
+-- without it is new, or gone (checked then), at no cost on the hot path.
+local IDX_MARK = '~'
 local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
 local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
 
@@ -207,9 +215,11 @@ end
 -- It returns ids, the live IDs in entry order (an ID whose record is gone
 -- is stale and left out, so a rewrite drops it); mine, those whose record
 -- holds key; and recs, ID -> parsed record (false when unreadable: kept
--- in the entry, counted for no key).
-local function entry(tasks, idx, dg, key)
-  local all = entry_ids(redis.call('HGET', idx, dg))
+-- in the entry, counted for no key). pre is the entry when the caller
+-- read it already (false: none).
+local function entry(tasks, idx, dg, key, pre)
+  if pre == nil then pre = redis.call('HGET', idx, dg) end
+  local all = entry_ids(pre)
   local ids, mine, recs = {}, {}, {}
   if #all == 0 then return ids, mine, recs end
   local blobs = get_recs(tasks, all)
@@ -326,6 +336,13 @@ local function assigner(due, epoch, mult, maxrel, last_ms, last_seq, last_req)
     return nil, C_SEQ
   end
   return st
+end
+
+-- queue_live tells whether the queue holds tasks (any of its sets
+-- given exists): a missing counter or index then means it was lost, not that
+-- the queue is new. Called only on those rare paths.
+local function queue_live(...)
+  return redis.call('EXISTS', ...) > 0
 end
 
 -- ctr_last is the field-value pairs that write an assigner's ms, seq and

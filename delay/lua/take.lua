@@ -9,13 +9,19 @@
 -- ARGV[3] -> codec epoch ms   ARGV[4] -> 2^bits
 -- Returns {C_OK, now, head due score|'', the earliest lease deadline or
 --          tombstone end (Unix ms, what the next sweep is for)|'', parked
---          count, fence, id1, score1, record1, id2, ...}; each task
+--          count | {parked, lost}, fence, id1, score1, record1, id2,
+--          ...}; each task
 --          returned is in inflight with deadline now+lease under fence.
 --          One fence serves the whole batch: a fence must differ between
 --          two deliveries of one task, and those are two takes. Records
 --          that do not start with a flags digit are parked in dead and
 --          counted; Go checks the rest and dead-letters what it cannot
---          read (kill.lua parks an unreadable record).
+--          read (kill.lua parks an unreadable record). A due ID whose
+--          record is gone (lost: an evicted bucket) goes to dead too,
+--          counted in stats 'lost' and in the reply, never dropped.
+-- A fence counter that starts anew (ctr gone) in a queue that delivered
+-- before (stats, leases) starts from Redis TIME in µs, past any fence a
+-- consumer may still hold: a counter grows by one a take, slower than the clock.
 -- Side effect: stats field 'lat:<b>' counts deliveries whose lateness
 -- (Redis TIME minus due ms) has bit length b: b=0 is 0 ms, b>=1 is
 -- [2^(b-1), 2^b) ms. Both ends are the server's clock.
@@ -39,10 +45,15 @@ if bound >= 0 then
     -- as text, once: redis.call would format a number anew for each task
     -- (%.17g, about 1.7 µs for numbers this size)
     local deadline = fmt(now + leasems)
-    local fence = fmt(redis.call('HINCRBY', ctr, 'fence', 1))
+    local f = redis.call('HINCRBY', ctr, 'fence', 1)
+    if f == 1 and queue_live(inflight, lease, KEYS[6]) then
+      f = (now + 1) * 1000
+      redis.call('HSET', ctr, 'fence', fmt(f))
+    end
+    local fence = fmt(f)
     out[6] = fence
     local leases, fences, parked, skip = {}, {}, {}, {}
-    local taken, r, o, np = 0, 0, 6, 0
+    local taken, r, o, np, nl = 0, 0, 6, 0, 0
     for i = 1, m do
       local id, blob = ids[i], blobs[i]
       if blob and flags_of(blob) then
@@ -58,11 +69,12 @@ if bound >= 0 then
         o = o + 3
       else
         skip[#skip + 1] = i
-        if blob then -- unreadable: park it in dead so it never blocks the head
-          parked[np + 1] = now
-          parked[np + 2] = id
-          np = np + 2
-        end
+        -- unreadable: park it in dead so it never blocks the head; a
+        -- record gone is parked too, so the loss shows in dead and stats
+        parked[np + 1] = now
+        parked[np + 2] = id
+        np = np + 2
+        if not blob then nl = nl + 1 end
       end
     end
     if taken > 0 then
@@ -98,9 +110,11 @@ if bound >= 0 then
     end
     if np > 0 then
       redis.call('ZADD', dead, unpack(parked))
-      redis.call('HINCRBY', stats, 'corrupt', np / 2)
+      if np / 2 > nl then redis.call('HINCRBY', stats, 'corrupt', np / 2 - nl) end
+      if nl > 0 then redis.call('HINCRBY', stats, 'lost', nl) end
     end
-    out[5] = np / 2
+    out[5] = np / 2 - nl
+    if nl > 0 then out[5] = {np / 2 - nl, nl} end
   end
 end
 local h = redis.call('ZRANGE', due, '0', '0', 'WITHSCORES')

@@ -1,0 +1,201 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// Check on the test backends: miniredis and the shared server either
+// answer (a policy that keeps the queue's keys) or refuse CONFIG, which
+// is a warning and never an error.
+func TestCheck(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		obs := &lossRecorder{}
+		q := newQ(t, b, Options{Observer: obs})
+		res, err := q.Check(ctx)
+		if err != nil {
+			t.Fatalf("check: %v", err)
+		}
+		t.Logf("%s: %+v", b.Name, res)
+		switch {
+		case res.Known && res.Warning == nil && strings.HasPrefix(res.Policy, "allkeys-"):
+			t.Errorf("allkeys policy %q passed without a warning", res.Policy)
+		case !res.Known && !errors.Is(res.Warning, ErrConfigUnavailable):
+			t.Errorf("unknown policy without ErrConfigUnavailable: %+v", res)
+		case res.Warning != nil && obs.Warnings.Load() != 1:
+			t.Errorf("warning %v not sent to the observer", res.Warning)
+		}
+	})
+}
+
+// The eviction policies, on private servers: allkeys-* is refused (by
+// Check and so by Worker.Run) unless Options.AllowEviction, which warns;
+// volatile-* and noeviction pass; a server that refuses CONFIG is a warning.
+func TestFaultEvictionPolicy(t *testing.T) {
+	cases := []struct {
+		args    []string
+		allow   bool
+		wantErr error
+		warn    error
+	}{
+		{args: []string{"--maxmemory-policy", "allkeys-lru"}, wantErr: ErrEvictionPolicy},
+		{args: []string{"--maxmemory-policy", "allkeys-random"}, wantErr: ErrEvictionPolicy},
+		{args: []string{"--maxmemory-policy", "allkeys-lfu"}, allow: true, warn: ErrEvictionPolicy},
+		{args: []string{"--maxmemory-policy", "volatile-lru"}},
+		{args: []string{"--maxmemory-policy", "noeviction"}},
+		{args: []string{"--rename-command", "CONFIG", ""}, warn: ErrConfigUnavailable},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " ")+" allow="+strconv.FormatBool(c.allow), func(t *testing.T) {
+			ctx := testCtx(t)
+			s := testredis.StartServer(t, c.args...)
+			obs := &lossRecorder{}
+			q, err := New(s.Client(nil), "policy", Options{Observer: obs, AllowEviction: c.allow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := q.Check(ctx)
+			if !errors.Is(err, c.wantErr) || (c.wantErr == nil && err != nil) {
+				t.Fatalf("check: %+v %v, want %v", res, err, c.wantErr)
+			}
+			if !errors.Is(res.Warning, c.warn) || (c.warn == nil && res.Warning != nil) {
+				t.Errorf("warning %v, want %v", res.Warning, c.warn)
+			}
+			if want := int64(0); c.warn != nil && obs.Warnings.Load() != 1 || c.warn == nil && obs.Warnings.Load() != want {
+				t.Errorf("observer warnings %d", obs.Warnings.Load())
+			}
+			// the worker runs the same check before its first take
+			w, err := NewWorker(q, func(context.Context, *Task) error { return nil }, WorkerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			err = w.Run(rctx)
+			if c.wantErr != nil && !errors.Is(err, c.wantErr) {
+				t.Errorf("worker ran on %v: %v", c.args, err)
+			}
+			if c.wantErr == nil && !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("worker: %v, want it to run until its ctx ended", err)
+			}
+		})
+	}
+}
+
+// A real allkeys-lru server with a small maxmemory evicts queue keys under
+// memory pressure. The loss is detected and reported, and Reconcile from
+// the source puts every task back: 0 lost, 0 handled twice, 0 false errors.
+func TestFaultEvictionLoss(t *testing.T) {
+	ctx := testCtx(t)
+	s := testredis.StartServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru")
+	c := s.Client(nil)
+	obs := &lossRecorder{}
+	q, err := New(c, "evict", Options{Observer: obs, AllowEviction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Check(ctx); err != nil || obs.Warnings.Load() != 1 {
+		t.Fatalf("check with AllowEviction: %v, %d warnings", err, obs.Warnings.Load())
+	}
+	past := time.Now().Add(-time.Minute)
+	payload := []byte(strings.Repeat("x", 1000))
+	var src []SourceTask
+	var jobs []Job
+	for i := range 1500 {
+		st := SourceTask{Key: "order:" + strconv.Itoa(i), Token: "pay", At: past, Payload: payload}
+		src = append(src, st)
+		jobs = append(jobs, Job{Key: st.Key, Token: st.Token, Payload: st.Payload, When: At(st.At)})
+	}
+	out, err := q.EnqueueBatch(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buckets := map[string]bool{}
+	for _, e := range out {
+		if e.Err != nil {
+			t.Fatal(e.Err)
+		}
+		buckets[q.k.taskBucket(e.ID)] = true
+	}
+	watched := []string{q.k.due, q.k.idx, q.k.ctr}
+	for k := range buckets {
+		watched = append(watched, k)
+	}
+	// newer keys push the queue's (least recently used) out
+	ballast := strings.Repeat("b", 8<<10)
+	n, missing := 0, int64(0)
+	for ; n < 4000 && missing == 0; n++ {
+		if err := c.Set(ctx, "ballast:"+strconv.Itoa(n), ballast, 0).Err(); err != nil {
+			t.Fatalf("ballast: %v", err)
+		}
+		if n%50 == 49 {
+			left, err := c.Exists(ctx, watched...).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			missing = int64(len(watched)) - left
+		}
+	}
+	if missing == 0 {
+		t.Fatalf("no queue key evicted after %d ballast keys", n)
+	}
+	var gone []string
+	for _, k := range []string{q.k.due, q.k.idx, q.k.ctr, q.k.stats} {
+		if c.Exists(ctx, k).Val() == 0 {
+			gone = append(gone, k[strings.LastIndexByte(k, ':')+1:])
+		}
+	}
+	evicted := c.Info(ctx, "stats").Val()
+	if i := strings.Index(evicted, "evicted_keys:"); i >= 0 {
+		evicted = strings.Fields(evicted[i:])[0]
+	}
+	// the pressure ends (the ballast goes), then the queue is used as usual
+	for i := 0; i < n; i += 500 {
+		var ks []string
+		for j := i; j < min(i+500, n); j++ {
+			ks = append(ks, "ballast:"+strconv.Itoa(j))
+		}
+		c.Del(ctx, ks...)
+	}
+	f := newTally()
+	drain := func() {
+		for {
+			bt, err := q.Take(ctx, MaxBatch)
+			if err != nil && !errors.Is(err, ErrRecordLost) {
+				f.falseErrors++
+				t.Fatalf("take: %v", err)
+			}
+			if len(bt.Tasks) == 0 && bt.Lost == 0 {
+				return
+			}
+			f.take(bt)
+			f.ack(t, ctx, q, bt.Tasks)
+		}
+	}
+	drain()
+	var open []SourceTask
+	for _, s := range src {
+		if !f.acked[s.Key] {
+			open = append(open, s)
+		}
+	}
+	rep, err := q.Reconcile(ctx, &sliceSource{tasks: open}, time.Now(), ReconcileOptions{KeepExtra: true})
+	if err != nil {
+		f.falseErrors++
+		t.Fatalf("reconcile: %v", err)
+	}
+	drain()
+	t.Logf("%d of %d watched queue keys evicted (%s; %s) after %d ballast keys; reconcile %+v; observer %v",
+		missing, len(watched), strings.Join(gone, ","), evicted, n, rep, obs.losses)
+	if obs.Losses.Load() == 0 {
+		t.Errorf("queue keys were evicted and nothing was reported")
+	}
+	f.report(t, "allkeys-lru eviction", src)
+}
