@@ -236,8 +236,4 @@ type delayWarnings struct {
 	got []error
 }
 
-func (w *delayWarnings) OnError(_ string, op string, err error) {
-	if op == "new" {
-		w.got = append(w.got, err)
-	}
-}
+func (w *delayWarnings) OnWarning(_ string, err error) { w.got = append(w.got, err) }

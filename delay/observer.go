@@ -31,8 +31,9 @@ type Observer interface {
 	// (n task IDs without a record, moved to the dead set) or ErrDueLost
 	// (n records in no set: put back in due, or found by Repair).
 	OnLoss(queue string, err error, n int)
-	// OnWarning: a server setting puts the queue's data at risk, or could
-	// not be read (err wraps ErrEvictionPolicy or ErrConfigUnavailable).
+	// OnWarning: a server or client setting puts the queue's data or
+	// deadlines at risk, or could not be read (err wraps ErrEvictionPolicy,
+	// ErrConfigUnavailable, or names ContextTimeoutEnabled).
 	OnWarning(queue string, err error)
 }
 

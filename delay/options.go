@@ -55,7 +55,7 @@ type Options struct {
 	DoneTTL time.Duration
 	// AllowNoContextTimeout accepts a *redis.Client, *redis.ClusterClient
 	// or *redis.Ring built with ContextTimeoutEnabled false, reporting it
-	// to Observer.OnError with op "new". Default false: New refuses such a
+	// to Observer.OnWarning. Default false: New refuses such a
 	// client with ErrInvalidOptions, because go-redis then ignores ctx
 	// deadlines on the socket and a Redis stall holds Enqueue for
 	// ReadTimeout (3 s by default) whatever the caller's ctx says.

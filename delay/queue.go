@@ -55,7 +55,7 @@ func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
 		if !o.AllowNoContextTimeout {
 			return nil, fmt.Errorf("%w: %w (or set Options.AllowNoContextTimeout)", ErrInvalidOptions, err)
 		}
-		o.Observer.OnError(name, "new", fmt.Errorf("delay: %w", err))
+		o.Observer.OnWarning(name, fmt.Errorf("delay: %w", err))
 	}
 	k := newKeys(o.Prefix, name)
 	// Names and prefixes without braces cannot move a key off the queue's
