@@ -2,7 +2,9 @@ package delay
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,7 +52,11 @@ type ReconcileResult struct {
 	Removed  int // pending in Redis, due before the bound, unknown to the source
 	// Untracked counts pending tasks with a generated token (the source
 	// cannot know them); they are never removed.
-	Untracked    int
+	Untracked int
+	// Newer counts pending tasks enqueued after the listing began (or all
+	// of them while the ID counter is lost): never removed, since the
+	// source may list them on its next pass.
+	Newer        int
 	FirstInvalid error
 }
 
@@ -80,6 +86,13 @@ func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opt
 		opts.MaxSourceTasks = 1_000_000
 	}
 	bound, err := q.o.Codec.DueBound(before.UnixMilli() - 1)
+	if err != nil {
+		return res, err
+	}
+	// Only tasks that existed before the listing began may be removed: IDs
+	// only grow, so a task enqueued meanwhile (a relay, a producer) has an
+	// ID above this mark and is never taken for one the source dropped.
+	mark, err := q.idMark(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -166,9 +179,14 @@ func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opt
 				res.Untracked++
 				continue
 			}
-			if !known[keyToken{rec.key, rec.token}] {
-				extra = append(extra, ids[i])
+			if known[keyToken{rec.key, rec.token}] {
+				continue
 			}
+			if n, err := strconv.ParseUint(ids[i], 36, 64); err != nil || n > mark {
+				res.Newer++
+				continue
+			}
+			extra = append(extra, ids[i])
 		}
 		if len(ids) < opts.PageSize {
 			break
@@ -187,6 +205,23 @@ func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opt
 		res.Removed += int(r.int(1))
 	}
 	return res, nil
+}
+
+// idMark is the highest task ID issued so far, 0 when the counter is
+// missing (then no task counts as older than the listing).
+func (q *Queue) idMark(ctx context.Context) (uint64, error) {
+	v, err := q.c.HGet(ctx, q.k.ctr, "id").Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, wrapErr(ctx, "reconcile: id mark", err)
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: ID counter %q", ErrCorrupt, v)
+	}
+	return n, nil
 }
 
 // records reads the records of ids (nil where absent) with one HMGET per

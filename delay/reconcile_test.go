@@ -88,3 +88,47 @@ func TestReconcile(t *testing.T) {
 		}
 	})
 }
+
+// countingSource enqueues a task the source will list only on its next
+// pass, after its last page is read: as a relay or a producer does while
+// Reconcile runs.
+type countingSource struct {
+	sliceSource
+	late func()
+}
+
+func (s *countingSource) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]SourceTask, string, error) {
+	out, next, err := s.sliceSource.Pending(ctx, before, cursor, limit)
+	if next == "" && s.late != nil {
+		s.late()
+		s.late = nil
+	}
+	return out, next, err
+}
+
+// TestReconcileKeepsTasksEnqueuedMeanwhile: a task enqueued after the
+// listing began is never removed as one the source dropped.
+func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		now := time.Now()
+		mustEnqueue(t, ctx, q, Job{Key: "gone", Token: "t", When: At(now.Add(time.Minute))})
+		src := &countingSource{sliceSource: sliceSource{tasks: []SourceTask{{Key: "kept", Token: "t", At: now.Add(time.Minute)}}}}
+		src.late = func() { mustEnqueue(t, ctx, q, Job{Key: "late", Token: "t", When: At(now.Add(time.Minute))}) }
+		res, err := q.Reconcile(ctx, src, now.Add(time.Hour), ReconcileOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ReconcileResult{Listed: 1, Added: 1, Removed: 1, Newer: 1}
+		if res != want {
+			t.Fatalf("reconcile = %+v, want %+v", res, want)
+		}
+		for key, n := range map[string]int{"gone": 0, "kept": 1, "late": 1} {
+			if infos, err := q.Lookup(ctx, key); err != nil || len(infos) != n {
+				t.Errorf("%s: %d tasks (%v), want %d", key, len(infos), err, n)
+			}
+		}
+	})
+}
+

@@ -300,9 +300,10 @@ func (r relayAfterListing) Pending(ctx context.Context, before time.Time, cursor
 	return tasks, next, err
 }
 
-// TestReconcileWithoutTheRelayLock shows why Outbox.Reconcile holds the
-// relays off: delay.Queue.Reconcile removes a task relayed after its
-// listing, though its row is pending.
+// TestReconcileWithoutTheRelayLock: even without Outbox.Reconcile's lock,
+// delay.Queue.Reconcile keeps a task relayed after its listing (its ID is
+// above the mark taken when the listing began), so the pending row keeps
+// its task.
 func TestReconcileWithoutTheRelayLock(t *testing.T) {
 	pool, schema := testDB(t)
 	q, _ := testQueue(t, delay.Options{})
@@ -312,6 +313,12 @@ func TestReconcileWithoutTheRelayLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	infos, _ := q.Lookup(ctx, "late")
+	t.Logf("unlocked reconcile with a relay between listing and removal: removed %d, newer %d, tasks left for the pending row %d", res.Removed, res.Newer, len(infos))
+	if res.Removed != 0 || res.Newer != 1 || len(infos) != 1 || countRows(t, o, `key = 'late' AND state = 'relayed'`) != 1 {
+		t.Fatalf("removed %d, newer %d, %d tasks left: a task relayed during the reconcile was removed", res.Removed, res.Newer, len(infos))
+	}
+}
 	infos, _ := q.Lookup(ctx, "late")
 	t.Logf("unlocked reconcile with a relay between listing and removal: removed %d, tasks left for the pending row %d", res.Removed, len(infos))
 	if res.Removed != 1 || len(infos) != 0 || countRows(t, o, `key = 'late' AND state = 'relayed'`) != 1 {

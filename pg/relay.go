@@ -167,9 +167,10 @@ func (o *Outbox) lockName() string { return "tierset.outbox." + o.schema + "." +
 
 // Reconcile runs delay.Queue.Reconcile with the outbox as the source,
 // holding every relay of this outbox off (a PostgreSQL advisory lock, so
-// relays in other processes too) for its duration: the relay must not add
-// tasks between Reconcile's listing and its removal of what the listing
-// lacked. Relays resume when it returns.
+// relays in other processes too) for its duration. delay.Queue.Reconcile
+// alone already keeps tasks enqueued after its listing began; the lock
+// also keeps a relay's half-marked batch out of the listing, so the counts
+// it reports are exact. Relays resume when it returns.
 func (o *Outbox) Reconcile(ctx context.Context, before time.Time, opts delay.ReconcileOptions) (delay.ReconcileResult, error) {
 	tx, err := o.db.Begin(ctx)
 	if err != nil {
