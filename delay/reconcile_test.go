@@ -131,4 +131,3 @@ func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
 		}
 	})
 }
-
