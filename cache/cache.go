@@ -64,9 +64,13 @@ func isNop(o Observer) bool {
 // Prefix returns the key prefix in use.
 func (c *Cache) Prefix() string { return c.prefix }
 
-// Delete removes a promotion: its tiers, meta, and the gift lists of the
-// current and the previous version (older replaced versions expire on
-// their own within Grace). It reports whether the promotion existed.
+// Delete removes a promotion: its tiers and meta keys at once, so
+// readers get ErrNotFound from then on. The gift lists of its current and
+// previous version are kept for Options.Grace (or until they expire
+// sooner on their own), as when Refresh replaces a version: a reader that
+// fetched a tier just before the delete still gets its gifts, and only
+// one that asks more than Grace later gets ErrGiftsGone. It reports
+// whether the promotion existed.
 func (c *Cache) Delete(ctx context.Context, id string) (bool, error) {
 	if err := gradient.ValidateID(id); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrBadID, err)
@@ -81,17 +85,22 @@ func (c *Cache) Delete(ctx context.Context, id string) (bool, error) {
 			return err
 		}
 		keys := []string{tiers, meta}
+		var gifts []string
 		for _, v := range vals {
 			if s, ok := v.(string); ok && s != "" {
-				keys = append(keys, c.giftsKey(id, s))
+				gifts = append(gifts, c.giftsKey(id, s))
 			}
 		}
-		if err := sameSlot(keys...); err != nil {
+		if err := sameSlot(append(keys, gifts...)...); err != nil {
 			return err
 		}
 		var del *redis.IntCmd
 		_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 			del = pipe.Del(ctx, keys...)
+			for _, k := range gifts {
+				// LT: never lengthen a TTL (End + Grace may come sooner).
+				pipe.Do(ctx, "pexpire", k, c.grace.Milliseconds(), "lt")
+			}
 			return nil
 		})
 		if err == nil {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -11,8 +12,10 @@ import (
 // and that has none yet, in one pipelined round trip (none when there is
 // nothing to fetch). Lists are read from the hit's own version, so they
 // always belong to the tier that was matched. A line whose list is gone
-// (its version was replaced more than Options.Grace ago) or corrupt keeps
-// its Tier and gets ErrGiftsGone or ErrCorrupt in Err.
+// (its version was replaced or deleted more than Options.Grace ago) or
+// corrupt keeps its Tier and gets ErrGiftsGone or ErrCorrupt in Err; a
+// missing list of the current version is damage, ErrDamaged. A missing
+// list costs one more round trip, to read the current version.
 func (c *Cache) Gifts(ctx context.Context, rs []Result) error {
 	n, err := c.fetchGifts(ctx, rs)
 	c.obs.OnRoundTrips(OpGifts, n)
@@ -48,6 +51,7 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result) (int, error) {
 			}
 		}
 	}
+	var missing []int
 	for i, cmd := range cmds {
 		if cmd == nil || cmd.Err() != nil {
 			continue
@@ -58,7 +62,7 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result) (int, error) {
 			raw, ok = vals[0].(string)
 		}
 		if !ok {
-			rs[i].Err = fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, rs[i].Promotion, rs[i].Version, rs[i].Tier.ID)
+			missing = append(missing, i)
 			continue
 		}
 		gifts, err := decodeGifts([]byte(raw), c.maxBytes)
@@ -69,5 +73,41 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result) (int, error) {
 		}
 		rs[i].Tier.Gifts = gifts
 	}
-	return 1, nil
+	if len(missing) == 0 {
+		return 1, nil
+	}
+	return 2, c.giftsMissing(ctx, rs, missing)
+}
+
+// giftsMissing files the lines whose gift list was not found: ErrDamaged
+// when the hit's version is still the stored one (its gift list was
+// evicted or deleted behind the cache's back), else ErrGiftsGone (the
+// version was replaced or deleted, and its grace ran out). One more round
+// trip, taken only on this path.
+func (c *Cache) giftsMissing(ctx context.Context, rs []Result, missing []int) error {
+	pipe := c.client.Pipeline()
+	cmds := make([]*redis.StringCmd, len(missing))
+	for k, i := range missing {
+		cmds[k] = pipe.HGet(ctx, c.metaKey(rs[i].Promotion), metaVersion)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		for k, i := range missing {
+			if e := cmds[k].Err(); !errors.Is(e, redis.Nil) {
+				if err := lineErr(e, &rs[i]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for k, i := range missing {
+		r := &rs[i]
+		switch {
+		case cmds[k].Err() != nil && !errors.Is(cmds[k].Err(), redis.Nil):
+		case cmds[k].Val() == r.Version:
+			r.Err = damaged(r.Promotion, fmt.Sprintf("gift list of tier %q of the current version %s missing", r.Tier.ID, r.Version))
+		default:
+			r.Err = fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, r.Promotion, r.Version, r.Tier.ID)
+		}
+	}
+	return nil
 }

@@ -58,7 +58,8 @@ type Result struct {
 	// Version is the promotion version that answered.
 	Version string
 	// Err is nil for a hit, else ErrNoTier, ErrNotFound, ErrNotActive,
-	// ErrMetricMismatch, ErrBadQuery, ErrBadID or ErrCorrupt (errors.Is).
+	// ErrDamaged, ErrMetricMismatch, ErrBadQuery, ErrBadID or ErrCorrupt
+	// (errors.Is).
 	Err error
 }
 
@@ -84,7 +85,11 @@ type line struct {
 	bound string // "(score", the next-tier range's exclusive bound (MatchOptions.Next)
 	hit   *redis.StringSliceCmd
 	next  *redis.StringSliceCmd
-	retry bool
+	// recheck: the first read cannot be answered alone (nothing stored,
+	// or hit and next from different versions); recheck re-reads it
+	// with its meta key in MULTI/EXEC. reread: this is that re-read.
+	recheck, reread bool
+	metaExists      bool // the re-read found the meta key
 	// args backs the hit command's arguments, so a call allocates them
 	// once for all its lines instead of once per command.
 	args [hitArgc]any
@@ -300,32 +305,29 @@ func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs 
 		}
 		hits := make([]TierHit, 0, pending*perLine)
 		nowMs := c.now().UnixMilli()
-		retries := 0
+		rechecks := 0
 		for i := range lines {
 			if rs[i].Err == nil && lines[i].hit != nil {
 				hits = c.evaluate(&qs[i], &lines[i], &rs[i], nowMs, hits)
-				if lines[i].retry {
-					retries++
+				if lines[i].recheck {
+					rechecks++
 				}
 			}
 		}
-		if retries > 0 {
-			// A refresh committed between a line's two ZRANGEs (their
-			// versions differ). Re-read those lines inside MULTI/EXEC, one
-			// transaction per line so each touches one slot.
-			n, err := c.resolveMixed(ctx, qs, lines, rs)
-			rts += n
-			if err != nil {
+		if rechecks > 0 {
+			// Lines with nothing stored (not found, or damaged: meta
+			// without tiers), or whose two reads saw two versions (a
+			// refresh committed between them): one more round trip reads
+			// them again, each with its meta key, inside MULTI/EXEC.
+			rts++
+			if err := c.recheck(ctx, lines, rs); err != nil {
 				c.obs.OnRoundTrips(OpMatch, rts)
 				return fmt.Errorf("cache: match: %w", ctxErr(ctx, err))
 			}
 			for i := range lines {
-				if lines[i].retry {
-					lines[i].retry = false
+				if lines[i].recheck {
+					lines[i].recheck = false
 					hits = c.evaluate(&qs[i], &lines[i], &rs[i], nowMs, hits)
-					if lines[i].retry { // inside MULTI this cannot happen
-						rs[i] = Result{Promotion: qs[i].Promotion, Err: fmt.Errorf("%w: mixed versions inside a transaction", ErrCorrupt)}
-					}
 				}
 			}
 		}
@@ -361,6 +363,8 @@ func outcomeOf(err error) Outcome {
 		return OutcomeNotActive
 	case errors.Is(err, ErrGiftsGone):
 		return OutcomeHit
+	case errors.Is(err, ErrDamaged):
+		return OutcomeDamaged
 	}
 	return OutcomeError
 }
@@ -430,128 +434,4 @@ func lineErr(err error, r *Result) error {
 		return nil
 	}
 	return err
-}
-
-// resolveMixed re-reads the lines marked retry, each in its own
-// MULTI/EXEC, and returns the round trips spent.
-func (c *Cache) resolveMixed(ctx context.Context, qs []Query, lines []line, rs []Result) (int, error) {
-	n := 0
-	for i := range lines {
-		if !lines[i].retry {
-			continue
-		}
-		key := lines[i].key
-		pipe := c.client.TxPipeline()
-		lines[i].hit = pipe.ZRangeArgs(ctx, c.hitArgs(key, lines[i].score))
-		lines[i].next = pipe.ZRangeArgs(ctx, c.nextArgs(key, lines[i].score))
-		n++
-		if _, err := pipe.Exec(ctx); err != nil {
-			if err := lineErr(err, &rs[i]); err != nil {
-				return n, err
-			}
-		}
-	}
-	return n, nil
-}
-
-// decode returns the decoded member record raw, from the memo when this
-// Cache decoded the same bytes before. The record is shared: callers copy
-// what they need out of it and never write to it.
-func (c *Cache) decode(promotion, raw string) (*decoded, error) {
-	if d := c.memo.get(raw); d != nil {
-		return d, nil
-	}
-	m, err := decodeMember(raw, c.maxBytes)
-	if err != nil {
-		c.obs.OnDecodeError(promotion, RecordMember, err)
-		return nil, err
-	}
-	d := &decoded{raw: raw, m: m}
-	if m.kind == kindTier {
-		d.threshold = m.scoreValue(m.score)
-	}
-	c.memo.put(d)
-	return d, nil
-}
-
-// evaluate turns a line's replies into its Result. The hit lives in the
-// line; next tiers are appended to the shared backing slice, so a cart
-// allocates its TierHits once.
-func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []TierHit) []TierHit {
-	if r.Err != nil {
-		return hits
-	}
-	hitVals := ln.hit.Val()
-	var nextVals []string
-	if ln.next != nil {
-		nextVals = ln.next.Val()
-	}
-	if len(hitVals) == 0 {
-		if len(nextVals) != 0 {
-			ln.retry = true // created between the two reads
-			return hits
-		}
-		r.Err = ErrNotFound
-		return hits
-	}
-	hd, err := c.decode(q.Promotion, hitVals[0])
-	if err != nil {
-		r.Err = err
-		return hits
-	}
-	h := &hd.m
-	var nd *decoded
-	if ln.next != nil {
-		if len(nextVals) == 0 {
-			ln.retry = true // deleted between the two reads (or no ceiling)
-			return hits
-		}
-		if nd, err = c.decode(q.Promotion, nextVals[0]); err != nil {
-			r.Err = err
-			return hits
-		}
-		if nd.m.version != h.version {
-			ln.retry = true
-			return hits
-		}
-	}
-	r.Version = h.version
-	switch {
-	case q.Metric != h.metric:
-		r.Err = fmt.Errorf("%w: promotion %q is %s, query is %s", ErrMetricMismatch, q.Promotion, h.metric, q.Metric)
-		return hits
-	case h.metric == gradient.Amount && h.digits != c.digits:
-		r.Err = fmt.Errorf("%w: promotion %q has %d minor digits, queries are encoded with %d", ErrMetricMismatch, q.Promotion, h.digits, c.digits)
-		return hits
-	case !h.active(nowMs):
-		r.Err = ErrNotActive
-		return hits
-	}
-	switch h.kind {
-	case kindTier:
-		hits = append(hits, TierHit{ID: h.tierID, Score: h.score, Threshold: hd.threshold, Reward: h.reward, HasGifts: h.hasGifts})
-		r.Tier = &hits[len(hits)-1]
-	case kindFloor:
-		r.Err = ErrNoTier
-	default:
-		r.Err = fmt.Errorf("%w: promotion %q: ceiling sentinel below the query", ErrCorrupt, q.Promotion)
-		return hits
-	}
-	if nd != nil {
-		n := &nd.m
-		switch n.kind {
-		case kindTier:
-			threshold := nd.threshold
-			if n.metric != h.metric || n.digits != h.digits {
-				threshold = h.scoreValue(n.score) // the hit's unit, as the query's
-			}
-			hits = append(hits, TierHit{ID: n.tierID, Score: n.score, Threshold: threshold, Reward: n.reward, HasGifts: n.hasGifts})
-			r.Next = &hits[len(hits)-1]
-			r.Shortfall = h.scoreValue(n.score - ln.score)
-		case kindCeiling:
-		default:
-			r.Tier, r.Err = nil, fmt.Errorf("%w: promotion %q: floor sentinel above the query", ErrCorrupt, q.Promotion)
-		}
-	}
-	return hits
 }

@@ -16,6 +16,9 @@ const (
 	OutcomeNotActive
 	// OutcomeError: a bad query, metric mismatch or corrupt record.
 	OutcomeError
+	// OutcomeDamaged: the promotion's stored keys are not whole
+	// (ErrDamaged); a Refresh repairs it.
+	OutcomeDamaged
 )
 
 func (o Outcome) String() string {
@@ -30,6 +33,8 @@ func (o Outcome) String() string {
 		return "not_active"
 	case OutcomeError:
 		return "error"
+	case OutcomeDamaged:
+		return "damaged"
 	}
 	return "unknown"
 }
@@ -42,11 +47,14 @@ const (
 	Added RefreshOutcome = iota + 1
 	// Updated: a different version was replaced.
 	Updated
-	// Unchanged: the stored version has the same content hash; nothing
-	// was written.
+	// Unchanged: the stored version has the same content hash and is
+	// whole; nothing was written.
 	Unchanged
 	// RefreshFailed: the write failed (reported to the Observer only).
 	RefreshFailed
+	// Repaired: the stored version had the same content hash but was not
+	// whole (RefreshResult.Damage says what was missing); it was rewritten.
+	Repaired
 )
 
 func (o RefreshOutcome) String() string {
@@ -59,6 +67,8 @@ func (o RefreshOutcome) String() string {
 		return "unchanged"
 	case RefreshFailed:
 		return "failed"
+	case Repaired:
+		return "repaired"
 	}
 	return "unknown"
 }

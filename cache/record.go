@@ -31,12 +31,19 @@ import (
 //	9 reward    uint  gradient.RewardKind (0 for sentinels)
 //	10..13      str|nil  reward Percent, Amount, Step, Cap as decimal
 //	                     strings (decimal.String), nil when zero; never floats
+//	14 owner    uint  ownerTag of the promotion ID: a member read under
+//	                  another promotion's key is refused as ErrCorrupt
 //
 // The floor sentinel sits at score -1 and the ceiling at 2^53, so every
 // ZRANGE on an existing promotion returns a versioned member: the floor
 // when no tier is reached, the ceiling when there is no next tier.
 const (
-	memberFields = 14
+	memberFields = 15
+	// legacyFields is the member layout before the owner tag. Such a
+	// member is refused (it cannot prove its promotion); its promotion's
+	// version was hashed under the old format tag, so the next Refresh
+	// sees a different version and rewrites it.
+	legacyFields = 14
 
 	kindTier    = 1
 	kindFloor   = 2
@@ -67,6 +74,19 @@ type member struct {
 	score    int64
 	hasGifts bool
 	reward   gradient.Reward
+	owner    uint32
+}
+
+// ownerTag is the 32-bit FNV-1a hash of a promotion ID that every member
+// carries. It guards against misplaced records (a copy, a rename, a tool
+// bug), not against a forger: 32 bits keep a member 5 bytes longer.
+func ownerTag(id string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	return h
 }
 
 func (m *member) active(nowMs int64) bool { return nowMs >= m.startMs && nowMs < m.endMs }
@@ -119,6 +139,7 @@ func encodeMember(buf *bytes.Buffer, m *member) error {
 		func() error { return encodeDecimal(enc, m.reward.Amount) },
 		func() error { return encodeDecimal(enc, m.reward.Step) },
 		func() error { return encodeDecimal(enc, m.reward.Cap) },
+		func() error { return enc.EncodeUint32(m.owner) },
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -331,7 +352,10 @@ func decodeMember(s string, maxBytes int) (m member, err error) {
 		return member{}, fmt.Errorf("%w: member of %d bytes (max %d)", ErrCorrupt, len(s), maxBytes)
 	}
 	r := reader{s: s}
-	if r.arrayLen() != memberFields {
+	switch n := r.arrayLen(); {
+	case n == legacyFields && !r.bad:
+		return member{}, fmt.Errorf("%w: member in the format before promotion identity; a Refresh of its promotion rewrites it", ErrCorrupt)
+	case n != memberFields:
 		return member{}, fmt.Errorf("%w: member is not a %d-element array", ErrCorrupt, memberFields)
 	}
 	m.kind = uint8(r.small(kindCeiling))
@@ -348,6 +372,7 @@ func decodeMember(s string, maxBytes int) (m member, err error) {
 	m.reward.Amount = r.decimal()
 	m.reward.Step = r.decimal()
 	m.reward.Cap = r.decimal()
+	m.owner = uint32(r.small(math.MaxUint32))
 	switch {
 	case r.bad:
 		return member{}, fmt.Errorf("%w: malformed member record", ErrCorrupt)

@@ -26,6 +26,12 @@ type encoded struct {
 	withGift int
 }
 
+// formatTag starts every canonical encoding. Changing the member or key
+// format changes it, so every version changes and the next Refresh
+// rewrites promotions stored in the old format instead of calling them
+// Unchanged. v2: members carry their promotion's owner tag.
+const formatTag = "tierset.cache/v2"
+
 // canonical writes the content that defines a promotion version: every
 // field that changes what a read returns, in a fixed order, tiers sorted
 // by score. Tier order in the input and decimal spellings (1.50 vs 1.5)
@@ -42,7 +48,7 @@ func canonical(p *gradient.Promotion, order []int, scores []int64) ([]byte, erro
 		return nil
 	}
 	if err := put(
-		enc.EncodeString("tierset.cache/v1"),
+		enc.EncodeString(formatTag),
 		enc.EncodeString(p.ID),
 		enc.EncodeUint(uint64(p.Metric)),
 		enc.EncodeUint(uint64(p.MinorDigits)),
@@ -111,6 +117,7 @@ func encodePromotion(p *gradient.Promotion, maxBytes int) (*encoded, error) {
 	sum := sha256.Sum256(canon)
 	e := &encoded{id: p.ID, version: hex.EncodeToString(sum[:8]), promo: p}
 	base := member{
+		owner:   ownerTag(p.ID),
 		version: e.version,
 		metric:  p.Metric,
 		digits:  p.MinorDigits,
@@ -174,6 +181,9 @@ const (
 	metaGifts   = "gift_tiers"
 	metaUpdated = "updated"
 )
+
+// metaFieldCount is the number of fields metaFields writes.
+const metaFieldCount = 10
 
 func (e *encoded) metaFields(prev string, now time.Time) []any {
 	return []any{
