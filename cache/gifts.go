@@ -80,19 +80,25 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result) (int, error) {
 }
 
 // giftsMissing files the lines whose gift list was not found: ErrDamaged
-// when the hit's version is still the stored one (its gift list was
-// evicted or deleted behind the cache's back), else ErrGiftsGone (the
-// version was replaced or deleted, and its grace ran out). One more round
-// trip, taken only on this path.
+// when the hit's version is still the stored one, by the meta hash or by
+// the lowest member of the tiers key (either can be evicted alone), so
+// its gift list was evicted or deleted behind the cache's back; else
+// ErrGiftsGone (the version was replaced or deleted, and its grace ran
+// out). One more round trip, taken only on this path.
 func (c *Cache) giftsMissing(ctx context.Context, rs []Result, missing []int) error {
 	pipe := c.client.Pipeline()
-	cmds := make([]*redis.StringCmd, len(missing))
+	metas := make([]*redis.StringCmd, len(missing))
+	lows := make([]*redis.StringSliceCmd, len(missing))
 	for k, i := range missing {
-		cmds[k] = pipe.HGet(ctx, c.metaKey(rs[i].Promotion), metaVersion)
+		metas[k] = pipe.HGet(ctx, c.metaKey(rs[i].Promotion), metaVersion)
+		lows[k] = pipe.ZRange(ctx, c.tiersKey(rs[i].Promotion), 0, 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		for k, i := range missing {
-			if e := cmds[k].Err(); !errors.Is(e, redis.Nil) {
+			for _, e := range []error{metas[k].Err(), lows[k].Err()} {
+				if errors.Is(e, redis.Nil) {
+					continue
+				}
 				if err := lineErr(e, &rs[i]); err != nil {
 					return err
 				}
@@ -101,11 +107,17 @@ func (c *Cache) giftsMissing(ctx context.Context, rs []Result, missing []int) er
 	}
 	for k, i := range missing {
 		r := &rs[i]
-		switch {
-		case cmds[k].Err() != nil && !errors.Is(cmds[k].Err(), redis.Nil):
-		case cmds[k].Val() == r.Version:
+		if r.Err != nil {
+			continue
+		}
+		current := metas[k].Val() == r.Version
+		if low := lows[k].Val(); !current && len(low) == 1 {
+			d, err := c.decode(r.Promotion, low[0])
+			current = err == nil && d.m.owner == ownerTag(r.Promotion) && d.m.version == r.Version
+		}
+		if current {
 			r.Err = damaged(r.Promotion, fmt.Sprintf("gift list of tier %q of the current version %s missing", r.Tier.ID, r.Version))
-		default:
+		} else {
 			r.Err = fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, r.Promotion, r.Version, r.Tier.ID)
 		}
 	}

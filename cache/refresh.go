@@ -251,7 +251,7 @@ func (c *Cache) refreshOne(ctx context.Context, e *encoded) (RefreshResult, int,
 			}
 		}
 		rts++
-		_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		cmds, err := tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 			pipe.Del(ctx, tiers, gifts, meta)
 			for i := 0; i < len(e.members); i += zaddChunk {
 				end := min(i+zaddChunk, len(e.members))
@@ -287,7 +287,7 @@ func (c *Cache) refreshOne(ctx context.Context, e *encoded) (RefreshResult, int,
 			}
 			return nil
 		})
-		return err
+		return queuedErr(cmds, err)
 	}
 	for attempt := 0; attempt < c.retries; attempt++ {
 		err := c.client.Watch(ctx, txf, meta)
@@ -300,6 +300,20 @@ func (c *Cache) refreshOne(ctx context.Context, e *encoded) (RefreshResult, int,
 		return res, rts, nil
 	}
 	return res, rts, fmt.Errorf("%w: %d attempts", ErrConflict, c.retries)
+}
+
+// queuedErr adds to an EXEC error the error of the command Redis refused
+// to queue (OOM under noeviction makes EXEC say only EXECABORT).
+func queuedErr(cmds []redis.Cmder, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil && cerr != err {
+			return fmt.Errorf("%w (%w)", err, cerr)
+		}
+	}
+	return err
 }
 
 // sameSlot is the client-side Redis Cluster guard run before every
