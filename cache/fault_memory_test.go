@@ -185,25 +185,17 @@ func TestFaultClientKillStorm(t *testing.T) {
 	}()
 	readTally := newTally()
 	var readCallErrs int
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			got, ce := readEvery(ctx, env.cut, ms, vals)
-			readCallErrs += ce
-			for k, n := range got.n {
-				readTally.n[k] += n
-			}
-			if readTally.first == "" {
-				readTally.first = got.first
-			}
+	readers := untilStopped(1, stop, func(int, int) bool {
+		got, ce := readEvery(ctx, env.cut, ms, vals)
+		readCallErrs += ce
+		for k, n := range got.n {
+			readTally.n[k] += n
 		}
-	}()
+		if readTally.first == "" {
+			readTally.first = got.first
+		}
+		return true
+	})
 
 	committed := map[string]bool{}
 	refreshErrs, attempts := 0, 0
@@ -214,6 +206,7 @@ func TestFaultClientKillStorm(t *testing.T) {
 			if attempts > 2000 {
 				close(stop)
 				wg.Wait()
+				readers.Wait()
 				t.Fatal("2000 refresh attempts did not get through the storm")
 			}
 			_, err := env.direct.Refresh(ctx, chunk...)
@@ -225,6 +218,7 @@ func TestFaultClientKillStorm(t *testing.T) {
 			if !errors.As(err, &re) {
 				close(stop)
 				wg.Wait()
+				readers.Wait()
 				t.Fatalf("refresh error %v is not a *RefreshError", err)
 			}
 			for _, id := range re.Committed {
@@ -234,6 +228,7 @@ func TestFaultClientKillStorm(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	readers.Wait()
 	for i := range ps {
 		if committed[ps[i].ID] {
 			if s := storedState(ctx, env.direct, &ps[i]); s != "whole" {

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,44 +35,33 @@ func TestDeleteGrace(t *testing.T) {
 		}
 		var hits, notFound, noGifts, damage, mixed, other atomic.Int64
 		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for r := 0; r < 8; r++ {
-			wg.Add(1)
-			go func(r int) {
-				defer wg.Done()
-				for k := 0; ; k++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					qs := []Query{QuantityQuery("flip", int64(2+k%11)), QuantityQuery("flip", int64(2+(k+r)%11))}
-					rs, err := c.MatchCart(ctx, qs, MatchOptions{Next: true, Gifts: true})
-					if err != nil {
-						t.Errorf("reader %d: %v", r, err)
-						return
-					}
-					for i, res := range rs {
-						switch {
-						case errors.Is(res.Err, ErrNotFound):
-							notFound.Add(1)
-						case errors.Is(res.Err, ErrGiftsGone):
-							noGifts.Add(1)
-						case errors.Is(res.Err, ErrDamaged):
-							damage.Add(1)
-						case checkWhole(oracle, tags, qs[i], res) != "":
-							mixed.Add(1)
-							t.Errorf("reader %d: %s", r, checkWhole(oracle, tags, qs[i], res))
-						case res.Err == nil:
-							hits.Add(1)
-						case !errors.Is(res.Err, ErrNoTier):
-							other.Add(1)
-							t.Errorf("reader %d: %v", r, res.Err)
-						}
-					}
+		wg := untilStopped(8, stop, func(r, k int) bool {
+			qs := []Query{QuantityQuery("flip", int64(2+k%11)), QuantityQuery("flip", int64(2+(k+r)%11))}
+			rs, err := c.MatchCart(ctx, qs, MatchOptions{Next: true, Gifts: true})
+			if err != nil {
+				t.Errorf("reader %d: %v", r, err)
+				return false
+			}
+			for i, res := range rs {
+				switch {
+				case errors.Is(res.Err, ErrNotFound):
+					notFound.Add(1)
+				case errors.Is(res.Err, ErrGiftsGone):
+					noGifts.Add(1)
+				case errors.Is(res.Err, ErrDamaged):
+					damage.Add(1)
+				case checkWhole(oracle, tags, qs[i], res) != "":
+					mixed.Add(1)
+					t.Errorf("reader %d: %s", r, checkWhole(oracle, tags, qs[i], res))
+				case res.Err == nil:
+					hits.Add(1)
+				case !errors.Is(res.Err, ErrNoTier):
+					other.Add(1)
+					t.Errorf("reader %d: %v", r, res.Err)
 				}
-			}(r)
-		}
+			}
+			return true
+		})
 		start := time.Now()
 		for i := 0; i < 100; i++ {
 			for _, p := range []gradient.Promotion{v1, v2} {

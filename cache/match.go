@@ -47,8 +47,8 @@ type MatchOptions struct {
 // Result is the answer for one query.
 type Result struct {
 	Promotion string
-	// Tier is the hit, nil unless Err is nil (or ErrGiftsGone / ErrCorrupt
-	// from the gift fetch, which keep the hit).
+	// Tier is the hit, nil unless Err is nil (or ErrGiftsGone, ErrDamaged
+	// or ErrCorrupt from the gift fetch, which keep the hit).
 	Tier *TierHit
 	// Next is the next tier up (MatchOptions.Next), also set with ErrNoTier
 	// so the caller can show "buy 2 more to get 10% off"; nil at the top.
@@ -87,7 +87,7 @@ type line struct {
 	next  *redis.StringSliceCmd
 	// recheck: the first read cannot be answered alone (nothing stored,
 	// or hit and next from different versions); recheck re-reads it
-	// with its meta key in MULTI/EXEC. reread: this is that re-read.
+	// with its meta key in one script call. reread: this is that re-read.
 	recheck, reread bool
 	metaExists      bool // the re-read found the meta key
 	// args backs the hit command's arguments, so a call allocates them
@@ -176,8 +176,8 @@ func (c *Cache) nextArgs(key string, s int64) redis.ZRangeArgs {
 // The hot path builds its ZRANGE commands itself, with exactly the
 // arguments redis.ZRangeArgs would send for hitArgs and nextArgs (the
 // match tests compare them), so that one call allocates the arguments of
-// all its lines at once. resolveMixed, off the hot path, uses hitArgs and
-// nextArgs.
+// all its lines at once. recheck.lua, off the hot path, sends the same
+// two ZRANGEs.
 const (
 	hitArgc  = 9 // ZRANGE key s -inf BYSCORE REV LIMIT 0 1
 	nextArgc = 8 // ZRANGE key (s +inf BYSCORE LIMIT 0 1
@@ -318,7 +318,7 @@ func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs 
 			// Lines with nothing stored (not found, or damaged: meta
 			// without tiers), or whose two reads saw two versions (a
 			// refresh committed between them): one more round trip reads
-			// them again, each with its meta key, inside MULTI/EXEC.
+			// them again, each atomically with its meta key (recheck.lua).
 			rts++
 			if err := c.recheck(ctx, lines, rs); err != nil {
 				c.obs.OnRoundTrips(OpMatch, rts)
