@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tierset/tierset/gradient"
@@ -12,19 +13,32 @@ import (
 //go:embed recheck.lua
 var recheckLua string
 
-var recheckScript = redis.NewScript(recheckLua)
+var recheckScript = redis.NewScript(withoutComments(recheckLua))
+
+// withoutComments drops a script's whole-line comments, so EVAL sends only
+// the code.
+func withoutComments(src string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(src, "\n") {
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "--") {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
 
 // recheck re-reads the lines marked recheck with recheck.lua, one script
 // call per line in one pipeline (on a Cluster split per master, in
 // parallel): each line then sees one state of its promotion, atomically
-// with its meta key. EVAL, not EVALSHA: this path is rare, and a pipeline
-// cannot fall back from NOSCRIPT.
+// with its meta key. EVAL, not EVALSHA: a pipeline cannot fall back from
+// NOSCRIPT, and this path is rare; the body goes without its comments.
 func (c *Cache) recheck(ctx context.Context, lines []line, rs []Result) error {
 	pipe := c.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(lines))
 	for i := range lines {
 		ln := &lines[i]
-		if !ln.recheck {
+		if !ln.recheck || rs[i].Err != nil {
 			continue
 		}
 		next := "0"
