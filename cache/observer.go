@@ -43,7 +43,8 @@ func (o Outcome) String() string {
 type RefreshOutcome uint8
 
 const (
-	// Added: the promotion was not stored before.
+	// Added: no version of the promotion was stored (no meta hash: never
+	// stored, deleted, expired, or its meta hash evicted).
 	Added RefreshOutcome = iota + 1
 	// Updated: a different version was replaced.
 	Updated
