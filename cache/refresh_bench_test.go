@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -30,10 +32,20 @@ func (c countConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// cpuTime is the process's user + system CPU time: on a shared machine it
+// varies far less than wall time.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // BenchmarkRefreshUnchanged is the cost of a refresh that finds the
 // stored promotion current and whole: the steady state of a re-warm. It
 // reports the wire bytes each refresh sends and receives, counted on the
-// client's connections. Real Redis only (TIERSET_REDIS_URL).
+// client's connections, and the client process's CPU time per refresh. Real Redis only (TIERSET_REDIS_URL).
 func BenchmarkRefreshUnchanged(b *testing.B) {
 	url := testredis.URL()
 	if url == "" {
@@ -70,6 +82,7 @@ func BenchmarkRefreshUnchanged(b *testing.B) {
 				b.Fatalf("second refresh: %+v %v", rep, err)
 			}
 			b.ReportAllocs()
+			cpu0 := cpuTime(b)
 			o0, i0 := out.Load(), in.Load()
 			n := 0
 			for b.Loop() {
@@ -78,6 +91,7 @@ func BenchmarkRefreshUnchanged(b *testing.B) {
 				}
 				n++
 			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(time.Microsecond)/float64(n), "cpu-µs/op")
 			b.ReportMetric(float64(out.Load()-o0)/float64(n), "B-sent/op")
 			b.ReportMetric(float64(in.Load()-i0)/float64(n), "B-recv/op")
 		})
