@@ -151,7 +151,7 @@ func TestFaultNoEviction(t *testing.T) {
 	rewarm(t, ctx, env.direct, ps)
 }
 
-// TestFaultClientKillStorm warms 200 promotions in chunks of 20 while
+// TestFaultClientKillStorm warms 100 promotions in chunks of 10 while
 // another client runs CLIENT KILL TYPE normal every 3 ms and a reader
 // reads the promotions already stored. A failed chunk is retried until it
 // succeeds. Every promotion a *RefreshError called committed is stored
@@ -161,7 +161,7 @@ func TestFaultClientKillStorm(t *testing.T) {
 	ctx := testCtx(t)
 	env := newFaultEnv(t)
 	killer := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
-	ps := faultPromos(23, 200, 12)
+	ps := faultPromos(23, 100, 12)
 	ms := matchers(t, ps...)
 	vals := faultVals(ms)
 
@@ -199,8 +199,8 @@ func TestFaultClientKillStorm(t *testing.T) {
 
 	committed := map[string]bool{}
 	refreshErrs, attempts := 0, 0
-	for i := 0; i < len(ps); i += 20 {
-		chunk := ps[i : i+20]
+	for i := 0; i < len(ps); i += 10 {
+		chunk := ps[i : i+10]
 		for {
 			attempts++
 			if attempts > 2000 {
