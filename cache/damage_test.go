@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"testing"
 
@@ -188,7 +189,8 @@ func TestMemberOfAnotherPromotion(t *testing.T) {
 
 // TestMemberOwnerBytes: the owner tag adds exactly 5 bytes to every
 // member (a msgpack uint32 at the end; the array header stays one byte),
-// and a member in the format before it is refused as ErrCorrupt.
+// and a member in the layout before it decodes to the same record,
+// marked as having no owner.
 func TestMemberOwnerBytes(t *testing.T) {
 	p := simplePromotion("bytes-promo", 3, 5, 10)
 	e, err := encodePromotion(&p, DefaultMaxRecordBytes)
@@ -203,18 +205,22 @@ func TestMemberOwnerBytes(t *testing.T) {
 			uint32(tail[1])<<24|uint32(tail[2])<<16|uint32(tail[3])<<8|uint32(tail[4]) != tag {
 			t.Fatalf("member % x does not end in the owner tag %08x", raw, tag)
 		}
-		legacy := string(rune(0x90|legacyFields)) + raw[1:n-5]
-		if _, err := decodeMember(legacy, DefaultMaxRecordBytes); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("legacy member decoded: %v", err)
+		m, err := decodeMember(raw, DefaultMaxRecordBytes)
+		if err != nil || !m.hasOwner || m.owner != tag {
+			t.Fatalf("member: %+v %v", m, err)
+		}
+		legacy, err := decodeMember(string([]byte{0x90 | legacyFields})+raw[1:n-5], DefaultMaxRecordBytes)
+		if m.hasOwner, m.owner = false, 0; err != nil || !reflect.DeepEqual(legacy, m) {
+			t.Fatalf("legacy member: %+v %v, want %+v", legacy, err, m)
 		}
 	}
 }
 
 // TestLegacyFormatRewritten: a promotion stored before members carried
 // their owner (14-field members, a version hashed under the old format
-// tag) reads as ErrCorrupt, and the next Refresh with the same rules sees
-// a different version and rewrites it (Updated), after which reads equal
-// the oracle.
+// tag) is still served by upgraded readers, and the next Refresh with the
+// same rules sees a different version and rewrites it in the new layout
+// (Updated, not Unchanged); reads equal the oracle before and after.
 func TestLegacyFormatRewritten(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
@@ -231,22 +237,29 @@ func TestLegacyFormatRewritten(t *testing.T) {
 		pipe.Del(ctx, c.tiersKey(p.ID))
 		for _, z := range zs {
 			raw := z.Member.(string)
-			pipe.ZAdd(ctx, c.tiersKey(p.ID), redis.Z{Score: z.Score, Member: string(rune(0x90|legacyFields)) + raw[1:len(raw)-5]})
+			pipe.ZAdd(ctx, c.tiersKey(p.ID), redis.Z{Score: z.Score, Member: string([]byte{0x90 | legacyFields}) + raw[1:len(raw)-5]})
 		}
 		pipe.HSet(ctx, c.metaKey(p.ID), metaVersion, "00000000000000v1")
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Match(ctx, QuantityQuery(p.ID, 6), MatchOptions{}); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("legacy member: %v, want ErrCorrupt", err)
+		vals := []int64{0, 3, 4, 5, 9, 10, 11}
+		if got, err := readAll(ctx, c, matchers(t, p), vals); err != nil || got.n[vOK] != len(vals)*len(matchOpts) {
+			t.Fatalf("legacy members: %v %v", got, err)
 		}
 		rep, err := c.Refresh(ctx, p)
 		if err != nil || rep.Updated != 1 || rep.Promotions[0].Previous != "00000000000000v1" {
 			t.Fatalf("upgrade refresh: %+v %v", rep, err)
 		}
-		got, err := readAll(ctx, c, matchers(t, p), []int64{0, 3, 4, 5, 9, 10, 11})
-		if err != nil || got.n[vOK] != 7*len(matchOpts) {
+		got, err := readAll(ctx, c, matchers(t, p), vals)
+		if err != nil || got.n[vOK] != len(vals)*len(matchOpts) {
 			t.Fatalf("after upgrade: %v %v", got, err)
+		}
+		raws, err := b.Client.ZRange(ctx, c.tiersKey(p.ID), 0, -1).Result()
+		for _, raw := range raws {
+			if m, derr := decodeMember(raw, DefaultMaxRecordBytes); derr != nil || !m.hasOwner {
+				t.Fatalf("after upgrade a member has no owner: %+v %v %v", m, derr, err)
+			}
 		}
 	})
 }

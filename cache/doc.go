@@ -18,7 +18,9 @@
 // (tier ID, reward, has-gifts flag) plus the promotion's version, metric,
 // minor digits, window and owner tag (a 32-bit hash of the promotion ID,
 // checked on every read, so a member under another promotion's key is
-// [ErrCorrupt]). A floor sentinel at score -1 and a ceiling
+// [ErrCorrupt]; members written before the tag are read without the check
+// until the next Refresh, which sees a new version and rewrites them).
+// A floor sentinel at score -1 and a ceiling
 // sentinel at 2^53 carry the same metadata, so
 // ZRANGE tiers <v> -inf BYSCORE REV LIMIT 0 1 returns a tier on a hit, the
 // floor when no tier is reached ([ErrNoTier], or [ErrNotActive] outside the

@@ -145,7 +145,7 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 	}
 	tag := ownerTag(q.Promotion)
 	hd, err := c.decode(q.Promotion, hitVals[0])
-	if err == nil && hd.m.owner != tag {
+	if err == nil && hd.m.hasOwner && hd.m.owner != tag {
 		err = c.misplaced(q.Promotion)
 	}
 	if err != nil {
@@ -164,7 +164,7 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 			return hits
 		}
 		nd, err = c.decode(q.Promotion, nextVals[0])
-		if err == nil && nd.m.owner != tag {
+		if err == nil && nd.m.hasOwner && nd.m.owner != tag {
 			err = c.misplaced(q.Promotion)
 		}
 		if err != nil {

@@ -113,7 +113,7 @@ func (c *Cache) giftsMissing(ctx context.Context, rs []Result, missing []int) er
 		current := metas[k].Val() == r.Version
 		if low := lows[k].Val(); !current && len(low) == 1 {
 			d, err := c.decode(r.Promotion, low[0])
-			current = err == nil && d.m.owner == ownerTag(r.Promotion) && d.m.version == r.Version
+			current = err == nil && (!d.m.hasOwner || d.m.owner == ownerTag(r.Promotion)) && d.m.version == r.Version
 		}
 		if current {
 			r.Err = damaged(r.Promotion, fmt.Sprintf("gift list of tier %q of the current version %s missing", r.Tier.ID, r.Version))

@@ -40,9 +40,10 @@ import (
 const (
 	memberFields = 15
 	// legacyFields is the member layout before the owner tag. Such a
-	// member is refused (it cannot prove its promotion); its promotion's
-	// version was hashed under the old format tag, so the next Refresh
-	// sees a different version and rewrites it.
+	// member is still read, without the owner check, so readers can be
+	// upgraded before the cache is re-warmed; its promotion's version was
+	// hashed under the old format tag, so the next Refresh sees a
+	// different version and rewrites it (Updated, never Unchanged).
 	legacyFields = 14
 
 	kindTier    = 1
@@ -75,6 +76,7 @@ type member struct {
 	hasGifts bool
 	reward   gradient.Reward
 	owner    uint32
+	hasOwner bool // false for a member in the legacy layout
 }
 
 // ownerTag is the 32-bit FNV-1a hash of a promotion ID that every member
@@ -352,10 +354,8 @@ func decodeMember(s string, maxBytes int) (m member, err error) {
 		return member{}, fmt.Errorf("%w: member of %d bytes (max %d)", ErrCorrupt, len(s), maxBytes)
 	}
 	r := reader{s: s}
-	switch n := r.arrayLen(); {
-	case n == legacyFields && !r.bad:
-		return member{}, fmt.Errorf("%w: member in the format before promotion identity; a Refresh of its promotion rewrites it", ErrCorrupt)
-	case n != memberFields:
+	n := r.arrayLen()
+	if n != memberFields && n != legacyFields {
 		return member{}, fmt.Errorf("%w: member is not a %d-element array", ErrCorrupt, memberFields)
 	}
 	m.kind = uint8(r.small(kindCeiling))
@@ -372,7 +372,9 @@ func decodeMember(s string, maxBytes int) (m member, err error) {
 	m.reward.Amount = r.decimal()
 	m.reward.Step = r.decimal()
 	m.reward.Cap = r.decimal()
-	m.owner = uint32(r.small(math.MaxUint32))
+	if n == memberFields {
+		m.owner, m.hasOwner = uint32(r.small(math.MaxUint32)), true
+	}
 	switch {
 	case r.bad:
 		return member{}, fmt.Errorf("%w: malformed member record", ErrCorrupt)
