@@ -46,33 +46,22 @@ func TestConcurrentRefresh(t *testing.T) {
 		}
 		var reads, mixed atomic.Int64
 		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for r := 0; r < 8; r++ {
-			wg.Add(1)
-			go func(r int) {
-				defer wg.Done()
-				for k := 0; ; k++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					qs := []Query{QuantityQuery("flip", int64(k%13)), QuantityQuery("flip", int64((k+r)%13)), QuantityQuery("flip", 6)}
-					rs, err := c.MatchCart(ctx, qs, MatchOptions{Next: true, Gifts: true})
-					if err != nil {
-						t.Errorf("reader %d: %v", r, err)
-						return
-					}
-					for i, res := range rs {
-						reads.Add(1)
-						if msg := checkWhole(oracle, tags, qs[i], res); msg != "" {
-							mixed.Add(1)
-							t.Errorf("reader %d: mixed read: %s", r, msg)
-						}
-					}
+		wg := untilStopped(8, stop, func(r, k int) bool {
+			qs := []Query{QuantityQuery("flip", int64(k%13)), QuantityQuery("flip", int64((k+r)%13)), QuantityQuery("flip", 6)}
+			rs, err := c.MatchCart(ctx, qs, MatchOptions{Next: true, Gifts: true})
+			if err != nil {
+				t.Errorf("reader %d: %v", r, err)
+				return false
+			}
+			for i, res := range rs {
+				reads.Add(1)
+				if msg := checkWhole(oracle, tags, qs[i], res); msg != "" {
+					mixed.Add(1)
+					t.Errorf("reader %d: mixed read: %s", r, msg)
 				}
-			}(r)
-		}
+			}
+			return true
+		})
 		start := time.Now()
 		for i := 0; i < 100; i++ {
 			p := v1
@@ -93,6 +82,29 @@ func TestConcurrentRefresh(t *testing.T) {
 			t.Fatalf("only %d reads overlapped the refreshes", reads.Load())
 		}
 	})
+}
+
+// untilStopped runs fn(r, k) in n goroutines (r the goroutine, k its
+// round) until stop is closed or fn returns false; wait on the result.
+func untilStopped(n int, stop <-chan struct{}, fn func(r, k int) bool) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !fn(r, k) {
+					return
+				}
+			}
+		}()
+	}
+	return &wg
 }
 
 // checkWhole returns "" when res is wholly the version that answered.

@@ -6,7 +6,9 @@ package cache
 // panic). ok is false for the floor and ceiling sentinels, which describe
 // the promotion rather than a tier. It is for tools that read the keys
 // directly, such as audits, exporters and the full-scan baseline that
-// bench/ measures Match against; it does not use the decode memo.
+// bench/ measures Match against; it does not use the decode memo. It is
+// not told the promotion, so it cannot check the member's owner tag as
+// Match does.
 func DecodeTier(raw string) (hit TierHit, ok bool, err error) {
 	m, err := decodeMember(raw, DefaultMaxRecordBytes)
 	if err != nil {

@@ -16,13 +16,18 @@
 //
 // Each member is a deterministic msgpack array carrying what a hit needs
 // (tier ID, reward, has-gifts flag) plus the promotion's version, metric,
-// minor digits and window. A floor sentinel at score -1 and a ceiling
+// minor digits, window and owner tag (a 32-bit hash of the promotion ID,
+// checked on every read, so a member under another promotion's key is
+// [ErrCorrupt]; members written before the tag are read without the check
+// until the next Refresh, which sees a new version and rewrites them).
+// A floor sentinel at score -1 and a ceiling
 // sentinel at 2^53 carry the same metadata, so
 // ZRANGE tiers <v> -inf BYSCORE REV LIMIT 0 1 returns a tier on a hit, the
 // floor when no tier is reached ([ErrNoTier], or [ErrNotActive] outside the
-// window) and nothing only when the promotion does not exist
-// ([ErrNotFound]). Scores are integers within ±2^53 (see package score);
-// the score 2^53 itself is reserved for the ceiling.
+// window) and nothing only when the tiers key is gone. Such a line is read
+// again with its meta key (recheck.lua): no meta is [ErrNotFound], meta
+// without tiers is [ErrDamaged]. Scores are integers within ±2^53 (see
+// package score); the score 2^53 itself is reserved for the ceiling.
 //
 // # Guarantees
 //
@@ -31,14 +36,26 @@
 //     see the old version whole or the new one whole. Gift lists are stored
 //     per version and the replaced version's list lives on for
 //     [Options].Grace, so a hit's gifts always belong to its tier.
-//   - The version is a content hash; refreshing identical content is
-//     [Unchanged] and writes nothing.
+//   - The version is a content hash. Refreshing identical content is
+//     [Unchanged] and writes nothing only when the stored promotion is
+//     also whole (tiers, gift list and meta hash sizes, read in the round
+//     trip that reads the version); anything less is rewritten,
+//     [Repaired]. A promotion with a key evicted or deleted behind the
+//     cache's back reads as [ErrDamaged] (never a wrong tier), and Info
+//     reports the damage.
+//   - A Refresh that fails midway returns a [*RefreshError] that sorts
+//     every promotion of the call into committed, not committed or (when
+//     even the read-back failed) unknown, by reading the failed one back.
+//   - Delete removes tiers and meta at once and leaves the deleted
+//     version's gift lists for [Options].Grace, as a refresh does.
 //   - A cart costs one pipelined round trip whatever its size and tier
 //     count (one per master on a Cluster, in parallel), plus one when some
-//     hit has gifts and [MatchOptions].Gifts is set. With
+//     hit has gifts and [MatchOptions].Gifts is set, plus one when some
+//     line finds nothing stored (to tell not found from damaged) or a
+//     gift list is missing (to tell gone from damaged). With
 //     [MatchOptions].Next each line also reads the next tier; the two reads
 //     carry versions, and a line whose versions differ (a refresh committed
-//     between them) is re-read in MULTI/EXEC.
+//     between them) is re-read atomically (recheck.lua).
 //   - Whether a promotion is active is decided by the caller's clock,
 //     [Options].Now, at millisecond resolution; Redis's clock only expires
 //     keys at End + Grace.

@@ -44,9 +44,18 @@ var (
 	ErrBatchTooLarge = errors.New("cache: batch too large")
 	// ErrDuplicatePromotion: one Refresh call names the same promotion twice.
 	ErrDuplicatePromotion = errors.New("cache: promotion appears twice in one refresh")
-	// ErrGiftsGone: a hit's gift list is no longer stored. This happens
-	// only to a reader that fetched a tier more than Options.Grace before
-	// it asked for the gifts of that (since replaced) version.
+	// ErrDamaged: a stored promotion is not whole (a key evicted or
+	// deleted behind the cache's back): meta without its tiers key, a
+	// tiers key without its floor or ceiling sentinel, or a current
+	// version without its gift list. It is distinct from ErrNotFound (no
+	// trace of the promotion) and from ErrGiftsGone (a replaced or
+	// deleted version's gifts expired). A Refresh of the promotion
+	// rewrites it (outcome Repaired), even with unchanged content.
+	ErrDamaged = errors.New("cache: stored promotion is damaged")
+	// ErrGiftsGone: a hit's gift list is no longer stored and its version
+	// is not the current one. This happens only to a reader that fetched
+	// a tier more than Options.Grace before it asked for the gifts of a
+	// version that was since replaced or deleted.
 	ErrGiftsGone = errors.New("cache: gifts of this promotion version are gone")
 	// ErrCrossSlot: the keys of one transaction would span Redis Cluster
 	// hash slots. Refused on the client before anything is sent. With keys

@@ -140,8 +140,11 @@ func ExampleObserver() {
 		Threshold: decimal.NewFromInt(3), Reward: gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(10)}}}})
 	_, _ = c.MatchCart(ctx, []cache.Query{cache.QuantityQuery("p", 4), cache.QuantityQuery("p", 1), cache.QuantityQuery("q", 1)}, cache.MatchOptions{})
 	fmt.Println(obs.lookups.String())
+	// Refresh: WATCH, probe, EXEC. Cart: one pipeline, and one more
+	// because "q" found nothing (it is read again with its meta key, to
+	// tell not found from damaged).
 	fmt.Println("round trips:", obs.roundTrips.Value())
 	// Output:
 	// {"hit": 1, "no_tier": 1, "not_found": 1}
-	// round trips: 4
+	// round trips: 5
 }

@@ -152,7 +152,7 @@ type countingObserver struct {
 	NopObserver
 	lookups, hits, noTier, notFound, notActive, errs atomic.Int64
 	roundTrips, decodeErrors                         atomic.Int64
-	refreshes                                        [5]atomic.Int64
+	refreshes                                        [8]atomic.Int64
 }
 
 func (o *countingObserver) OnLookup(_ string, out Outcome, _ time.Duration) {

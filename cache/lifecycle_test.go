@@ -269,7 +269,7 @@ type writeRecorder struct {
 	seen []string
 }
 
-var readOnly = map[string]bool{"watch": true, "unwatch": true, "hget": true, "hmget": true, "hgetall": true, "zrange": true, "ping": true, "pttl": true, "exists": true, "scan": true, "hello": true, "client": true, "cluster": true, "command": true, "select": true}
+var readOnly = map[string]bool{"watch": true, "unwatch": true, "hget": true, "hmget": true, "hgetall": true, "zrange": true, "ping": true, "pttl": true, "exists": true, "zcard": true, "hlen": true, "scan": true, "hello": true, "client": true, "cluster": true, "command": true, "select": true}
 
 func (w *writeRecorder) add(cmds ...redis.Cmder) {
 	w.mu.Lock()
@@ -298,7 +298,8 @@ func (w *writeRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 }
 
 // TestDeleteInfoList: Info and List describe what Refresh stored, on
-// every master of a cluster; Delete removes every key.
+// every master of a cluster; Delete removes tiers and meta at once and
+// leaves the gift lists to expire within Grace.
 func TestDeleteInfoList(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
@@ -341,8 +342,17 @@ func TestDeleteInfoList(t *testing.T) {
 		if ok, err := c.Delete(ctx, ids[0]); err != nil || ok {
 			t.Fatalf("second Delete: %v %v", ok, err)
 		}
-		if n, err := testredis.CountKeys(ctx, b.Client, b.Prefix); err != nil || n != 0 {
-			t.Fatalf("%d keys left after Delete (%v)", n, err)
+		// Only the gift lists stay, one per promotion, each for at most
+		// Grace (readers that fetched a tier just before keep its gifts).
+		left, err := testredis.Keys(ctx, b.Client, b.Prefix)
+		if err != nil || len(left) != len(ids) {
+			t.Fatalf("%d keys left after Delete, want %d gift lists (%v): %v", len(left), len(ids), err, left)
+		}
+		for _, k := range left {
+			ttl, err := b.Client.PTTL(ctx, k).Result()
+			if err != nil || !strings.Contains(k, suffixGifts) || ttl <= 0 || ttl > DefaultGrace {
+				t.Fatalf("after Delete: key %s ttl %v (%v)", k, ttl, err)
+			}
 		}
 		if _, err := c.Info(ctx, ids[0]); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("Info after delete: %v", err)

@@ -47,8 +47,8 @@ type MatchOptions struct {
 // Result is the answer for one query.
 type Result struct {
 	Promotion string
-	// Tier is the hit, nil unless Err is nil (or ErrGiftsGone / ErrCorrupt
-	// from the gift fetch, which keep the hit).
+	// Tier is the hit, nil unless Err is nil (or ErrGiftsGone, ErrDamaged
+	// or ErrCorrupt from the gift fetch, which keep the hit).
 	Tier *TierHit
 	// Next is the next tier up (MatchOptions.Next), also set with ErrNoTier
 	// so the caller can show "buy 2 more to get 10% off"; nil at the top.
@@ -58,7 +58,8 @@ type Result struct {
 	// Version is the promotion version that answered.
 	Version string
 	// Err is nil for a hit, else ErrNoTier, ErrNotFound, ErrNotActive,
-	// ErrMetricMismatch, ErrBadQuery, ErrBadID or ErrCorrupt (errors.Is).
+	// ErrDamaged, ErrMetricMismatch, ErrBadQuery, ErrBadID or ErrCorrupt
+	// (errors.Is).
 	Err error
 }
 
@@ -84,7 +85,11 @@ type line struct {
 	bound string // "(score", the next-tier range's exclusive bound (MatchOptions.Next)
 	hit   *redis.StringSliceCmd
 	next  *redis.StringSliceCmd
-	retry bool
+	// recheck: the first read cannot be answered alone (nothing stored,
+	// or hit and next from different versions); recheck re-reads it
+	// with its meta key in one script call. reread: this is that re-read.
+	recheck, reread bool
+	metaExists      bool // the re-read found the meta key
 	// args backs the hit command's arguments, so a call allocates them
 	// once for all its lines instead of once per command.
 	args [hitArgc]any
@@ -171,8 +176,8 @@ func (c *Cache) nextArgs(key string, s int64) redis.ZRangeArgs {
 // The hot path builds its ZRANGE commands itself, with exactly the
 // arguments redis.ZRangeArgs would send for hitArgs and nextArgs (the
 // match tests compare them), so that one call allocates the arguments of
-// all its lines at once. resolveMixed, off the hot path, uses hitArgs and
-// nextArgs.
+// all its lines at once. recheck.lua, off the hot path, sends the same
+// two ZRANGEs.
 const (
 	hitArgc  = 9 // ZRANGE key s -inf BYSCORE REV LIMIT 0 1
 	nextArgc = 8 // ZRANGE key (s +inf BYSCORE LIMIT 0 1
@@ -300,32 +305,29 @@ func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs 
 		}
 		hits := make([]TierHit, 0, pending*perLine)
 		nowMs := c.now().UnixMilli()
-		retries := 0
+		rechecks := 0
 		for i := range lines {
 			if rs[i].Err == nil && lines[i].hit != nil {
 				hits = c.evaluate(&qs[i], &lines[i], &rs[i], nowMs, hits)
-				if lines[i].retry {
-					retries++
+				if lines[i].recheck {
+					rechecks++
 				}
 			}
 		}
-		if retries > 0 {
-			// A refresh committed between a line's two ZRANGEs (their
-			// versions differ). Re-read those lines inside MULTI/EXEC, one
-			// transaction per line so each touches one slot.
-			n, err := c.resolveMixed(ctx, qs, lines, rs)
-			rts += n
-			if err != nil {
+		if rechecks > 0 {
+			// Lines with nothing stored (not found, or damaged: meta
+			// without tiers), or whose two reads saw two versions (a
+			// refresh committed between them): one more round trip reads
+			// them again, each atomically with its meta key (recheck.lua).
+			rts++
+			if err := c.recheck(ctx, lines, rs); err != nil {
 				c.obs.OnRoundTrips(OpMatch, rts)
 				return fmt.Errorf("cache: match: %w", ctxErr(ctx, err))
 			}
 			for i := range lines {
-				if lines[i].retry {
-					lines[i].retry = false
+				if lines[i].recheck {
+					lines[i].recheck = false
 					hits = c.evaluate(&qs[i], &lines[i], &rs[i], nowMs, hits)
-					if lines[i].retry { // inside MULTI this cannot happen
-						rs[i] = Result{Promotion: qs[i].Promotion, Err: fmt.Errorf("%w: mixed versions inside a transaction", ErrCorrupt)}
-					}
 				}
 			}
 		}
@@ -361,6 +363,8 @@ func outcomeOf(err error) Outcome {
 		return OutcomeNotActive
 	case errors.Is(err, ErrGiftsGone):
 		return OutcomeHit
+	case errors.Is(err, ErrDamaged):
+		return OutcomeDamaged
 	}
 	return OutcomeError
 }
@@ -430,193 +434,4 @@ func lineErr(err error, r *Result) error {
 		return nil
 	}
 	return err
-}
-
-// resolveMixed re-reads the lines marked retry, each in its own
-// MULTI/EXEC, and returns the round trips spent.
-func (c *Cache) resolveMixed(ctx context.Context, qs []Query, lines []line, rs []Result) (int, error) {
-	n := 0
-	for i := range lines {
-		if !lines[i].retry {
-			continue
-		}
-		key := lines[i].key
-		pipe := c.client.TxPipeline()
-		lines[i].hit = pipe.ZRangeArgs(ctx, c.hitArgs(key, lines[i].score))
-		lines[i].next = pipe.ZRangeArgs(ctx, c.nextArgs(key, lines[i].score))
-		n++
-		if _, err := pipe.Exec(ctx); err != nil {
-			if err := lineErr(err, &rs[i]); err != nil {
-				return n, err
-			}
-		}
-	}
-	return n, nil
-}
-
-// decode returns the decoded member record raw, from the memo when this
-// Cache decoded the same bytes before. The record is shared: callers copy
-// what they need out of it and never write to it.
-func (c *Cache) decode(promotion, raw string) (*decoded, error) {
-	if d := c.memo.get(raw); d != nil {
-		return d, nil
-	}
-	m, err := decodeMember(raw, c.maxBytes)
-	if err != nil {
-		c.obs.OnDecodeError(promotion, RecordMember, err)
-		return nil, err
-	}
-	d := &decoded{raw: raw, m: m}
-	if m.kind == kindTier {
-		d.threshold = m.scoreValue(m.score)
-	}
-	c.memo.put(d)
-	return d, nil
-}
-
-// evaluate turns a line's replies into its Result. The hit lives in the
-// line; next tiers are appended to the shared backing slice, so a cart
-// allocates its TierHits once.
-func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []TierHit) []TierHit {
-	if r.Err != nil {
-		return hits
-	}
-	hitVals := ln.hit.Val()
-	var nextVals []string
-	if ln.next != nil {
-		nextVals = ln.next.Val()
-	}
-	if len(hitVals) == 0 {
-		if len(nextVals) != 0 {
-			ln.retry = true // created between the two reads
-			return hits
-		}
-		r.Err = ErrNotFound
-		return hits
-	}
-	hd, err := c.decode(q.Promotion, hitVals[0])
-	if err != nil {
-		r.Err = err
-		return hits
-	}
-	h := &hd.m
-	var nd *decoded
-	if ln.next != nil {
-		if len(nextVals) == 0 {
-			ln.retry = true // deleted between the two reads (or no ceiling)
-			return hits
-		}
-		if nd, err = c.decode(q.Promotion, nextVals[0]); err != nil {
-			r.Err = err
-			return hits
-		}
-		if nd.m.version != h.version {
-			ln.retry = true
-			return hits
-		}
-	}
-	r.Version = h.version
-	switch {
-	case q.Metric != h.metric:
-		r.Err = fmt.Errorf("%w: promotion %q is %s, query is %s", ErrMetricMismatch, q.Promotion, h.metric, q.Metric)
-		return hits
-	case h.metric == gradient.Amount && h.digits != c.digits:
-		r.Err = fmt.Errorf("%w: promotion %q has %d minor digits, queries are encoded with %d", ErrMetricMismatch, q.Promotion, h.digits, c.digits)
-		return hits
-	case !h.active(nowMs):
-		r.Err = ErrNotActive
-		return hits
-	}
-	switch h.kind {
-	case kindTier:
-		hits = append(hits, TierHit{ID: h.tierID, Score: h.score, Threshold: hd.threshold, Reward: h.reward, HasGifts: h.hasGifts})
-		r.Tier = &hits[len(hits)-1]
-	case kindFloor:
-		r.Err = ErrNoTier
-	default:
-		r.Err = fmt.Errorf("%w: promotion %q: ceiling sentinel below the query", ErrCorrupt, q.Promotion)
-		return hits
-	}
-	if nd != nil {
-		n := &nd.m
-		switch n.kind {
-		case kindTier:
-			threshold := nd.threshold
-			if n.metric != h.metric || n.digits != h.digits {
-				threshold = h.scoreValue(n.score) // the hit's unit, as the query's
-			}
-			hits = append(hits, TierHit{ID: n.tierID, Score: n.score, Threshold: threshold, Reward: n.reward, HasGifts: n.hasGifts})
-			r.Next = &hits[len(hits)-1]
-			r.Shortfall = h.scoreValue(n.score - ln.score)
-		case kindCeiling:
-		default:
-			r.Tier, r.Err = nil, fmt.Errorf("%w: promotion %q: floor sentinel above the query", ErrCorrupt, q.Promotion)
-		}
-	}
-	return hits
-}
-
-// Gifts fetches the gift lists of every hit in rs whose tier has gifts
-// and that has none yet, in one pipelined round trip (none when there is
-// nothing to fetch). Lists are read from the hit's own version, so they
-// always belong to the tier that was matched. A line whose list is gone
-// (its version was replaced more than Options.Grace ago) or corrupt keeps
-// its Tier and gets ErrGiftsGone or ErrCorrupt in Err.
-func (c *Cache) Gifts(ctx context.Context, rs []Result) error {
-	n, err := c.fetchGifts(ctx, rs)
-	c.obs.OnRoundTrips(OpGifts, n)
-	if err != nil {
-		return fmt.Errorf("cache: gifts: %w", ctxErr(ctx, err))
-	}
-	return nil
-}
-
-func (c *Cache) fetchGifts(ctx context.Context, rs []Result) (int, error) {
-	var pipe redis.Pipeliner
-	var cmds []*redis.SliceCmd
-	for i := range rs {
-		t := rs[i].Tier
-		if t == nil || !t.HasGifts || t.Gifts != nil {
-			continue
-		}
-		if pipe == nil {
-			pipe = c.client.Pipeline()
-			cmds = make([]*redis.SliceCmd, len(rs))
-		}
-		cmds[i] = pipe.HMGet(ctx, c.giftsKey(rs[i].Promotion, rs[i].Version), t.ID)
-	}
-	if pipe == nil {
-		return 0, nil
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		for i, cmd := range cmds {
-			if cmd != nil {
-				if err := lineErr(cmd.Err(), &rs[i]); err != nil {
-					return 1, err
-				}
-			}
-		}
-	}
-	for i, cmd := range cmds {
-		if cmd == nil || cmd.Err() != nil {
-			continue
-		}
-		vals := cmd.Val()
-		raw, ok := "", len(vals) == 1
-		if ok {
-			raw, ok = vals[0].(string)
-		}
-		if !ok {
-			rs[i].Err = fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, rs[i].Promotion, rs[i].Version, rs[i].Tier.ID)
-			continue
-		}
-		gifts, err := decodeGifts([]byte(raw), c.maxBytes)
-		if err != nil {
-			c.obs.OnDecodeError(rs[i].Promotion, RecordGifts, err)
-			rs[i].Err = fmt.Errorf("promotion %q tier %q: %w", rs[i].Promotion, rs[i].Tier.ID, err)
-			continue
-		}
-		rs[i].Tier.Gifts = gifts
-	}
-	return 1, nil
 }

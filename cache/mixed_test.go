@@ -36,7 +36,8 @@ func (h *splitHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 
 // TestMixedVersionsAreRetried: when a refresh lands between the two reads
 // of a Next match, the versions differ, and the line is re-read in
-// MULTI/EXEC: the answer is wholly the new version, at one extra round trip.
+// one recheck (recheck.lua): the answer is wholly the new version, at one
+// extra round trip.
 func TestMixedVersionsAreRetried(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		if b.IsCluster() {
@@ -67,7 +68,7 @@ func TestMixedVersionsAreRetried(t *testing.T) {
 			t.Fatalf("got %+v / next %+v (%v), want wholly v2: %s / %s", r.Tier, r.Next, err, want.Tier.ID, want.Next.ID)
 		}
 		if n := obs.roundTrips.Load(); n != 2 {
-			t.Fatalf("%d round trips, want 2 (pipeline + one MULTI/EXEC re-read)", n)
+			t.Fatalf("%d round trips, want 2 (pipeline + one recheck)", n)
 		}
 	})
 }

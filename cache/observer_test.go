@@ -3,6 +3,8 @@ package cache
 import (
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -30,7 +32,12 @@ func TestObserverRoundTrips(t *testing.T) {
 			{"delete", func() error { _, err := c.Delete(ctx, "x"); return err }},
 			{"info", func() error { _, err := c.Info(ctx, "x"); return err }},
 		} {
+			// Warm a connection for commands and one for pipelines: a
+			// fresh connection's handshake would be counted.
 			if err := b.Client.Ping(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Client.Pipelined(ctx, func(p redis.Pipeliner) error { p.Ping(ctx); return nil }); err != nil {
 				t.Fatal(err)
 			}
 			rt.Reset()

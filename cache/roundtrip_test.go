@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 
@@ -172,6 +173,73 @@ func TestClusterCartPerMaster(t *testing.T) {
 				t.Fatalf("round trips reached %v, want exactly the 3 masters", per)
 			}
 			t.Logf("%+v: %d lines over 3 masters, round trips per master %v", tc.opt, len(qs), per)
+		}
+	})
+}
+
+// TestRecheckRoundTrips: a cart with lines that find nothing stored
+// (unknown or damaged promotions) costs exactly one more round trip, for
+// all such lines together, and tells the two apart; a cart whose lines
+// all find something never pays it.
+func TestRecheckRoundTrips(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		c := newCache(t, b, Options{})
+		var promos []gradient.Promotion
+		for i := 0; i < 10; i++ {
+			promos = append(promos, simplePromotion("rc"+strconv.Itoa(i), 2, 4, 8))
+		}
+		if _, err := c.Refresh(ctx, promos...); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"rc0", "rc1"} { // two slots on a cluster
+			if err := b.Client.Del(ctx, c.tiersKey(id)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rt, err := testredis.CountRoundTrips(ctx, b.Client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var whole, mixed []Query
+		for i := 2; i < 10; i++ {
+			whole = append(whole, QuantityQuery("rc"+strconv.Itoa(i), 5))
+		}
+		mixed = append(append(mixed, whole...), QuantityQuery("rc0", 5), QuantityQuery("rc1", 1), QuantityQuery("nosuch", 5), QuantityQuery("nosuch2", 1))
+		for _, tc := range []struct {
+			name string
+			qs   []Query
+			want int
+		}{{"all stored", whole, 1}, {"2 damaged, 2 unknown", mixed, 2}} {
+			for _, opt := range []MatchOptions{{}, {Next: true}} {
+				if _, err := c.MatchCart(ctx, tc.qs, opt); err != nil { // warm up connections
+					t.Fatal(err)
+				}
+				rt.Reset()
+				rs, err := c.MatchCart(ctx, tc.qs, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := rt.Total()
+				if b.IsCluster() {
+					got = maxNode(rt.PerNode())
+				}
+				if got != tc.want {
+					t.Fatalf("%s %+v: %d round trips, want %d", tc.name, opt, got, tc.want)
+				}
+				for _, r := range rs {
+					var want error
+					switch r.Promotion {
+					case "rc0", "rc1":
+						want = ErrDamaged
+					case "nosuch", "nosuch2":
+						want = ErrNotFound
+					}
+					if want != nil && !errors.Is(r.Err, want) || want == nil && (r.Err != nil || r.Tier.ID != "tier1") {
+						t.Fatalf("%s %+v: %s: %+v", tc.name, opt, r.Promotion, r)
+					}
+				}
+			}
 		}
 	})
 }

@@ -1,0 +1,125 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Gifts fetches the gift lists of every hit in rs whose tier has gifts
+// and that has none yet, in one pipelined round trip (none when there is
+// nothing to fetch). Lists are read from the hit's own version, so they
+// always belong to the tier that was matched. A line whose list is gone
+// (its version was replaced or deleted more than Options.Grace ago) or
+// corrupt keeps its Tier and gets ErrGiftsGone or ErrCorrupt in Err; a
+// missing list of the current version is damage, ErrDamaged. A missing
+// list costs one more round trip, to read the current version.
+func (c *Cache) Gifts(ctx context.Context, rs []Result) error {
+	n, err := c.fetchGifts(ctx, rs)
+	c.obs.OnRoundTrips(OpGifts, n)
+	if err != nil {
+		return fmt.Errorf("cache: gifts: %w", ctxErr(ctx, err))
+	}
+	return nil
+}
+
+func (c *Cache) fetchGifts(ctx context.Context, rs []Result) (int, error) {
+	var pipe redis.Pipeliner
+	var cmds []*redis.SliceCmd
+	for i := range rs {
+		t := rs[i].Tier
+		if t == nil || !t.HasGifts || t.Gifts != nil {
+			continue
+		}
+		if pipe == nil {
+			pipe = c.client.Pipeline()
+			cmds = make([]*redis.SliceCmd, len(rs))
+		}
+		cmds[i] = pipe.HMGet(ctx, c.giftsKey(rs[i].Promotion, rs[i].Version), t.ID)
+	}
+	if pipe == nil {
+		return 0, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		for i, cmd := range cmds {
+			if cmd != nil {
+				if err := lineErr(cmd.Err(), &rs[i]); err != nil {
+					return 1, err
+				}
+			}
+		}
+	}
+	var missing []int
+	for i, cmd := range cmds {
+		if cmd == nil || cmd.Err() != nil {
+			continue
+		}
+		vals := cmd.Val()
+		raw, ok := "", len(vals) == 1
+		if ok {
+			raw, ok = vals[0].(string)
+		}
+		if !ok {
+			missing = append(missing, i)
+			continue
+		}
+		gifts, err := decodeGifts([]byte(raw), c.maxBytes)
+		if err != nil {
+			c.obs.OnDecodeError(rs[i].Promotion, RecordGifts, err)
+			rs[i].Err = fmt.Errorf("promotion %q tier %q: %w", rs[i].Promotion, rs[i].Tier.ID, err)
+			continue
+		}
+		rs[i].Tier.Gifts = gifts
+	}
+	if len(missing) == 0 {
+		return 1, nil
+	}
+	return 2, c.giftsMissing(ctx, rs, missing)
+}
+
+// giftsMissing files the lines whose gift list was not found: ErrDamaged
+// when the hit's version is still the stored one, by the meta hash or by
+// the lowest member of the tiers key (either can be evicted alone), so
+// its gift list was evicted or deleted behind the cache's back; else
+// ErrGiftsGone (the version was replaced or deleted, and its grace ran
+// out). One more round trip, taken only on this path.
+func (c *Cache) giftsMissing(ctx context.Context, rs []Result, missing []int) error {
+	pipe := c.client.Pipeline()
+	metas := make([]*redis.StringCmd, len(missing))
+	lows := make([]*redis.StringSliceCmd, len(missing))
+	for k, i := range missing {
+		metas[k] = pipe.HGet(ctx, c.metaKey(rs[i].Promotion), metaVersion)
+		lows[k] = pipe.ZRange(ctx, c.tiersKey(rs[i].Promotion), 0, 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		for k, i := range missing {
+			for _, e := range []error{metas[k].Err(), lows[k].Err()} {
+				if errors.Is(e, redis.Nil) {
+					continue
+				}
+				if err := lineErr(e, &rs[i]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for k, i := range missing {
+		r := &rs[i]
+		if r.Err != nil {
+			continue
+		}
+		current := metas[k].Val() == r.Version
+		if low := lows[k].Val(); !current && len(low) == 1 {
+			d, err := c.decode(r.Promotion, low[0])
+			current = err == nil && (!d.m.hasOwner || d.m.owner == ownerTag(r.Promotion)) && d.m.version == r.Version
+		}
+		if current {
+			r.Err = damaged(r.Promotion, fmt.Sprintf("gift list of tier %q of the current version %s missing", r.Tier.ID, r.Version))
+		} else {
+			r.Err = fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, r.Promotion, r.Version, r.Tier.ID)
+		}
+	}
+	return nil
+}

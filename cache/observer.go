@@ -1,0 +1,157 @@
+package cache
+
+import "time"
+
+// Outcome classifies one looked-up cart line for an Observer.
+type Outcome uint8
+
+const (
+	// OutcomeHit: a tier was reached.
+	OutcomeHit Outcome = iota + 1
+	// OutcomeNoTier: the promotion exists and is active, no tier reached.
+	OutcomeNoTier
+	// OutcomeNotFound: no such promotion.
+	OutcomeNotFound
+	// OutcomeNotActive: the promotion exists, outside its window.
+	OutcomeNotActive
+	// OutcomeError: a bad query, metric mismatch or corrupt record.
+	OutcomeError
+	// OutcomeDamaged: the promotion's stored keys are not whole
+	// (ErrDamaged); a Refresh repairs it.
+	OutcomeDamaged
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeHit:
+		return "hit"
+	case OutcomeNoTier:
+		return "no_tier"
+	case OutcomeNotFound:
+		return "not_found"
+	case OutcomeNotActive:
+		return "not_active"
+	case OutcomeError:
+		return "error"
+	case OutcomeDamaged:
+		return "damaged"
+	}
+	return "unknown"
+}
+
+// RefreshOutcome is what Refresh did to one promotion.
+type RefreshOutcome uint8
+
+const (
+	// Added: no version of the promotion was stored (no meta hash: never
+	// stored, deleted, expired, or its meta hash evicted).
+	Added RefreshOutcome = iota + 1
+	// Updated: a different version was replaced.
+	Updated
+	// Unchanged: the stored version has the same content hash and is
+	// whole; nothing was written.
+	Unchanged
+	// RefreshFailed: the write failed (reported to the Observer only).
+	RefreshFailed
+	// Repaired: the stored version had the same content hash but was not
+	// whole (RefreshResult.Damage says what was missing); it was rewritten.
+	Repaired
+)
+
+func (o RefreshOutcome) String() string {
+	switch o {
+	case Added:
+		return "added"
+	case Updated:
+		return "updated"
+	case Unchanged:
+		return "unchanged"
+	case RefreshFailed:
+		return "failed"
+	case Repaired:
+		return "repaired"
+	}
+	return "unknown"
+}
+
+// Op names a Cache call for Observer.OnRoundTrips.
+type Op uint8
+
+const (
+	OpMatch Op = iota + 1
+	OpGifts
+	OpRefresh
+	OpDelete
+	OpInfo
+	OpList
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpMatch:
+		return "match"
+	case OpGifts:
+		return "gifts"
+	case OpRefresh:
+		return "refresh"
+	case OpDelete:
+		return "delete"
+	case OpInfo:
+		return "info"
+	case OpList:
+		return "list"
+	}
+	return "unknown"
+}
+
+// Record names what failed to decode, for Observer.OnDecodeError.
+type Record uint8
+
+const (
+	RecordMember Record = iota + 1
+	RecordGifts
+	RecordMeta
+)
+
+func (r Record) String() string {
+	switch r {
+	case RecordMember:
+		return "member"
+	case RecordGifts:
+		return "gifts"
+	case RecordMeta:
+		return "meta"
+	}
+	return "unknown"
+}
+
+// Observer receives the cache's metrics events; wire it to Prometheus,
+// OpenTelemetry or expvar. Methods are called synchronously on the hot
+// path with no allocation on the library side, so implementations should
+// be cheap (an atomic add) and safe for concurrent use. Embed NopObserver
+// to implement only some methods.
+type Observer interface {
+	// OnLookup is called once per cart line (and per Match) with its
+	// outcome and the duration of the whole call it was part of.
+	OnLookup(promotion string, outcome Outcome, d time.Duration)
+	// OnRoundTrips reports the round trips one call made (a pipeline is
+	// one, even when a Cluster client splits it over several masters).
+	OnRoundTrips(op Op, n int)
+	// OnRefresh is called once per promotion of a Refresh.
+	OnRefresh(promotion string, outcome RefreshOutcome)
+	// OnDecodeError is called when bytes read from Redis are corrupt.
+	OnDecodeError(promotion string, rec Record, err error)
+	// OnWarning reports a setting New accepted that an operator should
+	// fix (a client without ContextTimeoutEnabled, allowed by
+	// Options.AllowNoContextTimeout).
+	OnWarning(err error)
+}
+
+// NopObserver ignores every event. It is the default Observer.
+type NopObserver struct{}
+
+func (NopObserver) OnLookup(string, Outcome, time.Duration) {}
+func (NopObserver) OnRoundTrips(Op, int)                    {}
+func (NopObserver) OnRefresh(string, RefreshOutcome)        {}
+func (NopObserver) OnDecodeError(string, Record, error)     {}
+func (NopObserver) OnWarning(error)                         {}
