@@ -80,6 +80,9 @@ type Summary struct {
 	Added     []string
 	Updated   []string
 	Unchanged []string
+	// Repaired had the same content but were not whole in Redis (a key
+	// evicted or deleted): rewritten, or in a dry run, would be.
+	Repaired []string
 	// Ended were not written: their End is already past.
 	Ended []string
 	// Refused were rejected by the cache (Errors says why); nothing of
@@ -238,6 +241,8 @@ func (s *Summary) record(rep cache.RefreshReport) {
 			s.Updated = append(s.Updated, r.ID)
 		case cache.Unchanged:
 			s.Unchanged = append(s.Unchanged, r.ID)
+		case cache.Repaired:
+			s.Repaired = append(s.Repaired, r.ID)
 		}
 	}
 }
@@ -285,6 +290,12 @@ func (d *dryRun) refresh(ctx context.Context, ps ...gradient.Promotion) (cache.R
 		case errors.Is(err, cache.ErrNotFound):
 			r.Outcome = cache.Added
 			out.Added++
+		case errors.Is(err, cache.ErrDamaged) && in.Version == r.Version:
+			r.Outcome, r.Previous = cache.Repaired, in.Version
+			out.Repaired++
+		case errors.Is(err, cache.ErrDamaged):
+			r.Outcome, r.Previous = cache.Updated, in.Version
+			out.Updated++
 		case err != nil:
 			return out, err
 		case in.Version == r.Version:

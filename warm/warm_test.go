@@ -290,3 +290,43 @@ func TestWarmPruneLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestWarmRepairsDamage: a promotion whose tiers key is gone is reported
+// Repaired (also by a dry run, which writes nothing) and healed by a run.
+func TestWarmRepairsDamage(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := context.Background()
+		c := newCache(t, b)
+		promos := sample(t)
+		opts := warm.Options{Now: func() time.Time { return testNow }}
+		if _, err := warm.Warm(ctx, c, promos, opts); err != nil {
+			t.Fatal(err)
+		}
+		victim := promos[0].ID
+		if err := b.Client.Del(ctx, b.Prefix+":{p:"+victim+"}:tiers").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Match(ctx, cache.QuantityQuery(victim, 5), cache.MatchOptions{}); !errors.Is(err, cache.ErrDamaged) {
+			t.Fatalf("match of the damaged promotion: %v, want ErrDamaged", err)
+		}
+		before := snapshot(t, b.Client, b.Prefix)
+		dry, err := warm.Warm(ctx, c, promos, warm.Options{Now: opts.Now, DryRun: true})
+		if err != nil || !reflect.DeepEqual(dry.Repaired, []string{victim}) || len(dry.Unchanged) != len(promos)-1 {
+			t.Fatalf("dry run: %+v %v, want %s repaired", dry, err, victim)
+		}
+		if after := snapshot(t, b.Client, b.Prefix); !reflect.DeepEqual(before, after) {
+			t.Fatal("the dry run changed Redis")
+		}
+		s, err := warm.Warm(ctx, c, promos, opts)
+		if err != nil || !reflect.DeepEqual(s.Repaired, []string{victim}) || len(s.Unchanged) != len(promos)-1 {
+			t.Fatalf("run: %+v %v, want %s repaired", s, err, victim)
+		}
+		if _, err := c.Match(ctx, cache.QuantityQuery(victim, 5), cache.MatchOptions{}); err != nil {
+			t.Fatalf("match after the repair: %v", err)
+		}
+		s3, err := warm.Warm(ctx, c, promos, opts)
+		if err != nil || len(s3.Unchanged) != len(promos) {
+			t.Fatalf("third run: %+v %v, want all unchanged", s3, err)
+		}
+	})
+}

@@ -95,6 +95,9 @@ func warmAndReport(ctx context.Context, c *cache.Cache, promos []gradient.Promot
 	listIDs(w, "refused (reasons below)", sum.Refused)
 	fmt.Fprintf(w, "summary: added %d, updated %d, unchanged %d, pruned %d, refused %d",
 		len(sum.Added), len(sum.Updated), len(sum.Unchanged), len(sum.Pruned), len(sum.Refused))
+	if len(sum.Repaired) > 0 {
+		fmt.Fprintf(w, ", repaired %d", len(sum.Repaired))
+	}
 	if len(sum.Ended) > 0 {
 		fmt.Fprintf(w, ", ended %d", len(sum.Ended))
 	}

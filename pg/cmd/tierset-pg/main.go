@@ -259,6 +259,7 @@ func printSummary(w io.Writer, sum warm.Summary, took time.Duration) {
 	}
 	list("added", sum.Added)
 	list("updated", sum.Updated)
+	list("repaired (same content, keys were missing)", sum.Repaired)
 	list("pruned", sum.Pruned)
 	list("ended, skipped", sum.Ended)
 	list("stored but without a row (kept; -prune deletes them)", sum.WouldPrune)
@@ -268,6 +269,9 @@ func printSummary(w io.Writer, sum warm.Summary, took time.Duration) {
 	}
 	fmt.Fprintf(w, "summary: added %d, updated %d, unchanged %d, pruned %d, refused %d",
 		len(sum.Added), len(sum.Updated), len(sum.Unchanged), len(sum.Pruned), len(sum.Refused))
+	if len(sum.Repaired) > 0 {
+		fmt.Fprintf(w, ", repaired %d", len(sum.Repaired))
+	}
 	if len(sum.Ended) > 0 {
 		fmt.Fprintf(w, ", ended %d", len(sum.Ended))
 	}
