@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/keyscan"
 	"github.com/tierset/tierset/internal/slot"
 )
 
@@ -354,21 +355,12 @@ func (c *Cache) parseInfo(id string, m map[string]string) (Info, error) {
 func (c *Cache) List(ctx context.Context) ([]Info, error) {
 	var mu sync.Mutex
 	var keys []string
-	scan := func(ctx context.Context, node redis.Cmdable) error {
-		iter := node.Scan(ctx, 0, c.metaPattern(), 1000).Iterator()
-		for iter.Next(ctx) {
-			mu.Lock()
-			keys = append(keys, iter.Val())
-			mu.Unlock()
-		}
-		return iter.Err()
-	}
-	var err error
-	if cc, ok := c.client.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	} else {
-		err = scan(ctx, c.client)
-	}
+	err := keyscan.Each(ctx, c.client, c.metaPattern(), func(_ context.Context, _ redis.Cmdable, key string) error {
+		mu.Lock()
+		keys = append(keys, key)
+		mu.Unlock()
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cache: list: %w", ctxErr(ctx, err))
 	}
