@@ -282,8 +282,8 @@ func (b *delayBench) enqueueBatched(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mem := measure.Floor{Subject: "delay", Kind: measure.Robust, Name: "memory per pending task, payload excluded (INFO used_memory)", Want: "≤ 300 B"}
-	memKeys := measure.Floor{Subject: "delay", Kind: measure.Robust, Name: "memory per pending task, payload excluded (MEMORY USAGE)", Want: "≤ 300 B"}
+	mem := measure.Floor{Subject: "delay", Kind: measure.Robust, Name: "memory per pending task, payload excluded (INFO used_memory)", Want: fmt.Sprintf("≤ %d B", floorBytes)}
+	memKeys := measure.Floor{Subject: "delay", Kind: measure.Robust, Name: "memory per pending task, payload excluded (MEMORY USAGE)", Want: fmt.Sprintf("≤ %d B", floorBytes)}
 	if !okInfo || !okKeys || len(mjobs) == 0 {
 		why := b.p.backend + " reports no used_memory / MEMORY USAGE"
 		b.floors.JudgeIf(false, why, mem, false)
@@ -349,7 +349,7 @@ func (b *delayBench) enqueueBatchedCallers(ctx context.Context, callers int) err
 	rate := float64(total) / elapsed.Seconds()
 	if callers == 1 {
 		b.floors.JudgeIf(b.p.meaningful, measure.NotRedis, measure.Floor{Subject: "delay", Kind: measure.Tight,
-			Name: "enqueue batched (EnqueueBatch, 1000 a pipeline), one caller", Want: "≥ 100k tasks/s",
+			Name: "enqueue batched (EnqueueBatch, 1000 a pipeline), one caller", Want: fmt.Sprintf("≥ %dk tasks/s", floorBatchEnqueue/1000),
 			Value: fmt.Sprintf("%.0f tasks/s", rate), Note: fmt.Sprintf("%d tasks%s", total, cut(total, per))}, rate >= floorBatchEnqueue)
 	} else {
 		b.add(delayRow{metric: fmt.Sprintf("enqueue batched, %d callers at once", callers), value: rate, unit: "tasks/s",
@@ -499,7 +499,7 @@ func (b *delayBench) takeAckAt(ctx context.Context, concurrency, batch int, floo
 		return nil
 	}
 	b.floors.JudgeIf(b.p.meaningful, measure.NotRedis, measure.Floor{Subject: "delay", Kind: measure.Tight, Name: name,
-		Want: "≥ 50k tasks/s", Value: fmt.Sprintf("%.0f tasks/s", rate), Note: note}, rate >= floorTakeAck)
+		Want: fmt.Sprintf("≥ %dk tasks/s", floorTakeAck/1000), Value: fmt.Sprintf("%.0f tasks/s", rate), Note: note}, rate >= floorTakeAck)
 	return nil
 }
 
@@ -585,7 +585,7 @@ func (b *delayBench) latenessAt(ctx context.Context, rate int) error {
 	b.add(delayRow{metric: label + " p50 (handler)", value: delayMsF(got.P50), unit: "ms", note: note})
 	if rate == 10_000 {
 		b.floors.JudgeIf(b.p.meaningful, measure.NotRedis, measure.Floor{Subject: "delay", Kind: measure.Tight,
-			Name: label + " p99 (handler), every task delivered", Want: "≤ 5 ms", Value: delayMs(got.P99) + " ms",
+			Name: label + " p99 (handler), every task delivered", Want: fmt.Sprintf("≤ %v", floorLateP99), Value: delayMs(got.P99) + " ms",
 			Note: fmt.Sprintf("%d of %d delivered", got.N, want)}, got.N == sent && sent == want && got.P99 <= floorLateP99)
 	}
 	b.add(delayRow{metric: label + " p99 (handler)", value: delayMsF(got.P99), unit: "ms"})
