@@ -101,7 +101,7 @@ func usedMemory(t *testing.T, ctx context.Context, c redis.UniversalClient) int6
 // so IDs have the six base-36 digits of a queue past 60 million tasks.
 func TestMemoryPerPendingTask(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: 100k tasks per case on a private redis-server")
 	}
 	r := startPrivateRedis(t)
 	ctx := testCtx(t)
@@ -170,7 +170,7 @@ func TestMemoryPerPendingTask(t *testing.T) {
 // used_memory on a private redis-server, against the empty queue.
 func TestMemoryPerTombstone(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: 50k tombstones on a private redis-server")
 	}
 	r := startPrivateRedis(t)
 	ctx := testCtx(t)
@@ -211,7 +211,7 @@ func TestMemoryPerTombstone(t *testing.T) {
 // 8 consumers, 100k tasks: 0 lost, 0 handled twice.
 func TestEightConsumers100k(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: 100k tasks through 8 consumers")
 	}
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
@@ -279,7 +279,7 @@ func TestEightConsumers100k(t *testing.T) {
 // Redis restart: the worker backs off, reconnects and resumes.
 func TestWorkerSurvivesRedisRestart(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: restarts a private redis-server under a running worker")
 	}
 	r := startPrivateRedis(t)
 	ctx := testCtx(t)
