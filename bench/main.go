@@ -19,6 +19,7 @@ import (
 	"github.com/tierset/tierset/bench/internal/delaybench"
 	"github.com/tierset/tierset/bench/internal/tiers"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/measure"
 )
 
@@ -178,8 +179,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 		cfg.prefix = "tierset-bench-" + hex.EncodeToString(b[:])
 	}
-	if strings.ContainsAny(cfg.prefix, "{}*?[] \t\n") {
-		return cfg, fmt.Errorf("-prefix %q: no braces, glob characters or spaces", cfg.prefix)
+	if err := keyname.Check(cfg.prefix); err != nil {
+		return cfg, fmt.Errorf("-prefix: %w", err)
 	}
 	return cfg, nil
 }

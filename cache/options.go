@@ -2,9 +2,9 @@ package cache
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/score"
 )
 
@@ -24,7 +24,7 @@ const (
 
 // Defaults applied by New to zero Options fields.
 const (
-	DefaultPrefix         = "tierset"
+	DefaultPrefix         = keyname.DefaultPrefix
 	DefaultMinorDigits    = 2
 	DefaultGrace          = 24 * time.Hour
 	DefaultMaxRecordBytes = 64 << 10
@@ -88,13 +88,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	if strings.ContainsAny(o.Prefix, "{}*?[]\\") {
-		return o, fmt.Errorf("%w: prefix %q contains a brace or glob character", ErrBadOptions, o.Prefix)
-	}
-	for _, r := range o.Prefix {
-		if r <= ' ' || r == 0x7f {
-			return o, fmt.Errorf("%w: prefix %q contains whitespace or a control character", ErrBadOptions, o.Prefix)
-		}
+	if err := keyname.Check(o.Prefix); err != nil {
+		return o, fmt.Errorf("%w: prefix: %w", ErrBadOptions, err)
 	}
 	switch {
 	case o.NoMinorUnits && o.MinorDigits != 0:
