@@ -39,7 +39,7 @@ type Options struct {
 	// Prefix starts every key. Default "tierset". It must not contain
 	// braces (they would change the Redis Cluster hash tag), whitespace,
 	// control characters or the glob characters * ? [ ] \ (List scans by
-	// pattern).
+	// pattern), and is at most 128 bytes of valid UTF-8 (keyname.Check).
 	Prefix string
 	// MinorDigits is the number of minor-unit digits used to encode Amount
 	// queries (AmountQuery): 2 for USD/CNY, 3 for KWD. Default 2. For a
