@@ -180,9 +180,13 @@ func (r *Result) Floors(t *measure.Floors, judged bool, why string) {
 		f.Subject = "tiers"
 		t.JudgeIf(judged, why, f, ok)
 	}
-	skip := func(f measure.Floor, why string) {
+	skip := func(f measure.Floor, missing string) {
 		f.Subject = "tiers"
-		t.Skip(f, why)
+		if !judged { // not judged here anyway: no reason to fail -strict
+			t.JudgeIf(false, why, f, false)
+			return
+		}
+		t.Skip(f, missing)
 	}
 	f := measure.Floor{Name: "library Match vs raw go-redis, ops/s (worst case)", Want: fmt.Sprintf("≥ %.2f×", floorRangeVsRaw), Kind: measure.Tight}
 	if w, where := worst(implRange, implRaw); !math.IsInf(w, 1) {
