@@ -43,7 +43,7 @@ func connect(ctx context.Context, cfg config) (*backend, error) {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 		return &backend{name: "cluster", client: c, close: func() { c.Close() },
-			note: fmt.Sprintf("Redis Cluster %s, %d masters, seeds %s (-cluster)", serverVersion(ctx, c), masters.Load(), strings.Join(cfg.clusterSeed, ","))}, nil
+			note: fmt.Sprintf("Redis Cluster %s, %d masters, seeds %s (-cluster)", redisserver.Version(ctx, c), masters.Load(), strings.Join(cfg.clusterSeed, ","))}, nil
 	case cfg.redisURL != "":
 		opt, err := redis.ParseURL(cfg.redisURL)
 		if err != nil {
@@ -55,7 +55,7 @@ func connect(ctx context.Context, cfg config) (*backend, error) {
 			return nil, fmt.Errorf("redis %s: %w", opt.Addr, err)
 		}
 		return &backend{name: "redis", client: c, url: cfg.redisURL, close: func() { c.Close() },
-			note: fmt.Sprintf("Redis %s at %s db %d (-redis); other clients of that server add noise", serverVersion(ctx, c), opt.Addr, opt.DB)}, nil
+			note: fmt.Sprintf("Redis %s at %s db %d (-redis); other clients of that server add noise", redisserver.Version(ctx, c), opt.Addr, opt.DB)}, nil
 	case !cfg.mini && redisserver.Have():
 		s, err := redisserver.Start(ctx, "")
 		if err != nil {
@@ -77,18 +77,4 @@ func connect(ctx context.Context, cfg config) (*backend, error) {
 		return &backend{name: "miniredis", client: c, close: func() { c.Close(); m.Close() },
 			note: fmt.Sprintf("miniredis, embedded in this process (%s): timing floors are not judged (miniredis is not Redis); round trips and bytes per lookup are", why)}, nil
 	}
-}
-
-// serverVersion reads redis_version from INFO server, "?" if unknown.
-func serverVersion(ctx context.Context, c redis.Cmdable) string {
-	info, err := c.Info(ctx, "server").Result()
-	if err != nil {
-		return "?"
-	}
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
-			return v
-		}
-	}
-	return "?"
 }

@@ -105,7 +105,7 @@ func (s *Server) Start(ctx context.Context) error {
 		err := c.Ping(pctx).Err()
 		cancel()
 		if err == nil {
-			s.version = version(ctx, c)
+			s.version = Version(ctx, c)
 			return nil
 		}
 		select {
@@ -148,8 +148,8 @@ func (s *Server) Close() {
 	}
 }
 
-// version reads redis_version from INFO server, "?" if unknown.
-func version(ctx context.Context, c *redis.Client) string {
+// Version reads redis_version from INFO server of c, "?" if unknown.
+func Version(ctx context.Context, c redis.Cmdable) string {
 	info, err := c.Info(ctx, "server").Result()
 	if err != nil {
 		return "?"
