@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -122,9 +123,18 @@ func TestPrivateServerRun(t *testing.T) {
 			t.Errorf("memory floor not judged on a real server: %q", line)
 		}
 	}
+	_, rest, ok := strings.Cut(errOut.String(), "started "+addr+" for this run (dir ")
+	dir, _, _ := strings.Cut(rest, ")")
+	if !ok || dir == "" {
+		t.Fatalf("stderr names no directory for %s:\n%s", addr, errOut.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the server's directory %s is still there: %v", dir, err)
+	}
+	// The port may have been taken since by another server; ours is the one in dir.
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
-	if err := c.Ping(context.Background()).Err(); err == nil {
-		t.Fatalf("the private server at %s still answers after the run", addr)
+	if got, err := c.ConfigGet(context.Background(), "dir").Result(); err == nil && got["dir"] == dir {
+		t.Fatalf("the private server at %s (dir %s) still answers after the run", addr, dir)
 	}
 }
