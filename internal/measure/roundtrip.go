@@ -16,18 +16,20 @@ type RoundTrips struct {
 	mu      sync.Mutex
 	total   int
 	perNode map[string]int
+	hooked  map[*redis.Client]bool // node clients that carry the hook
 }
 
 // CountRoundTrips installs a counting hook on c. For a ClusterClient the
 // hook goes on every node client, present and future.
 func CountRoundTrips(ctx context.Context, c redis.UniversalClient) (*RoundTrips, error) {
-	rt := &RoundTrips{perNode: map[string]int{}}
+	rt := &RoundTrips{perNode: map[string]int{}, hooked: map[*redis.Client]bool{}}
 	switch cc := c.(type) {
 	case *redis.ClusterClient:
-		cc.OnNewNode(func(n *redis.Client) { n.AddHook(rt.hook(n.Options().Addr)) })
-		// Nodes created before OnNewNode was registered need the hook too.
+		cc.OnNewNode(rt.hookNode)
+		// Nodes created before OnNewNode was registered need the hook too;
+		// nodes that ForEachShard itself creates got it from OnNewNode.
 		err := cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
-			n.AddHook(rt.hook(n.Options().Addr))
+			rt.hookNode(n)
 			return nil
 		})
 		if err != nil {
@@ -42,6 +44,17 @@ func CountRoundTrips(ctx context.Context, c redis.UniversalClient) (*RoundTrips,
 }
 
 func (rt *RoundTrips) hook(addr string) redis.Hook { return rtHook{rt: rt, addr: addr} }
+
+// hookNode installs the hook on a cluster node once.
+func (rt *RoundTrips) hookNode(n *redis.Client) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.hooked[n] {
+		return
+	}
+	rt.hooked[n] = true
+	n.AddHook(rt.hook(n.Options().Addr))
+}
 
 func (rt *RoundTrips) add(addr string) {
 	rt.mu.Lock()
