@@ -89,8 +89,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cluster, "cluster", "", "run on the Redis Cluster with these comma-separated seed addresses")
 	fs.BoolVar(&cfg.mini, "miniredis", false, "run on the embedded miniredis even when redis-server is on PATH")
 	fs.StringVar(&tierList, "tiers", "3,300,3000", "comma-separated tier counts (-quick: 3,3000; -full: 3,30,300,3000)")
-	fs.DurationVar(&cfg.duration, "duration", 400*time.Millisecond, "measured time per impl per case (-quick: 300ms; -full: 2s)")
-	fs.BoolVar(&cfg.quick, "quick", false, "smoke run: 300ms per case, tiers 3,3000, smaller delay counts, unless set explicitly")
+	fs.DurationVar(&cfg.duration, "duration", 300*time.Millisecond, "measured time per impl per case (-full: 2s)")
+	fs.BoolVar(&cfg.quick, "quick", false, "smoke run: tiers 3,3000 and smaller delay counts, unless set explicitly")
 	fs.BoolVar(&cfg.full, "full", false, "the full matrix: tiers 3,30,300,3000, 2s per case, concurrency 1,4, every delay phase (-delay)")
 	fs.StringVar(&conc, "concurrency", "1", "comma-separated client goroutine counts (-full: 1,4)")
 	fs.IntVar(&cfg.lines, "cart", 20, "lines per cart (each on its own promotion)")
@@ -118,9 +118,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, errors.New("-quick and -full are exclusive")
 	}
 	if cfg.quick {
-		if !set["duration"] {
-			cfg.duration = 300 * time.Millisecond
-		}
 		if !set["tiers"] {
 			tierList = "3,3000"
 		}

@@ -21,7 +21,7 @@ func TestParseFlags(t *testing.T) {
 		check   func(t *testing.T, c config)
 	}{
 		{"defaults", nil, "", func(t *testing.T, c config) {
-			if c.duration != 400*time.Millisecond || len(c.tiers) != 3 || c.tiers[2] != 3000 || c.delay || c.strict {
+			if c.duration != 300*time.Millisecond || len(c.tiers) != 3 || c.tiers[2] != 3000 || c.delay || c.strict {
 				t.Errorf("%+v", c)
 			}
 		}},

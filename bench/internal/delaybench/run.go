@@ -74,14 +74,14 @@ type delaySizes struct {
 }
 
 func delaySizesFor(p delayParams) delaySizes {
-	s := delaySizes{oneByOne: 20_000, batched: 100_000, memory: 100_000, takeAck: 50_000,
+	s := delaySizes{oneByOne: 20_000, batched: 50_000, memory: 50_000, takeAck: 30_000,
 		phaseBudget: 15 * time.Second, steady: 5 * time.Second, drain: 10 * time.Second,
 		rates: []int{1_000, 10_000}, lead: 200 * time.Millisecond}
 	if p.full {
-		s.batched, s.takeAck = 200_000, 100_000
+		s.batched, s.memory, s.takeAck = 200_000, 100_000, 100_000
 	}
 	if p.quick {
-		s.oneByOne, s.batched, s.memory, s.takeAck = 3_000, 50_000, 50_000, 20_000
+		s.oneByOne, s.batched, s.memory, s.takeAck = 3_000, 30_000, 30_000, 20_000
 		s.phaseBudget, s.steady, s.drain = 2500*time.Millisecond, time.Second, 2*time.Second
 	}
 	if !p.meaningful { // miniredis runs Lua in Go: keep it short

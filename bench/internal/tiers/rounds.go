@@ -84,7 +84,7 @@ func measureRounds(ctx context.Context, cases []impl, conc int, dur time.Duratio
 	}
 	// Untimed warm-up: conc connections per case, first touch of every path.
 	for _, c := range cases {
-		if _, err := runRound(ctx, c, conc, min(round, 50*time.Millisecond), 0, nil); err != nil {
+		if _, err := runRound(ctx, c, conc, min(round, 20*time.Millisecond), 0, nil); err != nil {
 			return nil, fmt.Errorf("bench: %s tiers=%d c=%d warm-up: %w", c.name, c.tiers, conc, err)
 		}
 	}
