@@ -31,10 +31,10 @@
 // not Redis)"; round trips and bytes per lookup are judged everywhere.
 //
 // The default run (tiers 3, 300, 3000; 300 ms per case) takes about 11 s
-// after compilation; -quick is shorter,
-// -full is the whole matrix (tiers 3,30,300,3000, 2 s per case,
-// concurrency 1 and 4, every delay phase). -csv and -chart write the tier
-// rows as CSV and p50 against tier count as SVG.
+// after compilation; -quick is shorter, -full is the whole matrix (tiers
+// 3, 30, 300, 3000; 2 s per case; concurrency 1 and 4; every delay phase).
+// -csv and -chart write the tier rows as CSV and p50 against tier count as
+// SVG.
 //
 // The tier comparisons also exist as testing.B benchmarks for benchstat:
 //
