@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -84,32 +83,10 @@ func (c *Cache) Ladder(ctx context.Context, id string) (Ladder, error) {
 // Like List it SCANs the keyspace (every master of a Cluster), so its cost
 // grows with every key in Redis, but it reads no promotion.
 func (c *Cache) IDs(ctx context.Context) ([]string, error) {
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	scan := func(ctx context.Context, node redis.Cmdable) error {
-		iter := node.Scan(ctx, 0, c.metaPattern(), 1000).Iterator()
-		for iter.Next(ctx) {
-			if id := c.idFromMetaKey(iter.Val()); id != "" {
-				mu.Lock()
-				seen[id] = true
-				mu.Unlock()
-			}
-		}
-		return iter.Err()
-	}
-	var err error
-	if cc, ok := c.client.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	} else {
-		err = scan(ctx, c.client)
-	}
+	ids, err := c.scanIDs(ctx)
 	c.obs.OnRoundTrips(OpList, 1)
 	if err != nil {
 		return nil, fmt.Errorf("cache: ids: %w", ctxErr(ctx, err))
-	}
-	ids := make([]string, 0, len(seen))
-	for id := range seen {
-		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	return ids, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/keyscan"
 )
 
 // Info describes a stored promotion, read from its meta hash.
@@ -180,33 +181,9 @@ func (c *Cache) parseInfo(id string, m map[string]string) (Info, error) {
 // promotion is listed with Info.Damage set; one whose meta hash is gone
 // is not listed (List finds promotions by their meta keys).
 func (c *Cache) List(ctx context.Context) ([]Info, error) {
-	var mu sync.Mutex
-	var keys []string
-	scan := func(ctx context.Context, node redis.Cmdable) error {
-		iter := node.Scan(ctx, 0, c.metaPattern(), 1000).Iterator()
-		for iter.Next(ctx) {
-			mu.Lock()
-			keys = append(keys, iter.Val())
-			mu.Unlock()
-		}
-		return iter.Err()
-	}
-	var err error
-	if cc, ok := c.client.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	} else {
-		err = scan(ctx, c.client)
-	}
+	ids, err := c.scanIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cache: list: %w", ctxErr(ctx, err))
-	}
-	ids := make([]string, 0, len(keys))
-	seen := make(map[string]bool, len(keys)) // SCAN may return a key twice
-	for _, key := range keys {
-		if id := c.idFromMetaKey(key); id != "" && !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
 	}
 	out := make([]Info, 0, len(ids))
 	for i := 0; i < len(ids); i += 1000 {
@@ -225,4 +202,24 @@ func (c *Cache) List(ctx context.Context) ([]Info, error) {
 		}
 	}
 	return out, nil
+}
+
+// scanIDs lists the promotion IDs under the prefix by their meta keys, on
+// every master of a Cluster, each once (SCAN may return a key twice).
+func (c *Cache) scanIDs(ctx context.Context) ([]string, error) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var ids []string
+	err := keyscan.Each(ctx, c.client, c.metaPattern(), func(_ context.Context, _ redis.Cmdable, key string) error {
+		if id := c.idFromMetaKey(key); id != "" {
+			mu.Lock()
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+			mu.Unlock()
+		}
+		return nil
+	})
+	return ids, err
 }

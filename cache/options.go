@@ -2,9 +2,9 @@ package cache
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/score"
 )
 
@@ -24,7 +24,7 @@ const (
 
 // Defaults applied by New to zero Options fields.
 const (
-	DefaultPrefix         = "tierset"
+	DefaultPrefix         = keyname.DefaultPrefix
 	DefaultMinorDigits    = 2
 	DefaultGrace          = 24 * time.Hour
 	DefaultMaxRecordBytes = 64 << 10
@@ -39,7 +39,7 @@ type Options struct {
 	// Prefix starts every key. Default "tierset". It must not contain
 	// braces (they would change the Redis Cluster hash tag), whitespace,
 	// control characters or the glob characters * ? [ ] \ (List scans by
-	// pattern).
+	// pattern), and is at most 128 bytes of valid UTF-8 (keyname.Check).
 	Prefix string
 	// MinorDigits is the number of minor-unit digits used to encode Amount
 	// queries (AmountQuery): 2 for USD/CNY, 3 for KWD. Default 2. For a
@@ -96,13 +96,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	if strings.ContainsAny(o.Prefix, "{}*?[]\\") {
-		return o, fmt.Errorf("%w: prefix %q contains a brace or glob character", ErrBadOptions, o.Prefix)
-	}
-	for _, r := range o.Prefix {
-		if r <= ' ' || r == 0x7f {
-			return o, fmt.Errorf("%w: prefix %q contains whitespace or a control character", ErrBadOptions, o.Prefix)
-		}
+	if err := keyname.Check(o.Prefix); err != nil {
+		return o, fmt.Errorf("%w: prefix: %w", ErrBadOptions, err)
 	}
 	switch {
 	case o.NoMinorUnits && o.MinorDigits != 0:

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/keyscan"
 )
 
 //go:embed lua/browse.lua
@@ -110,24 +112,15 @@ func Discover(ctx context.Context, c redis.UniversalClient, prefix string) ([]st
 	head, tail := prefix+":{q:", "}:ctr"
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	scan := func(ctx context.Context, node redis.Cmdable) error {
-		iter := node.Scan(ctx, 0, head+"*"+tail, 1000).Iterator()
-		for iter.Next(ctx) {
-			name := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), head), tail)
-			if ValidateName(name) == nil {
-				mu.Lock()
-				seen[name] = true
-				mu.Unlock()
-			}
+	err := keyscan.Each(ctx, c, head+"*"+tail, func(_ context.Context, _ redis.Cmdable, key string) error {
+		name := strings.TrimSuffix(strings.TrimPrefix(key, head), tail)
+		if ValidateName(name) == nil {
+			mu.Lock()
+			seen[name] = true
+			mu.Unlock()
 		}
-		return iter.Err()
-	}
-	var err error
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	} else {
-		err = scan(ctx, c)
-	}
+		return nil
+	})
 	if err != nil {
 		return nil, wrapErr(ctx, "discover", err)
 	}

@@ -74,7 +74,7 @@ func TestHelperProcess(t *testing.T) {
 // after the lease expired.
 func TestSIGKILLMidHandler(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: starts a child process and SIGKILLs it mid-handler (seconds)")
 	}
 	b := testredis.Redis(t) // a real child process needs a real server
 	ctx := testCtx(t)

@@ -129,17 +129,27 @@ func TestFencing(t *testing.T) {
 		if n := len(mustTake(t, ctx, q, 5).Tasks); n != 0 {
 			t.Fatalf("second consumer got %d during the lease", n)
 		}
-		// Extend keeps it
-		if _, err := q.Extend(ctx, first.Lease, 400*time.Millisecond); err != nil {
+		// Extend keeps it past the first deadline, up to the new one.
+		extended, err := q.Extend(ctx, first.Lease, 400*time.Millisecond)
+		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(250 * time.Millisecond)
-		if r, _ := q.Sweep(ctx, 10); r.Returned != 0 {
-			t.Fatalf("extended lease swept")
+		passServerTime(t, ctx, b, first.Deadline)
+		r, err := q.Sweep(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(250 * time.Millisecond)
-		if r, err := q.Sweep(ctx, 10); err != nil || r.Returned != 1 {
-			t.Fatalf("sweep %+v %v", r, err)
+		if r.Returned != 0 {
+			// Only a stall of this machine past the new deadline excuses it.
+			if now, _ := b.Client.Time(ctx).Result(); now.Before(extended) {
+				t.Fatalf("extended lease swept at %v, before its deadline %v", now, extended)
+			}
+			t.Logf("the sweep ran after the extended deadline (a stalled machine): it returned the task itself")
+		} else {
+			passServerTime(t, ctx, b, extended)
+			if r, err := q.Sweep(ctx, 10); err != nil || r.Returned != 1 {
+				t.Fatalf("sweep %+v %v", r, err)
+			}
 		}
 		second := mustTake(t, ctx, q, 5).Tasks[0]
 		for name, err := range map[string]error{

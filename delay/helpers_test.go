@@ -99,6 +99,23 @@ func snapshot(t *testing.T, ctx context.Context, b *testredis.Backend) string {
 	return out
 }
 
+// passServerTime returns once Redis TIME is a whole millisecond past at
+// (the queue keeps its times in ms): on miniredis it sets TIME there (a
+// frozen clock from then on); on a real server it polls TIME, failing
+// after 10 s.
+func passServerTime(t *testing.T, ctx context.Context, b *testredis.Backend, at time.Time) {
+	t.Helper()
+	at = at.Truncate(time.Millisecond).Add(time.Millisecond)
+	if b.Mini != nil {
+		b.Mini.SetTime(at.Add(time.Millisecond))
+		return
+	}
+	waitFor(t, 10*time.Second, "Redis TIME past "+at.Format(time.StampMicro), func() bool {
+		now, err := b.Client.Time(ctx).Result()
+		return err == nil && now.After(at)
+	})
+}
+
 // setTime drives Redis TIME on miniredis; on real Redis it is a no-op and
 // tests wait instead.
 func setTime(b *testredis.Backend, t time.Time) {

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/tierset/tierset/internal/keyname"
 )
 
 // Name and key limits, checked in Go before anything is sent.
 const (
-	// MaxNameBytes is the longest queue name.
-	MaxNameBytes = 128
+	// MaxNameBytes is the longest queue name (and key prefix).
+	MaxNameBytes = keyname.MaxBytes
 	// MaxKeyBytes is the longest business key.
 	MaxKeyBytes = 512
 	// MaxTokenBytes is the longest idempotency token.
@@ -18,7 +20,7 @@ const (
 	// which bounds every per-key script loop.
 	MaxTasksPerKey = 64
 	// DefaultPrefix is the key prefix when Options.Prefix is empty.
-	DefaultPrefix = "tierset"
+	DefaultPrefix = keyname.DefaultPrefix
 )
 
 // HashTag returns the Redis Cluster hash tag of a queue: "{q:<name>}". Every
@@ -28,23 +30,18 @@ const (
 func HashTag(name string) string { return "{q:" + name + "}" }
 
 // ValidateName reports whether name is a usable queue name: 1..MaxNameBytes
-// bytes of valid UTF-8 with no braces, whitespace or control characters.
+// bytes of valid UTF-8 with no braces, glob characters, whitespace or
+// control characters (the one check of internal/keyname).
 func ValidateName(name string) error {
-	if name == "" || len(name) > MaxNameBytes {
-		return fmt.Errorf("%w: length %d (allowed 1..%d)", ErrInvalidName, len(name), MaxNameBytes)
-	}
-	if r, bad := badRune(name, true); bad {
-		return fmt.Errorf("%w: %q holds %q", ErrInvalidName, name, r)
+	if err := keyname.Check(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidName, err)
 	}
 	return nil
 }
 
 func validatePrefix(p string) error {
-	if len(p) > MaxNameBytes {
-		return fmt.Errorf("%w: length %d (max %d)", ErrInvalidPrefix, len(p), MaxNameBytes)
-	}
-	if r, bad := badRune(p, true); bad {
-		return fmt.Errorf("%w: %q holds %q", ErrInvalidPrefix, p, r)
+	if err := keyname.Check(p); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidPrefix, err)
 	}
 	return nil
 }
@@ -53,7 +50,7 @@ func validateKey(k string) error {
 	if k == "" || len(k) > MaxKeyBytes {
 		return fmt.Errorf("%w: length %d (allowed 1..%d)", ErrInvalidKey, len(k), MaxKeyBytes)
 	}
-	if r, bad := badRune(k, false); bad {
+	if r, bad := badRune(k); bad {
 		return fmt.Errorf("%w: holds %q", ErrInvalidKey, r)
 	}
 	return nil
@@ -65,7 +62,7 @@ func validateToken(tok string) error {
 	if len(tok) > MaxTokenBytes {
 		return fmt.Errorf("%w: length %d (max %d)", ErrInvalidToken, len(tok), MaxTokenBytes)
 	}
-	if r, bad := badRune(tok, false); bad || r == ',' {
+	if r, bad := badRune(tok); bad || r == ',' {
 		return fmt.Errorf("%w: holds %q", ErrInvalidToken, r)
 	}
 	for _, r := range tok {
@@ -76,9 +73,9 @@ func validateToken(tok string) error {
 	return nil
 }
 
-// badRune finds invalid UTF-8, control characters and, for names,
-// whitespace and braces (a brace would move the hash tag).
-func badRune(s string, name bool) (rune, bool) {
+// badRune finds invalid UTF-8 and control characters in a business key or
+// token (names go through keyname.Check).
+func badRune(s string) (rune, bool) {
 	for i, r := range s {
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
@@ -86,9 +83,6 @@ func badRune(s string, name bool) (rune, bool) {
 			}
 		}
 		if unicode.IsControl(r) {
-			return r, true
-		}
-		if name && (unicode.IsSpace(r) || r == '{' || r == '}') {
 			return r, true
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // sweep leaves nothing either.
 func TestNothingLeaks10k(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: 10k tasks through every path, twice")
 	}
 	for _, doneTTL := range []time.Duration{0, 300 * time.Millisecond} {
 		t.Run(fmt.Sprintf("doneTTL=%v", doneTTL), func(t *testing.T) { nothingLeaks(t, doneTTL) })
@@ -32,6 +32,7 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 		n := 10_000
 		if !b.Real() {
 			n = 500 // miniredis sorts a sorted set on every range query: quadratic
+			t.Logf("miniredis: %d tasks; the 10k run is backend=redis", n)
 		}
 		jobs := make([]Job, n)
 		for i := range jobs {

@@ -3,11 +3,7 @@ package delay
 import (
 	"context"
 	"fmt"
-	"net"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,80 +11,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/internal/measure"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
-// privateRedis is a redis-server this test started on a free port (no
-// persistence). Only this process is ever stopped.
-type privateRedis struct {
-	t    *testing.T
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
-
-func startPrivateRedis(t *testing.T) *privateRedis {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not on PATH")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	r := &privateRedis{t: t, port: port, dir: t.TempDir()}
-	r.start()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *privateRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
-
-func (r *privateRedis) start() {
-	r.t.Helper()
-	r.cmd = exec.Command("redis-server", "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--logfile", filepath.Join(r.dir, "redis.log"))
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatalf("start redis-server: %v", err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: r.addr(), ContextTimeoutEnabled: true})
-	defer c.Close()
-	for i := 0; ; i++ {
-		if c.Ping(context.Background()).Err() == nil {
-			return
-		}
-		if i > 200 {
-			r.t.Fatalf("redis-server on %d did not come up", r.port)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func (r *privateRedis) stop() {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return
-	}
-	_ = r.cmd.Process.Kill()
-	_ = r.cmd.Wait()
-	r.cmd = nil
-}
-
+// usedMemory is INFO used_memory (measure.UsedMemory), failing the test
+// where it is not reported.
 func usedMemory(t *testing.T, ctx context.Context, c redis.UniversalClient) int64 {
 	t.Helper()
-	info, err := c.Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
+	n, ok, err := measure.UsedMemory(ctx, c)
+	if err != nil || !ok {
+		t.Fatalf("INFO used_memory: reported %v, %v", ok, err)
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	t.Fatal("no used_memory in INFO")
-	return 0
+	return n
 }
 
 // Memory per pending task, 25-byte business key, index and metadata
@@ -101,11 +36,11 @@ func usedMemory(t *testing.T, ctx context.Context, c redis.UniversalClient) int6
 // so IDs have the six base-36 digits of a queue past 60 million tasks.
 func TestMemoryPerPendingTask(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: 100k tasks per case on a private redis-server")
 	}
-	r := startPrivateRedis(t)
+	r := testredis.StartServer(t)
 	ctx := testCtx(t)
-	c := redis.NewClient(&redis.Options{Addr: r.addr(), ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	cases := []struct {
 		n, payload, idDigits int     // idDigits 0: a fresh counter (IDs from "1")
@@ -170,11 +105,11 @@ func TestMemoryPerPendingTask(t *testing.T) {
 // used_memory on a private redis-server, against the empty queue.
 func TestMemoryPerTombstone(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: 50k tombstones on a private redis-server")
 	}
-	r := startPrivateRedis(t)
+	r := testredis.StartServer(t)
 	ctx := testCtx(t)
-	c := redis.NewClient(&redis.Options{Addr: r.addr(), ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	q, err := New(c, "stones", Options{DoneTTL: time.Hour})
 	if err != nil {
@@ -211,7 +146,7 @@ func TestMemoryPerTombstone(t *testing.T) {
 // 8 consumers, 100k tasks: 0 lost, 0 handled twice.
 func TestEightConsumers100k(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: 100k tasks through 8 consumers")
 	}
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
@@ -279,11 +214,11 @@ func TestEightConsumers100k(t *testing.T) {
 // Redis restart: the worker backs off, reconnects and resumes.
 func TestWorkerSurvivesRedisRestart(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: restarts a private redis-server under a running worker")
 	}
-	r := startPrivateRedis(t)
+	r := testredis.StartServer(t)
 	ctx := testCtx(t)
-	c := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = c.Close() })
 	rec := &Recorder{}
 	q, err := New(c, "restart", Options{Lease: time.Second, Observer: rec})
@@ -314,12 +249,12 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 	mustEnqueue(t, ctx, q, Job{Key: "before"})
 	waitFor(t, 5*time.Second, "task before restart", has("before"))
 
-	r.stop() // SIGKILL the server we started; its data is gone
+	r.Kill() // SIGKILL the server we started; its data is gone
 	time.Sleep(300 * time.Millisecond)
 	if _, err := q.Enqueue(ctx, Job{Key: "while-down"}); err == nil {
 		t.Fatal("enqueue succeeded with Redis down")
 	}
-	r.start()
+	r.Start()
 	// EnqueueBatch pipelines EVALSHA: the restarted server has no scripts, so
 	// this also proves the NOSCRIPT reload path.
 	jobs := make([]Job, 3)

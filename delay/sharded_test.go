@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/internal/keyscan"
 	"github.com/tierset/tierset/internal/slot"
 	"github.com/tierset/tierset/internal/testredis"
 )
@@ -181,20 +182,18 @@ func TestShardPlacementSpreadsOverMasters(t *testing.T) {
 			}
 			found := map[string][]int{}
 			var mu sync.Mutex
-			err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-				// Braces are literal in a SCAN pattern.
-				iter := m.Scan(ctx, 0, b.Prefix+":{q:"+tc.name+":*}:due", 100).Iterator()
-				for iter.Next(ctx) {
-					tag := slot.Tag(iter.Val())
-					i, err := strconv.Atoi(tag[strings.LastIndexByte(tag, ':')+1:])
-					if err != nil {
-						return fmt.Errorf("key %q: %w", iter.Val(), err)
-					}
-					mu.Lock()
-					found[m.Options().Addr] = append(found[m.Options().Addr], i)
-					mu.Unlock()
+			// Braces are literal in a SCAN pattern.
+			err = keyscan.Each(ctx, cc, b.Prefix+":{q:"+tc.name+":*}:due", func(_ context.Context, node redis.Cmdable, key string) error {
+				tag := slot.Tag(key)
+				i, err := strconv.Atoi(tag[strings.LastIndexByte(tag, ':')+1:])
+				if err != nil {
+					return fmt.Errorf("key %q: %w", key, err)
 				}
-				return iter.Err()
+				addr := node.(*redis.Client).Options().Addr
+				mu.Lock()
+				found[addr] = append(found[addr], i)
+				mu.Unlock()
+				return nil
 			})
 			if err != nil {
 				t.Fatalf("scan masters: %v", err)

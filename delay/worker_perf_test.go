@@ -157,6 +157,9 @@ func BenchmarkTakeAck(b *testing.B) {
 						start := time.Now()
 						go func() { done <- w.Run(wctx) }()
 						for acked.Load() < tasks {
+							if time.Since(start) > 2*time.Minute {
+								b.Fatalf("%d of %d acked after 2 minutes", acked.Load(), tasks)
+							}
 							time.Sleep(100 * time.Microsecond)
 						}
 						elapsed += time.Since(start)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/internal/testredis"
 )
@@ -190,6 +193,51 @@ func TestWorkerShutdown(t *testing.T) {
 	})
 }
 
+// idleWatch is a go-redis hook that closes ch once a script call has
+// returned and a BLPOP has started on the client: a worker started after
+// that hook took (and found nothing due) and is waiting on its wake list.
+type idleWatch struct {
+	mu          sync.Mutex
+	took, block bool
+	ch          chan struct{}
+}
+
+func watchIdle(c redis.UniversalClient) *idleWatch {
+	h := &idleWatch{ch: make(chan struct{})}
+	c.AddHook(h)
+	return h
+}
+
+func (h *idleWatch) see(took, block bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.took && h.block
+	h.took, h.block = h.took || took, h.block || block
+	if !was && h.took && h.block {
+		close(h.ch)
+	}
+}
+
+func (h *idleWatch) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *idleWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		name := cmd.Name()
+		if name == "blpop" {
+			h.see(false, true)
+		}
+		err := next(ctx, cmd)
+		if strings.HasPrefix(name, "eval") {
+			h.see(true, false)
+		}
+		return err
+	}
+}
+
+func (h *idleWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // An earlier task enqueued while the worker sleeps for a later one wakes it.
 func TestWorkerWakeEarlier(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
@@ -198,8 +246,13 @@ func TestWorkerWakeEarlier(t *testing.T) {
 		got := make(chan *Task, 2)
 		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error { got <- tk; return nil }, WorkerOptions{IdleCheck: time.Minute})
 		mustEnqueue(t, ctx, q, Job{Key: "later", When: After(time.Hour)})
+		idle := watchIdle(b.Client)
 		runWorker(t, w)
-		time.Sleep(50 * time.Millisecond) // the worker is now asleep until "later"
+		select { // the worker took, found only "later", and waits on its wake list
+		case <-idle.ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the worker never took and waited on its wake list")
+		}
 		mustEnqueue(t, ctx, q, Job{Key: "soon", When: After(100 * time.Millisecond)})
 		select {
 		case tk := <-got:

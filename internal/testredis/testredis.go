@@ -1,7 +1,10 @@
 // Package testredis gives every test suite of the module the same three
-// backends: an embedded miniredis (always), the real Redis at
-// TIERSET_REDIS_URL, and the Redis Cluster at TIERSET_REDIS_CLUSTER
-// (comma-separated seed addresses). Each backend comes with a key prefix
+// backends: an embedded miniredis (always), a real Redis, and the Redis
+// Cluster at TIERSET_REDIS_CLUSTER (comma-separated seed addresses). The
+// real Redis is the one at TIERSET_REDIS_URL or, when that is unset and
+// redis-server is on PATH, a private server the test binary starts on
+// first use (see URL), so a machine with Redis installed runs the
+// real-Redis tests with no setup. Each backend comes with a key prefix
 // unique to the test, and real servers are cleaned of that prefix with a
 // fresh context in t.Cleanup. Nothing here ever FLUSHes a server.
 package testredis
@@ -10,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -19,12 +23,17 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/tierset/tierset"
+	"github.com/tierset/tierset/internal/keyscan"
+	"github.com/tierset/tierset/internal/redisserver"
 )
 
 // Environment variables that switch on the real backends.
 const (
 	EnvURL     = "TIERSET_REDIS_URL"
 	EnvCluster = "TIERSET_REDIS_CLUSTER"
+	// EnvNoServer=1 turns the private-server fallback off (miniredis only
+	// unless EnvURL is set).
+	EnvNoServer = "TIERSET_NO_REDIS_SERVER"
 )
 
 // Backend names, used in subtest names as backend=<name>.
@@ -80,8 +89,52 @@ func Mini(t testing.TB) *Backend {
 	return &Backend{Name: NameMini, Client: c, Mini: m, Prefix: Prefix(t)}
 }
 
-// URL returns TIERSET_REDIS_URL, or "" when unset.
-func URL() string { return os.Getenv(EnvURL) }
+// fallback is the private redis-server of this test binary.
+var fallback struct {
+	once sync.Once
+	srv  *redisserver.Server
+	why  string // why there is none
+}
+
+// URL returns TIERSET_REDIS_URL. When that is unset and redis-server is on
+// PATH (and TIERSET_NO_REDIS_SERVER is not 1), it returns the URL of a
+// private redis-server (no persistence, free loopback port) started on the
+// first call: one per test binary, shared by its tests like the shared
+// server (each test under its own prefix). Nothing stops it explicitly: it
+// runs with Pdeathsig, so the kernel kills it when the test binary exits,
+// however it exits. "" when no real server is available; noRealWhy says why.
+func URL() string {
+	if u := os.Getenv(EnvURL); u != "" {
+		return u
+	}
+	fallback.once.Do(func() {
+		switch {
+		case os.Getenv(EnvNoServer) == "1":
+			fallback.why = EnvNoServer + "=1"
+		case !redisserver.Have():
+			fallback.why = "redis-server not on PATH"
+		default:
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			// Logs to the discarded stdout; with no persistence nothing is written to dir.
+			srv, err := redisserver.Start(ctx, os.TempDir(), "--logfile", "")
+			if err != nil {
+				fallback.why = "private redis-server: " + err.Error()
+				return
+			}
+			fallback.srv = srv
+		}
+	})
+	if fallback.srv == nil {
+		return ""
+	}
+	return fallback.srv.URL()
+}
+
+// noRealWhy says why URL is "".
+func noRealWhy() string {
+	return fmt.Sprintf("no real Redis: %s unset and %s", EnvURL, fallback.why)
+}
 
 // ClusterAddrs returns the seed addresses in TIERSET_REDIS_CLUSTER, or nil.
 func ClusterAddrs() []string {
@@ -103,7 +156,7 @@ func Redis(t testing.TB) *Backend {
 	t.Helper()
 	url := URL()
 	if url == "" {
-		t.Skipf("%s not set", EnvURL)
+		t.Skip(noRealWhy())
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
@@ -148,7 +201,8 @@ func ping(t testing.TB, c redis.UniversalClient) {
 }
 
 // Each runs fn as a subtest per available backend: backend=miniredis
-// always, backend=redis and backend=cluster when their variables are set.
+// always, backend=redis when URL finds a real server, backend=cluster
+// when TIERSET_REDIS_CLUSTER is set.
 func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
 	t.Run("backend="+NameMini, func(t *testing.T) { fn(t, Mini(t)) })
@@ -161,12 +215,12 @@ func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
 }
 
 // EachReal is Each without miniredis: for Lua semantics, score parsing and
-// anything else miniredis does not model faithfully. It skips when no real
-// backend is configured.
+// anything else miniredis does not model faithfully. It skips, saying
+// why, when there is no real backend (see URL).
 func EachReal(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
 	if URL() == "" && len(ClusterAddrs()) == 0 {
-		t.Skipf("neither %s nor %s set", EnvURL, EnvCluster)
+		t.Skipf("%s, and %s unset", noRealWhy(), EnvCluster)
 	}
 	if URL() != "" {
 		t.Run("backend="+NameRedis, func(t *testing.T) { fn(t, Redis(t)) })
@@ -176,30 +230,11 @@ func EachReal(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	}
 }
 
-// eachKey calls fn for every key under prefix, with the node that holds
-// it: on every master of a cluster (concurrently, so fn must be safe for
-// that), on the one server otherwise.
-func eachKey(ctx context.Context, c redis.UniversalClient, prefix string, fn func(ctx context.Context, node redis.Cmdable, key string) error) error {
-	scan := func(ctx context.Context, node redis.Cmdable) error {
-		iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := fn(ctx, node, iter.Val()); err != nil {
-				return err
-			}
-		}
-		return iter.Err()
-	}
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	}
-	return scan(ctx, c)
-}
-
 // cleanup deletes every key under prefix, on every master of a cluster.
 func cleanup(t testing.TB, c redis.UniversalClient, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := eachKey(ctx, c, prefix, func(ctx context.Context, node redis.Cmdable, key string) error {
+	err := keyscan.Each(ctx, c, prefix+"*", func(ctx context.Context, node redis.Cmdable, key string) error {
 		return node.Del(ctx, key).Err()
 	})
 	if err != nil {
@@ -217,7 +252,7 @@ func CountKeys(ctx context.Context, c redis.UniversalClient, prefix string) (int
 func Keys(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
 	var mu sync.Mutex
 	var out []string
-	err := eachKey(ctx, c, prefix, func(_ context.Context, _ redis.Cmdable, key string) error {
+	err := keyscan.Each(ctx, c, prefix+"*", func(_ context.Context, _ redis.Cmdable, key string) error {
 		mu.Lock()
 		out = append(out, key)
 		mu.Unlock()

@@ -1,15 +1,17 @@
-package main
+package tiers
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/internal/measure"
 	"github.com/tierset/tierset/internal/testredis"
 	"github.com/tierset/tierset/score"
 )
@@ -35,7 +37,7 @@ type benchBackend struct {
 func benchBackends(b *testing.B) []*benchBackend {
 	b.Helper()
 	list := []*testredis.Backend{testredis.Mini(b)}
-	if testredis.URL() != "" {
+	if testredis.URL() != "" { // TIERSET_REDIS_URL or the test binary's private redis-server
 		list = append(list, testredis.Redis(b))
 	}
 	if len(testredis.ClusterAddrs()) > 0 {
@@ -112,7 +114,7 @@ func runOp(b *testing.B, im impl) {
 // BenchmarkMatch is one lookup per op: the library's range match, the full
 // scan anti-pattern, and raw go-redis issuing the library's command.
 //
-//	go test ./bench -run '^$' -bench Match -count 10 > new.txt && benchstat new.txt
+//	go test ./bench/internal/tiers -run '^$' -bench Match -count 10 > new.txt && benchstat new.txt
 func BenchmarkMatch(b *testing.B) {
 	backends := benchBackends(b)
 	for _, tiers := range benchTiers {
@@ -286,7 +288,9 @@ func TestVerifyCatchesDisagreement(t *testing.T) {
 	}
 }
 
-// TestFloors checks the PASS/FAIL/SKIP logic on synthetic runs.
+// TestFloors checks the verdicts of the timing floors on synthetic runs:
+// tight floors are met/missed, robust ones PASS/FAIL, a floor this run
+// cannot evaluate is SKIP, and nothing is judged where timing is not.
 func TestFloors(t *testing.T) {
 	mk := func(impl string, tiers, conc int, ops int64, p50 time.Duration) *stats {
 		return &stats{Impl: impl, Tiers: tiers, Concurrency: conc, Lines: 1, Ops: ops, Wall: time.Second, rounds: []float64{float64(ops)}, lat: []time.Duration{p50}}
@@ -297,29 +301,81 @@ func TestFloors(t *testing.T) {
 		mk(implRange, 3000, 1, 940, 22*time.Microsecond), mk(implRaw, 3000, 1, 1000, 21*time.Microsecond),
 		mk(implFullScan, 3000, 1, 30, 5*time.Millisecond), mk(implCart, 3000, 1, 86, 0), mk(implRawCart, 3000, 1, 100, 0),
 	}
+	met, missed, pass, fail, skip := measure.Met, measure.Missed, measure.Pass, measure.Fail, measure.Skipped
 	tests := []struct {
-		name string
-		rows []*stats
-		want []string
+		name   string
+		rows   []*stats
+		judged bool
+		want   []measure.Status
 	}{
-		{"all pass", good, []string{"PASS", "PASS", "PASS", "PASS"}},
-		{"slow library", replace(good, mk(implRange, 3000, 1, 880, 22*time.Microsecond)), []string{"FAIL", "PASS", "PASS", "PASS"}},
-		{"slow cart", replace(good, mk(implCart, 3, 1, 84, 0)), []string{"PASS", "FAIL", "PASS", "PASS"}},
-		{"not flat", replace(good, mk(implRange, 3000, 1, 940, 24*time.Microsecond)), []string{"PASS", "PASS", "FAIL", "PASS"}},
-		{"fullscan close", replace(good, mk(implFullScan, 3000, 1, 40, 5*time.Millisecond)), []string{"PASS", "PASS", "PASS", "FAIL"}},
-		{"no 3000 tiers", good[:5], []string{"PASS", "PASS", "SKIP", "SKIP"}},
+		{"all pass", good, true, []measure.Status{met, met, pass, pass}},
+		{"slow library", replace(good, mk(implRange, 3000, 1, 880, 22*time.Microsecond)), true, []measure.Status{missed, met, pass, pass}},
+		{"slow cart", replace(good, mk(implCart, 3, 1, 84, 0)), true, []measure.Status{met, missed, pass, pass}},
+		{"not flat", replace(good, mk(implRange, 3000, 1, 940, 27*time.Microsecond)), true, []measure.Status{met, met, fail, pass}},
+		{"fullscan close", replace(good, mk(implFullScan, 3000, 1, 40, 5*time.Millisecond)), true, []measure.Status{met, met, pass, fail}},
+		{"no 3000 tiers", good[:5], true, []measure.Status{met, met, skip, skip}},
+		{"miniredis", replace(good, mk(implRange, 3000, 1, 940, 27*time.Microsecond)), false, []measure.Status{measure.NotJudged, measure.NotJudged, measure.NotJudged, measure.NotJudged}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &run{Backend: "redis", Rows: tc.rows}
-			fs := r.floors()
-			if len(fs) != len(tc.want) {
-				t.Fatalf("got %d floors, want %d: %+v", len(fs), len(tc.want), fs)
+			r := &Result{Backend: "redis", Rows: tc.rows}
+			var fs measure.Floors
+			r.Floors(&fs, tc.judged, measure.NotRedis)
+			if len(fs.Rows) != len(tc.want) {
+				t.Fatalf("got %d floors, want %d: %+v", len(fs.Rows), len(tc.want), fs.Rows)
 			}
-			for i := range fs {
-				if fs[i].Status != tc.want[i] {
-					t.Errorf("floor %q: %s (%s), want %s", fs[i].Name, fs[i].Status, fs[i].Detail, tc.want[i])
+			for i, f := range fs.Rows {
+				if f.Status != tc.want[i] {
+					t.Errorf("floor %q: %s (%s), want %s", f.Name, f.Status, f.Value, tc.want[i])
 				}
+			}
+			failed := len(fs.Failures(true)) > 0
+			wantFail := slices.Contains(tc.want, fail) || slices.Contains(tc.want, skip)
+			if failed != wantFail {
+				t.Errorf("Failures(strict) = %v, want failing %v", fs.Failures(true), wantFail)
+			}
+		})
+	}
+}
+
+// TestWireFloors: the bytes and round-trip floors fail when a range read
+// grows with the tier count, a full scan reads little, or a cart takes
+// more than one round trip.
+func TestWireFloors(t *testing.T) {
+	good := []wireRow{
+		{Tiers: 3, RangeBytes: 80, FullScanBytes: 400, MatchTrips: 1, CartTrips: 1, CartTripsNode: 1, CartLines: 20},
+		{Tiers: 3000, RangeBytes: 85, FullScanBytes: 250000, MatchTrips: 1, CartTrips: 1, CartTripsNode: 1, CartLines: 20},
+	}
+	with := func(i int, f func(*wireRow)) []wireRow {
+		out := slices.Clone(good)
+		f(&out[i])
+		return out
+	}
+	tests := []struct {
+		name    string
+		backend string
+		rows    []wireRow
+		fail    []string // names of the rows that must FAIL
+	}{
+		{"good", "redis", good, nil},
+		{"range grows", "redis", with(1, func(w *wireRow) { w.RangeBytes = 200 }), []string{"bytes read per lookup, range vs fullscan, 3000 tiers"}},
+		{"fullscan small", "redis", with(1, func(w *wireRow) { w.FullScanBytes = 85 * 1000 }), []string{"bytes read per lookup, range vs fullscan, 3000 tiers"}},
+		{"two trips a match", "miniredis", with(0, func(w *wireRow) { w.MatchTrips = 2 }), []string{"round trips per Match"}},
+		{"cart split", "redis", with(1, func(w *wireRow) { w.CartTrips = 1.05 }), []string{"round trips per MatchCart of 20 lines"}},
+		{"cluster cart on 3 masters", "cluster", with(1, func(w *wireRow) { w.CartTrips = 3 }), nil},
+		{"cluster cart twice on a master", "cluster", with(1, func(w *wireRow) { w.CartTrips, w.CartTripsNode = 4, 2 }), []string{"round trips per MatchCart of 20 lines, per master"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Result{Backend: tc.backend, Wire: tc.rows}
+			var fs measure.Floors
+			r.wireFloors(&fs)
+			var got []string
+			for _, f := range fs.Failures(true) {
+				got = append(got, f.Name)
+			}
+			if !slices.Equal(got, tc.fail) {
+				t.Errorf("failing rows %q, want %q (table %+v)", got, tc.fail, fs.Rows)
 			}
 		})
 	}

@@ -1,8 +1,9 @@
-package main
+package tiers
 
 import (
 	"context"
 	"fmt"
+	"github.com/tierset/tierset/internal/measure"
 	"math"
 	"runtime"
 	"slices"
@@ -63,15 +64,9 @@ func pairedRatio(a, b *stats) float64 {
 func (s *stats) LookupsPerSec() float64 { return s.OpsPerSec() * float64(s.Lines) }
 
 // Quantile returns the q-quantile of the op latencies (nearest rank).
-func (s *stats) Quantile(q float64) time.Duration {
-	if len(s.lat) == 0 {
-		return 0
-	}
-	k := int(math.Ceil(q*float64(len(s.lat)))) - 1
-	return s.lat[max(0, min(k, len(s.lat)-1))]
-}
+func (s *stats) Quantile(q float64) time.Duration { return measure.Quantile(s.lat, q) }
 
-// measure runs every case for dur at concurrency conc, interleaved: the
+// measureRounds runs every case for dur at concurrency conc, interleaved: the
 // time is cut into rounds of about roundLength and every round runs each
 // case (impl × tier count) once, in an order rotated per round and
 // reversed every other round (so neither of two neighbours always goes
@@ -80,7 +75,7 @@ func (s *stats) Quantile(q float64) time.Duration {
 // between impls and between tier counts come from the same minutes. The
 // garbage of one case is collected before the next starts, so fullscan's
 // allocations are not billed to whoever follows it.
-func measure(ctx context.Context, cases []impl, conc int, dur time.Duration) ([]*stats, error) {
+func measureRounds(ctx context.Context, cases []impl, conc int, dur time.Duration) ([]*stats, error) {
 	rounds := max(1, int(dur/roundLength))
 	round := dur / time.Duration(rounds)
 	out := make([]*stats, len(cases))
@@ -89,7 +84,7 @@ func measure(ctx context.Context, cases []impl, conc int, dur time.Duration) ([]
 	}
 	// Untimed warm-up: conc connections per case, first touch of every path.
 	for _, c := range cases {
-		if _, err := runRound(ctx, c, conc, min(round, 50*time.Millisecond), 0, nil); err != nil {
+		if _, err := runRound(ctx, c, conc, min(round, 20*time.Millisecond), 0, nil); err != nil {
 			return nil, fmt.Errorf("bench: %s tiers=%d c=%d warm-up: %w", c.name, c.tiers, conc, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package tiers
 
 // The chart is written by hand with the standard library. A plotting
 // library (gonum/plot and its font and image dependencies) would roughly
@@ -34,9 +34,9 @@ const (
 	minorGrid, majorGrid, axis = "#eeeeee", "#cccccc", "#333333"
 )
 
-// writeChart draws p50 latency (log Y) against tier count (log X) for
+// WriteChart draws p50 latency (log Y) against tier count (log X) for
 // range, fullscan and raw at concurrency conc.
-func (r *run) writeChart(w io.Writer, conc int) error {
+func (r *Result) WriteChart(w io.Writer, conc int) error {
 	tiers := r.tierCounts()
 	if len(tiers) == 0 {
 		return fmt.Errorf("bench: chart: nothing measured")

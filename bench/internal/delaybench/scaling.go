@@ -1,4 +1,4 @@
-package main
+package delaybench
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"github.com/tierset/tierset/delay"
 )
 
-// runScaling measures the sharded delay queue on a Redis Cluster with K=1
+// RunScaling measures the sharded delay queue on a Redis Cluster with K=1
 // shard (one master busy) and K=3 shards placed on three distinct masters,
 // and prints tasks/s for batched enqueue and for take+ack end to end (no-op
 // handler), the K=3/K=1 ratios, and where the CPU went: the client process
@@ -28,7 +28,7 @@ import (
 // wall time × cores. On one small machine the client, the three masters and
 // their replicas share the same cores, so the ratio says as much about the
 // machine as about the queue; the CPU columns show which.
-func runScaling(ctx context.Context, addrs []string, quick bool, out io.Writer) error {
+func RunScaling(ctx context.Context, addrs []string, quick bool, out io.Writer) error {
 	if len(addrs) == 0 {
 		return errors.New("scaling: needs -cluster seeds")
 	}
@@ -41,7 +41,7 @@ func runScaling(ctx context.Context, addrs []string, quick bool, out io.Writer) 
 	if quick {
 		n = 30_000
 	}
-	prefix := "tierset-scaling-" + delayRandomID()
+	prefix := "tierset-scaling-" + randomID()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -154,7 +154,7 @@ func scalingRun(ctx context.Context, c *redis.ClusterClient, prefix, name string
 	// per shard pipeline), due now.
 	jobs := make([]delay.Job, n)
 	for i := range jobs {
-		jobs[i] = delay.Job{Key: delayBusinessKey(name, i), Payload: []byte("p")}
+		jobs[i] = delay.Job{Key: businessKey(name, i), Payload: []byte("p")}
 	}
 	chunk := 1000 * k
 	var wg sync.WaitGroup

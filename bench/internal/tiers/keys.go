@@ -1,4 +1,4 @@
-package main
+package tiers
 
 // tiersKey mirrors the cache package's key layout
 // (<prefix>:{p:<id>}:tiers): the raw and fullscan baselines address the

@@ -1,13 +1,11 @@
-package main
+package tiers
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"sync/atomic"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
@@ -158,45 +156,4 @@ func (w *workload) verifyQueries(rng *rand.Rand, l, n int) []singleQuery {
 		}
 	}
 	return out
-}
-
-// deletePrefix is cleanupPrefix for callers that need no count.
-func deletePrefix(ctx context.Context, c redis.UniversalClient, prefix string) error {
-	_, err := cleanupPrefix(ctx, c, prefix)
-	return err
-}
-
-// cleanupPrefix deletes every key under prefix, on every master of a
-// cluster, in SCAN batches.
-func cleanupPrefix(ctx context.Context, c redis.UniversalClient, prefix string) (int, error) {
-	del := func(ctx context.Context, node redis.Cmdable) (int, error) {
-		n := 0
-		var cursor uint64
-		for {
-			keys, next, err := node.Scan(ctx, cursor, prefix+":*", 1000).Result()
-			if err != nil {
-				return n, fmt.Errorf("bench: scan %s:*: %w", prefix, err)
-			}
-			for _, k := range keys {
-				// One DEL per key: on a cluster the keys of a batch live in different slots.
-				if err := node.Del(ctx, k).Err(); err != nil {
-					return n, fmt.Errorf("bench: del %s: %w", k, err)
-				}
-				n++
-			}
-			if cursor = next; cursor == 0 {
-				return n, nil
-			}
-		}
-	}
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		var total atomic.Int64 // ForEachMaster runs the masters in parallel
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			n, err := del(ctx, m)
-			total.Add(int64(n))
-			return err
-		})
-		return int(total.Load()), err
-	}
-	return del(ctx, c)
 }

@@ -3,15 +3,15 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/measure"
 )
 
 // payloadSize is the payload every task of both libraries carries: the
@@ -118,86 +118,16 @@ func (r *recorder) summary() latency {
 		return l
 	}
 	l.min, l.max = s[0], s[len(s)-1]
-	l.p50, l.p99 = quantile(s, 0.50), quantile(s, 0.99)
+	l.p50, l.p99 = measure.Quantile(s, 0.50), measure.Quantile(s, 0.99)
 	if span := r.last.Sub(r.first); len(s) > 1 && span > 0 {
 		l.throughput = float64(len(s)-1) / span.Seconds()
 	}
 	return l
 }
 
-// quantile is the nearest-rank quantile of sorted samples.
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	i := int(q*float64(len(sorted))+0.999999) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
-// usedMemory reads INFO memory used_memory.
-func usedMemory(ctx context.Context, c redis.Cmdable) (int64, error) {
-	info, err := c.Info(ctx, "memory").Result()
-	if err != nil {
-		return 0, fmt.Errorf("INFO memory: %w", err)
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return 0, errors.New("INFO memory: no used_memory field")
-}
-
-// scanKeys lists the keys matching pattern (SCAN, never KEYS).
-func scanKeys(ctx context.Context, c redis.Cmdable, pattern string) ([]string, error) {
-	var out []string
-	var cursor uint64
-	for {
-		keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
-		if err != nil {
-			return out, fmt.Errorf("SCAN %s: %w", pattern, err)
-		}
-		out = append(out, keys...)
-		if cursor = next; cursor == 0 {
-			return out, nil
-		}
-	}
-}
-
-// keysMemory sums MEMORY USAGE (all samples) over the keys matching pattern:
-// a cross-check of the used_memory delta that other clients of a shared
-// server cannot disturb.
-func keysMemory(ctx context.Context, c redis.Cmdable, pattern string) (int64, int, error) {
-	keys, err := scanKeys(ctx, c, pattern)
-	if err != nil {
-		return 0, 0, err
-	}
-	var total int64
-	for chunk := range slices.Chunk(keys, 500) {
-		cmds := make([]*redis.IntCmd, len(chunk))
-		pipe := c.Pipeline()
-		for i, k := range chunk {
-			cmds[i] = pipe.MemoryUsage(ctx, k, 0)
-		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return 0, 0, fmt.Errorf("MEMORY USAGE: %w", err)
-		}
-		for _, cmd := range cmds {
-			total += cmd.Val()
-		}
-	}
-	return total, len(keys), nil
-}
-
 // deleteKeys removes the keys matching pattern with SCAN + DEL (never FLUSH*).
-func deleteKeys(ctx context.Context, c redis.Cmdable, pattern string) (int, error) {
-	keys, err := scanKeys(ctx, c, pattern)
-	if err != nil {
-		return 0, err
-	}
-	for chunk := range slices.Chunk(keys, 500) {
-		if err := c.Del(ctx, chunk...).Err(); err != nil {
-			return 0, fmt.Errorf("DEL: %w", err)
-		}
-	}
-	return len(keys), nil
+func deleteKeys(ctx context.Context, c *redis.Client, pattern string) (int, error) {
+	return measure.DeleteKeys(ctx, c, pattern)
 }
 
 // ms formats a duration in milliseconds with 2 decimals.

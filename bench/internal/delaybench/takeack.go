@@ -1,0 +1,134 @@
+package delaybench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/measure"
+)
+
+// delayAckCounter is an Observer that signals when want acks were seen.
+type delayAckCounter struct {
+	delay.Recorder
+	want atomic.Int64
+	last atomic.Int64 // Unix ns of the latest ack
+	done chan struct{}
+	once sync.Once
+}
+
+func newDelayAckCounter(want int) *delayAckCounter {
+	c := &delayAckCounter{done: make(chan struct{})}
+	c.want.Store(int64(want))
+	return c
+}
+
+// setWant lowers the target to what was actually enqueued.
+func (c *delayAckCounter) setWant(n int) {
+	c.want.Store(int64(n))
+	if c.Acked.Load() >= int64(n) {
+		c.once.Do(func() { close(c.done) })
+	}
+}
+
+func (c *delayAckCounter) OnAck(queue string) {
+	c.Recorder.OnAck(queue)
+	c.last.Store(time.Now().UnixNano())
+	if c.Acked.Load() >= c.want.Load() {
+		c.once.Do(func() { close(c.done) })
+	}
+}
+
+// delayRunWorker runs a worker until the counter has seen every ack or
+// timeout passes, with produce (if any) running meanwhile; it returns when
+// Run has returned.
+func delayRunWorker(ctx context.Context, q *delay.Queue, obs *delayAckCounter, concurrency, batch int, h delay.Handler,
+	started chan<- time.Time, timeout time.Duration, produce func(context.Context) error) error {
+	w, err := delay.NewWorker(q, h, delay.WorkerOptions{Concurrency: concurrency, BatchSize: batch, ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		return fmt.Errorf("delay.NewWorker: %w", err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	runErr := make(chan error, 1)
+	started <- time.Now()
+	go func() { runErr <- w.Run(wctx) }()
+	if produce != nil {
+		if err := produce(ctx); err != nil {
+			stop()
+			<-runErr
+			return err
+		}
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-obs.done:
+	case <-timer.C:
+	case err := <-runErr:
+		return fmt.Errorf("worker stopped early: %w", err)
+	}
+	stop()
+	if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("worker: %w", err)
+	}
+	return nil
+}
+
+// takeAck pre-enqueues tasks due now and times one worker (concurrency 8,
+// batch 100, no-op handler) from its start to the last ack. With Full
+// it repeats at concurrency 100, for information: it shows how much of the
+// figure is the worker's concurrency rather than Redis.
+func (b *delayBench) takeAck(ctx context.Context) error {
+	if err := b.takeAckAt(ctx, 8, 100, true); err != nil {
+		return err
+	}
+	if !b.p.full {
+		return nil
+	}
+	if err := deletePrefix(ctx, b.p.client, b.prefix); err != nil {
+		return err
+	}
+	return b.takeAckAt(ctx, 100, 100, false)
+}
+
+func (b *delayBench) takeAckAt(ctx context.Context, concurrency, batch int, floor bool) error {
+	obs := newDelayAckCounter(b.sizes.takeAck)
+	q, err := b.queue(fmt.Sprintf("takeack%d", concurrency), obs)
+	if err != nil {
+		return err
+	}
+	n, err := enqueueAll(ctx, q, b.jobs(b.sizes.takeAck, 0, delay.After(0)), time.Now().Add(b.sizes.phaseBudget))
+	if err != nil {
+		return err
+	}
+	obs.setWant(n)
+	var handled atomic.Int64
+	started := make(chan time.Time, 1)
+	err = delayRunWorker(ctx, q, obs, concurrency, batch, func(context.Context, *delay.Task) error {
+		handled.Add(1)
+		return nil
+	}, started, b.sizes.phaseBudget, nil)
+	if err != nil {
+		return err
+	}
+	start := <-started
+	acked := obs.Acked.Load()
+	if acked == 0 {
+		return fmt.Errorf("take+ack: nothing acked within %v", b.sizes.phaseBudget)
+	}
+	rate := float64(acked) / time.Unix(0, obs.last.Load()).Sub(start).Seconds()
+	name := fmt.Sprintf("take+ack, 1 worker, concurrency %d, batch %d", concurrency, batch)
+	note := fmt.Sprintf("%d tasks due now, no-op handler, worker start to last ack%s", acked, cut(int(acked), n))
+	if !floor {
+		b.add(delayRow{metric: name, value: rate, unit: "tasks/s", note: note})
+		return nil
+	}
+	b.floors.JudgeIf(b.p.meaningful, measure.NotRedis, measure.Floor{Subject: "delay", Kind: measure.Tight, Name: name,
+		Want: fmt.Sprintf("≥ %dk tasks/s", floorTakeAck/1000), Value: fmt.Sprintf("%.0f tasks/s", rate), Note: note}, rate >= floorTakeAck)
+	return nil
+}

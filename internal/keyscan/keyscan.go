@@ -1,0 +1,33 @@
+// Package keyscan is the one SCAN over every master of the repository:
+// the cache's List, the test suites' cleanup and the benchmarks' key
+// counts all walk keys through Each.
+package keyscan
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Count is the SCAN COUNT hint of every call.
+const Count = 1000
+
+// Each calls fn for every key matching pattern, with the node that holds
+// it: on every master of a Redis Cluster (concurrently, one goroutine per
+// master, so fn must be safe for that), on the one server otherwise. SCAN
+// may return a key twice; callers that count dedupe. It never uses KEYS.
+func Each(ctx context.Context, c redis.UniversalClient, pattern string, fn func(ctx context.Context, node redis.Cmdable, key string) error) error {
+	scan := func(ctx context.Context, node redis.Cmdable) error {
+		iter := node.Scan(ctx, 0, pattern, Count).Iterator()
+		for iter.Next(ctx) {
+			if err := fn(ctx, node, iter.Val()); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	}
+	return scan(ctx, c)
+}

@@ -1,0 +1,154 @@
+// Package measure holds the measurement helpers every benchmark of the
+// repository shares (the main bench, its tier and delay packages, and the
+// nested bench/peers module): server memory, keys and their memory,
+// quantiles and lateness samples, the clock offset to Redis TIME, round
+// trips and bytes read through a go-redis client, and the table of floors
+// every run prints.
+package measure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/keyscan"
+)
+
+// eachMaster runs fn on every master of a cluster (one at a time: fn may
+// accumulate into the caller's variables), or on c itself.
+func eachMaster(ctx context.Context, c redis.UniversalClient, fn func(ctx context.Context, node redis.Cmdable) error) error {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return fn(ctx, node)
+		})
+	}
+	return fn(ctx, c)
+}
+
+// UsedMemory sums INFO memory used_memory over the masters. ok is false
+// where the server does not report it (miniredis).
+func UsedMemory(ctx context.Context, c redis.UniversalClient) (total int64, ok bool, err error) {
+	ok = true
+	err = eachMaster(ctx, c, func(ctx context.Context, node redis.Cmdable) error {
+		info, err := node.Info(ctx, "memory").Result()
+		if err != nil && strings.Contains(err.Error(), "not supported") { // miniredis
+			ok = false
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("INFO memory: %w", err)
+		}
+		for line := range strings.SplitSeq(info, "\n") {
+			if v, found := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); found {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return fmt.Errorf("INFO memory: used_memory %q: %w", v, err)
+				}
+				total += n
+				return nil
+			}
+		}
+		ok = false // miniredis answers INFO memory without used_memory
+		return nil
+	})
+	return total, ok && err == nil, err
+}
+
+// Keys lists the keys matching pattern, on every master, without
+// duplicates.
+func Keys(ctx context.Context, c redis.UniversalClient, pattern string) ([]string, error) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var out []string
+	err := keyscan.Each(ctx, c, pattern, func(_ context.Context, _ redis.Cmdable, key string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, key)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeleteKeys deletes every key matching pattern (SCAN and one DEL per key
+// on the node that holds it: a cluster node's keys live in many slots;
+// never FLUSH*). It returns how many it deleted.
+func DeleteKeys(ctx context.Context, c redis.UniversalClient, pattern string) (int, error) {
+	var mu sync.Mutex
+	n := 0
+	err := keyscan.Each(ctx, c, pattern, func(ctx context.Context, node redis.Cmdable, key string) error {
+		d, err := node.Del(ctx, key).Result()
+		if err != nil {
+			return fmt.Errorf("DEL %s: %w", key, err)
+		}
+		mu.Lock()
+		n += int(d)
+		mu.Unlock()
+		return nil
+	})
+	return n, err
+}
+
+// KeysMemory sums MEMORY USAGE (every element sampled) over the keys
+// matching pattern: a cross-check of a used_memory delta that the other
+// clients of a shared server cannot disturb. ok is false where MEMORY
+// USAGE is not supported (miniredis).
+func KeysMemory(ctx context.Context, c redis.UniversalClient, pattern string) (total int64, keys int, ok bool, err error) {
+	ks, err := Keys(ctx, c, pattern)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	for chunk := range slices.Chunk(ks, 500) {
+		pipe := c.Pipeline()
+		cmds := make([]*redis.IntCmd, len(chunk))
+		for i, k := range chunk {
+			cmds[i] = pipe.MemoryUsage(ctx, k, 0)
+		}
+		_, _ = pipe.Exec(ctx)
+		for _, cmd := range cmds {
+			switch err := cmd.Err(); {
+			case err == nil:
+				total += cmd.Val()
+			case errors.Is(err, redis.Nil): // deleted meanwhile
+			case strings.Contains(strings.ToLower(err.Error()), "unknown command"),
+				strings.Contains(err.Error(), "syntax error"): // miniredis takes no SAMPLES
+				return 0, 0, false, nil
+			default:
+				return 0, 0, false, fmt.Errorf("MEMORY USAGE: %w", err)
+			}
+		}
+	}
+	return total, len(ks), true, nil
+}
+
+// ClockOffset estimates Redis TIME minus the local clock with µs
+// resolution: of 50 TIME calls it keeps the one with the shortest round
+// trip and assumes the server read its clock halfway through it, so the
+// error is at most rtt/2.
+func ClockOffset(ctx context.Context, c redis.Cmdable) (offset, rtt time.Duration, err error) {
+	rtt = time.Hour
+	for range 50 {
+		sent := time.Now()
+		st, err := c.Time(ctx).Result()
+		if err != nil {
+			return 0, 0, fmt.Errorf("TIME: %w", err)
+		}
+		if d := time.Since(sent); d < rtt {
+			rtt = d
+			offset = st.Sub(sent.Add(d / 2))
+		}
+	}
+	return offset, rtt, nil
+}
