@@ -30,6 +30,11 @@ type Cache struct {
 	memo   *memo
 	// lines pools matchInto's per-line scratch (*[]line) between carts.
 	lines sync.Pool
+
+	// near is the in-process ladder cache (Options.NearCache), nil when off.
+	near *near
+	// rt is the read-through loader (Options.Loader), nil when off.
+	rt *readThrough
 }
 
 // New returns a Cache on c. c may be a *redis.Client or a
@@ -44,7 +49,7 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{
+	out := &Cache{
 		client:   c,
 		prefix:   o.Prefix,
 		digits:   o.MinorDigits,
@@ -55,7 +60,11 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 		obs:      o.Observer,
 		nopObs:   isNop(o.Observer),
 		memo:     newMemo(o.DecodeCacheSize),
-	}, nil
+	}
+	if err := out.withNearAndLoader(o); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func isNop(o Observer) bool {
@@ -119,6 +128,7 @@ func (c *Cache) Refresh(ctx context.Context, promos ...gradient.Promotion) (Refr
 	var rep RefreshReport
 	for _, e := range all {
 		res, rts, err := c.refreshOne(ctx, e)
+		c.invalidateLocal(e.id) // at once, even on error: the write may have committed
 		c.obs.OnRoundTrips(OpRefresh, rts)
 		if err != nil {
 			c.obs.OnRefresh(e.id, RefreshFailed)
@@ -169,7 +179,7 @@ func (c *Cache) refreshOne(ctx context.Context, e *encoded) (RefreshResult, int,
 		}
 		rts++
 		_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.Del(ctx, tiers, gifts, meta)
+			pipe.Del(ctx, tiers, gifts, meta, c.absentKey(e.id)) // a warm clears a remembered miss
 			for i := 0; i < len(e.members); i += zaddChunk {
 				end := min(i+zaddChunk, len(e.members))
 				zs := make([]redis.Z, 0, end-i)
@@ -264,6 +274,7 @@ func (c *Cache) Delete(ctx context.Context, id string) (bool, error) {
 		return err
 	}
 	defer func() { c.obs.OnRoundTrips(OpDelete, rts) }()
+	defer c.invalidateLocal(id)
 	for attempt := 0; attempt < c.retries; attempt++ {
 		err := c.client.Watch(ctx, txf, meta)
 		if errors.Is(err, redis.TxFailedErr) {

@@ -99,6 +99,9 @@ func (c *Cache) Match(ctx context.Context, q Query, opt MatchOptions) (Result, e
 	if err := c.matchInto(ctx, qs[:], opt, rs[:]); err != nil {
 		return Result{Promotion: q.Promotion}, err
 	}
+	if c.rt != nil {
+		c.readThroughLines(ctx, qs[:], opt, rs[:])
+	}
 	return rs[0], rs[0].Err
 }
 
@@ -116,6 +119,9 @@ func (c *Cache) MatchCart(ctx context.Context, qs []Query, opt MatchOptions) ([]
 	rs := make([]Result, len(qs))
 	if err := c.matchInto(ctx, qs, opt, rs); err != nil {
 		return nil, err
+	}
+	if c.rt != nil {
+		c.readThroughLines(ctx, qs, opt, rs)
 	}
 	return rs, nil
 }
@@ -258,6 +264,17 @@ func decimalLen(s int64) int {
 }
 
 func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs []Result) error {
+	if c.near != nil {
+		if handled, err := c.nearMatch(ctx, qs, opt, rs); handled {
+			return err
+		}
+	}
+	return c.matchRedis(ctx, qs, opt, rs)
+}
+
+// matchRedis answers qs from Redis: the path of every line the near cache
+// does not answer.
+func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs []Result) error {
 	var start time.Time
 	if !c.nopObs {
 		start = time.Now()
@@ -516,15 +533,8 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 		}
 	}
 	r.Version = h.version
-	switch {
-	case q.Metric != h.metric:
-		r.Err = fmt.Errorf("%w: promotion %q is %s, query is %s", ErrMetricMismatch, q.Promotion, h.metric, q.Metric)
-		return hits
-	case h.metric == gradient.Amount && h.digits != c.digits:
-		r.Err = fmt.Errorf("%w: promotion %q has %d minor digits, queries are encoded with %d", ErrMetricMismatch, q.Promotion, h.digits, c.digits)
-		return hits
-	case !h.active(nowMs):
-		r.Err = ErrNotActive
+	if err := c.admit(q, h, nowMs); err != nil {
+		r.Err = err
 		return hits
 	}
 	switch h.kind {
