@@ -28,7 +28,9 @@ type Loader interface {
 type LoaderFunc func(ctx context.Context, id string) (*gradient.Promotion, error)
 
 // Load calls f.
-func (f LoaderFunc) Load(ctx context.Context, id string) (*gradient.Promotion, error) { return f(ctx, id) }
+func (f LoaderFunc) Load(ctx context.Context, id string) (*gradient.Promotion, error) {
+	return f(ctx, id)
+}
 
 // Defaults of LoadOptions.
 const (

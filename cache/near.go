@@ -125,6 +125,11 @@ type near struct {
 	up    atomic.Bool
 
 	hits, misses, drops atomic.Int64
+	// lost counts the times tracking went down after being up.
+	lost atomic.Int64
+	// loseInvalidations makes the tracker ignore invalidation messages,
+	// as if they were lost in transit (tests of the MaxStaleness bound).
+	loseInvalidations atomic.Bool
 
 	trackOnce sync.Once
 	tracker   *tracker
@@ -281,7 +286,9 @@ func (nc *near) invalidate(id string) {
 // everything held: entries held before a drop may have missed
 // invalidations, and a new node's keys were never tracked.
 func (nc *near) setUp(up bool) {
-	nc.up.Store(up)
+	if was := nc.up.Swap(up); was && !up {
+		nc.lost.Add(1)
+	}
 	nc.dropAll()
 }
 
@@ -332,6 +339,10 @@ type NearStats struct {
 	// that went to Redis while tracking was up; Evictions counts ladders
 	// dropped to stay within the bounds.
 	Hits, Misses, Evictions int64
+	// TrackingLost counts the times tracking went down after being
+	// established (a dropped connection, a restart, a failover, a
+	// topology change): each time, everything held was dropped.
+	TrackingLost int64
 }
 
 // NearStats returns the near cache's counters.
@@ -340,7 +351,7 @@ func (c *Cache) NearStats() NearStats {
 	if nc == nil {
 		return NearStats{}
 	}
-	st := NearStats{Tracking: nc.up.Load(), Hits: nc.hits.Load(), Misses: nc.misses.Load(), Evictions: nc.drops.Load()}
+	st := NearStats{Tracking: nc.up.Load(), Hits: nc.hits.Load(), Misses: nc.misses.Load(), Evictions: nc.drops.Load(), TrackingLost: nc.lost.Load()}
 	for i := range nc.shards {
 		sh := &nc.shards[i]
 		sh.mu.RLock()

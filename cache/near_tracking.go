@@ -293,10 +293,18 @@ func (t *tracker) receive(ctx context.Context, s *subscriber, ps *redis.PubSub) 
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" && m.Channel == invalidateChannel {
+				if established {
+					// go-redis reconnected and re-subscribed on its own:
+					// invalidations sent to the old connection are lost.
+					t.setSub(s, false)
+				}
 				established = true
 				t.setSub(s, true)
 			}
 		case *redis.Message:
+			if t.nc.loseInvalidations.Load() {
+				continue
+			}
 			keys := m.PayloadSlice
 			if len(keys) == 0 && m.Payload != "" {
 				keys = []string{m.Payload}
