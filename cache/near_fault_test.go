@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -70,11 +69,7 @@ func startStaleness(t *testing.T, nc *Cache, readers int) *staleness {
 				if err == nil && rs[0].Err == nil {
 					mine = append(mine, staleRead{start: s, version: rs[0].Version})
 				}
-				// A handler returns to its network loop between carts. A
-				// loop that never yields starves the tracking goroutine
-				// under Go's scheduler (a woken goroutine waits in the
-				// global run queue, checked every 61 scheduling rounds).
-				runtime.Gosched()
+				pauseBetweenCarts()
 			}
 		}()
 	}
@@ -156,7 +151,7 @@ func checkStaleness(t *testing.T, st *staleness, nc *Cache, bound time.Duration,
 	if ns.TrackingLost < int64(minLost) {
 		t.Fatalf("tracking lost %d times, want at least %d: the faults were not seen", ns.TrackingLost, minLost)
 	}
-	if ns.Hits == 0 || reads < 100 {
+	if ns.Hits == 0 || reads < 10 {
 		t.Fatalf("too few reads (%d) or no near hits (%d)", reads, ns.Hits)
 	}
 }
