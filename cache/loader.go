@@ -39,6 +39,10 @@ const (
 	DefaultLoadMissTTL   = 30 * time.Second
 	DefaultLoadPollEvery = 10 * time.Millisecond
 	DefaultLoadMaxMisses = 100000
+	// localMissTrust is how long a process without a near cache believes
+	// its own remembered miss before it asks Redis's mark again (one
+	// round trip, no Load).
+	localMissTrust = time.Second
 )
 
 // LoadOptions tunes the read-through (Options.Load). Zero fields take the
@@ -53,8 +57,12 @@ type LoadOptions struct {
 	// process that dies holding it delays the others by at most this.
 	LeaseTTL time.Duration
 	// MissTTL is how long an ID the loader called unknown is remembered,
-	// in process and in Redis, before it is asked again. A Refresh of the
-	// ID clears the mark at once. Default 30s.
+	// in Redis and in process, before the source is asked again. A Refresh
+	// of the ID deletes the Redis mark in its transaction and this
+	// process's mark at once; other processes drop theirs on the tracking
+	// invalidation with a near cache, and within 1s without one (until
+	// then a read finds the promotion anyway: marks are consulted only
+	// when Redis has none). Default 30s.
 	MissTTL time.Duration
 	// PollEvery is how often a process waiting for another's load checks
 	// Redis. Default 10ms.
@@ -105,6 +113,12 @@ var (
 type readThrough struct {
 	loader Loader
 	opt    LoadOptions
+
+	// trust bounds how long a mark is believed in process. With a near
+	// cache, tracking clears a mark when another process warms the ID (and
+	// a tracking loss clears them all), so it is MissTTL; without one, a
+	// warm elsewhere is seen within localMissTrust.
+	trust time.Duration
 
 	mu      sync.Mutex
 	flights map[string]*flight // one load per promotion in this process
@@ -349,6 +363,7 @@ func (rt *readThrough) remembered(id string) bool {
 }
 
 func (rt *readThrough) remember(id string, ttl time.Duration) {
+	ttl = min(ttl, rt.trust)
 	now := time.Now().UnixNano()
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -366,6 +381,14 @@ func (rt *readThrough) remember(id string, ttl time.Duration) {
 		}
 	}
 	rt.misses[id] = now + int64(ttl)
+}
+
+// forgetAll drops every remembered miss (tracking was lost: a warm
+// elsewhere may have gone unseen).
+func (rt *readThrough) forgetAll() {
+	rt.mu.Lock()
+	clear(rt.misses)
+	rt.mu.Unlock()
 }
 
 // forget drops id's remembered miss (a refresh wrote it).
@@ -394,7 +417,10 @@ func (c *Cache) withNearAndLoader(o Options) error {
 		if err != nil {
 			return err
 		}
-		c.rt = &readThrough{loader: o.Loader, opt: lo, flights: map[string]*flight{}, misses: map[string]int64{}}
+		c.rt = &readThrough{loader: o.Loader, opt: lo, trust: lo.MissTTL, flights: map[string]*flight{}, misses: map[string]int64{}}
+		if c.near == nil {
+			c.rt.trust = min(lo.MissTTL, localMissTrust)
+		}
 	}
 	return nil
 }

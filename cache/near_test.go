@@ -59,7 +59,9 @@ func waitTracking(t testing.TB, c *Cache) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for !c.NearStats().Tracking {
-		if _, err := c.Match(ctx, QuantityQuery("tracking-probe", 1), MatchOptions{}); err != nil && ctx.Err() != nil {
+		// matchInto, not Match: the probe must not reach a Loader.
+		var rs [1]Result
+		if err := c.matchInto(ctx, []Query{QuantityQuery("tracking-probe", 1)}, MatchOptions{}, rs[:]); err != nil && ctx.Err() != nil {
 			t.Fatalf("tracking not established in 10 s: %v", err)
 		}
 		time.Sleep(time.Millisecond)

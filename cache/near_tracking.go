@@ -175,6 +175,9 @@ func (t *tracker) recompute(force bool) {
 	}
 	if force || all != t.nc.up.Load() || !all {
 		t.nc.setUp(all)
+		if t.c.rt != nil {
+			t.c.rt.forgetAll() // a warm elsewhere may have gone unseen
+		}
 	}
 }
 
@@ -310,6 +313,9 @@ func (t *tracker) receive(ctx context.Context, s *subscriber, ps *redis.PubSub) 
 				keys = []string{m.Payload}
 			}
 			for _, k := range keys {
+				if strings.HasSuffix(k, suffixAbsent) || strings.HasSuffix(k, suffixLease) {
+					continue // read-through bookkeeping: no ladder changed (a warm also touches tiers)
+				}
 				if id := t.c.idFromKey(k); id != "" {
 					t.c.invalidateLocal(id)
 				}
