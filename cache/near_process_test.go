@@ -263,6 +263,10 @@ func TestNearTwoProcesses(t *testing.T) {
 		if childReads.Load() == 0 {
 			t.Fatal("the child reported no reads")
 		}
+		if raceEnabled {
+			t.Logf("race detector on: the %v p99 bound is not asserted (it slows every read several times)", nearP99Allowed)
+			return
+		}
 		if p99 > nearP99Allowed {
 			t.Fatalf("p99 %v after Refresh returned, want ≤ %v", p99, nearP99Allowed)
 		}
