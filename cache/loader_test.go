@@ -142,15 +142,7 @@ const (
 
 // TestReadThroughChild is one process of TestReadThroughProcesses.
 func TestReadThroughChild(t *testing.T) {
-	backend := os.Getenv(envLoadChild)
-	if backend == "" {
-		t.Skip("child process of TestReadThroughProcesses only")
-	}
-	mk := testredis.Redis
-	if backend == testredis.NameCluster {
-		mk = testredis.Cluster
-	}
-	b := mk(t)
+	b := childBackend(t, envLoadChild, "TestReadThroughProcesses")
 	ctx := testCtx(t)
 	prefix := os.Getenv(envLoadPrefix)
 	p := coldPromotion()

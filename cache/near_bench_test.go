@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -61,24 +59,8 @@ func benchNear(b *testing.B, be *testredis.Backend, tiers, lines int, impl strin
 		run = func() error { _, err := c.Match(ctx, qs[0], MatchOptions{}); return err }
 	case impl != "raw":
 		run = func() error { _, err := c.MatchCart(ctx, qs, MatchOptions{}); return err }
-	case lines == 1:
-		key, bound := c.tiersKey(qs[0].Promotion), qs[0].Value.String()
-		run = func() error {
-			return be.Client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: bound, Stop: "-inf", ByScore: true, Rev: true, Count: 1}).Err()
-		}
 	default:
-		keys, bounds := make([]string, lines), make([]string, lines)
-		for i := range keys {
-			keys[i], bounds[i] = c.tiersKey(qs[i].Promotion), qs[i].Value.String()
-		}
-		run = func() error {
-			pipe := be.Client.Pipeline()
-			for i := range keys {
-				pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: keys[i], Start: bounds[i], Stop: "-inf", ByScore: true, Rev: true, Count: 1})
-			}
-			_, err := pipe.Exec(ctx)
-			return err
-		}
+		run = rawRun(ctx, be, c, qs)
 	}
 	if err := run(); err != nil { // warms the ladders
 		b.Fatal(err)

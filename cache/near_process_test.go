@@ -87,18 +87,40 @@ func nearReader(t testing.TB, nc *Cache, r int, oracle map[string]*gradient.Matc
 	}
 }
 
+// childBackend is the backend a child process was started for (env names
+// it), or skips when this process is not such a child.
+func childBackend(t *testing.T, env, parent string) *testredis.Backend {
+	t.Helper()
+	backend := os.Getenv(env)
+	if backend == "" {
+		t.Skip("child process of " + parent + " only")
+	}
+	if backend == testredis.NameCluster {
+		return testredis.Cluster(t)
+	}
+	return testredis.Redis(t)
+}
+
+// startReaders runs nearReaders nearReader goroutines, numbered from
+// first; the returned func stops and waits for them.
+func startReaders(t testing.TB, nc *Cache, first int, oracle map[string]*gradient.Matcher, tags map[string]string,
+	seen func(int, string, time.Time), reads, mixed *atomic.Int64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for r := first; r < first+nearReaders; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nearReader(t, nc, r, oracle, tags, done, seen, reads, mixed)
+		}()
+	}
+	return func() { close(done); wg.Wait() }
+}
+
 // TestNearChildReader is the child half of TestNearTwoProcesses; it runs
 // only when that test starts it.
 func TestNearChildReader(t *testing.T) {
-	backend := os.Getenv(envNearChild)
-	if backend == "" {
-		t.Skip("child process of TestNearTwoProcesses only")
-	}
-	b := testredis.Redis
-	if backend == testredis.NameCluster {
-		b = testredis.Cluster
-	}
-	be := b(t)
+	be := childBackend(t, envNearChild, "TestNearTwoProcesses")
 	_, oracle, tags := flipVersions(t)
 	nc := newNearCache(t, nearClient(t, be), os.Getenv(envNearPrefix), Options{})
 	var mu sync.Mutex
@@ -110,18 +132,9 @@ func TestNearChildReader(t *testing.T) {
 		mu.Unlock()
 	}
 	var reads, mixed atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for r := 0; r < nearReaders; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			nearReader(t, nc, r, oracle, tags, stop, seen, &reads, &mixed)
-		}()
-	}
+	stop := startReaders(t, nc, 0, oracle, tags, seen, &reads, &mixed)
 	_, _ = io.Copy(io.Discard, os.Stdin) // the parent closes stdin when done
-	close(stop)
-	wg.Wait()
+	stop()
 	mu.Lock()
 	fmt.Fprintf(out, "done %d %d\n", reads.Load(), mixed.Load())
 	out.Flush()
@@ -193,15 +206,7 @@ func TestNearTwoProcesses(t *testing.T) {
 
 		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{})
 		var reads, mixed atomic.Int64
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for r := 0; r < nearReaders; r++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				nearReader(t, nc, r, oracle, tags, stop, seen, &reads, &mixed)
-			}()
-		}
+		stop := startReaders(t, nc, 0, oracle, tags, seen, &reads, &mixed)
 		// waitAll waits until every reader serves v (or the deadline).
 		waitAll := func(v string) bool {
 			deadline := time.AfterFunc(nearConverge, func() { mu.Lock(); cond.Broadcast(); mu.Unlock() })
@@ -245,8 +250,7 @@ func TestNearTwoProcesses(t *testing.T) {
 			}
 			mu.Unlock()
 		}
-		close(stop)
-		wg.Wait()
+		stop()
 		_ = stdin.Close()
 		<-childDone
 		if err := child.Wait(); err != nil {
