@@ -198,6 +198,8 @@ func (t *tracker) subscribe(ctx context.Context, base *redis.Options) *subscribe
 	opt.Protocol = 2
 	opt.PoolSize, opt.MinIdleConns, opt.MaxIdleConns = 1, 0, 0
 	opt.ClientName = trackingClientName
+	// No retries: a failed handshake fails fast and listen backs off.
+	opt.MaxRetries = -1
 	s := &subscriber{addr: base.Addr}
 	prefix := t.c.prefix + tagOpen
 	userOnConnect := base.OnConnect
@@ -218,11 +220,32 @@ func (t *tracker) subscribe(ctx context.Context, base *redis.Options) *subscribe
 		return nil
 	}
 	s.rdb = redis.NewClient(&opt)
+	// go-redis reconnects a PubSub inside the read that saw its connection
+	// fail, before that read returns the error: mark the node down as the
+	// new connection is dialled, so nothing is served from ladders the old
+	// one covered while the handshake runs.
+	s.rdb.AddHook(dialDownHook{down: func() { t.setSub(s, false) }})
 	sctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	t.wg.Add(1)
 	go t.listen(sctx, s)
 	return s
+}
+
+// dialDownHook calls down before every dial of the tracking client.
+type dialDownHook struct{ down func() }
+
+func (h dialDownHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h.down()
+		return next(ctx, network, addr)
+	}
+}
+
+func (dialDownHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialDownHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // stop closes the subscriber; its listen goroutine ends on the error.
