@@ -29,6 +29,11 @@ type Cache struct {
 	memo   *memo
 	// lines pools matchInto's per-line scratch (*[]line) between carts.
 	lines sync.Pool
+
+	// near is the in-process ladder cache (Options.NearCache), nil when off.
+	near *near
+	// rt is the read-through loader (Options.Loader), nil when off.
+	rt *readThrough
 }
 
 // New returns a Cache on c. c may be a *redis.Client or a
@@ -49,7 +54,7 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 		}
 		o.Observer.OnWarning(fmt.Errorf("cache: %w", err))
 	}
-	return &Cache{
+	out := &Cache{
 		client:   c,
 		prefix:   o.Prefix,
 		digits:   o.MinorDigits,
@@ -60,7 +65,11 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 		obs:      o.Observer,
 		nopObs:   isNop(o.Observer),
 		memo:     newMemo(o.DecodeCacheSize),
-	}, nil
+	}
+	if err := out.withNearAndLoader(o); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func isNop(o Observer) bool {
@@ -116,6 +125,7 @@ func (c *Cache) Delete(ctx context.Context, id string) (bool, error) {
 		return err
 	}
 	defer func() { c.obs.OnRoundTrips(OpDelete, rts) }()
+	defer c.invalidateLocal(id)
 	for attempt := 0; attempt < c.retries; attempt++ {
 		err := c.client.Watch(ctx, txf, meta)
 		if errors.Is(err, redis.TxFailedErr) {

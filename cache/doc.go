@@ -64,5 +64,23 @@
 //     recovered: corrupt data is [ErrCorrupt], never a panic or a huge
 //     allocation.
 //
+// # Near cache and read-through (opt-in)
+//
+// With [Options].NearCache, the first read of a promotion holds its whole
+// ladder in process and later lines are answered from memory with no round
+// trip. It is kept true by Redis client tracking (BCAST on the prefix, one
+// tracking connection per node, per master on a Cluster): an invalidation
+// drops the ladder, a read that raced one installs nothing, and while
+// tracking is not established, or after its connection drops, nothing is
+// held and every read goes to Redis. No answer comes from a ladder Redis
+// confirmed more than [NearCacheOptions].MaxStaleness ago.
+//
+// With [Options].Loader, a line whose promotion is missing from Redis is
+// loaded from the source of truth once (one [Loader].Load per process, and
+// one across processes through a lease in Redis), written through
+// [Cache.Refresh], and answered; an ID the source does not know is
+// remembered for [LoadOptions].MissTTL. A failed load is that line's
+// [ErrLoad], never a wrong answer.
+//
 // Metrics go to an [Observer] (default [NopObserver]).
 package cache

@@ -64,4 +64,12 @@ var (
 	// ErrConflict: a refresh kept changing the promotion while a refresh
 	// transaction retried (WATCH failed RefreshRetries times).
 	ErrConflict = errors.New("cache: promotion changed concurrently, retries exhausted")
+	// ErrUnknownPromotion: a Loader's answer for an ID its source does
+	// not have. A line whose promotion the source does not know gets an
+	// error matching both this and ErrNotFound.
+	ErrUnknownPromotion = errors.New("cache: promotion unknown to the source")
+	// ErrLoad: a read-through load failed: the loader's error, a panic, a
+	// timeout, the caller's ctx ending while it waited, or a promotion
+	// Refresh refused. The line gets it instead of an answer.
+	ErrLoad = errors.New("cache: read-through load failed")
 )

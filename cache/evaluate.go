@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/tierset/tierset/gradient"
 )
 
 //go:embed recheck.lua
@@ -181,15 +180,8 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 		}
 	}
 	r.Version = h.version
-	switch {
-	case q.Metric != h.metric:
-		r.Err = fmt.Errorf("%w: promotion %q is %s, query is %s", ErrMetricMismatch, q.Promotion, h.metric, q.Metric)
-		return hits
-	case h.metric == gradient.Amount && h.digits != c.digits:
-		r.Err = fmt.Errorf("%w: promotion %q has %d minor digits, queries are encoded with %d", ErrMetricMismatch, q.Promotion, h.digits, c.digits)
-		return hits
-	case !h.active(nowMs):
-		r.Err = ErrNotActive
+	if err := c.admit(q, h, nowMs); err != nil {
+		r.Err = err
 		return hits
 	}
 	switch h.kind {

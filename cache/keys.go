@@ -40,3 +40,17 @@ func (c *Cache) idFromMetaKey(key string) string {
 	}
 	return key[len(head) : len(key)-len(suffixMeta)]
 }
+
+// Read-through keys, under the promotion's hash tag so a lease, a
+// remembered miss and the refresh that clears it share one slot:
+//
+//	<prefix>:{p:<id>}:absent   STRING  the source said no such promotion (PX MissTTL)
+//	<prefix>:{p:<id>}:lease    STRING  one process is loading it (SET NX PX LeaseTTL)
+const (
+	suffixAbsent = "}:absent"
+	suffixLease  = "}:lease"
+)
+
+func (c *Cache) absentKey(id string) string { return c.prefix + tagOpen + id + suffixAbsent }
+
+func (c *Cache) leaseKey(id string) string { return c.prefix + tagOpen + id + suffixLease }

@@ -104,6 +104,9 @@ func (c *Cache) Match(ctx context.Context, q Query, opt MatchOptions) (Result, e
 	if err := c.matchInto(ctx, qs[:], opt, rs[:]); err != nil {
 		return Result{Promotion: q.Promotion}, err
 	}
+	if c.rt != nil {
+		c.readThroughLines(ctx, qs[:], opt, rs[:])
+	}
 	return rs[0], rs[0].Err
 }
 
@@ -121,6 +124,9 @@ func (c *Cache) MatchCart(ctx context.Context, qs []Query, opt MatchOptions) ([]
 	rs := make([]Result, len(qs))
 	if err := c.matchInto(ctx, qs, opt, rs); err != nil {
 		return nil, err
+	}
+	if c.rt != nil {
+		c.readThroughLines(ctx, qs, opt, rs)
 	}
 	return rs, nil
 }
@@ -263,6 +269,17 @@ func decimalLen(s int64) int {
 }
 
 func (c *Cache) matchInto(ctx context.Context, qs []Query, opt MatchOptions, rs []Result) error {
+	if c.near != nil {
+		if handled, err := c.nearMatch(ctx, qs, opt, rs); handled {
+			return err
+		}
+	}
+	return c.matchRedis(ctx, qs, opt, rs)
+}
+
+// matchRedis answers qs from Redis: the path of every line the near cache
+// does not answer.
+func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs []Result) error {
 	var start time.Time
 	if !c.nopObs {
 		start = time.Now()

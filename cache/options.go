@@ -90,6 +90,18 @@ type Options struct {
 	// records and at most about 45 MiB. A promotion uses one entry per
 	// tier read plus its two sentinels.
 	DecodeCacheSize int
+	// NearCache, when set, holds the whole ladder of every promotion read
+	// in process, kept true by Redis client tracking; see NearCacheOptions
+	// for its bounds and defaults. Default nil: off. It needs a
+	// *redis.Client or *redis.ClusterClient (else ErrBadOptions).
+	NearCache *NearCacheOptions
+	// Loader, when set, loads a promotion a read finds missing from the
+	// source of truth and writes it through Refresh (read-through); see
+	// Loader. Default nil: off.
+	Loader Loader
+	// Load tunes the read-through (leases, remembered misses, timeouts);
+	// zero fields take the defaults LoadOptions names.
+	Load LoadOptions
 }
 
 func (o Options) withDefaults() (Options, error) {

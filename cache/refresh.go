@@ -115,6 +115,7 @@ func (c *Cache) Refresh(ctx context.Context, promos ...gradient.Promotion) (Refr
 	var rep RefreshReport
 	for k, e := range all {
 		res, rts, err := c.refreshOne(ctx, e)
+		c.invalidateLocal(e.id) // at once, even on error: the write may have committed
 		c.obs.OnRoundTrips(OpRefresh, rts)
 		if err != nil {
 			return rep, c.refreshFailed(ctx, &rep, all, k, res, ctxErr(ctx, err))
@@ -252,7 +253,7 @@ func (c *Cache) refreshOne(ctx context.Context, e *encoded) (RefreshResult, int,
 		}
 		rts++
 		cmds, err := tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.Del(ctx, tiers, gifts, meta)
+			pipe.Del(ctx, tiers, gifts, meta, c.absentKey(e.id)) // a warm clears a remembered miss
 			for i := 0; i < len(e.members); i += zaddChunk {
 				end := min(i+zaddChunk, len(e.members))
 				zs := make([]redis.Z, 0, end-i)

@@ -1,0 +1,427 @@
+package cache
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/gradient"
+)
+
+// Loader loads one promotion from the source of truth (a database, a rules
+// service) when a read finds it missing from Redis. It returns
+// ErrUnknownPromotion (or an error wrapping it) when the source has no
+// such promotion; any other error is a failed load. It must honour ctx:
+// a load that outlives LoadOptions.Timeout is abandoned.
+type Loader interface {
+	Load(ctx context.Context, id string) (*gradient.Promotion, error)
+}
+
+// LoaderFunc adapts a function to Loader.
+type LoaderFunc func(ctx context.Context, id string) (*gradient.Promotion, error)
+
+// Load calls f.
+func (f LoaderFunc) Load(ctx context.Context, id string) (*gradient.Promotion, error) {
+	return f(ctx, id)
+}
+
+// Defaults of LoadOptions.
+const (
+	DefaultLoadTimeout   = 5 * time.Second
+	DefaultLoadLeaseTTL  = 10 * time.Second
+	DefaultLoadMissTTL   = 30 * time.Second
+	DefaultLoadPollEvery = 10 * time.Millisecond
+	DefaultLoadMaxMisses = 100000
+	// localMissTrust is how long a process without a near cache believes
+	// its own remembered miss before it asks Redis's mark again (one
+	// round trip, no Load).
+	localMissTrust = time.Second
+)
+
+// LoadOptions tunes the read-through (Options.Load). Zero fields take the
+// defaults their comments name.
+type LoadOptions struct {
+	// Timeout bounds one Loader.Load call. Default 5s. A cart line never
+	// waits longer than its own ctx allows, whatever this is.
+	Timeout time.Duration
+	// LeaseTTL is how long the Redis lease (SET NX PX) lets one process
+	// load a promotion while the others wait for its refresh; it must
+	// exceed Timeout, so a load in time is never doubled. Default 10s. A
+	// process that dies holding it delays the others by at most this.
+	LeaseTTL time.Duration
+	// MissTTL is how long an ID the loader called unknown is remembered,
+	// in Redis and in process, before the source is asked again. A Refresh
+	// of the ID deletes the Redis mark in its transaction and this
+	// process's mark at once; other processes drop theirs on the tracking
+	// invalidation with a near cache, and within 1s without one (until
+	// then a read finds the promotion anyway: marks are consulted only
+	// when Redis has none). Default 30s.
+	MissTTL time.Duration
+	// PollEvery is how often a process waiting for another's load checks
+	// Redis. Default 10ms.
+	PollEvery time.Duration
+	// MaxMisses bounds the misses remembered in process. Default 100000.
+	MaxMisses int
+}
+
+func (o LoadOptions) withDefaults() (LoadOptions, error) {
+	set := func(d *time.Duration, def time.Duration, name string) error {
+		switch {
+		case *d == 0:
+			*d = def
+		case *d < time.Millisecond:
+			return fmt.Errorf("%w: Load.%s %v (must be ≥ 1ms)", ErrBadOptions, name, *d)
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		d    *time.Duration
+		def  time.Duration
+		name string
+	}{{&o.Timeout, DefaultLoadTimeout, "Timeout"}, {&o.LeaseTTL, DefaultLoadLeaseTTL, "LeaseTTL"},
+		{&o.MissTTL, DefaultLoadMissTTL, "MissTTL"}, {&o.PollEvery, DefaultLoadPollEvery, "PollEvery"}} {
+		if err := set(f.d, f.def, f.name); err != nil {
+			return o, err
+		}
+	}
+	if o.LeaseTTL <= o.Timeout {
+		return o, fmt.Errorf("%w: Load.LeaseTTL %v must exceed Load.Timeout %v", ErrBadOptions, o.LeaseTTL, o.Timeout)
+	}
+	switch {
+	case o.MaxMisses == 0:
+		o.MaxMisses = DefaultLoadMaxMisses
+	case o.MaxMisses < 0:
+		return o, fmt.Errorf("%w: Load.MaxMisses %d", ErrBadOptions, o.MaxMisses)
+	}
+	return o, nil
+}
+
+var (
+	//go:embed lua/lease_release.lua
+	luaLeaseRelease    string
+	scriptLeaseRelease = redis.NewScript(luaLeaseRelease)
+)
+
+// readThrough is the loader with its flights and remembered misses.
+type readThrough struct {
+	loader Loader
+	opt    LoadOptions
+
+	// trust bounds how long a mark is believed in process. With a near
+	// cache, tracking clears a mark when another process warms the ID (and
+	// a tracking loss clears them all), so it is MissTTL; without one, a
+	// warm elsewhere is seen within localMissTrust.
+	trust time.Duration
+
+	mu      sync.Mutex
+	flights map[string]*flight // one load per promotion in this process
+	misses  map[string]int64   // id -> UnixNano the mark expires
+}
+
+// flight is one promotion's load in this process; every caller waits on
+// done (or leaves at its own ctx) and reads err.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// loadable reports whether a line's error means the promotion is not in
+// Redis whole (missing, or damaged by eviction), so the loader should be
+// asked; its Refresh rewrites a damaged promotion.
+func loadable(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(err, ErrDamaged) }
+
+// errRemembered is a line's error for an ID the source does not know.
+func errRemembered(id string) error {
+	return fmt.Errorf("%w: %w: %q", ErrNotFound, ErrUnknownPromotion, id)
+}
+
+// readThroughLines loads the promotions of the lines that found theirs
+// missing, each once (concurrently, bounded by ctx), and answers those
+// lines again from Redis. A failed load is that line's error; the other
+// lines keep their answers.
+func (c *Cache) readThroughLines(ctx context.Context, qs []Query, opt MatchOptions, rs []Result) {
+	var ids []string
+	for i := range rs {
+		if loadable(rs[i].Err) && !contains(ids, qs[i].Promotion) {
+			ids = append(ids, qs[i].Promotion)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for k, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = c.rt.ensure(ctx, c, id)
+		}()
+	}
+	wg.Wait()
+	var again []int
+	for i := range rs {
+		if !loadable(rs[i].Err) {
+			continue
+		}
+		k := index(ids, qs[i].Promotion)
+		if errs[k] != nil {
+			rs[i] = Result{Promotion: qs[i].Promotion, Err: errs[k]}
+			continue
+		}
+		again = append(again, i)
+	}
+	if len(again) == 0 {
+		return
+	}
+	sub := make([]Query, len(again))
+	for k, i := range again {
+		sub[k] = qs[i]
+	}
+	subRs := make([]Result, len(again))
+	err := c.matchInto(ctx, sub, opt, subRs)
+	for k, i := range again {
+		if err != nil {
+			subRs[k] = Result{Promotion: qs[i].Promotion, Err: err}
+		}
+		rs[i] = subRs[k]
+	}
+}
+
+func contains(ids []string, id string) bool { return index(ids, id) >= 0 }
+
+func index(ids []string, id string) int {
+	for k, x := range ids {
+		if x == id {
+			return k
+		}
+	}
+	return -1
+}
+
+// ensure makes id present in Redis, or says why not: nil when it is there
+// (loaded here or by another process), errRemembered when the source does
+// not know it, an ErrLoad otherwise. The caller waits at most until ctx
+// ends; the load itself goes on for the other callers.
+func (rt *readThrough) ensure(ctx context.Context, c *Cache, id string) error {
+	if rt.remembered(id) {
+		return errRemembered(id)
+	}
+	rt.mu.Lock()
+	f := rt.flights[id]
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		rt.flights[id] = f
+		// Detached from this caller: another caller may still want the
+		// result after this one gave up. Bounded by the lease's life.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.opt.LeaseTTL)
+		go func() {
+			defer cancel()
+			f.err = rt.load(fctx, c, id)
+			rt.mu.Lock()
+			delete(rt.flights, id)
+			rt.mu.Unlock()
+			close(f.done)
+		}()
+	}
+	rt.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, ctx.Err())
+	}
+}
+
+// load takes the Redis lease and calls the loader, or waits for the
+// process that holds the lease, until the promotion is stored, known
+// unknown, or ctx ends.
+func (rt *readThrough) load(ctx context.Context, c *Cache, id string) error {
+	token := newToken()
+	tiers, absent, lease := c.tiersKey(id), c.absentKey(id), c.leaseKey(id)
+	if err := sameSlot(tiers, absent, lease); err != nil {
+		return fmt.Errorf("%w: %w", ErrLoad, err)
+	}
+	for {
+		pipe := c.client.Pipeline()
+		exists := pipe.Exists(ctx, tiers)
+		mark := pipe.PTTL(ctx, absent)
+		took := pipe.SetNX(ctx, lease, token, rt.opt.LeaseTTL)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, ctxErr(ctx, err))
+		}
+		switch {
+		case exists.Val() > 0 || mark.Val() > 0 || mark.Val() == -1:
+			// Stored, or known unknown, by someone else meanwhile.
+			if took.Val() {
+				rt.release(ctx, c, lease, token)
+			}
+			if exists.Val() > 0 {
+				return nil
+			}
+			ttl := mark.Val()
+			if ttl <= 0 {
+				ttl = rt.opt.MissTTL
+			}
+			rt.remember(id, ttl)
+			return errRemembered(id)
+		case took.Val():
+			err := rt.loadHeld(ctx, c, id)
+			rt.release(ctx, c, lease, token)
+			return err
+		}
+		// Another process holds the lease: wait for its refresh.
+		timer := time.NewTimer(rt.opt.PollEvery)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("%w: promotion %q: waiting for another process's load: %w", ErrLoad, id, ctx.Err())
+		case <-timer.C:
+		}
+	}
+}
+
+// loadHeld runs the loader under the lease and writes what it returns
+// through Refresh, or remembers that the source does not know id.
+func (rt *readThrough) loadHeld(ctx context.Context, c *Cache, id string) error {
+	p, err := rt.call(ctx, id)
+	switch {
+	case errors.Is(err, ErrUnknownPromotion):
+		if err := c.client.Set(ctx, c.absentKey(id), "1", rt.opt.MissTTL).Err(); err != nil {
+			return fmt.Errorf("%w: promotion %q: remember miss: %w", ErrLoad, id, ctxErr(ctx, err))
+		}
+		rt.remember(id, rt.opt.MissTTL)
+		return errRemembered(id)
+	case err != nil:
+		return fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
+	case p == nil:
+		return fmt.Errorf("%w: promotion %q: loader returned no promotion and no error", ErrLoad, id)
+	case p.ID != id:
+		return fmt.Errorf("%w: promotion %q: loader returned promotion %q", ErrLoad, id, p.ID)
+	}
+	if _, err := c.Refresh(ctx, *p); err != nil {
+		return fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
+	}
+	return nil
+}
+
+// call runs the loader in its own goroutine, so a loader that ignores
+// ctx still cannot hold the flight past Timeout, and turns a panic into
+// an error.
+func (rt *readThrough) call(ctx context.Context, id string) (*gradient.Promotion, error) {
+	lctx, cancel := context.WithTimeout(ctx, rt.opt.Timeout)
+	defer cancel()
+	type reply struct {
+		p   *gradient.Promotion
+		err error
+	}
+	ch := make(chan reply, 1)
+	go func() {
+		var r reply
+		defer func() {
+			if v := recover(); v != nil {
+				r = reply{err: fmt.Errorf("loader panicked: %v", v)}
+			}
+			ch <- r
+		}()
+		r.p, r.err = rt.loader.Load(lctx, id)
+	}()
+	select {
+	case r := <-ch:
+		return r.p, r.err
+	case <-lctx.Done():
+		return nil, fmt.Errorf("loader: %w", lctx.Err())
+	}
+}
+
+func (rt *readThrough) release(ctx context.Context, c *Cache, lease, token string) {
+	// A lease that cannot be given back expires after LeaseTTL.
+	_ = scriptLeaseRelease.Run(ctx, c.client, []string{lease}, token).Err()
+}
+
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (rt *readThrough) remembered(id string) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	exp, ok := rt.misses[id]
+	if ok && time.Now().UnixNano() >= exp {
+		delete(rt.misses, id)
+		return false
+	}
+	return ok
+}
+
+func (rt *readThrough) remember(id string, ttl time.Duration) {
+	ttl = min(ttl, rt.trust)
+	now := time.Now().UnixNano()
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if len(rt.misses) >= rt.opt.MaxMisses {
+		for k, exp := range rt.misses {
+			if now >= exp {
+				delete(rt.misses, k)
+			}
+		}
+		for k := range rt.misses {
+			if len(rt.misses) < rt.opt.MaxMisses {
+				break
+			}
+			delete(rt.misses, k) // map order: an arbitrary one
+		}
+	}
+	rt.misses[id] = now + int64(ttl)
+}
+
+// forgetAll drops every remembered miss (tracking was lost: a warm
+// elsewhere may have gone unseen).
+func (rt *readThrough) forgetAll() {
+	rt.mu.Lock()
+	clear(rt.misses)
+	rt.mu.Unlock()
+}
+
+// forget drops id's remembered miss (a refresh wrote it).
+func (rt *readThrough) forget(id string) {
+	rt.mu.Lock()
+	delete(rt.misses, id)
+	rt.mu.Unlock()
+}
+
+// withNearAndLoader sets up the optional parts New was asked for.
+func (c *Cache) withNearAndLoader(o Options) error {
+	if o.NearCache != nil {
+		switch c.client.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return fmt.Errorf("%w: NearCache needs a *redis.Client or *redis.ClusterClient, not %T", ErrBadOptions, c.client)
+		}
+		no, err := o.NearCache.withDefaults()
+		if err != nil {
+			return err
+		}
+		c.near = newNear(no)
+	}
+	if o.Loader != nil {
+		lo, err := o.Load.withDefaults()
+		if err != nil {
+			return err
+		}
+		c.rt = &readThrough{loader: o.Loader, opt: lo, trust: lo.MissTTL, flights: map[string]*flight{}, misses: map[string]int64{}}
+		if c.near == nil {
+			c.rt.trust = min(lo.MissTTL, localMissTrust)
+		}
+	}
+	return nil
+}

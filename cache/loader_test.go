@@ -1,0 +1,413 @@
+package cache
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// countingLoader serves promotions from a map, counting calls, after an
+// optional delay (which widens the stampede window).
+type countingLoader struct {
+	mu     sync.Mutex
+	promos map[string]gradient.Promotion
+	delay  time.Duration
+	calls  atomic.Int64
+}
+
+func (l *countingLoader) Load(ctx context.Context, id string) (*gradient.Promotion, error) {
+	l.calls.Add(1)
+	if l.delay > 0 {
+		select {
+		case <-time.After(l.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	l.mu.Lock()
+	p, ok := l.promos[id]
+	l.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("source: %q: %w", id, ErrUnknownPromotion)
+	}
+	return &p, nil
+}
+
+// checkCold checks one read of the cold promotion against the oracle.
+func checkCold(m *gradient.Matcher, s int64, r Result) string {
+	want, werr := m.MatchScore(s)
+	switch {
+	case werr != nil && !errors.Is(r.Err, ErrNoTier):
+		return fmt.Sprintf("score %d: want no tier, got %v", s, r.Err)
+	case werr == nil && (r.Err != nil || r.Tier == nil || r.Tier.ID != want.Tier.ID || len(r.Tier.Gifts) != len(want.Tier.Gifts)):
+		return fmt.Sprintf("score %d: want %s, got %+v %v", s, want.Tier.ID, r.Tier, r.Err)
+	case want.Next != nil && (r.Next == nil || r.Next.ID != want.Next.ID):
+		return fmt.Sprintf("score %d: next %+v, want %s", s, r.Next, want.Next.ID)
+	}
+	return ""
+}
+
+// stampede runs n goroutines that each match the cold promotion once and
+// returns the lines that disagreed with the oracle.
+func stampede(ctx context.Context, c *Cache, m *gradient.Matcher, n int) (bad []string) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < n; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := int64(g % 12)
+			rs, err := c.MatchCart(ctx, []Query{QuantityQuery("cold", s)}, MatchOptions{Next: true, Gifts: true})
+			msg := ""
+			if err != nil {
+				msg = err.Error()
+			} else {
+				msg = checkCold(m, s, rs[0])
+			}
+			if msg != "" {
+				mu.Lock()
+				bad = append(bad, msg)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return bad
+}
+
+func coldPromotion() gradient.Promotion { return simplePromotion("cold", 2, 4, 8) }
+
+// TestReadThroughOneLoadPerProcess: 200 goroutines on a cold promotion,
+// with and without a near cache, make one Load, and every line gets the
+// oracle's answer.
+func TestReadThroughOneLoadPerProcess(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		for _, near := range []bool{false, true} {
+			if near && !b.Real() {
+				continue // miniredis has no client tracking: the near cache would never engage
+			}
+			t.Run(fmt.Sprintf("near=%v", near), func(t *testing.T) {
+				ctx := testCtx(t)
+				p := coldPromotion()
+				m, _ := gradient.NewMatcher(p)
+				ld := &countingLoader{promos: map[string]gradient.Promotion{"cold": p}, delay: 50 * time.Millisecond}
+				prefix := testredis.Prefix(t)
+				opts := Options{Prefix: prefix, Loader: ld}
+				var c *Cache
+				if near {
+					c = newNearCache(t, nearClient(t, b), prefix, opts)
+				} else {
+					var err error
+					if c, err = New(b.Client, opts); err != nil {
+						t.Fatal(err)
+					}
+				}
+				t.Cleanup(func() { cleanupPrefix(t, b, prefix) })
+				if bad := stampede(ctx, c, m, 200); len(bad) > 0 {
+					t.Fatalf("%d bad lines, first: %s", len(bad), bad[0])
+				}
+				if n := ld.calls.Load(); n != 1 {
+					t.Fatalf("%d loads, want 1", n)
+				}
+			})
+		}
+	})
+}
+
+// cleanupPrefix deletes a sub-test's own prefix (testredis cleans only
+// the backend's).
+func cleanupPrefix(t *testing.T, b *testredis.Backend, prefix string) {
+	keys, _ := testredis.Keys(context.Background(), b.Client, prefix)
+	for _, k := range keys {
+		b.Client.Del(context.Background(), k)
+	}
+}
+
+const (
+	envLoadChild  = "TIERSET_LOAD_CHILD"  // backend name
+	envLoadPrefix = "TIERSET_LOAD_PREFIX" // the parent's prefix
+)
+
+// TestReadThroughChild is one process of TestReadThroughProcesses.
+func TestReadThroughChild(t *testing.T) {
+	b := childBackend(t, envLoadChild, "TestReadThroughProcesses")
+	ctx := testCtx(t)
+	prefix := os.Getenv(envLoadPrefix)
+	p := coldPromotion()
+	m, _ := gradient.NewMatcher(p)
+	// Every Load of every process counts in Redis.
+	ld := LoaderFunc(func(ctx context.Context, id string) (*gradient.Promotion, error) {
+		if err := b.Client.Incr(ctx, prefix+":loads").Err(); err != nil {
+			return nil, err
+		}
+		time.Sleep(100 * time.Millisecond) // a slow source widens the window
+		return &p, nil
+	})
+	c, err := New(b.Client, Options{Prefix: prefix, Loader: ld})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("ready")
+	in := bufio.NewReader(os.Stdin)
+	if _, err := in.ReadString('\n'); err != nil { // "go"
+		t.Fatal(err)
+	}
+	bad := stampede(ctx, c, m, 200)
+	first := ""
+	if len(bad) > 0 {
+		first = bad[0]
+	}
+	fmt.Printf("done %d %q\n", len(bad), first)
+}
+
+// TestReadThroughProcesses: 4 processes (this test binary re-executed) ×
+// 200 goroutines on a cold promotion make exactly 1 Load between them,
+// and all 800 lines get the oracle's answer.
+func TestReadThroughProcesses(t *testing.T) {
+	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		type proc struct {
+			cmd  *exec.Cmd
+			in   interface{ Write([]byte) (int, error) }
+			out  *bufio.Scanner
+			done string
+		}
+		procs := make([]*proc, 4)
+		for i := range procs {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestReadThroughChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), envLoadChild+"="+b.Name, envLoadPrefix+"="+b.Prefix)
+			cmd.Stderr = os.Stderr
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			procs[i] = &proc{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+		}
+		next := func(p *proc, prefix string) string {
+			for p.out.Scan() {
+				if line := p.out.Text(); strings.HasPrefix(line, prefix) {
+					return line
+				}
+			}
+			t.Fatalf("child ended before %q: %v", prefix, p.out.Err())
+			return ""
+		}
+		for _, p := range procs {
+			next(p, "ready")
+		}
+		for _, p := range procs {
+			if _, err := p.in.Write([]byte("go\n")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		total := 0
+		for i, p := range procs {
+			line := next(p, "done ")
+			f := strings.SplitN(line, " ", 3)
+			n, _ := strconv.Atoi(f[1])
+			total += n
+			if n != 0 {
+				t.Errorf("process %d: %d bad lines, first %s", i, n, f[2])
+			}
+			if err := p.cmd.Wait(); err != nil {
+				t.Errorf("process %d: %v", i, err)
+			}
+		}
+		loads, err := b.Client.Get(ctx, b.Prefix+":loads").Int()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("4 processes x 200 goroutines: %d loads, %d bad lines", loads, total)
+		if loads != 1 {
+			t.Fatalf("%d loads, want exactly 1", loads)
+		}
+	})
+}
+
+// TestReadThroughRememberedMiss: an ID the source does not know is
+// remembered in process and in Redis: 10,000 reads make 1 Load, another
+// process (a second Cache) asks the source 0 times, and a warm of the ID
+// clears the mark at once.
+func TestReadThroughRememberedMiss(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		ld := &countingLoader{promos: map[string]gradient.Promotion{}}
+		c := newCache(t, b, Options{Loader: ld})
+		other := newCache(t, b, Options{Loader: ld})
+		q := QuantityQuery("ghost", 3)
+		var wg sync.WaitGroup
+		var wrong atomic.Int64
+		for g := 0; g < 10; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; k < 1000; k++ {
+					r, _ := c.Match(ctx, q, MatchOptions{})
+					if !errors.Is(r.Err, ErrNotFound) || !errors.Is(r.Err, ErrUnknownPromotion) || r.Tier != nil {
+						wrong.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if wrong.Load() != 0 || ld.calls.Load() != 1 {
+			t.Fatalf("10,000 reads: %d wrong, %d loads (want 0, 1)", wrong.Load(), ld.calls.Load())
+		}
+		if r, _ := other.Match(ctx, q, MatchOptions{}); !errors.Is(r.Err, ErrUnknownPromotion) || ld.calls.Load() != 1 {
+			t.Fatalf("other process: %v, %d loads", r.Err, ld.calls.Load())
+		}
+		ttl, err := b.Client.PTTL(ctx, c.absentKey("ghost")).Result()
+		if err != nil || ttl <= 0 || ttl > DefaultLoadMissTTL {
+			t.Fatalf("mark in Redis: ttl %v %v", ttl, err)
+		}
+		p := simplePromotion("ghost", 1, 5)
+		if _, err := other.Refresh(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := b.Client.Exists(ctx, c.absentKey("ghost")).Result(); n != 0 {
+			t.Fatal("a warm left the mark in Redis")
+		}
+		if other.rt.remembered("ghost") {
+			t.Fatal("a warm left the mark in its own process")
+		}
+		for _, cc := range []*Cache{c, other} {
+			if r, err := cc.Match(ctx, q, MatchOptions{}); err != nil || r.Tier == nil || r.Tier.ID != "tier0" {
+				t.Fatalf("after the warm: %+v %v", r, err)
+			}
+		}
+		// Deleted again, now known to the source: the warming process asks
+		// it again at once.
+		ld.mu.Lock()
+		ld.promos["ghost"] = p
+		ld.mu.Unlock()
+		if _, err := other.Delete(ctx, "ghost"); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := other.Match(ctx, q, MatchOptions{}); err != nil || r.Tier == nil || ld.calls.Load() != 2 {
+			t.Fatalf("after delete: %+v %v, %d loads", r, err, ld.calls.Load())
+		}
+	})
+}
+
+// TestReadThroughMissClearedByTracking: with a near cache, a warm of a
+// remembered-missing ID in another process clears this process's mark
+// as soon as the invalidation arrives.
+func TestReadThroughMissClearedByTracking(t *testing.T) {
+	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		ld := &countingLoader{promos: map[string]gradient.Promotion{}}
+		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{Loader: ld})
+		writer := newCache(t, b, Options{})
+		if r, _ := nc.Match(ctx, QuantityQuery("ghost", 3), MatchOptions{}); !errors.Is(r.Err, ErrUnknownPromotion) || !nc.rt.remembered("ghost") {
+			t.Fatalf("not remembered: %v", r.Err)
+		}
+		if _, err := writer.Refresh(ctx, simplePromotion("ghost", 1, 5)); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for nc.rt.remembered("ghost") {
+			if time.Now().After(deadline) {
+				t.Fatal("mark still held 5 s after another process warmed the ID")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+}
+
+// TestReadThroughFailures: a failing source never gives a wrong answer:
+// the cold line gets a typed error, the warm line of the same cart its
+// answer, and a slow source never keeps a cart past its ctx deadline.
+func TestReadThroughFailures(t *testing.T) {
+	errSource := errors.New("source down")
+	bad := simplePromotion("cold", 2, 2) // duplicate thresholds: Refresh refuses it
+	wrongID := simplePromotion("other", 1)
+	for _, tc := range []struct {
+		name     string
+		load     LoaderFunc
+		timeout  time.Duration // Load.Timeout
+		deadline time.Duration // the cart's ctx
+		want     []error
+	}{
+		{"error", func(context.Context, string) (*gradient.Promotion, error) { return nil, errSource }, 0, 0, []error{ErrLoad, errSource}},
+		{"panic", func(context.Context, string) (*gradient.Promotion, error) { panic("boom") }, 0, 0, []error{ErrLoad}},
+		{"nil promotion", func(context.Context, string) (*gradient.Promotion, error) { return nil, nil }, 0, 0, []error{ErrLoad}},
+		{"wrong id", func(context.Context, string) (*gradient.Promotion, error) { return &wrongID, nil }, 0, 0, []error{ErrLoad}},
+		{"invalid promotion", func(context.Context, string) (*gradient.Promotion, error) { return &bad, nil }, 0, 0, []error{ErrLoad, gradient.ErrInvalid}},
+		{"timeout ignoring ctx", func(context.Context, string) (*gradient.Promotion, error) {
+			time.Sleep(2 * time.Second)
+			return nil, errSource
+		}, 50 * time.Millisecond, 0, []error{ErrLoad, context.DeadlineExceeded}},
+		{"slow source, 50ms cart", func(ctx context.Context, _ string) (*gradient.Promotion, error) {
+			time.Sleep(2 * time.Second)
+			return nil, errSource
+		}, 0, 50 * time.Millisecond, []error{ErrLoad, context.DeadlineExceeded}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+				c := newCache(t, b, Options{Loader: tc.load, Load: LoadOptions{Timeout: tc.timeout, LeaseTTL: 4 * tc.timeout}})
+				warm := simplePromotion("warm", 1, 3)
+				if _, err := c.Refresh(testCtx(t), warm); err != nil {
+					t.Fatal(err)
+				}
+				ctx := testCtx(t)
+				if tc.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+					defer cancel()
+				}
+				start := time.Now()
+				rs, err := c.MatchCart(ctx, []Query{QuantityQuery("cold", 3), QuantityQuery("warm", 3)}, MatchOptions{Gifts: true})
+				took := time.Since(start)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range tc.want {
+					if !errors.Is(rs[0].Err, w) {
+						t.Fatalf("cold line: %v, want %v", rs[0].Err, w)
+					}
+				}
+				if rs[0].Tier != nil {
+					t.Fatalf("cold line answered %+v", rs[0].Tier)
+				}
+				if rs[1].Err != nil || rs[1].Tier == nil || rs[1].Tier.ID != "tier1" {
+					t.Fatalf("warm line: %+v", rs[1])
+				}
+				if limit := max(tc.deadline, tc.timeout); limit > 0 && took > limit+200*time.Millisecond {
+					t.Fatalf("cart took %v (limit %v)", took, limit)
+				}
+				t.Logf("cold line: %v (cart took %v)", rs[0].Err, took.Round(time.Millisecond))
+			})
+		})
+	}
+}
+
+// TestReadThroughOptions: bad load options are ErrBadOptions.
+func TestReadThroughOptions(t *testing.T) {
+	b := testredis.Mini(t)
+	ld := &countingLoader{}
+	for _, o := range []LoadOptions{{Timeout: -1}, {LeaseTTL: time.Second, Timeout: 2 * time.Second}, {MissTTL: time.Microsecond}, {MaxMisses: -1}} {
+		if _, err := New(b.Client, Options{Loader: ld, Load: o}); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}

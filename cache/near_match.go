@@ -1,0 +1,367 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/gradient"
+)
+
+// nearMatch answers qs from held ladders. Lines whose ladder is not held
+// read their promotion's whole tiers ZSET (one pipelined round trip for
+// all of them), are answered from it, and install it. It reports
+// handled=false, and does nothing, while tracking is down: then every
+// line takes the Redis path.
+func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs []Result) (handled bool, err error) {
+	nc := c.near
+	nc.start(ctx, c)
+	if !nc.up.Load() {
+		return false, nil
+	}
+	var start time.Time
+	if !c.nopObs {
+		start = time.Now()
+	}
+	perLine := 1
+	if opt.Next {
+		perLine = 2
+	}
+	hits := make([]TierHit, 0, len(qs)*perLine)
+	nowNs, nowMs := time.Now().UnixNano(), c.now().UnixMilli()
+	var miss, direct []int // line indexes
+	var scores []int64     // query scores of the miss lines, by line
+	for i := range qs {
+		rs[i] = Result{Promotion: qs[i].Promotion}
+		s, err := c.encodeQuery(&qs[i])
+		if err != nil {
+			rs[i].Err = err
+			continue
+		}
+		l, big := nc.get(qs[i].Promotion, nowNs)
+		switch {
+		case l != nil:
+			nc.hits.Add(1)
+			hits = c.answer(l, &qs[i], s, nowMs, opt.Next, &rs[i], hits)
+		case big:
+			direct = append(direct, i)
+		default:
+			if scores == nil {
+				scores = make([]int64, len(qs))
+			}
+			scores[i] = s
+			miss = append(miss, i)
+		}
+	}
+	rts := 0
+	if len(miss) > 0 {
+		nc.misses.Add(int64(len(miss)))
+		rts++
+		more, err := c.nearFill(ctx, qs, opt, rs, miss, scores, nowMs, hits)
+		if err != nil {
+			c.obs.OnRoundTrips(OpMatch, rts)
+			return true, fmt.Errorf("cache: match: %w", ctxErr(ctx, err))
+		}
+		direct = append(direct, more...)
+	}
+	if opt.Gifts {
+		n, err := c.nearGifts(ctx, rs, direct)
+		rts += n
+		if err != nil {
+			c.obs.OnRoundTrips(OpMatch, rts)
+			return true, fmt.Errorf("cache: match gifts: %w", ctxErr(ctx, err))
+		}
+	}
+	if len(direct) > 0 {
+		// Lines the near cache cannot answer (a corrupt or oversized
+		// ladder, a foreign key) take the Redis path, so their answers and
+		// errors are exactly its own.
+		sub := make([]Query, len(direct))
+		for k, i := range direct {
+			sub[k] = qs[i]
+		}
+		subRs := make([]Result, len(direct))
+		if err := c.matchRedis(ctx, sub, opt, subRs); err != nil {
+			return true, err
+		}
+		for k, i := range direct {
+			rs[i] = subRs[k]
+		}
+	}
+	if c.nopObs {
+		return true, nil
+	}
+	c.obs.OnRoundTrips(OpMatch, rts)
+	d := time.Since(start)
+	for i := range rs {
+		c.obs.OnLookup(rs[i].Promotion, outcomeOf(rs[i].Err), d)
+	}
+	return true, nil
+}
+
+// nearFill reads the ladders of the miss lines in one pipeline, answers
+// them and installs what it read. It returns the lines that must take the
+// Redis path instead.
+func (c *Cache) nearFill(ctx context.Context, qs []Query, opt MatchOptions, rs []Result, miss []int, scores []int64, nowMs int64, hits []TierHit) (direct []int, err error) {
+	nc := c.near
+	type read struct {
+		snap nearSnap
+		cmd  *redis.StringSliceCmd
+		l    *ladder
+		bad  bool // take the Redis path
+	}
+	reads := make(map[string]*read, len(miss))
+	pipe := c.client.Pipeline()
+	for _, i := range miss {
+		id := qs[i].Promotion
+		if reads[id] != nil {
+			continue
+		}
+		// The snapshot is taken before the read is sent: an invalidation
+		// that lands between the two makes install refuse the reply.
+		rd := &read{snap: nc.snap(id)}
+		rd.cmd = pipe.ZRange(ctx, c.tiersKey(id), 0, int64(nc.opt.MaxTiers)+2)
+		reads[id] = rd
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		for _, rd := range reads {
+			var rerr redis.Error
+			if e := rd.cmd.Err(); e != nil && !errors.As(e, &rerr) {
+				return nil, e
+			}
+		}
+	}
+	for id, rd := range reads {
+		raws, err := rd.cmd.Result()
+		switch {
+		case err != nil:
+			rd.bad = true // a Redis error reply: the Redis path files it per line
+		case len(raws) == 0:
+		case len(raws) > nc.opt.MaxTiers+2:
+			nc.markBig(id, rd.snap)
+			rd.bad = true
+		default:
+			l, err := c.buildLadder(id, raws)
+			if err != nil {
+				rd.bad = true
+				continue
+			}
+			rd.l = l
+			if !nc.install(l, rd.snap) && l.bytes > nc.shards[0].maxB {
+				nc.markBig(id, rd.snap) // never fits: later reads skip the ladder read
+			}
+		}
+	}
+	for _, i := range miss {
+		rd := reads[qs[i].Promotion]
+		switch {
+		case rd.bad:
+			direct = append(direct, i)
+		case rd.l == nil:
+			rs[i].Err = ErrNotFound
+		default:
+			hits = c.answer(rd.l, &qs[i], scores[i], nowMs, opt.Next, &rs[i], hits)
+		}
+	}
+	return direct, nil
+}
+
+// buildLadder decodes a whole tiers ZSET (as ZRANGE 0 -1 returns it) into
+// a ladder: floor, tiers strictly ascending, ceiling, all of one version
+// and metadata. Anything else is ErrCorrupt.
+func (c *Cache) buildLadder(id string, raws []string) (*ladder, error) {
+	if len(raws) < 2 {
+		return nil, fmt.Errorf("%w: promotion %q has %d members", ErrCorrupt, id, len(raws))
+	}
+	l := &ladder{id: id, tiers: make([]*decoded, 0, len(raws)-2)}
+	tag := ownerTag(id)
+	for k, raw := range raws {
+		d, err := c.decode(id, raw)
+		if err != nil {
+			return nil, err
+		}
+		m := &d.m
+		if m.hasOwner && m.owner != tag {
+			return nil, fmt.Errorf("%w: promotion %q member %d belongs to another promotion", ErrCorrupt, id, k)
+		}
+		l.bytes += int64(len(raw)) + nearTierOverhead
+		want := uint8(kindTier)
+		switch k {
+		case 0:
+			want, l.floor, l.version = kindFloor, d, m.version
+		case len(raws) - 1:
+			want = kindCeiling
+		}
+		f := &l.floor.m
+		if m.kind != want || m.version != f.version || m.metric != f.metric || m.digits != f.digits ||
+			m.startMs != f.startMs || m.endMs != f.endMs {
+			return nil, fmt.Errorf("%w: promotion %q member %d does not fit its ladder", ErrCorrupt, id, k)
+		}
+		if want == kindTier {
+			if n := len(l.tiers); n > 0 && l.tiers[n-1].m.score >= m.score {
+				return nil, fmt.Errorf("%w: promotion %q tiers out of order", ErrCorrupt, id)
+			}
+			l.tiers = append(l.tiers, d)
+		}
+	}
+	return l, nil
+}
+
+// admit checks a versioned member against the query and the clock: the
+// checks every answer, from Redis or from a ladder, applies first.
+func (c *Cache) admit(q *Query, h *member, nowMs int64) error {
+	switch {
+	case q.Metric != h.metric:
+		return fmt.Errorf("%w: promotion %q is %s, query is %s", ErrMetricMismatch, q.Promotion, h.metric, q.Metric)
+	case h.metric == gradient.Amount && h.digits != c.digits:
+		return fmt.Errorf("%w: promotion %q has %d minor digits, queries are encoded with %d", ErrMetricMismatch, q.Promotion, h.digits, c.digits)
+	case !h.active(nowMs):
+		return ErrNotActive
+	}
+	return nil
+}
+
+func (d *decoded) tierHit() TierHit {
+	return TierHit{ID: d.m.tierID, Score: d.m.score, Threshold: d.threshold, Reward: d.m.reward, HasGifts: d.m.hasGifts}
+}
+
+// answer is evaluate for a held ladder: the same checks in the same
+// order, a binary search for the hit, the tier above it as Next.
+func (c *Cache) answer(l *ladder, q *Query, s, nowMs int64, next bool, r *Result, hits []TierHit) []TierHit {
+	r.Version = l.version
+	f := &l.floor.m
+	if err := c.admit(q, f, nowMs); err != nil {
+		r.Err = err
+		return hits
+	}
+	lo, hi := 0, len(l.tiers) // first tier with score > s
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if l.tiers[mid].m.score <= s {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo > 0 {
+		hits = append(hits, l.tiers[lo-1].tierHit())
+		r.Tier = &hits[len(hits)-1]
+	} else {
+		r.Err = ErrNoTier
+	}
+	if next && lo < len(l.tiers) {
+		n := l.tiers[lo]
+		hits = append(hits, n.tierHit())
+		r.Next = &hits[len(hits)-1]
+		r.Shortfall = f.scoreValue(n.m.score - s)
+	}
+	return hits
+}
+
+// nearGifts fills the gifts of near-answered hits: from the ladder's
+// version when held, else with one HGETALL per (promotion, version) in
+// one pipeline, kept on the ladder for the next reads. Lines in skip took
+// the Redis path, which fetches its own.
+func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, error) {
+	nc := c.near
+	skipped := func(i int) bool {
+		for _, k := range skip {
+			if k == i {
+				return true
+			}
+		}
+		return false
+	}
+	type fetch struct {
+		cmd   *redis.MapStringStringCmd
+		lists map[string][]gradient.Gift
+	}
+	var fetches map[string]*fetch // by gifts key
+	var pipe redis.Pipeliner
+	nowNs := time.Now().UnixNano()
+	for i := range rs {
+		t := rs[i].Tier
+		if t == nil || !t.HasGifts || t.Gifts != nil || skipped(i) {
+			continue
+		}
+		if l, _ := nc.get(rs[i].Promotion, nowNs); l != nil && l.version == rs[i].Version {
+			if g := l.gifts.Load(); g != nil {
+				if list, ok := (*g)[t.ID]; ok {
+					t.Gifts = append([]gradient.Gift(nil), list...) // callers may write to theirs
+					continue
+				}
+			}
+		}
+		key := c.giftsKey(rs[i].Promotion, rs[i].Version)
+		if fetches[key] == nil {
+			if pipe == nil {
+				pipe, fetches = c.client.Pipeline(), map[string]*fetch{}
+			}
+			fetches[key] = &fetch{cmd: pipe.HGetAll(ctx, key)}
+		}
+	}
+	if pipe == nil {
+		return 0, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		var rerr redis.Error
+		for _, f := range fetches {
+			if e := f.cmd.Err(); e != nil && !errors.As(e, &rerr) {
+				return 1, e
+			}
+		}
+	}
+	for i := range rs {
+		t := rs[i].Tier
+		if t == nil || !t.HasGifts || t.Gifts != nil || skipped(i) {
+			continue
+		}
+		f := fetches[c.giftsKey(rs[i].Promotion, rs[i].Version)]
+		if e := f.cmd.Err(); e != nil {
+			_ = lineErr(e, &rs[i]) // a Redis error reply; transport errors returned above
+			continue
+		}
+		if f.lists == nil {
+			f.lists = c.decodeGiftLists(rs[i].Promotion, rs[i].Version, f.cmd.Val())
+		}
+		list, ok := f.lists[t.ID]
+		if !ok {
+			raw, present := f.cmd.Val()[t.ID]
+			if !present {
+				rs[i].Err = fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, rs[i].Promotion, rs[i].Version, t.ID)
+				continue
+			}
+			_, err := decodeGifts([]byte(raw), c.maxBytes)
+			rs[i].Err = fmt.Errorf("promotion %q tier %q: %w", rs[i].Promotion, t.ID, err)
+			continue
+		}
+		t.Gifts = append([]gradient.Gift(nil), list...)
+	}
+	return 1, nil
+}
+
+// decodeGiftLists decodes a version's gift hash and, when every list is
+// clean, keeps it on the held ladder of that version. A corrupt list is
+// left out (its lines get the decode error) and nothing is kept.
+func (c *Cache) decodeGiftLists(id, version string, raw map[string]string) map[string][]gradient.Gift {
+	out := make(map[string][]gradient.Gift, len(raw))
+	clean := true
+	var size int64
+	for tier, v := range raw {
+		g, err := decodeGifts([]byte(v), c.maxBytes)
+		if err != nil {
+			c.obs.OnDecodeError(id, RecordGifts, err)
+			clean = false
+			continue
+		}
+		out[tier] = g
+		size += int64(len(tier)+len(v)) + nearTierOverhead
+	}
+	if l, _ := c.near.get(id, time.Now().UnixNano()); clean && l != nil && l.version == version {
+		c.near.addGifts(l, out, size)
+	}
+	return out
+}

@@ -1,0 +1,281 @@
+package cache
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// The two-process test re-executes this test binary as a child running
+// TestNearChildReader: a second process with its own near cache, its own
+// connections and its own tracking, as a second cart service would be.
+const (
+	envNearChild   = "TIERSET_NEAR_CHILD"  // backend name: redis or cluster
+	envNearPrefix  = "TIERSET_NEAR_PREFIX" // key prefix of the parent's test
+	nearReaders    = 4                     // per process
+	nearRefreshes  = 200                   // writer's refreshes
+	nearP99Target  = 5 * time.Millisecond  // the p99 the near cache is built for
+	nearP99Allowed = 4 * nearP99Target     // asserted, with slack for a loaded 2-core runner
+	nearConverge   = 5 * time.Second       // a reader that never converges fails
+)
+
+// pauseBetweenCarts stands for a cart handler waiting for its next
+// request. Readers that never block keep every P busy, and the Go runtime
+// then polls the network (where the invalidation waits) only from sysmon,
+// every 10 ms: that measures the scheduler, not the near cache.
+func pauseBetweenCarts() { time.Sleep(100 * time.Microsecond) }
+
+// flipVersions returns the two versions the writer alternates, with the
+// oracle and gift tag of each content hash.
+func flipVersions(t testing.TB) ([2]gradient.Promotion, map[string]*gradient.Matcher, map[string]string) {
+	t.Helper()
+	ps := [2]gradient.Promotion{versioned("v1", 2, 4, 6, 8), versioned("v2", 3, 5, 7, 9, 11)}
+	oracle, tags := map[string]*gradient.Matcher{}, map[string]string{}
+	for _, p := range ps {
+		v, err := Version(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oracle[v], _ = gradient.NewMatcher(p)
+		tags[v] = p.Tiers[0].ID[:2]
+	}
+	return ps, oracle, tags
+}
+
+// nearReader reads "flip" carts (Next and Gifts) until stop, checks every
+// line is wholly one version, and calls seen on each change of version
+// with the time the read returned.
+func nearReader(t testing.TB, nc *Cache, r int, oracle map[string]*gradient.Matcher, tags map[string]string,
+	stop <-chan struct{}, seen func(r int, version string, at time.Time), reads, mixed *atomic.Int64) {
+	ctx := testCtx(t)
+	last := ""
+	for k := 0; ; k++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		qs := []Query{QuantityQuery("flip", int64(k%13)), QuantityQuery("flip", int64((k+r)%13)), QuantityQuery("flip", 6)}
+		rs, err := nc.MatchCart(ctx, qs, MatchOptions{Next: true, Gifts: true})
+		at := time.Now()
+		if err != nil {
+			continue // counted as no read; a failing Redis shows as a reader that never converges
+		}
+		for i, res := range rs {
+			reads.Add(1)
+			if msg := checkWhole(oracle, tags, qs[i], res); msg != "" {
+				mixed.Add(1)
+				t.Errorf("reader %d: %s", r, msg)
+			}
+		}
+		if v := rs[2].Version; v != last {
+			last = v
+			seen(r, v, at)
+		}
+		pauseBetweenCarts()
+	}
+}
+
+// childBackend is the backend a child process was started for (env names
+// it), or skips when this process is not such a child.
+func childBackend(t *testing.T, env, parent string) *testredis.Backend {
+	t.Helper()
+	backend := os.Getenv(env)
+	if backend == "" {
+		t.Skip("child process of " + parent + " only")
+	}
+	if backend == testredis.NameCluster {
+		return testredis.Cluster(t)
+	}
+	return testredis.Redis(t)
+}
+
+// startReaders runs nearReaders nearReader goroutines, numbered from
+// first; the returned func stops and waits for them.
+func startReaders(t testing.TB, nc *Cache, first int, oracle map[string]*gradient.Matcher, tags map[string]string,
+	seen func(int, string, time.Time), reads, mixed *atomic.Int64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for r := first; r < first+nearReaders; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nearReader(t, nc, r, oracle, tags, done, seen, reads, mixed)
+		}()
+	}
+	return func() { close(done); wg.Wait() }
+}
+
+// TestNearChildReader is the child half of TestNearTwoProcesses; it runs
+// only when that test starts it.
+func TestNearChildReader(t *testing.T) {
+	be := childBackend(t, envNearChild, "TestNearTwoProcesses")
+	_, oracle, tags := flipVersions(t)
+	nc := newNearCache(t, nearClient(t, be), os.Getenv(envNearPrefix), Options{})
+	var mu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	seen := func(r int, v string, at time.Time) {
+		mu.Lock()
+		fmt.Fprintf(out, "seen %d %s %d\n", r, v, at.UnixNano())
+		out.Flush()
+		mu.Unlock()
+	}
+	var reads, mixed atomic.Int64
+	stop := startReaders(t, nc, 0, oracle, tags, seen, &reads, &mixed)
+	_, _ = io.Copy(io.Discard, os.Stdin) // the parent closes stdin when done
+	stop()
+	mu.Lock()
+	fmt.Fprintf(out, "done %d %d\n", reads.Load(), mixed.Load())
+	out.Flush()
+	mu.Unlock()
+}
+
+// TestNearTwoProcesses: 8 readers with near caches, 4 here and 4 in a
+// child process, against a writer doing 200 refreshes between two
+// versions. After each Refresh returns, every reader serves the new
+// version: p50/p99/max printed against the 5 ms p99 target, asserted with
+// 4x slack for a loaded runner; no line mixes versions, and no tier
+// carries another version's gifts.
+func TestNearTwoProcesses(t *testing.T) {
+	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		ps, oracle, tags := flipVersions(t)
+		writer := newCache(t, b, Options{})
+		if _, err := writer.Refresh(ctx, ps[0]); err != nil {
+			t.Fatal(err)
+		}
+		type state struct {
+			version string
+			at      time.Time
+		}
+		var mu sync.Mutex
+		cond := sync.NewCond(&mu)
+		states := make([]state, 2*nearReaders)
+		seen := func(r int, v string, at time.Time) {
+			mu.Lock()
+			states[r] = state{v, at}
+			cond.Broadcast()
+			mu.Unlock()
+		}
+
+		child := exec.Command(os.Args[0], "-test.run=^TestNearChildReader$", "-test.count=1")
+		child.Env = append(os.Environ(), envNearChild+"="+b.Name, envNearPrefix+"="+b.Prefix)
+		stdin, err := child.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := child.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		child.Stderr = os.Stderr
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+		var childReads, childMixed atomic.Int64
+		childDone := make(chan struct{})
+		go func() {
+			defer close(childDone)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				f := strings.Fields(sc.Text())
+				switch {
+				case len(f) == 4 && f[0] == "seen":
+					r, _ := strconv.Atoi(f[1])
+					ns, _ := strconv.ParseInt(f[3], 10, 64)
+					seen(nearReaders+r, f[2], time.Unix(0, ns))
+				case len(f) == 3 && f[0] == "done":
+					n, _ := strconv.ParseInt(f[1], 10, 64)
+					m, _ := strconv.ParseInt(f[2], 10, 64)
+					childReads.Store(n)
+					childMixed.Store(m)
+				}
+			}
+		}()
+
+		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{})
+		var reads, mixed atomic.Int64
+		stop := startReaders(t, nc, 0, oracle, tags, seen, &reads, &mixed)
+		// waitAll waits until every reader serves v (or the deadline).
+		waitAll := func(v string) bool {
+			deadline := time.AfterFunc(nearConverge, func() { mu.Lock(); cond.Broadcast(); mu.Unlock() })
+			defer deadline.Stop()
+			start := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			for {
+				all := true
+				for _, s := range states {
+					all = all && s.version == v
+				}
+				if all {
+					return true
+				}
+				if time.Since(start) >= nearConverge {
+					return false
+				}
+				cond.Wait()
+			}
+		}
+		v0, _ := Version(&ps[0])
+		if !waitAll(v0) {
+			t.Fatalf("readers never served the first version: %+v", states)
+		}
+		var lat []time.Duration
+		for i := 1; i <= nearRefreshes; i++ {
+			p := ps[i%2]
+			rep, err := writer.Refresh(ctx, p)
+			if err != nil || rep.Updated != 1 {
+				t.Fatalf("refresh %d: %+v %v", i, rep, err)
+			}
+			returned := time.Now()
+			v := rep.Promotions[0].Version
+			if !waitAll(v) {
+				t.Fatalf("refresh %d: not every reader served %s within %v: %+v", i, v, nearConverge, states)
+			}
+			mu.Lock()
+			for _, s := range states {
+				lat = append(lat, max(0, s.at.Sub(returned)))
+			}
+			mu.Unlock()
+		}
+		stop()
+		_ = stdin.Close()
+		<-childDone
+		if err := child.Wait(); err != nil {
+			t.Fatalf("child: %v", err)
+		}
+		sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+		p50, p99, worst := lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
+		st := nc.NearStats()
+		t.Logf("%d refreshes, %d reader convergences: p50 %v p99 %v max %v; line reads here %d (mixed %d), child %d (mixed %d); near hits here %d, misses %d",
+			nearRefreshes, len(lat), p50, p99, worst, reads.Load(), mixed.Load(), childReads.Load(), childMixed.Load(), st.Hits, st.Misses)
+		if mixed.Load() != 0 || childMixed.Load() != 0 {
+			t.Fatalf("mixed reads: %d here, %d in the child", mixed.Load(), childMixed.Load())
+		}
+		if childReads.Load() == 0 {
+			t.Fatal("the child reported no reads")
+		}
+		t.Logf("p99 %v against the %v target: within=%v", p99, nearP99Target, p99 <= nearP99Target)
+		if raceEnabled {
+			t.Logf("race detector on: the %v p99 bound is not asserted (it slows every read several times)", nearP99Allowed)
+			return
+		}
+		if p99 > nearP99Allowed {
+			t.Fatalf("p99 %v after Refresh returned, want ≤ %v", p99, nearP99Allowed)
+		}
+	})
+}
