@@ -24,7 +24,7 @@ func ExampleOptions_nearCache() {
 		panic(err)
 	}
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 
@@ -73,7 +73,7 @@ func ExampleLoader() {
 		panic(err)
 	}
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 

@@ -189,7 +189,7 @@ func TestFaultNearProxyCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = px.Close() })
-	client := redis.NewClient(&redis.Options{Addr: px.Addr()})
+	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
 	writer := newCache(t, b, Options{})
 	writer.Refresh(testCtx(t), stalePromotion(0))

@@ -107,7 +107,7 @@ func sameResults(want, got []Result) string {
 // does. No Redis: it checks the in-memory answer itself.
 func TestNearLadderAgreesWithOracle(t *testing.T) {
 	rng := rand.New(rand.NewSource(14))
-	c, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{NearCache: &NearCacheOptions{}})
+	c, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), Options{NearCache: &NearCacheOptions{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestNearLadderAgreesWithOracle(t *testing.T) {
 // TestNearGenerationCheck: a read that took its snapshot before an
 // invalidation (or a tracking drop) installs nothing, whatever it read.
 func TestNearGenerationCheck(t *testing.T) {
-	c, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), Options{NearCache: &NearCacheOptions{}})
+	c, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), Options{NearCache: &NearCacheOptions{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestNearMemoryBounded(t *testing.T) {
 // TestNearOptions: bad bounds are ErrBadOptions; a client the tracker
 // cannot follow is refused.
 func TestNearOptions(t *testing.T) {
-	cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	for _, o := range []NearCacheOptions{{MaxPromotions: -1}, {MaxBytes: -1}, {MaxStaleness: time.Millisecond}, {MaxTiers: -1}} {
 		if _, err := New(cl, Options{NearCache: &o}); !errorsIs(err, ErrBadOptions) {
 			t.Errorf("%+v: %v", o, err)

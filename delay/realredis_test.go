@@ -40,7 +40,7 @@ func TestMemoryPerPendingTask(t *testing.T) {
 	}
 	r := testredis.StartServer(t)
 	ctx := testCtx(t)
-	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	cases := []struct {
 		n, payload, idDigits int     // idDigits 0: a fresh counter (IDs from "1")
@@ -109,7 +109,7 @@ func TestMemoryPerTombstone(t *testing.T) {
 	}
 	r := testredis.StartServer(t)
 	ctx := testCtx(t)
-	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	q, err := New(c, "stones", Options{DoneTTL: time.Hour})
 	if err != nil {
@@ -218,7 +218,7 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 	}
 	r := testredis.StartServer(t)
 	ctx := testCtx(t)
-	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	rec := &Recorder{}
 	q, err := New(c, "restart", Options{Lease: time.Second, Observer: rec})

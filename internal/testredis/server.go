@@ -58,14 +58,15 @@ func (s *Server) Restart() {
 	s.Start()
 }
 
-// Client returns a client for the server with the given options (Addr is
-// filled in), closed at cleanup.
+// Client returns a client for the server with the given options (Addr and
+// ContextTimeoutEnabled are set), closed at cleanup.
 func (s *Server) Client(opt *redis.Options) *redis.Client {
 	if opt == nil {
 		opt = &redis.Options{}
 	}
 	o := *opt
 	o.Addr = s.Addr()
+	o.ContextTimeoutEnabled = true // cache.New and delay.New refuse a client without it
 	c := redis.NewClient(&o)
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
