@@ -202,7 +202,7 @@ func TestNewRefusesClientIgnoringDeadlines(t *testing.T) {
 					t.Errorf("%s.New's error does not name the option: %v", name, err)
 				}
 			}
-			if !cl.ok && (!errors.Is(cerr, cache.ErrBadOptions) || !errors.Is(derr, delay.ErrInvalidOptions)) {
+			if !cl.ok && (!errors.Is(cerr, cache.ErrInvalidOptions) || !errors.Is(derr, delay.ErrInvalidOptions)) {
 				t.Errorf("errors are not the options sentinels: %v / %v", cerr, derr)
 			}
 			co, do := &cacheWarnings{}, &delayWarnings{}

@@ -135,11 +135,11 @@ func TestBadInput(t *testing.T) {
 			{"prefix with brace", func(ctx context.Context, c *Cache) error {
 				_, err := New(c.client, Options{Prefix: "a{b}"})
 				return err
-			}, []error{ErrBadOptions}},
+			}, []error{ErrInvalidOptions}},
 			{"negative grace", func(ctx context.Context, c *Cache) error {
 				_, err := New(c.client, Options{Grace: -time.Second})
 				return err
-			}, []error{ErrBadOptions}},
+			}, []error{ErrInvalidOptions}},
 			{"cancelled context refresh", func(ctx context.Context, c *Cache) error {
 				ctx, cancel := context.WithCancel(ctx)
 				cancel()

@@ -39,7 +39,7 @@ type Cache struct {
 // New returns a Cache on c. c may be a *redis.Client or a
 // *redis.ClusterClient: every transaction and read touches one
 // promotion's hash tag. A nil client is ErrNilClient; bad Options are
-// ErrBadOptions.
+// ErrInvalidOptions.
 func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 	if c == nil {
 		return nil, ErrNilClient
@@ -50,7 +50,7 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 	}
 	if err := redisconf.CheckDeadlines(c); err != nil {
 		if !o.AllowNoContextTimeout {
-			return nil, fmt.Errorf("%w: %w (or set Options.AllowNoContextTimeout)", ErrBadOptions, err)
+			return nil, fmt.Errorf("%w: %w (or set Options.AllowNoContextTimeout)", ErrInvalidOptions, err)
 		}
 		o.Observer.OnWarning(fmt.Errorf("cache: %w", err))
 	}

@@ -14,10 +14,10 @@ import (
 var (
 	// ErrNilClient: New was given a nil Redis client.
 	ErrNilClient = errors.New("cache: nil redis client")
-	// ErrBadOptions: an Options field out of range (a prefix with braces,
+	// ErrInvalidOptions: an Options field out of range (a prefix with braces,
 	// whitespace or glob characters, negative durations or sizes, minor
 	// digits outside 0..9).
-	ErrBadOptions = errors.New("cache: bad options")
+	ErrInvalidOptions = errors.New("cache: invalid options")
 	// ErrNotFound: no promotion with this ID is stored under the prefix.
 	ErrNotFound = errors.New("cache: promotion not found")
 	// ErrNoTier: the value is below the lowest threshold. It also matches

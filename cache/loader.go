@@ -77,7 +77,7 @@ func (o LoadOptions) withDefaults() (LoadOptions, error) {
 		case *d == 0:
 			*d = def
 		case *d < time.Millisecond:
-			return fmt.Errorf("%w: Load.%s %v (must be ≥ 1ms)", ErrBadOptions, name, *d)
+			return fmt.Errorf("%w: Load.%s %v (must be ≥ 1ms)", ErrInvalidOptions, name, *d)
 		}
 		return nil
 	}
@@ -92,13 +92,13 @@ func (o LoadOptions) withDefaults() (LoadOptions, error) {
 		}
 	}
 	if o.LeaseTTL <= o.Timeout {
-		return o, fmt.Errorf("%w: Load.LeaseTTL %v must exceed Load.Timeout %v", ErrBadOptions, o.LeaseTTL, o.Timeout)
+		return o, fmt.Errorf("%w: Load.LeaseTTL %v must exceed Load.Timeout %v", ErrInvalidOptions, o.LeaseTTL, o.Timeout)
 	}
 	switch {
 	case o.MaxMisses == 0:
 		o.MaxMisses = DefaultLoadMaxMisses
 	case o.MaxMisses < 0:
-		return o, fmt.Errorf("%w: Load.MaxMisses %d", ErrBadOptions, o.MaxMisses)
+		return o, fmt.Errorf("%w: Load.MaxMisses %d", ErrInvalidOptions, o.MaxMisses)
 	}
 	return o, nil
 }
@@ -405,7 +405,7 @@ func (c *Cache) withNearAndLoader(o Options) error {
 		switch c.client.(type) {
 		case *redis.Client, *redis.ClusterClient:
 		default:
-			return fmt.Errorf("%w: NearCache needs a *redis.Client or *redis.ClusterClient, not %T", ErrBadOptions, c.client)
+			return fmt.Errorf("%w: NearCache needs a *redis.Client or *redis.ClusterClient, not %T", ErrInvalidOptions, c.client)
 		}
 		no, err := o.NearCache.withDefaults()
 		if err != nil {

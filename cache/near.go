@@ -68,25 +68,25 @@ func (o *NearCacheOptions) withDefaults() (NearCacheOptions, error) {
 	case n.MaxPromotions == 0:
 		n.MaxPromotions = DefaultNearMaxPromotions
 	case n.MaxPromotions < 0:
-		return n, fmt.Errorf("%w: NearCache.MaxPromotions %d", ErrBadOptions, n.MaxPromotions)
+		return n, fmt.Errorf("%w: NearCache.MaxPromotions %d", ErrInvalidOptions, n.MaxPromotions)
 	}
 	switch {
 	case n.MaxBytes == 0:
 		n.MaxBytes = DefaultNearMaxBytes
 	case n.MaxBytes < 0:
-		return n, fmt.Errorf("%w: NearCache.MaxBytes %d", ErrBadOptions, n.MaxBytes)
+		return n, fmt.Errorf("%w: NearCache.MaxBytes %d", ErrInvalidOptions, n.MaxBytes)
 	}
 	switch {
 	case n.MaxStaleness == 0:
 		n.MaxStaleness = DefaultNearMaxStaleness
 	case n.MaxStaleness < 10*time.Millisecond:
-		return n, fmt.Errorf("%w: NearCache.MaxStaleness %v (must be ≥ 10ms)", ErrBadOptions, n.MaxStaleness)
+		return n, fmt.Errorf("%w: NearCache.MaxStaleness %v (must be ≥ 10ms)", ErrInvalidOptions, n.MaxStaleness)
 	}
 	switch {
 	case n.MaxTiers == 0:
 		n.MaxTiers = DefaultNearMaxTiers
 	case n.MaxTiers < 0:
-		return n, fmt.Errorf("%w: NearCache.MaxTiers %d", ErrBadOptions, n.MaxTiers)
+		return n, fmt.Errorf("%w: NearCache.MaxTiers %d", ErrInvalidOptions, n.MaxTiers)
 	}
 	return n, nil
 }

@@ -411,17 +411,17 @@ func TestNearMemoryBounded(t *testing.T) {
 	})
 }
 
-// TestNearOptions: bad bounds are ErrBadOptions; a client the tracker
+// TestNearOptions: bad bounds are ErrInvalidOptions; a client the tracker
 // cannot follow is refused.
 func TestNearOptions(t *testing.T) {
 	cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	for _, o := range []NearCacheOptions{{MaxPromotions: -1}, {MaxBytes: -1}, {MaxStaleness: time.Millisecond}, {MaxTiers: -1}} {
-		if _, err := New(cl, Options{NearCache: &o}); !errorsIs(err, ErrBadOptions) {
+		if _, err := New(cl, Options{NearCache: &o}); !errorsIs(err, ErrInvalidOptions) {
 			t.Errorf("%+v: %v", o, err)
 		}
 	}
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
-	if _, err := New(ring, Options{NearCache: &NearCacheOptions{}}); !errorsIs(err, ErrBadOptions) {
+	if _, err := New(ring, Options{NearCache: &NearCacheOptions{}}); !errorsIs(err, ErrInvalidOptions) {
 		t.Errorf("ring: %v", err)
 	}
 	c, err := New(cl, Options{NearCache: &NearCacheOptions{}})

@@ -73,7 +73,7 @@ type Options struct {
 	// AllowNoContextTimeout accepts a *redis.Client, *redis.ClusterClient
 	// or *redis.Ring built with ContextTimeoutEnabled false, reporting it
 	// once to Observer.OnWarning. Default false: New refuses such a client
-	// with ErrBadOptions, because with it go-redis ignores ctx deadlines
+	// with ErrInvalidOptions, because with it go-redis ignores ctx deadlines
 	// on the socket and a Redis stall holds a cart lookup for ReadTimeout
 	// (3 s by default) instead of the caller's budget; a refusal shows at
 	// the first start, a silent stall only in an incident.
@@ -93,7 +93,7 @@ type Options struct {
 	// NearCache, when set, holds the whole ladder of every promotion read
 	// in process, kept true by Redis client tracking; see NearCacheOptions
 	// for its bounds and defaults. Default nil: off. It needs a
-	// *redis.Client or *redis.ClusterClient (else ErrBadOptions).
+	// *redis.Client or *redis.ClusterClient (else ErrInvalidOptions).
 	NearCache *NearCacheOptions
 	// Loader, when set, loads a promotion a read finds missing from the
 	// source of truth and writes it through Refresh (read-through); see
@@ -109,16 +109,16 @@ func (o Options) withDefaults() (Options, error) {
 		o.Prefix = DefaultPrefix
 	}
 	if err := keyname.Check(o.Prefix); err != nil {
-		return o, fmt.Errorf("%w: prefix: %w", ErrBadOptions, err)
+		return o, fmt.Errorf("%w: prefix: %w", ErrInvalidOptions, err)
 	}
 	switch {
 	case o.NoMinorUnits && o.MinorDigits != 0:
-		return o, fmt.Errorf("%w: NoMinorUnits with MinorDigits %d", ErrBadOptions, o.MinorDigits)
+		return o, fmt.Errorf("%w: NoMinorUnits with MinorDigits %d", ErrInvalidOptions, o.MinorDigits)
 	case o.NoMinorUnits:
 	case o.MinorDigits == 0:
 		o.MinorDigits = DefaultMinorDigits
 	case o.MinorDigits < 0 || o.MinorDigits > score.MaxMinorDigits:
-		return o, fmt.Errorf("%w: MinorDigits %d (allowed 1..%d, or NoMinorUnits)", ErrBadOptions, o.MinorDigits, score.MaxMinorDigits)
+		return o, fmt.Errorf("%w: MinorDigits %d (allowed 1..%d, or NoMinorUnits)", ErrInvalidOptions, o.MinorDigits, score.MaxMinorDigits)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -127,19 +127,19 @@ func (o Options) withDefaults() (Options, error) {
 	case o.Grace == 0:
 		o.Grace = DefaultGrace
 	case o.Grace < time.Millisecond:
-		return o, fmt.Errorf("%w: Grace %v (must be ≥ 1ms)", ErrBadOptions, o.Grace)
+		return o, fmt.Errorf("%w: Grace %v (must be ≥ 1ms)", ErrInvalidOptions, o.Grace)
 	}
 	switch {
 	case o.MaxRecordBytes == 0:
 		o.MaxRecordBytes = DefaultMaxRecordBytes
 	case o.MaxRecordBytes < 0:
-		return o, fmt.Errorf("%w: MaxRecordBytes %d", ErrBadOptions, o.MaxRecordBytes)
+		return o, fmt.Errorf("%w: MaxRecordBytes %d", ErrInvalidOptions, o.MaxRecordBytes)
 	}
 	switch {
 	case o.RefreshRetries == 0:
 		o.RefreshRetries = DefaultRefreshRetries
 	case o.RefreshRetries < 0:
-		return o, fmt.Errorf("%w: RefreshRetries %d", ErrBadOptions, o.RefreshRetries)
+		return o, fmt.Errorf("%w: RefreshRetries %d", ErrInvalidOptions, o.RefreshRetries)
 	}
 	if o.Observer == nil {
 		o.Observer = NopObserver{}

@@ -210,7 +210,7 @@ func Version(p *gradient.Promotion) (string, error) { return VersionFor(p, Optio
 
 // VersionFor is [Version] for a Cache built with opts; only
 // opts.MaxRecordBytes changes what is refused, never the hash. Bad opts are
-// ErrBadOptions.
+// ErrInvalidOptions.
 func VersionFor(p *gradient.Promotion, opts Options) (string, error) {
 	o, err := opts.withDefaults()
 	if err != nil {

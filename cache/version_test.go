@@ -49,14 +49,14 @@ func TestVersionIsWhatRefreshStores(t *testing.T) {
 			{"record over the limit", simplePromotion("small", 1), Options{MaxRecordBytes: 16}, gradient.ErrInvalid},
 			{"sub-cent threshold", gradient.Promotion{ID: "cents", Metric: gradient.Amount, MinorDigits: 2, Tiers: []gradient.Tier{{
 				ID: "t", Threshold: decimal.RequireFromString("1.001"), Reward: gradient.Reward{Kind: gradient.AmountOff, Amount: decimal.NewFromInt(1)}}}}, Options{}, gradient.ErrInvalid},
-			{"bad options", simplePromotion("ok", 1), Options{MaxRecordBytes: -1}, ErrBadOptions},
+			{"bad options", simplePromotion("ok", 1), Options{MaxRecordBytes: -1}, ErrInvalidOptions},
 		}
 		for _, tc := range cases {
 			_, verr := VersionFor(&tc.p, tc.opts)
 			if !errors.Is(verr, tc.match) {
 				t.Fatalf("%s: VersionFor error %v, want %v", tc.name, verr, tc.match)
 			}
-			if errors.Is(verr, ErrBadOptions) {
+			if errors.Is(verr, ErrInvalidOptions) {
 				continue
 			}
 			opts := tc.opts

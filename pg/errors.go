@@ -19,8 +19,8 @@ var (
 	// ErrNotPending: the outbox row is not pending (already done,
 	// cancelled, or never committed).
 	ErrNotPending = errors.New("pg: task not pending")
-	// ErrBadOptions: an option out of range.
-	ErrBadOptions = errors.New("pg: bad options")
+	// ErrInvalidOptions: an option out of range.
+	ErrInvalidOptions = errors.New("pg: invalid options")
 )
 
 // RowError names the promotion a bad row belongs to.

@@ -50,7 +50,7 @@ func NewOutbox(db DB, schema string, q *delay.Queue, opts OutboxOptions) (*Outbo
 		return nil, err
 	}
 	if db == nil || q == nil {
-		return nil, fmt.Errorf("%w: nil DB or queue", ErrBadOptions)
+		return nil, fmt.Errorf("%w: nil DB or queue", ErrInvalidOptions)
 	}
 	now := opts.Now
 	if now == nil {
@@ -210,7 +210,7 @@ func (o *Outbox) Reschedule(ctx context.Context, key string, w delay.When) (Resc
 // at most limit of them, and returns how many it deleted.
 func (o *Outbox) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
 	if limit <= 0 {
-		return 0, fmt.Errorf("%w: purge limit %d", ErrBadOptions, limit)
+		return 0, fmt.Errorf("%w: purge limit %d", ErrInvalidOptions, limit)
 	}
 	tag, err := o.db.Exec(ctx, `DELETE FROM `+o.schema+`.delay_outbox WHERE id IN (
 		SELECT id FROM `+o.schema+`.delay_outbox WHERE queue = $1 AND state IN ('done', 'cancelled', 'refused')

@@ -42,7 +42,7 @@ func (r RelayResult) Total() int { return r.Moved + r.Duplicate + r.Refused }
 func (o *Outbox) RelayOnce(ctx context.Context, batch int) (RelayResult, error) {
 	var res RelayResult
 	if batch < 1 || batch > delay.MaxBatch {
-		return res, fmt.Errorf("%w: relay batch %d (allowed 1..%d)", ErrBadOptions, batch, delay.MaxBatch)
+		return res, fmt.Errorf("%w: relay batch %d (allowed 1..%d)", ErrInvalidOptions, batch, delay.MaxBatch)
 	}
 	tx, err := o.db.Begin(ctx)
 	if err != nil {
@@ -137,7 +137,7 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 		opts.RetryMax = 5 * time.Second
 	}
 	if opts.Batch < 1 || opts.Batch > delay.MaxBatch || opts.Poll < 0 || opts.RetryMax < 0 {
-		return fmt.Errorf("%w: relay batch %d, poll %v, retry max %v", ErrBadOptions, opts.Batch, opts.Poll, opts.RetryMax)
+		return fmt.Errorf("%w: relay batch %d, poll %v, retry max %v", ErrInvalidOptions, opts.Batch, opts.Poll, opts.RetryMax)
 	}
 	backoff := opts.Poll
 	for {
@@ -200,12 +200,12 @@ func (s Source) Pending(ctx context.Context, before time.Time, cursor string, li
 	if cursor != "" {
 		v, err := strconv.ParseInt(cursor, 10, 64)
 		if err != nil {
-			return nil, "", fmt.Errorf("%w: cursor %q", ErrBadOptions, cursor)
+			return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidOptions, cursor)
 		}
 		after = v
 	}
 	if limit <= 0 {
-		return nil, "", fmt.Errorf("%w: limit %d", ErrBadOptions, limit)
+		return nil, "", fmt.Errorf("%w: limit %d", ErrInvalidOptions, limit)
 	}
 	o := s.o
 	rows, err := o.db.Query(ctx, `SELECT id, key, token, payload, due_at FROM `+o.schema+`.delay_outbox

@@ -44,7 +44,7 @@ func NewRules(db DB, schema string) (*Rules, error) {
 		return nil, err
 	}
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil DB", ErrBadOptions)
+		return nil, fmt.Errorf("%w: nil DB", ErrInvalidOptions)
 	}
 	return &Rules{db: db, schema: s}, nil
 }

@@ -89,7 +89,7 @@ type notice struct{ Schema, ID string }
 // When the listener's connection drops, Watch reconnects with backoff.
 func Watch(ctx context.Context, pool *pgxpool.Pool, r *Rules, c warm.Cache, opts WatchOptions) error {
 	if pool == nil || r == nil || c == nil {
-		return fmt.Errorf("%w: nil pool, rules or cache", ErrBadOptions)
+		return fmt.Errorf("%w: nil pool, rules or cache", ErrInvalidOptions)
 	}
 	if opts.FullEvery == 0 {
 		opts.FullEvery = 5 * time.Minute
@@ -101,7 +101,7 @@ func Watch(ctx context.Context, pool *pgxpool.Pool, r *Rules, c warm.Cache, opts
 		opts.ReconnectMax = 5 * time.Second
 	}
 	if opts.FullEvery < 0 || opts.ReconnectMin < 0 || opts.ReconnectMax < opts.ReconnectMin {
-		return fmt.Errorf("%w: full every %v, reconnect %v..%v", ErrBadOptions, opts.FullEvery, opts.ReconnectMin, opts.ReconnectMax)
+		return fmt.Errorf("%w: full every %v, reconnect %v..%v", ErrInvalidOptions, opts.FullEvery, opts.ReconnectMin, opts.ReconnectMax)
 	}
 	w := watcher{pool: pool, r: r, c: c, o: opts}
 	backoff := opts.ReconnectMin

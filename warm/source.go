@@ -58,7 +58,7 @@ func (f File) Load(ctx context.Context) (Loaded, error) {
 // Prune: Warm does not see them among the stored promotions.
 func FromSource(ctx context.Context, c Cache, src Source, opts Options) (Summary, error) {
 	if src == nil {
-		return Summary{}, fmt.Errorf("%w: nil source", ErrBadOptions)
+		return Summary{}, fmt.Errorf("%w: nil source", ErrInvalidOptions)
 	}
 	ld, err := src.Load(ctx)
 	if err != nil {

@@ -67,8 +67,8 @@ func TestFromSourceKeepsSkipped(t *testing.T) {
 		if _, err := warm.FromSource(ctx, c, fakeSource{err: errors.New("db down")}, opts); err == nil {
 			t.Fatal("a failing source warmed without error")
 		}
-		if _, err := warm.FromSource(ctx, c, nil, opts); !errors.Is(err, warm.ErrBadOptions) {
-			t.Fatalf("nil source: %v, want ErrBadOptions", err)
+		if _, err := warm.FromSource(ctx, c, nil, opts); !errors.Is(err, warm.ErrInvalidOptions) {
+			t.Fatalf("nil source: %v, want ErrInvalidOptions", err)
 		}
 	})
 }

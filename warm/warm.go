@@ -16,8 +16,8 @@ var (
 	// ErrRefused: the cache refused one or more promotions (the error
 	// also wraps each refusal); the others were written.
 	ErrRefused = errors.New("warm: promotions refused")
-	// ErrBadOptions: a negative Batch or MaxPrune.
-	ErrBadOptions = errors.New("warm: bad options")
+	// ErrInvalidOptions: a negative Batch or MaxPrune.
+	ErrInvalidOptions = errors.New("warm: invalid options")
 	// ErrPruneLimit: Prune would delete more promotions than MaxPrune
 	// allows. Nothing was written or deleted; Summary.WouldPrune lists
 	// the promotions that would have gone.
@@ -65,7 +65,7 @@ type Options struct {
 	// and returns ErrPruneLimit (a dry run too): a truncated or wrong
 	// file must not empty the cache. Default DefaultMaxPrune of the
 	// promotions stored before the run (10%, at least 1). Negative is
-	// ErrBadOptions.
+	// ErrInvalidOptions.
 	MaxPrune int
 }
 
@@ -104,10 +104,10 @@ type Summary struct {
 // error stops the run and is returned with the Summary so far.
 func Warm(ctx context.Context, c Cache, promos []gradient.Promotion, opts Options) (Summary, error) {
 	if opts.Batch < 0 {
-		return Summary{}, fmt.Errorf("%w: Batch %d", ErrBadOptions, opts.Batch)
+		return Summary{}, fmt.Errorf("%w: Batch %d", ErrInvalidOptions, opts.Batch)
 	}
 	if opts.MaxPrune < 0 {
-		return Summary{}, fmt.Errorf("%w: MaxPrune %d", ErrBadOptions, opts.MaxPrune)
+		return Summary{}, fmt.Errorf("%w: MaxPrune %d", ErrInvalidOptions, opts.MaxPrune)
 	}
 	batch := opts.Batch
 	if batch == 0 {
@@ -257,7 +257,7 @@ type dryRun struct {
 
 func newDryRun(real Cache, maxRecordBytes int) (*dryRun, error) {
 	if maxRecordBytes < 0 {
-		return nil, fmt.Errorf("warm: dry run: %w: MaxRecordBytes %d", cache.ErrBadOptions, maxRecordBytes)
+		return nil, fmt.Errorf("warm: dry run: %w: MaxRecordBytes %d", cache.ErrInvalidOptions, maxRecordBytes)
 	}
 	return &dryRun{real: real, opts: cache.Options{MaxRecordBytes: maxRecordBytes}}, nil
 }

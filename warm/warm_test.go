@@ -281,8 +281,8 @@ func TestWarmPruneLimit(t *testing.T) {
 				}
 			})
 		}
-		if _, err := warm.Warm(ctx, c, changed, warm.Options{Prune: true, MaxPrune: -1}); !errors.Is(err, warm.ErrBadOptions) {
-			t.Errorf("MaxPrune -1: %v, want ErrBadOptions", err)
+		if _, err := warm.Warm(ctx, c, changed, warm.Options{Prune: true, MaxPrune: -1}); !errors.Is(err, warm.ErrInvalidOptions) {
+			t.Errorf("MaxPrune -1: %v, want ErrInvalidOptions", err)
 		}
 		s, err := warm.Warm(ctx, c, changed, warm.Options{Prune: true, MaxPrune: len(gone), Now: now})
 		if err != nil || !reflect.DeepEqual(s.Pruned, gone) {
