@@ -36,7 +36,7 @@ const EnvFailover = "TIERSET_FAILOVER"
 // worker fed by a steady producer are running, and measures what the
 // library's users see:
 //
-//   - cart matches recover within 6 s of the kill (the bound);
+//   - cart matches recover within 6 s of the kill;
 //   - the queue resumes: tasks enqueued after the failover are handled;
 //   - no acknowledged task is lost, and no task is in two handlers while a
 //     lease that Redis still knows about is held. Redeliveries whose first

@@ -105,7 +105,7 @@ func maxNode(m map[string]int) int {
 	return best
 }
 
-// TestClusterCartPerMaster (issue 4 point 2): a cart over promotions on
+// TestClusterCartPerMaster: a cart over promotions on
 // all three masters costs exactly one round trip on each master (go-redis
 // splits the pipeline per master and sends the parts in parallel), and one
 // more per master holding a hit with gifts.

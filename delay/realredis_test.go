@@ -28,7 +28,7 @@ func usedMemory(t *testing.T, ctx context.Context, c redis.UniversalClient) int6
 
 // Memory per pending task, 25-byte business key, index and metadata
 // included: INFO used_memory before and after 100k tasks, on a private
-// redis-server so other tests' keys do not move the figure. The issue's
+// redis-server so other tests' keys do not move the figure. The
 // budget is 300 B with the payload excluded. The tighter budget holds
 // while a record fits Redis's hash-max-listpack-value (64 B by default), so
 // its bucket stays a listpack; a 200-byte payload does not fit, and that
