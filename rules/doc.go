@@ -11,9 +11,10 @@
 // matches keys, case-insensitively ([ErrDuplicateKey]; json keeps the
 // last, so a second "promotions" list would replace the first), and bytes
 // that are not UTF-8 or \u escapes that are lone surrogates, anywhere
-// ([ErrEncoding]; json reads them as U+FFFD). Numbers longer than
-// [MaxNumberLen] are refused before they are parsed, and messages quote
-// only a prefix of an over-long value. A file with any problem yields no
+// ([ErrEncoding]; json reads them as U+FFFD). One pass before any
+// decoding refuses a number longer than [MaxNumberLen] and a string longer
+// than [MaxStringLen] (score.ErrTooLong, with its line and column), and
+// messages quote only a prefix of an over-long value. A file with any problem yields no
 // promotions at all, so a warm-up never loads half a file. Problems come back as [*Error] values
 // (several joined with errors.Join) that name the file, the promotion, the
 // tier and the field:

@@ -190,6 +190,9 @@ func parseBytes(data []byte, name string, opts Options) ([]gradient.Promotion, e
 	// Check the syntax of the whole input first: json.Unmarshal validates
 	// everything (trailing garbage included) before decoding, and its
 	// offsets are absolute, which gives line:column.
+	if !p.checkLengths(data) {
+		return nil, p.result()
+	}
 	var probe json.RawMessage
 	if err := json.Unmarshal(data, &probe); err != nil {
 		var se *json.SyntaxError

@@ -113,10 +113,12 @@ func TestParseBadFiles(t *testing.T) {
 		{"utf8_surrogate.json", `utf8_surrogate.json:13:59: the escaped code point U+D800 at promotions[0].tiers[0].gifts[0].name is a lone UTF-16 surrogate, not a character`,
 			[]error{rules.ErrEncoding}, "", -1, "promotions[0].tiers[0].gifts[0].name", 13, 59},
 		// Over-long values are refused with a short quote.
-		{"long_number.json", `long_number.json: promotion "10086" tier 0 (id "t1"): threshold "1000000000000000000000000000000000000000"… (200001 bytes) is not a plain decimal of at most 40 characters (write digits, e.g. "99.99"; exponents are refused)`,
-			[]error{rules.ErrNumber, score.ErrTooLong}, "10086", 0, "threshold", 0, 0},
-		{"long_metric.json", `long_metric.json: promotion "10086": metric "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"… (200000 bytes) is neither "quantity" nor "amount"`,
-			[]error{rules.ErrEnum}, "10086", -1, "metric", 0, 0},
+		{"long_number.json", `long_number.json:11:23: a string of 200001 bytes is longer than the 4096 a rules file allows: "1000000000000000000000000000000000000000…`,
+			[]error{score.ErrTooLong}, "", -1, "", 11, 23},
+		{"long_bare_number.json", `long_bare_number.json:11:23: a number of 200001 bytes is longer than the 40 a rules file allows: 10000000000000000000000000000000000000000…`,
+			[]error{score.ErrTooLong}, "", -1, "", 11, 23},
+		{"long_metric.json", `long_metric.json:6:16: a string of 200000 bytes is longer than the 4096 a rules file allows: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…`,
+			[]error{score.ErrTooLong}, "", -1, "", 6, 16},
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "bad", "*.json"))
 	if err != nil {

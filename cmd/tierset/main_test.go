@@ -206,7 +206,7 @@ func TestBadFiles(t *testing.T) {
 		{"utf8_gift_name.json", nil, `:13:59: byte 0xff in a string at promotions[0].tiers[0].gifts[0].name is not UTF-8`},
 		{"utf8_id.json", nil, `:5:16: byte 0xc3 in a string at promotions[0].id is not UTF-8`},
 		{"utf8_surrogate.json", nil, `:13:59: the escaped code point U+D800 at promotions[0].tiers[0].gifts[0].name is a lone UTF-16 surrogate`},
-		{"long_number.json", nil, `: promotion "10086" tier 0 (id "t1"): threshold "1000000000000000000000000000000000000000"… (200001 bytes) is not a plain decimal`},
+		{"long_number.json", nil, `:11:23: a string of 200001 bytes is longer than the 4096 a rules file allows: "1000000000000000000000000000000000000000…`},
 	}
 	eachServer(t, func(t *testing.T, s *server) {
 		for _, tc := range tests {
