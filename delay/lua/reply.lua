@@ -1,0 +1,84 @@
+-- reply.lua: the kept reply of a mutating script. A call whose reply was
+-- lost is sent again (go-redis retries, the Worker's own re-sends) with the
+-- same KEYS and ARGV; it must not run a second time. Go wraps each mutating
+-- body into rp_body and ends the script with rp_run (see once in
+-- scripts.go), so the first run stores its reply under the call's request
+-- key and a re-run returns that reply without running the body.
+-- KEYS[#KEYS] -> reply key <prefix>:{q:<name>}:rp:<request ID>, STRING with
+--                a PX; removed from KEYS before the body runs
+-- ARGV[#ARGV] -> how long the reply is kept, ms; removed from ARGV likewise
+-- Returns the body's reply, or the kept one (grown back by grow, if given).
+-- Error replies (error tables, script errors) are never kept: a re-run
+-- runs the body again.
+--
+-- rp_enc appends the exact encoding of a reply value to out: '*n:' then n
+-- elements for an array (Redis stops at the first nil, so does this),
+-- ':<int>;' for a number (Redis truncates it to an integer; '%d' does the
+-- same and, unlike tostring's %.14g, stays exact up to 2^53), '$len:'
+-- then the bytes for a string, ':1;' for true, '_' for false and nil.
+local function rp_enc(v, out)
+  local t = type(v)
+  if t == 'table' then
+    local n = 0
+    while v[n + 1] ~= nil do n = n + 1 end
+    out[#out + 1] = '*' .. n .. ':'
+    for i = 1, n do rp_enc(v[i], out) end
+  elseif t == 'number' then
+    out[#out + 1] = string.format(':%d;', v)
+  elseif t == 'string' then
+    out[#out + 1] = '$' .. #v .. ':'
+    out[#out + 1] = v
+  elseif v == true then
+    out[#out + 1] = ':1;'
+  else
+    out[#out + 1] = '_'
+  end
+end
+-- rp_dec reads the value rp_enc wrote at position p of s and returns it
+-- with the position after it (false for nil, which Redis replies as nil).
+local function rp_dec(s, p)
+  local c = string.byte(s, p)
+  if c == 42 then -- '*'
+    local e = string.find(s, ':', p, true)
+    local n, r = tonumber(string.sub(s, p + 1, e - 1)), {}
+    p = e + 1
+    for i = 1, n do r[i], p = rp_dec(s, p) end
+    return r, p
+  elseif c == 58 then -- ':'
+    local e = string.find(s, ';', p, true)
+    return tonumber(string.sub(s, p + 1, e - 1)), e + 1
+  elseif c == 36 then -- '$'
+    local e = string.find(s, ':', p, true)
+    local n = tonumber(string.sub(s, p + 1, e - 1))
+    return string.sub(s, e + 1, e + n), e + n + 1
+  end
+  return false, p + 1
+end
+-- rp_concat is table.concat(out) in runs of 1000: miniredis's Lua puts
+-- every element of one concat on its registry (about 5k slots).
+local function rp_concat(out)
+  local n = #out
+  if n <= 1000 then return table.concat(out) end
+  local runs = {}
+  for i = 1, n, 1000 do runs[#runs + 1] = table.concat(out, '', i, math.min(i + 999, n)) end
+  return table.concat(runs)
+end
+-- rp_run runs body once per reply key. keep (optional) turns the reply
+-- into what is stored, grow turns that back into the reply, for scripts
+-- whose reply is too big to keep whole.
+local function rp_run(body, keep, grow)
+  local key = table.remove(KEYS)
+  local ttl = table.remove(ARGV)
+  local kept = redis.call('GET', key)
+  if kept then
+    local r = rp_dec(kept, 1)
+    if grow then r = grow(r) end
+    return r
+  end
+  local r = body()
+  if type(r) == 'table' and (r.err or r.ok) then return r end
+  local out = {}
+  if keep then rp_enc(keep(r), out) else rp_enc(r, out) end
+  redis.call('SET', key, rp_concat(out), 'PX', ttl)
+  return r
+end
