@@ -11,27 +11,61 @@
 -- Error replies (error tables, script errors) are never kept: a re-run
 -- runs the body again.
 --
--- rp_enc appends the exact encoding of a reply value to out: '*n:' then n
+-- rp_enc appends the exact encoding of a reply value to e: '*n:' then n
 -- elements for an array (Redis stops at the first nil, so does this),
 -- ':<int>;' for a number (Redis truncates it to an integer; '%d' does the
 -- same and, unlike tostring's %.14g, stays exact up to 2^53), '$len:'
 -- then the bytes for a string, ':1;' for true, '_' for false and nil.
-local function rp_enc(v, out)
+-- The pieces become one string.format per 500 values (e.f the format,
+-- e.a its arguments): a format call per value, or Lua's own number to
+-- text, cost several times as much. '%s' copies a string whole unless it
+-- is shorter than 100 bytes and holds a zero byte (Lua 5.1 formats those
+-- with sprintf): such a string goes to e.out as it is.
+local function rp_flush(e)
+  if #e.f > 0 then
+    e.out[#e.out + 1] = string.format(table.concat(e.f), unpack(e.a))
+    e.f, e.a = {}, {}
+  end
+end
+local function rp_enc(v, e)
   local t = type(v)
+  local f, a = e.f, e.a
   if t == 'table' then
     local n = 0
     while v[n + 1] ~= nil do n = n + 1 end
-    out[#out + 1] = '*' .. n .. ':'
-    for i = 1, n do rp_enc(v[i], out) end
+    f[#f + 1] = '*%d:'
+    a[#a + 1] = n
+    for i = 1, n do
+      local x = v[i]
+      local tx = type(x)
+      if tx == 'number' then
+        f[#f + 1] = ':%d;'
+        a[#a + 1] = x
+      elseif tx == 'string' and (#x >= 100 or not string.find(x, '\0', 1, true)) then
+        f[#f + 1] = '$%d:%s'
+        a[#a + 1] = #x
+        a[#a + 1] = x
+      else
+        rp_enc(x, e)
+        f, a = e.f, e.a
+      end
+      if #a >= 500 then
+        rp_flush(e)
+        f, a = e.f, e.a
+      end
+    end
   elseif t == 'number' then
-    out[#out + 1] = string.format(':%d;', v)
+    f[#f + 1] = ':%d;'
+    a[#a + 1] = v
   elseif t == 'string' then
-    out[#out + 1] = '$' .. #v .. ':'
-    out[#out + 1] = v
+    f[#f + 1] = '$%d:'
+    a[#a + 1] = #v
+    rp_flush(e)
+    e.out[#e.out + 1] = v
   elseif v == true then
-    out[#out + 1] = ':1;'
+    f[#f + 1] = ':1;'
   else
-    out[#out + 1] = '_'
+    f[#f + 1] = '_'
   end
 end
 -- rp_dec reads the value rp_enc wrote at position p of s and returns it
@@ -77,8 +111,9 @@ local function rp_run(body, keep, grow)
   end
   local r = body()
   if type(r) == 'table' and (r.err or r.ok) then return r end
-  local out = {}
-  if keep then rp_enc(keep(r), out) else rp_enc(r, out) end
-  redis.call('SET', key, rp_concat(out), 'PX', ttl)
+  local e = {f = {}, a = {}, out = {}}
+  if keep then rp_enc(keep(r), e) else rp_enc(r, e) end
+  rp_flush(e)
+  redis.call('SET', key, rp_concat(e.out), 'PX', ttl)
   return r
 end

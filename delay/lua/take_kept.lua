@@ -1,33 +1,37 @@
 -- take_kept.lua: what take keeps of its reply (reply.lua) and how a
 -- re-sent take grows it back. Payloads can be large, so the kept reply
--- holds no records: only the head fields, the fence and each task's ID and
--- due score. A re-sent take reads the records again and returns the tasks
--- still leased under that fence (a task whose lease expired and went to
--- another delivery meanwhile is left out: this delivery of it has ended).
+-- holds no records: only the head fields, the fence and each task's ID
+-- and due score, as one "id,score,id,score,..." string (one concat, where
+-- two encoded values per task cost several times as much). A re-sent take
+-- reads the records again and returns the tasks still leased under that
+-- fence (a task whose lease expired and went to another delivery
+-- meanwhile is left out: this delivery of it has ended).
 -- KEYS[4] -> tasks base   KEYS[7] -> lease HASH (take's own KEYS)
 -- Returns (rp_grow) take's reply as take.lua documents it.
 local function rp_keep(r)
-  local k = {r[1], r[2], r[3], r[4], r[5], r[6]}
-  local o = 6
+  local ids, o = {}, 0
   for i = 7, #r, 3 do
-    k[o + 1] = r[i]
-    k[o + 2] = r[i + 1]
+    ids[o + 1] = r[i]
+    ids[o + 2] = r[i + 1]
     o = o + 2
   end
-  return k
+  -- IDs are base 36 and scores digits: a comma never occurs in either
+  return {r[1], r[2], r[3], r[4], r[5], r[6], table.concat(ids, ',')}
 end
 local function rp_grow(k)
   local out = {k[1], k[2], k[3], k[4], k[5], k[6]}
-  local n = (#k - 6) / 2
-  if n < 1 then return out end
-  local ids = {}
-  for i = 1, n do ids[i] = k[5 + 2 * i] end
+  local ids, scores = {}, {}
+  for id, sc in string.gmatch(k[7], '([^,]+),([^,]+)') do
+    ids[#ids + 1] = id
+    scores[#scores + 1] = sc
+  end
+  if #ids == 0 then return out end
   local fences = redis.call('HMGET', KEYS[7], unpack(ids))
   local blobs = get_recs(KEYS[4], ids)
-  for i = 1, n do
+  for i = 1, #ids do
     if fences[i] == k[6] and blobs[i] then
       out[#out + 1] = ids[i]
-      out[#out + 1] = k[6 + 2 * i]
+      out[#out + 1] = scores[i]
       out[#out + 1] = blobs[i]
     end
   end
