@@ -13,7 +13,7 @@ var (
 	//go:embed lua/release.lua
 	luaRelease string
 
-	scriptRelease = redis.NewScript(once(luaRelease, ""))
+	scriptRelease = redis.NewScript(once(luaRelease, "rp_codes", "rp_uncodes"))
 )
 
 // release gives tasks that the worker took but never started back to due

@@ -69,20 +69,20 @@ var (
 // one-job script behind Enqueue, which costs the server less per call
 // than a one-job batch (its Lua sets up fewer tables and closures).
 var (
-	scriptEnqueue    = redis.NewScript(once(luaEnqueueBatch, ""))
-	scriptEnqueueOne = redis.NewScript(once(luaEnqueue, ""))
-	scriptTake       = redis.NewScript(once(luaTake, luaTakeKept))
-	scriptAck        = redis.NewScript(once(luaAck, ""))
-	scriptAckDone    = redis.NewScript(once(luaAckDone, ""))
-	scriptRetry      = redis.NewScript(once(luaRetry, ""))
-	scriptKill       = redis.NewScript(once(luaKill, ""))
-	scriptExtend     = redis.NewScript(once(luaExtend, ""))
-	scriptSweep      = redis.NewScript(once(luaSweep, ""))
-	scriptCancel     = redis.NewScript(once(luaCancel, ""))
-	scriptReschedule = redis.NewScript(once(luaReschedule, ""))
-	scriptRequeue    = redis.NewScript(once(luaRequeue, ""))
-	scriptPurge      = redis.NewScript(once(luaPurge, ""))
-	scriptRemove     = redis.NewScript(once(luaRemove, ""))
+	scriptEnqueue    = redis.NewScript(once(luaEnqueueBatch, "rp_ints", "rp_unints"))
+	scriptEnqueueOne = redis.NewScript(once(luaEnqueue, "", ""))
+	scriptTake       = redis.NewScript(once(luaTake, "take_keep", "take_grow"))
+	scriptAck        = redis.NewScript(once(luaAck, "rp_codes", "rp_uncodes"))
+	scriptAckDone    = redis.NewScript(once(luaAckDone, "rp_codes", "rp_uncodes"))
+	scriptRetry      = redis.NewScript(once(luaRetry, "", ""))
+	scriptKill       = redis.NewScript(once(luaKill, "", ""))
+	scriptExtend     = redis.NewScript(once(luaExtend, "", ""))
+	scriptSweep      = redis.NewScript(once(luaSweep, "", ""))
+	scriptCancel     = redis.NewScript(once(luaCancel, "", ""))
+	scriptReschedule = redis.NewScript(once(luaReschedule, "", ""))
+	scriptRequeue    = redis.NewScript(once(luaRequeue, "", ""))
+	scriptPurge      = redis.NewScript(once(luaPurge, "", ""))
+	scriptRemove     = redis.NewScript(once(luaRemove, "", ""))
 	scriptStats      = redis.NewScript(compose(luaLib, luaStats))
 	scriptLookup     = redis.NewScript(compose(luaLib, luaLookup))
 	scriptDeadList   = redis.NewScript(compose(luaLib, luaDeadList))
@@ -91,14 +91,15 @@ var (
 
 // once composes a mutating script: body runs as the function rp_body under
 // rp_run (reply.lua), which keeps its reply under the call's reply key.
-// hooks, when not empty, defines rp_keep and rp_grow: what is kept of a
-// large reply and how a re-run rebuilds the rest (take_kept.lua).
-func once(body, hooks string) string {
+// keep and grow, when not empty, name the functions (reply.lua,
+// take_kept.lua) that store a bulk reply more cheaply than the generic
+// encoding and read it back; compose brings in only the ones named.
+func once(body, keep, grow string) string {
 	tail := "return rp_run(rp_body)\n"
-	if hooks != "" {
-		tail = "return rp_run(rp_body, rp_keep, rp_grow)\n"
+	if keep != "" {
+		tail = "return rp_run(rp_body, " + keep + ", " + grow + ")\n"
 	}
-	return compose(luaLib+luaReply, hooks+"local function rp_body()\n"+body+"\nend\n"+tail)
+	return compose(luaLib+luaReply+luaTakeKept, "local function rp_body()\n"+body+"\nend\n"+tail)
 }
 
 var libFunc = regexp.MustCompile(`(?m)^local function ([A-Za-z_][A-Za-z0-9_]*)`)

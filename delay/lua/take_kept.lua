@@ -7,8 +7,8 @@
 -- fence (a task whose lease expired and went to another delivery
 -- meanwhile is left out: this delivery of it has ended).
 -- KEYS[4] -> tasks base   KEYS[7] -> lease HASH (take's own KEYS)
--- Returns (rp_grow) take's reply as take.lua documents it.
-local function rp_keep(r)
+-- Returns (take_grow) take's reply as take.lua documents it.
+local function take_keep(r)
   local ids, o = {}, 0
   for i = 7, #r, 3 do
     ids[o + 1] = r[i]
@@ -18,7 +18,8 @@ local function rp_keep(r)
   -- IDs are base 36 and scores digits: a comma never occurs in either
   return {r[1], r[2], r[3], r[4], r[5], r[6], table.concat(ids, ',')}
 end
-local function rp_grow(k)
+local function take_grow(s)
+  local k = rp_dec(s, 1)
   local out = {k[1], k[2], k[3], k[4], k[5], k[6]}
   local ids, scores = {}, {}
   for id, sc in string.gmatch(k[7], '([^,]+),([^,]+)') do
