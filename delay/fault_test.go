@@ -407,3 +407,53 @@ func waitServerPast(t *testing.T, ctx context.Context, q *Queue, at time.Time) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestFaultRetriesExhausted: every send of a take and of an ack is cut,
+// so go-redis gives up (1 send + MaxRetries 3) and the call fails. The
+// Worker then sends the same call again under the same request ID (take
+// and ackMany with req): the take hands over the tasks the lost run moved,
+// under that run's lease, and the ack reports the success of its lost run.
+func TestFaultRetriesExhausted(t *testing.T) {
+	env := newFaultEnv(t)
+	ctx := testCtx(t)
+	loadScripts(t, ctx, env.direct)
+	q, err := New(env.c, "q", Options{Prefix: testredis.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		mustEnqueue(t, ctx, q, Job{Key: fmt.Sprint("k", i)})
+	}
+	req := q.req.next()
+	env.proxy.CutNext(4, faultproxy.Contains("evalsha"))
+	if _, err := q.take(ctx, 10, req); !errors.Is(err, ErrRedis) {
+		t.Fatalf("take with every reply cut: %v, want ErrRedis", err)
+	}
+	if st := mustStats(t, ctx, q); st.InFlight != 4 {
+		t.Fatalf("in flight %d after the lost take, want 4 (it ran)", st.InFlight)
+	}
+	b, err := q.take(ctx, 10, req)
+	if err != nil || len(b.Tasks) != 4 {
+		t.Fatalf("take sent again: %d tasks, %v; want the 4 the lost run took", len(b.Tasks), err)
+	}
+	if st := mustStats(t, ctx, q); st.InFlight != 4 || st.Delivered != 4 {
+		t.Fatalf("stats %+v: want 4 in flight, 4 delivered", st)
+	}
+	leases := make([]Lease, len(b.Tasks))
+	for i, tk := range b.Tasks {
+		leases[i] = tk.Lease
+	}
+	ackReq := q.req.next()
+	env.proxy.CutNext(4, faultproxy.Contains("evalsha"))
+	if _, err := q.ackMany(ctx, leases, ackReq); !errors.Is(err, ErrRedis) {
+		t.Fatalf("ack with every reply cut: %v, want ErrRedis", err)
+	}
+	errs, err := q.ackMany(ctx, leases, ackReq)
+	if err != nil || errors.Join(errs...) != nil {
+		t.Fatalf("ack sent again: %v %v, want success for all", err, errs)
+	}
+	if st := mustStats(t, ctx, q); st.Acked != 4 || st.InFlight != 0 {
+		t.Fatalf("stats %+v: want 4 acked", st)
+	}
+	t.Logf("%d replies cut", env.proxy.Cuts())
+}

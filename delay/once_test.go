@@ -1,8 +1,10 @@
 package delay
 
 import (
+	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -74,4 +76,18 @@ return r`, "rp_ints", "rp_unints", '='},
 			})
 		}
 	})
+}
+
+// TestReplyTTLOption: bad values are refused, zero is the default.
+func TestReplyTTLOption(t *testing.T) {
+	b := testredis.Mini(t)
+	for _, d := range []time.Duration{-time.Millisecond, time.Microsecond} {
+		if _, err := New(b.Client, "q", Options{ReplyTTL: d}); !errors.Is(err, ErrInvalidOptions) {
+			t.Fatalf("ReplyTTL %v: %v, want ErrInvalidOptions", d, err)
+		}
+	}
+	q, err := New(b.Client, "q", Options{})
+	if err != nil || q.Options().ReplyTTL != DefaultReplyTTL || q.keepMs != "30000" {
+		t.Fatalf("default: %v %v %q", q.Options().ReplyTTL, err, q.keepMs)
+	}
 }
