@@ -170,6 +170,10 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 				}
 			}
 			mustAckMany(t, ctx, q, b.Tasks) // the leases handed over are the live ones
+			arm()
+			if b := mustTake(t, ctx, q, 10); len(b.Tasks) != 0 {
+				t.Fatalf("take of an empty queue: %d tasks", len(b.Tasks))
+			}
 		}},
 		{name: "ack", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			tk := takeOne(t, ctx, q, Job{Key: "k"})
