@@ -16,7 +16,8 @@ import (
 
 // faultEnv is a private redis-server behind a fault proxy, with a client
 // on go-redis's default options (MaxRetries 3: a command whose reply was
-// cut is sent again) through the proxy, and one straight to the server.
+// cut is sent again; ContextTimeoutEnabled set) through the proxy, and one
+// straight to the server.
 type faultEnv struct {
 	srv    *testredis.Server
 	proxy  *faultproxy.Proxy
@@ -33,7 +34,9 @@ func newFaultEnv(t *testing.T, serverArgs ...string) *faultEnv {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	e := &faultEnv{srv: srv, proxy: p, direct: srv.Client(nil)}
-	e.c = redis.NewClient(&redis.Options{Addr: p.Addr()})
+	// go-redis defaults but for ctx deadlines on the socket, which New
+	// requires: MaxRetries 3, so a cut reply makes go-redis send again
+	e.c = redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = e.c.Close() })
 	return e
 }

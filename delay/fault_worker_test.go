@@ -242,7 +242,7 @@ func TestFaultWorkerCutReplies(t *testing.T) {
 func TestFaultWorkerClientKill(t *testing.T) {
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
-	c := env.srv.Client(nil)
+	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
 	var killed int64
 	f := faultRun{c: c, inject: func(int) bool {
 		n, err := env.direct.ClientKillByFilter(ctx, "TYPE", "normal").Result()
@@ -263,7 +263,7 @@ func TestFaultWorkerClientKill(t *testing.T) {
 // counts as lost only if an Enqueue of it returned success.
 func TestFaultWorkerRestarts(t *testing.T) {
 	env := newFaultEnv(t, "--appendonly", "yes", "--appendfsync", "always")
-	c := env.srv.Client(nil)
+	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
 	restarts := 0
 	f := faultRun{c: c, lease: 5 * time.Second, down: true, inject: func(tick int) bool {
 		if restarts < 2 && tick%4 == 0 {

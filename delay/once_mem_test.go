@@ -20,7 +20,7 @@ func TestMemoryPerKeptReply(t *testing.T) {
 	}
 	r := startPrivateRedis(t)
 	ctx := testCtx(t)
-	c := redis.NewClient(&redis.Options{Addr: r.addr()})
+	c := redis.NewClient(&redis.Options{Addr: r.addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	q, err := New(c, "kept", Options{})
 	if err != nil {
