@@ -86,7 +86,7 @@ var (
 	scriptStats      = redis.NewScript(compose(luaLib, luaStats))
 	scriptLookup     = redis.NewScript(compose(luaLib, luaLookup))
 	scriptDeadList   = redis.NewScript(compose(luaLib, luaDeadList))
-	scriptRepair     = redis.NewScript(once(luaRepair, ""))
+	scriptRepair     = redis.NewScript(once(luaRepair, "", ""))
 )
 
 // once composes a mutating script: body runs as the function rp_body under

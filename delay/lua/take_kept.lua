@@ -17,16 +17,23 @@ local function take_keep(r)
     ids[o + 2] = r[i + 1]
     o = o + 2
   end
-  -- r[1], r[2], r[5] are numbers, r[3], r[4] score text or '', r[6] the
-  -- fence text (0, a number, when nothing was due); IDs are base 36 and
-  -- scores digits, so a comma never occurs in any of them
-  return string.format('%d,%d,%s,%s,%d,%s,', r[1], r[2], r[3], r[4], r[5], r[6]) .. table.concat(ids, ',')
+  -- r[1], r[2] are numbers, r[3], r[4] score text or '', r[5] the parked
+  -- count or {parked, lost}, kept as "p/l", r[6] the fence text (0, a
+  -- number, when nothing was due); IDs are base 36 and scores digits, so a
+  -- comma never occurs in any of them
+  local np = r[5]
+  if type(np) == 'table' then np = string.format('%d/%d', np[1], np[2]) end
+  local ok, head = pcall(string.format, '%d,%d,%s,%s,%s,%s,', r[1], r[2], r[3], r[4], np, r[6])
+  if not ok then return nil end -- not take's shape: kept the generic way
+  return head .. table.concat(ids, ',')
 end
 local function take_grow(s)
-  local c, now, hd, nx, np, fence, rest = string.match(s, '^(%-?%d+),(%d+),(%d*),(%d*),(%d+),(%d+),(.*)$')
+  local c, now, hd, nx, np, fence, rest = string.match(s, '^(%-?%d+),(%d+),(%d*),(%d*),([%d/]+),(%d+),(.*)$')
   if not c then return (rp_dec(s, 1)) end
   if fence == '0' then fence = 0 end
-  local out = {tonumber(c), tonumber(now), hd, nx, tonumber(np), fence}
+  local parked, lost = string.match(np, '^(%d+)/(%d+)$')
+  if parked then np = {tonumber(parked), tonumber(lost)} else np = tonumber(np) end
+  local out = {tonumber(c), tonumber(now), hd, nx, np, fence}
   local ids, scores = {}, {}
   for id, sc in string.gmatch(rest, '([^,]+),([^,]+)') do
     ids[#ids + 1] = id
