@@ -133,7 +133,8 @@
 // effect reports success; a Take whose reply was lost hands over its tasks
 // under their lease. Error replies are never kept. docs/design.md ("Fault
 // model") gives the mechanism, its limits and its cost. Tests:
-// TestFaultCutReplyEveryScript (one reply cut for every script),
+// TestFaultCutReplyEveryScript (one reply cut for every script, repair
+// included), TestFaultRetriesExhausted,
 // TestFaultWorkerCutReplies, TestFaultWorkerClientKill,
 // TestFaultWorkerRestarts, TestFaultWorkerLatency (5,000 tasks each: 0
 // lost, 0 handled twice within a lease, 0 false errors),

@@ -47,7 +47,7 @@ func loadScripts(t *testing.T, ctx context.Context, c redis.Scripter) {
 	t.Helper()
 	for _, s := range []*redis.Script{scriptEnqueue, scriptEnqueueOne, scriptTake, scriptAck, scriptAckDone,
 		scriptRetry, scriptKill, scriptExtend, scriptSweep, scriptCancel, scriptReschedule, scriptRequeue,
-		scriptPurge, scriptRemove, scriptRelease, scriptStats, scriptLookup, scriptDeadList} {
+		scriptPurge, scriptRemove, scriptRelease, scriptRepair, scriptStats, scriptLookup, scriptDeadList} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			t.Fatalf("script load: %v", err)
 		}
@@ -316,6 +316,17 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 			}
 			if st := mustStats(t, ctx, q); st.Pending != 0 {
 				t.Fatalf("pending %d", st.Pending)
+			}
+		}},
+		{name: "repair", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
+			mustEnqueue(t, ctx, q, Job{Key: "k", When: After(time.Hour)})
+			if err := q.c.HDel(ctx, q.k.ctr, "id").Err(); err != nil {
+				t.Fatal(err)
+			}
+			arm()
+			r, err := q.Repair(ctx)
+			if err != nil || !r.CounterRaised || r.TopID != 1 {
+				t.Fatalf("Repair: %+v %v, want the counter raised to 1", r, err)
 			}
 		}},
 		{name: "sharded enqueue and batch", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
