@@ -113,7 +113,7 @@ func TestDoneTTL(t *testing.T) {
 		if _, err := q.Sweep(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
-		keys, err := testredis.Keys(ctx, b.Client, b.Prefix)
+		keys, err := stateKeys(ctx, b)
 		if err != nil {
 			t.Fatal(err)
 		}

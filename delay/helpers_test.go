@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/internal/testredis"
 )
@@ -63,7 +66,7 @@ func mustAckMany(t *testing.T, ctx context.Context, q *Queue, tasks []*Task) {
 // content, to prove that a rejected call wrote nothing.
 func snapshot(t *testing.T, ctx context.Context, b *testredis.Backend) string {
 	t.Helper()
-	keys, err := testredis.Keys(ctx, b.Client, b.Prefix)
+	keys, err := stateKeys(ctx, b)
 	if err != nil {
 		t.Fatalf("keys: %v", err)
 	}
@@ -121,5 +124,34 @@ func passServerTime(t *testing.T, ctx context.Context, b *testredis.Backend, at 
 func setTime(b *testredis.Backend, t time.Time) {
 	if b.Mini != nil {
 		b.Mini.SetTime(t)
+	}
+}
+
+// stateKeys lists the keys under the backend's prefix but the kept
+// replies of mutating calls (reply.lua): those are bookkeeping that
+// expires by itself after Options.ReplyTTL, not queue state.
+func stateKeys(ctx context.Context, b *testredis.Backend) ([]string, error) {
+	all, err := testredis.Keys(ctx, b.Client, b.Prefix)
+	var keys []string
+	for _, k := range all {
+		if !strings.Contains(k, "}:rp:") {
+			keys = append(keys, k)
+		}
+	}
+	return keys, err
+}
+
+// dropReplies deletes q's kept replies, so that a memory figure of tasks
+// leaves out what expires by itself (TestFaultReplyMemory measures them).
+func dropReplies(t *testing.T, ctx context.Context, c redis.UniversalClient, q *Queue) {
+	t.Helper()
+	keys, err := testredis.Keys(ctx, c, q.k.rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(keys); i += 1000 {
+		if err := c.Unlink(ctx, keys[i:min(i+1000, len(keys))]...).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

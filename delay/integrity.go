@@ -112,7 +112,7 @@ func (q *Queue) Repair(ctx context.Context) (RepairResult, error) {
 			args = append(args, dg, strings.Join(ids, ","))
 		}
 	}
-	r, err := run(ctx, q.c, scriptRepair, "repair", []string{q.k.ctr, q.k.idx, q.k.stats}, args...)
+	r, err := q.mutate(ctx, scriptRepair, "repair", q.req.next(), []string{q.k.ctr, q.k.idx, q.k.stats}, args...)
 	if err != nil {
 		return res, err
 	}

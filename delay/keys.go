@@ -103,6 +103,8 @@ func badRune(s string) (rune, bool) {
 //	<prefix>:{q:<name>}:ctr         HASH  id, fence counters; ms, seq of the last score
 //	<prefix>:{q:<name>}:stats       HASH  overflow, retries, dead, expired, ... counters
 //	<prefix>:{q:<name>}:wake        LIST  at most one element; pushed when the head moves earlier
+//	<prefix>:{q:<name>}:rp:<req>    STRING the kept reply of the mutating call req, for
+//	                                      Options.ReplyTTL (reply.lua)
 //
 // The tasks field holds a base name: records live in small bucket hashes
 // under it, which Redis keeps listpack-encoded (see the package doc,
@@ -110,7 +112,12 @@ func badRune(s string) (rune, bool) {
 // the queue's hash tag and stays on the queue's slot.
 type keys struct {
 	due, inflight, lease, dead, done, tasks, idx, ctr, stats, wake string
+	// rp is the base name of the reply keys (rp + request ID).
+	rp string
 }
+
+// reply is the key that keeps the reply of the mutating call req.
+func (k keys) reply(req string) string { return k.rp + req }
 
 // taskBucket is the hash that holds the record of task id (tkey in lib.lua).
 func (k keys) taskBucket(id string) string {
@@ -159,6 +166,7 @@ func newKeys(prefix, name string) keys {
 		ctr:      base + "ctr",
 		stats:    base + "stats",
 		wake:     base + "wake",
+		rp:       base + "rp:",
 	}
 }
 

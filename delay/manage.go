@@ -34,7 +34,7 @@ func (q *Queue) CancelToken(ctx context.Context, key, token string) (CancelResul
 	if err := validateToken(token); err != nil {
 		return CancelResult{}, err
 	}
-	r, err := run(ctx, q.c, scriptCancel, "cancel",
+	r, err := q.mutate(ctx, scriptCancel, "cancel", q.req.next(),
 		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, key, token, digest(key))
 	if err != nil {
 		return CancelResult{}, err
@@ -71,7 +71,7 @@ func (q *Queue) RescheduleToken(ctx context.Context, key, token string, w When) 
 	if err != nil {
 		return RescheduleResult{}, err
 	}
-	r, err := run(ctx, q.c, scriptReschedule, "reschedule",
+	r, err := q.mutate(ctx, scriptReschedule, "reschedule", q.req.next(),
 		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
 		key, token, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), digest(key))
 	if err != nil {
@@ -219,7 +219,7 @@ func (q *Queue) Requeue(ctx context.Context, ids ...string) (int, error) {
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	r, err := run(ctx, q.c, scriptRequeue, "requeue",
+	r, err := q.mutate(ctx, scriptRequeue, "requeue", q.req.next(),
 		[]string{q.k.dead, q.k.tasks, q.k.due, q.k.ctr, q.k.stats, q.k.wake}, args...)
 	if err != nil {
 		return 0, err
@@ -256,7 +256,7 @@ func (q *Queue) purge(ctx context.Context, oldest int, ids []string) (int, error
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	r, err := run(ctx, q.c, scriptPurge, "purge", []string{q.k.dead, q.k.tasks, q.k.idx}, args...)
+	r, err := q.mutate(ctx, scriptPurge, "purge", q.req.next(), []string{q.k.dead, q.k.tasks, q.k.idx}, args...)
 	if err != nil {
 		return 0, err
 	}

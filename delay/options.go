@@ -13,6 +13,12 @@ const (
 	DefaultMaxPayload  = 1 << 20
 	DefaultLease       = 30 * time.Second
 	DefaultMaxAttempts = 25
+	// DefaultReplyTTL is how long a mutating call's reply is kept when
+	// Options.ReplyTTL is 0. go-redis re-sends a command at most
+	// MaxRetries (3) times, each after a ReadTimeout (3 s) at worst plus a
+	// backoff of at most 512 ms: 10.5 s in all with its default options,
+	// and the Worker re-sends an ack within a few more seconds.
+	DefaultReplyTTL = 30 * time.Second
 	// MaxBatch is the largest Take, sweep, requeue or purge batch: Lua unpack
 	// breaks near 8k on Redis and 5k on miniredis, and scripts stay short.
 	MaxBatch = 1000
@@ -65,6 +71,15 @@ type Options struct {
 	// lose tasks: it then warns through Observer.OnWarning instead of
 	// failing with ErrEvictionPolicy. Default false.
 	AllowEviction bool
+	// ReplyTTL is how long the reply of each mutating call (enqueue, take,
+	// ack, retry, cancel, ...) is kept in Redis, so that the call sent again
+	// after its reply was lost (go-redis retries it with default options;
+	// the Worker re-sends acks and takes) returns the first run's outcome
+	// instead of running twice. It must cover the client's whole retry
+	// window: MaxRetries × (ReadTimeout + MaxRetryBackoff) and more. Each
+	// kept reply costs its key and reply bytes until it expires (take keeps
+	// IDs and scores, not payloads). Default DefaultReplyTTL (30 s).
+	ReplyTTL time.Duration
 	// Now is the client clock. It never decides what is due (Redis TIME
 	// does); it only arms the worker's timer, through an offset to Redis
 	// TIME measured on every reply. Default time.Now. Tests inject skew here.
@@ -121,6 +136,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DoneTTL < 0 || (o.DoneTTL > 0 && o.DoneTTL < time.Millisecond) {
 		return o, fmt.Errorf("%w: DoneTTL %v", ErrInvalidOptions, o.DoneTTL)
+	}
+	switch {
+	case o.ReplyTTL < 0 || (o.ReplyTTL > 0 && o.ReplyTTL < time.Millisecond):
+		return o, fmt.Errorf("%w: ReplyTTL %v", ErrInvalidOptions, o.ReplyTTL)
+	case o.ReplyTTL == 0:
+		o.ReplyTTL = DefaultReplyTTL
 	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff

@@ -34,6 +34,10 @@ type Queue struct {
 	enqueueLoaded atomic.Bool
 	// group merges concurrent Enqueue calls into batches.
 	group enqueueGroup
+	// req names each mutating call; keepMs is Options.ReplyTTL as the
+	// scripts take it (see once.go).
+	req    reqIDs
+	keepMs string
 }
 
 // New returns the queue called name on c. It validates name and opts and
@@ -63,10 +67,13 @@ func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
 	if err := checkSlot("new", k.all()); err != nil {
 		return nil, err
 	}
-	return &Queue{
+	q := &Queue{
 		c: c, name: name, k: k, o: o,
 		epoch: o.Codec.EpochMs(), mult: int64(1) << o.Codec.Bits(),
-	}, nil
+		keepMs: strconv.FormatInt(o.ReplyTTL.Milliseconds(), 10),
+	}
+	q.req.nonce = newNonce()
+	return q, nil
 }
 
 // Name returns the queue name.
@@ -218,13 +225,17 @@ const (
 )
 
 // enqueueCall is one script call: jobs[idx[k]] is its k-th job.
+// A call's request ID is drawn once, so a resend of the call (after
+// NOSCRIPT, or by go-redis) is the same call.
 type enqueueCall struct {
 	idx  []int
+	keys []string
 	args []any
 }
 
 func (q *Queue) newEnqueueCall(jobs int) enqueueCall {
-	c := enqueueCall{idx: make([]int, 0, jobs), args: make([]any, 0, 4+3*jobs)}
+	c := enqueueCall{idx: make([]int, 0, jobs), args: make([]any, 0, 5+3*jobs),
+		keys: q.onceKeys(q.enqueueKeys(), q.req.next())}
 	c.args = append(c.args, q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey)
 	return c
 }
@@ -246,7 +257,7 @@ func (q *Queue) whenArg(mode string, v int64) int64 {
 }
 
 func (q *Queue) evalEnqueue(ctx context.Context, c redis.Scripter, call enqueueCall) *redis.Cmd {
-	return scriptEnqueue.EvalSha(ctx, c, q.enqueueKeys(), call.args...)
+	return scriptEnqueue.EvalSha(ctx, c, call.keys, q.onceArgs(call.args)...)
 }
 
 // Enqueue adds a task, or reports the existing one when (Key, Token) is
@@ -275,7 +286,9 @@ func (q *Queue) enqueueOne(ctx context.Context, j Job, mode string, v int64) (En
 	var r reply
 	for repaired := false; ; repaired = true {
 		var err error
-		r, err = run(ctx, q.c, scriptEnqueueOne, "enqueue", q.enqueueKeys(),
+		// a refused call changed nothing: the one after the repair is a
+		// new call, with its own request ID
+		r, err = q.mutate(ctx, scriptEnqueueOne, "enqueue", q.req.next(), q.enqueueKeys(),
 			j.Key, dg, j.Token, freshRecord(dg, j.Key, j.Token, j.Payload), q.whenArg(mode, v),
 			q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey)
 		if err != nil {
@@ -395,7 +408,7 @@ type checkedJob struct {
 // checked once in Enqueue, come in here too): it fills out[p.i] for every
 // p in todo, in order.
 func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJob, out []Enqueued) error {
-	if err := checkSlot("enqueue batch", q.enqueueKeys()); err != nil {
+	if err := checkSlot("enqueue batch", q.onceKeys(q.enqueueKeys(), "")); err != nil {
 		return err
 	}
 	if len(todo) > 0 && !q.enqueueLoaded.Load() {
@@ -448,6 +461,9 @@ func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJo
 					code := -reply(v).int(0)
 					if !repaired && (code == codeCtrLost || code == codeIdxLost) {
 						lost = true
+						// its refusal is kept under its request ID: after
+						// the repair it goes again as a new call
+						c.keys = q.onceKeys(q.enqueueKeys(), q.req.next())
 						retry = append(retry, c)
 						continue
 					}
@@ -553,11 +569,18 @@ type Batch struct {
 // lease of Options.Lease. One round trip. When corrupt records were met, the
 // batch still holds the good tasks and the error wraps ErrCorrupt.
 func (q *Queue) Take(ctx context.Context, n int) (Batch, error) {
+	return q.take(ctx, n, q.req.next())
+}
+
+// take is Take as the call req: the Worker sends a take that failed again
+// under the same req, so a take that ran but lost its reply hands over
+// its tasks instead of leaving them to their leases.
+func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
 	if n < 1 || n > MaxBatch {
 		return Batch{}, fmt.Errorf("%w: %d", ErrInvalidBatch, n)
 	}
 	sent := q.o.Now()
-	r, err := run(ctx, q.c, scriptTake, "take",
+	r, err := q.mutate(ctx, scriptTake, "take", req,
 		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.ctr, q.k.stats, q.k.lease, q.k.done},
 		n, q.o.Lease.Milliseconds(), q.epoch, q.mult)
 	if err != nil {
@@ -645,7 +668,14 @@ func (q *Queue) Ack(ctx context.Context, l Lease) error {
 // trip per MaxBatch). errs[i] is the outcome of leases[i]; err is a
 // transport error (then errs is nil).
 func (q *Queue) AckMany(ctx context.Context, leases []Lease) (errs []error, err error) {
+	return q.ackMany(ctx, leases, q.req.next())
+}
+
+// ackMany is AckMany as the call req (the Worker re-sends a failed ack
+// batch under the same req: see take).
+func (q *Queue) ackMany(ctx context.Context, leases []Lease, req string) (errs []error, err error) {
 	errs = make([]error, len(leases))
+	chunk := 0
 	var args []any
 	var idx []int
 	flush := func() error {
@@ -656,11 +686,11 @@ func (q *Queue) AckMany(ctx context.Context, leases []Lease) (errs []error, err 
 		var err error
 		if q.o.DoneTTL > 0 {
 			// ARGV[1] of ack_done.lua is the tombstone lifetime
-			r, err = run(ctx, q.c, scriptAckDone, "ack",
+			r, err = q.mutate(ctx, scriptAckDone, "ack", part(req, chunk),
 				[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.stats, q.k.lease, q.k.done},
 				append([]any{q.o.DoneTTL.Milliseconds()}, args...)...)
 		} else {
-			r, err = run(ctx, q.c, scriptAck, "ack", []string{q.k.tasks, q.k.inflight, q.k.idx, q.k.stats, q.k.lease}, args...)
+			r, err = q.mutate(ctx, scriptAck, "ack", part(req, chunk), []string{q.k.tasks, q.k.inflight, q.k.idx, q.k.stats, q.k.lease}, args...)
 		}
 		if err != nil {
 			return err
@@ -673,6 +703,7 @@ func (q *Queue) AckMany(ctx context.Context, leases []Lease) (errs []error, err 
 			}
 		}
 		args, idx = args[:0], idx[:0]
+		chunk++
 		return nil
 	}
 	for i, l := range leases {
@@ -741,7 +772,7 @@ func (q *Queue) RetryAfter(ctx context.Context, l Lease, attempt int, delay time
 	if delay < 0 {
 		return 0, fmt.Errorf("%w: %v", ErrNegativeDelay, delay)
 	}
-	r, err := run(ctx, q.c, scriptRetry, "retry",
+	r, err := q.mutate(ctx, scriptRetry, "retry", q.req.next(),
 		[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake, q.k.lease},
 		l.ID, strconv.FormatInt(l.Fence, 10), ceilMs(delay), q.o.MaxAttempts, errText(cause),
 		q.epoch, q.mult, q.o.Codec.MaxMs())
@@ -767,7 +798,7 @@ func (q *Queue) Kill(ctx context.Context, l Lease, cause error) (Outcome, error)
 	if err := l.valid(); err != nil {
 		return 0, err
 	}
-	r, err := run(ctx, q.c, scriptKill, "kill",
+	r, err := q.mutate(ctx, scriptKill, "kill", q.req.next(),
 		[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.dead, q.k.stats, q.k.lease},
 		l.ID, strconv.FormatInt(l.Fence, 10), errText(cause))
 	if err != nil {
@@ -792,7 +823,7 @@ func (q *Queue) Extend(ctx context.Context, l Lease, lease time.Duration) (time.
 	if lease < time.Millisecond {
 		return time.Time{}, fmt.Errorf("%w: duration %v", ErrInvalidLease, lease)
 	}
-	r, err := run(ctx, q.c, scriptExtend, "extend", []string{q.k.tasks, q.k.inflight, q.k.lease},
+	r, err := q.mutate(ctx, scriptExtend, "extend", q.req.next(), []string{q.k.tasks, q.k.inflight, q.k.lease},
 		l.ID, strconv.FormatInt(l.Fence, 10), ceilMs(lease))
 	if err != nil {
 		return time.Time{}, err
@@ -821,7 +852,7 @@ func (q *Queue) Sweep(ctx context.Context, limit int) (SweepResult, error) {
 	if limit < 1 || limit > MaxBatch {
 		return SweepResult{}, fmt.Errorf("%w: %d", ErrInvalidBatch, limit)
 	}
-	r, err := run(ctx, q.c, scriptSweep, "sweep",
+	r, err := q.mutate(ctx, scriptSweep, "sweep", q.req.next(),
 		[]string{q.k.inflight, q.k.tasks, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake, q.k.lease, q.k.done},
 		limit, q.o.MaxAttempts, q.epoch, q.mult, q.o.Codec.MaxMs())
 	if err != nil {

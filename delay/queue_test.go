@@ -47,7 +47,7 @@ func TestEnqueueTakeAck(t *testing.T) {
 func assertOnlyCounters(t *testing.T, b *testredis.Backend, q *Queue) {
 	t.Helper()
 	ctx := testCtx(t)
-	keys, err := testredis.Keys(ctx, b.Client, b.Prefix)
+	keys, err := stateKeys(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}

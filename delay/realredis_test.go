@@ -82,6 +82,7 @@ func TestMemoryPerPendingTask(t *testing.T) {
 					t.Fatalf("first ID %q has %d digits, want %d", res[0].ID, got, tc.idDigits)
 				}
 			}
+			dropReplies(t, ctx, c, q)
 			after := usedMemory(t, ctx, c)
 			per := float64(after-before)/float64(n) - float64(tc.payload)
 			ids := "IDs from 1"
@@ -136,6 +137,7 @@ func TestMemoryPerTombstone(t *testing.T) {
 	if err != nil || st.Done != n || st.Pending+st.InFlight != 0 {
 		t.Fatalf("stats %+v %v: want %d tombstones and nothing else", st, err, n)
 	}
+	dropReplies(t, ctx, c, q)
 	per := float64(usedMemory(t, ctx, c)-before) / float64(n)
 	t.Logf("used_memory: %.1f B per tombstone (25-byte key, 6-byte token; payload dropped)", per)
 	if per > budget {

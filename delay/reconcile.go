@@ -198,7 +198,7 @@ func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opt
 		for k, id := range batch {
 			args[k] = id
 		}
-		r, err := run(ctx, q.c, scriptRemove, "reconcile: remove", []string{q.k.due, q.k.tasks, q.k.idx}, args...)
+		r, err := q.mutate(ctx, scriptRemove, "reconcile: remove", q.req.next(), []string{q.k.due, q.k.tasks, q.k.idx}, args...)
 		if err != nil {
 			return res, err
 		}

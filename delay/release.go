@@ -13,7 +13,7 @@ var (
 	//go:embed lua/release.lua
 	luaRelease string
 
-	scriptRelease = redis.NewScript(compose(luaLib, luaRelease))
+	scriptRelease = redis.NewScript(once(luaRelease, "rp_codes", "rp_uncodes"))
 )
 
 // release gives tasks that the worker took but never started back to due
@@ -40,7 +40,7 @@ func (q *Queue) release(ctx context.Context, tasks []*Task) (errs []error, err e
 		if len(sent) == 0 {
 			continue
 		}
-		r, err := run(ctx, q.c, scriptRelease, "release", keys, args...)
+		r, err := q.mutate(ctx, scriptRelease, "release", q.req.next(), keys, args...)
 		if err != nil {
 			return nil, err
 		}

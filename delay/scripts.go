@@ -54,34 +54,53 @@ var (
 	luaDeadList string
 	//go:embed lua/repair.lua
 	luaRepair string
+	//go:embed lua/reply.lua
+	luaReply string
+	//go:embed lua/take_kept.lua
+	luaTakeKept string
 )
 
-// Each script is the part of lib.lua it uses followed by its own body.
+// Each script is the part of lib.lua it uses followed by its own body;
+// a mutating script's body is wrapped by once, so that a call re-sent
+// after its reply was lost returns the first run's reply.
 //
 // scriptEnqueue is the multi-job enqueue that EnqueueBatch pipelines (and
 // that Sharded loads before its pipelines); scriptEnqueueOne is the leaner
 // one-job script behind Enqueue, which costs the server less per call
 // than a one-job batch (its Lua sets up fewer tables and closures).
 var (
-	scriptEnqueue    = redis.NewScript(compose(luaLib, luaEnqueueBatch))
-	scriptEnqueueOne = redis.NewScript(compose(luaLib, luaEnqueue))
-	scriptTake       = redis.NewScript(compose(luaLib, luaTake))
-	scriptAck        = redis.NewScript(compose(luaLib, luaAck))
-	scriptAckDone    = redis.NewScript(compose(luaLib, luaAckDone))
-	scriptRetry      = redis.NewScript(compose(luaLib, luaRetry))
-	scriptKill       = redis.NewScript(compose(luaLib, luaKill))
-	scriptExtend     = redis.NewScript(compose(luaLib, luaExtend))
-	scriptSweep      = redis.NewScript(compose(luaLib, luaSweep))
-	scriptCancel     = redis.NewScript(compose(luaLib, luaCancel))
-	scriptReschedule = redis.NewScript(compose(luaLib, luaReschedule))
-	scriptRequeue    = redis.NewScript(compose(luaLib, luaRequeue))
-	scriptPurge      = redis.NewScript(compose(luaLib, luaPurge))
-	scriptRemove     = redis.NewScript(compose(luaLib, luaRemove))
+	scriptEnqueue    = redis.NewScript(once(luaEnqueueBatch, "rp_ints", "rp_unints"))
+	scriptEnqueueOne = redis.NewScript(once(luaEnqueue, "", ""))
+	scriptTake       = redis.NewScript(once(luaTake, "take_keep", "take_grow"))
+	scriptAck        = redis.NewScript(once(luaAck, "rp_codes", "rp_uncodes"))
+	scriptAckDone    = redis.NewScript(once(luaAckDone, "rp_codes", "rp_uncodes"))
+	scriptRetry      = redis.NewScript(once(luaRetry, "", ""))
+	scriptKill       = redis.NewScript(once(luaKill, "", ""))
+	scriptExtend     = redis.NewScript(once(luaExtend, "", ""))
+	scriptSweep      = redis.NewScript(once(luaSweep, "", ""))
+	scriptCancel     = redis.NewScript(once(luaCancel, "", ""))
+	scriptReschedule = redis.NewScript(once(luaReschedule, "", ""))
+	scriptRequeue    = redis.NewScript(once(luaRequeue, "", ""))
+	scriptPurge      = redis.NewScript(once(luaPurge, "", ""))
+	scriptRemove     = redis.NewScript(once(luaRemove, "", ""))
 	scriptStats      = redis.NewScript(compose(luaLib, luaStats))
 	scriptLookup     = redis.NewScript(compose(luaLib, luaLookup))
 	scriptDeadList   = redis.NewScript(compose(luaLib, luaDeadList))
-	scriptRepair     = redis.NewScript(compose(luaLib, luaRepair))
+	scriptRepair     = redis.NewScript(once(luaRepair, "", ""))
 )
+
+// once composes a mutating script: body runs as the function rp_body under
+// rp_run (reply.lua), which keeps its reply under the call's reply key.
+// keep and grow, when not empty, name the functions (reply.lua,
+// take_kept.lua) that store a bulk reply more cheaply than the generic
+// encoding and read it back; compose brings in only the ones named.
+func once(body, keep, grow string) string {
+	tail := "return rp_run(rp_body)\n"
+	if keep != "" {
+		tail = "return rp_run(rp_body, " + keep + ", " + grow + ")\n"
+	}
+	return compose(luaLib+luaReply+luaTakeKept, "local function rp_body()\n"+body+"\nend\n"+tail)
+}
 
 var libFunc = regexp.MustCompile(`(?m)^local function ([A-Za-z_][A-Za-z0-9_]*)`)
 

@@ -187,6 +187,9 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var nextExpiry time.Time
 	failures := 0
+	// takeReq is the take in progress: after a Redis error the next take
+	// is the same call, so tasks a lost reply took come to this worker.
+	takeReq := ""
 loop:
 	for ctx.Err() == nil {
 		for int64(limit)-held.Load() < int64(refill) {
@@ -202,7 +205,20 @@ loop:
 				q.o.Observer.OnError(q.name, "sweep", err)
 			}
 		}
-		b, err := q.Take(ctx, n)
+		if takeReq == "" {
+			takeReq = q.req.next()
+		}
+		b, err := q.take(ctx, n, takeReq)
+		if errors.Is(err, ErrRedis) && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrRecordLost) {
+			if ctx.Err() != nil {
+				break
+			}
+			q.o.Observer.OnError(q.name, "take", err)
+			failures++
+			sleepCtx(ctx, w.reconnectDelay(failures))
+			continue
+		}
+		takeReq = ""
 		// ErrCorrupt and ErrRecordLost come with a batch of good tasks
 		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrRecordLost) {
 			if ctx.Err() != nil {
@@ -428,9 +444,10 @@ func (w *Worker) ackLoop(ctx context.Context, acks <-chan Lease, quit <-chan str
 			}
 			t.Stop()
 		}
+		req := q.req.next() // every attempt is the same call
 		for attempt := 1; ; attempt++ {
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			errs, err := q.AckMany(actx, batch)
+			errs, err := q.ackMany(actx, batch, req)
 			cancel()
 			if err == nil {
 				for _, e := range errs {

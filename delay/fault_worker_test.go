@@ -1,0 +1,286 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/faultproxy"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// faultTasks is how many tasks each Worker run under a fault handles, and
+// faultRate how many are enqueued a second: paced, so that the run lasts
+// about 4 s and faults land all along it, not after a burst.
+const (
+	faultTasks = 5000
+	faultRate  = 1250
+)
+
+// faultRun is one Worker run under a fault: producers enqueue faultTasks
+// tasks (half with a caller's token, all with one when the server goes
+// down, so that a producer can re-send what failed), a Worker acks each,
+// and inject runs every 200 ms until everything enqueued was handled.
+type faultRun struct {
+	c     redis.UniversalClient
+	lease time.Duration
+	// inject is the fault, run on the test goroutine; it reports whether
+	// the run may end (the fault has been applied as often as it must).
+	inject func(tick int) bool
+	// down: the server itself goes away, so a call may fail without any
+	// fault of the library; producers re-send, and such errors are counted
+	// apart (an error is false only if the call took effect).
+	down bool
+}
+
+// faultFigures is what a run counts.
+type faultFigures struct {
+	enqueued   int // Enqueue calls that returned success
+	lost       int // enqueued with success, never handled
+	twice      int // handled again before the previous delivery's lease ended, or one Enqueue made two tasks
+	falseErrs  int // errors (or Duplicate for its own write) returned for calls that took effect
+	downErrs   int // errors of calls while the server was down (down runs only)
+	deliveries int
+	faults     int
+}
+
+type faultObserver struct {
+	NopObserver
+	mu   sync.Mutex
+	errs map[string][]error
+}
+
+func (o *faultObserver) OnError(_ string, op string, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.errs[op] = append(o.errs[op], err)
+}
+
+type faultDelivery struct {
+	id           string
+	at, deadline time.Time
+}
+
+func (r faultRun) run(t *testing.T) faultFigures {
+	t.Helper()
+	ctx := testCtx(t)
+	obs := &faultObserver{errs: map[string][]error{}}
+	lease := r.lease
+	if lease == 0 {
+		lease = 30 * time.Second
+	}
+	q, err := New(r.c, "fault", Options{Prefix: testredis.Prefix(t), Lease: lease, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string][]faultDelivery{}
+	var handled atomic.Int64
+	h := func(_ context.Context, tk *Task) error {
+		mu.Lock()
+		if len(seen[tk.Key]) == 0 {
+			handled.Add(1)
+		}
+		seen[tk.Key] = append(seen[tk.Key], faultDelivery{tk.ID, tk.DeliveredAt, tk.Deadline})
+		mu.Unlock()
+		return nil
+	}
+	w, err := NewWorker(q, h, WorkerOptions{Concurrency: 16, BatchSize: 64, ReconnectMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(wctx) }()
+
+	var f faultFigures
+	var enqueued, falseErrs, downErrs atomic.Int64
+	okKeys := make([]bool, faultTasks)
+	var pwg sync.WaitGroup
+	start := time.Now()
+	produceBy := start.Add(90 * time.Second)
+	for p := range 8 {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			for i := p; i < faultTasks; i += 8 {
+				sleepCtx(ctx, time.Until(start.Add(time.Duration(i)*time.Second/faultRate)))
+				j := Job{Key: fmt.Sprintf("order:%05d", i)}
+				if r.down || i%2 == 0 {
+					j.Token = "expire"
+				}
+				for attempt := 0; time.Now().Before(produceBy); attempt++ {
+					e, err := q.Enqueue(ctx, j)
+					switch {
+					case err == nil && e.Duplicate && attempt == 0:
+						falseErrs.Add(1) // its own write reported as a duplicate
+					case err == nil:
+						okKeys[i] = true
+						enqueued.Add(1)
+					case r.down && errors.Is(err, ErrRedis):
+						downErrs.Add(1)
+						sleepCtx(ctx, 20*time.Millisecond) // the server is restarting: a producer's backoff
+						continue
+					default:
+						falseErrs.Add(1)
+						t.Errorf("Enqueue %s: %v", j.Key, err)
+					}
+					break
+				}
+			}
+		}()
+	}
+	produced := make(chan struct{})
+	go func() { pwg.Wait(); close(produced) }()
+
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(100 * time.Second)
+	faultDone := false
+loop:
+	for n := 1; ; n++ {
+		<-tick.C
+		select {
+		case <-produced:
+			if faultDone && handled.Load() >= enqueued.Load() {
+				st, err := q.Stats(ctx)
+				if err == nil && st.Pending == 0 && st.InFlight == 0 {
+					break loop
+				}
+			}
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("run not finished in 100 s: %d of %d enqueued handled", handled.Load(), enqueued.Load())
+			break
+		}
+		if !faultDone || handled.Load() < enqueued.Load() {
+			f.faults++
+			faultDone = r.inject(n) || faultDone
+		}
+	}
+	stop()
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		t.Errorf("Worker.Run: %v", err)
+	}
+	<-produced
+
+	f.enqueued = int(enqueued.Load())
+	f.falseErrs = int(falseErrs.Load())
+	f.downErrs = int(downErrs.Load())
+	mu.Lock()
+	defer mu.Unlock()
+	for i, ok := range okKeys {
+		key := fmt.Sprintf("order:%05d", i)
+		ds := seen[key]
+		f.deliveries += len(ds)
+		if ok && len(ds) == 0 {
+			f.lost++
+		}
+		ids := map[string]bool{}
+		sort.Slice(ds, func(a, b int) bool { return ds[a].at.Before(ds[b].at) })
+		for k, d := range ds {
+			ids[d.id] = true
+			if k > 0 && d.id == ds[k-1].id && d.at.Before(ds[k-1].deadline) {
+				f.twice++
+			}
+		}
+		f.twice += len(ids) - min(len(ids), 1)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	for op, errs := range obs.errs {
+		for _, err := range errs {
+			switch {
+			case op == "wake":
+				// the BLPOP that only wakes the worker early: no operation
+			case r.down && errors.Is(err, ErrRedis) && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLeaseLost):
+				f.downErrs++
+			default:
+				f.falseErrs++
+				t.Errorf("worker %s: %v", op, err)
+			}
+		}
+	}
+	return f
+}
+
+func (f faultFigures) check(t *testing.T, what string) {
+	t.Helper()
+	t.Logf("%s: %d tasks enqueued, %d deliveries, %d faults injected: lost %d, handled twice without a lease expiry %d, false errors %d (errors while the server was down: %d)",
+		what, f.enqueued, f.deliveries, f.faults, f.lost, f.twice, f.falseErrs, f.downErrs)
+	if f.lost != 0 || f.twice != 0 || f.falseErrs != 0 {
+		t.Errorf("%s: lost %d, twice %d, false errors %d: want 0, 0, 0", what, f.lost, f.twice, f.falseErrs)
+	}
+	if f.enqueued != faultTasks {
+		t.Errorf("%s: %d of %d tasks enqueued", what, f.enqueued, faultTasks)
+	}
+}
+
+// TestFaultWorkerCutReplies: a reply cut every 200 ms, whichever script it
+// belongs to (enqueue, take, ack, sweep); go-redis re-sends each.
+func TestFaultWorkerCutReplies(t *testing.T) {
+	env := newFaultEnv(t)
+	f := faultRun{c: env.c, inject: func(int) bool {
+		env.proxy.CutNext(1, faultproxy.Contains("evalsha"))
+		return env.proxy.Cuts() >= 5
+	}}.run(t)
+	f.faults = int(env.proxy.Cuts())
+	f.check(t, "a reply cut every 200 ms")
+}
+
+// TestFaultWorkerClientKill: CLIENT KILL TYPE normal every 200 ms on a
+// private server, which drops every connection of the queue's client
+// (the killing client is spared: SKIPME).
+func TestFaultWorkerClientKill(t *testing.T) {
+	env := newFaultEnv(t)
+	ctx := testCtx(t)
+	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
+	var killed int64
+	f := faultRun{c: c, inject: func(int) bool {
+		n, err := env.direct.ClientKillByFilter(ctx, "TYPE", "normal").Result()
+		if err != nil {
+			t.Errorf("CLIENT KILL: %v", err)
+		}
+		killed += n
+		return killed >= 5
+	}}.run(t)
+	t.Logf("%d connections killed", killed)
+	f.check(t, "CLIENT KILL TYPE normal every 200 ms")
+}
+
+// TestFaultWorkerRestarts: the server is killed (SIGKILL) and started
+// again twice during the run, with appendfsync always, so every write
+// acknowledged before a crash survives it. An Enqueue that failed may or
+// may not have landed: the producer re-sends it with its token, and it
+// counts as lost only if an Enqueue of it returned success.
+func TestFaultWorkerRestarts(t *testing.T) {
+	env := newFaultEnv(t, "--appendonly", "yes", "--appendfsync", "always")
+	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
+	restarts := 0
+	f := faultRun{c: c, lease: 5 * time.Second, down: true, inject: func(tick int) bool {
+		if restarts < 2 && tick%4 == 0 {
+			env.srv.Restart()
+			restarts++
+		}
+		return restarts == 2
+	}}.run(t)
+	f.faults = restarts
+	f.check(t, "two restarts (appendfsync always)")
+}
+
+// TestFaultWorkerLatency: 5 ms added to every reply.
+func TestFaultWorkerLatency(t *testing.T) {
+	env := newFaultEnv(t)
+	env.proxy.SetLatency(5 * time.Millisecond)
+	f := faultRun{c: env.c, inject: func(int) bool { return true }}.run(t)
+	f.faults = 0 // the latency is on all along
+	f.check(t, "5 ms of added latency")
+}

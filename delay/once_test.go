@@ -1,0 +1,95 @@
+package delay
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// TestReplyKeptExactly: a call sent again under the same request ID gets
+// the first run's reply, value for value and type for type (integers to
+// 2^53, strings with zero bytes, nested arrays, nil), without running the
+// body again; an error reply is not kept, so its call runs again. Each
+// way of keeping (rp_enc, rp_codes, rp_ints, with their fallbacks) is
+// covered, on every backend.
+func TestReplyKeptExactly(t *testing.T) {
+	const counted = "local n = redis.call('INCR', KEYS[1])\n" +
+		"if ARGV[1] == 'err' then return redis.error_reply('refused') end\n"
+	cases := []struct {
+		name, body, keep, grow string
+		mark                   byte // how the kept reply starts: which way kept it
+	}{
+		{"generic", `local r = {n, 9007199254740992, -3, 'a\0b', string.rep('y', 150) .. '\0z', '', {1, 'two', {3, false}}, false, true, 1.9, -1.9}
+for i = 1, 1200 do r[#r + 1] = (i % 2 == 0) and i * 7 or ('s' .. i) end
+return r`, "", "", '*'},
+		{"codes", `local r = {n}
+for i = 1, 999 do r[#r + 1] = i % 11 end
+return r`, "rp_codes", "rp_uncodes", '#'},
+		{"codes falling back", `return {n, 300, 'x'}`, "rp_codes", "rp_uncodes", '*'},
+		{"ints", `local r = {n, 9007199254740992, -5}
+for i = 1, 998 do r[#r + 1] = 1839268000000000 + i end
+return r`, "rp_ints", "rp_unints", '='},
+		{"take, nothing due", `return {0, n, '', '1796158162753', 0, 0}`, "take_keep", "take_grow", '0'},
+		{"take, lost records", `return {0, n, '1839265927938048', '', {2, 1}, '17'}`, "take_keep", "take_grow", '0'},
+		{"ints falling back", `return {n, 5, {1, 'dup', 'pending', '123'}, {6}}`, "rp_ints", "rp_unints", '*'},
+	}
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				s := redis.NewScript(once(counted+tc.body, tc.keep, tc.grow))
+				counter := q.k.rp + "test:" + tc.name
+				req := q.req.next()
+				first, err := q.mutate(ctx, s, "test", req, []string{counter}, "ok")
+				if err != nil {
+					t.Fatal(err)
+				}
+				again, err := q.mutate(ctx, s, "test", req, []string{counter}, "ok")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if kept := b.Client.Get(ctx, q.k.reply(req)).Val(); kept == "" || kept[0] != tc.mark {
+					t.Fatalf("kept reply starts %.1q, want %q", kept, tc.mark)
+				}
+				if !reflect.DeepEqual(first, again) {
+					t.Fatalf("kept reply differs:\nfirst %#v\nagain %#v", first, again)
+				}
+				if b.Client.Get(ctx, counter).Val() != "1" {
+					t.Fatalf("body ran %s times, want once", b.Client.Get(ctx, counter).Val())
+				}
+				if len(first) < 3 {
+					t.Fatalf("short reply %#v", first)
+				}
+				errReq := q.req.next()
+				for range 2 {
+					if _, err := q.mutate(ctx, s, "test", errReq, []string{counter}, "err"); err == nil {
+						t.Fatal("error reply: no error")
+					}
+				}
+				if got := b.Client.Get(ctx, counter).Val(); got != "3" {
+					t.Fatalf("an error reply was kept: body ran %s times in all, want 3", got)
+				}
+			})
+		}
+	})
+}
+
+// TestReplyTTLOption: bad values are refused, zero is the default.
+func TestReplyTTLOption(t *testing.T) {
+	b := testredis.Mini(t)
+	for _, d := range []time.Duration{-time.Millisecond, time.Microsecond} {
+		if _, err := New(b.Client, "q", Options{ReplyTTL: d}); !errors.Is(err, ErrInvalidOptions) {
+			t.Fatalf("ReplyTTL %v: %v, want ErrInvalidOptions", d, err)
+		}
+	}
+	q, err := New(b.Client, "q", Options{})
+	if err != nil || q.Options().ReplyTTL != DefaultReplyTTL || q.keepMs != "30000" {
+		t.Fatalf("default: %v %v %q", q.Options().ReplyTTL, err, q.keepMs)
+	}
+}
