@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -16,12 +14,11 @@ import (
 // ack. The budgets are the figures measured on Redis 7.0 plus a quarter.
 func TestMemoryPerKeptReply(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("-short: fills a private redis-server with 2000 kept replies per case")
 	}
-	r := startPrivateRedis(t)
+	r := testredis.StartServer(t)
 	ctx := testCtx(t)
-	c := redis.NewClient(&redis.Options{Addr: r.addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
+	c := r.Client(nil)
 	q, err := New(c, "kept", Options{})
 	if err != nil {
 		t.Fatal(err)
