@@ -12,8 +12,9 @@
 //     (one ZRANGE … BYSCORE REV LIMIT 0 1) against the full-scan
 //     anti-pattern (ZRANGE 0 -1 WITHSCORES, decode all, pick in Go) and
 //     raw go-redis issuing the library's command, single lookups and
-//     carts ([cache.Cache.MatchCart] against a raw pipeline), per tier
-//     count, timed in interleaved rounds after every answer was checked
+//     carts ([cache.Cache.MatchCart] against a raw pipeline), and both
+//     through the near cache (Options.NearCache; not on miniredis, which
+//     has no client tracking), per tier count, timed in interleaved rounds after every answer was checked
 //     against the in-memory oracle; and, on a client of its own, bytes
 //     read per lookup and round trips per lookup and per cart;
 //   - delay (bench/internal/delaybench): round trips per call, batched

@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&conc, "concurrency", "1", "comma-separated client goroutine counts (-full: 1,4)")
 	fs.IntVar(&cfg.lines, "cart", 20, "lines per cart (each on its own promotion)")
 	fs.StringVar(&cfg.csvFile, "csv", "", "also write the tier rows as CSV to this file (the delay rows go to bench-delay.csv beside it)")
-	fs.StringVar(&cfg.chartFile, "chart", "", "write an SVG chart of p50 vs tier count (range, fullscan, raw) to this file")
+	fs.StringVar(&cfg.chartFile, "chart", "", "write an SVG chart of p50 vs tier count (range, fullscan, raw, near) to this file")
 	fs.StringVar(&cfg.prefix, "prefix", "", "key prefix (default a unique tierset-bench-<random>); every key under it is deleted at the end")
 	fs.BoolVar(&cfg.strict, "strict", false, "exit 1 when a robust floor fails or cannot be judged (tight floors never fail a run)")
 	fs.BoolVar(&cfg.delay, "delay", false, "every delay phase: also one-by-one and concurrent enqueue, take+ack at concurrency 100, lateness at 1k and 10k tasks/s")

@@ -22,6 +22,7 @@ var chartSeries = []struct {
 	{implFullScan, "fullscan (ZRANGE 0 -1, decode all, pick in Go)", "#d62728", "", "square"},
 	{implRange, "range (library Match, ZRANGE BYSCORE REV LIMIT 0 1)", "#1f77b4", "", "circle"},
 	{implRaw, "raw go-redis, same ZRANGE, no decode", "#2ca02c", "6,4", "triangle"},
+	{implNear, "near (library Match, Options.NearCache: the ladder held in process)", "#9467bd", "", "diamond"},
 }
 
 // Chart geometry, in SVG user units.
@@ -35,7 +36,7 @@ const (
 )
 
 // WriteChart draws p50 latency (log Y) against tier count (log X) for
-// range, fullscan and raw at concurrency conc.
+// range, fullscan, raw and near at concurrency conc.
 func (r *Result) WriteChart(w io.Writer, conc int) error {
 	tiers := r.tierCounts()
 	if len(tiers) == 0 {
@@ -160,6 +161,8 @@ func (r *Result) WriteChart(w io.Writer, conc int) error {
 				dy = 20
 			case implFullScan:
 				x, dy, anchor = p[0]-8, -8, "end"
+			case implNear:
+				dy = 20
 			}
 			text(x, p[1]+dy, anchor, "10", "fill=\""+s.color+"\"", labels[i])
 		}
@@ -184,6 +187,8 @@ func marker(b *bytes.Buffer, kind string, x, y float64, color string) {
 	switch kind {
 	case "square":
 		fmt.Fprintf(b, "<rect x=\"%s\" y=\"%s\" width=\"9\" height=\"9\" fill=\"%s\"/>\n", f(x-4.5), f(y-4.5), color)
+	case "diamond":
+		fmt.Fprintf(b, "<path d=\"M%s %s L%s %s L%s %s L%s %s Z\" fill=\"%s\"/>\n", f(x), f(y-6), f(x-6), f(y), f(x), f(y+6), f(x+6), f(y), color)
 	case "triangle":
 		fmt.Fprintf(b, "<path d=\"M%s %s L%s %s L%s %s Z\" fill=\"%s\"/>\n", f(x), f(y-6), f(x-5.5), f(y+4), f(x+5.5), f(y+4), color)
 	default:

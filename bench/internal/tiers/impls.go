@@ -23,6 +23,9 @@ const (
 var (
 	errEmpty = errors.New("bench: ZRANGE returned nothing (key missing or key layout mismatch)")
 	errNoHit = errors.New("bench: no tier for a value drawn above the lowest threshold")
+	// errNearMissed marks a near row whose lookups were not all answered
+	// from memory: it measured Redis, not the near cache.
+	errNearMissed = errors.New("bench: near row answered from Redis")
 )
 
 // matchRange is the library's match. A result without a tier is returned
@@ -144,8 +147,9 @@ func matchRawCart(ctx context.Context, rc redis.UniversalClient, cart []singleQu
 
 // target is one backend a workload is measured on.
 type target struct {
-	lib *cache.Cache
-	rc  redis.UniversalClient
+	lib  *cache.Cache
+	rc   redis.UniversalClient
+	near *cache.Cache // nil: no near rows (see nearSkipped)
 }
 
 // impl is one measured implementation. newOp returns a fresh op for one
@@ -155,16 +159,20 @@ type impl struct {
 	name  string
 	tiers int
 	lines int // lookups per op
+	// hits, when set, counts lookups answered from memory: every timed
+	// lookup must raise it (near rows).
+	hits  func() int64
 	newOp func() func(ctx context.Context, i int) error
 }
 
-// impls returns the five implementations over w. Every timed value is a
+// impls returns the five implementations over w, and the two near rows
+// when t has a near cache. Every timed value is a
 // hit by construction; anything else is an error that aborts the run.
 func (t target) impls(w *workload) []impl {
 	n, nc := len(w.single), len(w.carts)
 	lines := len(w.promos)
-	return []impl{
-		{implRange, w.tiers, 1, func() func(context.Context, int) error {
+	return append([]impl{
+		{name: implRange, tiers: w.tiers, lines: 1, newOp: func() func(context.Context, int) error {
 			return func(ctx context.Context, i int) error {
 				h, err := matchRange(ctx, t.lib, w.single[i%n].q)
 				if err == nil && h == nil {
@@ -173,13 +181,13 @@ func (t target) impls(w *workload) []impl {
 				return err
 			}
 		}},
-		{implRaw, w.tiers, 1, func() func(context.Context, int) error {
+		{name: implRaw, tiers: w.tiers, lines: 1, newOp: func() func(context.Context, int) error {
 			return func(ctx context.Context, i int) error {
 				_, err := matchRaw(ctx, t.rc, &w.single[i%n])
 				return err
 			}
 		}},
-		{implFullScan, w.tiers, 1, func() func(context.Context, int) error {
+		{name: implFullScan, tiers: w.tiers, lines: 1, newOp: func() func(context.Context, int) error {
 			return func(ctx context.Context, i int) error {
 				q := &w.single[i%n]
 				_, ok, err := matchFullScan(ctx, t.rc, q.key, q.score)
@@ -189,30 +197,18 @@ func (t target) impls(w *workload) []impl {
 				return err
 			}
 		}},
-		{implCart, w.tiers, lines, func() func(context.Context, int) error {
+		{name: implCart, tiers: w.tiers, lines: lines, newOp: func() func(context.Context, int) error {
 			return func(ctx context.Context, i int) error {
-				rs, err := matchCart(ctx, t.lib, w.cartQs[i%nc])
-				if err != nil {
-					return err
-				}
-				for k := range rs {
-					if rs[k].Err != nil {
-						return rs[k].Err
-					}
-					if rs[k].Tier == nil {
-						return errNoHit
-					}
-				}
-				return nil
+				return cartHits(matchCart(ctx, t.lib, w.cartQs[i%nc]))
 			}
 		}},
-		{implRawCart, w.tiers, lines, func() func(context.Context, int) error {
+		{name: implRawCart, tiers: w.tiers, lines: lines, newOp: func() func(context.Context, int) error {
 			cmds := make([]*redis.StringSliceCmd, lines)
 			return func(ctx context.Context, i int) error {
 				return matchRawCart(ctx, t.rc, w.carts[i%nc], cmds)
 			}
 		}},
-	}
+	}, t.nearImpls(w)...)
 }
 
 // isTierScore tells tier members from the cache's sentinels, which sit at

@@ -24,10 +24,11 @@ type Result struct {
 	Lines       int
 	Rows        []*stats
 	Wire        []wireRow // one per tier count
+	NearSkipped string    // why there are no near rows ("" when there are)
 }
 
 // implOrder is the row order within a case.
-var implOrder = []string{implRange, implRaw, implFullScan, implCart, implRawCart}
+var implOrder = []string{implRange, implRaw, implFullScan, implCart, implRawCart, implNear, implNearCart}
 
 func (r *Result) find(impl string, tiers, conc int) *stats {
 	for _, s := range r.Rows {
@@ -66,9 +67,9 @@ func (r *Result) ratio(a, b string, tiers, conc int) float64 {
 	return pairedRatio(x, y)
 }
 
-// p50Ratio is range's p50 at the highest tier count over the lowest.
-func (r *Result) p50Ratio(hiTiers, loTiers, conc int) float64 {
-	hi, lo := r.find(implRange, hiTiers, conc), r.find(implRange, loTiers, conc)
+// p50Ratio is impl's p50 at hiTiers over its p50 at loTiers.
+func (r *Result) p50Ratio(impl string, hiTiers, loTiers, conc int) float64 {
+	hi, lo := r.find(impl, hiTiers, conc), r.find(impl, loTiers, conc)
 	if hi == nil || lo == nil || lo.Quantile(0.5) == 0 {
 		return math.NaN()
 	}
@@ -78,6 +79,8 @@ func (r *Result) p50Ratio(hiTiers, loTiers, conc int) float64 {
 func fmtDur(d time.Duration) string {
 	us := float64(d) / float64(time.Microsecond)
 	switch {
+	case us < 1: // a near-cache lookup
+		return strconv.FormatFloat(float64(d), 'f', 0, 64) + "ns"
 	case us >= 10000:
 		return strconv.FormatFloat(us/1000, 'f', 1, 64) + "ms"
 	case us >= 1000:
@@ -113,7 +116,7 @@ func (r *Result) PrintTable(w io.Writer) {
 	fmt.Fprintf(w, "\n%s per case, all cases interleaved in rounds of ~%s; ops/s = all ops / time; p50/p99 over every op\n", r.Duration, roundLength)
 	fmt.Fprintf(w, "cart = %d lines, each on its own promotion of that tier count; lookups/s = lines × carts/s\n\n", r.Lines)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "impl\ttiers\tconc\tops/s\tlookups/s\tp50\tp99\tops\t")
+	fmt.Fprintln(tw, "impl\ttiers\tconc\tops/s\tlookups/s\tp50\tp99\tops\tallocs/line\t")
 	for _, conc := range r.concurrencies() {
 		for _, tiers := range r.tierCounts() {
 			for _, impl := range implOrder {
@@ -121,22 +124,32 @@ func (r *Result) PrintTable(w io.Writer) {
 				if s == nil {
 					continue
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t\n", s.Impl, s.Tiers, s.Concurrency,
-					fmtRate(s.OpsPerSec()), fmtRate(s.LookupsPerSec()), fmtDur(s.Quantile(0.5)), fmtDur(s.Quantile(0.99)), s.Ops)
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%.2f\t\n", s.Impl, s.Tiers, s.Concurrency,
+					fmtRate(s.OpsPerSec()), fmtRate(s.LookupsPerSec()), fmtDur(s.Quantile(0.5)), fmtDur(s.Quantile(0.99)), s.Ops, s.AllocsPerLine())
 			}
 		}
 	}
 	tw.Flush()
+	for _, s := range r.Rows {
+		if s.invalid != "" {
+			fmt.Fprintf(w, "INVALID row %s tiers=%d conc=%d: %s\n", s.Impl, s.Tiers, s.Concurrency, s.invalid)
+		}
+	}
+	if r.NearSkipped != "" {
+		fmt.Fprintf(w, "no %s/%s rows on %s: %s\n", implNear, implNearCart, r.Backend, r.NearSkipped)
+	}
 
 	fmt.Fprintln(w, "\nratios of ops/s (median over rounds of the ratio within a round, where the pair ran back to back):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "conc\ttiers\trange/raw\tcart/rawcart\trange/fullscan\t")
+	fmt.Fprintln(tw, "conc\ttiers\trange/raw\tcart/rawcart\trange/fullscan\tnear/raw\tnearcart/rawcart\t")
 	for _, conc := range r.concurrencies() {
 		for _, tiers := range r.tierCounts() {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t\n", conc, tiers,
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", conc, tiers,
 				fmtRatio(r.ratio(implRange, implRaw, tiers, conc)),
 				fmtRatio(r.ratio(implCart, implRawCart, tiers, conc)),
-				fmtRatio(r.ratio(implRange, implFullScan, tiers, conc)))
+				fmtRatio(r.ratio(implRange, implFullScan, tiers, conc)),
+				fmtRatio(r.ratio(implNear, implRaw, tiers, conc)),
+				fmtRatio(r.ratio(implNearCart, implRawCart, tiers, conc)))
 		}
 	}
 	tw.Flush()
@@ -144,7 +157,11 @@ func (r *Result) PrintTable(w io.Writer) {
 	if len(tc) >= 2 {
 		lo, hi := tc[0], tc[len(tc)-1]
 		for _, conc := range r.concurrencies() {
-			fmt.Fprintf(w, "range p50(%d tiers)/p50(%d tiers), conc %d: %s\n", hi, lo, conc, fmtRatio(r.p50Ratio(hi, lo, conc)))
+			for _, impl := range []string{implRange, implNear} {
+				if x := r.p50Ratio(impl, hi, lo, conc); !math.IsNaN(x) {
+					fmt.Fprintf(w, "%s p50(%d tiers)/p50(%d tiers), conc %d: %s\n", impl, hi, lo, conc, fmtRatio(x))
+				}
+			}
 		}
 	}
 	r.printWire(w)
@@ -165,29 +182,8 @@ const (
 // concurrency (the worst case is shown); flatness and the full-scan lead
 // are defined for 1 client at 3 and 3000 tiers.
 func (r *Result) Floors(t *measure.Floors, judged bool, why string) {
-	worst := func(a, b string) (float64, string) {
-		w, where := math.Inf(1), ""
-		for _, conc := range r.concurrencies() {
-			for _, tiers := range r.tierCounts() {
-				if x := r.ratio(a, b, tiers, conc); !math.IsNaN(x) && x < w {
-					w, where = x, fmt.Sprintf("at tiers=%d conc=%d", tiers, conc)
-				}
-			}
-		}
-		return w, where
-	}
-	add := func(f measure.Floor, ok bool) {
-		f.Subject = "tiers"
-		t.JudgeIf(judged, why, f, ok)
-	}
-	skip := func(f measure.Floor, missing string) {
-		f.Subject = "tiers"
-		if !judged { // not judged here anyway: no reason to fail -strict
-			t.JudgeIf(false, why, f, false)
-			return
-		}
-		t.Skip(f, missing)
-	}
+	worst := r.worstRatio
+	add, skip := tierJudges(t, judged, why)
 	f := measure.Floor{Name: "library Match vs raw go-redis, ops/s (worst case)", Want: fmt.Sprintf("≥ %.2f×", floorRangeVsRaw), Kind: measure.Tight}
 	if w, where := worst(implRange, implRaw); !math.IsInf(w, 1) {
 		f.Value, f.Note = fmt.Sprintf("%.3f×", w), where
@@ -203,7 +199,7 @@ func (r *Result) Floors(t *measure.Floors, judged bool, why string) {
 		skip(f, "no cart/rawcart rows")
 	}
 	f = measure.Floor{Name: "range p50 flatness, 3000 tiers / 3 tiers, 1 client", Want: fmt.Sprintf("≤ %.2f×", floorP50Flatness), Kind: measure.Robust}
-	if x := r.p50Ratio(3000, 3, 1); math.IsNaN(x) {
+	if x := r.p50Ratio(implRange, 3000, 3, 1); math.IsNaN(x) {
 		skip(f, "needs -tiers with 3 and 3000 and -concurrency with 1")
 	} else {
 		f.Value = fmt.Sprintf("%.3f×", x)
@@ -219,9 +215,43 @@ func (r *Result) Floors(t *measure.Floors, judged bool, why string) {
 	}
 }
 
+// worstRatio is the lowest a/b ratio (see ratio) over every measured tier
+// count and concurrency, and where it was; +Inf when no pair was measured.
+func (r *Result) worstRatio(a, b string) (float64, string) {
+	w, where := math.Inf(1), ""
+	for _, conc := range r.concurrencies() {
+		for _, tiers := range r.tierCounts() {
+			if x := r.ratio(a, b, tiers, conc); !math.IsNaN(x) && x < w {
+				w, where = x, fmt.Sprintf("at tiers=%d conc=%d", tiers, conc)
+			}
+		}
+	}
+	return w, where
+}
+
+// tierJudges returns how a tier floor is added to t: add judges it (when
+// judged, else not judged, why), skip records that this run could not
+// measure it (not judged instead when nothing is judged here anyway, so
+// -strict has no reason to fail).
+func tierJudges(t *measure.Floors, judged bool, why string) (add func(measure.Floor, bool), skip func(measure.Floor, string)) {
+	add = func(f measure.Floor, ok bool) {
+		f.Subject = "tiers"
+		t.JudgeIf(judged, why, f, ok)
+	}
+	skip = func(f measure.Floor, missing string) {
+		f.Subject = "tiers"
+		if !judged {
+			t.JudgeIf(false, why, f, false)
+			return
+		}
+		t.Skip(f, missing)
+	}
+	return add, skip
+}
+
 // csvHeader is the CSV schema; one row per table row.
 var csvHeader = []string{"backend", "impl", "tiers", "concurrency", "lines", "ops", "seconds",
-	"ops_per_s", "lookups_per_s", "p50_us", "p99_us", "go", "gomaxprocs", "date"}
+	"ops_per_s", "lookups_per_s", "p50_us", "p99_us", "go", "gomaxprocs", "date", "allocs_per_line", "invalid"}
 
 func (r *Result) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
@@ -242,7 +272,8 @@ func (r *Result) WriteCSV(w io.Writer) error {
 					strconv.Itoa(s.Lines), strconv.FormatInt(s.Ops, 10), strconv.FormatFloat(s.Wall.Seconds(), 'f', 3, 64),
 					strconv.FormatFloat(s.OpsPerSec(), 'f', 1, 64),
 					strconv.FormatFloat(s.LookupsPerSec(), 'f', 1, 64),
-					us(s.Quantile(0.5)), us(s.Quantile(0.99)), r.GoVersion, strconv.Itoa(r.GOMAXPROCS), r.Date.Format(time.RFC3339)})
+					us(s.Quantile(0.5)), us(s.Quantile(0.99)), r.GoVersion, strconv.Itoa(r.GOMAXPROCS), r.Date.Format(time.RFC3339),
+					strconv.FormatFloat(s.AllocsPerLine(), 'f', 2, 64), s.invalid})
 				if err != nil {
 					return err
 				}

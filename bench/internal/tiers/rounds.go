@@ -25,6 +25,20 @@ type stats struct {
 	Wall        time.Duration   // summed over the case's rounds
 	rounds      []float64       // ops/s of each round
 	lat         []time.Duration // every op's latency, sorted after the run
+	mallocs     uint64          // heap allocations during the timed rounds, whole process
+	hitsCounted bool            // the impl counts near hits (see impl.hits)
+	hits        int64           // near hits during the timed rounds
+	invalid     string          // why the row did not measure what it names ("" when it did)
+}
+
+// AllocsPerLine is the process's heap allocations per timed lookup.
+// Rounds run one case at a time, so they are the case's own (plus a
+// background goroutine's, negligible over a round's ops).
+func (s *stats) AllocsPerLine() float64 {
+	if s.Ops == 0 {
+		return math.NaN()
+	}
+	return float64(s.mallocs) / float64(s.Ops*int64(s.Lines))
 }
 
 // OpsPerSec is all ops over the case's whole measured wall time.
@@ -80,7 +94,7 @@ func measureRounds(ctx context.Context, cases []impl, conc int, dur time.Duratio
 	round := dur / time.Duration(rounds)
 	out := make([]*stats, len(cases))
 	for k, c := range cases {
-		out[k] = &stats{Impl: c.name, Tiers: c.tiers, Concurrency: conc, Lines: c.lines}
+		out[k] = &stats{Impl: c.name, Tiers: c.tiers, Concurrency: conc, Lines: c.lines, hitsCounted: c.hits != nil}
 	}
 	// Untimed warm-up: conc connections per case, first touch of every path.
 	for _, c := range cases {
@@ -96,9 +110,20 @@ func measureRounds(ctx context.Context, cases []impl, conc int, dur time.Duratio
 			i := (k + r) % len(cases)
 			runtime.GC()
 			before := out[i].Ops
+			var hits0 int64
+			if cases[i].hits != nil {
+				hits0 = cases[i].hits()
+			}
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
 			wall, err := runRound(ctx, cases[i], conc, round, r, out[i])
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s tiers=%d c=%d: %w", cases[i].name, cases[i].tiers, conc, err)
+			}
+			runtime.ReadMemStats(&m1)
+			out[i].mallocs += m1.Mallocs - m0.Mallocs
+			if cases[i].hits != nil {
+				out[i].hits += cases[i].hits() - hits0
 			}
 			out[i].Wall += wall
 			out[i].rounds = append(out[i].rounds, float64(out[i].Ops-before)/wall.Seconds())
@@ -106,6 +131,7 @@ func measureRounds(ctx context.Context, cases []impl, conc int, dur time.Duratio
 	}
 	for _, s := range out {
 		slices.Sort(s.lat)
+		s.checkServed()
 	}
 	return out, nil
 }
@@ -139,16 +165,17 @@ func runRound(ctx context.Context, im impl, conc int, d time.Duration, round int
 			<-start
 			deadline := time.Now().Add(d)
 			var n int64
-			for {
-				t0 := time.Now()
-				if !t0.Before(deadline) || ctx.Err() != nil {
-					break
-				}
+			// One clock read per op: an op's end is the next one's start,
+			// which matters for a near-cache op of a few hundred ns.
+			t0 := time.Now()
+			for t0.Before(deadline) && ctx.Err() == nil {
 				if err := op(ctx, i); err != nil {
 					results[g].err = err
 					break
 				}
-				lat = append(lat, time.Since(t0))
+				t1 := time.Now()
+				lat = append(lat, t1.Sub(t0))
+				t0 = t1
 				n++
 				i++
 			}

@@ -43,6 +43,17 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	r := &Result{Backend: cfg.Backend, BackendNote: cfg.BackendNote, GoVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Date: time.Now(), Duration: cfg.Duration, Lines: cfg.Lines}
 	t := target{lib: lib, rc: cfg.Client}
+	if why := nearSkipped(cfg.Backend); why != "" {
+		fmt.Fprintf(cfg.Log, "%s, %s: skipped on %s: %s\n", implNear, implNearCart, cfg.Backend, why)
+	} else {
+		near, closeNear, err := newNear(cfg.Client, cfg.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		defer closeNear()
+		t.near = near
+	}
+	r.NearSkipped = nearSkipped(cfg.Backend)
 	var workloads []*workload
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
@@ -100,6 +111,12 @@ func prepare(ctx context.Context, t target, cfg Config, tiers int) (*workload, e
 		return w, err
 	}
 	warmed := time.Since(start)
+	if t.near != nil {
+		// Before the oracle check, so it checks answers from memory.
+		if err := t.nearReady(ctx, w); err != nil {
+			return w, err
+		}
+	}
 	if err := t.verify(ctx, w, verifySample); err != nil {
 		return w, err
 	}

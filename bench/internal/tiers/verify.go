@@ -115,15 +115,23 @@ func (t target) verifySingle(ctx context.Context, w *workload, members map[strin
 	if err != nil {
 		return err
 	}
-	// range
-	h, err := matchRange(ctx, t.lib, q.q)
-	switch {
-	case !wantOK && !(isNoTier(err) && h == nil):
-		return mismatch(implRange, w, q, fmt.Sprintf("hit=%v err=%v", h, err), "no tier")
-	case wantOK && err != nil:
-		return fmt.Errorf("bench: verify: range at %s: %w", q.q.Value.String(), err)
-	case wantOK && (h == nil || h.ID != wantID):
-		return mismatch(implRange, w, q, h, wantID)
+	// range, and near: the same Match answered from memory
+	for _, c := range []struct {
+		impl string
+		lib  *cache.Cache
+	}{{implRange, t.lib}, {implNear, t.near}} {
+		if c.lib == nil {
+			continue
+		}
+		h, err := matchRange(ctx, c.lib, q.q)
+		switch {
+		case !wantOK && !(isNoTier(err) && h == nil):
+			return mismatch(c.impl, w, q, fmt.Sprintf("hit=%v err=%v", h, err), "no tier")
+		case wantOK && err != nil:
+			return fmt.Errorf("bench: verify: %s at %s: %w", c.impl, q.q.Value.String(), err)
+		case wantOK && (h == nil || h.ID != wantID):
+			return mismatch(c.impl, w, q, h, wantID)
+		}
 	}
 	// raw: the member it returns must be the oracle's tier (or the sentinel).
 	m, err := matchRaw(ctx, t.rc, q)
@@ -153,28 +161,52 @@ func (t target) verifyCart(ctx context.Context, w *workload, members []map[strin
 	if err != nil {
 		return fmt.Errorf("bench: verify: cart: %w", err)
 	}
+	if t.near != nil {
+		nrs, err := matchCart(ctx, t.near, qs)
+		if err != nil {
+			return fmt.Errorf("bench: verify: nearcart: %w", err)
+		}
+		if err := w.checkCart(implNearCart, cart, nrs); err != nil {
+			return err
+		}
+	}
+	if err := w.checkCart(implCart, cart, rs); err != nil {
+		return err
+	}
 	cmds := make([]*redis.StringSliceCmd, len(cart))
 	if err := matchRawCart(ctx, t.rc, cart, cmds); err != nil {
 		return fmt.Errorf("bench: verify: rawcart: %w", err)
 	}
 	for l := range cart {
-		wantID, wantScore, wantOK, err := w.oracle(l, cart[l].score)
+		_, wantScore, _, err := w.oracle(l, cart[l].score)
+		if err != nil {
+			return err
+		}
+		if got, ok := members[l][cmds[l].Val()[0]]; !ok || got != wantScore {
+			return mismatch(implRawCart, w, &cart[l], fmt.Sprintf("member with score %d (known %v)", got, ok), wantScore)
+		}
+	}
+	return nil
+}
+
+// checkCart compares a library cart's results (impl cart or nearcart)
+// with the oracle, line by line.
+func (w *workload) checkCart(impl string, cart []singleQuery, rs []cache.Result) error {
+	for l := range cart {
+		wantID, _, wantOK, err := w.oracle(l, cart[l].score)
 		if err != nil {
 			return err
 		}
 		r := rs[l]
 		switch {
 		case r.Promotion != "" && r.Promotion != cart[l].q.Promotion:
-			return mismatch(implCart, w, &cart[l], "result for "+r.Promotion, cart[l].q.Promotion)
+			return mismatch(impl, w, &cart[l], "result for "+r.Promotion, cart[l].q.Promotion)
 		case !wantOK && !(isNoTier(r.Err) && r.Tier == nil):
-			return mismatch(implCart, w, &cart[l], fmt.Sprintf("tier=%v err=%v", r.Tier, r.Err), "no tier")
+			return mismatch(impl, w, &cart[l], fmt.Sprintf("tier=%v err=%v", r.Tier, r.Err), "no tier")
 		case wantOK && r.Err != nil:
-			return fmt.Errorf("bench: verify: cart line %d: %w", l, r.Err)
+			return fmt.Errorf("bench: verify: %s line %d: %w", impl, l, r.Err)
 		case wantOK && (r.Tier == nil || r.Tier.ID != wantID):
-			return mismatch(implCart, w, &cart[l], r.Tier, wantID)
-		}
-		if got, ok := members[l][cmds[l].Val()[0]]; !ok || got != wantScore {
-			return mismatch(implRawCart, w, &cart[l], fmt.Sprintf("member with score %d (known %v)", got, ok), wantScore)
+			return mismatch(impl, w, &cart[l], r.Tier, wantID)
 		}
 	}
 	return nil

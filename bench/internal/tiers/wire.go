@@ -130,6 +130,7 @@ func (r *Result) wireFloors(t *measure.Floors) {
 func (r *Result) AllFloors(t *measure.Floors, timingJudged bool, why string) {
 	r.wireFloors(t)
 	r.Floors(t, timingJudged, why)
+	r.NearFloors(t, timingJudged, why)
 }
 
 // printWire prints the wire table.
