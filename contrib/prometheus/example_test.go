@@ -43,6 +43,7 @@ func Example() {
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	_ = mux // http.ListenAndServe(":9090", mux) in a real program
 
+	// 2 round trips: the match, and the re-read that tells not found from damaged
 	_, _ = c.Match(ctx, cache.QuantityQuery("no-such-promotion", 3), cache.MatchOptions{})
 	_, _ = q.Enqueue(ctx, delay.Job{Key: "order-1"})
 	mfs, err := reg.Gather()
@@ -64,7 +65,7 @@ func Example() {
 	}
 	// Output:
 	// tierset_cache_lookups_total outcome=not_found 1
-	// tierset_cache_round_trips_total op=match 1
+	// tierset_cache_round_trips_total op=match 2
 	// tierset_delay_enqueued_total queue=orders,result=new 1
 	// tierset_queue_tasks queue=orders,state=pending 1
 	// tierset_queue_tasks queue=orders,state=ready 1
