@@ -1,0 +1,383 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Lease identifies one delivery of a task: its ID and fencing token. Ack,
+// Retry, Kill and Extend succeed only with the current lease.
+type Lease struct {
+	ID    string
+	Fence int64
+	// dg is the digest of the task's key, which Take knows; it spares
+	// the ack a record read ("" for a Lease built by hand: the ack reads it).
+	dg string
+}
+
+func (l Lease) valid() error {
+	if l.ID == "" || l.Fence <= 0 {
+		return fmt.Errorf("%w: id %q fence %d", ErrInvalidLease, l.ID, l.Fence)
+	}
+	return nil
+}
+
+// Task is one delivery of a task to a consumer.
+type Task struct {
+	ID      string
+	Key     string
+	Token   string // the caller's token, or the generated one (= ID)
+	Payload []byte
+	// Attempt counts deliveries, this one included (1 on the first).
+	Attempt int
+	// Due is the due time (server clock), Seq its order within the ms.
+	Due time.Time
+	Seq int64
+	// DeliveredAt is Redis TIME when the task was taken.
+	DeliveredAt time.Time
+	// Deadline is when the lease expires (Redis clock), unless extended.
+	Deadline time.Time
+	Lease    Lease
+	// LastError is the error text of the previous attempt, if any.
+	LastError string
+}
+
+// Lateness is DeliveredAt minus Due, both by the server clock.
+func (t *Task) Lateness() time.Duration { return t.DeliveredAt.Sub(t.Due) }
+
+// Batch is what one Take returned.
+type Batch struct {
+	Tasks []*Task
+	// ServerTime is Redis TIME when the script ran.
+	ServerTime time.Time
+	// NextDue is the due time of the earliest task still pending (zero if none).
+	NextDue time.Time
+	// NextExpiry is the earliest lease deadline in flight, or end of a
+	// tombstone (Options.DoneTTL), whichever is first: when the next Sweep
+	// has work (zero if none).
+	NextExpiry time.Time
+	// Corrupt counts unreadable records met and parked in the dead set.
+	Corrupt int
+	// Lost counts due task IDs whose record was gone (ErrRecordLost),
+	// moved to the dead set.
+	Lost int
+}
+
+// Take atomically takes at most n (1..MaxBatch) tasks due by Redis TIME,
+// payloads included, moving each to in-flight under a fresh fence and a
+// lease of Options.Lease. One round trip. When corrupt records were met, the
+// batch still holds the good tasks and the error wraps ErrCorrupt.
+func (q *Queue) Take(ctx context.Context, n int) (Batch, error) {
+	return q.take(ctx, n, q.req.next())
+}
+
+// take is Take as the call req: the Worker sends a take that failed again
+// under the same req, so a take that ran but lost its reply hands over
+// its tasks instead of leaving them to their leases.
+func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
+	if n < 1 || n > MaxBatch {
+		return Batch{}, fmt.Errorf("%w: %d", ErrInvalidBatch, n)
+	}
+	sent := q.o.Now()
+	r, err := q.mutate(ctx, scriptTake, "take", req,
+		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.ctr, q.k.stats, q.k.lease, q.k.done},
+		n, q.o.Lease.Milliseconds(), q.epoch, q.mult)
+	if err != nil {
+		return Batch{}, err
+	}
+	if err := codeErr(r.int(0)); err != nil {
+		return Batch{}, fmt.Errorf("delay: take: %w", err)
+	}
+	nowMs := r.int(1)
+	q.observeTime(nowMs, sent, q.o.Now())
+	b := Batch{ServerTime: time.UnixMilli(nowMs), Corrupt: int(r.int(4))}
+	if v, ok := r.at(4).([]any); ok { // {parked, lost}: see take.lua
+		b.Corrupt, b.Lost = int(reply(v).int(0)), int(reply(v).int(1))
+	}
+	if sc, ok := r.score(2); ok {
+		if t, _, err := q.o.Codec.DecodeTime(sc); err == nil {
+			b.NextDue = t
+		}
+	}
+	if ms, ok := r.score(3); ok {
+		b.NextExpiry = time.UnixMilli(ms)
+	}
+	deadline := time.UnixMilli(nowMs).Add(q.o.Lease)
+	fence := r.int(5) // one fence for the batch: see take.lua
+	var bad []error
+	var parked []Lease
+	for i := 6; i+2 < len(r); i += 3 {
+		id := r.str(i)
+		sc, ok := r.score(i + 1)
+		rec, derr := decodeRecord(r.str(i+2), q.o.MaxPayload)
+		var due time.Time
+		var seq int64
+		var serr error = ErrCorrupt
+		if ok {
+			due, seq, serr = q.o.Codec.DecodeTime(sc)
+		}
+		if derr != nil || serr != nil {
+			bad = append(bad, fmt.Errorf("%w: task %s: %w", ErrCorrupt, id, errors.Join(derr, serr)))
+			parked = append(parked, Lease{ID: id, Fence: fence})
+			continue
+		}
+		t := &Task{
+			ID: id, Key: rec.key, Token: rec.token, Payload: rec.payload, Attempt: rec.attempt + 1,
+			Due: due, Seq: seq, DeliveredAt: b.ServerTime, Deadline: deadline,
+			Lease: Lease{ID: id, Fence: fence, dg: rec.digest}, LastError: rec.err,
+		}
+		if t.Token == "" {
+			t.Token = id
+		}
+		b.Tasks = append(b.Tasks, t)
+		q.o.Observer.OnDelivered(q.name, t.Lateness())
+	}
+	// What Go cannot read goes to the dead set now, under the lease it was
+	// just taken with, rather than cycling through sweeps to MaxAttempts.
+	for _, l := range parked {
+		if _, err := q.Kill(ctx, l, ErrCorrupt); err == nil {
+			b.Corrupt++
+		}
+	}
+	if b.Corrupt > 0 {
+		bad = append(bad, fmt.Errorf("%w: %d unreadable records moved to the dead set", ErrCorrupt, b.Corrupt))
+	}
+	if b.Lost > 0 {
+		lerr := fmt.Errorf("%w: %d due task IDs without a record moved to the dead set", ErrRecordLost, b.Lost)
+		q.o.Observer.OnLoss(q.name, lerr, b.Lost)
+		bad = append(bad, lerr)
+	}
+	if len(bad) > 0 {
+		return b, errors.Join(bad...)
+	}
+	return b, nil
+}
+
+// Ack completes a task: its record and index entry are deleted. A task
+// cancelled in flight is deleted the same way.
+func (q *Queue) Ack(ctx context.Context, l Lease) error {
+	errs, err := q.AckMany(ctx, []Lease{l})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// AckMany acks up to any number of leases, MaxBatch per script (one round
+// trip per MaxBatch). errs[i] is the outcome of leases[i]; err is a
+// transport error (then errs is nil).
+func (q *Queue) AckMany(ctx context.Context, leases []Lease) (errs []error, err error) {
+	return q.ackMany(ctx, leases, q.req.next())
+}
+
+// ackMany is AckMany as the call req (the Worker re-sends a failed ack
+// batch under the same req: see take).
+func (q *Queue) ackMany(ctx context.Context, leases []Lease, req string) (errs []error, err error) {
+	errs = make([]error, len(leases))
+	chunk := 0
+	var args []any
+	var idx []int
+	flush := func() error {
+		if len(idx) == 0 {
+			return nil
+		}
+		var r reply
+		var err error
+		if q.o.DoneTTL > 0 {
+			// ARGV[1] of ack_done.lua is the tombstone lifetime
+			r, err = q.mutate(ctx, scriptAckDone, "ack", part(req, chunk),
+				[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.stats, q.k.lease, q.k.done},
+				append([]any{q.o.DoneTTL.Milliseconds()}, args...)...)
+		} else {
+			r, err = q.mutate(ctx, scriptAck, "ack", part(req, chunk), []string{q.k.tasks, q.k.inflight, q.k.idx, q.k.stats, q.k.lease}, args...)
+		}
+		if err != nil {
+			return err
+		}
+		for k, i := range idx {
+			if e := codeErr(r.int(k)); e != nil {
+				errs[i] = fmt.Errorf("delay: ack %s: %w", leases[i].ID, e)
+			} else {
+				q.o.Observer.OnAck(q.name)
+			}
+		}
+		args, idx = args[:0], idx[:0]
+		chunk++
+		return nil
+	}
+	for i, l := range leases {
+		if e := l.valid(); e != nil {
+			errs[i] = e
+			continue
+		}
+		args = append(args, l.ID, strconv.FormatInt(l.Fence, 10), l.dg)
+		idx = append(idx, i)
+		if len(idx) == MaxBatch {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+// Outcome is what Retry or Kill did.
+type Outcome int
+
+// Outcomes of Retry and Kill.
+const (
+	Retried   Outcome = iota + 1 // back in the due set, later
+	Dead                         // in the dead-letter set
+	Cancelled                    // the task had been cancelled: deleted
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Retried:
+		return "retried"
+	case Dead:
+		return "dead"
+	case Cancelled:
+		return "cancelled"
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+func errText(cause error) string {
+	if cause == nil {
+		return ""
+	}
+	s := cause.Error()
+	if len(s) > maxErrText {
+		s = s[:maxErrText]
+	}
+	return s
+}
+
+// Retry gives t back with the delay Options.Backoff(t.Attempt), or
+// dead-letters it when t.Attempt ≥ MaxAttempts. cause is kept as the last error.
+func (q *Queue) Retry(ctx context.Context, t *Task, cause error) (Outcome, error) {
+	return q.RetryAfter(ctx, t.Lease, t.Attempt, q.o.Backoff(t.Attempt), cause)
+}
+
+// RetryAfter is Retry with an explicit delay; attempt is only reported to the Observer.
+func (q *Queue) RetryAfter(ctx context.Context, l Lease, attempt int, delay time.Duration, cause error) (Outcome, error) {
+	if err := l.valid(); err != nil {
+		return 0, err
+	}
+	if delay < 0 {
+		return 0, fmt.Errorf("%w: %v", ErrNegativeDelay, delay)
+	}
+	r, err := q.mutate(ctx, scriptRetry, "retry", q.req.next(),
+		[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake, q.k.lease},
+		l.ID, strconv.FormatInt(l.Fence, 10), ceilMs(delay), q.o.MaxAttempts, errText(cause),
+		q.epoch, q.mult, q.o.Codec.MaxMs())
+	if err != nil {
+		return 0, err
+	}
+	switch code := r.int(0); code {
+	case codeOK:
+		q.o.Observer.OnRetry(q.name, attempt, delay)
+		return Retried, nil
+	case codeDead:
+		q.o.Observer.OnDead(q.name, attempt)
+		return Dead, nil
+	case codeCancelled:
+		return Cancelled, nil
+	default:
+		return 0, fmt.Errorf("delay: retry %s: %w", l.ID, codeErr(code))
+	}
+}
+
+// Kill dead-letters a leased task now, keeping cause as its last error.
+func (q *Queue) Kill(ctx context.Context, l Lease, cause error) (Outcome, error) {
+	if err := l.valid(); err != nil {
+		return 0, err
+	}
+	r, err := q.mutate(ctx, scriptKill, "kill", q.req.next(),
+		[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.dead, q.k.stats, q.k.lease},
+		l.ID, strconv.FormatInt(l.Fence, 10), errText(cause))
+	if err != nil {
+		return 0, err
+	}
+	switch code := r.int(0); code {
+	case codeDead:
+		q.o.Observer.OnDead(q.name, 0)
+		return Dead, nil
+	case codeCancelled:
+		return Cancelled, nil
+	default:
+		return 0, fmt.Errorf("delay: kill %s: %w", l.ID, codeErr(code))
+	}
+}
+
+// Extend sets the lease deadline to Redis TIME + lease and returns it.
+func (q *Queue) Extend(ctx context.Context, l Lease, lease time.Duration) (time.Time, error) {
+	if err := l.valid(); err != nil {
+		return time.Time{}, err
+	}
+	if lease < time.Millisecond {
+		return time.Time{}, fmt.Errorf("%w: duration %v", ErrInvalidLease, lease)
+	}
+	r, err := q.mutate(ctx, scriptExtend, "extend", q.req.next(), []string{q.k.tasks, q.k.inflight, q.k.lease},
+		l.ID, strconv.FormatInt(l.Fence, 10), ceilMs(lease))
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := codeErr(r.int(0)); err != nil {
+		return time.Time{}, fmt.Errorf("delay: extend %s: %w", l.ID, err)
+	}
+	return time.UnixMilli(r.int(1)), nil
+}
+
+// KeepAlive extends t's lease to Options.Lease every interval (0 = Lease/3)
+// until stop is called or ctx ends. stop returns the first extension error
+// (ErrLeaseLost if the lease was lost, after which it stops extending).
+func (q *Queue) KeepAlive(ctx context.Context, t *Task, interval time.Duration) (stop func() error) {
+	if interval <= 0 {
+		interval = q.o.Lease / 3
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		mu       sync.Mutex
+		firstErr error
+		done     = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			_, err := q.Extend(ctx, t.Lease, q.o.Lease)
+			if err != nil && ctx.Err() == nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+				if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrNotFound) {
+					return
+				}
+			}
+		}
+	}()
+	return func() error {
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr
+	}
+}
