@@ -27,10 +27,9 @@
 //
 // # Guarantees, and the tests that prove them
 //
-// Every guarantee is tested on miniredis and, when TIERSET_REDIS_URL /
-// TIERSET_REDIS_CLUSTER are set, on real Redis and Redis Cluster
-// (internal/testredis.Each); tests that need real Lua, real processes or
-// real memory figures use EachReal or a private redis-server.
+// Every guarantee is tested on miniredis and on real Redis (TIERSET_REDIS_URL,
+// or a private redis-server when one is on PATH), and on Redis Cluster when
+// TIERSET_REDIS_CLUSTER is set (internal/testredis.Each).
 //
 //  1. Ordering. A due score is score.TimeCodec's (ms << bits) | seq, computed
 //     in the enqueue script as (ms - epoch) * 2^bits + seq, and checked in Go
@@ -108,7 +107,9 @@
 //     beside a key with the same digest), TestDigestCollisions.
 //  9. Reconcile. Queue.Reconcile lists a Source in pages, re-adds what Redis
 //     lacks (idempotent, same key and token) and removes pending tasks due
-//     before the bound that the source lacks, in batches. Test: TestReconcile.
+//     before the bound that the source lacks, in batches, never one enqueued
+//     after its listing began. Tests: TestReconcile,
+//     TestReconcileKeepsTasksEnqueuedMeanwhile.
 //  10. Lost keys (eviction, a stray DEL). IDs are never reused and records
 //     never overwritten: an enqueue that finds the ID counter or the index
 //     gone while the queue holds tasks writes nothing, Queue.Repair puts
@@ -140,7 +141,7 @@
 // lost, 0 handled twice within a lease, 0 false errors),
 // TestReplyKeptExactly, TestMemoryPerKeptReply.
 //
-// Bad input (TestBadInput, 41 rows) gets a typed error and writes nothing;
+// Bad input (TestBadInput) gets a typed error and writes nothing;
 // corrupt records planted in Redis give ErrCorrupt and never a panic or a
 // stuck head (TestCorruptRecords, TestDecodeRecordNeverPanics, FuzzDecodeRecord).
 //
@@ -159,6 +160,7 @@
 //	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score
 //	<prefix>:{q:<name>}:stats        HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt, lost, restored, ctr_lost, idx_lost)
 //	<prefix>:{q:<name>}:wake         LIST  ≤ 1 element, expires after 60 s
+//	<prefix>:{q:<name>}:rp:<req>     STRING the kept reply of call <req>, PX Options.ReplyTTL
 //
 // Task IDs are base-36 counters. Records live in bucket hashes: <b> is
 // the task ID without its last digit (36 consecutive tasks per bucket).
@@ -168,35 +170,19 @@
 // itself.
 //
 // The reverse index is one hash whose field is a 6-character digest of the
-// business key (36 bits of FNV-1a 64, computed in Go and kept in each
-// record, so Lua never hashes), not the key: the field then takes 8 bytes
-// of allocation instead of 32. Keys that share a digest share its entry
-// (about 7% of keys at 100k have such a partner); every script that reads
-// an entry tells them apart by the key in each record, so a collision
-// costs a few reads, never a wrong answer. An entry holds at most
-// 4 × MaxTasksPerKey tasks, which bounds what a flood of colliding keys
-// can cost (ErrTooManyTasks past it).
+// business key (computed in Go and kept in each record). Keys that share a
+// digest share its entry, and every script that reads one tells them apart
+// by the key in each record, so a collision costs a few reads, never a
+// wrong answer. An entry holds at most 4 × MaxTasksPerKey tasks
+// (ErrTooManyTasks past it).
 //
 // # Memory
 //
-// There is no key per task. A record bucket holds at most 36 records, few
-// enough for Redis to keep it listpack-encoded, a few bytes of overhead per
-// field instead of a hashtable entry's ~50. A pending task with a 25-byte
-// business key costs about 220 B of Redis memory, index and metadata
-// included, payload excluded: about 104 B in the due set, 50 B for the
-// record (plus the payload) and about 60 B for its index entry
-// (TestMemoryPerPendingTask, INFO used_memory on a private redis-server).
-// The listpack encoding holds while a record (about 17 B of header, the
-// key, the token, the last error and the payload) fits
-// hash-max-listpack-value (64 B by default). A record above that turns its
-// bucket into a hashtable: with a 200-byte payload a task costs about
-// 285 B plus the payload. Raising hash-max-listpack-value (say to 512)
-// keeps larger records compact; the queue is correct either way.
-//
-// Why not listpack index buckets too (they cost 36 B a key instead of
-// 60): a listpack is searched linearly, and that made each new key of a
-// batch cost a call of its own and up to 3 µs of search, where one hash
-// takes all of a batch's keys in one HMGET and one HSET.
+// There is no key per task: records live in bucket hashes of 36 records,
+// which Redis keeps listpack-encoded while a record fits
+// hash-max-listpack-value (64 B by default); larger records still work, at
+// a higher cost per task. The measured figures are in docs/benchmarks.md
+// (TestMemoryPerPendingTask).
 //
 // # Worker timing
 //
@@ -231,11 +217,8 @@
 // commit): a call that finds fewer than two calls of that Queue on their
 // way goes at once, alone, as before; calls that arrive meanwhile queue,
 // and when a call returns, the queued ones go together as one
-// EnqueueBatch (up to MaxBatch a round trip). The fixed server cost of a
-// script call (25–45 µs on Redis 7.0 here for the one-job script, against
-// about 7 µs a job inside a batch) is then shared, so 64 goroutines
-// enqueueing one task each reach several times the rate of ungrouped
-// calls (bench: "enqueue one by one, 64 goroutines"). Each call's outcome
+// EnqueueBatch (up to MaxBatch a round trip), which shares the fixed
+// server cost of a script call among them. Each call's outcome
 // is the one it would have had alone (duplicates, codes, errors); calls
 // from one goroutine keep their order. A call whose ctx ends while it
 // queues sends nothing; one whose batch is already on its way returns
