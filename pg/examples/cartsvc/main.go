@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/pg"
 	"github.com/tierset/tierset/warm"
 )
@@ -93,10 +94,14 @@ func open(ctx context.Context, cfg config, log io.Writer) (*service, error) {
 	}
 	opt.ContextTimeoutEnabled = true // cache.New refuses a client that ignores ctx deadlines
 	rc := redis.NewClient(opt)
-	c, err := cache.New(rc, cache.Options{Prefix: cfg.prefix, MinorDigits: cfg.minorDigits, NoMinorUnits: cfg.minorDigits == 0})
-	var r *pg.Rules
+	r, err := pg.NewRules(pool, cfg.schema)
+	var c *cache.Cache
 	if err == nil {
-		r, err = pg.NewRules(pool, cfg.schema)
+		// The cart path a sale day needs: ladders held in process (kept
+		// true by client tracking), and a promotion Redis lost loaded once
+		// from the database instead of by every cart.
+		c, err = cache.New(rc, cache.Options{Prefix: cfg.prefix, MinorDigits: cfg.minorDigits, NoMinorUnits: cfg.minorDigits == 0,
+			NearCache: &cache.NearCacheOptions{}, Loader: rulesLoader(r)})
 	}
 	if err != nil {
 		pool.Close()
@@ -108,7 +113,22 @@ func open(ctx context.Context, cfg config, log io.Writer) (*service, error) {
 	return &service{pool: pool, redis: rc, cache: c, rules: r}, nil
 }
 
+// rulesLoader reads one promotion from the database for cache.Loader.
+func rulesLoader(r *pg.Rules) cache.Loader {
+	return cache.LoaderFunc(func(ctx context.Context, id string) (*gradient.Promotion, error) {
+		p, found, err := r.LoadOne(ctx, id)
+		switch {
+		case err != nil:
+			return nil, err
+		case !found:
+			return nil, cache.ErrUnknownPromotion
+		}
+		return &p, nil
+	})
+}
+
 func (s *service) close() {
+	_ = s.cache.Close()
 	_ = s.redis.Close()
 	s.pool.Close()
 }

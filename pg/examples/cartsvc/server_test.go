@@ -190,7 +190,7 @@ func TestFaultPriceRedisOutage(t *testing.T) {
 
 // startService runs the whole service (Postgres, warm, watch, HTTP) on a
 // free loopback port against a fresh schema and a private Redis.
-func startService(t *testing.T) string {
+func startService(t *testing.T) (string, *testredis.Server) {
 	t.Helper()
 	pool, schema := pgtest.Schema(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -215,13 +215,13 @@ func startService(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); <-done; s.close() })
-	return "http://" + l.Addr().String()
+	return "http://" + l.Addr().String(), srv
 }
 
 // TestLoadCart20Lines is a bounded loopback load test: 16 clients send
 // 8,000 carts of 20 lines each to the running service.
 func TestLoadCart20Lines(t *testing.T) {
-	base := startService(t)
+	base, _ := startService(t)
 	ps := demoPromotions(t)
 	carts := make([][]byte, 64)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -296,4 +296,47 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// TestFaultPriceAfterRedisLoss: the private Redis loses everything
+// (FLUSHALL) under the running service; the next carts are priced the same,
+// each promotion loaded once from PostgreSQL by the read-through loader.
+func TestFaultPriceAfterRedisLoss(t *testing.T) {
+	base, srv := startService(t)
+	var lines []string
+	for _, p := range demoPromotions(t) {
+		if p.Metric == gradient.Quantity {
+			lines = append(lines, fmt.Sprintf(`{"promotion": %q, "quantity": 7, "base": "70.00"}`, p.ID))
+		} else {
+			lines = append(lines, fmt.Sprintf(`{"promotion": %q, "amount": "149.99", "base": "149.99"}`, p.ID))
+		}
+	}
+	body := `{"lines": [` + strings.Join(lines, ",") + `]}`
+	price := func() string {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/cart/price", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("price: %d %s", resp.StatusCode, out)
+		}
+		return string(out)
+	}
+	before := price()
+	if err := srv.Client(nil).FlushAll(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	after := price()
+	// Answered through the loader, not from a stale in-process copy: the
+	// loads were written back to Redis through Refresh.
+	if n, err := srv.Client(nil).Exists(t.Context(), "cartsvc:{p:"+demoPromotions(t)[0].ID+"}:tiers").Result(); err != nil || n != 1 {
+		t.Fatalf("the first promotion is not back in Redis after the cart (%d, %v): the loader did not run", n, err)
+	}
+	if after != before {
+		t.Fatalf("after losing Redis the cart is priced differently:\nbefore %s\nafter  %s", before, after)
+	}
+	t.Logf("cartsvc after FLUSHALL: %d lines priced as before, loaded from PostgreSQL", len(lines))
 }
