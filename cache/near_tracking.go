@@ -194,7 +194,23 @@ func (t *tracker) setSub(s *subscriber, up bool) {
 }
 
 func (t *tracker) subscribe(ctx context.Context, base *redis.Options) *subscriber {
-	opt := *base
+	// Field by field, not *base: go-redis writes some fields of a live
+	// client's Options (MaintNotificationsConfig, under its own lock) as it
+	// dials, and a whole-struct copy would race with that.
+	opt := redis.Options{
+		Network:               base.Network,
+		Addr:                  base.Addr,
+		Dialer:                base.Dialer,
+		Username:              base.Username,
+		Password:              base.Password,
+		CredentialsProvider:   base.CredentialsProvider,
+		DB:                    base.DB,
+		DialTimeout:           base.DialTimeout,
+		ReadTimeout:           base.ReadTimeout,
+		WriteTimeout:          base.WriteTimeout,
+		ContextTimeoutEnabled: base.ContextTimeoutEnabled,
+		TLSConfig:             base.TLSConfig,
+	}
 	opt.Protocol = 2
 	opt.PoolSize, opt.MinIdleConns, opt.MaxIdleConns = 1, 0, 0
 	opt.ClientName = trackingClientName
