@@ -206,11 +206,17 @@ func (r *Result) Floors(t *measure.Floors, judged bool, why string) {
 		f.Note = fmt.Sprintf("p50 %s vs %s", fmtDur(r.find(implRange, 3000, 1).Quantile(0.5)), fmtDur(r.find(implRange, 3, 1).Quantile(0.5)))
 		add(f, x <= floorP50Flatness)
 	}
-	f = measure.Floor{Name: "range vs fullscan ops/s at 3000 tiers, 1 client", Want: fmt.Sprintf("≥ %.0f×", floorVsFullScan), Kind: measure.Robust}
-	if x := r.ratio(implRange, implFullScan, 3000, 1); math.IsNaN(x) {
+	// On p50, not ops/s: ops/s is a mean, and one stall of the shared
+	// machine during the range rounds moved it 4× in one CI run while the
+	// p50s did not move.
+	f = measure.Floor{Name: "range vs fullscan p50 speed-up at 3000 tiers, 1 client", Want: fmt.Sprintf("≥ %.0f×", floorVsFullScan), Kind: measure.Robust}
+	rg, fs := r.find(implRange, 3000, 1), r.find(implFullScan, 3000, 1)
+	if rg == nil || fs == nil || rg.Quantile(0.5) <= 0 {
 		skip(f, "needs -tiers with 3000 and -concurrency with 1")
 	} else {
+		x := float64(fs.Quantile(0.5)) / float64(rg.Quantile(0.5))
 		f.Value = fmtRatio(x)
+		f.Note = fmt.Sprintf("p50 %s vs %s; ops/s ratio %s", fmtDur(fs.Quantile(0.5)), fmtDur(rg.Quantile(0.5)), fmtRatio(r.ratio(implRange, implFullScan, 3000, 1)))
 		add(f, x >= floorVsFullScan)
 	}
 }
