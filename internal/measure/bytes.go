@@ -44,17 +44,21 @@ func (c *countingConn) Read(p []byte) (int, error) {
 
 // ClientLike returns a new client with c's options and, when dialer is
 // not nil, that dialer: a client of its own, so a counting hook or dialer
-// sees only the calls being measured. The caller closes it.
+// sees only the calls being measured. The copy gets its own push
+// notification processor (c's is registered to c already, and go-redis
+// logs a refused handler when two clients share one). The caller closes it.
 func ClientLike(c redis.UniversalClient, dialer func(ctx context.Context, network, addr string) (net.Conn, error)) (redis.UniversalClient, error) {
 	switch cc := c.(type) {
 	case *redis.Client:
 		o := *cc.Options()
+		o.PushNotificationProcessor = nil
 		if dialer != nil {
 			o.Dialer = dialer
 		}
 		return redis.NewClient(&o), nil
 	case *redis.ClusterClient:
 		o := *cc.Options()
+		o.PushNotificationProcessor = nil
 		if dialer != nil {
 			o.Dialer = dialer
 		}

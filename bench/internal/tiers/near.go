@@ -45,18 +45,9 @@ func nearSkipped(backend string) string {
 // newNear opens a second client of rc's server (the near cache's tracking
 // must not share the timed impls' pool) and a near cache on it.
 func newNear(rc redis.UniversalClient, prefix string) (*cache.Cache, func(), error) {
-	var nc redis.UniversalClient
-	switch c := rc.(type) {
-	case *redis.Client:
-		o := *c.Options()
-		o.PushNotificationProcessor = nil // the first client's, registered already
-		nc = redis.NewClient(&o)
-	case *redis.ClusterClient:
-		o := *c.Options()
-		o.PushNotificationProcessor = nil
-		nc = redis.NewClusterClient(&o)
-	default:
-		return nil, nil, fmt.Errorf("bench: near cache needs a *redis.Client or *redis.ClusterClient, not %T", rc)
+	nc, err := measure.ClientLike(rc, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: near cache: %w", err)
 	}
 	c, err := cache.New(nc, cache.Options{Prefix: prefix, MinorDigits: minorDigits, NearCache: &cache.NearCacheOptions{}})
 	if err != nil {
