@@ -192,27 +192,35 @@ func TestFaultNearProxyCut(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
 	writer := newCache(t, b, Options{})
-	writer.Refresh(testCtx(t), stalePromotion(0))
+	if _, err := writer.Refresh(testCtx(t), stalePromotion(0)); err != nil {
+		t.Fatal(err)
+	}
 	nc := newNearCache(t, client, b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: faultStaleness}})
 	st := startStaleness(t, nc, 4)
-	faults := 0
-	for k := 1; k <= 30; k++ {
-		waitHeld(t, nc)
+	faults := faultRounds(t, st, nc, writer, 30, func(k int) {
 		switch k % 3 {
-		case 0:
-			px.CutAll()
 		case 1:
 			px.CutNext(1, faultproxy.Contains("tracking"))
-			px.CutAll()
 		case 2:
 			px.CutNext(1, faultproxy.Contains("subscribe"))
-			px.CutAll()
 		}
-		faults++
-		v := st.write(t, writer, k)
+		px.CutAll()
+	})
+	checkStaleness(t, st, nc, faultStaleness, faults)
+}
+
+// faultRounds runs rounds of: wait until nc holds the ladder, inject
+// fault k, write version k through w, wait until nc serves it. It returns
+// the number of faults injected.
+func faultRounds(t *testing.T, st *staleness, nc, w *Cache, rounds int, inject func(k int)) int {
+	t.Helper()
+	for k := 1; k <= rounds; k++ {
+		waitHeld(t, nc)
+		inject(k)
+		v := st.write(t, w, k)
 		waitVersion(t, nc, v)
 	}
-	checkStaleness(t, st, nc, faultStaleness, faults)
+	return rounds
 }
 
 // TestFaultNearClientKill: CLIENT KILL of the tracking connection, then a
@@ -221,19 +229,16 @@ func TestFaultNearClientKill(t *testing.T) {
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		writer := newCache(t, b, Options{})
-		writer.Refresh(ctx, stalePromotion(0))
+		if _, err := writer.Refresh(ctx, stalePromotion(0)); err != nil {
+			t.Fatal(err)
+		}
 		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: faultStaleness}})
 		st := startStaleness(t, nc, 4)
-		faults := 0
-		for k := 1; k <= 20; k++ {
-			waitHeld(t, nc)
+		faults := faultRounds(t, st, nc, writer, 20, func(int) {
 			for _, id := range nc.trackingIDs() {
 				killClient(t, b.Client, id)
 			}
-			faults++
-			v := st.write(t, writer, k)
-			waitVersion(t, nc, v)
-		}
+		})
 		checkStaleness(t, st, nc, faultStaleness, faults)
 	})
 }
@@ -263,17 +268,12 @@ func TestFaultNearRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Refresh(testCtx(t), stalePromotion(0))
+	if _, err := w.Refresh(testCtx(t), stalePromotion(0)); err != nil {
+		t.Fatal(err)
+	}
 	nc := newNearCache(t, srv.Client(nil), prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: faultStaleness}})
 	st := startStaleness(t, nc, 4)
-	faults := 0
-	for k := 1; k <= 5; k++ {
-		waitHeld(t, nc)
-		srv.Restart()
-		faults++
-		v := st.write(t, w, k)
-		waitVersion(t, nc, v)
-	}
+	faults := faultRounds(t, st, nc, w, 5, func(int) { srv.Restart() })
 	checkStaleness(t, st, nc, faultStaleness, faults)
 }
 
@@ -285,7 +285,9 @@ func TestFaultNearLostInvalidation(t *testing.T) {
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		writer := newCache(t, b, Options{})
-		writer.Refresh(ctx, stalePromotion(0))
+		if _, err := writer.Refresh(ctx, stalePromotion(0)); err != nil {
+			t.Fatal(err)
+		}
 		const maxStale = 300 * time.Millisecond
 		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: maxStale}})
 		nc.near.loseInvalidations.Store(true)
