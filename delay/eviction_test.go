@@ -170,33 +170,13 @@ func TestFaultEvictionLoss(t *testing.T) {
 		c.Del(ctx, ks...)
 	}
 	f := newTally()
-	drain := func() {
-		for {
-			bt, err := q.Take(ctx, MaxBatch)
-			if err != nil && !errors.Is(err, ErrRecordLost) {
-				f.falseErrors++
-				t.Fatalf("take: %v", err)
-			}
-			if len(bt.Tasks) == 0 && bt.Lost == 0 {
-				return
-			}
-			f.take(bt)
-			f.ack(t, ctx, q, bt.Tasks)
-		}
-	}
-	drain()
-	var open []SourceTask
-	for _, s := range src {
-		if !f.acked[s.Key] {
-			open = append(open, s)
-		}
-	}
-	rep, err := q.Reconcile(ctx, &sliceSource{tasks: open}, time.Now(), ReconcileOptions{KeepExtra: true})
+	f.drain(t, ctx, q, true)
+	rep, err := q.Reconcile(ctx, &sliceSource{tasks: f.open(src)}, time.Now(), ReconcileOptions{KeepExtra: true})
 	if err != nil {
 		f.falseErrors++
 		t.Fatalf("reconcile: %v", err)
 	}
-	drain()
+	f.drain(t, ctx, q, true)
 	t.Logf("%d of %d watched queue keys evicted (%s; %s) after %d ballast keys; reconcile %+v; observer %v",
 		missing, len(watched), strings.Join(gone, ","), evicted, n, rep, obs.losses)
 	if obs.Losses.Load() == 0 {

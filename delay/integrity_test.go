@@ -81,6 +81,36 @@ func (f *faultTally) ack(t *testing.T, ctx context.Context, q *Queue, tasks []*T
 	}
 }
 
+// drain takes and acks until nothing is due. lostOK accepts a take that
+// reports IDs without their record (ErrRecordLost, the fault under test);
+// any other error is a false error.
+func (f *faultTally) drain(t *testing.T, ctx context.Context, q *Queue, lostOK bool) {
+	t.Helper()
+	for {
+		bt, err := q.Take(ctx, MaxBatch)
+		if err != nil && !(lostOK && errors.Is(err, ErrRecordLost)) {
+			f.falseErrors++
+			t.Fatalf("drain: %v", err)
+		}
+		if len(bt.Tasks) == 0 && bt.Lost == 0 {
+			return
+		}
+		f.take(bt)
+		f.ack(t, ctx, q, bt.Tasks)
+	}
+}
+
+// open is what the source still lists: the tasks of src not acked yet.
+func (f *faultTally) open(src []SourceTask) []SourceTask {
+	var out []SourceTask
+	for _, s := range src {
+		if !f.acked[s.Key] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func (f *faultTally) take(b Batch) {
 	for _, tk := range b.Tasks {
 		f.delivered[tk.Key]++
@@ -211,29 +241,12 @@ func keyLoss(t *testing.T, b *testredis.Backend, kind string) {
 	}
 
 	// the source lists what is not done yet
-	var open []SourceTask
-	for _, s := range src {
-		if !f.acked[s.Key] {
-			open = append(open, s)
-		}
-	}
-	rep, err := q.Reconcile(ctx, &sliceSource{tasks: open}, time.Now(), ReconcileOptions{KeepExtra: true})
+	rep, err := q.Reconcile(ctx, &sliceSource{tasks: f.open(src)}, time.Now(), ReconcileOptions{KeepExtra: true})
 	if err != nil {
 		f.falseErrors++
 		t.Fatalf("reconcile: %v", err)
 	}
-	for {
-		bt, err := q.Take(ctx, MaxBatch)
-		if err != nil && !(kind == "bucket" && errors.Is(err, ErrRecordLost)) {
-			f.falseErrors++
-			t.Fatalf("drain: %v", err)
-		}
-		if len(bt.Tasks) == 0 {
-			break
-		}
-		f.take(bt)
-		f.ack(t, ctx, q, bt.Tasks)
-	}
+	f.drain(t, ctx, q, kind == "bucket")
 	st, err := q.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
