@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"testing"
@@ -59,16 +60,35 @@ func matchers(t testing.TB, ps ...gradient.Promotion) map[string]*gradient.Match
 // (Repaired, or Added when the meta hash went), after which every read
 // equals the oracle, Info is clean and the next Refresh is Unchanged.
 func TestDamageHealed(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		checkDamageHealed(t, b, newCache(t, b, Options{}))
+	})
+}
+
+// TestNearDamageHealed is TestDamageHealed with the near cache on: a
+// ladder read for the first time from a damaged promotion says what the
+// Redis path says (ErrDamaged where that needs the missing part), never
+// ErrNotFound for a promotion whose meta hash is there.
+func TestNearDamageHealed(t *testing.T) {
+	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
+		checkDamageHealed(t, b, newNearCache(t, nearClient(t, b), b.Prefix, Options{}))
+	})
+}
+
+// damageRow harms one promotion's keys. readDamaged: some read must see
+// ErrDamaged. infoErr: what Info says (nil for clean). heal: the outcome
+// of the healing Refresh.
+type damageRow struct {
+	name        string
+	harm        func(ctx context.Context, rc redis.UniversalClient, c *Cache, id, version string) error
+	readDamaged bool
+	infoErr     error
+	heal        RefreshOutcome
+}
+
+func damageRows() []damageRow {
 	const ceiling = "9007199254740992"
-	rows := []struct {
-		name string
-		harm func(ctx context.Context, rc redis.UniversalClient, c *Cache, id, version string) error
-		// readDamaged: some read must see ErrDamaged. infoErr: what Info
-		// says (nil for clean). heal: the outcome of the healing Refresh.
-		readDamaged bool
-		infoErr     error
-		heal        RefreshOutcome
-	}{
+	return []damageRow{
 		{"tiers key", func(ctx context.Context, rc redis.UniversalClient, c *Cache, id, v string) error {
 			return rc.Del(ctx, c.tiersKey(id)).Err()
 		}, true, ErrDamaged, Repaired},
@@ -94,50 +114,52 @@ func TestDamageHealed(t *testing.T) {
 			return rc.HDel(ctx, c.metaKey(id), metaUpdated).Err()
 		}, false, ErrCorrupt, Repaired},
 	}
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		c := newCache(t, b, Options{})
-		vals := []int64{0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 50}
-		for i, row := range rows {
-			t.Run(row.name, func(t *testing.T) {
-				p := simplePromotion("dmg"+strconv.Itoa(i), 3, 5, 10)
-				ms := matchers(t, p)
-				rep, err := c.Refresh(ctx, p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := row.harm(ctx, b.Client, c, p.ID, rep.Promotions[0].Version); err != nil {
-					t.Fatal(err)
-				}
-				got, err := readAll(ctx, c, ms, vals)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got.n[vWrong] != 0 || (row.readDamaged && got.n[vDamaged] == 0) || (!row.readDamaged && got.n[vDamaged] != 0) {
-					t.Fatalf("damaged reads: %v (want some damaged: %v)", got, row.readDamaged)
-				}
-				in, err := c.Info(ctx, p.ID)
-				if !errors.Is(err, row.infoErr) || (errors.Is(err, ErrDamaged) && in.Damage == "") {
-					t.Fatalf("Info: %+v %v, want %v", in, err, row.infoErr)
-				}
-				t.Logf("reads %v; info: %v", got, err)
-				rep, err = c.Refresh(ctx, p)
-				if err != nil || rep.Promotions[0].Outcome != row.heal || (row.heal == Repaired && (rep.Repaired != 1 || rep.Promotions[0].Damage == "")) {
-					t.Fatalf("healing refresh: %+v %v, want %v", rep, err, row.heal)
-				}
-				got, err = readAll(ctx, c, ms, vals)
-				if err != nil || got.n[vOK] != len(vals)*len(matchOpts) {
-					t.Fatalf("after heal: %v %v", got, err)
-				}
-				if in, err := c.Info(ctx, p.ID); err != nil || in.Damage != "" {
-					t.Fatalf("Info after heal: %+v %v", in, err)
-				}
-				if rep, err := c.Refresh(ctx, p); err != nil || rep.Unchanged != 1 {
-					t.Fatalf("refresh after heal: %+v %v", rep, err)
-				}
-			})
-		}
-	})
+}
+
+func checkDamageHealed(t *testing.T, b *testredis.Backend, c *Cache) {
+	t.Helper()
+	ctx := testCtx(t)
+	rows := damageRows()
+	vals := []int64{0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 50}
+	for i, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			p := simplePromotion("dmg"+strconv.Itoa(i), 3, 5, 10)
+			ms := matchers(t, p)
+			rep, err := c.Refresh(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := row.harm(ctx, b.Client, c, p.ID, rep.Promotions[0].Version); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readAll(ctx, c, ms, vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.n[vWrong] != 0 || (row.readDamaged && got.n[vDamaged] == 0) || (!row.readDamaged && got.n[vDamaged] != 0) {
+				t.Fatalf("damaged reads: %v (want some damaged: %v)", got, row.readDamaged)
+			}
+			in, err := c.Info(ctx, p.ID)
+			if !errors.Is(err, row.infoErr) || (errors.Is(err, ErrDamaged) && in.Damage == "") {
+				t.Fatalf("Info: %+v %v, want %v", in, err, row.infoErr)
+			}
+			t.Logf("reads %v; info: %v", got, err)
+			rep, err = c.Refresh(ctx, p)
+			if err != nil || rep.Promotions[0].Outcome != row.heal || (row.heal == Repaired && (rep.Repaired != 1 || rep.Promotions[0].Damage == "")) {
+				t.Fatalf("healing refresh: %+v %v, want %v", rep, err, row.heal)
+			}
+			got, err = readAll(ctx, c, ms, vals)
+			if err != nil || got.n[vOK] != len(vals)*len(matchOpts) {
+				t.Fatalf("after heal: %v %v", got, err)
+			}
+			if in, err := c.Info(ctx, p.ID); err != nil || in.Damage != "" {
+				t.Fatalf("Info after heal: %+v %v", in, err)
+			}
+			if rep, err := c.Refresh(ctx, p); err != nil || rep.Unchanged != 1 {
+				t.Fatalf("refresh after heal: %+v %v", rep, err)
+			}
+		})
+	}
 }
 
 // TestMemberOfAnotherPromotion plants a genuine member of promotion A in
@@ -259,6 +281,51 @@ func TestLegacyFormatRewritten(t *testing.T) {
 		for _, raw := range raws {
 			if m, derr := decodeMember(raw, DefaultMaxRecordBytes); derr != nil || !m.hasOwner {
 				t.Fatalf("after upgrade a member has no owner: %+v %v %v", m, derr, err)
+			}
+		}
+	})
+}
+
+// TestReadThroughRepairsDamage: with a Loader, every kind of damage a
+// read can see is repaired by one Load (through Refresh), with and
+// without the near cache, and every read answers like the oracle.
+func TestReadThroughRepairsDamage(t *testing.T) {
+	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		writer := newCache(t, b, Options{})
+		vals := []int64{0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 50}
+		for _, near := range []bool{false, true} {
+			for i, row := range damageRows() {
+				if !row.readDamaged {
+					continue
+				}
+				t.Run(fmt.Sprintf("near=%v/%s", near, row.name), func(t *testing.T) {
+					p := simplePromotion(fmt.Sprintf("ld%v%d", near, i), 3, 5, 10)
+					ld := &countingLoader{promos: map[string]gradient.Promotion{p.ID: p}}
+					var c *Cache
+					if near {
+						c = newNearCache(t, nearClient(t, b), b.Prefix, Options{Loader: ld})
+					} else {
+						c = newCache(t, b, Options{Loader: ld})
+					}
+					rep, err := writer.Refresh(ctx, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := row.harm(ctx, b.Client, writer, p.ID, rep.Promotions[0].Version); err != nil {
+						t.Fatal(err)
+					}
+					got, err := readAll(ctx, c, matchers(t, p), vals)
+					if err != nil || got.n[vOK] != len(vals)*len(matchOpts) {
+						t.Fatalf("reads %v %v, want all ok", got, err)
+					}
+					if n := ld.calls.Load(); n != 1 {
+						t.Fatalf("%d loads, want 1", n)
+					}
+					if in, err := writer.Info(ctx, p.ID); err != nil || in.Damage != "" {
+						t.Fatalf("Info after the load: %+v %v", in, err)
+					}
+				})
 			}
 		}
 	})

@@ -148,10 +148,17 @@ func errRemembered(id string) error {
 // lines keep their answers.
 func (c *Cache) readThroughLines(ctx context.Context, qs []Query, opt MatchOptions, rs []Result) {
 	var ids []string
+	var damage []bool // by id: some line found it damaged, not missing
 	for i := range rs {
-		if loadable(rs[i].Err) && !contains(ids, qs[i].Promotion) {
-			ids = append(ids, qs[i].Promotion)
+		if !loadable(rs[i].Err) {
+			continue
 		}
+		k := index(ids, qs[i].Promotion)
+		if k < 0 {
+			k = len(ids)
+			ids, damage = append(ids, qs[i].Promotion), append(damage, false)
+		}
+		damage[k] = damage[k] || errors.Is(rs[i].Err, ErrDamaged)
 	}
 	if len(ids) == 0 {
 		return
@@ -162,7 +169,7 @@ func (c *Cache) readThroughLines(ctx context.Context, qs []Query, opt MatchOptio
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[k] = c.rt.ensure(ctx, c, id)
+			errs[k] = c.rt.ensure(ctx, c, id, damage[k])
 		}()
 	}
 	wg.Wait()
@@ -195,8 +202,6 @@ func (c *Cache) readThroughLines(ctx context.Context, qs []Query, opt MatchOptio
 	}
 }
 
-func contains(ids []string, id string) bool { return index(ids, id) >= 0 }
-
 func index(ids []string, id string) int {
 	for k, x := range ids {
 		if x == id {
@@ -208,9 +213,10 @@ func index(ids []string, id string) int {
 
 // ensure makes id present in Redis, or says why not: nil when it is there
 // (loaded here or by another process), errRemembered when the source does
-// not know it, an ErrLoad otherwise. The caller waits at most until ctx
-// ends; the load itself goes on for the other callers.
-func (rt *readThrough) ensure(ctx context.Context, c *Cache, id string) error {
+// not know it, an ErrLoad otherwise. damaged: a read found it stored but
+// not whole, so being there is not enough. The caller waits at most until
+// ctx ends; the load itself goes on for the other callers.
+func (rt *readThrough) ensure(ctx context.Context, c *Cache, id string, damaged bool) error {
 	if rt.remembered(id) {
 		return errRemembered(id)
 	}
@@ -224,7 +230,7 @@ func (rt *readThrough) ensure(ctx context.Context, c *Cache, id string) error {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.opt.LeaseTTL)
 		go func() {
 			defer cancel()
-			f.err = rt.load(fctx, c, id)
+			f.err = rt.load(fctx, c, id, damaged)
 			rt.mu.Lock()
 			delete(rt.flights, id)
 			rt.mu.Unlock()
@@ -241,9 +247,9 @@ func (rt *readThrough) ensure(ctx context.Context, c *Cache, id string) error {
 }
 
 // load takes the Redis lease and calls the loader, or waits for the
-// process that holds the lease, until the promotion is stored, known
-// unknown, or ctx ends.
-func (rt *readThrough) load(ctx context.Context, c *Cache, id string) error {
+// process that holds the lease, until the promotion is stored (whole, when
+// damaged), known unknown, or ctx ends.
+func (rt *readThrough) load(ctx context.Context, c *Cache, id string, damaged bool) error {
 	token := newToken()
 	tiers, absent, lease := c.tiersKey(id), c.absentKey(id), c.leaseKey(id)
 	if err := sameSlot(tiers, absent, lease); err != nil {
@@ -256,6 +262,18 @@ func (rt *readThrough) load(ctx context.Context, c *Cache, id string) error {
 		took := pipe.SetNX(ctx, lease, token, rt.opt.LeaseTTL)
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, ctxErr(ctx, err))
+		}
+		if damaged && exists.Val() > 0 {
+			// A tiers key without a sentinel, or without its gift lists,
+			// exists and is still damaged: Info tells, off the hot path.
+			if _, err := c.Info(ctx, id); errors.Is(err, ErrDamaged) {
+				exists.SetVal(0)
+			} else if err != nil && !errors.Is(err, ErrNotFound) {
+				if took.Val() {
+					rt.release(ctx, c, lease, token)
+				}
+				return fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
+			}
 		}
 		switch {
 		case exists.Val() > 0 || mark.Val() > 0 || mark.Val() == -1:

@@ -90,15 +90,17 @@ func stampede(ctx context.Context, c *Cache, m *gradient.Matcher, n int) (bad []
 func coldPromotion() gradient.Promotion { return simplePromotion("cold", 2, 4, 8) }
 
 // TestReadThroughOneLoadPerProcess: 200 goroutines on a cold promotion,
-// with and without a near cache, make one Load, and every line gets the
+// never stored or stored and then damaged (its tiers key deleted), with
+// and without a near cache, make one Load, and every line gets the
 // oracle's answer.
 func TestReadThroughOneLoadPerProcess(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		for _, near := range []bool{false, true} {
+		for _, tc := range []struct{ near, damaged bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			near := tc.near
 			if near && !b.Real() {
 				continue // miniredis has no client tracking: the near cache would never engage
 			}
-			t.Run(fmt.Sprintf("near=%v", near), func(t *testing.T) {
+			t.Run(fmt.Sprintf("near=%v,damaged=%v", near, tc.damaged), func(t *testing.T) {
 				ctx := testCtx(t)
 				p := coldPromotion()
 				m, _ := gradient.NewMatcher(p)
@@ -115,6 +117,14 @@ func TestReadThroughOneLoadPerProcess(t *testing.T) {
 					}
 				}
 				t.Cleanup(func() { cleanupPrefix(t, b, prefix) })
+				if tc.damaged {
+					if _, err := c.Refresh(ctx, p); err != nil {
+						t.Fatal(err)
+					}
+					if err := b.Client.Del(ctx, c.tiersKey(p.ID)).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
 				if bad := stampede(ctx, c, m, 200); len(bad) > 0 {
 					t.Fatalf("%d bad lines, first: %s", len(bad), bad[0])
 				}

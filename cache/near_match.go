@@ -110,6 +110,7 @@ func (c *Cache) nearFill(ctx context.Context, qs []Query, opt MatchOptions, rs [
 	type read struct {
 		snap nearSnap
 		cmd  *redis.StringSliceCmd
+		meta *redis.IntCmd // EXISTS of the meta hash, read with the ladder
 		l    *ladder
 		bad  bool // take the Redis path
 	}
@@ -124,22 +125,28 @@ func (c *Cache) nearFill(ctx context.Context, qs []Query, opt MatchOptions, rs [
 		// that lands between the two makes install refuse the reply.
 		rd := &read{snap: nc.snap(id)}
 		rd.cmd = pipe.ZRange(ctx, c.tiersKey(id), 0, int64(nc.opt.MaxTiers)+2)
+		// An empty ladder is ErrNotFound only without a meta hash; with
+		// one the promotion is damaged, which the Redis path tells apart.
+		rd.meta = pipe.Exists(ctx, c.metaKey(id))
 		reads[id] = rd
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		for _, rd := range reads {
 			var rerr redis.Error
-			if e := rd.cmd.Err(); e != nil && !errors.As(e, &rerr) {
-				return nil, e
+			for _, e := range []error{rd.cmd.Err(), rd.meta.Err()} {
+				if e != nil && !errors.As(e, &rerr) {
+					return nil, e
+				}
 			}
 		}
 	}
 	for id, rd := range reads {
 		raws, err := rd.cmd.Result()
 		switch {
-		case err != nil:
+		case err != nil || rd.meta.Err() != nil:
 			rd.bad = true // a Redis error reply: the Redis path files it per line
 		case len(raws) == 0:
+			rd.bad = rd.meta.Val() != 0
 		case len(raws) > nc.opt.MaxTiers+2:
 			nc.markBig(id, rd.snap)
 			rd.bad = true
@@ -314,6 +321,7 @@ func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, er
 			}
 		}
 	}
+	var missing []int
 	for i := range rs {
 		t := rs[i].Tier
 		if t == nil || !t.HasGifts || t.Gifts != nil || skipped(i) {
@@ -331,7 +339,7 @@ func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, er
 		if !ok {
 			raw, present := f.cmd.Val()[t.ID]
 			if !present {
-				rs[i].Err = fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, rs[i].Promotion, rs[i].Version, t.ID)
+				missing = append(missing, i)
 				continue
 			}
 			_, err := decodeGifts([]byte(raw), c.maxBytes)
@@ -339,6 +347,11 @@ func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, er
 			continue
 		}
 		t.Gifts = append([]gradient.Gift(nil), list...)
+	}
+	if len(missing) > 0 {
+		// As on the Redis path: ErrDamaged while the version is current,
+		// else ErrGiftsGone; one more round trip, only here.
+		return 2, c.giftsMissing(ctx, rs, missing)
 	}
 	return 1, nil
 }
