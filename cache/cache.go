@@ -19,6 +19,7 @@ type Cache struct {
 	prefix   string
 	digits   int
 	now      func() time.Time
+	wallNow  bool // Options.Now was nil: now is time.Now, so one reading serves both clocks
 	grace    time.Duration
 	maxBytes int
 	retries  int
@@ -59,6 +60,7 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 		prefix:   o.Prefix,
 		digits:   o.MinorDigits,
 		now:      o.Now,
+		wallNow:  opts.Now == nil,
 		grace:    o.Grace,
 		maxBytes: o.MaxRecordBytes,
 		retries:  o.RefreshRetries,

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/gradient"
 )
 
 // Gifts fetches the gift lists of every hit in rs whose tier has gifts
@@ -71,7 +73,7 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result) (int, error) {
 			rs[i].Err = fmt.Errorf("promotion %q tier %q: %w", rs[i].Promotion, rs[i].Tier.ID, err)
 			continue
 		}
-		rs[i].Tier.Gifts = gifts
+		rs[i].Tier = withGifts(rs[i].Tier, gifts)
 	}
 	if len(missing) == 0 {
 		return 1, nil
@@ -122,4 +124,12 @@ func (c *Cache) giftsMissing(ctx context.Context, rs []Result, missing []int) er
 		}
 	}
 	return nil
+}
+
+// withGifts is a copy of t carrying gifts: a TierHit from the near cache
+// is shared by every reader of its ladder, so it is never written.
+func withGifts(t *TierHit, gifts []gradient.Gift) *TierHit {
+	cp := *t
+	cp.Gifts = gifts
+	return &cp
 }

@@ -44,7 +44,10 @@ type MatchOptions struct {
 	Gifts bool
 }
 
-// Result is the answer for one query.
+// Result is the answer for one query. Tier and Next are read-only: with
+// a near cache they point into the held ladder, shared by every reader, so
+// copy a TierHit before changing it (Gifts and MatchOptions.Gifts set
+// Tier to a copy that carries the list).
 type Result struct {
 	Promotion string
 	// Tier is the hit, nil unless Err is nil (or ErrGiftsGone, ErrDamaged

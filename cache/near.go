@@ -3,6 +3,7 @@ package cache
 import (
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,8 +98,12 @@ type ladder struct {
 	id      string
 	version string
 	floor   *decoded
-	tiers   []*decoded // ascending by score
-	bytes   int64
+	// scores are the tiers' scores, ascending, and hits the tiers as
+	// answers, by the same index: the search runs over one dense slice,
+	// not a pointer per tier, and an answer is a copy, not a build.
+	scores []int64
+	hits   []TierHit
+	bytes  int64
 	// validated is when (UnixNano, taken before the read was sent) Redis
 	// last confirmed this version.
 	validated atomic.Int64
@@ -154,7 +159,8 @@ type nearSnap struct {
 }
 
 func newNear(o NearCacheOptions) *near {
-	n := min(nearShards, max(1, o.MaxPromotions))
+	// A power of two, so that a shard is picked with a mask.
+	n := 1 << (bits.Len(uint(min(nearShards, max(1, o.MaxPromotions)))) - 1)
 	nc := &near{opt: o, seed: maphash.MakeSeed(), shards: make([]nearShard, n)}
 	for i := range nc.shards {
 		sh := &nc.shards[i]
@@ -168,7 +174,7 @@ func newNear(o NearCacheOptions) *near {
 
 func (nc *near) hash(id string) uint64 { return maphash.String(nc.seed, id) }
 
-func (nc *near) shard(h uint64) *nearShard { return &nc.shards[h%uint64(len(nc.shards))] }
+func (nc *near) shard(h uint64) *nearShard { return &nc.shards[h&uint64(len(nc.shards)-1)] }
 
 func (nc *near) stripe(h uint64) *atomic.Uint64 { return &nc.gens[(h>>32)%nearStripes] }
 

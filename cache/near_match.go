@@ -26,12 +26,11 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 	if !c.nopObs {
 		start = time.Now()
 	}
-	perLine := 1
-	if opt.Next {
-		perLine = 2
+	wall := time.Now()
+	nowNs, nowMs := wall.UnixNano(), wall.UnixMilli()
+	if !c.wallNow {
+		nowMs = c.now().UnixMilli()
 	}
-	hits := make([]TierHit, 0, len(qs)*perLine)
-	nowNs, nowMs := time.Now().UnixNano(), c.now().UnixMilli()
 	var miss, direct []int // line indexes
 	var scores []int64     // query scores of the miss lines, by line
 	for i := range qs {
@@ -45,7 +44,7 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 		switch {
 		case l != nil:
 			nc.hits.Add(1)
-			hits = c.answer(l, &qs[i], s, nowMs, opt.Next, &rs[i], hits)
+			c.answer(l, &qs[i], s, nowMs, opt.Next, &rs[i])
 		case big:
 			direct = append(direct, i)
 		default:
@@ -60,7 +59,7 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 	if len(miss) > 0 {
 		nc.misses.Add(int64(len(miss)))
 		rts++
-		more, err := c.nearFill(ctx, qs, opt, rs, miss, scores, nowMs, hits)
+		more, err := c.nearFill(ctx, qs, opt, rs, miss, scores, nowMs)
 		if err != nil {
 			c.obs.OnRoundTrips(OpMatch, rts)
 			return true, fmt.Errorf("cache: match: %w", ctxErr(ctx, err))
@@ -105,7 +104,7 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 // nearFill reads the ladders of the miss lines in one pipeline, answers
 // them and installs what it read. It returns the lines that must take the
 // Redis path instead.
-func (c *Cache) nearFill(ctx context.Context, qs []Query, opt MatchOptions, rs []Result, miss []int, scores []int64, nowMs int64, hits []TierHit) (direct []int, err error) {
+func (c *Cache) nearFill(ctx context.Context, qs []Query, opt MatchOptions, rs []Result, miss []int, scores []int64, nowMs int64) (direct []int, err error) {
 	nc := c.near
 	type read struct {
 		snap nearSnap
@@ -170,7 +169,7 @@ func (c *Cache) nearFill(ctx context.Context, qs []Query, opt MatchOptions, rs [
 		case rd.l == nil:
 			rs[i].Err = ErrNotFound
 		default:
-			hits = c.answer(rd.l, &qs[i], scores[i], nowMs, opt.Next, &rs[i], hits)
+			c.answer(rd.l, &qs[i], scores[i], nowMs, opt.Next, &rs[i])
 		}
 	}
 	return direct, nil
@@ -183,7 +182,7 @@ func (c *Cache) buildLadder(id string, raws []string) (*ladder, error) {
 	if len(raws) < 2 {
 		return nil, fmt.Errorf("%w: promotion %q has %d members", ErrCorrupt, id, len(raws))
 	}
-	l := &ladder{id: id, tiers: make([]*decoded, 0, len(raws)-2)}
+	l := &ladder{id: id, scores: make([]int64, 0, len(raws)-2), hits: make([]TierHit, 0, len(raws)-2)}
 	tag := ownerTag(id)
 	for k, raw := range raws {
 		d, err := c.decode(id, raw)
@@ -208,10 +207,10 @@ func (c *Cache) buildLadder(id string, raws []string) (*ladder, error) {
 			return nil, fmt.Errorf("%w: promotion %q member %d does not fit its ladder", ErrCorrupt, id, k)
 		}
 		if want == kindTier {
-			if n := len(l.tiers); n > 0 && l.tiers[n-1].m.score >= m.score {
+			if n := len(l.scores); n > 0 && l.scores[n-1] >= m.score {
 				return nil, fmt.Errorf("%w: promotion %q tiers out of order", ErrCorrupt, id)
 			}
-			l.tiers = append(l.tiers, d)
+			l.scores, l.hits = append(l.scores, m.score), append(l.hits, d.tierHit())
 		}
 	}
 	return l, nil
@@ -236,36 +235,34 @@ func (d *decoded) tierHit() TierHit {
 }
 
 // answer is evaluate for a held ladder: the same checks in the same
-// order, a binary search for the hit, the tier above it as Next.
-func (c *Cache) answer(l *ladder, q *Query, s, nowMs int64, next bool, r *Result, hits []TierHit) []TierHit {
+// order, a binary search for the hit, the tier above it as Next. Tier and
+// Next point into the ladder (read-only, see Result): a cart answered
+// from memory allocates only its results.
+func (c *Cache) answer(l *ladder, q *Query, s, nowMs int64, next bool, r *Result) {
 	r.Version = l.version
 	f := &l.floor.m
 	if err := c.admit(q, f, nowMs); err != nil {
 		r.Err = err
-		return hits
+		return
 	}
-	lo, hi := 0, len(l.tiers) // first tier with score > s
+	lo, hi := 0, len(l.scores) // first tier with score > s
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if l.tiers[mid].m.score <= s {
+		if l.scores[mid] <= s {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
 	if lo > 0 {
-		hits = append(hits, l.tiers[lo-1].tierHit())
-		r.Tier = &hits[len(hits)-1]
+		r.Tier = &l.hits[lo-1]
 	} else {
 		r.Err = ErrNoTier
 	}
-	if next && lo < len(l.tiers) {
-		n := l.tiers[lo]
-		hits = append(hits, n.tierHit())
-		r.Next = &hits[len(hits)-1]
-		r.Shortfall = f.scoreValue(n.m.score - s)
+	if next && lo < len(l.scores) {
+		r.Next = &l.hits[lo]
+		r.Shortfall = f.scoreValue(l.scores[lo] - s)
 	}
-	return hits
 }
 
 // nearGifts fills the gifts of near-answered hits: from the ladder's
@@ -297,7 +294,7 @@ func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, er
 		if l, _ := nc.get(rs[i].Promotion, nowNs); l != nil && l.version == rs[i].Version {
 			if g := l.gifts.Load(); g != nil {
 				if list, ok := (*g)[t.ID]; ok {
-					t.Gifts = append([]gradient.Gift(nil), list...) // callers may write to theirs
+					rs[i].Tier = withGifts(t, append([]gradient.Gift(nil), list...)) // callers may write to theirs
 					continue
 				}
 			}
@@ -346,7 +343,7 @@ func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, er
 			rs[i].Err = fmt.Errorf("promotion %q tier %q: %w", rs[i].Promotion, t.ID, err)
 			continue
 		}
-		t.Gifts = append([]gradient.Gift(nil), list...)
+		rs[i].Tier = withGifts(t, append([]gradient.Gift(nil), list...)) // callers may write to theirs
 	}
 	if len(missing) > 0 {
 		// As on the Redis path: ErrDamaged while the version is current,

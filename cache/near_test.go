@@ -135,8 +135,7 @@ func TestNearLadderAgreesWithOracle(t *testing.T) {
 			q := queryFor(&p, s)
 			var r Result
 			r.Promotion = p.ID
-			hits := c.answer(l, &q, s, time.Now().UnixMilli(), true, &r, make([]TierHit, 0, 2))
-			_ = hits
+			c.answer(l, &q, s, time.Now().UnixMilli(), true, &r)
 			checkAgainstOracle(t, m, s, r, true)
 			if r.Version != e.version {
 				t.Fatalf("version %q, want %q", r.Version, e.version)
@@ -431,4 +430,70 @@ func TestNearOptions(t *testing.T) {
 	if err := c.Close(); err != nil || c.NearStats().Tracking {
 		t.Fatal("Close")
 	}
+}
+
+// TestNearSharedHitsStayUnwritten: near answers share their TierHit with
+// every reader of the ladder; filling gifts (MatchOptions.Gifts, or
+// Cache.Gifts on a near answer) gives the caller a copy, so the held hit
+// never gains a list and a caller's write to its list reaches nobody else.
+func TestNearSharedHitsStayUnwritten(t *testing.T) {
+	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{})
+		p := versioned("v1", 2, 4, 6)
+		if _, err := nc.Refresh(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		q := QuantityQuery(p.ID, 5)
+		held := func() *TierHit {
+			t.Helper()
+			r, err := nc.Match(ctx, q, MatchOptions{})
+			if err != nil || r.Tier == nil {
+				t.Fatalf("plain read: %+v %v", r, err)
+			}
+			return r.Tier
+		}
+		// The Refresh's own invalidation may land after the first read
+		// and refuse its install: read until two reads share their hit.
+		shared, deadline := held(), time.Now().Add(5*time.Second)
+		for again := held(); again != shared; again = held() {
+			if time.Now().After(deadline) {
+				t.Fatal("no two reads shared a held hit within 5 s")
+			}
+			shared = again
+		}
+		for _, fill := range []struct {
+			name string
+			read func() (*TierHit, error)
+		}{
+			{"MatchOptions.Gifts", func() (*TierHit, error) {
+				r, err := nc.Match(ctx, q, MatchOptions{Gifts: true})
+				return r.Tier, err
+			}},
+			{"Cache.Gifts", func() (*TierHit, error) {
+				r, err := nc.Match(ctx, q, MatchOptions{})
+				if err != nil {
+					return nil, err
+				}
+				rs := []Result{r}
+				err = nc.Gifts(ctx, rs)
+				return rs[0].Tier, err
+			}},
+		} {
+			got, err := fill.read()
+			if err != nil || got == nil || len(got.Gifts) == 0 {
+				t.Fatalf("%s: %+v %v", fill.name, got, err)
+			}
+			if got == shared {
+				t.Fatalf("%s filled the shared hit", fill.name)
+			}
+			got.Gifts[0].SKU = "written by the caller"
+			if h := held(); h.Gifts != nil {
+				t.Fatalf("%s: the held hit gained gifts %+v", fill.name, h.Gifts)
+			}
+			if again, _ := fill.read(); again.Gifts[0].SKU == "written by the caller" {
+				t.Fatalf("%s: a caller's write reached the next reader", fill.name)
+			}
+		}
+	})
 }

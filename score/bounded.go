@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"reflect"
 	"strings"
+	"unsafe"
 
 	"github.com/shopspring/decimal"
 
@@ -55,26 +56,38 @@ func CheckDecimal(d decimal.Decimal) error {
 // coefWords is the size of d's coefficient in 64-bit words. decimal
 // offers no size accessor that neither allocates (Coefficient copies)
 // nor converts (NumDigits computes 10^n: 5.6 ms for 200,000 digits), so
-// it reads the big.Int's word slice length by reflection, which allocates
-// nothing; layoutOK falls back to the copy if the layout ever differs.
+// it reads the big.Int's word slice length in place, at the offsets that
+// reflection found at init (layout); without them it falls back to the
+// copy. Reflection per call cost a tenth of a near-cache cart line.
 func coefWords(d decimal.Decimal) int {
-	if !layoutOK {
+	if !layout.ok {
 		return (d.Coefficient().BitLen() + 63) / 64
 	}
-	v := reflect.ValueOf(&d).Elem().Field(0)
-	if v.IsNil() {
+	b := *(**big.Int)(unsafe.Add(unsafe.Pointer(&d), layout.coef))
+	if b == nil {
 		return 0
 	}
-	return v.Elem().Field(1).Len()
+	return len(*(*[]big.Word)(unsafe.Add(unsafe.Pointer(b), layout.words)))
 }
 
-// layoutOK: decimal.Decimal's first field is its *big.Int coefficient and
-// big.Int's second field its word slice, as coefWords assumes.
-var layoutOK = func() bool {
-	dt := reflect.TypeFor[decimal.Decimal]()
-	bt := reflect.TypeFor[big.Int]()
-	return dt.NumField() > 0 && dt.Field(0).Type == reflect.TypeFor[*big.Int]() &&
-		bt.NumField() > 1 && bt.Field(1).Type.Kind() == reflect.Slice && bt.Field(1).Type.Elem() == reflect.TypeFor[big.Word]()
+// layout: where decimal.Decimal keeps its *big.Int coefficient and
+// big.Int its word slice; ok only when both fields have those types.
+var layout = func() (l struct {
+	ok          bool
+	coef, words uintptr
+}) {
+	dt, bt := reflect.TypeFor[decimal.Decimal](), reflect.TypeFor[big.Int]()
+	for i := 0; i < dt.NumField(); i++ {
+		if f := dt.Field(i); f.Type == reflect.TypeFor[*big.Int]() {
+			for j := 0; j < bt.NumField(); j++ {
+				if g := bt.Field(j); g.Type.Kind() == reflect.Slice && g.Type.Elem() == reflect.TypeFor[big.Word]() {
+					l.ok, l.coef, l.words = true, f.Offset, g.Offset
+					return l
+				}
+			}
+		}
+	}
+	return l
 }()
 
 // magnitude returns n such that 10^(n-1) ≤ |d|·10^shift < 10^n for a

@@ -7,10 +7,10 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// TestCoefWordsMatchesCoefficient pins the reflection in coefWords to
+// TestCoefWordsMatchesCoefficient pins the in-place read in coefWords to
 // what decimal's own (copying) accessor says.
 func TestCoefWordsMatchesCoefficient(t *testing.T) {
-	if !layoutOK {
+	if !layout.ok {
 		t.Fatal("decimal.Decimal or big.Int changed layout; coefWords falls back to copying")
 	}
 	for _, s := range []string{"0", "1", "-1", "99.99", "18446744073709551615", "18446744073709551616", "-" + strings.Repeat("9", 80), strings.Repeat("7", 5000)} {

@@ -22,9 +22,8 @@ const (
 // The near floors, on p50 latency: a near op takes a few hundred ns, so
 // its ops/s over a round is set by how long the scheduler of a loaded
 // machine keeps the process off its cores, not by the code; the median op
-// is not. Measured here under load: near p50 80-90x faster than raw
-// (robust), 3000/3 tiers 1.2-1.4x (robust), a 20-line nearcart 10-16x
-// faster than the raw pipeline (tight).
+// is not. The cart floor stays tight: its margin on a loaded 2-core
+// machine is within that machine's noise (docs/benchmarks.md).
 const (
 	floorNearVsRaw       = 30.0 // robust
 	floorNearCartVsRaw   = 20.0 // tight
