@@ -1,5 +1,6 @@
--- lib.lua: helpers shared by every delay script. Go prepends this file to
--- each script body, so it declares no KEYS/ARGV of its own.
+-- lib.lua: helpers shared by every delay script. go generate ./delay
+-- prepends this file's prelude and the functions a body uses to that body
+-- (lua/gen), so it declares no KEYS/ARGV of its own.
 --
 -- Records are bucketed: the tasks key a script gets in KEYS is a base name,
 -- and a record lives in the hash <tasks>:<task ID minus its last base-36
