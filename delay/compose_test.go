@@ -139,7 +139,7 @@ func TestComposeKeepsWhatScriptsUse(t *testing.T) {
 		}
 		src := p.Lib + p.Body
 		for _, fn := range defined {
-			called := regexp.MustCompile(`\b` + fn + `\b`).MatchString(p.Body) ||
+			called := regexp.MustCompile(`\b`+fn+`\b`).MatchString(p.Body) ||
 				regexp.MustCompile(`\b`+fn+`\(`).MatchString(src)
 			has := strings.Contains(p.Lib, "local function "+fn+"(")
 			if called && !has {
