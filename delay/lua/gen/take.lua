@@ -60,7 +60,7 @@
 -- two and leaves the record alone: a record changes only when its task
 -- does (retry, expiry, cancel), not on every delivery.
 -- Scores: (ms - epoch) * mult + seq, mult = 2^bits, exactly score.TimeCodec.
--- Return codes (mirrored in scripts.go):
+-- Return codes (mirrored in scripts.go, compared by TestLibConstantsMatchGo):
 local C_OK, C_DUP, C_NOT_FOUND, C_LEASE_LOST = 0, 1, 2, 3
 local C_BEFORE_EPOCH, C_RANGE, C_TOO_MANY, C_SEQ = 4, 5, 6, 7
 local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
@@ -145,10 +145,11 @@ end
 -- end of lib.lua
 -- reply.lua: the kept reply of a mutating script. A call whose reply was
 -- lost is sent again (go-redis retries, the Worker's own re-sends) with the
--- same KEYS and ARGV; it must not run a second time. Go wraps each mutating
--- body into rp_body and ends the script with rp_run (see once in
--- scripts.go), so the first run stores its reply under the call's request
--- key and a re-run returns that reply without running the body.
+-- same KEYS and ARGV; it must not run a second time. go generate wraps
+-- each mutating body into rp_body and ends the script with rp_run (see
+-- Once in internal/luacompose), so the first run stores its reply under
+-- the call's request key and a re-run returns that reply without running
+-- the body.
 -- KEYS[#KEYS] -> reply key <prefix>:{q:<name>}:rp:<request ID>, STRING with
 --                a PX; removed from KEYS before the body runs
 -- ARGV[#ARGV] -> how long the reply is kept, ms; removed from ARGV likewise
