@@ -14,10 +14,10 @@ import (
 	"github.com/tierset/tierset/internal/keyscan"
 )
 
-//go:embed lua/browse.lua
-var luaBrowse string
+//go:embed lua/gen/browse.lua
+var genBrowse string
 
-var scriptBrowse = redis.NewScript(compose(luaLib, luaBrowse))
+var scriptBrowse = redis.NewScript(genBrowse)
 
 // BrowseOptions selects what Browse lists.
 type BrowseOptions struct {

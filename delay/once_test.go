@@ -43,7 +43,7 @@ return r`, "rp_ints", "rp_unints", '='},
 		q := newQ(t, b, Options{})
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				s := redis.NewScript(once(counted+tc.body, tc.keep, tc.grow))
+				s := redis.NewScript(testOnce(t, counted+tc.body, tc.keep, tc.grow))
 				counter := q.k.rp + "test:" + tc.name
 				req := q.req.next()
 				first, err := q.mutate(ctx, s, "test", req, []string{counter}, "ok")

@@ -10,10 +10,10 @@ import (
 )
 
 var (
-	//go:embed lua/release.lua
-	luaRelease string
+	//go:embed lua/gen/release.lua
+	genRelease string
 
-	scriptRelease = redis.NewScript(once(luaRelease, "rp_codes", "rp_uncodes"))
+	scriptRelease = redis.NewScript(genRelease)
 )
 
 // release gives tasks that the worker took but never started back to due

@@ -72,16 +72,6 @@ type Worker struct {
 	running atomic.Bool
 }
 
-// ackLinger is how long the completion loop waits for more acks after the
-// first when fewer than ackEnough are queued: at most a millisecond turns a
-// trickle of small ack scripts into fewer larger ones, which leaves Redis
-// more time for takes (measured: lower take+ack cost and lateness at 10k/s).
-// An ack only deletes a finished task, so a late one delays nothing.
-const (
-	ackLinger = time.Millisecond
-	ackEnough = 64
-)
-
 // NewWorker returns a worker for q running h.
 func NewWorker(q *Queue, h Handler, opts WorkerOptions) (*Worker, error) {
 	if q == nil || h == nil {
@@ -405,75 +395,6 @@ func (w *Worker) wakeLoop(ctx context.Context, wake chan<- struct{}) {
 			failures++
 			w.q.o.Observer.OnError(w.q.name, "wake", err)
 			sleepCtx(ctx, w.reconnectDelay(failures))
-		}
-	}
-}
-
-// ackLoop batches acks: it blocks for one, drains what else is queued and
-// acks them all in one script.
-func (w *Worker) ackLoop(ctx context.Context, acks <-chan Lease, quit <-chan struct{}) {
-	q := w.q
-	batch := make([]Lease, 0, MaxBatch)
-	for {
-		var l Lease
-		select {
-		case l = <-acks:
-		case <-quit:
-			select {
-			case l = <-acks: // drain what is left before leaving
-			default:
-				return
-			}
-		}
-		batch = append(batch[:0], l)
-		drain(acks, &batch)
-		if len(batch) < ackEnough {
-			// Linger briefly: handlers finishing together share one script.
-			t := time.NewTimer(ackLinger)
-		linger:
-			for len(batch) < ackEnough {
-				select {
-				case l := <-acks:
-					batch = append(batch, l)
-					drain(acks, &batch)
-				case <-t.C:
-					break linger
-				case <-quit:
-					break linger
-				}
-			}
-			t.Stop()
-		}
-		req := q.req.next() // every attempt is the same call
-		for attempt := 1; ; attempt++ {
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			errs, err := q.ackMany(actx, batch, req)
-			cancel()
-			if err == nil {
-				for _, e := range errs {
-					if e != nil {
-						q.o.Observer.OnError(q.name, "ack", e)
-					}
-				}
-				break
-			}
-			q.o.Observer.OnError(q.name, "ack", err)
-			if attempt >= 6 || ctx.Err() != nil {
-				break // the leases will expire and the tasks come back
-			}
-			sleepCtx(ctx, w.reconnectDelay(attempt))
-		}
-	}
-}
-
-// drain appends what is queued on acks, up to MaxBatch in all.
-func drain(acks <-chan Lease, batch *[]Lease) {
-	for len(*batch) < MaxBatch {
-		select {
-		case l := <-acks:
-			*batch = append(*batch, l)
-		default:
-			return
 		}
 	}
 }

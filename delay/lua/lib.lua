@@ -1,5 +1,6 @@
--- lib.lua: helpers shared by every delay script. Go prepends this file to
--- each script body, so it declares no KEYS/ARGV of its own.
+-- lib.lua: helpers shared by every delay script. go generate ./delay
+-- prepends this file's prelude and the functions a body uses to that body
+-- (lua/gen), so it declares no KEYS/ARGV of its own.
 --
 -- Records are bucketed: the tasks key a script gets in KEYS is a base name,
 -- and a record lives in the hash <tasks>:<task ID minus its last base-36
@@ -30,7 +31,7 @@
 -- two and leaves the record alone: a record changes only when its task
 -- does (retry, expiry, cancel), not on every delivery.
 -- Scores: (ms - epoch) * mult + seq, mult = 2^bits, exactly score.TimeCodec.
--- Return codes (mirrored in scripts.go):
+-- Return codes (mirrored in scripts.go, compared by TestLibConstantsMatchGo):
 local C_OK, C_DUP, C_NOT_FOUND, C_LEASE_LOST = 0, 1, 2, 3
 local C_BEFORE_EPOCH, C_RANGE, C_TOO_MANY, C_SEQ = 4, 5, 6, 7
 local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10

@@ -1,9 +1,10 @@
 -- reply.lua: the kept reply of a mutating script. A call whose reply was
 -- lost is sent again (go-redis retries, the Worker's own re-sends) with the
--- same KEYS and ARGV; it must not run a second time. Go wraps each mutating
--- body into rp_body and ends the script with rp_run (see once in
--- scripts.go), so the first run stores its reply under the call's request
--- key and a re-run returns that reply without running the body.
+-- same KEYS and ARGV; it must not run a second time. go generate wraps
+-- each mutating body into rp_body and ends the script with rp_run (see
+-- Once in internal/luacompose), so the first run stores its reply under
+-- the call's request key and a re-run returns that reply without running
+-- the body.
 -- KEYS[#KEYS] -> reply key <prefix>:{q:<name>}:rp:<request ID>, STRING with
 --                a PX; removed from KEYS before the body runs
 -- ARGV[#ARGV] -> how long the reply is kept, ms; removed from ARGV likewise

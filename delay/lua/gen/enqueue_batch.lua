@@ -1,0 +1,803 @@
+-- Code generated from lib.lua + reply.lua + take_kept.lua + enqueue_batch.lua by `go generate ./delay`; DO NOT EDIT.
+-- enqueue_batch.lua: idempotent enqueue of 1..maxEnqueueJobs tasks, with
+-- exactly the outcome of enqueueing them one by one in ARGV order (same
+-- IDs, scores, duplicates, codes, stored state), with few Redis calls: one
+-- HMGET reads the index entries of every job's digest; a digest with no
+-- entry (the common case) proves its job has no duplicate, and its task
+-- costs no call of its own. Records go out in one HSET per tasks bucket,
+-- index entries in one HSET, scores in one ZADD, then one wake check.
+-- Digests that already have an entry take the slow path: their records are
+-- read. Records come built from Go (freshRecord), so the fast path builds
+-- no strings but the score text.
+-- KEYS[1] -> due ZSET        KEYS[2] -> inflight ZSET   KEYS[3] -> dead ZSET
+-- KEYS[4] -> tasks base      KEYS[5] -> idx HASH        KEYS[6] -> ctr HASH
+-- KEYS[7] -> stats HASH      KEYS[8] -> wake LIST
+-- ARGV[1] -> codec epoch ms  ARGV[2] -> 2^bits   ARGV[3] -> codec max ms offset
+-- ARGV[4] -> max tasks per business key
+-- ARGV[3i+2 .. 3i+4] -> job i (i = 1..n): digest of its business key,
+--   fresh record (it holds the key and the token; toklen 0: generate, the
+--   token is the ID), when: ms after the codec epoch (>= 0) or
+--   -(delay ms + 1) for a delay from Redis TIME
+-- Returns {now, id0, r1, ..., rn}. The tasks created get the IDs
+-- base36(id0 + 1), base36(id0 + 2), ... in job order, and ri is the score
+-- of job i's task when it made one (integer replies, exact below 2^53);
+-- otherwise ri is {C_DUP, id, state, score} (the score as ZSCORE gives it)
+-- or {code}, or {C_RESTORED, id, 'pending', score} for a task whose
+-- record was in no set (its due entry lost): it is due again at its when.
+-- {-C_CTR_LOST} | {-C_IDX_LOST} (now is never negative): the counter or
+-- the index is gone while the queue holds tasks, or a new ID already has
+-- a record; nothing was written, Go repairs and sends again.
+
+-- lib.lua: helpers shared by every delay script. go generate ./delay
+-- prepends this file's prelude and the functions a body uses to that body
+-- (lua/gen), so it declares no KEYS/ARGV of its own.
+--
+-- Records are bucketed: the tasks key a script gets in KEYS is a base name,
+-- and a record lives in the hash <tasks>:<task ID minus its last base-36
+-- digit> (36 consecutive IDs per bucket). Small hashes stay
+-- listpack-encoded, which is what keeps a pending task near 200 B; a
+-- bucket name keeps the base key's hash tag, so every key a script touches
+-- is still on the slot of its KEYS.
+--
+-- Reverse index: one hash, field = the business key's digest (6
+-- characters, computed in Go, stored in each record), value = the
+-- comma-separated IDs of the tasks of every key with that digest. Keys
+-- rarely share a digest, and whoever reads an entry tells its keys apart
+-- by the key in each record.
+--
+-- Task record (one field of a tasks bucket, field = task ID):
+--   "<flags><digest><attempt>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
+-- flags is one digit: bit 1 (F_CANCELLED) = cancelled while in flight; bit
+-- 2 (F_SOLE) = the only task of its index entry, so the entry is exactly
+-- its ID (delete_task drops the entry without reading it). digest is the key's,
+-- DIGEST_LEN characters: both sit at fixed places, so the hot paths read
+-- them without a pattern match. attempt counts the deliveries that ended
+-- without an ack (retry, expired lease); the delivery in hand is attempt+1.
+-- toklen 0 means the token is the ID. Fresh records are built in Go
+-- (freshRecord), with F_SOLE set.
+--
+-- Leases: the lease hash maps each task in flight to the fence of its
+-- current delivery (the inflight ZSET has its deadline). Take writes the
+-- two and leaves the record alone: a record changes only when its task
+-- does (retry, expiry, cancel), not on every delivery.
+-- Scores: (ms - epoch) * mult + seq, mult = 2^bits, exactly score.TimeCodec.
+-- Return codes (mirrored in scripts.go, compared by TestLibConstantsMatchGo):
+local C_OK, C_DUP, C_NOT_FOUND, C_LEASE_LOST = 0, 1, 2, 3
+local C_BEFORE_EPOCH, C_RANGE, C_TOO_MANY, C_SEQ = 4, 5, 6, 7
+local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
+-- C_CTR_LOST: the ID counter is gone (or behind a record) while the queue
+-- holds tasks; C_IDX_LOST: the index is gone while it does; C_RESTORED: a
+-- record found in no set was put back in due. Refusals write nothing.
+local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
+local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
+local DIGEST_LEN = 6 -- digestLen in keys.go
+-- The index holds a marker field IDX_MARK (no digest has it) from the
+-- first enqueue on, read in the same HMGET as the entries: an index
+-- without it is new, or gone (checked then), at no cost on the hot path.
+local IDX_MARK = '~'
+local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
+local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
+
+local function fmt(n) return string.format('%d', n) end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- header is the one check of a record's header: bounded fields, lengths
+-- within the record. It returns flags and digest (text), attempt and the
+-- three lengths as numbers, and the position of the key; nil when
+-- unreadable.
+local function header(blob)
+  if type(blob) ~= 'string' then return nil end
+  local fl, dg, a, kl, tl, el, p = string.match(blob, HEADER)
+  if not fl then return nil end
+  if #a > 9 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
+  kl, tl, el = tonumber(kl), tonumber(tl), tonumber(el)
+  if p - 1 + kl + tl + el > #blob then return nil end
+  return fl, dg, tonumber(a), kl, tl, el, p
+end
+
+-- parse reads the header and the key, token and error. The payload is not
+-- copied: payload_of or build take it from the original blob when needed.
+local function parse(blob)
+  local fl, dg, a, kl, tl, el, p = header(blob)
+  if not fl then return nil end
+  return {
+    attempt = a, flags = tonumber(fl), dg = dg,
+    key = string.sub(blob, p, p + kl - 1),
+    token = string.sub(blob, p + kl, p + kl + tl - 1),
+    err = string.sub(blob, p + kl + tl, p + kl + tl + el - 1),
+    blob = blob, poff = p + kl + tl + el,
+  }
+end
+
+local function payload_of(t)
+  if t.payload == nil then t.payload = string.sub(t.blob, t.poff) end
+  return t.payload
+end
+
+local function build(t)
+  return fmt(t.flags) .. t.dg .. fmt(t.attempt) .. ',' ..
+    fmt(#t.key) .. ',' .. fmt(#t.token) .. ',' .. fmt(#t.err) .. ';' ..
+    t.key .. t.token .. t.err .. payload_of(t)
+end
+
+local function cancelled(t) return t.flags % 2 == 1 end
+local function sole(t) return math.floor(t.flags / 2) % 2 == 1 end
+-- is_done: a tombstone (Options.DoneTTL), the acked task's record kept
+-- without its payload so that its (key, token) stays known.
+local function is_done(flags) return math.floor(flags / 4) % 2 == 1 end
+
+-- not_sole is a fresh record (flags F_SOLE, from freshRecord) without the
+-- mark: its entry already holds, or now gets, another task.
+local function not_sole(fresh) return '0' .. string.sub(fresh, 2) end
+
+-- eff_token is a task's token as duplicates are found by: the caller's,
+-- or the task ID when the library made it (tok '').
+local function eff_token(tok, id)
+  if tok == '' then return id end
+  return tok
+end
+
+-- group returns the list groups[k], making it (and noting k in order)
+-- on first sight: the per-bucket batching of every bulk call.
+local function group(groups, order, k)
+  local g = groups[k]
+  if not g then
+    g = {}
+    groups[k] = g
+    order[#order + 1] = k
+  end
+  return g
+end
+
+-- buckets groups positions of ids by tasks bucket (the bucket key), in
+-- first-seen order. Runs of IDs from one bucket (the common case: IDs are
+-- handed out in order) cost one lookup and one key per run, not per ID.
+local function buckets(tasks, ids)
+  local groups, order = {}, {}
+  local last, g, k = nil, nil, 0
+  for i = 1, #ids do
+    local pre = string.sub(ids[i], 1, -2)
+    if pre ~= last then
+      if g then g.n = k end
+      last = pre
+      local bk = tasks .. ':' .. pre
+      g = groups[bk]
+      if g then
+        k = g.n
+      else
+        g, k = {}, 0
+        groups[bk] = g
+        order[#order + 1] = bk
+      end
+    end
+    k = k + 1
+    g[k] = i
+  end
+  if g then g.n = k end
+  return groups, order
+end
+
+-- get_recs reads the records of ids (false where absent) with one HMGET per
+-- bucket: consecutive IDs share a bucket, so a batch costs a few calls.
+local function get_recs(tasks, ids)
+  local out = {}
+  local groups, order = buckets(tasks, ids)
+  for _, k in ipairs(order) do
+    local g, f = groups[k], {}
+    for j = 1, g.n do f[j] = ids[g[j]] end
+    local vals = redis.call('HMGET', k, unpack(f))
+    for j = 1, g.n do out[g[j]] = vals[j] end
+  end
+  return out
+end
+
+-- put_recs writes {id1, blob1, id2, blob2, ...} with one HSET per bucket.
+local function put_recs(tasks, pairs_)
+  local ids = {}
+  for i = 1, #pairs_ / 2 do ids[i] = pairs_[2 * i - 1] end
+  local groups, order = buckets(tasks, ids)
+  for _, k in ipairs(order) do
+    local g, args = groups[k], {}
+    for j = 1, g.n do
+      args[2 * j - 1] = pairs_[2 * g[j] - 1]
+      args[2 * j] = pairs_[2 * g[j]]
+    end
+    redis.call('HSET', k, unpack(args))
+  end
+end
+
+-- entry_ids splits an index entry (nil: none) into its IDs.
+local function entry_ids(v)
+  local out = {}
+  if v then for id in string.gmatch(v, '[^,]+') do out[#out + 1] = id end end
+  return out
+end
+
+-- entry reads the index entry of digest dg and the records of its IDs.
+-- It returns ids, the live IDs in entry order (an ID whose record is gone
+-- is stale and left out, so a rewrite drops it); mine, those whose record
+-- holds key; and recs, ID -> parsed record (false when unreadable: kept
+-- in the entry, counted for no key). pre is the entry when the caller
+-- read it already (false: none).
+local function entry(tasks, idx, dg, key, pre)
+  if pre == nil then pre = redis.call('HGET', idx, dg) end
+  local all = entry_ids(pre)
+  local ids, mine, recs = {}, {}, {}
+  if #all == 0 then return ids, mine, recs end
+  local blobs = get_recs(tasks, all)
+  for k, id in ipairs(all) do
+    local blob = blobs[k]
+    if blob then
+      ids[#ids + 1] = id
+      local t = parse(blob)
+      recs[id] = t or false
+      if t and t.key == key then mine[#mine + 1] = id end
+    end
+  end
+  return ids, mine, recs
+end
+
+-- assigner picks the scores of a run of tasks. Each gets the next seq for
+-- its ms: after the last seq handed out for that ms (st.ms, st.seq: the ctr
+-- hash's values, then tracked here) and after every task already due in
+-- that ms (read once per ms, then tracked). More than mult tasks in one ms
+-- spill into the next ms; st.overflow counts them. st.req is the ms the
+-- last task asked for: when the next asks for it too and the last one
+-- spilled (st.ms > st.req), every ms from st.req to st.ms was full, so the
+-- search starts at st.ms. That keeps a burst of any size due at one
+-- instant at one step a task (without it, each task walked every full ms
+-- again, one ZREVRANGEBYSCORE each, and failed past 64 of them). The
+-- caller writes st.ms, st.seq, st.req and st.overflow back. st.assign(ms)
+-- returns the score, or nil and a code.
+local function assigner(due, epoch, mult, maxrel, last_ms, last_seq, last_req)
+  local st = {ms = last_ms, seq = last_seq, req = last_req, overflow = 0}
+  local tops = {}
+  st.assign = function(ms)
+    local req, spilled = ms, false
+    if st.req == ms and st.ms and st.ms > ms then
+      ms = st.ms
+      spilled = true
+    end
+    for _ = 1, 64 do
+      local rel = ms - epoch
+      if rel < 0 then return nil, C_BEFORE_EPOCH end
+      if rel > maxrel then return nil, C_RANGE end
+      local base = rel * mult
+      local seq = 0
+      if st.ms == ms then seq = st.seq + 1 end
+      local top = tops[ms]
+      if top == nil then
+        local r = redis.call('ZREVRANGEBYSCORE', due, fmt(base + mult - 1), fmt(base), 'WITHSCORES', 'LIMIT', '0', '1')
+        top = false
+        if r[2] then top = tonumber(r[2]) - base end
+      end
+      if top and top + 1 > seq then seq = top + 1 end
+      if seq < mult then
+        -- separate statements: on gopher-lua (miniredis) a multiple
+        -- assignment of these fields once gave wrong seqs
+        st.ms = ms
+        st.seq = seq
+        st.req = req
+        tops[ms] = seq
+        if spilled then st.overflow = st.overflow + 1 end
+        return base + seq
+      end
+      tops[ms] = top
+      spilled = true
+      ms = ms + 1
+    end
+    return nil, C_SEQ
+  end
+  return st
+end
+
+-- queue_live tells whether the queue holds tasks (any of its sets
+-- given exists): a missing counter or index then means it was lost, not that
+-- the queue is new. Called only on those rare paths.
+local function queue_live(...)
+  return redis.call('EXISTS', ...) > 0
+end
+
+-- ctr_last is the field-value pairs that write an assigner's ms, seq and
+-- req back to the ctr hash (read as HMGET ctr ms seq req).
+local function ctr_last(st) return 'ms', fmt(st.ms), 'seq', fmt(st.seq), 'req', fmt(st.req) end
+
+-- assign_score is one assigner step with the ctr hash read and written
+-- around it (retry, sweep, requeue, reschedule).
+local function assign_score(due, ctr, stats, ms, epoch, mult, maxrel)
+  local last = redis.call('HMGET', ctr, 'ms', 'seq', 'req')
+  local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]), tonumber(last[3]))
+  local score, code = st.assign(ms)
+  if score then
+    redis.call('HSET', ctr, ctr_last(st))
+    if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
+  end
+  return score, code
+end
+
+-- push_wake leaves one element on the wake list, so a worker blocked on it
+-- re-arms its timer. Numbers go to redis.call as text: Redis 7.0 formats
+-- a Lua number argument with %.17g, which costs more than the call.
+local function push_wake(wake)
+  redis.call('LPUSH', wake, '1')
+  redis.call('LTRIM', wake, '0', '0')
+  redis.call('PEXPIRE', wake, '60000')
+end
+
+local function base36(n)
+  local digits, s = '0123456789abcdefghijklmnopqrstuvwxyz', ''
+  repeat
+    local d = n % 36
+    s = string.sub(digits, d + 1, d + 1) .. s
+    n = (n - d) / 36
+  until n == 0
+  return s
+end
+
+local function state_of(due, inflight, dead, id, t)
+  if t and is_done(t.flags) then return 'done', '' end
+  local s = redis.call('ZSCORE', due, id)
+  if s then return 'pending', s end
+  s = redis.call('ZSCORE', inflight, id)
+  if s then
+    if t and cancelled(t) then return 'cancelled', s end
+    return 'inflight', s
+  end
+  s = redis.call('ZSCORE', dead, id)
+  if s then return 'dead', s end
+  return 'unknown', ''
+end
+-- end of lib.lua
+-- reply.lua: the kept reply of a mutating script. A call whose reply was
+-- lost is sent again (go-redis retries, the Worker's own re-sends) with the
+-- same KEYS and ARGV; it must not run a second time. go generate wraps
+-- each mutating body into rp_body and ends the script with rp_run (see
+-- Once in internal/luacompose), so the first run stores its reply under
+-- the call's request key and a re-run returns that reply without running
+-- the body.
+-- KEYS[#KEYS] -> reply key <prefix>:{q:<name>}:rp:<request ID>, STRING with
+--                a PX; removed from KEYS before the body runs
+-- ARGV[#ARGV] -> how long the reply is kept, ms; removed from ARGV likewise
+-- Returns the body's reply, or the kept one.
+-- Error replies (error tables, script errors) are never kept: a re-run
+-- runs the body again.
+--
+-- rp_enc appends the exact encoding of a reply value to e: '*n:' then n
+-- elements for an array (Redis stops at the first nil, so does this),
+-- ':<int>;' for a number (Redis truncates it to an integer; '%d' does the
+-- same and, unlike tostring's %.14g, stays exact up to 2^53), '$len:'
+-- then the bytes for a string, ':1;' for true, '_' for false and nil.
+-- The pieces become one string.format per 500 values (e.f the format,
+-- e.a its arguments): a format call per value, or Lua's own number to
+-- text, cost several times as much. '%s' copies a string whole unless it
+-- is shorter than 100 bytes and holds a zero byte (Lua 5.1 formats those
+-- with sprintf): such a string goes to e.out as it is.
+local function rp_flush(e)
+  if #e.f > 0 then
+    e.out[#e.out + 1] = string.format(table.concat(e.f), unpack(e.a))
+    e.f, e.a = {}, {}
+  end
+end
+local function rp_enc(v, e)
+  local t = type(v)
+  local f, a = e.f, e.a
+  if t == 'table' then
+    local n = 0
+    while v[n + 1] ~= nil do n = n + 1 end
+    f[#f + 1] = '*%d:'
+    a[#a + 1] = n
+    for i = 1, n do
+      local x = v[i]
+      local tx = type(x)
+      if tx == 'number' then
+        f[#f + 1] = ':%d;'
+        a[#a + 1] = x
+      elseif tx == 'string' and (#x >= 100 or not string.find(x, '\0', 1, true)) then
+        f[#f + 1] = '$%d:%s'
+        a[#a + 1] = #x
+        a[#a + 1] = x
+      else
+        rp_enc(x, e)
+        f, a = e.f, e.a
+      end
+      if #a >= 500 then
+        rp_flush(e)
+        f, a = e.f, e.a
+      end
+    end
+  elseif t == 'number' then
+    f[#f + 1] = ':%d;'
+    a[#a + 1] = v
+  elseif t == 'string' then
+    f[#f + 1] = '$%d:'
+    a[#a + 1] = #v
+    rp_flush(e)
+    e.out[#e.out + 1] = v
+  elseif v == true then
+    f[#f + 1] = ':1;'
+  else
+    f[#f + 1] = '_'
+  end
+end
+-- rp_dec reads the value rp_enc wrote at position p of s and returns it
+-- with the position after it (false for nil, which Redis replies as nil).
+local function rp_dec(s, p)
+  local c = string.byte(s, p)
+  if c == 42 then -- '*'
+    local e = string.find(s, ':', p, true)
+    local n, r = tonumber(string.sub(s, p + 1, e - 1)), {}
+    p = e + 1
+    for i = 1, n do r[i], p = rp_dec(s, p) end
+    return r, p
+  elseif c == 58 then -- ':'
+    local e = string.find(s, ';', p, true)
+    return tonumber(string.sub(s, p + 1, e - 1)), e + 1
+  elseif c == 36 then -- '$'
+    local e = string.find(s, ':', p, true)
+    local n = tonumber(string.sub(s, p + 1, e - 1))
+    return string.sub(s, e + 1, e + n), e + n + 1
+  end
+  return false, p + 1
+end
+-- rp_concat is table.concat(out) in runs of 1000: miniredis's Lua puts
+-- every element of one concat on its registry (about 5k slots).
+local function rp_concat(out)
+  local n = #out
+  if n <= 1000 then return table.concat(out) end
+  local runs = {}
+  for i = 1, n, 1000 do runs[#runs + 1] = table.concat(out, '', i, math.min(i + 999, n)) end
+  return table.concat(runs)
+end
+-- rp_ints keeps a reply of integers (enqueue_batch when every job made a
+-- task: now, the first ID and a score per job) as '=' and ':<int>;' each,
+-- with one string.format; a reply holding a table (a duplicate, a refused
+-- job) makes format fail, and rp_enc keeps it. Numbers only, as above.
+local function rp_ints(r)
+  local ok, s = pcall(string.format, string.rep(':%d;', #r), unpack(r))
+  -- miniredis's Lua formats a table under %d ("&{...}") instead of
+  -- failing; a plain find costs next to nothing, a pattern scan did
+  if ok and not string.find(s, '{', 1, true) then return '=' .. s end
+  return nil
+end
+local function rp_unints(s)
+  if string.byte(s, 1) ~= 61 then return (rp_dec(s, 1)) end
+  local out, n = {}, 0
+  for d in string.gmatch(s, ':(%-?%d+);') do
+    n = n + 1
+    out[n] = tonumber(d)
+  end
+  return out
+end
+-- rp_run runs body once per reply key. keep (optional) returns what is
+-- stored of the reply: a string kept as it is, or a table (or nil: the
+-- reply itself) kept through rp_enc; grow turns the stored string back
+-- into the reply.
+local function rp_run(body, keep, grow)
+  local key = table.remove(KEYS)
+  local ttl = table.remove(ARGV)
+  local kept = redis.call('GET', key)
+  if kept then
+    if grow then return grow(kept) end
+    return (rp_dec(kept, 1))
+  end
+  local r = body()
+  if type(r) == 'table' and (r.err or r.ok) then return r end
+  local s = keep and keep(r)
+  if type(s) ~= 'string' then
+    local e = {f = {}, a = {}, out = {}}
+    rp_enc(s or r, e)
+    rp_flush(e)
+    s = rp_concat(e.out)
+  end
+  redis.call('SET', key, s, 'PX', ttl)
+  return r
+end
+local function rp_body()
+local due, inflight, dead, tasks, idx, ctr, stats, wake =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local epoch, mult, maxrel, maxper = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local n = math.floor((#ARGV - 4) / 3)
+local now = now_ms()
+
+-- variadic calls in slices of at most 1000 arguments (unpack limits)
+local function each_slice(list, step, fn)
+  for i = 1, #list, step do fn(unpack(list, i, math.min(i + step - 1, #list))) end
+end
+
+local last = redis.call('HMGET', ctr, 'ms', 'seq', 'req', 'id')
+local id0 = 0
+if last[4] then
+  if not string.match(last[4], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises the error HINCRBY would
+  id0 = tonumber(last[4])
+elseif n > 0 and queue_live(due, inflight, dead, idx, stats) then
+  return {-C_CTR_LOST}
+end
+local out = {now, id0}
+if n == 0 then return out end
+
+-- Scores as assign_score gives them, with the ctr hash read above and
+-- written once at the end.
+local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]), tonumber(last[3]))
+local assign = st.assign
+
+-- have[n + 1] is the index mark (see IDX_MARK)
+local have, mark
+do
+  local dgs = {}
+  for i = 1, n do dgs[i] = ARGV[3 * i + 2] end
+  dgs[n + 1] = IDX_MARK
+  if n < 1000 then
+    have = redis.call('HMGET', idx, unpack(dgs))
+  else
+    have = {}
+    for s = 1, n + 1, 1000 do
+      local part = redis.call('HMGET', idx, unpack(dgs, s, math.min(s + 999, n + 1)))
+      for k = 1, #part do have[s + k - 1] = part[k] end
+    end
+  end
+  -- no mark: a new queue, or an index lost while the queue holds tasks,
+  -- where duplicates would pass
+  mark = not have[n + 1]
+  if mark and redis.call('EXISTS', idx) == 0 and queue_live(due, inflight, dead) then
+    return {-C_IDX_LOST}
+  end
+end
+
+-- new_id is base36(k), with the prefix (all but the last digit) cached:
+-- a batch's IDs are consecutive, so most share it, and so most share a
+-- tasks bucket (cur, the list of its new records, grouped as they are made).
+local created, restored = 0, 0
+local zadds, z, minscore, minid = {}, 0, nil, nil
+local recb, rorder = {}, {}
+-- The last digits are cut from DIGITS as first needed: building all 36
+-- up front cost about 6 µs a call, most of a small batch's setup.
+local DIGITS, DIG = '0123456789abcdefghijklmnopqrstuvwxyz', {}
+local gen_q, gen_prefix, cur = -1, '', nil
+local function new_id(k)
+  local q = math.floor(k / 36)
+  if q ~= gen_q then
+    gen_q = q
+    if q == 0 then gen_prefix = '' else gen_prefix = base36(q) end
+    cur = group(recb, rorder, gen_prefix)
+  end
+  local d = k % 36
+  local c = DIG[d]
+  if not c then
+    c = string.sub(DIGITS, d + 1, d + 1)
+    DIG[d] = c
+  end
+  return gen_prefix .. c
+end
+
+-- add_rec queues the record of id, which new_id made last.
+local function add_rec(id, rec)
+  local k = #cur
+  cur[k + 1] = id
+  cur[k + 2] = rec
+  return cur, k + 2
+end
+
+-- add_score queues id for the one ZADD, keeping the earliest score for
+-- the wake check. The score goes as text: given a number, redis.call
+-- formats it with %.17g, which costs more for numbers this size.
+local function add_score(id, score)
+  zadds[z + 1] = fmt(score)
+  zadds[z + 2] = id
+  z = z + 2
+  if minscore == nil or score < minscore then minscore, minid = score, id end
+end
+
+-- key_token reads the key and token of a fresh record (nil: unreadable).
+local function key_token(rec)
+  local fl, _, _, kl, tl, _, p = header(rec)
+  if not fl then return nil end
+  return string.sub(rec, p, p + kl - 1), string.sub(rec, p + kl, p + kl + tl - 1)
+end
+
+-- Per digest: bydg[dg] is the job number i of a fast-path task (the entry
+-- will be exactly fid[i]), or the state of the slow path: ids (the live
+-- IDs of the entry, in order, this batch's included), and per ID its key,
+-- its effective token, its old parsed record (t, false when unreadable),
+-- its new score and the list position of its new record.
+local bydg = {}
+local fid, flist, fidx, fscore = {}, {}, {}, {}
+local fast, slowdg = {}, {}
+local function new_state(dg)
+  local s = {ids = {}, key = {}, eff = {}, t = {}, score = {}, pos = {}, dirty = false}
+  bydg[dg] = s
+  slowdg[#slowdg + 1] = dg
+  return s
+end
+
+local function load(s, v)
+  local all = entry_ids(v)
+  local blobs = get_recs(tasks, all)
+  for k, id in ipairs(all) do
+    local blob = blobs[k]
+    if blob then
+      s.ids[#s.ids + 1] = id
+      local t = parse(blob)
+      s.t[id] = t or false
+      if t then
+        s.key[id] = t.key
+        s.eff[id] = eff_token(t.token, id)
+      end
+    end
+  end
+end
+
+-- expand turns the fast-path task of job i into slow-path state, when its
+-- digest comes back in the batch.
+local function expand(dg, i)
+  local s = new_state(dg)
+  local id = fid[i]
+  s.ids[1] = id
+  local key, tok = key_token(ARGV[3 * i + 3])
+  s.key[id] = key
+  s.eff[id] = eff_token(tok, id)
+  s.score[id] = fscore[i]
+  s.pos[id] = {flist[i], fidx[i]}
+  s.dirty = true -- the fast path's entry write now comes from s
+  return s
+end
+
+-- unsole clears F_SOLE of id, the one task of an entry that gets a second.
+-- Old records are rewritten at the end, with everything else: a script
+-- that stops on an error has written nothing.
+local rewrites = {}
+local function unsole(s, id)
+  local pos = s.pos[id]
+  if pos then
+    local l, k = pos[1], pos[2]
+    if string.byte(l[k], 1) == 50 then l[k] = not_sole(l[k]) end -- flags '2': still F_SOLE
+  else
+    local t = s.t[id]
+    if t and sole(t) then
+      t.flags = t.flags - F_SOLE
+      rewrites[#rewrites + 1] = id
+      rewrites[#rewrites + 1] = build(t)
+    end
+  end
+end
+
+local function slow(s, rec, ms)
+  local key, token = key_token(rec)
+  if not key then return nil end
+  local nmine = 0
+  for _, id in ipairs(s.ids) do
+    if s.key[id] == key then
+      if token ~= '' and s.eff[id] == token then
+        local sc = s.score[id]
+        if sc then return {C_DUP, id, 'pending', sc} end
+        local t = s.t[id] or nil
+        local state, zs = state_of(due, inflight, dead, id, t)
+        if state ~= 'unknown' or not t or cancelled(t) then return {C_DUP, id, state, zs} end
+        -- in no set (its due entry was lost): due again, as enqueue.lua does
+        local score, code = assign(ms)
+        if not score then return {code} end
+        add_score(id, score)
+        s.score[id] = score
+        restored = restored + 1
+        return {C_RESTORED, id, 'pending', score}
+      end
+      nmine = nmine + 1
+    end
+  end
+  if nmine >= maxper or #s.ids >= 4 * maxper then return {C_TOO_MANY} end
+  local score, code = assign(ms)
+  if not score then return {code} end
+  created = created + 1
+  local id = new_id(id0 + created)
+  local nids = #s.ids
+  if nids == 1 then unsole(s, s.ids[1]) end
+  if nids > 0 then rec = not_sole(rec) end -- not the entry's only task
+  local l, k = add_rec(id, rec)
+  s.pos[id] = {l, k}
+  add_score(id, score)
+  s.ids[nids + 1] = id
+  s.key[id] = key
+  s.eff[id] = eff_token(token, id)
+  s.score[id] = score
+  s.dirty = true
+  return score
+end
+
+-- jobs of a batch mostly share their due text (the same After): it is
+-- parsed once per run of equal texts (Lua compares interned strings by
+-- pointer, and tonumber costs about half a µs)
+local wtext, ms = nil, nil
+for i = 1, n do
+  local j = 3 * i
+  local dg = ARGV[j + 2]
+  if ARGV[j + 4] ~= wtext then
+    wtext = ARGV[j + 4]
+    local w = tonumber(wtext)
+    ms = epoch + w
+    if w < 0 then ms = now - w - 1 end
+  end
+  local s = bydg[dg]
+  if s == nil and not have[i] then
+    -- fast path: no entry means no task of this key, so no duplicate, and
+    -- the task is its entry's only one (the record's F_SOLE holds)
+    local score, code = assign(ms)
+    if score then
+      created = created + 1
+      local id = new_id(id0 + created)
+      flist[i], fidx[i] = add_rec(id, ARGV[j + 3])
+      fid[i], fscore[i] = id, score
+      add_score(id, score)
+      bydg[dg] = i
+      fast[#fast + 1] = i
+      out[i + 2] = score
+    else
+      new_state(dg)
+      out[i + 2] = {code}
+    end
+  else
+    if s == nil then
+      s = new_state(dg)
+      load(s, have[i])
+    elseif type(s) == 'number' then
+      s = expand(dg, s)
+    end
+    local r = slow(s, ARGV[j + 3], ms)
+    if not r then return redis.error_reply('delay: unreadable fresh record in job ' .. i) end
+    out[i + 2] = r
+  end
+end
+if created + restored == 0 then return out end
+
+-- the guard against a counter gone back: no new ID may have a record.
+-- Only the first bucket can hold older IDs; the others must not exist.
+if #rorder > 0 then
+  local l, f = recb[rorder[1]], {}
+  for k = 1, #l / 2 do f[k] = l[2 * k - 1] end
+  local got = redis.call('HMGET', tasks .. ':' .. rorder[1], unpack(f))
+  for k = 1, #got do if got[k] then return {-C_CTR_LOST} end end
+  if #rorder > 1 then
+    local ks = {}
+    for k = 2, #rorder do ks[k - 1] = tasks .. ':' .. rorder[k] end
+    if redis.call('EXISTS', unpack(ks)) > 0 then return {-C_CTR_LOST} end
+  end
+end
+
+-- Write: records, index entries, due set, counters; wake a sleeping worker
+-- when the earliest new task is the new head (what one-by-one pushes
+-- amount to).
+for _, pre in ipairs(rorder) do redis.call('HSET', tasks .. ':' .. pre, unpack(recb[pre])) end
+if #rewrites > 0 then put_recs(tasks, rewrites) end
+local iw, m = {}, 0
+for _, i in ipairs(fast) do
+  local dg = ARGV[3 * i + 2]
+  if bydg[dg] == i then
+    iw[m + 1] = dg
+    iw[m + 2] = fid[i]
+    m = m + 2
+  end
+end
+for _, dg in ipairs(slowdg) do
+  local s = bydg[dg]
+  if s.dirty then
+    iw[m + 1] = dg
+    iw[m + 2] = table.concat(s.ids, ',')
+    m = m + 2
+  end
+end
+if mark then
+  iw[m + 1] = IDX_MARK
+  iw[m + 2] = '1'
+end
+each_slice(iw, 1000, function(...) redis.call('HSET', idx, ...) end)
+each_slice(zadds, 1000, function(...) redis.call('ZADD', due, ...) end)
+redis.call('HSET', ctr, 'id', fmt(id0 + created), ctr_last(st))
+if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
+if restored > 0 then redis.call('HINCRBY', stats, 'restored', restored) end
+if redis.call('ZRANK', due, minid) == 0 then push_wake(wake) end
+return out
+
+end
+return rp_run(rp_body, rp_ints, rp_unints)

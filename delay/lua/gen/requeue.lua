@@ -1,0 +1,350 @@
+-- Code generated from lib.lua + reply.lua + take_kept.lua + requeue.lua by `go generate ./delay`; DO NOT EDIT.
+-- requeue.lua: move dead tasks back to due (now), attempts reset to 0, last error kept.
+-- All or nothing: every score is found before the first write, so an
+-- error code leaves every task in dead as it was.
+-- KEYS[1] -> dead ZSET   KEYS[2] -> tasks base   KEYS[3] -> due ZSET
+-- KEYS[4] -> ctr HASH    KEYS[5] -> stats HASH   KEYS[6] -> wake LIST
+-- ARGV[1] -> codec epoch ms   ARGV[2] -> 2^bits   ARGV[3] -> codec max ms offset
+-- ARGV[4..] -> task IDs (at most 1000)
+-- Returns {C_OK, requeued, skipped (not dead, unreadable or repeated)}
+--       | {C_RANGE|C_SEQ} (nothing moved)
+
+-- lib.lua: helpers shared by every delay script. go generate ./delay
+-- prepends this file's prelude and the functions a body uses to that body
+-- (lua/gen), so it declares no KEYS/ARGV of its own.
+--
+-- Records are bucketed: the tasks key a script gets in KEYS is a base name,
+-- and a record lives in the hash <tasks>:<task ID minus its last base-36
+-- digit> (36 consecutive IDs per bucket). Small hashes stay
+-- listpack-encoded, which is what keeps a pending task near 200 B; a
+-- bucket name keeps the base key's hash tag, so every key a script touches
+-- is still on the slot of its KEYS.
+--
+-- Reverse index: one hash, field = the business key's digest (6
+-- characters, computed in Go, stored in each record), value = the
+-- comma-separated IDs of the tasks of every key with that digest. Keys
+-- rarely share a digest, and whoever reads an entry tells its keys apart
+-- by the key in each record.
+--
+-- Task record (one field of a tasks bucket, field = task ID):
+--   "<flags><digest><attempt>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
+-- flags is one digit: bit 1 (F_CANCELLED) = cancelled while in flight; bit
+-- 2 (F_SOLE) = the only task of its index entry, so the entry is exactly
+-- its ID (delete_task drops the entry without reading it). digest is the key's,
+-- DIGEST_LEN characters: both sit at fixed places, so the hot paths read
+-- them without a pattern match. attempt counts the deliveries that ended
+-- without an ack (retry, expired lease); the delivery in hand is attempt+1.
+-- toklen 0 means the token is the ID. Fresh records are built in Go
+-- (freshRecord), with F_SOLE set.
+--
+-- Leases: the lease hash maps each task in flight to the fence of its
+-- current delivery (the inflight ZSET has its deadline). Take writes the
+-- two and leaves the record alone: a record changes only when its task
+-- does (retry, expiry, cancel), not on every delivery.
+-- Scores: (ms - epoch) * mult + seq, mult = 2^bits, exactly score.TimeCodec.
+-- Return codes (mirrored in scripts.go, compared by TestLibConstantsMatchGo):
+local C_OK, C_DUP, C_NOT_FOUND, C_LEASE_LOST = 0, 1, 2, 3
+local C_BEFORE_EPOCH, C_RANGE, C_TOO_MANY, C_SEQ = 4, 5, 6, 7
+local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
+-- C_CTR_LOST: the ID counter is gone (or behind a record) while the queue
+-- holds tasks; C_IDX_LOST: the index is gone while it does; C_RESTORED: a
+-- record found in no set was put back in due. Refusals write nothing.
+local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
+local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
+local DIGEST_LEN = 6 -- digestLen in keys.go
+-- The index holds a marker field IDX_MARK (no digest has it) from the
+-- first enqueue on, read in the same HMGET as the entries: an index
+-- without it is new, or gone (checked then), at no cost on the hot path.
+local IDX_MARK = '~'
+local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
+local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
+
+local function fmt(n) return string.format('%d', n) end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- header is the one check of a record's header: bounded fields, lengths
+-- within the record. It returns flags and digest (text), attempt and the
+-- three lengths as numbers, and the position of the key; nil when
+-- unreadable.
+local function header(blob)
+  if type(blob) ~= 'string' then return nil end
+  local fl, dg, a, kl, tl, el, p = string.match(blob, HEADER)
+  if not fl then return nil end
+  if #a > 9 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
+  kl, tl, el = tonumber(kl), tonumber(tl), tonumber(el)
+  if p - 1 + kl + tl + el > #blob then return nil end
+  return fl, dg, tonumber(a), kl, tl, el, p
+end
+
+-- parse reads the header and the key, token and error. The payload is not
+-- copied: payload_of or build take it from the original blob when needed.
+local function parse(blob)
+  local fl, dg, a, kl, tl, el, p = header(blob)
+  if not fl then return nil end
+  return {
+    attempt = a, flags = tonumber(fl), dg = dg,
+    key = string.sub(blob, p, p + kl - 1),
+    token = string.sub(blob, p + kl, p + kl + tl - 1),
+    err = string.sub(blob, p + kl + tl, p + kl + tl + el - 1),
+    blob = blob, poff = p + kl + tl + el,
+  }
+end
+
+local function payload_of(t)
+  if t.payload == nil then t.payload = string.sub(t.blob, t.poff) end
+  return t.payload
+end
+
+local function build(t)
+  return fmt(t.flags) .. t.dg .. fmt(t.attempt) .. ',' ..
+    fmt(#t.key) .. ',' .. fmt(#t.token) .. ',' .. fmt(#t.err) .. ';' ..
+    t.key .. t.token .. t.err .. payload_of(t)
+end
+
+-- tkey is the tasks bucket of a task ID.
+local function tkey(tasks, id) return tasks .. ':' .. string.sub(id, 1, -2) end
+
+local function get_rec(tasks, id) return redis.call('HGET', tkey(tasks, id), id) end
+local function put_rec(tasks, id, blob) redis.call('HSET', tkey(tasks, id), id, blob) end
+
+-- assigner picks the scores of a run of tasks. Each gets the next seq for
+-- its ms: after the last seq handed out for that ms (st.ms, st.seq: the ctr
+-- hash's values, then tracked here) and after every task already due in
+-- that ms (read once per ms, then tracked). More than mult tasks in one ms
+-- spill into the next ms; st.overflow counts them. st.req is the ms the
+-- last task asked for: when the next asks for it too and the last one
+-- spilled (st.ms > st.req), every ms from st.req to st.ms was full, so the
+-- search starts at st.ms. That keeps a burst of any size due at one
+-- instant at one step a task (without it, each task walked every full ms
+-- again, one ZREVRANGEBYSCORE each, and failed past 64 of them). The
+-- caller writes st.ms, st.seq, st.req and st.overflow back. st.assign(ms)
+-- returns the score, or nil and a code.
+local function assigner(due, epoch, mult, maxrel, last_ms, last_seq, last_req)
+  local st = {ms = last_ms, seq = last_seq, req = last_req, overflow = 0}
+  local tops = {}
+  st.assign = function(ms)
+    local req, spilled = ms, false
+    if st.req == ms and st.ms and st.ms > ms then
+      ms = st.ms
+      spilled = true
+    end
+    for _ = 1, 64 do
+      local rel = ms - epoch
+      if rel < 0 then return nil, C_BEFORE_EPOCH end
+      if rel > maxrel then return nil, C_RANGE end
+      local base = rel * mult
+      local seq = 0
+      if st.ms == ms then seq = st.seq + 1 end
+      local top = tops[ms]
+      if top == nil then
+        local r = redis.call('ZREVRANGEBYSCORE', due, fmt(base + mult - 1), fmt(base), 'WITHSCORES', 'LIMIT', '0', '1')
+        top = false
+        if r[2] then top = tonumber(r[2]) - base end
+      end
+      if top and top + 1 > seq then seq = top + 1 end
+      if seq < mult then
+        -- separate statements: on gopher-lua (miniredis) a multiple
+        -- assignment of these fields once gave wrong seqs
+        st.ms = ms
+        st.seq = seq
+        st.req = req
+        tops[ms] = seq
+        if spilled then st.overflow = st.overflow + 1 end
+        return base + seq
+      end
+      tops[ms] = top
+      spilled = true
+      ms = ms + 1
+    end
+    return nil, C_SEQ
+  end
+  return st
+end
+
+-- ctr_last is the field-value pairs that write an assigner's ms, seq and
+-- req back to the ctr hash (read as HMGET ctr ms seq req).
+local function ctr_last(st) return 'ms', fmt(st.ms), 'seq', fmt(st.seq), 'req', fmt(st.req) end
+
+-- push_wake leaves one element on the wake list, so a worker blocked on it
+-- re-arms its timer. Numbers go to redis.call as text: Redis 7.0 formats
+-- a Lua number argument with %.17g, which costs more than the call.
+local function push_wake(wake)
+  redis.call('LPUSH', wake, '1')
+  redis.call('LTRIM', wake, '0', '0')
+  redis.call('PEXPIRE', wake, '60000')
+end
+
+-- add_due inserts into the due set and pushes the wake list when the task
+-- is the new head. ZRANK after the ZADD tells that without reading the old
+-- head's score (a WITHSCORES reply is formatted with %.17g and parsed back).
+local function add_due(due, wake, id, score)
+  redis.call('ZADD', due, fmt(score), id)
+  if redis.call('ZRANK', due, id) == 0 then push_wake(wake) end
+end
+
+-- end of lib.lua
+-- reply.lua: the kept reply of a mutating script. A call whose reply was
+-- lost is sent again (go-redis retries, the Worker's own re-sends) with the
+-- same KEYS and ARGV; it must not run a second time. go generate wraps
+-- each mutating body into rp_body and ends the script with rp_run (see
+-- Once in internal/luacompose), so the first run stores its reply under
+-- the call's request key and a re-run returns that reply without running
+-- the body.
+-- KEYS[#KEYS] -> reply key <prefix>:{q:<name>}:rp:<request ID>, STRING with
+--                a PX; removed from KEYS before the body runs
+-- ARGV[#ARGV] -> how long the reply is kept, ms; removed from ARGV likewise
+-- Returns the body's reply, or the kept one.
+-- Error replies (error tables, script errors) are never kept: a re-run
+-- runs the body again.
+--
+-- rp_enc appends the exact encoding of a reply value to e: '*n:' then n
+-- elements for an array (Redis stops at the first nil, so does this),
+-- ':<int>;' for a number (Redis truncates it to an integer; '%d' does the
+-- same and, unlike tostring's %.14g, stays exact up to 2^53), '$len:'
+-- then the bytes for a string, ':1;' for true, '_' for false and nil.
+-- The pieces become one string.format per 500 values (e.f the format,
+-- e.a its arguments): a format call per value, or Lua's own number to
+-- text, cost several times as much. '%s' copies a string whole unless it
+-- is shorter than 100 bytes and holds a zero byte (Lua 5.1 formats those
+-- with sprintf): such a string goes to e.out as it is.
+local function rp_flush(e)
+  if #e.f > 0 then
+    e.out[#e.out + 1] = string.format(table.concat(e.f), unpack(e.a))
+    e.f, e.a = {}, {}
+  end
+end
+local function rp_enc(v, e)
+  local t = type(v)
+  local f, a = e.f, e.a
+  if t == 'table' then
+    local n = 0
+    while v[n + 1] ~= nil do n = n + 1 end
+    f[#f + 1] = '*%d:'
+    a[#a + 1] = n
+    for i = 1, n do
+      local x = v[i]
+      local tx = type(x)
+      if tx == 'number' then
+        f[#f + 1] = ':%d;'
+        a[#a + 1] = x
+      elseif tx == 'string' and (#x >= 100 or not string.find(x, '\0', 1, true)) then
+        f[#f + 1] = '$%d:%s'
+        a[#a + 1] = #x
+        a[#a + 1] = x
+      else
+        rp_enc(x, e)
+        f, a = e.f, e.a
+      end
+      if #a >= 500 then
+        rp_flush(e)
+        f, a = e.f, e.a
+      end
+    end
+  elseif t == 'number' then
+    f[#f + 1] = ':%d;'
+    a[#a + 1] = v
+  elseif t == 'string' then
+    f[#f + 1] = '$%d:'
+    a[#a + 1] = #v
+    rp_flush(e)
+    e.out[#e.out + 1] = v
+  elseif v == true then
+    f[#f + 1] = ':1;'
+  else
+    f[#f + 1] = '_'
+  end
+end
+-- rp_dec reads the value rp_enc wrote at position p of s and returns it
+-- with the position after it (false for nil, which Redis replies as nil).
+local function rp_dec(s, p)
+  local c = string.byte(s, p)
+  if c == 42 then -- '*'
+    local e = string.find(s, ':', p, true)
+    local n, r = tonumber(string.sub(s, p + 1, e - 1)), {}
+    p = e + 1
+    for i = 1, n do r[i], p = rp_dec(s, p) end
+    return r, p
+  elseif c == 58 then -- ':'
+    local e = string.find(s, ';', p, true)
+    return tonumber(string.sub(s, p + 1, e - 1)), e + 1
+  elseif c == 36 then -- '$'
+    local e = string.find(s, ':', p, true)
+    local n = tonumber(string.sub(s, p + 1, e - 1))
+    return string.sub(s, e + 1, e + n), e + n + 1
+  end
+  return false, p + 1
+end
+-- rp_concat is table.concat(out) in runs of 1000: miniredis's Lua puts
+-- every element of one concat on its registry (about 5k slots).
+local function rp_concat(out)
+  local n = #out
+  if n <= 1000 then return table.concat(out) end
+  local runs = {}
+  for i = 1, n, 1000 do runs[#runs + 1] = table.concat(out, '', i, math.min(i + 999, n)) end
+  return table.concat(runs)
+end
+-- rp_run runs body once per reply key. keep (optional) returns what is
+-- stored of the reply: a string kept as it is, or a table (or nil: the
+-- reply itself) kept through rp_enc; grow turns the stored string back
+-- into the reply.
+local function rp_run(body, keep, grow)
+  local key = table.remove(KEYS)
+  local ttl = table.remove(ARGV)
+  local kept = redis.call('GET', key)
+  if kept then
+    if grow then return grow(kept) end
+    return (rp_dec(kept, 1))
+  end
+  local r = body()
+  if type(r) == 'table' and (r.err or r.ok) then return r end
+  local s = keep and keep(r)
+  if type(s) ~= 'string' then
+    local e = {f = {}, a = {}, out = {}}
+    rp_enc(s or r, e)
+    rp_flush(e)
+    s = rp_concat(e.out)
+  end
+  redis.call('SET', key, s, 'PX', ttl)
+  return r
+end
+local function rp_body()
+local dead, tasks, due, ctr, stats, wake = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local epoch, mult, maxrel = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+local skipped, plan, seen, st = 0, {}, {}, nil
+for i = 4, #ARGV do
+  local id = ARGV[i]
+  local t = nil
+  if not seen[id] and redis.call('ZSCORE', dead, id) then t = parse(get_rec(tasks, id)) end
+  seen[id] = true
+  if t then
+    if not st then
+      local l = redis.call('HMGET', ctr, 'ms', 'seq', 'req')
+      st = assigner(due, epoch, mult, maxrel, tonumber(l[1]), tonumber(l[2]), tonumber(l[3]))
+    end
+    local score, c = st.assign(now)
+    if not score then return {c} end
+    plan[#plan + 1] = {id, t, score}
+  else
+    skipped = skipped + 1
+  end
+end
+for _, p in ipairs(plan) do
+  local id, t = p[1], p[2]
+  redis.call('ZREM', dead, id)
+  t.attempt = 0 -- the last error stays, for the next handler to see
+  put_rec(tasks, id, build(t))
+  add_due(due, wake, id, p[3])
+end
+if st then
+  redis.call('HSET', ctr, ctr_last(st))
+  if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
+end
+return {C_OK, #plan, skipped}
+
+end
+return rp_run(rp_body)

@@ -1,0 +1,517 @@
+-- Code generated from lib.lua + reply.lua + take_kept.lua + retry.lua by `go generate ./delay`; DO NOT EDIT.
+-- retry.lua: give a leased task back with a delay, or dead-letter it.
+-- KEYS[1] -> tasks base   KEYS[2] -> inflight ZSET   KEYS[3] -> idx HASH
+-- KEYS[4] -> due ZSET     KEYS[5] -> dead ZSET       KEYS[6] -> ctr HASH
+-- KEYS[7] -> stats HASH   KEYS[8] -> wake LIST       KEYS[9] -> lease HASH
+-- ARGV[1] -> task ID   ARGV[2] -> fence   ARGV[3] -> delay ms
+-- ARGV[4] -> max attempts   ARGV[5] -> last error text
+-- ARGV[6] -> codec epoch ms   ARGV[7] -> 2^bits   ARGV[8] -> codec max ms offset
+-- Returns {C_OK, score, now} (back in due) | {C_DEAD, now} | {C_CANCELLED} | {error code}
+
+-- lib.lua: helpers shared by every delay script. go generate ./delay
+-- prepends this file's prelude and the functions a body uses to that body
+-- (lua/gen), so it declares no KEYS/ARGV of its own.
+--
+-- Records are bucketed: the tasks key a script gets in KEYS is a base name,
+-- and a record lives in the hash <tasks>:<task ID minus its last base-36
+-- digit> (36 consecutive IDs per bucket). Small hashes stay
+-- listpack-encoded, which is what keeps a pending task near 200 B; a
+-- bucket name keeps the base key's hash tag, so every key a script touches
+-- is still on the slot of its KEYS.
+--
+-- Reverse index: one hash, field = the business key's digest (6
+-- characters, computed in Go, stored in each record), value = the
+-- comma-separated IDs of the tasks of every key with that digest. Keys
+-- rarely share a digest, and whoever reads an entry tells its keys apart
+-- by the key in each record.
+--
+-- Task record (one field of a tasks bucket, field = task ID):
+--   "<flags><digest><attempt>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
+-- flags is one digit: bit 1 (F_CANCELLED) = cancelled while in flight; bit
+-- 2 (F_SOLE) = the only task of its index entry, so the entry is exactly
+-- its ID (delete_task drops the entry without reading it). digest is the key's,
+-- DIGEST_LEN characters: both sit at fixed places, so the hot paths read
+-- them without a pattern match. attempt counts the deliveries that ended
+-- without an ack (retry, expired lease); the delivery in hand is attempt+1.
+-- toklen 0 means the token is the ID. Fresh records are built in Go
+-- (freshRecord), with F_SOLE set.
+--
+-- Leases: the lease hash maps each task in flight to the fence of its
+-- current delivery (the inflight ZSET has its deadline). Take writes the
+-- two and leaves the record alone: a record changes only when its task
+-- does (retry, expiry, cancel), not on every delivery.
+-- Scores: (ms - epoch) * mult + seq, mult = 2^bits, exactly score.TimeCodec.
+-- Return codes (mirrored in scripts.go, compared by TestLibConstantsMatchGo):
+local C_OK, C_DUP, C_NOT_FOUND, C_LEASE_LOST = 0, 1, 2, 3
+local C_BEFORE_EPOCH, C_RANGE, C_TOO_MANY, C_SEQ = 4, 5, 6, 7
+local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
+-- C_CTR_LOST: the ID counter is gone (or behind a record) while the queue
+-- holds tasks; C_IDX_LOST: the index is gone while it does; C_RESTORED: a
+-- record found in no set was put back in due. Refusals write nothing.
+local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
+local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
+local DIGEST_LEN = 6 -- digestLen in keys.go
+-- The index holds a marker field IDX_MARK (no digest has it) from the
+-- first enqueue on, read in the same HMGET as the entries: an index
+-- without it is new, or gone (checked then), at no cost on the hot path.
+local IDX_MARK = '~'
+local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
+local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
+
+local function fmt(n) return string.format('%d', n) end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- header is the one check of a record's header: bounded fields, lengths
+-- within the record. It returns flags and digest (text), attempt and the
+-- three lengths as numbers, and the position of the key; nil when
+-- unreadable.
+local function header(blob)
+  if type(blob) ~= 'string' then return nil end
+  local fl, dg, a, kl, tl, el, p = string.match(blob, HEADER)
+  if not fl then return nil end
+  if #a > 9 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
+  kl, tl, el = tonumber(kl), tonumber(tl), tonumber(el)
+  if p - 1 + kl + tl + el > #blob then return nil end
+  return fl, dg, tonumber(a), kl, tl, el, p
+end
+
+-- parse reads the header and the key, token and error. The payload is not
+-- copied: payload_of or build take it from the original blob when needed.
+local function parse(blob)
+  local fl, dg, a, kl, tl, el, p = header(blob)
+  if not fl then return nil end
+  return {
+    attempt = a, flags = tonumber(fl), dg = dg,
+    key = string.sub(blob, p, p + kl - 1),
+    token = string.sub(blob, p + kl, p + kl + tl - 1),
+    err = string.sub(blob, p + kl + tl, p + kl + tl + el - 1),
+    blob = blob, poff = p + kl + tl + el,
+  }
+end
+
+local function payload_of(t)
+  if t.payload == nil then t.payload = string.sub(t.blob, t.poff) end
+  return t.payload
+end
+
+local function build(t)
+  return fmt(t.flags) .. t.dg .. fmt(t.attempt) .. ',' ..
+    fmt(#t.key) .. ',' .. fmt(#t.token) .. ',' .. fmt(#t.err) .. ';' ..
+    t.key .. t.token .. t.err .. payload_of(t)
+end
+
+-- flags_of reads the flags digit of a record (nil: not a digit), and
+-- dg_of its digest, from their fixed places.
+local function flags_of(blob)
+  local b = string.byte(blob, 1)
+  if b and b >= 48 and b <= 57 then return b - 48 end
+  return nil
+end
+local function dg_of(blob) return string.sub(blob, 2, 1 + DIGEST_LEN) end
+
+local function cancelled(t) return t.flags % 2 == 1 end
+local function sole(t) return math.floor(t.flags / 2) % 2 == 1 end
+-- is_done: a tombstone (Options.DoneTTL), the acked task's record kept
+-- without its payload so that its (key, token) stays known.
+local function is_done(flags) return math.floor(flags / 4) % 2 == 1 end
+
+-- tkey is the tasks bucket of a task ID.
+local function tkey(tasks, id) return tasks .. ':' .. string.sub(id, 1, -2) end
+
+local function get_rec(tasks, id) return redis.call('HGET', tkey(tasks, id), id) end
+local function put_rec(tasks, id, blob) redis.call('HSET', tkey(tasks, id), id, blob) end
+
+-- buckets groups positions of ids by tasks bucket (the bucket key), in
+-- first-seen order. Runs of IDs from one bucket (the common case: IDs are
+-- handed out in order) cost one lookup and one key per run, not per ID.
+local function buckets(tasks, ids)
+  local groups, order = {}, {}
+  local last, g, k = nil, nil, 0
+  for i = 1, #ids do
+    local pre = string.sub(ids[i], 1, -2)
+    if pre ~= last then
+      if g then g.n = k end
+      last = pre
+      local bk = tasks .. ':' .. pre
+      g = groups[bk]
+      if g then
+        k = g.n
+      else
+        g, k = {}, 0
+        groups[bk] = g
+        order[#order + 1] = bk
+      end
+    end
+    k = k + 1
+    g[k] = i
+  end
+  if g then g.n = k end
+  return groups, order
+end
+
+-- get_recs reads the records of ids (false where absent) with one HMGET per
+-- bucket: consecutive IDs share a bucket, so a batch costs a few calls.
+local function get_recs(tasks, ids)
+  local out = {}
+  local groups, order = buckets(tasks, ids)
+  for _, k in ipairs(order) do
+    local g, f = groups[k], {}
+    for j = 1, g.n do f[j] = ids[g[j]] end
+    local vals = redis.call('HMGET', k, unpack(f))
+    for j = 1, g.n do out[g[j]] = vals[j] end
+  end
+  return out
+end
+
+-- entry_ids splits an index entry (nil: none) into its IDs.
+local function entry_ids(v)
+  local out = {}
+  if v then for id in string.gmatch(v, '[^,]+') do out[#out + 1] = id end end
+  return out
+end
+
+-- entry reads the index entry of digest dg and the records of its IDs.
+-- It returns ids, the live IDs in entry order (an ID whose record is gone
+-- is stale and left out, so a rewrite drops it); mine, those whose record
+-- holds key; and recs, ID -> parsed record (false when unreadable: kept
+-- in the entry, counted for no key). pre is the entry when the caller
+-- read it already (false: none).
+local function entry(tasks, idx, dg, key, pre)
+  if pre == nil then pre = redis.call('HGET', idx, dg) end
+  local all = entry_ids(pre)
+  local ids, mine, recs = {}, {}, {}
+  if #all == 0 then return ids, mine, recs end
+  local blobs = get_recs(tasks, all)
+  for k, id in ipairs(all) do
+    local blob = blobs[k]
+    if blob then
+      ids[#ids + 1] = id
+      local t = parse(blob)
+      recs[id] = t or false
+      if t and t.key == key then mine[#mine + 1] = id end
+    end
+  end
+  return ids, mine, recs
+end
+
+-- idx_drop removes gone[dg] (one ID, or a set of IDs) from the index
+-- entries of the digests in dgs (distinct): one read and at most two
+-- writes in all. An entry already gone is left so.
+local function idx_drop(idx, dgs, gone)
+  local lists = redis.call('HMGET', idx, unpack(dgs))
+  local empty, kept, ne = {}, {}, 0
+  for k, dg in ipairs(dgs) do
+    local drop, v = gone[dg], lists[k]
+    local single = type(drop) == 'string'
+    if v and ((single and v == drop) or (not single and drop[v])) then
+      -- the entry is one dropped ID (the common case): no split, no rewrite
+      ne = ne + 1
+      empty[ne] = dg
+    elseif v and string.find(v, ',', 1, true) then
+      if single then drop = {[drop] = true} end
+      local left = {}
+      for _, x in ipairs(entry_ids(v)) do
+        if not drop[x] then left[#left + 1] = x end
+      end
+      if #left == 0 then
+        ne = ne + 1
+        empty[ne] = dg
+      else
+        kept[#kept + 1] = dg
+        kept[#kept + 1] = table.concat(left, ',')
+      end
+    end
+  end
+  if #empty > 0 then redis.call('HDEL', idx, unpack(empty)) end
+  if #kept > 0 then redis.call('HSET', idx, unpack(kept)) end
+end
+
+-- delete_task deletes a record and its ID in the index (the whole entry,
+-- unread, when the task is its sole ID).
+local function delete_task(tasks, idx, id, t)
+  redis.call('HDEL', tkey(tasks, id), id)
+  if not t then return end
+  if sole(t) then
+    redis.call('HDEL', idx, t.dg)
+  else
+    idx_drop(idx, {t.dg}, {[t.dg] = id})
+  end
+end
+
+-- assigner picks the scores of a run of tasks. Each gets the next seq for
+-- its ms: after the last seq handed out for that ms (st.ms, st.seq: the ctr
+-- hash's values, then tracked here) and after every task already due in
+-- that ms (read once per ms, then tracked). More than mult tasks in one ms
+-- spill into the next ms; st.overflow counts them. st.req is the ms the
+-- last task asked for: when the next asks for it too and the last one
+-- spilled (st.ms > st.req), every ms from st.req to st.ms was full, so the
+-- search starts at st.ms. That keeps a burst of any size due at one
+-- instant at one step a task (without it, each task walked every full ms
+-- again, one ZREVRANGEBYSCORE each, and failed past 64 of them). The
+-- caller writes st.ms, st.seq, st.req and st.overflow back. st.assign(ms)
+-- returns the score, or nil and a code.
+local function assigner(due, epoch, mult, maxrel, last_ms, last_seq, last_req)
+  local st = {ms = last_ms, seq = last_seq, req = last_req, overflow = 0}
+  local tops = {}
+  st.assign = function(ms)
+    local req, spilled = ms, false
+    if st.req == ms and st.ms and st.ms > ms then
+      ms = st.ms
+      spilled = true
+    end
+    for _ = 1, 64 do
+      local rel = ms - epoch
+      if rel < 0 then return nil, C_BEFORE_EPOCH end
+      if rel > maxrel then return nil, C_RANGE end
+      local base = rel * mult
+      local seq = 0
+      if st.ms == ms then seq = st.seq + 1 end
+      local top = tops[ms]
+      if top == nil then
+        local r = redis.call('ZREVRANGEBYSCORE', due, fmt(base + mult - 1), fmt(base), 'WITHSCORES', 'LIMIT', '0', '1')
+        top = false
+        if r[2] then top = tonumber(r[2]) - base end
+      end
+      if top and top + 1 > seq then seq = top + 1 end
+      if seq < mult then
+        -- separate statements: on gopher-lua (miniredis) a multiple
+        -- assignment of these fields once gave wrong seqs
+        st.ms = ms
+        st.seq = seq
+        st.req = req
+        tops[ms] = seq
+        if spilled then st.overflow = st.overflow + 1 end
+        return base + seq
+      end
+      tops[ms] = top
+      spilled = true
+      ms = ms + 1
+    end
+    return nil, C_SEQ
+  end
+  return st
+end
+
+-- ctr_last is the field-value pairs that write an assigner's ms, seq and
+-- req back to the ctr hash (read as HMGET ctr ms seq req).
+local function ctr_last(st) return 'ms', fmt(st.ms), 'seq', fmt(st.seq), 'req', fmt(st.req) end
+
+-- assign_score is one assigner step with the ctr hash read and written
+-- around it (retry, sweep, requeue, reschedule).
+local function assign_score(due, ctr, stats, ms, epoch, mult, maxrel)
+  local last = redis.call('HMGET', ctr, 'ms', 'seq', 'req')
+  local st = assigner(due, epoch, mult, maxrel, tonumber(last[1]), tonumber(last[2]), tonumber(last[3]))
+  local score, code = st.assign(ms)
+  if score then
+    redis.call('HSET', ctr, ctr_last(st))
+    if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
+  end
+  return score, code
+end
+
+-- push_wake leaves one element on the wake list, so a worker blocked on it
+-- re-arms its timer. Numbers go to redis.call as text: Redis 7.0 formats
+-- a Lua number argument with %.17g, which costs more than the call.
+local function push_wake(wake)
+  redis.call('LPUSH', wake, '1')
+  redis.call('LTRIM', wake, '0', '0')
+  redis.call('PEXPIRE', wake, '60000')
+end
+
+-- add_due inserts into the due set and pushes the wake list when the task
+-- is the new head. ZRANK after the ZADD tells that without reading the old
+-- head's score (a WITHSCORES reply is formatted with %.17g and parsed back).
+local function add_due(due, wake, id, score)
+  redis.call('ZADD', due, fmt(score), id)
+  if redis.call('ZRANK', due, id) == 0 then push_wake(wake) end
+end
+
+-- end_lease drops a task from in flight (ZSET and lease hash).
+local function end_lease(inflight, lease, id)
+  redis.call('ZREM', inflight, id)
+  redis.call('HDEL', lease, id)
+end
+
+-- to_dead moves a leased task to the dead set, its last delivery
+-- counted and its last error kept.
+local function to_dead(inflight, lease, dead, tasks, stats, id, t, err, now)
+  end_lease(inflight, lease, id)
+  redis.call('ZADD', dead, fmt(now), id)
+  t.attempt = t.attempt + 1
+  t.err = err
+  put_rec(tasks, id, build(t))
+  redis.call('HINCRBY', stats, 'dead', 1)
+end
+
+-- owned returns the record when (id, fence) holds the current lease:
+-- nil and C_NOT_FOUND (no record), C_LEASE_LOST (not in flight, or under
+-- another fence) or C_CORRUPT (unreadable, the lease held).
+local function owned(tasks, lease, id, fence)
+  local blob = get_rec(tasks, id)
+  if not blob then return nil, C_NOT_FOUND end
+  local f = flags_of(blob)
+  if f and is_done(f) then return nil, C_NOT_FOUND end -- acked: a tombstone
+  if redis.call('HGET', lease, id) ~= fence then return nil, C_LEASE_LOST end
+  local t = parse(blob)
+  if not t then return nil, C_CORRUPT end
+  return t
+end
+
+-- end of lib.lua
+-- reply.lua: the kept reply of a mutating script. A call whose reply was
+-- lost is sent again (go-redis retries, the Worker's own re-sends) with the
+-- same KEYS and ARGV; it must not run a second time. go generate wraps
+-- each mutating body into rp_body and ends the script with rp_run (see
+-- Once in internal/luacompose), so the first run stores its reply under
+-- the call's request key and a re-run returns that reply without running
+-- the body.
+-- KEYS[#KEYS] -> reply key <prefix>:{q:<name>}:rp:<request ID>, STRING with
+--                a PX; removed from KEYS before the body runs
+-- ARGV[#ARGV] -> how long the reply is kept, ms; removed from ARGV likewise
+-- Returns the body's reply, or the kept one.
+-- Error replies (error tables, script errors) are never kept: a re-run
+-- runs the body again.
+--
+-- rp_enc appends the exact encoding of a reply value to e: '*n:' then n
+-- elements for an array (Redis stops at the first nil, so does this),
+-- ':<int>;' for a number (Redis truncates it to an integer; '%d' does the
+-- same and, unlike tostring's %.14g, stays exact up to 2^53), '$len:'
+-- then the bytes for a string, ':1;' for true, '_' for false and nil.
+-- The pieces become one string.format per 500 values (e.f the format,
+-- e.a its arguments): a format call per value, or Lua's own number to
+-- text, cost several times as much. '%s' copies a string whole unless it
+-- is shorter than 100 bytes and holds a zero byte (Lua 5.1 formats those
+-- with sprintf): such a string goes to e.out as it is.
+local function rp_flush(e)
+  if #e.f > 0 then
+    e.out[#e.out + 1] = string.format(table.concat(e.f), unpack(e.a))
+    e.f, e.a = {}, {}
+  end
+end
+local function rp_enc(v, e)
+  local t = type(v)
+  local f, a = e.f, e.a
+  if t == 'table' then
+    local n = 0
+    while v[n + 1] ~= nil do n = n + 1 end
+    f[#f + 1] = '*%d:'
+    a[#a + 1] = n
+    for i = 1, n do
+      local x = v[i]
+      local tx = type(x)
+      if tx == 'number' then
+        f[#f + 1] = ':%d;'
+        a[#a + 1] = x
+      elseif tx == 'string' and (#x >= 100 or not string.find(x, '\0', 1, true)) then
+        f[#f + 1] = '$%d:%s'
+        a[#a + 1] = #x
+        a[#a + 1] = x
+      else
+        rp_enc(x, e)
+        f, a = e.f, e.a
+      end
+      if #a >= 500 then
+        rp_flush(e)
+        f, a = e.f, e.a
+      end
+    end
+  elseif t == 'number' then
+    f[#f + 1] = ':%d;'
+    a[#a + 1] = v
+  elseif t == 'string' then
+    f[#f + 1] = '$%d:'
+    a[#a + 1] = #v
+    rp_flush(e)
+    e.out[#e.out + 1] = v
+  elseif v == true then
+    f[#f + 1] = ':1;'
+  else
+    f[#f + 1] = '_'
+  end
+end
+-- rp_dec reads the value rp_enc wrote at position p of s and returns it
+-- with the position after it (false for nil, which Redis replies as nil).
+local function rp_dec(s, p)
+  local c = string.byte(s, p)
+  if c == 42 then -- '*'
+    local e = string.find(s, ':', p, true)
+    local n, r = tonumber(string.sub(s, p + 1, e - 1)), {}
+    p = e + 1
+    for i = 1, n do r[i], p = rp_dec(s, p) end
+    return r, p
+  elseif c == 58 then -- ':'
+    local e = string.find(s, ';', p, true)
+    return tonumber(string.sub(s, p + 1, e - 1)), e + 1
+  elseif c == 36 then -- '$'
+    local e = string.find(s, ':', p, true)
+    local n = tonumber(string.sub(s, p + 1, e - 1))
+    return string.sub(s, e + 1, e + n), e + n + 1
+  end
+  return false, p + 1
+end
+-- rp_concat is table.concat(out) in runs of 1000: miniredis's Lua puts
+-- every element of one concat on its registry (about 5k slots).
+local function rp_concat(out)
+  local n = #out
+  if n <= 1000 then return table.concat(out) end
+  local runs = {}
+  for i = 1, n, 1000 do runs[#runs + 1] = table.concat(out, '', i, math.min(i + 999, n)) end
+  return table.concat(runs)
+end
+-- rp_run runs body once per reply key. keep (optional) returns what is
+-- stored of the reply: a string kept as it is, or a table (or nil: the
+-- reply itself) kept through rp_enc; grow turns the stored string back
+-- into the reply.
+local function rp_run(body, keep, grow)
+  local key = table.remove(KEYS)
+  local ttl = table.remove(ARGV)
+  local kept = redis.call('GET', key)
+  if kept then
+    if grow then return grow(kept) end
+    return (rp_dec(kept, 1))
+  end
+  local r = body()
+  if type(r) == 'table' and (r.err or r.ok) then return r end
+  local s = keep and keep(r)
+  if type(s) ~= 'string' then
+    local e = {f = {}, a = {}, out = {}}
+    rp_enc(s or r, e)
+    rp_flush(e)
+    s = rp_concat(e.out)
+  end
+  redis.call('SET', key, s, 'PX', ttl)
+  return r
+end
+local function rp_body()
+local tasks, inflight, idx, due, dead, ctr, stats, wake, lease =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local id = ARGV[1]
+local t, code = owned(tasks, lease, id, ARGV[2])
+if not t then return {code} end
+local now = now_ms()
+if cancelled(t) then
+  end_lease(inflight, lease, id)
+  delete_task(tasks, idx, id, t)
+  return {C_CANCELLED}
+end
+if t.attempt + 1 >= tonumber(ARGV[4]) then -- the delivery in hand is attempt+1
+  to_dead(inflight, lease, dead, tasks, stats, id, t, ARGV[5], now)
+  return {C_DEAD, fmt(now)}
+end
+local score, c = assign_score(due, ctr, stats, now + tonumber(ARGV[3]),
+  tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))
+if not score then return {c} end
+end_lease(inflight, lease, id)
+t.attempt = t.attempt + 1
+t.err = ARGV[5]
+put_rec(tasks, id, build(t))
+add_due(due, wake, id, score)
+redis.call('HINCRBY', stats, 'retries', 1)
+return {C_OK, fmt(score), fmt(now)}
+
+end
+return rp_run(rp_body)
