@@ -226,15 +226,24 @@ func runBench(ctx context.Context, cfg config, stdout, stderr io.Writer) (code i
 		why = "defined on a single Redis"
 	}
 	var floors measure.Floors
-	res, err := tiers.Run(ctx, tiers.Config{Client: be.client, Backend: be.name, BackendNote: be.note, Prefix: cfg.prefix,
-		Tiers: cfg.tiers, Conc: cfg.conc, Duration: cfg.duration, Lines: cfg.lines, Seed: cfg.seed, Log: stderr})
+	tcfg := tiers.Config{Client: be.client, Backend: be.name, BackendNote: be.note, Prefix: cfg.prefix,
+		Tiers: cfg.tiers, Conc: cfg.conc, Duration: cfg.duration, Lines: cfg.lines, Seed: cfg.seed, Log: stderr}
+	res, err := tiers.Run(ctx, tcfg)
+	if err != nil {
+		return 1, err
+	}
+	conv, err := tiers.RunConvergence(ctx, tcfg)
 	if err != nil {
 		return 1, err
 	}
 	fmt.Fprintln(stdout)
 	res.PrintHeader(stdout)
 	res.PrintTable(stdout)
+	if conv != nil {
+		conv.Print(stdout)
+	}
 	res.AllFloors(&floors, timed, why)
+	tiers.ConvergeFloor(&floors, conv, be.name, timed, why)
 	if cfg.csvFile != "" {
 		if err := writeFile(cfg.csvFile, res.WriteCSV); err != nil {
 			return 1, err

@@ -22,13 +22,11 @@ import (
 // TestNearChildReader: a second process with its own near cache, its own
 // connections and its own tracking, as a second cart service would be.
 const (
-	envNearChild   = "TIERSET_NEAR_CHILD"  // backend name: redis or cluster
-	envNearPrefix  = "TIERSET_NEAR_PREFIX" // key prefix of the parent's test
-	nearReaders    = 4                     // per process
-	nearRefreshes  = 200                   // writer's refreshes
-	nearP99Target  = 5 * time.Millisecond  // the p99 the near cache is built for
-	nearP99Allowed = 4 * nearP99Target     // asserted, with slack for a loaded 2-core runner
-	nearConverge   = 5 * time.Second       // a reader that never converges fails
+	envNearChild  = "TIERSET_NEAR_CHILD"  // backend name: redis or cluster
+	envNearPrefix = "TIERSET_NEAR_PREFIX" // key prefix of the parent's test
+	nearReaders   = 4                     // per process
+	nearRefreshes = 200                   // writer's refreshes
+	nearConverge  = 5 * time.Second       // a reader that never converges fails
 )
 
 // pauseBetweenCarts stands for a cart handler waiting for its next
@@ -145,9 +143,9 @@ func TestNearChildReader(t *testing.T) {
 // TestNearTwoProcesses: 8 readers with near caches, 4 here and 4 in a
 // child process, against a writer doing 200 refreshes between two
 // versions. After each Refresh returns, every reader serves the new
-// version: p50/p99/max printed against the 5 ms p99 target, asserted with
-// 4x slack for a loaded runner; no line mixes versions, and no tier
-// carries another version's gifts.
+// version within nearConverge (p50/p99/max printed; the 5 ms p99 floor is
+// judged by the main job's convergence run, go run ./bench); no line
+// mixes versions, and no tier carries another version's gifts.
 func TestNearTwoProcesses(t *testing.T) {
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
@@ -268,14 +266,6 @@ func TestNearTwoProcesses(t *testing.T) {
 		}
 		if childReads.Load() == 0 {
 			t.Fatal("the child reported no reads")
-		}
-		t.Logf("p99 %v against the %v target: within=%v", p99, nearP99Target, p99 <= nearP99Target)
-		if raceEnabled {
-			t.Logf("race detector on: the %v p99 bound is not asserted (it slows every read several times)", nearP99Allowed)
-			return
-		}
-		if p99 > nearP99Allowed {
-			t.Fatalf("p99 %v after Refresh returned, want ≤ %v", p99, nearP99Allowed)
 		}
 	})
 }

@@ -125,3 +125,55 @@ func backendName(be *testredis.Backend) string {
 	}
 	return "redis"
 }
+
+// TestConvergeFloor checks the convergence floor's verdicts: tight (never
+// failing -strict), judged only on a single Redis, not judged where the
+// near cache cannot run.
+func TestConvergeFloor(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		c       *Convergence
+		backend string
+		judged  bool
+		want    measure.Status
+	}{
+		{"fast", &Convergence{P50: ms / 5, P99: 2 * ms, Max: 3 * ms}, "redis", true, measure.Met},
+		{"slow", &Convergence{P50: ms, P99: 6 * ms, Max: 9 * ms}, "redis", true, measure.Missed},
+		{"cluster", &Convergence{P99: 2 * ms}, "cluster", false, measure.NotJudged},
+		{"miniredis", nil, "miniredis", false, measure.NotJudged},
+		{"not run", nil, "redis", true, measure.Skipped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var fs measure.Floors
+			ConvergeFloor(&fs, tc.c, tc.backend, tc.judged, measure.NotRedis)
+			if len(fs.Rows) != 1 || fs.Rows[0].Status != tc.want {
+				t.Fatalf("rows %+v, want one %s", fs.Rows, tc.want)
+			}
+		})
+	}
+}
+
+// TestConvergenceRun runs the convergence run on a real server: every
+// refresh is seen by every reader (else it fails), with one sample per
+// reader and refresh.
+func TestConvergenceRun(t *testing.T) {
+	testredis.EachReal(t, func(t *testing.T, be *testredis.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var log strings.Builder
+		c, err := RunConvergence(ctx, Config{Client: be.Client, Backend: backendName(be), Prefix: be.Prefix, Log: &log})
+		if err != nil {
+			t.Fatalf("RunConvergence: %v\n%s", err, log.String())
+		}
+		if c == nil || c.Readers != convergeCaches*convergeReaders || c.Refreshes != convergeRefreshes || c.Reads < int64(c.Readers*c.Refreshes) ||
+			c.P50 > c.P99 || c.P99 > c.Max || c.Max > convergeTimeout {
+			t.Fatalf("convergence %+v", c)
+		}
+		t.Logf("p50 %v p99 %v max %v over %d reads", c.P50, c.P99, c.Max, c.Reads)
+		keys, err := testredis.Keys(ctx, be.Client, be.Prefix)
+		if err != nil || len(keys) != 0 {
+			t.Fatalf("left keys %v %v", keys, err)
+		}
+	})
+}

@@ -1,0 +1,213 @@
+package tiers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/measure"
+)
+
+// The convergence run: a writer refreshes one promotion between two
+// versions while readers on two near caches (each with its own
+// connections and tracking, as two cart services would be) read it; after
+// each Refresh returns, the time until every reader serves the new
+// version is one sample per reader.
+const (
+	convergeCaches    = 2
+	convergeReaders   = 4 // per cache
+	convergeRefreshes = 200
+	convergeTimeout   = 5 * time.Second // per refresh: a reader that never converges fails the run
+	floorConvergeP99  = 5 * time.Millisecond
+	// convergePause stands for a cart handler waiting for its next
+	// request: readers that never block keep every P busy, and the runtime
+	// then polls the network (where the invalidation waits) only every
+	// 10 ms, which measures the scheduler, not the near cache.
+	convergePause = 100 * time.Microsecond
+)
+
+// Convergence is the result of the convergence run.
+type Convergence struct {
+	Readers, Refreshes int
+	P50, P99, Max      time.Duration
+	Reads              int64
+}
+
+// convergeVersions are the two contents the writer alternates: every
+// threshold differs, so a read tells them apart by its hit.
+func convergeVersions(id string) [2]gradient.Promotion {
+	mk := func(first int64) gradient.Promotion {
+		p := gradient.Promotion{ID: id, Metric: gradient.Quantity}
+		for k := int64(0); k < 5; k++ {
+			p.Tiers = append(p.Tiers, gradient.Tier{ID: fmt.Sprintf("t%d", k), Threshold: decimal.NewFromInt(first + 2*k),
+				Reward: gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(5 + k)}})
+		}
+		return p
+	}
+	return [2]gradient.Promotion{mk(2), mk(3)}
+}
+
+// measureConvergence runs the convergence run against cfg's server and
+// deletes its promotion afterwards.
+func measureConvergence(ctx context.Context, cfg Config, lib *cache.Cache) (res *Convergence, err error) {
+	id := "converge"
+	ps := convergeVersions(id)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, derr := lib.Delete(cctx, id); derr != nil && err == nil {
+			err = fmt.Errorf("bench: converge: delete: %w", derr)
+		}
+	}()
+	rep, err := lib.Refresh(ctx, ps[0])
+	if err != nil {
+		return nil, fmt.Errorf("bench: converge: refresh: %w", err)
+	}
+	var caches []*cache.Cache
+	for k := 0; k < convergeCaches; k++ {
+		c, closeC, err := newNear(cfg.Client, cfg.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		defer closeC()
+		caches = append(caches, c)
+	}
+
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	n := convergeCaches * convergeReaders
+	serving := make([]string, n)
+	at := make([]time.Time, n)
+	var reads int64
+	var readErr error
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, last := caches[r/convergeReaders], ""
+			for k := 0; rctx.Err() == nil; k++ {
+				res, err := c.Match(rctx, cache.QuantityQuery(id, int64(k%12)), cache.MatchOptions{})
+				now := time.Now()
+				if err != nil && !errors.Is(err, cache.ErrNoTier) {
+					if rctx.Err() == nil {
+						mu.Lock()
+						readErr = errors.Join(readErr, err)
+						cond.Broadcast()
+						mu.Unlock()
+					}
+					return
+				}
+				mu.Lock()
+				reads++
+				if res.Version != last {
+					last, serving[r], at[r] = res.Version, res.Version, now
+					cond.Broadcast()
+				}
+				mu.Unlock()
+				time.Sleep(convergePause)
+			}
+		}()
+	}
+	defer func() { stop(); wg.Wait() }()
+
+	// waitAll waits until every reader serves v, a read fails or the
+	// timeout passes.
+	waitAll := func(v string) error {
+		timer := time.AfterFunc(convergeTimeout, func() { mu.Lock(); cond.Broadcast(); mu.Unlock() })
+		defer timer.Stop()
+		start := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			all := true
+			for _, s := range serving {
+				all = all && s == v
+			}
+			switch {
+			case readErr != nil:
+				return fmt.Errorf("bench: converge: read: %w", readErr)
+			case all:
+				return nil
+			case time.Since(start) >= convergeTimeout:
+				return fmt.Errorf("bench: converge: not every reader served version %s within %s: %v", v, convergeTimeout, serving)
+			}
+			cond.Wait()
+		}
+	}
+	if err := waitAll(rep.Promotions[0].Version); err != nil {
+		return nil, err
+	}
+	lat := make([]time.Duration, 0, n*convergeRefreshes)
+	for i := 1; i <= convergeRefreshes; i++ {
+		rep, err := lib.Refresh(ctx, ps[i%2])
+		if err != nil {
+			return nil, fmt.Errorf("bench: converge: refresh %d: %w", i, err)
+		}
+		returned := time.Now()
+		if err := waitAll(rep.Promotions[0].Version); err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		for _, t := range at {
+			lat = append(lat, max(0, t.Sub(returned)))
+		}
+		mu.Unlock()
+	}
+	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
+	mu.Lock()
+	defer mu.Unlock()
+	return &Convergence{Readers: n, Refreshes: convergeRefreshes, Reads: reads,
+		P50: lat[len(lat)/2], P99: lat[len(lat)*99/100], Max: lat[len(lat)-1]}, nil
+}
+
+// RunConvergence is the convergence run of the main job, on a backend
+// with client tracking (nil, nil where the near cache cannot run).
+func RunConvergence(ctx context.Context, cfg Config) (*Convergence, error) {
+	if nearSkipped(cfg.Backend) != "" {
+		return nil, nil
+	}
+	lib, err := cache.New(cfg.Client, cache.Options{Prefix: cfg.Prefix, MinorDigits: minorDigits})
+	if err != nil {
+		return nil, fmt.Errorf("cache.New: %w", err)
+	}
+	start := time.Now()
+	c, err := measureConvergence(ctx, cfg, lib)
+	if err == nil {
+		fmt.Fprintf(cfg.Log, "converge: %d refreshes × %d readers in %s\n", c.Refreshes, c.Readers, time.Since(start).Round(time.Millisecond))
+	}
+	return c, err
+}
+
+// Print writes the convergence line.
+func (c *Convergence) Print(w io.Writer) {
+	fmt.Fprintf(w, "\nnear convergence after Refresh returns, %d readers on %d near caches, %d refreshes (%d reads): p50 %s p99 %s max %s\n",
+		c.Readers, convergeCaches, c.Refreshes, c.Reads, fmtDur(c.P50), fmtDur(c.P99), fmtDur(c.Max))
+}
+
+// ConvergeFloor adds the convergence floor to t: judged where timing is
+// (judged, else why), skipped where the near cache cannot run.
+func ConvergeFloor(t *measure.Floors, c *Convergence, backend string, judged bool, why string) {
+	f := measure.Floor{Subject: "tiers", Kind: measure.Tight,
+		Name: fmt.Sprintf("near convergence after Refresh, p99 over %d readers on %d caches", convergeCaches*convergeReaders, convergeCaches),
+		Want: "≤ " + fmtDur(floorConvergeP99)}
+	if why := nearSkipped(backend); why != "" {
+		t.JudgeIf(false, why, f, false)
+		return
+	}
+	if c == nil {
+		t.Skip(f, "not run")
+		return
+	}
+	f.Value, f.Note = fmtDur(c.P99), fmt.Sprintf("p50 %s, max %s", fmtDur(c.P50), fmtDur(c.Max))
+	t.JudgeIf(judged, why, f, c.P99 <= floorConvergeP99)
+}
