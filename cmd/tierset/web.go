@@ -190,6 +190,13 @@ func newWebServer(ctx context.Context, cfg webConfig) (*webServer, error) {
 	if err := s.loadQueues(ctx, true); err != nil {
 		return nil, err
 	}
+	if cfg.idsTTL > 0 {
+		// The one SCAN a reader would wait for happens here: from now on
+		// a stale listing is answered at once and replaced behind it.
+		if _, _, err := s.listIDs(ctx); err != nil {
+			return nil, fmt.Errorf("listing promotions: %w", err)
+		}
+	}
 	s.routes()
 	return s, nil
 }
