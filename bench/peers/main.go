@@ -179,7 +179,7 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	fmt.Fprintf(out, "peers: run %s, N=%d, steady %d/s for %v, lead %v, redis %s (tierset DB %d, asynq DB %d), payload %d B, business key %d B, %s\n",
 		runID, cfg.n, cfg.rate, cfg.steady, cfg.lead, opt.Addr, opt.DB, aopt.DB, payloadSize, len(businessKey(runID, 0)), ids)
 	fmt.Fprintln(out, "peers: both at concurrency 8 with a no-op handler (tierset: 1 worker, batch 100; asynq: 1 server); lateness = handler time − intended due time, one clock (Redis runs on this host)")
-	fmt.Fprintln(out, "peers: shared machine and Redis: other sessions run at the same time, so every number is noisy")
+	fmt.Fprintln(out, "peers: shared machine and Redis: other clients and jobs run at the same time, so every number is noisy")
 
 	var results []result
 	for _, p := range peers {
