@@ -130,6 +130,7 @@ type readThrough struct {
 type flight struct {
 	done chan struct{}
 	err  error
+	how  LoadOutcome // how load ended, for the caller that started it
 }
 
 // loadable reports whether a line's error means the promotion is not in
@@ -215,13 +216,22 @@ func index(ids []string, id string) int {
 // (loaded here or by another process), errRemembered when the source does
 // not know it, an ErrLoad otherwise. damaged: a read found it stored but
 // not whole, so being there is not enough. The caller waits at most until
-// ctx ends; the load itself goes on for the other callers.
+// ctx ends; the load itself goes on for the other callers. It reports how
+// it ended to Observer.OnLoad.
 func (rt *readThrough) ensure(ctx context.Context, c *Cache, id string, damaged bool) error {
+	start := time.Now()
+	how, err := rt.wait(ctx, c, id, damaged)
+	c.obs.OnLoad(id, how, time.Since(start))
+	return err
+}
+
+func (rt *readThrough) wait(ctx context.Context, c *Cache, id string, damaged bool) (LoadOutcome, error) {
 	if rt.remembered(id) {
-		return errRemembered(id)
+		return LoadRemembered, errRemembered(id)
 	}
 	rt.mu.Lock()
 	f := rt.flights[id]
+	joined := f != nil
 	if f == nil {
 		f = &flight{done: make(chan struct{})}
 		rt.flights[id] = f
@@ -230,7 +240,7 @@ func (rt *readThrough) ensure(ctx context.Context, c *Cache, id string, damaged 
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.opt.LeaseTTL)
 		go func() {
 			defer cancel()
-			f.err = rt.load(fctx, c, id, damaged)
+			f.how, f.err = rt.load(fctx, c, id, damaged)
 			rt.mu.Lock()
 			delete(rt.flights, id)
 			rt.mu.Unlock()
@@ -240,20 +250,30 @@ func (rt *readThrough) ensure(ctx context.Context, c *Cache, id string, damaged 
 	rt.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.err
+		if !joined {
+			return f.how, f.err
+		}
+		// Another caller's load answered this one.
+		switch f.how {
+		case LoadLoaded, LoadShared:
+			return LoadShared, f.err
+		case LoadUnknown, LoadRemembered:
+			return LoadRemembered, f.err
+		}
+		return f.how, f.err
 	case <-ctx.Done():
-		return fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, ctx.Err())
+		return LoadFailed, fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, ctx.Err())
 	}
 }
 
 // load takes the Redis lease and calls the loader, or waits for the
 // process that holds the lease, until the promotion is stored (whole, when
 // damaged), known unknown, or ctx ends.
-func (rt *readThrough) load(ctx context.Context, c *Cache, id string, damaged bool) error {
+func (rt *readThrough) load(ctx context.Context, c *Cache, id string, damaged bool) (LoadOutcome, error) {
 	token := newToken()
 	tiers, absent, lease := c.tiersKey(id), c.absentKey(id), c.leaseKey(id)
 	if err := sameSlot(tiers, absent, lease); err != nil {
-		return fmt.Errorf("%w: %w", ErrLoad, err)
+		return LoadFailed, fmt.Errorf("%w: %w", ErrLoad, err)
 	}
 	for {
 		pipe := c.client.Pipeline()
@@ -261,7 +281,7 @@ func (rt *readThrough) load(ctx context.Context, c *Cache, id string, damaged bo
 		mark := pipe.PTTL(ctx, absent)
 		took := pipe.SetNX(ctx, lease, token, rt.opt.LeaseTTL)
 		if _, err := pipe.Exec(ctx); err != nil {
-			return fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, ctxErr(ctx, err))
+			return LoadFailed, fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, ctxErr(ctx, err))
 		}
 		if damaged && exists.Val() > 0 {
 			// A tiers key without a sentinel, or without its gift lists,
@@ -272,7 +292,7 @@ func (rt *readThrough) load(ctx context.Context, c *Cache, id string, damaged bo
 				if took.Val() {
 					rt.release(ctx, c, lease, token)
 				}
-				return fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
+				return LoadFailed, fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
 			}
 		}
 		switch {
@@ -282,25 +302,25 @@ func (rt *readThrough) load(ctx context.Context, c *Cache, id string, damaged bo
 				rt.release(ctx, c, lease, token)
 			}
 			if exists.Val() > 0 {
-				return nil
+				return LoadShared, nil
 			}
 			ttl := mark.Val()
 			if ttl <= 0 {
 				ttl = rt.opt.MissTTL
 			}
 			rt.remember(id, ttl)
-			return errRemembered(id)
+			return LoadRemembered, errRemembered(id)
 		case took.Val():
-			err := rt.loadHeld(ctx, c, id)
+			how, err := rt.loadHeld(ctx, c, id)
 			rt.release(ctx, c, lease, token)
-			return err
+			return how, err
 		}
 		// Another process holds the lease: wait for its refresh.
 		timer := time.NewTimer(rt.opt.PollEvery)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return fmt.Errorf("%w: promotion %q: waiting for another process's load: %w", ErrLoad, id, ctx.Err())
+			return LoadFailed, fmt.Errorf("%w: promotion %q: waiting for another process's load: %w", ErrLoad, id, ctx.Err())
 		case <-timer.C:
 		}
 	}
@@ -308,26 +328,26 @@ func (rt *readThrough) load(ctx context.Context, c *Cache, id string, damaged bo
 
 // loadHeld runs the loader under the lease and writes what it returns
 // through Refresh, or remembers that the source does not know id.
-func (rt *readThrough) loadHeld(ctx context.Context, c *Cache, id string) error {
+func (rt *readThrough) loadHeld(ctx context.Context, c *Cache, id string) (LoadOutcome, error) {
 	p, err := rt.call(ctx, id)
 	switch {
 	case errors.Is(err, ErrUnknownPromotion):
 		if err := c.client.Set(ctx, c.absentKey(id), "1", rt.opt.MissTTL).Err(); err != nil {
-			return fmt.Errorf("%w: promotion %q: remember miss: %w", ErrLoad, id, ctxErr(ctx, err))
+			return LoadFailed, fmt.Errorf("%w: promotion %q: remember miss: %w", ErrLoad, id, ctxErr(ctx, err))
 		}
 		rt.remember(id, rt.opt.MissTTL)
-		return errRemembered(id)
+		return LoadUnknown, errRemembered(id)
 	case err != nil:
-		return fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
+		return LoadFailed, fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
 	case p == nil:
-		return fmt.Errorf("%w: promotion %q: loader returned no promotion and no error", ErrLoad, id)
+		return LoadFailed, fmt.Errorf("%w: promotion %q: loader returned no promotion and no error", ErrLoad, id)
 	case p.ID != id:
-		return fmt.Errorf("%w: promotion %q: loader returned promotion %q", ErrLoad, id, p.ID)
+		return LoadFailed, fmt.Errorf("%w: promotion %q: loader returned promotion %q", ErrLoad, id, p.ID)
 	}
 	if _, err := c.Refresh(ctx, *p); err != nil {
-		return fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
+		return LoadFailed, fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
 	}
-	return nil
+	return LoadLoaded, nil
 }
 
 // call runs the loader in its own goroutine, so a loader that ignores
@@ -429,7 +449,7 @@ func (c *Cache) withNearAndLoader(o Options) error {
 		if err != nil {
 			return err
 		}
-		c.near = newNear(no)
+		c.near = newNear(no, c.obs)
 	}
 	if o.Loader != nil {
 		lo, err := o.Load.withDefaults()

@@ -354,7 +354,9 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 	}
 	if opt.Gifts {
 		n, err := c.fetchGifts(ctx, rs)
-		rts += n
+		if n > 0 {
+			c.obs.OnRoundTrips(OpGifts, n)
+		}
 		if err != nil {
 			c.obs.OnRoundTrips(OpMatch, rts)
 			return fmt.Errorf("cache: match gifts: %w", ctxErr(ctx, err))

@@ -120,6 +120,7 @@ type ladder struct {
 // promotion's generation stripe) is unchanged at install time.
 type near struct {
 	opt    NearCacheOptions
+	obs    Observer
 	seed   maphash.Seed
 	shards []nearShard
 	gens   [nearStripes]atomic.Uint64
@@ -158,10 +159,10 @@ type nearSnap struct {
 	at    int64 // UnixNano
 }
 
-func newNear(o NearCacheOptions) *near {
+func newNear(o NearCacheOptions, obs Observer) *near {
 	// A power of two, so that a shard is picked with a mask.
 	n := 1 << (bits.Len(uint(min(nearShards, max(1, o.MaxPromotions)))) - 1)
-	nc := &near{opt: o, seed: maphash.MakeSeed(), shards: make([]nearShard, n)}
+	nc := &near{opt: o, obs: obs, seed: maphash.MakeSeed(), shards: make([]nearShard, n)}
 	for i := range nc.shards {
 		sh := &nc.shards[i]
 		sh.m = make(map[string]*ladder)
@@ -208,13 +209,15 @@ func (nc *near) snap(id string) nearSnap {
 // install holds l, unless tracking is down or changed, or id was
 // invalidated, since s was taken. It evicts least recently used ladders
 // of the shard to stay within its bounds and refuses a ladder larger than
-// a shard's byte share.
+// a shard's byte share. Its events reach the Observer after the lock is
+// released, so an Observer may call NearStats.
 func (nc *near) install(l *ladder, s nearSnap) bool {
 	h := nc.hash(l.id)
 	sh := nc.shard(h)
+	var evicted []string
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	if !nc.up.Load() || nc.epoch.Load() != s.epoch || nc.stripe(h).Load() != s.gen || l.bytes > sh.maxB {
+		sh.mu.Unlock()
 		return false
 	}
 	l.validated.Store(s.at)
@@ -224,11 +227,18 @@ func (nc *near) install(l *ladder, s nearSnap) bool {
 		delete(sh.m, l.id)
 	}
 	for len(sh.m) >= sh.maxN || sh.bytes+l.bytes > sh.maxB {
-		sh.evictOldest()
+		if id := sh.evictOldest(); id != "" {
+			evicted = append(evicted, id)
+		}
 		nc.drops.Add(1)
 	}
 	sh.m[l.id] = l
 	sh.bytes += l.bytes
+	sh.mu.Unlock()
+	for _, id := range evicted {
+		nc.obs.OnNear(id, NearEvict)
+	}
+	nc.obs.OnNear(l.id, NearInstall)
 	return true
 }
 
@@ -244,17 +254,21 @@ func (nc *near) markBig(id string, s nearSnap) {
 	sh.mu.Unlock()
 }
 
-func (sh *nearShard) evictOldest() {
+// evictOldest drops the least recently used ladder and returns its ID
+// ("" when none is held).
+func (sh *nearShard) evictOldest() string {
 	var victim *ladder
 	for _, l := range sh.m {
 		if victim == nil || l.used.Load() < victim.used.Load() {
 			victim = l
 		}
 	}
-	if victim != nil {
-		sh.bytes -= victim.bytes
-		delete(sh.m, victim.id)
+	if victim == nil {
+		return ""
 	}
+	sh.bytes -= victim.bytes
+	delete(sh.m, victim.id)
+	return victim.id
 }
 
 // addGifts accounts a version's gift lists to l, if l is still held;
@@ -280,12 +294,16 @@ func (nc *near) invalidate(id string) {
 	nc.stripe(h).Add(1)
 	sh := nc.shard(h)
 	sh.mu.Lock()
-	if l := sh.m[id]; l != nil {
+	l := sh.m[id]
+	if l != nil {
 		sh.bytes -= l.bytes
 		delete(sh.m, id)
 	}
 	delete(sh.big, id)
 	sh.mu.Unlock()
+	if l != nil {
+		nc.obs.OnNear(id, NearInvalidate)
+	}
 }
 
 // setUp records whether tracking covers every node. Any change drops
@@ -298,15 +316,22 @@ func (nc *near) setUp(up bool) {
 	nc.dropAll()
 }
 
+// dropAll reports NearDropAll only when something was held: tracking's
+// first establishment drops nothing.
 func (nc *near) dropAll() {
 	nc.epoch.Add(1)
+	held := false
 	for i := range nc.shards {
 		sh := &nc.shards[i]
 		sh.mu.Lock()
+		held = held || len(sh.m) > 0 || len(sh.big) > 0
 		clear(sh.m)
 		clear(sh.big)
 		sh.bytes = 0
 		sh.mu.Unlock()
+	}
+	if held {
+		nc.obs.OnNear("", NearDropAll)
 	}
 }
 

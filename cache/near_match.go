@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,6 +45,7 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 		switch {
 		case l != nil:
 			nc.hits.Add(1)
+			c.obs.OnNear(qs[i].Promotion, NearHit)
 			c.answer(l, &qs[i], s, nowMs, opt.Next, &rs[i])
 		case big:
 			direct = append(direct, i)
@@ -53,6 +55,7 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 			}
 			scores[i] = s
 			miss = append(miss, i)
+			c.obs.OnNear(qs[i].Promotion, NearMiss)
 		}
 	}
 	rts := 0
@@ -68,7 +71,9 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 	}
 	if opt.Gifts {
 		n, err := c.nearGifts(ctx, rs, direct)
-		rts += n
+		if n > 0 {
+			c.obs.OnRoundTrips(OpGifts, n)
+		}
 		if err != nil {
 			c.obs.OnRoundTrips(OpMatch, rts)
 			return true, fmt.Errorf("cache: match gifts: %w", ctxErr(ctx, err))
@@ -96,7 +101,9 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 	c.obs.OnRoundTrips(OpMatch, rts)
 	d := time.Since(start)
 	for i := range rs {
-		c.obs.OnLookup(rs[i].Promotion, outcomeOf(rs[i].Err), d)
+		if !slices.Contains(direct, i) { // matchRedis reported those
+			c.obs.OnLookup(rs[i].Promotion, outcomeOf(rs[i].Err), d)
+		}
 	}
 	return true, nil
 }

@@ -79,6 +79,9 @@ type Op uint8
 
 const (
 	OpMatch Op = iota + 1
+	// OpGifts: Cache.Gifts, and the gift list reads of a Match or
+	// MatchCart with MatchOptions.Gifts, reported apart from its OpMatch
+	// round trips so gift fetches can be counted on their own.
 	OpGifts
 	OpRefresh
 	OpDelete
@@ -125,6 +128,86 @@ func (r Record) String() string {
 	return "unknown"
 }
 
+// NearEvent is what happened in the near cache, for Observer.OnNear.
+type NearEvent uint8
+
+const (
+	// NearHit: a cart line was answered from a held ladder.
+	NearHit NearEvent = iota + 1
+	// NearMiss: while tracking was up, a line's ladder was not held (or
+	// older than MaxStaleness), so it was read from Redis.
+	NearMiss
+	// NearInstall: a ladder read from Redis is now held.
+	NearInstall
+	// NearInvalidate: a held ladder was dropped because its promotion
+	// changed: a tracking invalidation, this process's Refresh or Delete,
+	// or the re-validation pass finding another version.
+	NearInvalidate
+	// NearEvict: a held ladder was dropped to stay within the bounds.
+	NearEvict
+	// NearDropAll: everything held was dropped at once (tracking was lost,
+	// re-established, its nodes changed, or Close); promotion is "".
+	NearDropAll
+)
+
+func (e NearEvent) String() string {
+	switch e {
+	case NearHit:
+		return "hit"
+	case NearMiss:
+		return "miss"
+	case NearInstall:
+		return "install"
+	case NearInvalidate:
+		return "invalidate"
+	case NearEvict:
+		return "evict"
+	case NearDropAll:
+		return "drop_all"
+	}
+	return "unknown"
+}
+
+// LoadOutcome is how one read-through of a promotion ended, for
+// Observer.OnLoad.
+type LoadOutcome uint8
+
+const (
+	// LoadLoaded: this read's load called the Loader and stored what it
+	// returned.
+	LoadLoaded LoadOutcome = iota + 1
+	// LoadUnknown: this read's load called the Loader, which said
+	// ErrUnknownPromotion; the miss is remembered.
+	LoadUnknown
+	// LoadRemembered: a remembered miss answered without calling the
+	// Loader (this process's, another process's mark in Redis, or a
+	// concurrent read's load that found it unknown).
+	LoadRemembered
+	// LoadShared: the promotion was stored by a load this read did not
+	// run: a concurrent read's in this process, or another process's
+	// (found stored, or waited for under its lease).
+	LoadShared
+	// LoadFailed: the read got an ErrLoad (the Loader failed or timed
+	// out, Redis failed, or the read's ctx ended while it waited).
+	LoadFailed
+)
+
+func (o LoadOutcome) String() string {
+	switch o {
+	case LoadLoaded:
+		return "loaded"
+	case LoadUnknown:
+		return "unknown"
+	case LoadRemembered:
+		return "remembered"
+	case LoadShared:
+		return "shared"
+	case LoadFailed:
+		return "failed"
+	}
+	return "invalid"
+}
+
 // Observer receives the cache's metrics events; wire it to Prometheus,
 // OpenTelemetry or expvar. Methods are called synchronously on the hot
 // path with no allocation on the library side, so implementations should
@@ -132,7 +215,8 @@ func (r Record) String() string {
 // to implement only some methods.
 type Observer interface {
 	// OnLookup is called once per cart line (and per Match) with its
-	// outcome and the duration of the whole call it was part of.
+	// outcome and the duration of the whole call it was part of. With a
+	// Loader, a line that was loaded is reported again by its re-read.
 	OnLookup(promotion string, outcome Outcome, d time.Duration)
 	// OnRoundTrips reports the round trips one call made (a pipeline is
 	// one, even when a Cluster client splits it over several masters).
@@ -145,13 +229,27 @@ type Observer interface {
 	// fix (a client without ContextTimeoutEnabled, allowed by
 	// Options.AllowNoContextTimeout).
 	OnWarning(err error)
+	// OnNear reports a near cache event (Options.NearCache): NearHit and
+	// NearMiss once per cart line, the others once per ladder.
+	OnNear(promotion string, ev NearEvent)
+	// OnLoad is called once per promotion a read had to load
+	// (Options.Loader), per Match or MatchCart call, when that read has
+	// its answer; d is how long the read waited for it.
+	OnLoad(promotion string, outcome LoadOutcome, d time.Duration)
+	// OnRefreshDone is called once per Refresh call (including those a
+	// Loader's read-through makes) with its promotion count, its duration
+	// and its error (nil on success).
+	OnRefreshDone(n int, d time.Duration, err error)
 }
 
 // NopObserver ignores every event. It is the default Observer.
 type NopObserver struct{}
 
-func (NopObserver) OnLookup(string, Outcome, time.Duration) {}
-func (NopObserver) OnRoundTrips(Op, int)                    {}
-func (NopObserver) OnRefresh(string, RefreshOutcome)        {}
-func (NopObserver) OnDecodeError(string, Record, error)     {}
-func (NopObserver) OnWarning(error)                         {}
+func (NopObserver) OnLookup(string, Outcome, time.Duration)   {}
+func (NopObserver) OnRoundTrips(Op, int)                      {}
+func (NopObserver) OnRefresh(string, RefreshOutcome)          {}
+func (NopObserver) OnDecodeError(string, Record, error)       {}
+func (NopObserver) OnWarning(error)                           {}
+func (NopObserver) OnNear(string, NearEvent)                  {}
+func (NopObserver) OnLoad(string, LoadOutcome, time.Duration) {}
+func (NopObserver) OnRefreshDone(int, time.Duration, error)   {}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -95,6 +96,16 @@ func (e *RefreshError) Unwrap() error { return e.Err }
 // call into committed, not committed or unknown, after reading the failed
 // one back.
 func (c *Cache) Refresh(ctx context.Context, promos ...gradient.Promotion) (RefreshReport, error) {
+	if c.nopObs {
+		return c.refresh(ctx, promos)
+	}
+	start := time.Now()
+	rep, err := c.refresh(ctx, promos)
+	c.obs.OnRefreshDone(len(promos), time.Since(start), err)
+	return rep, err
+}
+
+func (c *Cache) refresh(ctx context.Context, promos []gradient.Promotion) (RefreshReport, error) {
 	if len(promos) > MaxRefreshBatch {
 		return RefreshReport{}, fmt.Errorf("%w: %d promotions (max %d)", ErrBatchTooLarge, len(promos), MaxRefreshBatch)
 	}
