@@ -153,6 +153,11 @@ type countingObserver struct {
 	lookups, hits, noTier, notFound, notActive, errs atomic.Int64
 	roundTrips, decodeErrors                         atomic.Int64
 	refreshes                                        [8]atomic.Int64
+	// byOp, near and loads are indexed by Op, NearEvent and LoadOutcome.
+	byOp, near, loads [8]atomic.Int64
+	// refreshCalls counts OnRefreshDone; refreshN and refreshErrs sum its
+	// promotion counts and count its errors.
+	refreshCalls, refreshN, refreshErrs atomic.Int64
 }
 
 func (o *countingObserver) OnLookup(_ string, out Outcome, _ time.Duration) {
@@ -170,6 +175,18 @@ func (o *countingObserver) OnLookup(_ string, out Outcome, _ time.Duration) {
 		o.errs.Add(1)
 	}
 }
-func (o *countingObserver) OnRoundTrips(_ Op, n int)               { o.roundTrips.Add(int64(n)) }
+func (o *countingObserver) OnRoundTrips(op Op, n int) {
+	o.roundTrips.Add(int64(n))
+	o.byOp[op].Add(int64(n))
+}
+func (o *countingObserver) OnNear(_ string, ev NearEvent)                     { o.near[ev].Add(1) }
+func (o *countingObserver) OnLoad(_ string, how LoadOutcome, _ time.Duration) { o.loads[how].Add(1) }
+func (o *countingObserver) OnRefreshDone(n int, _ time.Duration, err error) {
+	o.refreshCalls.Add(1)
+	o.refreshN.Add(int64(n))
+	if err != nil {
+		o.refreshErrs.Add(1)
+	}
+}
 func (o *countingObserver) OnRefresh(_ string, out RefreshOutcome) { o.refreshes[out].Add(1) }
 func (o *countingObserver) OnDecodeError(string, Record, error)    { o.decodeErrors.Add(1) }

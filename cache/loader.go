@@ -430,6 +430,13 @@ func (rt *readThrough) forgetAll() {
 	rt.mu.Unlock()
 }
 
+// flying reports whether a load of id is under way in this process (tests).
+func (rt *readThrough) flying(id string) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.flights[id] != nil
+}
+
 // forget drops id's remembered miss (a refresh wrote it).
 func (rt *readThrough) forget(id string) {
 	rt.mu.Lock()
