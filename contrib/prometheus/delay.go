@@ -1,6 +1,7 @@
 package prometheus
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,7 @@ type DelayCollector struct {
 
 	enqueued, delivered, acked, retries, dead *prometheus.CounterVec
 	swept, sweptDead, errors                  *prometheus.CounterVec
+	losses, warnings                          *prometheus.CounterVec
 	lateness                                  *prometheus.HistogramVec
 }
 
@@ -57,6 +59,9 @@ func NewDelayCollector(o DelayOptions) *DelayCollector {
 		swept:     vec("sweep_returned_total", "Expired leases this process's sweeps returned to due."),
 		sweptDead: vec("sweep_dead_total", "Tasks this process's sweeps dead-lettered."),
 		errors:    vec("errors_total", "Failed queue operations, by operation.", "op"),
+		losses: vec("losses_total", "State Redis lost that this process met, by kind: tasks for record_lost and due_lost, "+
+			"one per repair for counter_lost and index_lost.", "kind"),
+		warnings: vec("warnings_total", "Server or client settings that put the queue at risk, by kind.", "kind"),
 		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: o.Namespace, Subsystem: "delay",
 			Name: "lateness_seconds", Help: "Lateness of this process's deliveries (Redis TIME at take minus due time).",
 			ConstLabels: o.ConstLabels, Buckets: o.LatenessBuckets}, []string{"queue"}),
@@ -100,8 +105,41 @@ func (c *DelayCollector) OnError(queue, op string, _ error) {
 	c.errors.WithLabelValues(queue, op).Inc()
 }
 
+// OnLoss counts what Redis lost, by the sentinel err wraps.
+func (c *DelayCollector) OnLoss(queue string, err error, n int) {
+	c.losses.WithLabelValues(queue, lossKind(err)).Add(float64(n))
+}
+
+func lossKind(err error) string {
+	switch {
+	case errors.Is(err, delay.ErrRecordLost):
+		return "record_lost"
+	case errors.Is(err, delay.ErrDueLost):
+		return "due_lost"
+	case errors.Is(err, delay.ErrCounterLost):
+		return "counter_lost"
+	case errors.Is(err, delay.ErrIndexLost):
+		return "index_lost"
+	}
+	return "other"
+}
+
+// OnWarning counts a risky setting: eviction_policy, config_unavailable,
+// or other (a client without ContextTimeoutEnabled).
+func (c *DelayCollector) OnWarning(queue string, err error) {
+	kind := "other"
+	switch {
+	case errors.Is(err, delay.ErrEvictionPolicy):
+		kind = "eviction_policy"
+	case errors.Is(err, delay.ErrConfigUnavailable):
+		kind = "config_unavailable"
+	}
+	c.warnings.WithLabelValues(queue, kind).Inc()
+}
+
 func (c *DelayCollector) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.enqueued, c.delivered, c.acked, c.retries, c.dead, c.swept, c.sweptDead, c.errors, c.lateness}
+	return []prometheus.Collector{c.enqueued, c.delivered, c.acked, c.retries, c.dead, c.swept, c.sweptDead, c.errors,
+		c.losses, c.warnings, c.lateness}
 }
 
 // Describe implements prometheus.Collector.

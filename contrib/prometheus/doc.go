@@ -9,20 +9,30 @@
 // The package is its own module so the core tierset module keeps its short
 // dependency list; importing it is what pulls in client_golang.
 //
-// Metric names (namespace "tierset" unless Options.Namespace says otherwise):
+// Metric names (namespace "tierset" unless Options.Namespace says otherwise).
+// Every outcome, event, op and record label value of the cache series is
+// created with the collector, so each reads 0 before its first event:
 //
-//	tierset_cache_lookups_total{outcome}              cart lines by outcome (hit, no_tier, not_found, not_active, error)
+//	tierset_cache_lookups_total{outcome}              cart lines by outcome (hit, no_tier, not_found, not_active, error, damaged)
 //	tierset_cache_lookup_duration_seconds              per line: the duration of the call it was part of
 //	tierset_cache_promotion_hits_total{promotion}      hits per promotion, at most MaxPromotions values, then "other"
-//	tierset_cache_round_trips_total{op}                round trips by call (match, gifts, refresh, delete, info, list)
-//	tierset_cache_gift_fetches_total                   Cache.Gifts calls that went to Redis
-//	tierset_cache_refreshes_total{outcome}             promotions refreshed (added, updated, unchanged, failed)
+//	tierset_cache_round_trips_total{op}                round trips by call (match, gifts, refresh, delete, info, list);
+//	                                                   a Match's gift reads count under gifts
+//	tierset_cache_gift_fetches_total                   Cache.Gifts calls, and Match calls with Gifts, that went to Redis
+//	tierset_cache_refreshes_total{outcome}             promotions refreshed (added, updated, unchanged, repaired, failed)
+//	tierset_cache_refresh_duration_seconds             per Refresh call (the Loader's included)
 //	tierset_cache_corrupt_reads_total{record}          bytes from Redis that failed to decode (member, gifts, meta)
+//	tierset_cache_near_events_total{event}             near cache: hit, miss (per line), install, invalidate, evict, drop_all
+//	tierset_cache_load_duration_seconds{outcome}       read-through loads (loaded, unknown, remembered, shared, failed):
+//	                                                   the read's wait; _count is the loads by outcome
+//	tierset_cache_warnings_total                       settings New accepted that an operator should fix
 //	tierset_delay_enqueued_total{queue,result}         new or duplicate
 //	tierset_delay_delivered_total{queue}, tierset_delay_acked_total{queue}
 //	tierset_delay_retries_total{queue}, tierset_delay_dead_total{queue}
 //	tierset_delay_sweep_returned_total{queue}, tierset_delay_sweep_dead_total{queue}
 //	tierset_delay_errors_total{queue,op}
+//	tierset_delay_losses_total{queue,kind}             lost state met (record_lost, due_lost: tasks; counter_lost, index_lost: repairs)
+//	tierset_delay_warnings_total{queue,kind}           eviction_policy, config_unavailable, other
 //	tierset_delay_lateness_seconds{queue}              this process's deliveries
 //	tierset_queue_up{queue}                            1 when the last Stats read worked
 //	tierset_queue_tasks{queue,state}                   pending, ready, in_flight, dead, done

@@ -1,11 +1,13 @@
 package prometheus_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +100,7 @@ func TestCacheCollectorScrape(t *testing.T) {
 	want := `
 # HELP tierset_cache_lookups_total Cart lines looked up, by outcome.
 # TYPE tierset_cache_lookups_total counter
+tierset_cache_lookups_total{outcome="damaged"} 0
 tierset_cache_lookups_total{outcome="error"} 1
 tierset_cache_lookups_total{outcome="hit"} 6
 tierset_cache_lookups_total{outcome="no_tier"} 1
@@ -111,13 +114,18 @@ tierset_cache_promotion_hits_total{promotion="other"} 1
 # HELP tierset_cache_refreshes_total Promotions refreshed, by outcome.
 # TYPE tierset_cache_refreshes_total counter
 tierset_cache_refreshes_total{outcome="added"} 3
+tierset_cache_refreshes_total{outcome="failed"} 0
+tierset_cache_refreshes_total{outcome="repaired"} 0
 tierset_cache_refreshes_total{outcome="unchanged"} 1
-# HELP tierset_cache_gift_fetches_total Cache.Gifts calls that fetched gift lists from Redis.
+tierset_cache_refreshes_total{outcome="updated"} 0
+# HELP tierset_cache_gift_fetches_total Calls that fetched gift lists from Redis: Cache.Gifts, or a Match or MatchCart with Gifts.
 # TYPE tierset_cache_gift_fetches_total counter
 tierset_cache_gift_fetches_total 1
 # HELP tierset_cache_corrupt_reads_total Bytes read from Redis that failed to decode, by record.
 # TYPE tierset_cache_corrupt_reads_total counter
+tierset_cache_corrupt_reads_total{record="gifts"} 0
 tierset_cache_corrupt_reads_total{record="member"} 1
+tierset_cache_corrupt_reads_total{record="meta"} 0
 `
 	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want),
 		"tierset_cache_lookups_total", "tierset_cache_promotion_hits_total", "tierset_cache_refreshes_total",
@@ -284,6 +292,206 @@ func TestQueueCollectorDown(t *testing.T) {
 tierset_queue_up{queue="x"} 0
 `
 	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "tierset_queue_up", "tierset_queue_tasks"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sample returns the value of one series in a scraped body; a series
+// missing from the scrape fails the test.
+func sample(t *testing.T, body, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("scrape lacks %s", series)
+	return 0
+}
+
+// TestCacheCollectorZeroSeries: before any event, every outcome and
+// event label value is already scraped, at 0.
+func TestCacheCollectorZeroSeries(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(tsprom.NewCacheCollector(tsprom.CacheOptions{}))
+	_, body := scrape(t, reg)
+	for _, s := range []string{
+		`tierset_cache_lookups_total{outcome="damaged"}`, `tierset_cache_lookups_total{outcome="hit"}`,
+		`tierset_cache_refreshes_total{outcome="repaired"}`, `tierset_cache_corrupt_reads_total{record="meta"}`,
+		`tierset_cache_near_events_total{event="hit"}`, `tierset_cache_near_events_total{event="miss"}`,
+		`tierset_cache_near_events_total{event="install"}`, `tierset_cache_near_events_total{event="invalidate"}`,
+		`tierset_cache_near_events_total{event="evict"}`, `tierset_cache_near_events_total{event="drop_all"}`,
+		`tierset_cache_load_duration_seconds_count{outcome="loaded"}`, `tierset_cache_load_duration_seconds_count{outcome="unknown"}`,
+		`tierset_cache_load_duration_seconds_count{outcome="remembered"}`, `tierset_cache_load_duration_seconds_count{outcome="shared"}`,
+		`tierset_cache_load_duration_seconds_count{outcome="failed"}`, `tierset_cache_refresh_duration_seconds_count`,
+		`tierset_cache_round_trips_total{op="gifts"}`, `tierset_cache_warnings_total`,
+	} {
+		if v := sample(t, body, s); v != 0 {
+			t.Errorf("%s = %g before any event, want 0", s, v)
+		}
+	}
+}
+
+// TestCacheCollectorNearLoaderRefresh: real traffic through a near cache
+// with a Loader moves the near, load, refresh-duration and gift series
+// by exactly what it did.
+func TestCacheCollectorNearLoaderRefresh(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	writer, err := cache.New(b.Client, cache.Options{Prefix: b.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Refresh(ctx, quantityPromo("a", false), quantityPromo("b", true)); err != nil {
+		t.Fatal(err)
+	}
+	col := tsprom.NewCacheCollector(tsprom.CacheOptions{})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	// Its own client: the near cache's tracking connection and reads are
+	// apart from the writer's.
+	opt := *b.Client.(*redis.Client).Options()
+	rdb := redis.NewClient(&opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	ld := cache.LoaderFunc(func(_ context.Context, id string) (*gradient.Promotion, error) {
+		if id == "cold" {
+			p := quantityPromo("cold", false)
+			return &p, nil
+		}
+		return nil, cache.ErrUnknownPromotion
+	})
+	c, err := cache.New(rdb, cache.Options{Prefix: b.Prefix, Observer: col, NearCache: &cache.NearCacheOptions{}, Loader: ld})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.NearStats().Tracking { // the first near read starts tracking
+		if time.Now().After(deadline) {
+			t.Fatal("near cache tracking not established in 10 s")
+		}
+		if _, err := c.Match(ctx, cache.QuantityQuery("a", 1), cache.MatchOptions{}); !errors.Is(err, cache.ErrNoTier) {
+			t.Fatalf("probe: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_, before := scrape(t, reg)
+	delta := func(body, series string) float64 { return sample(t, body, series) - sample(t, before, series) }
+
+	// b twice with its gifts: a miss that installs and fetches the gift
+	// list, then a hit answered from the ladder and its held gifts.
+	for range 2 {
+		r, err := c.Match(ctx, cache.QuantityQuery("b", 5), cache.MatchOptions{Gifts: true})
+		if err != nil || r.Tier == nil || len(r.Tier.Gifts) != 1 {
+			t.Fatalf("match b: %+v %v", r.Tier, err)
+		}
+	}
+	// Another client changes b: the tracking invalidation drops the ladder.
+	if _, err := writer.Refresh(ctx, quantityPromo("b", false)); err != nil {
+		t.Fatal(err)
+	}
+	inv := `tierset_cache_near_events_total{event="invalidate"}`
+	for {
+		_, body := scrape(t, reg)
+		if delta(body, inv) >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no near invalidation 10 s after a Refresh elsewhere")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A cold promotion the Loader knows (one near miss before the load,
+	// one for the re-read after it) and one it does not (one miss).
+	if _, err := c.Match(ctx, cache.QuantityQuery("cold", 3), cache.MatchOptions{}); err != nil {
+		t.Fatalf("match cold: %v", err)
+	}
+	if _, err := c.Match(ctx, cache.QuantityQuery("nope", 3), cache.MatchOptions{}); !errors.Is(err, cache.ErrUnknownPromotion) {
+		t.Fatalf("match nope: %v, want ErrUnknownPromotion", err)
+	}
+	if _, err := c.Refresh(ctx, quantityPromo("r", false)); err != nil {
+		t.Fatal(err)
+	}
+
+	_, after := scrape(t, reg)
+	for _, w := range []struct {
+		series string
+		want   float64
+	}{
+		{`tierset_cache_near_events_total{event="hit"}`, 1},
+		{`tierset_cache_near_events_total{event="miss"}`, 4},
+		{`tierset_cache_load_duration_seconds_count{outcome="loaded"}`, 1},
+		{`tierset_cache_load_duration_seconds_count{outcome="unknown"}`, 1},
+		{`tierset_cache_load_duration_seconds_count{outcome="failed"}`, 0},
+		{`tierset_cache_refresh_duration_seconds_count`, 2}, // the Loader's and the explicit one
+		{`tierset_cache_gift_fetches_total`, 1},
+		{`tierset_cache_round_trips_total{op="gifts"}`, 1},
+	} {
+		if got := delta(after, w.series); got != w.want {
+			t.Errorf("%s moved by %g, want %g", w.series, got, w.want)
+		}
+	}
+	// Installs: b, and cold unless an invalidation of its own Refresh
+	// landed between that re-read and its install; invalidations: b, and
+	// cold if it did land after.
+	if got := delta(after, `tierset_cache_near_events_total{event="install"}`); got < 1 || got > 2 {
+		t.Errorf("installs moved by %g, want 1 or 2", got)
+	}
+	if got := delta(after, inv); got < 1 || got > 2 {
+		t.Errorf("invalidations moved by %g, want 1 or 2", got)
+	}
+	if got := delta(after, `tierset_cache_refresh_duration_seconds_sum`); got <= 0 {
+		t.Errorf("refresh duration sum moved by %g, want > 0", got)
+	}
+}
+
+// TestDelayCollectorLossAndWarning: a task record lost in Redis, met by a
+// Take, counts under record_lost; a client without ContextTimeoutEnabled,
+// accepted with AllowNoContextTimeout, counts as a warning.
+func TestDelayCollectorLossAndWarning(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	dc := tsprom.NewDelayCollector(tsprom.DelayOptions{})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(dc)
+	q, err := delay.New(b.Client, "lossy", delay.Options{Prefix: b.Prefix, Observer: dc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enqueue(ctx, delay.Job{Key: "k", When: delay.At(time.Now().Add(-time.Second))}); err != nil {
+		t.Fatal(err)
+	}
+	buckets, err := b.Client.Keys(ctx, b.Prefix+":"+delay.HashTag("lossy")+":tasks:*").Result()
+	if err != nil || len(buckets) == 0 {
+		t.Fatalf("record buckets: %v %v", buckets, err)
+	}
+	if err := b.Client.Del(ctx, buckets...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Take(ctx, 10); !errors.Is(err, delay.ErrRecordLost) {
+		t.Fatalf("take after the record was deleted: %v, want ErrRecordLost", err)
+	}
+	opt := *b.Client.(*redis.Client).Options()
+	opt.ContextTimeoutEnabled = false
+	loose := redis.NewClient(&opt)
+	t.Cleanup(func() { _ = loose.Close() })
+	if _, err := delay.New(loose, "loose", delay.Options{Prefix: b.Prefix, Observer: dc, AllowNoContextTimeout: true}); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := scrape(t, reg)
+	want := `
+# HELP tierset_delay_losses_total State Redis lost that this process met, by kind: tasks for record_lost and due_lost, one per repair for counter_lost and index_lost.
+# TYPE tierset_delay_losses_total counter
+tierset_delay_losses_total{kind="record_lost",queue="lossy"} 1
+# HELP tierset_delay_warnings_total Server or client settings that put the queue at risk, by kind.
+# TYPE tierset_delay_warnings_total counter
+tierset_delay_warnings_total{kind="other",queue="loose"} 1
+`
+	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "tierset_delay_losses_total", "tierset_delay_warnings_total"); err != nil {
 		t.Fatal(err)
 	}
 }
