@@ -497,3 +497,18 @@ func TestNearSharedHitsStayUnwritten(t *testing.T) {
 		}
 	})
 }
+
+// TestNearCloseIsPrompt: Close does not wait for an idle tracking
+// connection's next PING (pingEvery, 1 s here) to see it is closing.
+func TestNearCloseIsPrompt(t *testing.T) {
+	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
+		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{})
+		start := time.Now()
+		if err := nc.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d >= nc.near.pingEvery()/2 {
+			t.Fatalf("Close took %v; an idle receive wakes every %v", d, nc.near.pingEvery())
+		}
+	})
+}

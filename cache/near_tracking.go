@@ -95,13 +95,22 @@ func (c *Cache) Close() error {
 	nc.trackOnce.Do(func() {}) // no tracking starts after Close
 	if t := nc.tracker; t != nil {
 		t.cancel()
-		t.wg.Wait()
+		// Close the connections before waiting: a listen blocked in a
+		// receive sees the cancellation only when its connection fails
+		// (else at its next PING, up to pingEvery later). No subscriber
+		// is added once ctx is cancelled. stop runs outside t.mu: a listen
+		// dialling under s.mu calls setSub, which takes t.mu.
 		t.mu.Lock()
+		subs := make([]*subscriber, 0, len(t.subs))
 		for addr, s := range t.subs {
-			s.stop()
+			subs = append(subs, s)
 			delete(t.subs, addr)
 		}
 		t.mu.Unlock()
+		for _, s := range subs {
+			s.stop()
+		}
+		t.wg.Wait()
 	}
 	nc.setUp(false)
 	return nil
