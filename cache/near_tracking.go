@@ -151,6 +151,14 @@ func (t *tracker) syncNodes(ctx context.Context) {
 			return // keep what is tracked; a dead node's subscriber is down already
 		}
 	}
+	var gone []*subscriber
+	// stop runs after t.mu is released: a listen dialling under s.mu
+	// calls setSub, which takes t.mu.
+	defer func() {
+		for _, s := range gone {
+			s.stop()
+		}
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if ctx.Err() != nil {
@@ -159,7 +167,7 @@ func (t *tracker) syncNodes(ctx context.Context) {
 	changed := false
 	for addr, s := range t.subs {
 		if nodes[addr] == nil {
-			s.stop()
+			gone = append(gone, s)
 			delete(t.subs, addr)
 			changed = true
 		}
