@@ -139,6 +139,12 @@ func (c *Cache) encodeQuery(q *Query) (int64, error) {
 	if err := validateID(q.Promotion); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadID, err)
 	}
+	return c.queryScore(q)
+}
+
+// queryScore is encodeQuery without the ID check, for a line whose ID
+// matched a held ladder (only a valid ID can).
+func (c *Cache) queryScore(q *Query) (int64, error) {
 	digits := 0
 	switch q.Metric {
 	case gradient.Quantity:

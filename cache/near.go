@@ -96,6 +96,7 @@ func (o *NearCacheOptions) withDefaults() (NearCacheOptions, error) {
 // Everything but validated, used and gifts is immutable once built.
 type ladder struct {
 	id      string
+	h       uint64 // near.hash(id), set at install
 	version string
 	floor   *decoded
 	// scores are the tiers' scores, ascending, and hits the tiers as
@@ -143,7 +144,7 @@ type near struct {
 
 type nearShard struct {
 	mu    sync.RWMutex
-	m     map[string]*ladder
+	m     map[uint64]*ladder  // by the hash of the ID, so a read hashes its ID once; a collision is a miss
 	big   map[string]struct{} // promotions over MaxTiers, until invalidated
 	bytes int64
 	tick  atomic.Uint64
@@ -165,7 +166,7 @@ func newNear(o NearCacheOptions, obs Observer) *near {
 	nc := &near{opt: o, obs: obs, seed: maphash.MakeSeed(), shards: make([]nearShard, n)}
 	for i := range nc.shards {
 		sh := &nc.shards[i]
-		sh.m = make(map[string]*ladder)
+		sh.m = make(map[uint64]*ladder)
 		sh.big = make(map[string]struct{})
 		sh.maxN = max(1, o.MaxPromotions/n)
 		sh.maxB = o.MaxBytes / int64(n)
@@ -182,9 +183,12 @@ func (nc *near) stripe(h uint64) *atomic.Uint64 { return &nc.gens[(h>>32)%nearSt
 // get returns the held ladder of id if it is fresh at nowNs. big reports a
 // promotion known to exceed MaxTiers.
 func (nc *near) get(id string, nowNs int64) (l *ladder, big bool) {
-	sh := nc.shard(nc.hash(id))
+	h := nc.hash(id)
+	sh := nc.shard(h)
 	sh.mu.RLock()
-	l = sh.m[id]
+	if l = sh.m[h]; l != nil && l.id != id {
+		l = nil
+	}
 	if l == nil {
 		_, big = sh.big[id]
 	}
@@ -220,11 +224,12 @@ func (nc *near) install(l *ladder, s nearSnap) bool {
 		sh.mu.Unlock()
 		return false
 	}
+	l.h = h
 	l.validated.Store(s.at)
 	l.used.Store(sh.tick.Add(1))
-	if old := sh.m[l.id]; old != nil {
+	if old := sh.m[h]; old != nil {
 		sh.bytes -= old.bytes
-		delete(sh.m, l.id)
+		delete(sh.m, h)
 	}
 	for len(sh.m) >= sh.maxN || sh.bytes+l.bytes > sh.maxB {
 		if id := sh.evictOldest(); id != "" {
@@ -232,7 +237,7 @@ func (nc *near) install(l *ladder, s nearSnap) bool {
 		}
 		nc.drops.Add(1)
 	}
-	sh.m[l.id] = l
+	sh.m[h] = l
 	sh.bytes += l.bytes
 	sh.mu.Unlock()
 	for _, id := range evicted {
@@ -267,17 +272,17 @@ func (sh *nearShard) evictOldest() string {
 		return ""
 	}
 	sh.bytes -= victim.bytes
-	delete(sh.m, victim.id)
+	delete(sh.m, victim.h)
 	return victim.id
 }
 
 // addGifts accounts a version's gift lists to l, if l is still held;
 // returns false (and stores nothing) when they would break the bounds.
 func (nc *near) addGifts(l *ladder, gifts map[string][]gradient.Gift, size int64) bool {
-	sh := nc.shard(nc.hash(l.id))
+	sh := nc.shard(l.h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.m[l.id] != l || l.gifts.Load() != nil || sh.bytes+size > sh.maxB {
+	if sh.m[l.h] != l || l.gifts.Load() != nil || sh.bytes+size > sh.maxB {
 		return false
 	}
 	l.bytes += size
@@ -294,10 +299,12 @@ func (nc *near) invalidate(id string) {
 	nc.stripe(h).Add(1)
 	sh := nc.shard(h)
 	sh.mu.Lock()
-	l := sh.m[id]
-	if l != nil {
+	l := sh.m[h]
+	if l != nil && l.id == id {
 		sh.bytes -= l.bytes
-		delete(sh.m, id)
+		delete(sh.m, h)
+	} else {
+		l = nil
 	}
 	delete(sh.big, id)
 	sh.mu.Unlock()
@@ -349,9 +356,9 @@ func (nc *near) each(fn func(*ladder)) {
 
 // revalidated moves l's confirmation to at, if l is still the ladder held.
 func (nc *near) revalidated(l *ladder, at int64) {
-	sh := nc.shard(nc.hash(l.id))
+	sh := nc.shard(l.h)
 	sh.mu.RLock()
-	if sh.m[l.id] == l && l.validated.Load() < at {
+	if sh.m[l.h] == l && l.validated.Load() < at {
 		l.validated.Store(at)
 	}
 	sh.mu.RUnlock()

@@ -34,18 +34,27 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 	}
 	var miss, direct []int // line indexes
 	var scores []int64     // query scores of the miss lines, by line
+	hits := int64(0)       // added to nc.hits once per cart: one shared counter write, not one per line
 	for i := range qs {
 		rs[i] = Result{Promotion: qs[i].Promotion}
-		s, err := c.encodeQuery(&qs[i])
+		l, big := nc.get(qs[i].Promotion, nowNs)
+		var s int64
+		var err error
+		if l != nil {
+			s, err = c.queryScore(&qs[i])
+		} else {
+			s, err = c.encodeQuery(&qs[i])
+		}
 		if err != nil {
 			rs[i].Err = err
 			continue
 		}
-		l, big := nc.get(qs[i].Promotion, nowNs)
 		switch {
 		case l != nil:
-			nc.hits.Add(1)
-			c.obs.OnNear(qs[i].Promotion, NearHit)
+			hits++
+			if !c.nopObs {
+				c.obs.OnNear(qs[i].Promotion, NearHit)
+			}
 			c.answer(l, &qs[i], s, nowMs, opt.Next, &rs[i])
 		case big:
 			direct = append(direct, i)
@@ -57,6 +66,9 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 			miss = append(miss, i)
 			c.obs.OnNear(qs[i].Promotion, NearMiss)
 		}
+	}
+	if hits > 0 {
+		nc.hits.Add(hits)
 	}
 	rts := 0
 	if len(miss) > 0 {
