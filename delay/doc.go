@@ -127,8 +127,9 @@
 // reply arrives (MaxRetries, 3 by default), and the Worker sends a failed
 // take or ack again: a script that ran may run a second time. So every
 // mutating script runs under a request ID (a random nonce per Queue and a
-// counter): its first run keeps its reply for Options.ReplyTTL under
-// <prefix>:{q:<name>}:rp:<request ID>, and a run with the same ID returns
+// counter): its first run keeps its reply for Options.ReplyTTL in a small
+// hash shared by 64 calls, <prefix>:{q:<name>}:rp:<nonce>:<n>, and a run
+// with the same ID returns
 // that reply without running again (reply.lua). One Enqueue makes one task
 // and reports Duplicate=false for it; an Ack, Retry or Cancel that took
 // effect reports success; a Take whose reply was lost hands over its tasks
@@ -160,7 +161,7 @@
 //	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score
 //	<prefix>:{q:<name>}:stats        HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt, lost, restored, ctr_lost, idx_lost)
 //	<prefix>:{q:<name>}:wake         LIST  ≤ 1 element, expires after 60 s
-//	<prefix>:{q:<name>}:rp:<req>     STRING the kept reply of call <req>, PX Options.ReplyTTL
+//	<prefix>:{q:<name>}:rp:<n>:<b>   HASH  slot -> the kept reply of call <n>:<b>:<slot>, for Options.ReplyTTL
 //
 // Task IDs are base-36 counters. Records live in bucket hashes: <b> is
 // the task ID without its last digit (36 consecutive tasks per bucket).

@@ -2,6 +2,7 @@ package delay
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -103,8 +104,8 @@ func badRune(s string) (rune, bool) {
 //	<prefix>:{q:<name>}:ctr         HASH  id, fence counters; ms, seq of the last score
 //	<prefix>:{q:<name>}:stats       HASH  overflow, retries, dead, expired, ... counters
 //	<prefix>:{q:<name>}:wake        LIST  at most one element; pushed when the head moves earlier
-//	<prefix>:{q:<name>}:rp:<req>    STRING the kept reply of the mutating call req, for
-//	                                      Options.ReplyTTL (reply.lua)
+//	<prefix>:{q:<name>}:rp:<nonce>:<b>  HASH  slot -> the kept reply of the mutating call
+//	                                      nonce:b:slot, for Options.ReplyTTL (reply.lua)
 //
 // The tasks field holds a base name: records live in small bucket hashes
 // under it, which Redis keeps listpack-encoded (see the package doc,
@@ -118,6 +119,13 @@ type keys struct {
 
 // reply is the key that keeps the reply of the mutating call req.
 func (k keys) reply(req string) string { return k.rp + req }
+
+// replyAt is where reply.lua keeps the reply of req: its hash and field.
+func (k keys) replyAt(req string) (hash, field string) {
+	name := k.reply(req)
+	i := strings.LastIndexByte(name, ':') // after the tag: the name has ":rp:"
+	return name[:i], name[i+1:]
+}
 
 // taskBucket is the hash that holds the record of task id (tkey in lib.lua).
 func (k keys) taskBucket(id string) string {

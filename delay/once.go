@@ -25,8 +25,17 @@ func newNonce() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// next is a fresh request ID: one logical call, however often it is sent.
-func (r *reqIDs) next() string { return r.nonce + strconv.FormatUint(r.n.Add(1), 36) }
+// replyBucket is how many consecutive calls of a Queue keep their replies
+// in one hash (reply.lua): few enough that it stays a listpack.
+const replyBucket = 64
+
+// next is a fresh request ID, one logical call however often it is sent:
+// nonce:bucket:slot, whose last part is the call's field in the reply
+// hash its first two name (reply.lua).
+func (r *reqIDs) next() string {
+	n := r.n.Add(1)
+	return r.nonce + ":" + strconv.FormatUint(n/replyBucket, 36) + ":" + strconv.FormatUint(n%replyBucket, 36)
+}
 
 // part is the request ID of part k of a call that a library method splits
 // into several scripts (AckMany, one script per MaxBatch leases).

@@ -54,7 +54,8 @@ return r`, "rp_ints", "rp_unints", '='},
 				if err != nil {
 					t.Fatal(err)
 				}
-				if kept := b.Client.Get(ctx, q.k.reply(req)).Val(); kept == "" || kept[0] != tc.mark {
+				hash, field := q.k.replyAt(req)
+				if kept := b.Client.HGet(ctx, hash, field).Val(); kept == "" || kept[0] != tc.mark {
 					t.Fatalf("kept reply starts %.1q, want %q", kept, tc.mark)
 				}
 				if !reflect.DeepEqual(first, again) {

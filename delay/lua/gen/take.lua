@@ -150,9 +150,15 @@ end
 -- Once in internal/luacompose), so the first run stores its reply under
 -- the call's request key and a re-run returns that reply without running
 -- the body.
--- KEYS[#KEYS] -> reply key <prefix>:{q:<name>}:rp:<request ID>, STRING with
---                a PX; removed from KEYS before the body runs
--- ARGV[#ARGV] -> how long the reply is kept, ms; removed from ARGV likewise
+-- KEYS[#KEYS] -> the call's reply name <prefix>:{q:<name>}:rp:<nonce>:<bucket>:<slot>;
+--                removed from KEYS before the body runs. The reply is kept
+--                in the HASH named by all before the last ':' (same hash
+--                tag, so the same slot), field <slot>: one small hash per
+--                64 calls of a Queue costs a few tens of bytes a reply,
+--                where a key of its own cost about 150
+--                (TestMemoryPerKeptReply).
+-- ARGV[#ARGV] -> how long the reply is kept, ms (PEXPIRE of the hash at
+--                every reply it keeps); removed from ARGV likewise
 -- Returns the body's reply, or the kept one.
 -- Error replies (error tables, script errors) are never kept: a re-run
 -- runs the body again.
@@ -250,7 +256,10 @@ end
 local function rp_run(body, keep, grow)
   local key = table.remove(KEYS)
   local ttl = table.remove(ARGV)
-  local kept = redis.call('GET', key)
+  local cut = string.find(key, ':[^:}]*$') -- after the tag: the name has ':rp:'
+  local field = string.sub(key, cut + 1)
+  key = string.sub(key, 1, cut - 1)
+  local kept = redis.call('HGET', key, field)
   if kept then
     if grow then return grow(kept) end
     return (rp_dec(kept, 1))
@@ -264,7 +273,8 @@ local function rp_run(body, keep, grow)
     rp_flush(e)
     s = rp_concat(e.out)
   end
-  redis.call('SET', key, s, 'PX', ttl)
+  redis.call('HSET', key, field, s)
+  redis.call('PEXPIRE', key, ttl)
   return r
 end
 -- take_kept.lua: what take keeps of its reply (reply.lua) and how a
