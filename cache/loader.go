@@ -147,7 +147,7 @@ func errRemembered(id string) error {
 // missing, each once (concurrently, bounded by ctx), and answers those
 // lines again from Redis. A failed load is that line's error; the other
 // lines keep their answers.
-func (c *Cache) readThroughLines(ctx context.Context, qs []Query, opt MatchOptions, rs []Result) {
+func (c *Cache) readThroughLines(ctx context.Context, qs []Query, opt MatchOptions, rs []Result, start time.Time) {
 	var ids []string
 	var damage []bool // by id: some line found it damaged, not missing
 	for i := range rs {
@@ -174,7 +174,7 @@ func (c *Cache) readThroughLines(ctx context.Context, qs []Query, opt MatchOptio
 		}()
 	}
 	wg.Wait()
-	var again []int
+	var again, done []int // lines read again; lines answered here (OnLookup below)
 	for i := range rs {
 		if !loadable(rs[i].Err) {
 			continue
@@ -182,25 +182,45 @@ func (c *Cache) readThroughLines(ctx context.Context, qs []Query, opt MatchOptio
 		k := index(ids, qs[i].Promotion)
 		if errs[k] != nil {
 			rs[i] = Result{Promotion: qs[i].Promotion, Err: errs[k]}
+			done = append(done, i)
 			continue
 		}
 		again = append(again, i)
 	}
-	if len(again) == 0 {
-		return
-	}
-	sub := make([]Query, len(again))
-	for k, i := range again {
-		sub[k] = qs[i]
-	}
-	subRs := make([]Result, len(again))
-	err := c.matchInto(ctx, sub, opt, subRs)
-	for k, i := range again {
-		if err != nil {
-			subRs[k] = Result{Promotion: qs[i].Promotion, Err: err}
+	if len(again) > 0 {
+		sub := make([]Query, len(again))
+		for k, i := range again {
+			sub[k] = qs[i]
 		}
-		rs[i] = subRs[k]
+		subRs := make([]Result, len(again))
+		err := c.matchInto(ctx, sub, opt, subRs)
+		for k, i := range again {
+			if err != nil {
+				subRs[k] = Result{Promotion: qs[i].Promotion, Err: err}
+			}
+			rs[i] = subRs[k]
+			// The re-read reported its own answer unless it failed or
+			// still found the promotion missing.
+			if err != nil || loadable(rs[i].Err) {
+				done = append(done, i)
+			}
+		}
 	}
+	if !c.nopObs {
+		d := time.Since(start)
+		for _, i := range done {
+			c.obs.OnLookup(rs[i].Promotion, outcomeOf(rs[i].Err), d)
+		}
+	}
+}
+
+// loadStart is when a call that may load began, for its lines' OnLookup
+// (zero when nothing observes it).
+func (c *Cache) loadStart() time.Time {
+	if c.rt == nil || c.nopObs {
+		return time.Time{}
+	}
+	return time.Now()
 }
 
 func index(ids []string, id string) int {

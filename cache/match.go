@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -104,11 +105,12 @@ type line struct {
 func (c *Cache) Match(ctx context.Context, q Query, opt MatchOptions) (Result, error) {
 	qs := [1]Query{q}
 	var rs [1]Result
+	start := c.loadStart()
 	if err := c.matchInto(ctx, qs[:], opt, rs[:]); err != nil {
 		return Result{Promotion: q.Promotion}, err
 	}
 	if c.rt != nil {
-		c.readThroughLines(ctx, qs[:], opt, rs[:])
+		c.readThroughLines(ctx, qs[:], opt, rs[:], start)
 	}
 	return rs[0], rs[0].Err
 }
@@ -125,11 +127,12 @@ func (c *Cache) MatchCart(ctx context.Context, qs []Query, opt MatchOptions) ([]
 		return nil, fmt.Errorf("%w: %d lines (max %d)", ErrBatchTooLarge, len(qs), MaxCartLines)
 	}
 	rs := make([]Result, len(qs))
+	start := c.loadStart()
 	if err := c.matchInto(ctx, qs, opt, rs); err != nil {
 		return nil, err
 	}
 	if c.rt != nil {
-		c.readThroughLines(ctx, qs, opt, rs)
+		c.readThroughLines(ctx, qs, opt, rs, start)
 	}
 	return rs, nil
 }
@@ -372,11 +375,20 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 		return nil
 	}
 	c.obs.OnRoundTrips(OpMatch, rts)
-	d := time.Since(start)
+	c.reportLookups(rs, nil, time.Since(start))
+	return nil
+}
+
+// reportLookups calls OnLookup for each line but those in skip. With a
+// Loader, a line that may be loaded is left to readThroughLines, which
+// reports its final answer, so every line is reported once.
+func (c *Cache) reportLookups(rs []Result, skip []int, d time.Duration) {
 	for i := range rs {
+		if (c.rt != nil && loadable(rs[i].Err)) || slices.Contains(skip, i) {
+			continue
+		}
 		c.obs.OnLookup(rs[i].Promotion, outcomeOf(rs[i].Err), d)
 	}
-	return nil
 }
 
 func outcomeOf(err error) Outcome {
@@ -393,6 +405,8 @@ func outcomeOf(err error) Outcome {
 		return OutcomeHit
 	case errors.Is(err, ErrDamaged):
 		return OutcomeDamaged
+	case errors.Is(err, ErrNotFound): // wrapped: an ID the Loader's source does not know
+		return OutcomeNotFound
 	}
 	return OutcomeError
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -111,12 +110,7 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 		return true, nil
 	}
 	c.obs.OnRoundTrips(OpMatch, rts)
-	d := time.Since(start)
-	for i := range rs {
-		if !slices.Contains(direct, i) { // matchRedis reported those
-			c.obs.OnLookup(rs[i].Promotion, outcomeOf(rs[i].Err), d)
-		}
-	}
+	c.reportLookups(rs, direct, time.Since(start)) // matchRedis reported the direct lines
 	return true, nil
 }
 

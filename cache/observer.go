@@ -216,7 +216,8 @@ func (o LoadOutcome) String() string {
 type Observer interface {
 	// OnLookup is called once per cart line (and per Match) with its
 	// outcome and the duration of the whole call it was part of. With a
-	// Loader, a line that was loaded is reported again by its re-read.
+	// Loader, a line that was loaded is reported once, with the answer
+	// its re-read gave.
 	OnLookup(promotion string, outcome Outcome, d time.Duration)
 	// OnRoundTrips reports the round trips one call made (a pipeline is
 	// one, even when a Cluster client splits it over several masters).

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,14 +167,15 @@ func TestObserverLoadOutcomes(t *testing.T) {
 			return err
 		}
 		for _, step := range []struct {
-			name string
-			run  func() error
-			want LoadOutcome
+			name   string
+			run    func() error
+			want   LoadOutcome
+			lookup *atomic.Int64 // the one OnLookup the line gets
 		}{
-			{"loaded", func() error { return match("known") }, LoadLoaded},
-			{"unknown", func() error { return match("nope") }, LoadUnknown},
-			{"remembered", func() error { return match("nope") }, LoadRemembered},
-			{"failed", func() error { return match("broken") }, LoadFailed},
+			{"loaded", func() error { return match("known") }, LoadLoaded, &obs.hits},
+			{"unknown", func() error { return match("nope") }, LoadUnknown, &obs.notFound},
+			{"remembered", func() error { return match("nope") }, LoadRemembered, &obs.notFound},
+			{"failed", func() error { return match("broken") }, LoadFailed, &obs.errs},
 			{"shared", func() error {
 				// Another process holds the lease and stores the promotion
 				// while this read waits for it.
@@ -193,10 +195,13 @@ func TestObserverLoadOutcomes(t *testing.T) {
 					return err
 				}
 				return <-done
-			}, LoadShared},
+			}, LoadShared, &obs.hits},
 		} {
 			for i := range obs.loads {
 				obs.loads[i].Store(0)
+			}
+			for _, n := range []*atomic.Int64{&obs.lookups, &obs.hits, &obs.notFound, &obs.errs} {
+				n.Store(0)
 			}
 			err := step.run()
 			switch {
@@ -217,6 +222,9 @@ func TestObserverLoadOutcomes(t *testing.T) {
 			}
 			if got := obs.loads[step.want].Load(); got != 1 || total != 1 {
 				t.Fatalf("%s: %d %s of %d OnLoad calls, want 1 of 1", step.name, got, step.want, total)
+			}
+			if n, k := obs.lookups.Load(), step.lookup.Load(); n != 1 || k != 1 {
+				t.Fatalf("%s: %d OnLookup calls, %d of the expected outcome; want 1 and 1", step.name, n, k)
 			}
 		}
 	})
