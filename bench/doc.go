@@ -31,9 +31,9 @@
 // print. On miniredis the timing floors print "not judged (miniredis is
 // not Redis)"; round trips and bytes per lookup are judged everywhere.
 //
-// The default run (tiers 3, 300, 3000; 300 ms per case) takes about 11 s
-// after compilation; -quick is shorter, -full is the whole matrix (tiers
-// 3, 30, 300, 3000; 2 s per case; concurrency 1 and 4; every delay phase).
+// The default run (tiers 3, 300, 3000; 1 and 4 clients; 200 ms per case)
+// takes under 20 s after compilation; -quick is shorter, -full is the
+// whole matrix (tiers 3, 30, 300, 3000; 2 s per case; every delay phase).
 // -csv and -chart write the tier rows as CSV and p50 against tier count as
 // SVG.
 //

@@ -172,7 +172,7 @@ func (r *Result) PrintTable(w io.Writer) {
 const (
 	floorRangeVsRaw    = 0.90 // tight
 	floorCartVsRawCart = 0.85 // tight
-	floorP50Flatness   = 1.30 // robust
+	floorFlatness      = 1.30 // robust
 	floorVsFullScan    = 25.0 // robust
 )
 
@@ -198,27 +198,44 @@ func (r *Result) Floors(t *measure.Floors, judged bool, why string) {
 	} else {
 		skip(f, "no cart/rawcart rows")
 	}
-	f = measure.Floor{Name: "range p50 flatness, 3000 tiers / 3 tiers, 1 client", Want: fmt.Sprintf("≤ %.2f×", floorP50Flatness), Kind: measure.Robust}
-	if x := r.p50Ratio(implRange, 3000, 3, 1); math.IsNaN(x) {
-		skip(f, "needs -tiers with 3 and 3000 and -concurrency with 1")
+	// Judged with the most clients measured: one client's loopback round
+	// trip on the 2-core machine is bimodal (about 11 µs, or 50-90 µs for
+	// every op of a case when client and server each sleep on their own
+	// core), so with one client a p50 says which mode a case drew (4.5×
+	// "flatness" in one CI run, 0.53× in another); with the cores kept busy
+	// there is one mode.
+	conc := r.maxConcurrency()
+	f = measure.Floor{Name: fmt.Sprintf("range p50 flatness, 3000 tiers / 3 tiers, %d clients", conc), Want: fmt.Sprintf("≤ %.2f×", floorFlatness), Kind: measure.Robust}
+	if x := r.p50Ratio(implRange, 3000, 3, conc); math.IsNaN(x) {
+		skip(f, "needs -tiers with 3 and 3000")
 	} else {
 		f.Value = fmt.Sprintf("%.3f×", x)
-		f.Note = fmt.Sprintf("p50 %s vs %s", fmtDur(r.find(implRange, 3000, 1).Quantile(0.5)), fmtDur(r.find(implRange, 3, 1).Quantile(0.5)))
-		add(f, x <= floorP50Flatness)
+		f.Note = fmt.Sprintf("p50 %s vs %s; 1 client: %s", fmtDur(r.find(implRange, 3000, conc).Quantile(0.5)), fmtDur(r.find(implRange, 3, conc).Quantile(0.5)),
+			fmtRatio(r.p50Ratio(implRange, 3000, 3, 1)))
+		add(f, x <= floorFlatness)
 	}
 	// On p50, not ops/s: ops/s is a mean, and one stall of the shared
 	// machine during the range rounds moved it 4× in one CI run while the
 	// p50s did not move.
-	f = measure.Floor{Name: "range vs fullscan p50 speed-up at 3000 tiers, 1 client", Want: fmt.Sprintf("≥ %.0f×", floorVsFullScan), Kind: measure.Robust}
-	rg, fs := r.find(implRange, 3000, 1), r.find(implFullScan, 3000, 1)
+	f = measure.Floor{Name: fmt.Sprintf("range vs fullscan p50 speed-up at 3000 tiers, %d clients", conc), Want: fmt.Sprintf("≥ %.0f×", floorVsFullScan), Kind: measure.Robust}
+	rg, fs := r.find(implRange, 3000, conc), r.find(implFullScan, 3000, conc)
 	if rg == nil || fs == nil || rg.Quantile(0.5) <= 0 {
-		skip(f, "needs -tiers with 3000 and -concurrency with 1")
+		skip(f, "needs -tiers with 3000")
 	} else {
 		x := float64(fs.Quantile(0.5)) / float64(rg.Quantile(0.5))
 		f.Value = fmtRatio(x)
-		f.Note = fmt.Sprintf("p50 %s vs %s; ops/s ratio %s", fmtDur(fs.Quantile(0.5)), fmtDur(rg.Quantile(0.5)), fmtRatio(r.ratio(implRange, implFullScan, 3000, 1)))
+		f.Note = fmt.Sprintf("p50 %s vs %s; ops/s ratio %s", fmtDur(fs.Quantile(0.5)), fmtDur(rg.Quantile(0.5)), fmtRatio(r.ratio(implRange, implFullScan, 3000, conc)))
 		add(f, x >= floorVsFullScan)
 	}
+}
+
+// maxConcurrency is the most clients any row was measured with.
+func (r *Result) maxConcurrency() int {
+	m := 1
+	for _, s := range r.Rows {
+		m = max(m, s.Concurrency)
+	}
+	return m
 }
 
 // worstRatio is the lowest a/b ratio (see ratio) over every measured tier
