@@ -22,12 +22,8 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 	if !nc.up.Load() {
 		return false, nil
 	}
-	var start time.Time
-	if !c.nopObs {
-		start = time.Now()
-	}
-	wall := time.Now()
-	nowNs, nowMs := wall.UnixNano(), wall.UnixMilli()
+	start := time.Now() // also the call's duration for the Observer
+	nowNs, nowMs := start.UnixNano(), start.UnixMilli()
 	if !c.wallNow {
 		nowMs = c.now().UnixMilli()
 	}
