@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -81,9 +82,10 @@ func ExampleLoader() {
 		"spring": {ID: "spring", Metric: gradient.Quantity, Tiers: []gradient.Tier{{ID: "2+",
 			Threshold: decimal.NewFromInt(2), Reward: gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(15)}}}},
 	}
-	loads := 0
+	// Load runs concurrently for the distinct IDs of one cart.
+	var loads atomic.Int64
 	loader := cache.LoaderFunc(func(ctx context.Context, id string) (*gradient.Promotion, error) {
-		loads++
+		loads.Add(1)
 		p, ok := source[id]
 		if !ok {
 			return nil, cache.ErrUnknownPromotion
@@ -105,7 +107,7 @@ func ExampleLoader() {
 	for i := 0; i < 100; i++ {
 		_, _ = c.MatchCart(ctx, []cache.Query{cache.QuantityQuery("spring", 3), cache.QuantityQuery("nope", 1)}, cache.MatchOptions{})
 	}
-	fmt.Println("loads after 101 carts:", loads)
+	fmt.Println("loads after 101 carts:", loads.Load())
 	// Output:
 	// spring: 2+ 15% off
 	// nope unknown: true not found: true

@@ -19,7 +19,8 @@ import (
 // service) when a read finds it missing from Redis. It returns
 // ErrUnknownPromotion (or an error wrapping it) when the source has no
 // such promotion; any other error is a failed load. It must honour ctx:
-// a load that outlives LoadOptions.Timeout is abandoned.
+// a load that outlives LoadOptions.Timeout is abandoned. Load is called
+// concurrently for distinct IDs (a cart's missing promotions load at once).
 type Loader interface {
 	Load(ctx context.Context, id string) (*gradient.Promotion, error)
 }
