@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strconv"
 	"sync"
@@ -313,4 +314,43 @@ func TestFaultNearLostInvalidation(t *testing.T) {
 		}
 		checkStaleness(t, st, nc, maxStale, 0)
 	})
+}
+
+// TestFaultNearFlushAll: FLUSHALL on a private Redis under a near cache.
+// Redis tells tracking clients with an invalidation that names no key;
+// the held ladder must stop being served within MaxStaleness of the
+// flush returning, and a write after it must be served.
+func TestFaultNearFlushAll(t *testing.T) {
+	srv := testredis.StartServer(t)
+	prefix := testredis.Prefix(t)
+	admin := srv.Client(nil)
+	w, err := New(admin, Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Refresh(testCtx(t), stalePromotion(0)); err != nil {
+		t.Fatal(err)
+	}
+	nc := newNearCache(t, srv.Client(nil), prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: faultStaleness}})
+	st := startStaleness(t, nc, 4)
+	var worst time.Duration
+	faultRounds(t, st, nc, w, 5, func(k int) {
+		ctx := testCtx(t)
+		if err := admin.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		flushed := time.Now()
+		for {
+			r, _ := nc.Match(ctx, QuantityQuery("s", 4), MatchOptions{})
+			if errors.Is(r.Err, ErrNotFound) {
+				break
+			}
+			if since := time.Since(flushed); since >= faultStaleness {
+				t.Fatalf("round %d: the flushed ladder still served %v after FLUSHALL returned (version %q, err %v)", k, since, r.Version, r.Err)
+			}
+		}
+		worst = max(worst, time.Since(flushed))
+	})
+	t.Logf("the flushed ladder stopped being served at most %v after FLUSHALL returned", worst)
+	checkStaleness(t, st, nc, faultStaleness, 0) // whether a flush counts as a lost link is go-redis's choice
 }

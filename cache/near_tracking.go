@@ -368,6 +368,13 @@ func (t *tracker) receive(ctx context.Context, s *subscriber, ps *redis.PubSub) 
 			if len(keys) == 0 && m.Payload != "" {
 				keys = []string{m.Payload}
 			}
+			if len(keys) == 0 {
+				// FLUSHALL/FLUSHDB: an invalidation that names no key covers
+				// every key. (go-redis v9.23 fails the receive on its null
+				// payload instead, which drops everything too.)
+				t.nc.dropAll()
+				continue
+			}
 			for _, k := range keys {
 				if strings.HasSuffix(k, suffixAbsent) || strings.HasSuffix(k, suffixLease) {
 					continue // read-through bookkeeping: no ladder changed (a warm also touches tiers)
