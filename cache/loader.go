@@ -428,13 +428,16 @@ func (rt *readThrough) remember(id string, ttl time.Duration) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if len(rt.misses) >= rt.opt.MaxMisses {
+		// One pass frees at least an eighth, so a flood of unknown IDs
+		// pays O(1) per mark amortised, not a scan under rt.mu each.
+		keep := rt.opt.MaxMisses - max(1, rt.opt.MaxMisses/8)
 		for k, exp := range rt.misses {
 			if now >= exp {
 				delete(rt.misses, k)
 			}
 		}
 		for k := range rt.misses {
-			if len(rt.misses) < rt.opt.MaxMisses {
+			if len(rt.misses) <= keep {
 				break
 			}
 			delete(rt.misses, k) // map order: an arbitrary one
@@ -468,8 +471,14 @@ func (rt *readThrough) forget(id string) {
 // withNearAndLoader sets up the optional parts New was asked for.
 func (c *Cache) withNearAndLoader(o Options) error {
 	if o.NearCache != nil {
-		switch c.client.(type) {
-		case *redis.Client, *redis.ClusterClient:
+		switch cl := c.client.(type) {
+		case *redis.Client:
+		case *redis.ClusterClient:
+			// Tracking covers the masters: a ladder read from a lagging
+			// replica after an invalidation would be installed as current.
+			if o := cl.Options(); o.ReadOnly || o.RouteByLatency || o.RouteRandomly {
+				return fmt.Errorf("%w: NearCache needs a ClusterClient that reads from masters (not ReadOnly, RouteByLatency or RouteRandomly)", ErrInvalidOptions)
+			}
 		default:
 			return fmt.Errorf("%w: NearCache needs a *redis.Client or *redis.ClusterClient, not %T", ErrInvalidOptions, c.client)
 		}

@@ -421,3 +421,22 @@ func TestReadThroughOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestReadThroughMissesBounded: the in-process marks never exceed
+// MaxMisses however many unknown IDs arrive, a full map frees room in one
+// pass, and the newest mark is always kept.
+func TestReadThroughMissesBounded(t *testing.T) {
+	for _, limit := range []int{1, 8, 100} {
+		rt := &readThrough{opt: LoadOptions{MaxMisses: limit}, trust: time.Minute, misses: map[string]int64{}}
+		for i := 0; i < 10*limit+3; i++ {
+			id := "u" + strconv.Itoa(i)
+			rt.remember(id, time.Minute)
+			if n := len(rt.misses); n > limit {
+				t.Fatalf("MaxMisses %d: %d marks after %d inserts", limit, n, i+1)
+			}
+			if !rt.remembered(id) {
+				t.Fatalf("MaxMisses %d: the newest mark %s was dropped", limit, id)
+			}
+		}
+	}
+}

@@ -423,6 +423,14 @@ func TestNearOptions(t *testing.T) {
 	if _, err := New(ring, Options{NearCache: &NearCacheOptions{}}); !errorsIs(err, ErrInvalidOptions) {
 		t.Errorf("ring: %v", err)
 	}
+	for _, o := range []redis.ClusterOptions{{ReadOnly: true}, {RouteByLatency: true}, {RouteRandomly: true}} {
+		o.Addrs, o.ContextTimeoutEnabled = []string{"127.0.0.1:1"}, true
+		cc := redis.NewClusterClient(&o)
+		if _, err := New(cc, Options{NearCache: &NearCacheOptions{}}); !errorsIs(err, ErrInvalidOptions) {
+			t.Errorf("cluster reading replicas %+v: %v", o, err)
+		}
+		_ = cc.Close()
+	}
 	c, err := New(cl, Options{NearCache: &NearCacheOptions{}})
 	if err != nil {
 		t.Fatal(err)

@@ -93,7 +93,9 @@ type Options struct {
 	// NearCache, when set, holds the whole ladder of every promotion read
 	// in process, kept true by Redis client tracking; see NearCacheOptions
 	// for its bounds and defaults. Default nil: off. It needs a
-	// *redis.Client or *redis.ClusterClient (else ErrInvalidOptions).
+	// *redis.Client or a *redis.ClusterClient that reads from masters
+	// (else ErrInvalidOptions), and Close, which stops its tracking
+	// connections.
 	NearCache *NearCacheOptions
 	// Loader, when set, loads a promotion a read finds missing from the
 	// source of truth and writes it through Refresh (read-through); see
