@@ -40,6 +40,7 @@ const (
 	DefaultLoadMissTTL   = 30 * time.Second
 	DefaultLoadPollEvery = 10 * time.Millisecond
 	DefaultLoadMaxMisses = 100000
+	DefaultLoadFailTTL   = time.Second
 	// localMissTrust is how long a process without a near cache believes
 	// its own remembered miss before it asks Redis's mark again (one
 	// round trip, no Load).
@@ -68,8 +69,14 @@ type LoadOptions struct {
 	// PollEvery is how often a process waiting for another's load checks
 	// Redis. Default 10ms.
 	PollEvery time.Duration
-	// MaxMisses bounds the misses remembered in process. Default 100000.
+	// MaxMisses bounds the misses remembered in process, and apart from
+	// them the failures. Default 100000.
 	MaxMisses int
+	// FailTTL is how long a failed load is remembered in process: lines
+	// of that ID answer its ErrLoad at once instead of each waiting for
+	// a source that is down (a cart's deadline is spent once, not per
+	// cart). A Refresh of the ID forgets it. Default 1s.
+	FailTTL time.Duration
 }
 
 func (o LoadOptions) withDefaults() (LoadOptions, error) {
@@ -87,7 +94,8 @@ func (o LoadOptions) withDefaults() (LoadOptions, error) {
 		def  time.Duration
 		name string
 	}{{&o.Timeout, DefaultLoadTimeout, "Timeout"}, {&o.LeaseTTL, DefaultLoadLeaseTTL, "LeaseTTL"},
-		{&o.MissTTL, DefaultLoadMissTTL, "MissTTL"}, {&o.PollEvery, DefaultLoadPollEvery, "PollEvery"}} {
+		{&o.MissTTL, DefaultLoadMissTTL, "MissTTL"}, {&o.PollEvery, DefaultLoadPollEvery, "PollEvery"},
+		{&o.FailTTL, DefaultLoadFailTTL, "FailTTL"}} {
 		if err := set(f.d, f.def, f.name); err != nil {
 			return o, err
 		}
@@ -121,9 +129,16 @@ type readThrough struct {
 	// warm elsewhere is seen within localMissTrust.
 	trust time.Duration
 
-	mu      sync.Mutex
-	flights map[string]*flight // one load per promotion in this process
-	misses  map[string]int64   // id -> UnixNano the mark expires
+	mu       sync.Mutex
+	flights  map[string]*flight // one load per promotion in this process
+	misses   map[string]int64   // id -> UnixNano the mark expires
+	failures map[string]failure // id -> its last load's failure, for FailTTL
+}
+
+// failure is a failed load remembered until its expiry (UnixNano).
+type failure struct {
+	until int64
+	err   error
 }
 
 // flight is one promotion's load in this process; every caller waits on
@@ -250,6 +265,9 @@ func (rt *readThrough) wait(ctx context.Context, c *Cache, id string, damaged bo
 	if rt.remembered(id) {
 		return LoadRemembered, errRemembered(id)
 	}
+	if err := rt.failed(id); err != nil {
+		return LoadFailed, err
+	}
 	rt.mu.Lock()
 	f := rt.flights[id]
 	joined := f != nil
@@ -264,6 +282,9 @@ func (rt *readThrough) wait(ctx context.Context, c *Cache, id string, damaged bo
 			f.how, f.err = rt.load(fctx, c, id, damaged)
 			rt.mu.Lock()
 			delete(rt.flights, id)
+			if f.how == LoadFailed {
+				rt.fail(id, f.err)
+			}
 			rt.mu.Unlock()
 			close(f.done)
 		}()
@@ -461,11 +482,45 @@ func (rt *readThrough) flying(id string) bool {
 	return rt.flights[id] != nil
 }
 
-// forget drops id's remembered miss (a refresh wrote it).
+// forget drops id's remembered miss and failure (a refresh wrote it).
 func (rt *readThrough) forget(id string) {
 	rt.mu.Lock()
 	delete(rt.misses, id)
+	delete(rt.failures, id)
 	rt.mu.Unlock()
+}
+
+// fail remembers a failed load of id for FailTTL; rt.mu is held. A full
+// map is emptied of what expired, or else whole: a failure forgotten
+// early costs one more load, never a wrong answer.
+func (rt *readThrough) fail(id string, err error) {
+	now := time.Now().UnixNano()
+	if len(rt.failures) >= rt.opt.MaxMisses {
+		for k, f := range rt.failures {
+			if now >= f.until {
+				delete(rt.failures, k)
+			}
+		}
+		if len(rt.failures) >= rt.opt.MaxMisses {
+			clear(rt.failures)
+		}
+	}
+	rt.failures[id] = failure{until: now + int64(rt.opt.FailTTL), err: err}
+}
+
+// failed returns id's remembered load failure, or nil.
+func (rt *readThrough) failed(id string) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	f, ok := rt.failures[id]
+	switch {
+	case !ok:
+		return nil
+	case time.Now().UnixNano() >= f.until:
+		delete(rt.failures, id)
+		return nil
+	}
+	return fmt.Errorf("%w (a load failed under %v ago; retried after Load.FailTTL)", f.err, rt.opt.FailTTL)
 }
 
 // withNearAndLoader sets up the optional parts New was asked for.
@@ -493,7 +548,8 @@ func (c *Cache) withNearAndLoader(o Options) error {
 		if err != nil {
 			return err
 		}
-		c.rt = &readThrough{loader: o.Loader, opt: lo, trust: lo.MissTTL, flights: map[string]*flight{}, misses: map[string]int64{}}
+		c.rt = &readThrough{loader: o.Loader, opt: lo, trust: lo.MissTTL, flights: map[string]*flight{}, misses: map[string]int64{},
+			failures: map[string]failure{}}
 		if c.near == nil {
 			c.rt.trust = min(lo.MissTTL, localMissTrust)
 		}

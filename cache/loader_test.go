@@ -197,7 +197,7 @@ func TestReadThroughProcesses(t *testing.T) {
 		procs := make([]*proc, 4)
 		for i := range procs {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestReadThroughChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), envLoadChild+"="+b.Name, envLoadPrefix+"="+b.Prefix)
+			cmd.Env = testredis.ChildEnv(envLoadChild+"="+b.Name, envLoadPrefix+"="+b.Prefix)
 			cmd.Stderr = os.Stderr
 			in, err := cmd.StdinPipe()
 			if err != nil {
@@ -439,4 +439,71 @@ func TestReadThroughMissesBounded(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReadThroughFailureRemembered: while the source is down, one cart
+// pays the failed load and the next carts get its ErrLoad at once without
+// asking the source; a warm of the ID forgets the failure at once, and
+// after FailTTL the source is asked again.
+func TestReadThroughFailureRemembered(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		errSource := errors.New("source down")
+		for _, tc := range []struct {
+			name    string
+			failTTL time.Duration
+			reads   int                                                // while down
+			clear   func(t *testing.T, c *Cache, p gradient.Promotion) // ends the remembered failure
+			want    int64                                              // Loads, after one more read
+		}{
+			{"warm forgets", time.Minute, 100, func(t *testing.T, c *Cache, p gradient.Promotion) {
+				t.Helper()
+				if _, err := c.Refresh(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+			}, 1},
+			{"expires", 50 * time.Millisecond, 1, func(t *testing.T, c *Cache, p gradient.Promotion) {
+				t.Helper()
+				deadline := time.Now().Add(5 * time.Second)
+				for c.rt.failed(p.ID) != nil {
+					if time.Now().After(deadline) {
+						t.Fatal("the failure still remembered 5 s after a 50 ms FailTTL")
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}, 2},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := simplePromotion("cold-"+strings.ReplaceAll(tc.name, " ", "-"), 1, 3)
+				var calls atomic.Int64
+				var up atomic.Bool
+				ld := LoaderFunc(func(context.Context, string) (*gradient.Promotion, error) {
+					calls.Add(1)
+					if !up.Load() {
+						return nil, errSource
+					}
+					return &p, nil
+				})
+				c := newCache(t, b, Options{Loader: ld, Load: LoadOptions{FailTTL: tc.failTTL}})
+				for i := 0; i < tc.reads; i++ {
+					r, err := c.Match(ctx, QuantityQuery(p.ID, 3), MatchOptions{})
+					if err == nil || !errors.Is(r.Err, ErrLoad) || !errors.Is(r.Err, errSource) || r.Tier != nil {
+						t.Fatalf("read %d while down: %+v %v, want ErrLoad wrapping the source's error", i, r, err)
+					}
+				}
+				if n := calls.Load(); n != 1 {
+					t.Fatalf("%d reads while down made %d Loads, want 1", tc.reads, n)
+				}
+				up.Store(true)
+				tc.clear(t, c, p)
+				r, err := c.Match(ctx, QuantityQuery(p.ID, 3), MatchOptions{})
+				if err != nil || r.Tier == nil || r.Tier.ID != "tier1" {
+					t.Fatalf("after the failure ended: %+v %v", r, err)
+				}
+				if n := calls.Load(); n != tc.want {
+					t.Fatalf("%d Loads, want %d", n, tc.want)
+				}
+			})
+		}
+	})
 }

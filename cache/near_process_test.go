@@ -169,7 +169,7 @@ func TestNearTwoProcesses(t *testing.T) {
 		}
 
 		child := exec.Command(os.Args[0], "-test.run=^TestNearChildReader$", "-test.count=1")
-		child.Env = append(os.Environ(), envNearChild+"="+b.Name, envNearPrefix+"="+b.Prefix)
+		child.Env = testredis.ChildEnv(envNearChild+"="+b.Name, envNearPrefix+"="+b.Prefix)
 		stdin, err := child.StdinPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -188,7 +188,8 @@ const (
 	// (found stored, or waited for under its lease).
 	LoadShared
 	// LoadFailed: the read got an ErrLoad (the Loader failed or timed
-	// out, Redis failed, or the read's ctx ended while it waited).
+	// out, Redis failed, the read's ctx ended while it waited, or a
+	// failure remembered for Load.FailTTL answered it).
 	LoadFailed
 )
 

@@ -131,6 +131,17 @@ func URL() string {
 	return fallback.srv.URL()
 }
 
+// ChildEnv is this process's environment plus kv, for a test binary it
+// re-executes: the child reaches the same real Redis, the private server
+// this process started included, not one of its own.
+func ChildEnv(kv ...string) []string {
+	env := os.Environ()
+	if u := URL(); u != "" {
+		env = append(env, EnvURL+"="+u)
+	}
+	return append(env, kv...)
+}
+
 // noRealWhy says why URL is "".
 func noRealWhy() string {
 	return fmt.Sprintf("no real Redis: %s unset and %s", EnvURL, fallback.why)
