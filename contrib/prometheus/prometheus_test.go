@@ -495,3 +495,83 @@ tierset_delay_warnings_total{kind="other",queue="loose"} 1
 		t.Fatal(err)
 	}
 }
+
+// TestQueueCollectorRetriesExpired: two Retry calls and one lease that
+// expires and is swept back show in retries_total and expired_total as
+// Stats counts them, and in this process's retries and sweep counters.
+func TestQueueCollectorRetriesExpired(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	dc := tsprom.NewDelayCollector(tsprom.DelayOptions{})
+	q, err := delay.New(b.Client, "retry-exp", delay.Options{Prefix: b.Prefix, Observer: dc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(dc, tsprom.NewQueueCollector(tsprom.QueueOptions{}, q))
+
+	past := time.Now().Add(-time.Second)
+	for i := range 3 {
+		if _, err := q.Enqueue(ctx, delay.Job{Key: fmt.Sprintf("k%d", i), When: delay.At(past)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch, err := q.Take(ctx, 3)
+	if err != nil || len(batch.Tasks) != 3 {
+		t.Fatalf("take: %d tasks, %v", len(batch.Tasks), err)
+	}
+	for _, tk := range batch.Tasks[:2] {
+		if out, err := q.Retry(ctx, tk, errors.New("boom")); err != nil || out != delay.Retried {
+			t.Fatalf("retry %s: %v %v, want Retried", tk.ID, out, err)
+		}
+	}
+	// The third lease is cut to 1 ms (the queue's own Lease is 30 s) so it
+	// expires now; the sweep is polled until it has returned it.
+	if _, err := q.Extend(ctx, batch.Tasks[2].Lease, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	returned := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for returned < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the 1 ms lease was not swept back in 10 s")
+		}
+		r, err := q.Sweep(ctx, delay.MaxBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		returned += r.Returned
+		if r.Dead != 0 {
+			t.Fatalf("sweep dead-lettered %d, want none (MaxAttempts is 25)", r.Dead)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s, err := q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Retries != 2 || s.Expired != 1 || s.InFlight != 0 || s.Pending != 3 {
+		t.Fatalf("Stats: retries %d expired %d in flight %d pending %d, want 2, 1, 0, 3",
+			s.Retries, s.Expired, s.InFlight, s.Pending)
+	}
+
+	url, _ := scrape(t, reg)
+	want := fmt.Sprintf(`
+# HELP tierset_queue_retries_total Retries since the queue's keys were created.
+# TYPE tierset_queue_retries_total counter
+tierset_queue_retries_total{queue="retry-exp"} %d
+# HELP tierset_queue_expired_total Leases that expired and were swept.
+# TYPE tierset_queue_expired_total counter
+tierset_queue_expired_total{queue="retry-exp"} %d
+# HELP tierset_delay_retries_total Tasks this process sent back to due.
+# TYPE tierset_delay_retries_total counter
+tierset_delay_retries_total{queue="retry-exp"} 2
+# HELP tierset_delay_sweep_returned_total Expired leases this process's sweeps returned to due.
+# TYPE tierset_delay_sweep_returned_total counter
+tierset_delay_sweep_returned_total{queue="retry-exp"} 1
+`, s.Retries, s.Expired)
+	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "tierset_queue_retries_total",
+		"tierset_queue_expired_total", "tierset_delay_retries_total", "tierset_delay_sweep_returned_total"); err != nil {
+		t.Fatal(err)
+	}
+}
