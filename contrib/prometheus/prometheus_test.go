@@ -23,6 +23,7 @@ import (
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/testredis"
+	"github.com/tierset/tierset/score"
 )
 
 // scrape serves reg on a real /metrics endpoint and returns the body.
@@ -573,5 +574,123 @@ tierset_delay_sweep_returned_total{queue="retry-exp"} 1
 	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "tierset_queue_retries_total",
 		"tierset_queue_expired_total", "tierset_delay_retries_total", "tierset_delay_sweep_returned_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQueueCollectorLossCounters: each Stats loss counter is scraped,
+// equal to Stats, and moves by one when its loss is provoked on real
+// Redis the way delay's integrity tests do it: a key of the queue deleted
+// behind its back, or (for seq_overflows) two tasks in one millisecond of
+// a codec with no sequence bits.
+func TestQueueCollectorLossCounters(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	m := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	future := delay.At(m)
+	series := func(s delay.Stats) map[string]int64 {
+		return map[string]int64{
+			"tierset_queue_seq_overflows_total": s.SeqOverflows, "tierset_queue_lost_total": s.Lost,
+			"tierset_queue_restored_total": s.Restored, "tierset_queue_counter_lost_total": s.CounterLost,
+			"tierset_queue_index_lost_total": s.IndexLost,
+		}
+	}
+	enqueue := func(t *testing.T, q *delay.Queue, j delay.Job) delay.Enqueued {
+		t.Helper()
+		e, err := q.Enqueue(ctx, j)
+		if err != nil {
+			t.Fatalf("enqueue %s: %v", j.Key, err)
+		}
+		return e
+	}
+	del := func(t *testing.T, keys ...string) {
+		t.Helper()
+		if n, err := b.Client.Del(ctx, keys...).Result(); err != nil || n != int64(len(keys)) {
+			t.Fatalf("DEL %v: %d removed, %v", keys, n, err)
+		}
+	}
+	for _, row := range []struct {
+		name    string
+		moved   string // the series the loss moves to 1
+		codec   bool   // a codec with 0 sequence bits
+		provoke func(t *testing.T, q *delay.Queue, key func(suffix string) string)
+	}{
+		{"seq overflow", "tierset_queue_seq_overflows_total", true, func(t *testing.T, q *delay.Queue, _ func(string) string) {
+			enqueue(t, q, delay.Job{Key: "a", When: future})
+			if e := enqueue(t, q, delay.Job{Key: "b", When: future}); !e.Due.Equal(m.Add(time.Millisecond)) {
+				t.Fatalf("second task due %v, want the next millisecond %v", e.Due, m.Add(time.Millisecond))
+			}
+		}},
+		{"record lost", "tierset_queue_lost_total", false, func(t *testing.T, q *delay.Queue, key func(string) string) {
+			enqueue(t, q, delay.Job{Key: "a", When: delay.At(time.Now().Add(-time.Second))})
+			buckets, err := b.Client.Keys(ctx, key("tasks:*")).Result()
+			if err != nil || len(buckets) == 0 {
+				t.Fatalf("record buckets: %v %v", buckets, err)
+			}
+			del(t, buckets...)
+			if _, err := q.Take(ctx, 10); !errors.Is(err, delay.ErrRecordLost) {
+				t.Fatalf("take after the record was deleted: %v, want ErrRecordLost", err)
+			}
+		}},
+		{"due entry lost", "tierset_queue_restored_total", false, func(t *testing.T, q *delay.Queue, key func(string) string) {
+			enqueue(t, q, delay.Job{Key: "a", Token: "t", When: future})
+			del(t, key("due"))
+			if e := enqueue(t, q, delay.Job{Key: "a", Token: "t", When: future}); !e.Restored {
+				t.Fatalf("enqueue after the due set was deleted: %+v, want Restored", e)
+			}
+		}},
+		{"ID counter lost", "tierset_queue_counter_lost_total", false, func(t *testing.T, q *delay.Queue, key func(string) string) {
+			first := enqueue(t, q, delay.Job{Key: "a", When: future})
+			del(t, key("ctr"))
+			if e := enqueue(t, q, delay.Job{Key: "b", When: future}); e.ID == first.ID {
+				t.Fatalf("enqueue after the counter was deleted reused ID %s", e.ID)
+			}
+		}},
+		{"index lost", "tierset_queue_index_lost_total", false, func(t *testing.T, q *delay.Queue, key func(string) string) {
+			enqueue(t, q, delay.Job{Key: "a", Token: "t", When: future})
+			del(t, key("idx"))
+			if e := enqueue(t, q, delay.Job{Key: "a", Token: "t", When: future}); !e.Duplicate {
+				t.Fatalf("enqueue after the index was deleted: %+v, want Duplicate", e)
+			}
+		}},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			name := "loss-" + strings.ReplaceAll(row.name, " ", "-")
+			o := delay.Options{Prefix: b.Prefix}
+			if row.codec {
+				c, err := score.NewTimeCodec(time.Unix(0, 0), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.Codec = c
+			}
+			q, err := delay.New(b.Client, name, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(tsprom.NewQueueCollector(tsprom.QueueOptions{}, q))
+			_, before := scrape(t, reg)
+			for s := range series(delay.Stats{}) {
+				if v := sample(t, before, s+`{queue="`+name+`"}`); v != 0 {
+					t.Errorf("%s = %g before any loss, want 0", s, v)
+				}
+			}
+			row.provoke(t, q, func(suffix string) string { return b.Prefix + ":" + delay.HashTag(name) + ":" + suffix })
+			st, err := q.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, after := scrape(t, reg)
+			for s, n := range series(st) {
+				want := int64(0)
+				if s == row.moved {
+					want = 1
+				}
+				got := sample(t, after, s+`{queue="`+name+`"}`)
+				if got != float64(n) || n != want {
+					t.Errorf("%s: scraped %g, Stats %d, want %d", s, got, n, want)
+				}
+			}
+		})
 	}
 }
