@@ -43,5 +43,6 @@
 //	tierset_queue_restored_total{queue}                Stats.Restored: records in no set put back in due by an enqueue
 //	tierset_queue_counter_lost_total{queue}            Stats.CounterLost: ID counter repairs
 //	tierset_queue_index_lost_total{queue}              Stats.IndexLost: key index repairs
-//	tierset_queue_lateness_seconds{queue}              the server-side histogram, its own bucket bounds
+//	tierset_queue_lateness_seconds{queue}              the server-side histogram, its own bucket bounds;
+//	                                                   a delivery exactly 2^b ms late is under le=2^(b+1) ms
 package prometheus

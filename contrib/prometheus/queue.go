@@ -39,6 +39,7 @@ var _ prometheus.Collector = (*QueueCollector)(nil)
 // lateness buckets (delay.LatenessBuckets): bucket 0 counts deliveries
 // under 1 ms late, bucket b ≥ 1 those in [2^(b-1), 2^b) ms, so bucket b's
 // bound is 2^b ms.
+// Server buckets exclude their top edge, le includes it: a delivery exactly 2^b ms late counts under le=2^(b+1) ms.
 func LatenessBounds() []float64 {
 	var l delay.LatenessBuckets
 	out := make([]float64, len(l.Counts))
