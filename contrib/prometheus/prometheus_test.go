@@ -694,3 +694,65 @@ func TestQueueCollectorLossCounters(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheCollectorDamaged: a promotion whose tiers key is deleted
+// behind the cache's back (its meta hash left) reads as ErrDamaged, and
+// each damaged line counts once under lookups_total{outcome="damaged"};
+// the Refresh that heals it counts as repaired.
+func TestCacheCollectorDamaged(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	col := tsprom.NewCacheCollector(tsprom.CacheOptions{})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	c, err := cache.New(b.Client, cache.Options{Prefix: b.Prefix, Observer: col})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Refresh(ctx, quantityPromo("d", false), quantityPromo("h", false)); err != nil {
+		t.Fatal(err)
+	}
+	// The key layout of cache/keys.go: <prefix>:{p:<id>}:tiers.
+	if n, err := b.Client.Del(ctx, b.Prefix+":{p:d}:tiers").Result(); err != nil || n != 1 {
+		t.Fatalf("DEL d's tiers key: %d removed, %v", n, err)
+	}
+	if _, err := c.Match(ctx, cache.QuantityQuery("d", 5), cache.MatchOptions{}); !errors.Is(err, cache.ErrDamaged) {
+		t.Fatalf("match on d: %v, want ErrDamaged", err)
+	}
+	rs, err := c.MatchCart(ctx, []cache.Query{cache.QuantityQuery("d", 3), cache.QuantityQuery("h", 5),
+		cache.QuantityQuery("d", 1)}, cache.MatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, wantErr := range []error{cache.ErrDamaged, nil, cache.ErrDamaged} {
+		if !errors.Is(rs[i].Err, wantErr) {
+			t.Fatalf("cart line %d: %v, want %v", i, rs[i].Err, wantErr)
+		}
+	}
+	if rep, err := c.Refresh(ctx, quantityPromo("d", false)); err != nil || rep.Repaired != 1 {
+		t.Fatalf("healing refresh: %+v %v, want one repaired", rep, err)
+	}
+
+	url, _ := scrape(t, reg)
+	want := `
+# HELP tierset_cache_lookups_total Cart lines looked up, by outcome.
+# TYPE tierset_cache_lookups_total counter
+tierset_cache_lookups_total{outcome="damaged"} 3
+tierset_cache_lookups_total{outcome="error"} 0
+tierset_cache_lookups_total{outcome="hit"} 1
+tierset_cache_lookups_total{outcome="no_tier"} 0
+tierset_cache_lookups_total{outcome="not_active"} 0
+tierset_cache_lookups_total{outcome="not_found"} 0
+# HELP tierset_cache_refreshes_total Promotions refreshed, by outcome.
+# TYPE tierset_cache_refreshes_total counter
+tierset_cache_refreshes_total{outcome="added"} 2
+tierset_cache_refreshes_total{outcome="failed"} 0
+tierset_cache_refreshes_total{outcome="repaired"} 1
+tierset_cache_refreshes_total{outcome="unchanged"} 0
+tierset_cache_refreshes_total{outcome="updated"} 0
+`
+	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "tierset_cache_lookups_total",
+		"tierset_cache_refreshes_total"); err != nil {
+		t.Fatal(err)
+	}
+}
