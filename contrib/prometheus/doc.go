@@ -38,5 +38,11 @@
 //	tierset_queue_tasks{queue,state}                   pending, ready, in_flight, dead, done
 //	tierset_queue_oldest_due_age_seconds{queue}
 //	tierset_queue_delivered_total{queue} ... acked, retries, dead_lettered, expired, cancelled, corrupt
-//	tierset_queue_lateness_seconds{queue}              the server-side histogram, its own bucket bounds
+//	tierset_queue_seq_overflows_total{queue}           Stats.SeqOverflows: scores moved to a later millisecond
+//	tierset_queue_lost_total{queue}                    Stats.Lost: task IDs without a record, moved to dead
+//	tierset_queue_restored_total{queue}                Stats.Restored: records in no set put back in due by an enqueue
+//	tierset_queue_counter_lost_total{queue}            Stats.CounterLost: ID counter repairs
+//	tierset_queue_index_lost_total{queue}              Stats.IndexLost: key index repairs
+//	tierset_queue_lateness_seconds{queue}              the server-side histogram, its own bucket bounds;
+//	                                                   a delivery exactly 2^b ms late is under le=2^(b+1) ms
 package prometheus

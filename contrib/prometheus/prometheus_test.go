@@ -23,6 +23,7 @@ import (
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/testredis"
+	"github.com/tierset/tierset/score"
 )
 
 // scrape serves reg on a real /metrics endpoint and returns the body.
@@ -492,6 +493,266 @@ tierset_delay_losses_total{kind="record_lost",queue="lossy"} 1
 tierset_delay_warnings_total{kind="other",queue="loose"} 1
 `
 	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "tierset_delay_losses_total", "tierset_delay_warnings_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestQueueCollectorRetriesExpired: two Retry calls and one lease that
+// expires and is swept back show in retries_total and expired_total as
+// Stats counts them, and in this process's retries and sweep counters.
+func TestQueueCollectorRetriesExpired(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	dc := tsprom.NewDelayCollector(tsprom.DelayOptions{})
+	q, err := delay.New(b.Client, "retry-exp", delay.Options{Prefix: b.Prefix, Observer: dc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(dc, tsprom.NewQueueCollector(tsprom.QueueOptions{}, q))
+
+	past := time.Now().Add(-time.Second)
+	for i := range 3 {
+		if _, err := q.Enqueue(ctx, delay.Job{Key: fmt.Sprintf("k%d", i), When: delay.At(past)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch, err := q.Take(ctx, 3)
+	if err != nil || len(batch.Tasks) != 3 {
+		t.Fatalf("take: %d tasks, %v", len(batch.Tasks), err)
+	}
+	for _, tk := range batch.Tasks[:2] {
+		if out, err := q.Retry(ctx, tk, errors.New("boom")); err != nil || out != delay.Retried {
+			t.Fatalf("retry %s: %v %v, want Retried", tk.ID, out, err)
+		}
+	}
+	// The third lease is cut to 1 ms (the queue's own Lease is 30 s) so it
+	// expires now; the sweep is polled until it has returned it.
+	if _, err := q.Extend(ctx, batch.Tasks[2].Lease, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	returned := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for returned < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the 1 ms lease was not swept back in 10 s")
+		}
+		r, err := q.Sweep(ctx, delay.MaxBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		returned += r.Returned
+		if r.Dead != 0 {
+			t.Fatalf("sweep dead-lettered %d, want none (MaxAttempts is 25)", r.Dead)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s, err := q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Retries != 2 || s.Expired != 1 || s.InFlight != 0 || s.Pending != 3 {
+		t.Fatalf("Stats: retries %d expired %d in flight %d pending %d, want 2, 1, 0, 3",
+			s.Retries, s.Expired, s.InFlight, s.Pending)
+	}
+
+	url, _ := scrape(t, reg)
+	want := fmt.Sprintf(`
+# HELP tierset_queue_retries_total Retries since the queue's keys were created.
+# TYPE tierset_queue_retries_total counter
+tierset_queue_retries_total{queue="retry-exp"} %d
+# HELP tierset_queue_expired_total Leases that expired and were swept.
+# TYPE tierset_queue_expired_total counter
+tierset_queue_expired_total{queue="retry-exp"} %d
+# HELP tierset_delay_retries_total Tasks this process sent back to due.
+# TYPE tierset_delay_retries_total counter
+tierset_delay_retries_total{queue="retry-exp"} 2
+# HELP tierset_delay_sweep_returned_total Expired leases this process's sweeps returned to due.
+# TYPE tierset_delay_sweep_returned_total counter
+tierset_delay_sweep_returned_total{queue="retry-exp"} 1
+`, s.Retries, s.Expired)
+	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "tierset_queue_retries_total",
+		"tierset_queue_expired_total", "tierset_delay_retries_total", "tierset_delay_sweep_returned_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestQueueCollectorLossCounters: each Stats loss counter is scraped,
+// equal to Stats, and moves by one when its loss is provoked on real
+// Redis the way delay's integrity tests do it: a key of the queue deleted
+// behind its back, or (for seq_overflows) two tasks in one millisecond of
+// a codec with no sequence bits.
+func TestQueueCollectorLossCounters(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	m := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	future := delay.At(m)
+	series := func(s delay.Stats) map[string]int64 {
+		return map[string]int64{
+			"tierset_queue_seq_overflows_total": s.SeqOverflows, "tierset_queue_lost_total": s.Lost,
+			"tierset_queue_restored_total": s.Restored, "tierset_queue_counter_lost_total": s.CounterLost,
+			"tierset_queue_index_lost_total": s.IndexLost,
+		}
+	}
+	enqueue := func(t *testing.T, q *delay.Queue, j delay.Job) delay.Enqueued {
+		t.Helper()
+		e, err := q.Enqueue(ctx, j)
+		if err != nil {
+			t.Fatalf("enqueue %s: %v", j.Key, err)
+		}
+		return e
+	}
+	del := func(t *testing.T, keys ...string) {
+		t.Helper()
+		if n, err := b.Client.Del(ctx, keys...).Result(); err != nil || n != int64(len(keys)) {
+			t.Fatalf("DEL %v: %d removed, %v", keys, n, err)
+		}
+	}
+	for _, row := range []struct {
+		name    string
+		moved   string // the series the loss moves to 1
+		codec   bool   // a codec with 0 sequence bits
+		provoke func(t *testing.T, q *delay.Queue, key func(suffix string) string)
+	}{
+		{"seq overflow", "tierset_queue_seq_overflows_total", true, func(t *testing.T, q *delay.Queue, _ func(string) string) {
+			enqueue(t, q, delay.Job{Key: "a", When: future})
+			if e := enqueue(t, q, delay.Job{Key: "b", When: future}); !e.Due.Equal(m.Add(time.Millisecond)) {
+				t.Fatalf("second task due %v, want the next millisecond %v", e.Due, m.Add(time.Millisecond))
+			}
+		}},
+		{"record lost", "tierset_queue_lost_total", false, func(t *testing.T, q *delay.Queue, key func(string) string) {
+			enqueue(t, q, delay.Job{Key: "a", When: delay.At(time.Now().Add(-time.Second))})
+			buckets, err := b.Client.Keys(ctx, key("tasks:*")).Result()
+			if err != nil || len(buckets) == 0 {
+				t.Fatalf("record buckets: %v %v", buckets, err)
+			}
+			del(t, buckets...)
+			if _, err := q.Take(ctx, 10); !errors.Is(err, delay.ErrRecordLost) {
+				t.Fatalf("take after the record was deleted: %v, want ErrRecordLost", err)
+			}
+		}},
+		{"due entry lost", "tierset_queue_restored_total", false, func(t *testing.T, q *delay.Queue, key func(string) string) {
+			enqueue(t, q, delay.Job{Key: "a", Token: "t", When: future})
+			del(t, key("due"))
+			if e := enqueue(t, q, delay.Job{Key: "a", Token: "t", When: future}); !e.Restored {
+				t.Fatalf("enqueue after the due set was deleted: %+v, want Restored", e)
+			}
+		}},
+		{"ID counter lost", "tierset_queue_counter_lost_total", false, func(t *testing.T, q *delay.Queue, key func(string) string) {
+			first := enqueue(t, q, delay.Job{Key: "a", When: future})
+			del(t, key("ctr"))
+			if e := enqueue(t, q, delay.Job{Key: "b", When: future}); e.ID == first.ID {
+				t.Fatalf("enqueue after the counter was deleted reused ID %s", e.ID)
+			}
+		}},
+		{"index lost", "tierset_queue_index_lost_total", false, func(t *testing.T, q *delay.Queue, key func(string) string) {
+			enqueue(t, q, delay.Job{Key: "a", Token: "t", When: future})
+			del(t, key("idx"))
+			if e := enqueue(t, q, delay.Job{Key: "a", Token: "t", When: future}); !e.Duplicate {
+				t.Fatalf("enqueue after the index was deleted: %+v, want Duplicate", e)
+			}
+		}},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			name := "loss-" + strings.ReplaceAll(row.name, " ", "-")
+			o := delay.Options{Prefix: b.Prefix}
+			if row.codec {
+				c, err := score.NewTimeCodec(time.Unix(0, 0), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o.Codec = c
+			}
+			q, err := delay.New(b.Client, name, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(tsprom.NewQueueCollector(tsprom.QueueOptions{}, q))
+			_, before := scrape(t, reg)
+			for s := range series(delay.Stats{}) {
+				if v := sample(t, before, s+`{queue="`+name+`"}`); v != 0 {
+					t.Errorf("%s = %g before any loss, want 0", s, v)
+				}
+			}
+			row.provoke(t, q, func(suffix string) string { return b.Prefix + ":" + delay.HashTag(name) + ":" + suffix })
+			st, err := q.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, after := scrape(t, reg)
+			for s, n := range series(st) {
+				want := int64(0)
+				if s == row.moved {
+					want = 1
+				}
+				got := sample(t, after, s+`{queue="`+name+`"}`)
+				if got != float64(n) || n != want {
+					t.Errorf("%s: scraped %g, Stats %d, want %d", s, got, n, want)
+				}
+			}
+		})
+	}
+}
+
+// TestCacheCollectorDamaged: a promotion whose tiers key is deleted
+// behind the cache's back (its meta hash left) reads as ErrDamaged, and
+// each damaged line counts once under lookups_total{outcome="damaged"};
+// the Refresh that heals it counts as repaired.
+func TestCacheCollectorDamaged(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	col := tsprom.NewCacheCollector(tsprom.CacheOptions{})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	c, err := cache.New(b.Client, cache.Options{Prefix: b.Prefix, Observer: col})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Refresh(ctx, quantityPromo("d", false), quantityPromo("h", false)); err != nil {
+		t.Fatal(err)
+	}
+	// The key layout of cache/keys.go: <prefix>:{p:<id>}:tiers.
+	if n, err := b.Client.Del(ctx, b.Prefix+":{p:d}:tiers").Result(); err != nil || n != 1 {
+		t.Fatalf("DEL d's tiers key: %d removed, %v", n, err)
+	}
+	if _, err := c.Match(ctx, cache.QuantityQuery("d", 5), cache.MatchOptions{}); !errors.Is(err, cache.ErrDamaged) {
+		t.Fatalf("match on d: %v, want ErrDamaged", err)
+	}
+	rs, err := c.MatchCart(ctx, []cache.Query{cache.QuantityQuery("d", 3), cache.QuantityQuery("h", 5),
+		cache.QuantityQuery("d", 1)}, cache.MatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, wantErr := range []error{cache.ErrDamaged, nil, cache.ErrDamaged} {
+		if !errors.Is(rs[i].Err, wantErr) {
+			t.Fatalf("cart line %d: %v, want %v", i, rs[i].Err, wantErr)
+		}
+	}
+	if rep, err := c.Refresh(ctx, quantityPromo("d", false)); err != nil || rep.Repaired != 1 {
+		t.Fatalf("healing refresh: %+v %v, want one repaired", rep, err)
+	}
+
+	url, _ := scrape(t, reg)
+	want := `
+# HELP tierset_cache_lookups_total Cart lines looked up, by outcome.
+# TYPE tierset_cache_lookups_total counter
+tierset_cache_lookups_total{outcome="damaged"} 3
+tierset_cache_lookups_total{outcome="error"} 0
+tierset_cache_lookups_total{outcome="hit"} 1
+tierset_cache_lookups_total{outcome="no_tier"} 0
+tierset_cache_lookups_total{outcome="not_active"} 0
+tierset_cache_lookups_total{outcome="not_found"} 0
+# HELP tierset_cache_refreshes_total Promotions refreshed, by outcome.
+# TYPE tierset_cache_refreshes_total counter
+tierset_cache_refreshes_total{outcome="added"} 2
+tierset_cache_refreshes_total{outcome="failed"} 0
+tierset_cache_refreshes_total{outcome="repaired"} 1
+tierset_cache_refreshes_total{outcome="unchanged"} 0
+tierset_cache_refreshes_total{outcome="updated"} 0
+`
+	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "tierset_cache_lookups_total",
+		"tierset_cache_refreshes_total"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -29,6 +29,7 @@ type QueueCollector struct {
 
 	up, tasks, oldest                                               *prometheus.Desc
 	delivered, acked, retries, deadLettered, expired, cancel, broke *prometheus.Desc
+	overflows, lost, restored, counterLost, indexLost               *prometheus.Desc
 	lateness                                                        *prometheus.Desc
 }
 
@@ -38,6 +39,7 @@ var _ prometheus.Collector = (*QueueCollector)(nil)
 // lateness buckets (delay.LatenessBuckets): bucket 0 counts deliveries
 // under 1 ms late, bucket b ≥ 1 those in [2^(b-1), 2^b) ms, so bucket b's
 // bound is 2^b ms.
+// Server buckets exclude their top edge, le includes it: a delivery exactly 2^b ms late counts under le=2^(b+1) ms.
 func LatenessBounds() []float64 {
 	var l delay.LatenessBuckets
 	out := make([]float64, len(l.Counts))
@@ -73,6 +75,11 @@ func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
 		expired:      d("expired_total", "Leases that expired and were swept."),
 		cancel:       d("cancelled_total", "Tasks cancelled."),
 		broke:        d("corrupt_total", "Unreadable records the scripts met."),
+		overflows:    d("seq_overflows_total", "Scores whose millisecond ran out of sequence numbers and moved to a later millisecond."),
+		lost:         d("lost_total", "Task IDs due or in flight met without a record (Redis lost it), moved to the dead set."),
+		restored:     d("restored_total", "Records in no set (their due entry lost) put back in due by an enqueue of their key and token."),
+		counterLost:  d("counter_lost_total", "Repairs of a lost ID counter."),
+		indexLost:    d("index_lost_total", "Repairs of a lost key index."),
 		lateness: d("lateness_seconds", "Server-side lateness of every delivery (Redis TIME at take minus due time), "+
 			"in the queue's own power-of-two millisecond buckets. The server keeps no sum, so _sum is NaN."),
 	}
@@ -81,7 +88,8 @@ func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
 // Describe implements prometheus.Collector.
 func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.tasks, c.oldest, c.delivered, c.acked, c.retries,
-		c.deadLettered, c.expired, c.cancel, c.broke, c.lateness} {
+		c.deadLettered, c.expired, c.cancel, c.broke, c.overflows, c.lost, c.restored, c.counterLost, c.indexLost,
+		c.lateness} {
 		ch <- d
 	}
 }
@@ -111,7 +119,8 @@ func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 			d *prometheus.Desc
 			n int64
 		}{{c.delivered, s.Delivered}, {c.acked, s.Acked}, {c.retries, s.Retries}, {c.deadLettered, s.DeadLettered},
-			{c.expired, s.Expired}, {c.cancel, s.Cancelled}, {c.broke, s.Corrupt}} {
+			{c.expired, s.Expired}, {c.cancel, s.Cancelled}, {c.broke, s.Corrupt}, {c.overflows, s.SeqOverflows},
+			{c.lost, s.Lost}, {c.restored, s.Restored}, {c.counterLost, s.CounterLost}, {c.indexLost, s.IndexLost}} {
 			ch <- prometheus.MustNewConstMetric(ct.d, prometheus.CounterValue, float64(ct.n), name)
 		}
 		buckets := make(map[float64]uint64, len(bounds))
