@@ -220,7 +220,18 @@ func TestRefreshVersions(t *testing.T) {
 		if b.Mini != nil {
 			b.Mini.FastForward(grace + time.Second)
 		} else {
-			time.Sleep(grace + 300*time.Millisecond)
+			// real Redis expires the old gifts key on its own clock (PTTL ≤ grace, checked above)
+			deadline := time.Now().Add(grace + 10*time.Second)
+			for {
+				n, err := b.Client.Exists(ctx, c.giftsKey("ver", old.Version)).Result()
+				if err == nil && n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("old gifts key still there %v after its grace: %d %v", grace+10*time.Second, n, err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 		old.Tier.Gifts = nil
 		held = []Result{old}

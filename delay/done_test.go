@@ -71,11 +71,9 @@ func TestDoneTTL(t *testing.T) {
 			}
 		}
 
-		// past the end: the sweep deletes the tombstone, and only it
-		setTime(b, now.Add(ttl+100*time.Millisecond))
-		if b.Mini == nil {
-			time.Sleep(ttl + 100*time.Millisecond)
-		}
+		// past the end (the ack came before st's server time): the sweep
+		// deletes the tombstone, and only it
+		passServerTime(t, ctx, b, st.ServerTime.Add(ttl))
 		sw, err := q.Sweep(ctx, 100)
 		if err != nil || sw.Tombstones != 1 {
 			t.Fatalf("sweep: %+v %v, want 1 tombstone deleted", sw, err)
@@ -106,10 +104,11 @@ func TestDoneTTL(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		setTime(b, now.Add(3*ttl))
-		if b.Mini == nil {
-			time.Sleep(ttl + 100*time.Millisecond)
+		acked, err := b.Client.Time(ctx).Result() // every ack came before this
+		if err != nil {
+			t.Fatal(err)
 		}
+		passServerTime(t, ctx, b, acked.Add(ttl))
 		if _, err := q.Sweep(ctx, 100); err != nil {
 			t.Fatal(err)
 		}

@@ -286,11 +286,11 @@ func TestSweepDeletesCancelled(t *testing.T) {
 		ctx := testCtx(t)
 		q := newQ(t, b, Options{Lease: 100 * time.Millisecond})
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
-		mustTake(t, ctx, q, 1)
+		tk := mustTake(t, ctx, q, 1).Tasks[0]
 		if r, _ := q.Cancel(ctx, "k"); r.InFlight != 1 {
 			t.Fatalf("cancel %+v", r)
 		}
-		time.Sleep(150 * time.Millisecond)
+		passServerTime(t, ctx, b, tk.Deadline)
 		if r, err := q.Sweep(ctx, 10); err != nil || r.Deleted != 1 {
 			t.Fatalf("sweep %+v %v", r, err)
 		}
@@ -304,8 +304,8 @@ func TestSweepDeadLetters(t *testing.T) {
 		ctx := testCtx(t)
 		q := newQ(t, b, Options{Lease: 50 * time.Millisecond, MaxAttempts: 1})
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
-		mustTake(t, ctx, q, 1)
-		time.Sleep(80 * time.Millisecond)
+		tk := mustTake(t, ctx, q, 1).Tasks[0]
+		passServerTime(t, ctx, b, tk.Deadline)
 		if r, err := q.Sweep(ctx, 10); err != nil || r.Dead != 1 {
 			t.Fatalf("sweep %+v %v", r, err)
 		}

@@ -251,8 +251,9 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 	mustEnqueue(t, ctx, q, Job{Key: "before"})
 	waitFor(t, 5*time.Second, "task before restart", has("before"))
 
-	r.Kill() // SIGKILL the server we started; its data is gone
-	time.Sleep(300 * time.Millisecond)
+	r.Kill() // SIGKILL the server we started (Kill returns once it has exited); its data is gone
+	// the worker's blocked wake-list read loses its connection and reports it
+	waitFor(t, 5*time.Second, "the worker to observe Redis down", func() bool { return rec.Errors.Load() > 0 })
 	if _, err := q.Enqueue(ctx, Job{Key: "while-down"}); err == nil {
 		t.Fatal("enqueue succeeded with Redis down")
 	}

@@ -179,14 +179,15 @@ func TestWorkerShutdown(t *testing.T) {
 			t.Fatalf("finished %d, want the quick one", finished.Load())
 		}
 		// no take after shutdown: the slow task is left to its lease, then swept back
-		if infos, _ := q.Lookup(ctx, "slow"); len(infos) != 1 || infos[0].State != StateInFlight {
+		infos, _ := q.Lookup(ctx, "slow")
+		if len(infos) != 1 || infos[0].State != StateInFlight {
 			t.Fatalf("slow task right after shutdown: %+v", infos)
 		}
-		time.Sleep(350 * time.Millisecond)
+		passServerTime(t, ctx, b, infos[0].When) // past its lease deadline
 		if r, err := q.Sweep(ctx, 10); err != nil || r.Returned != 1 {
 			t.Fatalf("sweep %+v %v", r, err)
 		}
-		infos, _ := q.Lookup(ctx, "slow")
+		infos, _ = q.Lookup(ctx, "slow")
 		if len(infos) != 1 || infos[0].State != StatePending {
 			t.Fatalf("slow task %+v", infos)
 		}
