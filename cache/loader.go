@@ -118,7 +118,11 @@ var (
 	scriptLeaseRelease = redis.NewScript(luaLeaseRelease)
 )
 
-// readThrough is the loader with its flights and remembered misses.
+// readThrough is the loader with its flights and remembered misses. The
+// flights are singleflight's idea kept in-house rather than
+// golang.org/x/sync: a flight must outlive the caller that started it,
+// tell each caller whether it loaded or shared the load, and settle the
+// misses and failures under the same lock as its own end.
 type readThrough struct {
 	loader Loader
 	opt    LoadOptions
