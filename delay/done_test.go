@@ -143,7 +143,7 @@ func TestDoneTTLOption(t *testing.T) {
 func TestDoneTTLWorker(t *testing.T) {
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
-		q := newQ(t, b, Options{DoneTTL: 200 * time.Millisecond})
+		q := newQ(t, b, Options{DoneTTL: 2 * time.Second})
 		w, err := NewWorker(q, func(context.Context, *Task) error { return nil }, WorkerOptions{Concurrency: 4})
 		if err != nil {
 			t.Fatal(err)

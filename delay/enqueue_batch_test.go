@@ -54,6 +54,13 @@ func queueState(t *testing.T, b *testredis.Backend, q *Queue) string {
 				if name != k.key {
 					f = strings.TrimPrefix(name, k.key) + "/" + f
 				}
+				if k.name == "stats" && strings.HasPrefix(f, "lat:") {
+					// A lateness bucket follows the clock, as lease
+					// deadlines do: only how many were counted is state.
+					n, _ := strconv.Atoi(m["lat"])
+					d, _ := strconv.Atoi(v)
+					f, v = "lat", strconv.Itoa(n+d)
+				}
 				m[f] = v
 			}
 		}
