@@ -8,8 +8,8 @@ import (
 
 // ClusterStateReloadInterval is the slot-map refresh period ClusterOptions
 // sets. go-redis re-reads the slot map after a dead master only this often
-// (60 s by default since v9.22); at 1 s, cart matches follow a failover in
-// about 4–5 s instead of failing for a minute.
+// (60 s by default since v9.22); at 1 s, cart matches follow a failover
+// within seconds of the promotion instead of failing for a minute.
 const ClusterStateReloadInterval = time.Second
 
 // ClusterOptions returns go-redis Cluster options tuned for tierset: ctx
