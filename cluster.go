@@ -8,8 +8,8 @@ import (
 
 // ClusterStateReloadInterval is the slot-map refresh period ClusterOptions
 // sets. go-redis re-reads the slot map after a dead master only this often
-// (60 s by default since v9.22); at 1 s, cart matches follow a failover in
-// about 4–5 s instead of failing for a minute.
+// (60 s by default since v9.22); at 1 s, cart matches follow a failover
+// within seconds of the promotion instead of failing for a minute.
 const ClusterStateReloadInterval = time.Second
 
 // ClusterOptions returns go-redis Cluster options tuned for tierset: ctx
@@ -26,10 +26,8 @@ const ClusterStateReloadInterval = time.Second
 // apart, times 1+MaxRetries command attempts) one question to the dead
 // node takes seconds, so the reload that would find the promoted replica
 // stalls behind it. One dial attempt, two command retries and a 250 ms
-// backoff cap keep a dead node's cost to a few hundred milliseconds:
-// measured on loopback, one CLUSTER SLOTS to a dead node fails after
-// 3.6-4.1 s with the previous values (MaxRetries 5, default dial retries)
-// and after 0.16-0.32 s with these (see docs/cluster.md).
+// backoff cap keep a dead node's cost to a few hundred milliseconds (see
+// docs/cluster.md).
 func ClusterOptions(addrs ...string) *redis.ClusterOptions {
 	return &redis.ClusterOptions{
 		Addrs:                      addrs,

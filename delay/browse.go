@@ -106,9 +106,6 @@ func Discover(ctx context.Context, c redis.UniversalClient, prefix string) ([]st
 	if err := validatePrefix(prefix); err != nil {
 		return nil, err
 	}
-	if strings.ContainsAny(prefix, `*?[]\`) {
-		return nil, fmt.Errorf("%w: %q holds a glob character", ErrInvalidPrefix, prefix)
-	}
 	head, tail := prefix+":{q:", "}:ctr"
 	var mu sync.Mutex
 	seen := map[string]bool{}

@@ -70,8 +70,8 @@ func TestHelperProcess(t *testing.T) {
 	os.Exit(0)
 }
 
-// G6: a consumer SIGKILLed mid-handler loses nothing; redeliveries come only
-// after the lease expired.
+// At-least-once delivery through a crash: a consumer SIGKILLed mid-handler
+// loses nothing, and redeliveries come only after the lease expired.
 func TestSIGKILLMidHandler(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts a child process and SIGKILLs it mid-handler (seconds)")

@@ -29,10 +29,8 @@ type enqueueGroup struct {
 
 // maxGroupFlying is how many calls or batches of one Queue may be on
 // their way at once. With one, Redis would sit idle while each reply
-// travels back and the next batch is built. Measured on the 2-core
-// machine: at 128 goroutines 2 did 117-125k tasks/s, against 96k with 1
-// and 90-109k with 3 or 4; at 32 all four were within noise (43-73k); at
-// 8, 2 matched ungrouped calls.
+// travels back and the next batch is built; under many goroutines two
+// gave the most throughput, three or four no more.
 const maxGroupFlying = 2
 
 // enqueueWait is one queued Enqueue call. The drain goroutine sets res and

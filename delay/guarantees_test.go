@@ -11,7 +11,7 @@ import (
 	"github.com/tierset/tierset/internal/testredis"
 )
 
-// G2: idempotent enqueue.
+// Enqueue is idempotent by (business key, token).
 func TestIdempotentEnqueue(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
@@ -69,7 +69,7 @@ func TestIdempotentEnqueue(t *testing.T) {
 	})
 }
 
-// G3 on miniredis: Redis TIME decides, driven with SetTime.
+// Due by Redis TIME, not the client clock: on miniredis, driven with SetTime.
 func TestDueByServerTime(t *testing.T) {
 	b := testredis.Mini(t)
 	ctx := testCtx(t)
@@ -119,7 +119,8 @@ func TestDueByServerTime(t *testing.T) {
 	}
 }
 
-// G4, G5 on every backend: a lease is exclusive; the stale holder is fenced.
+// Leases and fencing, on every backend: a lease is exclusive; the stale
+// holder is fenced.
 func TestFencing(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
@@ -168,7 +169,8 @@ func TestFencing(t *testing.T) {
 	})
 }
 
-// G7: retry with backoff, dead letter after MaxAttempts, list/requeue/purge.
+// Retries back off into a dead-letter set after MaxAttempts; the dead set
+// can be listed, requeued and purged.
 func TestRetryDeadLetter(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
@@ -229,7 +231,7 @@ func TestRetryDeadLetter(t *testing.T) {
 	})
 }
 
-// G8: cancel and reschedule by business key, any state.
+// Cancel and reschedule by business key, in any state.
 func TestCancelReschedule(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)

@@ -139,7 +139,7 @@ func TestOrderingSameMillisecond(t *testing.T) {
 // TestBurstBeyond64FullMs: a burst due at one instant larger than 64 full
 // milliseconds (65,536 tasks at 10 bits). Each task starts its search
 // where the last one for that instant landed, so none walks the full ms
-// again and none fails; before, task 65,537 got ErrSeqExhausted. Batched
+// again and none fails with ErrSeqExhausted. Batched
 // and then one by one: the order holds across both, and so does the
 // count of spilled tasks.
 func TestBurstBeyond64FullMs(t *testing.T) {

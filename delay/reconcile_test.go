@@ -35,7 +35,8 @@ func (s *sliceSource) Pending(_ context.Context, before time.Time, cursor string
 	return out, strconv.Itoa(i), nil
 }
 
-// G9: reconcile re-adds what Redis lacks and removes what the source lacks.
+// Reconcile from the source of truth re-adds what Redis lacks and removes
+// what the source lacks.
 func TestReconcile(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)

@@ -43,7 +43,8 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// G3 with a skewed client clock: delivery still follows Redis TIME.
+// Due by Redis TIME, with a skewed client clock: delivery still follows
+// Redis TIME.
 func TestWorkerClockSkew(t *testing.T) {
 	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(fmt.Sprintf("skew=%v", skew), func(t *testing.T) {

@@ -45,9 +45,9 @@ func TestRefusesOverlongInputFast(t *testing.T) {
 			if !errors.Is(err, c.want) {
 				t.Fatalf("err = %v, want %v", err, c.want)
 			}
-			// Generous: catches a parse or an expansion of the input (the
-			// unbounded code took 29-169 ms); the speed itself is measured
-			// by BenchmarkRefuseOverlong.
+			// Generous: catches a parse or an expansion of the input,
+			// whose cost grows with its digits; the speed itself is
+			// measured by BenchmarkRefuseOverlong.
 			if took > 50*time.Millisecond {
 				t.Errorf("took %v to refuse", took)
 			}

@@ -382,9 +382,9 @@ func printResults(out io.Writer, cfg config, rs []result) {
 	w.Flush()
 }
 
-// Floors against asynq. Burst processing is robust: it held at 6.9×
-// or more against asynq's fast forwarder in every run on the shared
-// 2-core machine. Lateness and memory ratios are tight.
+// Floors against asynq. Burst processing is robust: it stays well above
+// its floor (docs/benchmarks.md, "Against asynq"). Lateness and memory
+// ratios are tight.
 const (
 	floorBurst    = 3.0   // tierset/asynq throughput, first to last delivery
 	floorLateness = 100.0 // asynq/tierset steady p99

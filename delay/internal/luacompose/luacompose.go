@@ -222,8 +222,7 @@ var LibFunc = regexp.MustCompile(`(?m)^local function ([A-Za-z_][A-Za-z0-9_]*)`)
 
 // words is the set of words (runs of [0-9A-Za-z_], what \b delimits) in
 // text: a name is used there when it is one of them. One scan per text,
-// where a regexp per name and text made composing the scripts take about
-// 0.6 s.
+// because a regexp per name and text made composing the scripts slow.
 func words(text string) map[string]bool {
 	m := map[string]bool{}
 	isWord := func(c byte) bool {
