@@ -23,7 +23,7 @@ func BenchmarkNear(b *testing.B) {
 		backends = append(backends, testredis.Cluster)
 	}
 	if len(backends) == 0 {
-		b.Skip("the near cache needs client tracking: set TIERSET_REDIS_URL or TIERSET_REDIS_CLUSTER")
+		b.Skip("the near cache needs client tracking: " + testredis.NoRealWhy() + ", and TIERSET_REDIS_CLUSTER unset")
 	}
 	for _, mk := range backends {
 		for _, tiers := range []int{3, 300, 3000} {
@@ -88,7 +88,7 @@ func benchNear(b *testing.B, be *testredis.Backend, tiers, lines int, impl strin
 // callers (GOMAXPROCS goroutines), at 3 and 3000 tiers.
 func BenchmarkNearParallel(b *testing.B) {
 	if testredis.URL() == "" {
-		b.Skip("the near cache needs client tracking: set TIERSET_REDIS_URL")
+		b.Skip("the near cache needs client tracking: " + testredis.NoRealWhy())
 	}
 	for _, tiers := range []int{3, 3000} {
 		be := testredis.Redis(b)

@@ -29,15 +29,14 @@ import (
 // go-redis's own client-side cache (v9.22+, RESP3) was considered for each
 // read and not used:
 //   - Match and MatchCart: it caches one reply per distinct command, so a
-//     ZRANGE BYSCORE is one entry per query value (measured on a
-//     3000-member ZSET: 18–37x for 20 distinct values, 0.6–2.3x for 50k
-//     distinct amounts with 31–36k entries). A ladder answers every value
-//     from one entry per promotion.
+//     ZRANGE BYSCORE is one entry per query value, and a cart over amounts
+//     rarely asks the same value twice. A ladder answers every value from
+//     one entry per promotion.
 //   - Redis Cluster: it is standalone only; this tracker runs per master.
 //   - Gift lists: stored per version, which never changes, so they need no
 //     invalidation at all and are held on the ladder of their version.
-//   - A change was seen 49–64 ms later by a hot reader there; here one
-//     pub/sub message drops the ladder as soon as it arrives.
+//   - Staleness: here one pub/sub message drops the ladder as soon as it
+//     arrives.
 
 const (
 	invalidateChannel = "__redis__:invalidate"

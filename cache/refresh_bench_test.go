@@ -49,7 +49,7 @@ func cpuTime(b *testing.B) time.Duration {
 func BenchmarkRefreshUnchanged(b *testing.B) {
 	url := testredis.URL()
 	if url == "" {
-		b.Skip("TIERSET_REDIS_URL not set: wire bytes are measured against a real server")
+		b.Skip("wire bytes are measured against a real server: " + testredis.NoRealWhy())
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {

@@ -105,7 +105,7 @@ var fallback struct {
 // first call: one per test binary, shared by its tests like the shared
 // server (each test under its own prefix). Nothing stops it explicitly: it
 // runs with Pdeathsig, so the kernel kills it when the test binary exits,
-// however it exits. "" when no real server is available; noRealWhy says why.
+// however it exits. "" when no real server is available; NoRealWhy says why.
 func URL() string {
 	if u := os.Getenv(EnvURL); u != "" {
 		return u
@@ -145,8 +145,8 @@ func ChildEnv(kv ...string) []string {
 	return append(env, kv...)
 }
 
-// noRealWhy says why URL is "".
-func noRealWhy() string {
+// NoRealWhy says why URL is "", for a skip message.
+func NoRealWhy() string {
 	return fmt.Sprintf("no real Redis: %s unset and %s", EnvURL, fallback.why)
 }
 
@@ -170,7 +170,7 @@ func Redis(t testing.TB) *Backend {
 	t.Helper()
 	url := URL()
 	if url == "" {
-		t.Skip(noRealWhy())
+		t.Skip(NoRealWhy())
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
@@ -234,7 +234,7 @@ func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
 func EachReal(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
 	if URL() == "" && len(ClusterAddrs()) == 0 {
-		t.Skipf("%s, and %s unset", noRealWhy(), EnvCluster)
+		t.Skipf("%s, and %s unset", NoRealWhy(), EnvCluster)
 	}
 	if URL() != "" {
 		t.Run("backend="+NameRedis, func(t *testing.T) { fn(t, Redis(t)) })

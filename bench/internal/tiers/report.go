@@ -199,11 +199,10 @@ func (r *Result) Floors(t *measure.Floors, judged bool, why string) {
 		skip(f, "no cart/rawcart rows")
 	}
 	// Judged with the most clients measured: one client's loopback round
-	// trip on the 2-core machine is bimodal (about 11 µs, or 50-90 µs for
-	// every op of a case when client and server each sleep on their own
-	// core), so with one client a p50 says which mode a case drew (4.5×
-	// "flatness" in one CI run, 0.53× in another); with the cores kept busy
-	// there is one mode.
+	// trip is bimodal (fast, or several times slower for every op of a
+	// case when client and server each sleep on their own core), so with
+	// one client a p50 says which mode a case drew; with the cores kept
+	// busy there is one mode (docs/benchmarks.md).
 	conc := r.maxConcurrency()
 	f = measure.Floor{Name: fmt.Sprintf("range p50 flatness, 3000 tiers / 3 tiers, %d clients", conc), Want: fmt.Sprintf("≤ %.2f×", floorFlatness), Kind: measure.Robust}
 	if x := r.p50Ratio(implRange, 3000, 3, conc); math.IsNaN(x) {
@@ -214,9 +213,8 @@ func (r *Result) Floors(t *measure.Floors, judged bool, why string) {
 			fmtRatio(r.p50Ratio(implRange, 3000, 3, 1)))
 		add(f, x <= floorFlatness)
 	}
-	// On p50, not ops/s: ops/s is a mean, and one stall of the shared
-	// machine during the range rounds moved it 4× in one CI run while the
-	// p50s did not move.
+	// On p50, not ops/s: ops/s is a mean, which one stall of a shared
+	// machine during the range rounds moves; the p50s do not move.
 	f = measure.Floor{Name: fmt.Sprintf("range vs fullscan p50 speed-up at 3000 tiers, %d clients", conc), Want: fmt.Sprintf("≥ %.0f×", floorVsFullScan), Kind: measure.Robust}
 	rg, fs := r.find(implRange, 3000, conc), r.find(implFullScan, 3000, conc)
 	if rg == nil || fs == nil || rg.Quantile(0.5) <= 0 {
