@@ -35,6 +35,9 @@ var webFiles embed.FS
 // errNoQueue: the console knows no queue of that name.
 var errNoQueue = errors.New("no such queue")
 
+// errBadParam: a page's query parameter has a value the page does not know.
+var errBadParam = errors.New("bad parameter")
+
 // webConfig is what cmdWeb parsed; newWebServer builds the console from it.
 type webConfig struct {
 	client      redis.UniversalClient
