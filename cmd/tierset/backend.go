@@ -51,28 +51,16 @@ func connect(ctx context.Context, rawURL string, e *env) (*backend, error) {
 	shown := redisconf.Redact(rawURL)
 	var c redis.UniversalClient
 	if parts := redisconf.Split(rawURL); len(parts) > 1 {
-		var addrs []string
-		for _, a := range parts {
-			if a = strings.TrimSpace(a); a == "" {
-				continue
-			}
-			if strings.ContainsAny(a, "@/") {
-				return nil, usagef("-redis %s: cluster seeds are host:port, comma-separated (no URL or password)", quoteArg(shown))
-			}
-			addrs = append(addrs, a)
+		addrs, err := clusterSeeds("-redis", rawURL, parts)
+		if err != nil {
+			return nil, err
 		}
 		c = redis.NewClusterClient(tierset.ClusterOptions(addrs...))
 	} else {
-		opt, err := redis.ParseURL(rawURL)
+		opt, err := parseRedisURL("-redis", rawURL)
 		if err != nil {
-			// url.Error quotes the whole URL, password included: keep only its cause.
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err
-			}
-			return nil, usagef("-redis %s: %v", quoteArg(shown), err)
+			return nil, err
 		}
-		opt.ContextTimeoutEnabled = true
 		c = redis.NewClient(opt)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -82,4 +70,40 @@ func connect(ctx context.Context, rawURL string, e *env) (*backend, error) {
 		return nil, fmt.Errorf("redis %s: %w", shown, err)
 	}
 	return &backend{client: c, close: func() { _ = c.Close() }}, nil
+}
+
+// clusterSeeds checks the comma-separated parts of flag's value raw as
+// host:port seeds. A seed holding "@" or "/" is refused: seeds are printed
+// and logged as given, so a password in one would leak.
+func clusterSeeds(flag, raw string, parts []string) ([]string, error) {
+	var addrs []string
+	for _, a := range parts {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if strings.ContainsAny(a, "@/") {
+			return nil, usagef("%s %s: cluster seeds are host:port, comma-separated (no URL or password)", flag, quoteArg(redisconf.Redact(raw)))
+		}
+		addrs = append(addrs, a)
+	}
+	if len(addrs) == 0 {
+		return nil, usagef("%s %s: no cluster seed (want host:port, comma-separated)", flag, quoteArg(raw))
+	}
+	return addrs, nil
+}
+
+// parseRedisURL parses flag's value, a redis:// or rediss:// URL, into
+// options that honour ctx deadlines; its error shows the URL redacted.
+func parseRedisURL(flag, raw string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(raw)
+	if err != nil {
+		// url.Error quotes the whole URL, password included: keep only its cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, usagef("%s %s: %v", flag, quoteArg(redisconf.Redact(raw)), err)
+	}
+	opt.ContextTimeoutEnabled = true
+	return opt, nil
 }

@@ -35,6 +35,9 @@ var webFiles embed.FS
 // errNoQueue: the console knows no queue of that name.
 var errNoQueue = errors.New("no such queue")
 
+// errBadParam: a page's query parameter has a value the page does not know.
+var errBadParam = errors.New("bad parameter")
+
 // webConfig is what cmdWeb parsed; newWebServer builds the console from it.
 type webConfig struct {
 	client      redis.UniversalClient
@@ -89,19 +92,16 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 		return usagef("-listen %q is not loopback: set -token or $%s so the console is not open to the network with a token only this terminal saw", *listen, webTokenEnv)
 	}
 	if *cluster != "" {
-		var seeds []string
-		for _, a := range strings.Split(*cluster, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				seeds = append(seeds, a)
-			}
+		seeds, err := clusterSeeds("-cluster", *cluster, strings.Split(*cluster, ","))
+		if err != nil {
+			return err
 		}
 		cfg.client, cfg.redisShown = tierset.NewClusterClient(seeds...), "cluster "+strings.Join(seeds, ",")
 	} else {
-		opt, err := redis.ParseURL(*redisURL)
+		opt, err := parseRedisURL("-redis", *redisURL)
 		if err != nil {
-			return usagef("-redis %s: %v", webShownURL(*redisURL), errors.Unwrap(err))
+			return err
 		}
-		opt.ContextTimeoutEnabled = true // cache.New refuses a client that ignores ctx deadlines
 		cfg.client, cfg.redisShown = redis.NewClient(opt), webShownURL(*redisURL)
 	}
 	defer cfg.client.Close()

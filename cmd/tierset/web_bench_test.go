@@ -23,7 +23,8 @@ import (
 // 100k tasks (90k pending, 5k in flight, 5k dead) and 10k promotions.
 // "promotions-cold" lists the IDs on every request (SCAN of the whole
 // keyspace); the others reuse a listing younger than -ids-ttl, as the
-// console does by default.
+// console does by default. The part-* cases time the two halves of
+// promotions-cold alone: the ID listing, and one page's Cache.Info reads.
 func BenchmarkWebPages(b *testing.B) {
 	be := testredis.Redis(b)
 	ctx := b.Context()
@@ -99,6 +100,29 @@ func BenchmarkWebPages(b *testing.B) {
 		return hs.URL
 	}
 	warm, cold := console(time.Hour), console(0)
+	if n, err := be.Client.DBSize(ctx).Result(); err == nil {
+		b.Logf("keys in the database (SCAN walks all of them): %d", n)
+	}
+	// The parts of promotions-cold: the ID listing (SCAN) and one page's
+	// rows (Cache.Info per ID).
+	b.Run("part-ids-scan", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := c.IDs(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("part-page-rows", func(b *testing.B) {
+		ids := make([]string, promoPageSize)
+		for i := range ids {
+			ids[i] = promos[7000+i].ID
+		}
+		for b.Loop() {
+			if _, err := pageRows(ctx, c, ids, time.Now()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	for _, p := range []struct{ name, base, path string }{
 		{"queues", warm, "/queues"},
 		{"dead-first-page", warm, "/dead?queue=bench"},

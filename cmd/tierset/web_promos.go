@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -20,8 +22,60 @@ const promoPageSize = 50
 
 type promoRow struct {
 	ID, Version, Metric, Kind, Window, State, Err string
+	Damage                                        string // Info.Damage: what is missing from Redis
 	Tiers, GiftTiers                              int
 	Updated                                       time.Time
+}
+
+// infoWorkers bounds the Info calls one promotions page makes at once.
+const infoWorkers = 8
+
+// pageRows reads each ID with Cache.Info, infoWorkers at a time. Infos
+// would be one round trip, but it reads only the meta hash and so calls
+// a promotion whose tiers key is gone whole; Info checks the tiers key
+// and gift lists too. A transport or context error fails the page.
+func pageRows(ctx context.Context, c *cache.Cache, ids []string, now time.Time) ([]promoRow, error) {
+	rows := make([]promoRow, len(ids))
+	errs := make([]error, len(ids))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(infoWorkers, len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				in, err := c.Info(ctx, ids[i])
+				if err != nil && !promoErr(err) {
+					errs[i] = err
+					continue
+				}
+				in.ID = ids[i] // Info leaves it empty with ErrNotFound
+				rows[i] = infoRow(in, err, now)
+			}
+		}()
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first: the others are most likely the same failure
+		}
+	}
+	return rows, nil
+}
+
+// promoErr reports whether err is about the promotion itself (shown on
+// its row) rather than about reaching Redis.
+func promoErr(err error) bool {
+	for _, e := range []error{cache.ErrNotFound, cache.ErrDamaged, cache.ErrCorrupt, cache.ErrBadID} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *webServer) promotionsPage(w http.ResponseWriter, r *http.Request) {
@@ -51,15 +105,10 @@ func (s *webServer) promotionsPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	infos, err := c.Infos(ctx, chunk...)
+	rows, err := pageRows(ctx, c, chunk, s.cfg.now())
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	now := s.cfg.now()
-	rows := make([]promoRow, len(infos))
-	for i, in := range infos {
-		rows[i] = infoRow(in, now)
 	}
 	data := map[string]any{"Rows": rows, "Total": len(ids), "Search": search, "Page": page, "Pages": pages,
 		"ListedAt": listedAt, "Prefix": s.cfg.cachePrefix}
@@ -72,18 +121,22 @@ func (s *webServer) promotionsPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, "promotions.html", "Promotions", data)
 }
 
-func infoRow(in cache.InfoResult, now time.Time) promoRow {
+// infoRow is one promotion as Cache.Info read it. A damaged one keeps
+// what could be read beside its Damage; another error leaves only the ID.
+func infoRow(in cache.Info, err error, now time.Time) promoRow {
 	row := promoRow{ID: in.ID}
-	if in.Err != nil {
-		row.Err, row.State = in.Err.Error(), "damaged"
-		if errors.Is(in.Err, cache.ErrNotFound) {
+	if err != nil && !errors.Is(err, cache.ErrDamaged) {
+		row.Err, row.State = err.Error(), "damaged"
+		if errors.Is(err, cache.ErrNotFound) {
 			row.State = "gone" // deleted since the listing
 		}
 		return row
 	}
 	row.Version, row.Metric, row.Kind = in.Version, rules.MetricName(in.Metric), rules.KindName(in.Kind)
-	row.Window, row.Tiers, row.GiftTiers, row.Updated = window(in.Info), in.Tiers, in.GiftTiers, in.Updated
+	row.Window, row.Tiers, row.GiftTiers, row.Updated = window(in), in.Tiers, in.GiftTiers, in.Updated
 	switch {
+	case in.Damage != "":
+		row.State, row.Damage = "damaged", in.Damage
 	case !in.Start.IsZero() && now.Before(in.Start):
 		row.State = "scheduled"
 	case !in.End.IsZero() && !now.Before(in.End):
@@ -121,11 +174,14 @@ func (s *webServer) promotionPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in, err := c.Info(ctx, id)
-	if err != nil {
+	if err != nil && !errors.Is(err, cache.ErrDamaged) {
 		s.fail(w, r, fmt.Errorf("promotion %q: %w", id, err))
 		return
 	}
-	data := map[string]any{"Info": infoRow(cache.InfoResult{Info: in}, s.cfg.now()), "Raw": in}
+	// A damaged promotion comes with what could be read: show it under
+	// the damage rather than an error page, so the operator sees what a
+	// Refresh has to repair.
+	data := map[string]any{"Info": infoRow(in, err, s.cfg.now()), "Raw": in}
 	if lad, err := c.Ladder(ctx, id); err != nil {
 		data["LadderErr"] = err.Error()
 	} else {

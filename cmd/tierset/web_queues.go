@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -224,9 +225,18 @@ func (s *webServer) deadPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	order := r.URL.Query().Get("order")
+	switch order {
+	case "":
+		order = "newest" // an alert fires for the newest dead letter
+	case "newest", "oldest":
+	default:
+		s.fail(w, r, fmt.Errorf("%w: order %q (want newest or oldest)", errBadParam, order))
+		return
+	}
 	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
 	page = max(page, 1)
-	dp, err := q.ListDead(ctx, (page-1)*deadPageSize, deadPageSize)
+	dp, err := listDead(ctx, q, page, order == "newest")
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -240,7 +250,7 @@ func (s *webServer) deadPage(w http.ResponseWriter, r *http.Request) {
 			rows[i].Err = t.Err.Error()
 		}
 	}
-	data["Total"], data["Rows"], data["Page"] = dp.Total, rows, page
+	data["Total"], data["Rows"], data["Page"], data["Order"] = dp.Total, rows, page, order
 	data["Pages"] = max(1, int((dp.Total+deadPageSize-1)/deadPageSize))
 	if page > 1 {
 		data["Prev"] = page - 1
@@ -249,6 +259,30 @@ func (s *webServer) deadPage(w http.ResponseWriter, r *http.Request) {
 		data["Next"] = page + 1
 	}
 	s.render(w, r, "dead.html", "Dead letters", data)
+}
+
+// listDead reads one page of dead letters. ListDead pages oldest first,
+// so newest first reads the total, then the page counted from the end,
+// reversed; a letter dying between the two reads shifts the page by one.
+func listDead(ctx context.Context, q *delay.Queue, page int, newest bool) (delay.DeadPage, error) {
+	if !newest {
+		return q.ListDead(ctx, (page-1)*deadPageSize, deadPageSize)
+	}
+	head, err := q.ListDead(ctx, 0, 1)
+	if err != nil {
+		return delay.DeadPage{}, err
+	}
+	end := head.Total - int64((page-1)*deadPageSize)
+	if end <= 0 {
+		return delay.DeadPage{Total: head.Total}, nil
+	}
+	start := max(0, end-deadPageSize)
+	dp, err := q.ListDead(ctx, int(start), int(end-start))
+	if err != nil {
+		return delay.DeadPage{}, err
+	}
+	slices.Reverse(dp.Tasks)
+	return dp, nil
 }
 
 // lookupPage lists the tasks of one business key (Queue.Lookup).
@@ -326,9 +360,16 @@ func (s *webServer) requeue(w http.ResponseWriter, r *http.Request) {
 	s.done(w, r, q, fmt.Sprintf("requeued task %s: due now", id))
 }
 
+// requeueAll shows a confirmation page on GET, as purge does: requeueing
+// thousands of letters that died of one outage can cause the next one.
+// The POST must repeat the queue's name in "confirm".
 func (s *webServer) requeueAll(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		s.confirmPage(w, r, "requeue.html", "Requeue dead letters")
+		return
+	}
 	q, ok := s.changeQueue(w, r)
-	if !ok {
+	if !ok || !confirmed(w, r, q, "requeue") {
 		return
 	}
 	ids, err := allDeadIDs(r.Context(), q)
@@ -348,26 +389,11 @@ func (s *webServer) requeueAll(w http.ResponseWriter, r *http.Request) {
 // queue's name in "confirm".
 func (s *webServer) purge(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
-		name, id := r.URL.Query().Get("queue"), r.URL.Query().Get("id")
-		q, err := s.queue(r.Context(), name)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		dp, err := q.ListDead(r.Context(), 0, 1)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		s.render(w, r, "purge.html", "Purge dead letters", map[string]any{"Queue": name, "ID": id, "Total": dp.Total})
+		s.confirmPage(w, r, "purge.html", "Purge dead letters")
 		return
 	}
 	q, ok := s.changeQueue(w, r)
-	if !ok {
-		return
-	}
-	if r.PostForm.Get("confirm") != q.Name() {
-		http.Error(w, "not confirmed: type the queue's name to purge", http.StatusBadRequest)
+	if !ok || !confirmed(w, r, q, "purge") {
 		return
 	}
 	var n int
@@ -384,6 +410,33 @@ func (s *webServer) purge(w http.ResponseWriter, r *http.Request) {
 	s.done(w, r, q, fmt.Sprintf("purged %d dead letters", n))
 }
 
+// confirmPage renders a change's confirmation page for ?queue (and ?id)
+// with the queue's dead-letter count.
+func (s *webServer) confirmPage(w http.ResponseWriter, r *http.Request, tmpl, title string) {
+	name, id := r.URL.Query().Get("queue"), r.URL.Query().Get("id")
+	q, err := s.queue(r.Context(), name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	dp, err := q.ListDead(r.Context(), 0, 1)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, tmpl, title, map[string]any{"Queue": name, "ID": id, "Total": dp.Total})
+}
+
+// confirmed checks that a change's POST repeats the queue's name in
+// "confirm"; it writes the refusal and returns false.
+func confirmed(w http.ResponseWriter, r *http.Request, q *delay.Queue, verb string) bool {
+	if r.PostForm.Get("confirm") != q.Name() {
+		http.Error(w, "not confirmed: type the queue's name to "+verb, http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
 // fail shows an error page: 404 for what does not exist, 400 for bad
 // input the library refused, 502 for Redis.
 func (s *webServer) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -391,7 +444,8 @@ func (s *webServer) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, cache.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, delay.ErrInvalidBatch), errors.Is(err, delay.ErrInvalidName), errors.Is(err, delay.ErrInvalidKey), errors.Is(err, cache.ErrBadID):
+	case errors.Is(err, delay.ErrInvalidBatch), errors.Is(err, delay.ErrInvalidName), errors.Is(err, delay.ErrInvalidKey), errors.Is(err, cache.ErrBadID),
+		errors.Is(err, errBadParam):
 		code = http.StatusBadRequest
 	}
 	s.renderCode(w, r, code, "error.html", "Error", map[string]string{"Err": err.Error()})

@@ -246,7 +246,7 @@ func TestWebChangesNeedPostCSRFAndToken(t *testing.T) {
 		if code, _ := post(t, c, f.url+"/login", url.Values{"csrf": {csrf}, "token": {webToken}}); code != http.StatusSeeOther {
 			t.Fatalf("login: status %d", code)
 		}
-		code, _ = post(t, c, f.url+"/dead/requeue-all", url.Values{"queue": {"orders"}, "csrf": {csrf}})
+		code, _ = post(t, c, f.url+"/dead/requeue-all", url.Values{"queue": {"orders"}, "csrf": {csrf}, "confirm": {"orders"}})
 		if code != http.StatusSeeOther || len(deadIDs(t, f.q)) != 0 {
 			t.Errorf("requeue all when logged in: status %d, %d still dead", code, len(deadIDs(t, f.q)))
 		}
@@ -419,11 +419,21 @@ func TestWebFlags(t *testing.T) {
 		{[]string{"-redis", "redis://x", "-cluster", "a:1"}, "exactly one of -redis"},
 		{[]string{"-redis", "redis://:pw@127.0.0.1:1", "-listen", "0.0.0.0:0"}, "not loopback"},
 		{[]string{"-redis", "redis://x", "-queues", "a b"}, "-queues"},
+		// Seeds are printed as given, so credentials in them are refused
+		// before anything is printed or dialled.
+		{[]string{"-cluster", "user:pw@127.0.0.1:1"}, `-cluster "user:xxxxx@127.0.0.1:1": cluster seeds are host:port`},
+		{[]string{"-cluster", "127.0.0.1:1,redis://:pw@127.0.0.1:2"}, "cluster seeds are host:port"},
+		{[]string{"-cluster", " , "}, "no cluster seed"},
+		// redis.ParseURL's own error (no url.Error around it) is shown, not <nil>.
+		{[]string{"-redis", "http://x:1"}, `-redis "http://x:1": redis: invalid URL scheme: http`},
+		// url.Error quotes the URL whole: only its cause is shown.
+		{[]string{"-redis", "redis://:pw@127.0.0.1:port/0"}, `-redis "redis://:xxxxx@127.0.0.1:port/0": invalid port ":port"`},
 	} {
 		var out, errb strings.Builder
 		code := run(context.Background(), append([]string{"web"}, tc.args...), &env{stdout: &out, stderr: &errb})
-		if code != 2 || !strings.Contains(errb.String(), tc.want) || strings.Contains(errb.String(), ":pw@") {
-			t.Errorf("web %v: exit %d, stderr %q; want 2 mentioning %q", tc.args, code, errb.String(), tc.want)
+		got := errb.String()
+		if code != 2 || !strings.Contains(got, tc.want) || strings.Contains(got, "pw@") || strings.Contains(got, "<nil>") {
+			t.Errorf("web %v: exit %d, stderr %q; want 2 mentioning %q, no password, no <nil>", tc.args, code, got, tc.want)
 		}
 	}
 }

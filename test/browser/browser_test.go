@@ -252,5 +252,19 @@ func deadSet(t *testing.T, q *delay.Queue) map[string]bool {
 	return out
 }
 
+// deadOrder is the dead set's IDs as ListDead pages them, oldest first.
+func deadOrder(t *testing.T, q *delay.Queue) []string {
+	t.Helper()
+	p, err := q.ListDead(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(p.Tasks))
+	for i, d := range p.Tasks {
+		ids[i] = d.ID
+	}
+	return ids
+}
+
 // delayBrowse is what the Queues page asks Browse for.
 func delayBrowse() delay.BrowseOptions { return delay.BrowseOptions{Tasks: 5, Horizon: time.Minute} }

@@ -1,7 +1,11 @@
 package browser
 
 import (
+	"errors"
+	"fmt"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,6 +75,14 @@ func TestBrowserConsole(t *testing.T) {
 		if errText != xssError || injected != 0 {
 			t.Errorf("the error shows as %q with %d script/img elements; want the text %q and none", errText, injected, xssError)
 		}
+		// Newest first: ListDead's order (oldest first) reversed.
+		rows := get(t, ctx, "dead rows", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#dead-table tr[data-id]')).map(r => r.dataset.id)`))
+		order := get(t, ctx, "order", chromedp.AttributeValue(css(`#dead-total`), "data-order"))
+		listed := deadOrder(t, f.q)
+		slices.Reverse(listed)
+		if order.Value != "newest" || !slices.Equal(rows, listed) {
+			t.Errorf("dead rows %v (order %q); want ListDead reversed, %v", rows, order.Value, listed)
+		}
 		screenshot(t, ctx, dir, "dead")
 	})
 
@@ -119,6 +131,52 @@ func TestBrowserConsole(t *testing.T) {
 		total := get(t, ctx, "total after", chromedp.AttributeValue(css(`#dead-total`), "data-total"))
 		if total.Value != strconv.Itoa(len(f.dead)-1) {
 			t.Errorf("dead total after the requeue %q, want %d", total.Value, len(f.dead)-1)
+		}
+	})
+
+	t.Run("purge confirmation page", func(t *testing.T) {
+		dead := deadSet(t, f.q)
+		do(t, ctx, "open purge all", chromedp.Navigate(base+"/dead?queue=orders"), chromedp.WaitVisible(css(`#purge-all`)),
+			chromedp.Click(css(`#purge-all`)), chromedp.WaitVisible(css(`#purge-form`)))
+		form := get(t, ctx, "purge form", chromedp.Evaluate[confirmForm](confirmFormJS(`#purge-form`, `#purge-submit`)))
+		if want := "Purge all " + strconv.Itoa(len(dead)) + " dead letters of queue orders?"; !strings.Contains(form.Question, want) ||
+			form.Queue != "orders" || form.ID != "" || !form.ConfirmRequired || form.SubmitDisabled || form.CSRF == "" {
+			t.Errorf("purge-all page %+v; want question %q, queue orders, no id, a required confirm, an enabled button, a CSRF token", form, want)
+		}
+		screenshot(t, ctx, dir, "purge")
+		do(t, ctx, "purge with the wrong name", chromedp.SendKeys(css(`#confirm`), "not-orders"), chromedp.Click(css(`#purge-submit`)),
+			chromedp.WaitNotPresent(css(`#purge-form`)))
+		body := get(t, ctx, "refusal", chromedp.Text(css(`body`)))
+		if !strings.Contains(body, "not confirmed") || len(deadSet(t, f.q)) != len(dead) {
+			t.Errorf("purge with the wrong name: page %q, %d dead left of %d", body, len(deadSet(t, f.q)), len(dead))
+		}
+		id := f.dead[2]
+		do(t, ctx, "open purge one", chromedp.Navigate(base+"/dead?queue=orders"), chromedp.WaitVisible(css(`#dead-table`)),
+			chromedp.Click(css(`tr[data-id="`+id+`"] a.danger`)), chromedp.WaitVisible(css(`#purge-form`)))
+		form = get(t, ctx, "purge one form", chromedp.Evaluate[confirmForm](confirmFormJS(`#purge-form`, `#purge-submit`)))
+		if !strings.Contains(form.Question, "Purge dead task "+id+" of queue orders?") || form.Queue != "orders" || form.ID != id {
+			t.Errorf("purge-one page %+v; want task %s of orders", form, id)
+		}
+	})
+
+	t.Run("requeue all through its confirmation page", func(t *testing.T) {
+		dead := deadSet(t, f.q)
+		do(t, ctx, "open requeue all", chromedp.Navigate(base+"/dead?queue=orders"), chromedp.WaitVisible(css(`#requeue-all`)),
+			chromedp.Click(css(`#requeue-all`)), chromedp.WaitVisible(css(`#requeue-form`)))
+		form := get(t, ctx, "requeue form", chromedp.Evaluate[confirmForm](confirmFormJS(`#requeue-form`, `#requeue-submit`)))
+		if want := "Requeue all " + strconv.Itoa(len(dead)) + " dead letters of queue orders?"; !strings.Contains(form.Question, want) ||
+			form.Queue != "orders" || !form.ConfirmRequired || form.SubmitDisabled || form.CSRF == "" {
+			t.Errorf("requeue-all page %+v; want question %q, queue orders, a required confirm, an enabled button, a CSRF token", form, want)
+		}
+		if len(deadSet(t, f.q)) != len(dead) {
+			t.Fatalf("opening the confirmation page requeued letters")
+		}
+		do(t, ctx, "confirm requeue all", chromedp.SendKeys(css(`#confirm`), "orders"), chromedp.Click(css(`#requeue-submit`)),
+			chromedp.WaitVisible(css(`#msg`)))
+		msg := get(t, ctx, "message", chromedp.Text(css(`#msg`)))
+		total := get(t, ctx, "total after", chromedp.AttributeValue(css(`#dead-total`), "data-total"))
+		if !strings.Contains(msg, "requeued "+strconv.Itoa(len(dead))+" dead letters") || total.Value != "0" || len(deadSet(t, f.q)) != 0 {
+			t.Errorf("after requeue-all: message %q, page total %q, %d still dead", msg, total.Value, len(deadSet(t, f.q)))
 		}
 	})
 
@@ -175,25 +233,114 @@ func TestBrowserConsole(t *testing.T) {
 			{"spend-more", "98.99"}, {"spend-more", "199.98"}, {"spend-more", "199.99"}, {"spend-more", "650"},
 		} {
 			p := f.promos[tc.id]
-			res, err := f.c.Match(t.Context(), cache.Query{Promotion: tc.id, Metric: p.Metric, Value: decimal.RequireFromString(tc.value)}, cache.MatchOptions{Next: true})
+			value := decimal.RequireFromString(tc.value)
+			res, err := f.c.Match(t.Context(), cache.Query{Promotion: tc.id, Metric: p.Metric, Value: value}, cache.MatchOptions{Next: true, Gifts: true})
+			if err != nil && !errors.Is(err, cache.ErrNoTier) {
+				t.Fatal(err)
+			}
+			info, err := f.c.Info(t.Context(), tc.id)
+			if err != nil {
+				t.Fatal(err)
+			}
 			want := "none reached"
-			if err == nil {
+			if res.Tier != nil {
 				want = res.Tier.ID + " (threshold"
 			}
 			do(t, ctx, "simulate", chromedp.Navigate(base+"/promotion?id="+tc.id), chromedp.WaitVisible(css(`#sim-value`)),
-				chromedp.SendKeys(css(`#sim-value`), tc.value), chromedp.SendKeys(css(`#sim-base`), "300"),
+				chromedp.SendKeys(css(`#sim-value`), tc.value), chromedp.SendKeys(css(`#sim-base`), simBase),
 				chromedp.Click(css(`#sim-submit`)), chromedp.WaitVisible(css(`#sim-tier`)))
-			tier := get(t, ctx, "tier", chromedp.Text(css(`#sim-tier`)))
-			next := get(t, ctx, "next", chromedp.Text(css(`#sim-next`)))
-			if !strings.HasPrefix(tier, want) {
-				t.Errorf("%s at %s: simulator %q, Match %q", tc.id, tc.value, tier, want)
+			sim := get(t, ctx, "simulator", chromedp.Evaluate[map[string]string](simJS))
+			if !strings.HasPrefix(sim["tier"], want) {
+				t.Errorf("%s at %s: simulator %q, Match %q", tc.id, tc.value, sim["tier"], want)
 			}
-			if res.Next != nil && !strings.HasPrefix(next, res.Next.ID+" at ") || res.Next == nil && !strings.HasPrefix(next, "none") {
-				t.Errorf("%s at %s: next %q, Match %+v", tc.id, tc.value, next, res.Next)
+			checkNext(t, tc.id+" at "+tc.value, sim["next"], res)
+			if res.Tier == nil {
+				if _, shown := sim["discount"]; shown {
+					t.Errorf("%s at %s: no tier reached, yet a discount %q", tc.id, tc.value, sim["discount"])
+				}
+			} else {
+				// The page's rounding default, half-up, and the digits stored with the promotion.
+				off, err := res.Tier.Reward.Discount(decimal.RequireFromString(simBase), value, info.MinorDigits, gradient.RoundHalfUp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkDiscount(t, tc.id+" at "+tc.value, sim["discount"], off)
+				if got, want := sim["gifts"], giftText(res.Tier.Gifts); got != want {
+					t.Errorf("%s at %s: gifts %q, Match %q", tc.id, tc.value, got, want)
+				}
 			}
 			if tc.id == "buy-more" && tc.value == "7" {
 				screenshot(t, ctx, dir, "promotion")
 			}
 		}
 	})
+}
+
+// simBase is the line total the simulator subtests type as the base.
+const simBase = "300"
+
+// simJS reads the simulator's answer cells present on the page, by name.
+const simJS = `Object.fromEntries(["tier", "discount", "gifts", "next"].map(k => [k, document.getElementById("sim-" + k)]).filter(e => e[1]).map(e => [e[0], e[1].textContent.trim()]))`
+
+// confirmForm is what a confirmation page shows and would post.
+type confirmForm struct {
+	Question        string `json:"question"`
+	Queue           string `json:"queue"`
+	ID              string `json:"id"`
+	CSRF            string `json:"csrf"`
+	ConfirmRequired bool   `json:"confirmRequired"`
+	SubmitDisabled  bool   `json:"submitDisabled"`
+}
+
+func confirmFormJS(form, submit string) string {
+	return `(() => { const f = document.querySelector('` + form + `'), v = n => (f.querySelector('[name="' + n + '"]') || {}).value || "";
+		return {question: document.querySelector('p.warn').textContent.replace(/\s+/g, " ").trim(), queue: v("queue"), id: v("id"), csrf: v("csrf"),
+			confirmRequired: f.querySelector('#confirm').required, submitDisabled: document.querySelector('` + submit + `').disabled}; })()`
+}
+
+var (
+	nextRe     = regexp.MustCompile(`^(\S+) at ([0-9.]+)(?: items?)?: ([0-9.]+)(?: items?)? more for `)
+	discountRe = regexp.MustCompile(`^([0-9.]+) off ([0-9.]+), pay ([0-9.]+) `)
+)
+
+// checkNext compares the simulator's next-tier line with Match's Next
+// and Shortfall, as numbers.
+func checkNext(t *testing.T, what, next string, res cache.Result) {
+	t.Helper()
+	if res.Next == nil {
+		if !strings.HasPrefix(next, "none") {
+			t.Errorf("%s: next %q, Match has none", what, next)
+		}
+		return
+	}
+	m := nextRe.FindStringSubmatch(next)
+	if m == nil || m[1] != res.Next.ID || !decimal.RequireFromString(m[2]).Equal(res.Next.Threshold) || !decimal.RequireFromString(m[3]).Equal(res.Shortfall) {
+		t.Errorf("%s: next %q; Match next %s at %s, shortfall %s", what, next, res.Next.ID, res.Next.Threshold, res.Shortfall)
+	}
+}
+
+// checkDiscount compares the simulator's discount line with off, the
+// discount of Match's reward.
+func checkDiscount(t *testing.T, what, shown string, off decimal.Decimal) {
+	t.Helper()
+	base := decimal.RequireFromString(simBase)
+	m := discountRe.FindStringSubmatch(shown)
+	if m == nil || !decimal.RequireFromString(m[1]).Equal(off) || !decimal.RequireFromString(m[2]).Equal(base) || !decimal.RequireFromString(m[3]).Equal(base.Sub(off)) {
+		t.Errorf("%s: discount %q; from Match's reward %s off %s", what, shown, off, base)
+	}
+}
+
+// giftText is how the simulator lists gifts.
+func giftText(gs []gradient.Gift) string {
+	if len(gs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(gs))
+	for i, g := range gs {
+		parts[i] = fmt.Sprintf("%d × %s", g.Qty, g.SKU)
+		if g.Name != "" {
+			parts[i] += " (" + g.Name + ")"
+		}
+	}
+	return strings.Join(parts, ", ")
 }
