@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/gradient"
 )
@@ -93,47 +92,51 @@ func (c *Cache) IDs(ctx context.Context) ([]string, error) {
 }
 
 // InfoResult is one promotion's Info, or why it could not be read
-// (ErrNotFound, ErrBadID, ErrCorrupt).
+// (ErrNotFound, ErrBadID, ErrCorrupt), or what is missing from it
+// (ErrDamaged, with the Info that could be read and its Damage).
 type InfoResult struct {
 	Info
 	Err error
 }
 
-// Infos reads the Info of each ID in one pipelined round trip, in order;
-// a bad or missing promotion sets its own Err and the others still come
-// back. The call's error is for transport and context failures only.
+// Infos reads the Info of each ID, in order, with Info's damage checks,
+// in one pipelined round trip plus one when some has gifts; a bad,
+// missing or damaged promotion sets its own Err and the others still
+// come back. The call's error is for transport and context failures only.
 func (c *Cache) Infos(ctx context.Context, ids ...string) ([]InfoResult, error) {
 	out := make([]InfoResult, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	pipe := c.client.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	valid := make([]string, 0, len(ids))
 	for i, id := range ids {
 		if err := gradient.ValidateID(id); err != nil {
 			out[i] = InfoResult{Info: Info{ID: id}, Err: fmt.Errorf("%w: %w", ErrBadID, err)}
 			continue
 		}
-		cmds[i] = pipe.HGetAll(ctx, c.metaKey(id))
+		valid = append(valid, id)
 	}
-	c.obs.OnRoundTrips(OpInfo, 1)
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+	if len(valid) == 0 {
+		return out, nil
+	}
+	ins, err := c.infos(ctx, valid, OpInfo)
+	if err != nil {
 		return nil, fmt.Errorf("cache: infos: %w", ctxErr(ctx, err))
 	}
-	for i, cmd := range cmds {
-		if cmd == nil {
+	k := 0
+	for i := range out {
+		if out[i].Err != nil {
 			continue
 		}
-		m := cmd.Val()
-		if len(m) == 0 {
-			out[i] = InfoResult{Info: Info{ID: ids[i]}, Err: ErrNotFound}
-			continue
+		in, id := ins[k], valid[k]
+		k++
+		switch {
+		case in.err != nil:
+			out[i] = InfoResult{Info: Info{ID: id}, Err: in.err}
+		case in.absent:
+			out[i] = InfoResult{Info: Info{ID: id}, Err: ErrNotFound}
+		case in.Damage != "":
+			out[i] = InfoResult{Info: in.Info, Err: damaged(id, in.Damage)}
+		default:
+			out[i] = InfoResult{Info: in.Info}
 		}
-		in, err := c.parseInfo(ids[i], m)
-		if err != nil {
-			in.ID = ids[i]
-		}
-		out[i] = InfoResult{Info: in, Err: err}
 	}
 	return out, nil
 }

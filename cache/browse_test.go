@@ -63,28 +63,31 @@ func TestLadderEqualsOracle(t *testing.T) {
 }
 
 // TestIDsAndInfos: IDs lists every stored promotion sorted; Infos reads
-// a page of them in order with per-promotion errors.
+// a page of them in order with per-promotion errors, damage included.
 func TestIDsAndInfos(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		c := newCache(t, b, Options{})
-		for _, id := range []string{"zz", "aa", "<script>alert(1)</script>", "mm"} {
+		for _, id := range []string{"zz", "aa", "<script>alert(1)</script>", "mm", "dd"} {
 			if _, err := c.Refresh(ctx, simplePromotion(id, 2, 5)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		ids, err := c.IDs(ctx)
-		if err != nil || fmt.Sprint(ids) != "[<script>alert(1)</script> aa mm zz]" {
+		if err != nil || fmt.Sprint(ids) != "[<script>alert(1)</script> aa dd mm zz]" {
 			t.Fatalf("IDs = %v, %v", ids, err)
 		}
 		if err := b.Client.HSet(ctx, c.metaKey("mm"), metaTiers, "x").Err(); err != nil {
 			t.Fatal(err)
 		}
-		rs, err := c.Infos(ctx, "aa", "gone", "mm", "bad id", "zz")
+		if err := b.Client.Del(ctx, c.tiersKey("dd")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := c.Infos(ctx, "aa", "gone", "mm", "bad id", "zz", "dd")
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantErr := []error{nil, ErrNotFound, ErrCorrupt, ErrBadID, nil}
+		wantErr := []error{nil, ErrNotFound, ErrCorrupt, ErrBadID, nil, ErrDamaged}
 		for i, r := range rs {
 			if wantErr[i] == nil && (r.Err != nil || r.Tiers != 2 || r.Version == "") || wantErr[i] != nil && !errors.Is(r.Err, wantErr[i]) {
 				t.Errorf("Infos[%d] = %+v, want err %v", i, r, wantErr[i])
@@ -92,6 +95,9 @@ func TestIDsAndInfos(t *testing.T) {
 		}
 		if rs[2].ID != "mm" {
 			t.Errorf("corrupt entry lost its ID: %+v", rs[2])
+		}
+		if d := rs[5]; d.ID != "dd" || d.Version == "" || d.Tiers != 2 || d.Damage != "tiers key missing" {
+			t.Errorf("damaged entry: %+v, want what its meta says and the damage", d)
 		}
 	})
 }

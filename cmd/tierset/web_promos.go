@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -27,42 +26,19 @@ type promoRow struct {
 	Updated                                       time.Time
 }
 
-// infoWorkers bounds the Info calls one promotions page makes at once.
-const infoWorkers = 8
-
-// pageRows reads each ID with Cache.Info, infoWorkers at a time. Infos
-// would be one round trip, but it reads only the meta hash and so calls
-// a promotion whose tiers key is gone whole; Info checks the tiers key
-// and gift lists too. A transport or context error fails the page.
+// pageRows reads the page's IDs with Cache.Infos: one round trip (plus
+// one when some has gifts), with each promotion's damage on its row.
 func pageRows(ctx context.Context, c *cache.Cache, ids []string, now time.Time) ([]promoRow, error) {
+	ins, err := c.Infos(ctx, ids...)
+	if err != nil {
+		return nil, err
+	}
 	rows := make([]promoRow, len(ids))
-	errs := make([]error, len(ids))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(infoWorkers, len(ids)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				in, err := c.Info(ctx, ids[i])
-				if err != nil && !promoErr(err) {
-					errs[i] = err
-					continue
-				}
-				in.ID = ids[i] // Info leaves it empty with ErrNotFound
-				rows[i] = infoRow(in, err, now)
-			}
-		}()
-	}
-	for i := range ids {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err // the first: the others are most likely the same failure
+	for i, in := range ins {
+		if in.Err != nil && !promoErr(in.Err) {
+			return nil, in.Err
 		}
+		rows[i] = infoRow(in.Info, in.Err, now)
 	}
 	return rows, nil
 }
