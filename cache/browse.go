@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-
 	"github.com/tierset/tierset/gradient"
 )
 
