@@ -3,6 +3,7 @@ package tiers
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -293,7 +294,7 @@ func TestVerifyCatchesDisagreement(t *testing.T) {
 // cannot evaluate is SKIP, and nothing is judged where timing is not.
 func TestFloors(t *testing.T) {
 	mk := func(impl string, tiers, conc int, ops int64, p50 time.Duration) *stats {
-		return &stats{Impl: impl, Tiers: tiers, Concurrency: conc, Lines: 1, Ops: ops, Wall: time.Second, rounds: []float64{float64(ops)}, lat: []time.Duration{p50}}
+		return &stats{Impl: impl, Tiers: tiers, Concurrency: conc, Lines: 1, Ops: ops, Wall: time.Second, rounds: []float64{float64(ops)}, lat: []time.Duration{p50}, roundP50: []time.Duration{p50}}
 	}
 	good := []*stats{
 		mk(implRange, 3, 1, 950, 20*time.Microsecond), mk(implRaw, 3, 1, 1000, 19*time.Microsecond),
@@ -391,4 +392,36 @@ func replace(rows []*stats, s *stats) []*stats {
 		}
 	}
 	return out
+}
+
+// TestP50RatioOutvotesAStalledRound: flatness is the median over rounds
+// of the per-round p50 ratio, so one stalled round of one case does not
+// decide it, while a case slower in every round does.
+func TestP50RatioOutvotesAStalledRound(t *testing.T) {
+	us := func(xs ...int) []time.Duration {
+		out := make([]time.Duration, len(xs))
+		for i, x := range xs {
+			out[i] = time.Duration(x) * time.Microsecond
+		}
+		return out
+	}
+	lo := &stats{Impl: implRange, Tiers: 3, Concurrency: 4, roundP50: us(100, 100, 100, 100)}
+	for _, tc := range []struct {
+		name string
+		hi   []time.Duration
+		want float64
+	}{
+		{"flat", us(100, 110, 90, 100), 1.0},
+		{"one stalled round", us(100, 100, 400, 100), 1.0},
+		{"slower every round", us(200, 210, 190, 200), 2.0},
+		{"rounds do not pair", us(100, 100), math.NaN()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Result{Rows: []*stats{lo, {Impl: implRange, Tiers: 3000, Concurrency: 4, roundP50: tc.hi}}}
+			got := r.p50Ratio(implRange, 3000, 3, 4)
+			if math.IsNaN(tc.want) != math.IsNaN(got) || !math.IsNaN(got) && math.Abs(got-tc.want) > 1e-9 {
+				t.Fatalf("p50Ratio = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -20,7 +20,7 @@ import (
 func TestNearFloors(t *testing.T) {
 	mk := func(impl string, tiers, lines int, p50 time.Duration, valid bool) *stats {
 		s := &stats{Impl: impl, Tiers: tiers, Concurrency: 1, Lines: lines, Ops: 1000, Wall: time.Second,
-			rounds: []float64{1000}, lat: []time.Duration{p50}, hitsCounted: impl == implNear || impl == implNearCart}
+			rounds: []float64{1000}, lat: []time.Duration{p50}, roundP50: []time.Duration{p50}, hitsCounted: impl == implNear || impl == implNearCart}
 		if s.hitsCounted {
 			s.hits = s.Ops * int64(lines)
 			if !valid {

@@ -67,13 +67,21 @@ func (r *Result) ratio(a, b string, tiers, conc int) float64 {
 	return pairedRatio(x, y)
 }
 
-// p50Ratio is impl's p50 at hiTiers over its p50 at loTiers.
+// p50Ratio is impl's p50 at hiTiers over its p50 at loTiers: the median
+// over rounds of the ratio of the two cases' p50s in the same round, so a
+// stall that slows one case for a round or two does not decide it.
 func (r *Result) p50Ratio(impl string, hiTiers, loTiers, conc int) float64 {
 	hi, lo := r.find(impl, hiTiers, conc), r.find(impl, loTiers, conc)
-	if hi == nil || lo == nil || lo.Quantile(0.5) == 0 {
+	if hi == nil || lo == nil || len(hi.roundP50) == 0 || len(hi.roundP50) != len(lo.roundP50) {
 		return math.NaN()
 	}
-	return float64(hi.Quantile(0.5)) / float64(lo.Quantile(0.5))
+	x := make([]float64, 0, len(hi.roundP50))
+	for k, l := range lo.roundP50 {
+		if l > 0 {
+			x = append(x, float64(hi.roundP50[k])/float64(l))
+		}
+	}
+	return median(x)
 }
 
 func fmtDur(d time.Duration) string {

@@ -12,8 +12,9 @@ import (
 )
 
 // roundLength is the length of one interleaved round. Short rounds spread
-// a noisy neighbour's bursts over every impl instead of one.
-const roundLength = 100 * time.Millisecond
+// a noisy neighbour's bursts over every impl instead of one, and a default
+// 200 ms case gets 4, so a median over rounds outvotes one stalled round.
+const roundLength = 50 * time.Millisecond
 
 // stats is one measured (impl, tiers, concurrency) case.
 type stats struct {
@@ -24,6 +25,7 @@ type stats struct {
 	Ops         int64
 	Wall        time.Duration   // summed over the case's rounds
 	rounds      []float64       // ops/s of each round
+	roundP50    []time.Duration // p50 latency of each round
 	lat         []time.Duration // every op's latency, sorted after the run
 	mallocs     uint64          // heap allocations during the timed rounds, whole process
 	hitsCounted bool            // the impl counts near hits (see impl.hits)
@@ -64,14 +66,19 @@ func pairedRatio(a, b *stats) float64 {
 			r = append(r, a.rounds[i]/b.rounds[i])
 		}
 	}
-	if len(r) == 0 {
+	return median(r)
+}
+
+// median is the median of x (sorted in place), NaN for none.
+func median(x []float64) float64 {
+	if len(x) == 0 {
 		return math.NaN()
 	}
-	slices.Sort(r)
-	if n := len(r); n%2 == 0 {
-		return (r[n/2-1] + r[n/2]) / 2
+	slices.Sort(x)
+	if n := len(x); n%2 == 0 {
+		return (x[n/2-1] + x[n/2]) / 2
 	}
-	return r[len(r)/2]
+	return x[len(x)/2]
 }
 
 // LookupsPerSec counts every cart line as a lookup.
@@ -116,6 +123,7 @@ func measureRounds(ctx context.Context, cases []impl, conc int, dur time.Duratio
 			}
 			var m0, m1 runtime.MemStats
 			runtime.ReadMemStats(&m0)
+			n0 := len(out[i].lat)
 			wall, err := runRound(ctx, cases[i], conc, round, r, out[i])
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s tiers=%d c=%d: %w", cases[i].name, cases[i].tiers, conc, err)
@@ -127,6 +135,9 @@ func measureRounds(ctx context.Context, cases []impl, conc int, dur time.Duratio
 			}
 			out[i].Wall += wall
 			out[i].rounds = append(out[i].rounds, float64(out[i].Ops-before)/wall.Seconds())
+			lat := slices.Clone(out[i].lat[n0:])
+			slices.Sort(lat)
+			out[i].roundP50 = append(out[i].roundP50, measure.Quantile(lat, 0.5))
 		}
 	}
 	for _, s := range out {
