@@ -89,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cluster, "cluster", "", "run on the Redis Cluster with these comma-separated seed addresses")
 	fs.BoolVar(&cfg.mini, "miniredis", false, "run on the embedded miniredis even when redis-server is on PATH")
 	fs.StringVar(&tierList, "tiers", "3,300,3000", "comma-separated tier counts (-quick: 3,3000; -full: 3,30,300,3000)")
-	fs.DurationVar(&cfg.duration, "duration", 200*time.Millisecond, "measured time per impl per case (-full: 2s)")
+	fs.DurationVar(&cfg.duration, "duration", 150*time.Millisecond, "measured time per impl per case (-full: 2s)")
 	fs.BoolVar(&cfg.quick, "quick", false, "smoke run: tiers 3,3000 and smaller delay counts, unless set explicitly")
 	fs.BoolVar(&cfg.full, "full", false, "the full matrix: tiers 3,30,300,3000, 2s per case, concurrency 1,4, every delay phase (-delay)")
 	fs.StringVar(&conc, "concurrency", "1,4", "comma-separated client goroutine counts; the Redis-path floors are judged at the highest")

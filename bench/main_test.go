@@ -21,12 +21,12 @@ func TestParseFlags(t *testing.T) {
 		check   func(t *testing.T, c config)
 	}{
 		{"defaults", nil, "", func(t *testing.T, c config) {
-			if c.duration != 200*time.Millisecond || len(c.tiers) != 3 || c.tiers[2] != 3000 || len(c.conc) != 2 || c.conc[1] != 4 || c.delay || c.strict {
+			if c.duration != 150*time.Millisecond || len(c.tiers) != 3 || c.tiers[2] != 3000 || len(c.conc) != 2 || c.conc[1] != 4 || c.delay || c.strict {
 				t.Errorf("%+v", c)
 			}
 		}},
 		{"quick", []string{"-quick"}, "", func(t *testing.T, c config) {
-			if c.duration != 200*time.Millisecond || len(c.tiers) != 2 {
+			if c.duration != 150*time.Millisecond || len(c.tiers) != 2 {
 				t.Errorf("%+v", c)
 			}
 		}},

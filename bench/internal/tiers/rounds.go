@@ -13,7 +13,7 @@ import (
 
 // roundLength is the length of one interleaved round. Short rounds spread
 // a noisy neighbour's bursts over every impl instead of one, and a default
-// 200 ms case gets 4, so a median over rounds outvotes one stalled round.
+// 150 ms case gets 3, so a median over rounds outvotes one stalled round.
 const roundLength = 50 * time.Millisecond
 
 // stats is one measured (impl, tiers, concurrency) case.
@@ -94,8 +94,9 @@ func (s *stats) Quantile(q float64) time.Duration { return measure.Quantile(s.la
 // first), keeping the cases of a tier count next to each other. Noise
 // from the shared machine falls on all of them alike and the ratios
 // between impls and between tier counts come from the same minutes. The
-// garbage of one case is collected before the next starts, so fullscan's
-// allocations are not billed to whoever follows it.
+// garbage of a case that made much (fullscan) is collected before the next
+// starts, so it is not billed to whoever follows; a collection after every
+// case would cost seconds of a default run for nothing.
 func measureRounds(ctx context.Context, cases []impl, conc int, dur time.Duration) ([]*stats, error) {
 	rounds := max(1, int(dur/roundLength))
 	round := dur / time.Duration(rounds)
@@ -109,13 +110,17 @@ func measureRounds(ctx context.Context, cases []impl, conc int, dur time.Duratio
 			return nil, fmt.Errorf("bench: %s tiers=%d c=%d warm-up: %w", c.name, c.tiers, conc, err)
 		}
 	}
+	const collectAfter = 4 << 20 // bytes a case allocated
+	lastAlloc := uint64(collectAfter)
 	for r := 0; r < rounds; r++ {
 		for k := range cases {
 			if r%2 == 1 {
 				k = len(cases) - 1 - k
 			}
 			i := (k + r) % len(cases)
-			runtime.GC()
+			if lastAlloc >= collectAfter {
+				runtime.GC()
+			}
 			before := out[i].Ops
 			var hits0 int64
 			if cases[i].hits != nil {
@@ -130,6 +135,7 @@ func measureRounds(ctx context.Context, cases []impl, conc int, dur time.Duratio
 			}
 			runtime.ReadMemStats(&m1)
 			out[i].mallocs += m1.Mallocs - m0.Mallocs
+			lastAlloc = m1.TotalAlloc - m0.TotalAlloc
 			if cases[i].hits != nil {
 				out[i].hits += cases[i].hits() - hits0
 			}
