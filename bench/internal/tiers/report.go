@@ -188,7 +188,7 @@ const (
 // timing means something (judged false: on miniredis, why says so). The
 // two overhead floors must hold at every measured tier count and
 // concurrency (the worst case is shown); flatness and the full-scan lead
-// are defined for 1 client at 3 and 3000 tiers.
+// are judged at 3 and 3000 tiers with the most clients measured.
 func (r *Result) Floors(t *measure.Floors, judged bool, why string) {
 	worst := r.worstRatio
 	add, skip := tierJudges(t, judged, why)
