@@ -274,11 +274,12 @@ func killClient(t *testing.T, c redis.UniversalClient, id int64) {
 	_ = kill(ctx, c.(*redis.Client))
 }
 
-// TestFaultNearRestart: a private Redis restarts (empty) under a near
-// cache; the promotion is written again after it: nothing held from
-// before the restart is served.
-func TestFaultNearRestart(t *testing.T) {
-	srv := testredis.StartServer(t)
+// privateNear starts a private Redis with version 0 of "s" written through
+// w, and a near cache on its own client there with readers measuring
+// staleness (bound faultStaleness).
+func privateNear(t *testing.T) (srv *testredis.Server, w, nc *Cache, st *staleness) {
+	t.Helper()
+	srv = testredis.StartServer(t)
 	prefix := testredis.Prefix(t)
 	w, err := New(srv.Client(nil), Options{Prefix: prefix})
 	if err != nil {
@@ -287,8 +288,15 @@ func TestFaultNearRestart(t *testing.T) {
 	if _, err := w.Refresh(testCtx(t), stalePromotion(0)); err != nil {
 		t.Fatal(err)
 	}
-	nc := newNearCache(t, srv.Client(nil), prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: faultStaleness}})
-	st := startStaleness(t, nc, 4)
+	nc = newNearCache(t, srv.Client(nil), prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: faultStaleness}})
+	return srv, w, nc, startStaleness(t, nc, 4)
+}
+
+// TestFaultNearRestart: a private Redis restarts (empty) under a near
+// cache; the promotion is written again after it: nothing held from
+// before the restart is served.
+func TestFaultNearRestart(t *testing.T) {
+	srv, w, nc, st := privateNear(t)
 	faults := faultRounds(t, st, nc, w, 5, func(int) { srv.Restart() })
 	checkStaleness(t, st, nc, faultStaleness, faults)
 }
@@ -321,18 +329,8 @@ func TestFaultNearLostInvalidation(t *testing.T) {
 // the held ladder must stop being served within MaxStaleness of the
 // flush returning, and a write after it must be served.
 func TestFaultNearFlushAll(t *testing.T) {
-	srv := testredis.StartServer(t)
-	prefix := testredis.Prefix(t)
+	srv, w, nc, st := privateNear(t)
 	admin := srv.Client(nil)
-	w, err := New(admin, Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Refresh(testCtx(t), stalePromotion(0)); err != nil {
-		t.Fatal(err)
-	}
-	nc := newNearCache(t, srv.Client(nil), prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: faultStaleness}})
-	st := startStaleness(t, nc, 4)
 	var worst time.Duration
 	faultRounds(t, st, nc, w, 5, func(k int) {
 		ctx := testCtx(t)
