@@ -93,7 +93,7 @@ func measureConvergence(ctx context.Context, cfg Config, lib *cache.Cache) (res 
 	n := convergeCaches * convergeReaders
 	serving := make([]string, n)
 	at := make([]time.Time, n)
-	logs := make([][]convergeRead, n) // each reader's reads, in order
+	logs := make([][]measure.Read, n) // each reader's reads, in order
 	var reads int64
 	var readErr error
 	rctx, stop := context.WithCancel(ctx)
@@ -103,7 +103,7 @@ func measureConvergence(ctx context.Context, cfg Config, lib *cache.Cache) (res 
 		go func() {
 			defer wg.Done()
 			c, last := caches[r/convergeReaders], ""
-			var log []convergeRead
+			var log []measure.Read
 			defer func() { mu.Lock(); logs[r] = log; mu.Unlock() }()
 			for k := 0; rctx.Err() == nil; k++ {
 				began := time.Now()
@@ -118,7 +118,7 @@ func measureConvergence(ctx context.Context, cfg Config, lib *cache.Cache) (res 
 					}
 					return
 				}
-				log = append(log, convergeRead{began: began, version: res.Version})
+				log = append(log, measure.Read{Began: began, Version: res.Version})
 				mu.Lock()
 				reads++
 				if res.Version != last {
@@ -160,7 +160,7 @@ func measureConvergence(ctx context.Context, cfg Config, lib *cache.Cache) (res 
 		return nil, err
 	}
 	first := make([]time.Duration, 0, n*convergeRefreshes)
-	writes := make([]convergeWrite, 0, convergeRefreshes)
+	writes := make([]measure.Write, 0, convergeRefreshes)
 	for i := 1; i <= convergeRefreshes; i++ {
 		sent := time.Now()
 		rep, err := lib.Refresh(ctx, ps[i%2])
@@ -168,7 +168,7 @@ func measureConvergence(ctx context.Context, cfg Config, lib *cache.Cache) (res 
 			return nil, fmt.Errorf("bench: converge: refresh %d: %w", i, err)
 		}
 		returned := time.Now()
-		writes = append(writes, convergeWrite{sent: sent, returned: returned, version: rep.Promotions[0].Version})
+		writes = append(writes, measure.Write{Sent: sent, Returned: returned, Version: rep.Promotions[0].Version})
 		if err := waitAll(rep.Promotions[0].Version); err != nil {
 			return nil, err
 		}
@@ -180,7 +180,7 @@ func measureConvergence(ctx context.Context, cfg Config, lib *cache.Cache) (res 
 	}
 	stop()
 	wg.Wait()
-	stale := staleWindows(writes, logs)
+	stale := measure.StaleWindows(writes, logs)
 	q := func(d []time.Duration, p int) time.Duration { return d[min(len(d)-1, len(d)*p/100)] }
 	for _, d := range [][]time.Duration{first, stale} {
 		sort.Slice(d, func(a, b int) bool { return d[a] < d[b] })
@@ -188,48 +188,6 @@ func measureConvergence(ctx context.Context, cfg Config, lib *cache.Cache) (res 
 	return &Convergence{Readers: n, Refreshes: convergeRefreshes, Reads: reads,
 		P50: q(stale, 50), P99: q(stale, 99), Max: stale[len(stale)-1],
 		FirstP50: q(first, 50), FirstP99: q(first, 99), FirstMax: first[len(first)-1]}, nil
-}
-
-// convergeRead is one read's start and the version it was served.
-type convergeRead struct {
-	began   time.Time
-	version string
-}
-
-// convergeWrite is one Refresh: when it was sent and returned, and the
-// version it wrote.
-type convergeWrite struct {
-	sent, returned time.Time
-	version        string
-}
-
-// staleWindows returns, for each refresh and reader, how long after the
-// refresh returned the reader's last read that was served another
-// version began (0 when none). Only reads that began before the next
-// refresh was sent count: one that began while it was under way may
-// rightly be served its version, and the two alternate.
-func staleWindows(writes []convergeWrite, logs [][]convergeRead) []time.Duration {
-	out := make([]time.Duration, 0, len(writes)*len(logs))
-	for _, log := range logs {
-		k := 0
-		for i, w := range writes {
-			var end time.Time // the next refresh's sending; zero for the last
-			if i+1 < len(writes) {
-				end = writes[i+1].sent
-			}
-			for k < len(log) && log[k].began.Before(w.returned) {
-				k++
-			}
-			worst := time.Duration(0)
-			for j := k; j < len(log) && (end.IsZero() || log[j].began.Before(end)); j++ {
-				if log[j].version != w.version {
-					worst = log[j].began.Sub(w.returned)
-				}
-			}
-			out = append(out, worst)
-		}
-	}
-	return out
 }
 
 // RunConvergence is the convergence run of the main job, on a backend

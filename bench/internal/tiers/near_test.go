@@ -179,31 +179,3 @@ func TestConvergenceRun(t *testing.T) {
 		}
 	})
 }
-
-// TestStaleWindows: a reader's stale window for a refresh is the start of
-// its last read, after that refresh returned and before the next one was
-// sent, that was served another version; reads that began before the
-// return, or once the next refresh was under way, may serve either.
-func TestStaleWindows(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	writes := []convergeWrite{{at(9), at(10), "b"}, {at(19), at(20), "a"}}
-	ms := time.Millisecond
-	for _, tc := range []struct {
-		name string
-		log  []convergeRead
-		want []time.Duration
-	}{
-		{"no stale read", []convergeRead{{at(9), "a"}, {at(11), "b"}, {at(21), "a"}}, []time.Duration{0, 0}},
-		{"old before the return only", []convergeRead{{at(9), "a"}, {at(10), "b"}, {at(18), "b"}, {at(22), "a"}}, []time.Duration{0, 0}},
-		{"stale after each return", []convergeRead{{at(11), "a"}, {at(13), "a"}, {at(14), "b"}, {at(21), "b"}, {at(25), "a"}}, []time.Duration{3 * ms, ms}},
-		{"next write under way", []convergeRead{{at(12), "b"}, {at(19), "a"}, {at(19), "b"}, {at(20), "a"}}, []time.Duration{0, 0}},
-		{"stale up to the next sending", []convergeRead{{at(18), "a"}, {at(30), "b"}}, []time.Duration{8 * ms, 10 * ms}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := staleWindows(writes, [][]convergeRead{tc.log}); !slices.Equal(got, tc.want) {
-				t.Fatalf("windows %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
