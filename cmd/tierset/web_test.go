@@ -358,6 +358,46 @@ func TestWebQueuesPageEqualsStats(t *testing.T) {
 		if n := strings.Count(body, "<rect "); n < 12 {
 			t.Errorf("lateness chart has %d bars, want ≥ 12", n)
 		}
+		if strings.Contains(body, `id="losses-`) || got["lost"] != "0" || got["restored"] != "0" {
+			t.Errorf("a queue that lost nothing shows losses: lost %q restored %q", got["lost"], got["restored"])
+		}
+	})
+}
+
+// TestWebQueuesShowLosses: a queue key lost behind the queue's back (here
+// its due entry, found when the task is enqueued again) shows on the
+// queues page as a warning and in the counters, equal to Stats.
+func TestWebQueuesShowLosses(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := seedConsole(t, b, true)
+		ctx := t.Context()
+		info, err := f.q.Lookup(ctx, "order-3")
+		if err != nil || len(info) != 1 {
+			t.Fatalf("lookup: %+v %v", info, err)
+		}
+		due := b.Prefix + ":{q:orders}:due" // the key layout of docs/cluster.md
+		if n, err := b.Client.ZRem(ctx, due, info[0].ID).Result(); err != nil || n != 1 {
+			t.Fatalf("removing the due entry: %d %v", n, err)
+		}
+		e, err := f.q.Enqueue(ctx, delay.Job{Key: "order-3", Token: info[0].Token, When: delay.At(info[0].When)})
+		if err != nil || !e.Restored {
+			t.Fatalf("re-enqueue after the loss: %+v %v, want Restored", e, err)
+		}
+		_, body := get(t, browser(t), f.url+"/queues")
+		st, err := f.q.Stats(ctx)
+		if err != nil || st.Restored != 1 {
+			t.Fatalf("Stats %+v %v, want one restored", st, err)
+		}
+		got := map[string]string{}
+		for _, m := range statRe.FindAllStringSubmatch(body, -1) {
+			got[m[1]] = m[2]
+		}
+		if got["restored"] != "1" || got["lost"] != strconv.FormatInt(st.Lost, 10) {
+			t.Errorf("counters: restored %q lost %q, Stats %+v", got["restored"], got["lost"], st)
+		}
+		if !strings.Contains(body, `id="losses-`) || !strings.Contains(body, "1 due entries restored") {
+			t.Errorf("no loss warning on the queues page")
+		}
 	})
 }
 
