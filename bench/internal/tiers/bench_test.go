@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -422,6 +423,36 @@ func TestP50RatioOutvotesAStalledRound(t *testing.T) {
 			if math.IsNaN(tc.want) != math.IsNaN(got) || !math.IsNaN(got) && math.Abs(got-tc.want) > 1e-9 {
 				t.Fatalf("p50Ratio = %v, want %v", got, tc.want)
 			}
+		})
+	}
+}
+
+// TestFlatnessFloorUsesPairedSample: with a paired sample the range
+// flatness floor is judged on it, not on the cases measured apart.
+func TestFlatnessFloorUsesPairedSample(t *testing.T) {
+	us := time.Microsecond
+	rows := []*stats{
+		{Impl: implRange, Tiers: 3, Concurrency: 4, lat: []time.Duration{100 * us}, roundP50: []time.Duration{100 * us}},
+		{Impl: implRange, Tiers: 3000, Concurrency: 4, lat: []time.Duration{100 * us}, roundP50: []time.Duration{100 * us}},
+	}
+	for _, tc := range []struct {
+		name string
+		hi   time.Duration
+		want measure.Status
+	}{{"flat", 110 * us, measure.Pass}, {"not flat", 150 * us, measure.Fail}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Result{Backend: "redis", Rows: rows, Flat: &pairedFlat{LoTiers: 3, HiTiers: 3000, Conc: 4, LoP50: 100 * us, HiP50: tc.hi, Ops: 2}}
+			var fs measure.Floors
+			r.Floors(&fs, true, "")
+			for _, f := range fs.Rows {
+				if strings.HasPrefix(f.Name, "range p50 flatness") {
+					if f.Status != tc.want {
+						t.Fatalf("%s: %s, want %s", f.Name, f.Status, tc.want)
+					}
+					return
+				}
+			}
+			t.Fatal("no flatness floor")
 		})
 	}
 }

@@ -218,3 +218,60 @@ func runRound(ctx context.Context, im impl, conc int, d time.Duration, round int
 	}
 	return wall, nil
 }
+
+// pairedFlat is range at the highest tier count against the lowest, each
+// op of one alternating with an op of the other in the same goroutines, so
+// every moment's noise falls on both alike: the flatness floor's sample.
+type pairedFlat struct {
+	LoTiers, HiTiers, Conc int
+	LoP50, HiP50           time.Duration
+	Ops                    int64
+}
+
+// Ratio is the high tier count's p50 over the low one's.
+func (p *pairedFlat) Ratio() float64 { return float64(p.HiP50) / float64(p.LoP50) }
+
+// measurePaired runs conc goroutines for d, each alternating one op of lo
+// and one of hi, and returns the p50 of each.
+func measurePaired(ctx context.Context, lo, hi impl, conc int, d time.Duration) (*pairedFlat, error) {
+	type result struct {
+		lo, hi []time.Duration
+		err    error
+	}
+	results := make([]result, conc)
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(d)
+	for g := 0; g < conc; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ops := [2]func(context.Context, int) error{lo.newOp(), hi.newOp()}
+			var lat [2][]time.Duration
+			for i := g * 7919; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+				k := i % 2
+				t0 := time.Now()
+				if err := ops[k](ctx, i/2); err != nil {
+					results[g].err = err
+					return
+				}
+				lat[k] = append(lat[k], time.Since(t0))
+			}
+			results[g].lo, results[g].hi = lat[0], lat[1]
+		}()
+	}
+	wg.Wait()
+	var los, his []time.Duration
+	for _, r := range results {
+		if r.err != nil {
+			return nil, fmt.Errorf("bench: paired %s tiers=%d/%d: %w", lo.name, lo.tiers, hi.tiers, r.err)
+		}
+		los, his = append(los, r.lo...), append(his, r.hi...)
+	}
+	if len(los) == 0 || len(his) == 0 {
+		return nil, fmt.Errorf("bench: paired %s: no ops in %v", lo.name, d)
+	}
+	slices.Sort(los)
+	slices.Sort(his)
+	return &pairedFlat{LoTiers: lo.tiers, HiTiers: hi.tiers, Conc: conc, LoP50: measure.Quantile(los, 0.5),
+		HiP50: measure.Quantile(his, 0.5), Ops: int64(len(los) + len(his))}, nil
+}

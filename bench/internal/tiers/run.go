@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -94,6 +95,23 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}
 		r.Rows = append(r.Rows, rows...)
 		fmt.Fprintf(cfg.Log, "conc=%d: measured %d cases interleaved in %s\n", conc, len(cases), time.Since(start).Round(time.Millisecond))
+	}
+	var lo, hi *impl
+	for i := range cases {
+		switch c := &cases[i]; {
+		case c.name == implRange && c.tiers == 3:
+			lo = c
+		case c.name == implRange && c.tiers == 3000:
+			hi = c
+		}
+	}
+	if lo != nil && hi != nil {
+		conc := slices.Max(cfg.Conc)
+		if r.Flat, err = measurePaired(ctx, *lo, *hi, conc, 2*cfg.Duration); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(cfg.Log, "flatness: range at 3 and 3000 tiers, paired op by op, %d clients: p50 %s vs %s over %d ops\n",
+			conc, fmtDur(r.Flat.LoP50), fmtDur(r.Flat.HiP50), r.Flat.Ops)
 	}
 	return r, nil
 }
