@@ -452,23 +452,32 @@ func (rt *readThrough) remember(id string, ttl time.Duration) {
 	now := time.Now().UnixNano()
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if len(rt.misses) >= rt.opt.MaxMisses {
-		// One pass frees at least an eighth, so a flood of unknown IDs
-		// pays O(1) per mark amortised, not a scan under rt.mu each.
-		keep := rt.opt.MaxMisses - max(1, rt.opt.MaxMisses/8)
-		for k, exp := range rt.misses {
-			if now >= exp {
-				delete(rt.misses, k)
-			}
-		}
-		for k := range rt.misses {
-			if len(rt.misses) <= keep {
-				break
-			}
-			delete(rt.misses, k) // map order: an arbitrary one
+	makeRoom(rt.misses, rt.opt.MaxMisses, now, func(exp int64) int64 { return exp })
+	rt.misses[id] = now + int64(ttl)
+}
+
+// makeRoom frees room in m, when it holds limit entries, for one more:
+// the expired first (until gives an entry's expiry, UnixNano), then
+// arbitrary ones, down to seven eighths of limit. Freeing an eighth in one
+// pass keeps a flood of new IDs at O(1) per entry amortised, not a scan
+// under rt.mu each; an entry dropped early costs one more load, never a
+// wrong answer.
+func makeRoom[V any](m map[string]V, limit int, now int64, until func(V) int64) {
+	if len(m) < limit {
+		return
+	}
+	keep := limit - max(1, limit/8)
+	for k, v := range m {
+		if now >= until(v) {
+			delete(m, k)
 		}
 	}
-	rt.misses[id] = now + int64(ttl)
+	for k := range m {
+		if len(m) <= keep {
+			break
+		}
+		delete(m, k) // map order: an arbitrary one
+	}
 }
 
 // forgetAll drops every remembered miss (tracking was lost: a warm
@@ -494,21 +503,10 @@ func (rt *readThrough) forget(id string) {
 	rt.mu.Unlock()
 }
 
-// fail remembers a failed load of id for FailTTL; rt.mu is held. A full
-// map is emptied of what expired, or else whole: a failure forgotten
-// early costs one more load, never a wrong answer.
+// fail remembers a failed load of id for FailTTL; rt.mu is held.
 func (rt *readThrough) fail(id string, err error) {
 	now := time.Now().UnixNano()
-	if len(rt.failures) >= rt.opt.MaxMisses {
-		for k, f := range rt.failures {
-			if now >= f.until {
-				delete(rt.failures, k)
-			}
-		}
-		if len(rt.failures) >= rt.opt.MaxMisses {
-			clear(rt.failures)
-		}
-	}
+	makeRoom(rt.failures, rt.opt.MaxMisses, now, func(f failure) int64 { return f.until })
 	rt.failures[id] = failure{until: now + int64(rt.opt.FailTTL), err: err}
 }
 

@@ -422,12 +422,12 @@ func TestReadThroughOptions(t *testing.T) {
 	}
 }
 
-// TestReadThroughMissesBounded: the in-process marks never exceed
-// MaxMisses however many unknown IDs arrive, a full map frees room in one
-// pass, and the newest mark is always kept.
+// TestReadThroughMissesBounded: the in-process marks and failures never
+// exceed MaxMisses however many IDs arrive, and the newest is always kept.
 func TestReadThroughMissesBounded(t *testing.T) {
 	for _, limit := range []int{1, 8, 100} {
-		rt := &readThrough{opt: LoadOptions{MaxMisses: limit}, trust: time.Minute, misses: map[string]int64{}}
+		rt := &readThrough{opt: LoadOptions{MaxMisses: limit, FailTTL: time.Minute}, trust: time.Minute, misses: map[string]int64{},
+			failures: map[string]failure{}}
 		for i := 0; i < 10*limit+3; i++ {
 			id := "u" + strconv.Itoa(i)
 			rt.remember(id, time.Minute)
@@ -436,6 +436,13 @@ func TestReadThroughMissesBounded(t *testing.T) {
 			}
 			if !rt.remembered(id) {
 				t.Fatalf("MaxMisses %d: the newest mark %s was dropped", limit, id)
+			}
+			rt.mu.Lock()
+			rt.fail(id, ErrLoad)
+			n := len(rt.failures)
+			rt.mu.Unlock()
+			if n > limit || rt.failed(id) == nil {
+				t.Fatalf("MaxMisses %d: %d failures after %d, or the newest dropped", limit, n, i+1)
 			}
 		}
 	}
