@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -181,13 +181,12 @@ func measureConvergence(ctx context.Context, cfg Config, lib *cache.Cache) (res 
 	stop()
 	wg.Wait()
 	stale := measure.StaleWindows(writes, logs)
-	q := func(d []time.Duration, p int) time.Duration { return d[min(len(d)-1, len(d)*p/100)] }
-	for _, d := range [][]time.Duration{first, stale} {
-		sort.Slice(d, func(a, b int) bool { return d[a] < d[b] })
-	}
+	slices.Sort(first)
+	slices.Sort(stale)
+	q := measure.Quantile
 	return &Convergence{Readers: n, Refreshes: convergeRefreshes, Reads: reads,
-		P50: q(stale, 50), P99: q(stale, 99), Max: stale[len(stale)-1],
-		FirstP50: q(first, 50), FirstP99: q(first, 99), FirstMax: first[len(first)-1]}, nil
+		P50: q(stale, 0.5), P99: q(stale, 0.99), Max: stale[len(stale)-1],
+		FirstP50: q(first, 0.5), FirstP99: q(first, 0.99), FirstMax: first[len(first)-1]}, nil
 }
 
 // RunConvergence is the convergence run of the main job, on a backend
