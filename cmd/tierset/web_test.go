@@ -328,6 +328,15 @@ func TestWebAccess(t *testing.T) {
 
 var statRe = regexp.MustCompile(`data-stat="([a-z-]+)">(?:<a [^>]*>)?([0-9a-zµ.]+)`)
 
+// pageStats returns the queues page's counters by their data-stat name.
+func pageStats(body string) map[string]string {
+	got := map[string]string{}
+	for _, m := range statRe.FindAllStringSubmatch(body, -1) {
+		got[m[1]] = m[2]
+	}
+	return got
+}
+
 // TestWebQueuesPageEqualsStats: the numbers on the Queues page are the
 // queue's Stats and Browse.
 func TestWebQueuesPageEqualsStats(t *testing.T) {
@@ -338,10 +347,7 @@ func TestWebQueuesPageEqualsStats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]string{}
-		for _, m := range statRe.FindAllStringSubmatch(body, -1) {
-			got[m[1]] = m[2]
-		}
+		got := pageStats(body)
 		want := map[string]int64{"ready": st.Ready, "due-soon": 2, "pending": st.Pending, "inflight": st.InFlight,
 			"dead": st.Dead, "delivered": st.Delivered, "dead-lettered": st.DeadLettered, "acked": st.Acked}
 		if st.Pending != 3 || st.InFlight != 1 || st.Dead != 2 {
@@ -388,10 +394,7 @@ func TestWebQueuesShowLosses(t *testing.T) {
 		if err != nil || st.Restored != 1 {
 			t.Fatalf("Stats %+v %v, want one restored", st, err)
 		}
-		got := map[string]string{}
-		for _, m := range statRe.FindAllStringSubmatch(body, -1) {
-			got[m[1]] = m[2]
-		}
+		got := pageStats(body)
 		if got["restored"] != "1" || got["lost"] != strconv.FormatInt(st.Lost, 10) {
 			t.Errorf("counters: restored %q lost %q, Stats %+v", got["restored"], got["lost"], st)
 		}
