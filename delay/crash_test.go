@@ -21,7 +21,6 @@ import (
 // Environment of the helper (child) process.
 const (
 	envHelper       = "DELAY_TEST_HELPER"
-	envHelperURL    = "DELAY_TEST_HELPER_URL"
 	envHelperPrefix = "DELAY_TEST_HELPER_PREFIX"
 )
 
@@ -50,7 +49,7 @@ func TestHelperProcess(t *testing.T) {
 	if os.Getenv(envHelper) != "1" {
 		t.Skip("helper process only")
 	}
-	opt, err := redis.ParseURL(os.Getenv(envHelperURL))
+	opt, err := redis.ParseURL(testredis.URL()) // the parent's server (testredis.ChildEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -102,7 +101,7 @@ func TestSIGKILLMidHandler(t *testing.T) {
 	const kills = 20
 	for i := range kills {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envHelper+"=1", envHelperURL+"="+testredis.URL(), envHelperPrefix+"="+b.Prefix)
+		cmd.Env = testredis.ChildEnv(envHelper+"=1", envHelperPrefix+"="+b.Prefix)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
