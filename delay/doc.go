@@ -118,8 +118,10 @@
 //     due entry is gone is put back in due by its next enqueue (ErrDueLost);
 //     each is counted in Stats and sent to Observer.OnLoss, and Reconcile
 //     restores what was lost. Check (run by Worker.Run) refuses allkeys-*
-//     eviction. Tests: TestFaultKeyLoss, TestFaultEvictionLoss,
-//     TestFaultEvictionPolicy; docs/operations.md.
+//     eviction; under volatile-* no queue key but wake has a TTL, kept
+//     replies included. Tests: TestFaultKeyLoss, TestFaultEvictionLoss,
+//     TestFaultEvictionPolicy, TestFaultVolatileEvictionKeepsReplies;
+//     docs/operations.md.
 //
 // # One outcome per call, whatever the network did
 //
@@ -128,7 +130,9 @@
 // take or ack again: a script that ran may run a second time. So every
 // mutating script runs under a request ID (a random nonce per Queue and a
 // counter): its first run keeps its reply for Options.ReplyTTL in a small
-// hash shared by 64 calls, <prefix>:{q:<name>}:rp:<nonce>:<n>, and a run
+// hash shared by 64 calls, <prefix>:{q:<name>}:rp:<nonce>:<n>, with no TTL
+// (so no volatile-* policy evicts it) and deleted by later calls once its
+// time in the reply index rp:idx has passed, and a run
 // with the same ID returns
 // that reply without running again (reply.lua). One Enqueue makes one task
 // and reports Duplicate=false for it; an Ack, Retry or Cancel that took
@@ -161,7 +165,8 @@
 //	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score
 //	<prefix>:{q:<name>}:stats        HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt, lost, restored, ctr_lost, idx_lost)
 //	<prefix>:{q:<name>}:wake         LIST  ≤ 1 element, expires after 60 s
-//	<prefix>:{q:<name>}:rp:<n>:<b>   HASH  slot -> the kept reply of call <n>:<b>:<slot>, for Options.ReplyTTL
+//	<prefix>:{q:<name>}:rp:<n>:<b>   HASH  slot -> the kept reply of call <n>:<b>:<slot>, no TTL
+//	<prefix>:{q:<name>}:rp:idx       ZSET  reply hash -> Redis TIME + Options.ReplyTTL of its latest reply
 //
 // Task IDs are base-36 counters. Records live in bucket hashes: <b> is
 // the task ID without its last digit (36 consecutive tasks per bucket).

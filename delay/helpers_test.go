@@ -129,7 +129,7 @@ func setTime(b *testredis.Backend, t time.Time) {
 
 // stateKeys lists the keys under the backend's prefix but the kept
 // replies of mutating calls (reply.lua): those are bookkeeping that
-// expires by itself after Options.ReplyTTL, not queue state.
+// the queue deletes after Options.ReplyTTL, with their index, not queue state.
 func stateKeys(ctx context.Context, b *testredis.Backend) ([]string, error) {
 	all, err := testredis.Keys(ctx, b.Client, b.Prefix)
 	var keys []string
@@ -142,7 +142,7 @@ func stateKeys(ctx context.Context, b *testredis.Backend) ([]string, error) {
 }
 
 // dropReplies deletes q's kept replies, so that a memory figure of tasks
-// leaves out what expires by itself (TestFaultReplyMemory measures them).
+// leaves out what the queue deletes by itself (TestMemoryPerKeptReply measures them).
 func dropReplies(t *testing.T, ctx context.Context, c redis.UniversalClient, q *Queue) {
 	t.Helper()
 	keys, err := testredis.Keys(ctx, c, q.k.rp)
