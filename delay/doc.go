@@ -109,7 +109,7 @@
 //     lacks (idempotent, same key and token) and removes pending tasks due
 //     before the bound that the source lacks, in batches, never one enqueued
 //     after its listing began. Tests: TestReconcile,
-//     TestReconcileKeepsTasksEnqueuedMeanwhile.
+//     TestReconcileKeepsTasksEnqueuedMeanwhile, TestShardedReconcile.
 //  10. Lost keys (eviction, a stray DEL). IDs are never reused and records
 //     never overwritten: an enqueue that finds the ID counter or the index
 //     gone while the queue holds tasks writes nothing, Queue.Repair puts
@@ -241,8 +241,10 @@
 // tags {q:<name>:i} land on different slots and masters. The shard of a
 // task is [ShardOf] its business key, so Cancel, Reschedule and Lookup by
 // key go to one shard in O(1); [NewShardedWorker] runs one worker per
-// shard, each with its own wake-up, so every shard drains. Every guarantee
-// above holds inside a shard; ordering is per shard.
+// shard, each with its own wake-up, so every shard drains.
+// [Sharded.Reconcile] routes each source task to its shard; a shard's own
+// Reconcile skips other shards' tasks (ReconcileResult.OtherShard). Every
+// guarantee above holds inside a shard; ordering is per shard.
 //
 // # Stats
 //
