@@ -173,7 +173,11 @@
 // Scripts get the fixed keys and the tasks base name in KEYS and append
 // the bucket suffix; the suffix comes after the hash tag, so a bucket is
 // always on the slot of its base name. An emptied bucket disappears by
-// itself.
+// itself. The base name itself never exists, which is what keeps every
+// script off a queue whose slot is half moved between two cluster nodes
+// (Redis checks only declared keys); a call refused then is sent again
+// until the slot has moved (docs/cluster.md, "Live resharding";
+// TestFaultLiveReshard, TestClusterMigrationChecksOnlyDeclaredKeys).
 //
 // The reverse index is one hash whose field is a 6-character digest of the
 // business key (computed in Go and kept in each record). Keys that share a
