@@ -158,6 +158,38 @@ func TestReplySweptByTime(t *testing.T) {
 	})
 }
 
+// TestRepairFilesReplies: kept-reply hashes whose index entry was lost
+// (a stray DEL) would never be swept; Repair files them again, and on an
+// intact index files nothing.
+func TestRepairFilesReplies(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		obs := &lossRecorder{}
+		q := newQ(t, b, Options{Observer: obs})
+		for i := range 2 * replyBucket {
+			mustEnqueue(t, ctx, q, Job{Key: "k" + strconv.Itoa(i)})
+		}
+		if res, err := q.Repair(ctx); err != nil || res.RepliesFiled != 0 {
+			t.Fatalf("repair with the index intact: %+v %v, want nothing filed", res, err)
+		}
+		hashes := b.Client.ZCard(ctx, q.k.rpIdx).Val()
+		if err := b.Client.Del(ctx, q.k.rpIdx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		res, err := q.Repair(ctx)
+		if err != nil || int64(res.RepliesFiled) != hashes || hashes < 2 {
+			t.Fatalf("repair after the index was lost: %+v %v, want %d (>= 2) filed", res, err, hashes)
+		}
+		// the repair's own reply joined one of them
+		if n := b.Client.ZCard(ctx, q.k.rpIdx).Val(); n != hashes && n != hashes+1 {
+			t.Errorf("index holds %d hashes, want %d", n, hashes)
+		}
+		if obs.Warnings.Load() != 1 {
+			t.Errorf("%d warnings, want 1", obs.Warnings.Load())
+		}
+	})
+}
+
 // TestReplyTTLOption: bad values are refused, zero is the default.
 func TestReplyTTLOption(t *testing.T) {
 	b := testredis.Mini(t)
