@@ -211,11 +211,12 @@ func run(ctx context.Context, c redis.Scripter, s *redis.Script, op string, keys
 const migrationWait = 10 * time.Second
 
 // runFor is run that re-sends a call refused by a slot migration
-// (migrating) for up to wait after its first send, at a short fixed
+// (migrating) for up to wait after the first refusal, at a short fixed
 // interval: the refusal lasts while the slot's keys move, and an
 // exponential backoff would add its last step to every task due then.
-// Such a refusal means the script did not run, and the re-send is the
-// same call (same request ID), so it runs at most once either way.
+// Such a refusal means the script did not run, and the re-send carries
+// the same KEYS and ARGV (a mutating call's request ID included), so a
+// call runs at most once either way.
 func runFor(ctx context.Context, c redis.Scripter, s *redis.Script, op string, wait time.Duration, keys []string, args ...any) (reply, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("delay: %s: %w", op, err)
