@@ -206,7 +206,10 @@ func TestFaultVolatileEvictionKeepsReplies(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()
 			env := newFaultEnv(t, "--maxmemory", "6mb", "--maxmemory-policy", policy)
-			ctx := testCtx(t)
+			// 1,000 calls, each with a reconnect and go-redis's backoff: about
+			// 25 s, several times that on a loaded machine
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			t.Cleanup(cancel)
 			loadScripts(t, ctx, env.direct)
 			q, err := New(env.c, "volatile", Options{})
 			if err != nil {
@@ -218,6 +221,9 @@ func TestFaultVolatileEvictionKeepsReplies(t *testing.T) {
 			// the cache: large values with a TTL longer than ReplyTTL, so
 			// volatile-ttl would pick a reply first and volatile-lru meets
 			// one in few samples; its writes keep the server at maxmemory
+			// and evict many keys between a cut reply and its re-send (one
+			// cache write before each call is too few: the bug this test
+			// guards against then passes)
 			stop := make(chan struct{})
 			done := make(chan error, 1)
 			go func() {
