@@ -78,8 +78,9 @@ func TestWorkerClockSkew(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				for k, l := range got {
-					// delivered by the server clock, never early, not an hour late
-					if l < 0 || l > time.Second {
+					// delivered by the server clock, never early, not an hour
+					// late (a loaded machine makes it seconds, never an hour)
+					if l < 0 || l > time.Minute {
 						t.Errorf("%s lateness %v", k, l)
 					}
 				}
@@ -269,7 +270,7 @@ func TestWorkerWakeEarlier(t *testing.T) {
 func TestWorkerAutoExtend(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
-		const lease = 600 * time.Millisecond
+		const lease = 2 * time.Second
 		q := newQ(t, b, Options{Lease: lease})
 		var calls atomic.Int32
 		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error {
