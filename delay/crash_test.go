@@ -157,7 +157,9 @@ func TestSIGKILLMidHandler(t *testing.T) {
 		for k := 1; k < len(ds); k++ {
 			redelivered++
 			prev, cur := ds[k-1], ds[k]
-			if cur.attempt != prev.attempt+1 {
+			// a child killed between its take and its log line leaves a
+			// delivery unlogged, so an attempt may be skipped, never repeated
+			if cur.attempt <= prev.attempt {
 				t.Errorf("task %s: attempt %d after %d", id, cur.attempt, prev.attempt)
 			}
 			if cur.delivered <= prev.deadline {

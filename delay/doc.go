@@ -109,7 +109,7 @@
 //     lacks (idempotent, same key and token) and removes pending tasks due
 //     before the bound that the source lacks, in batches, never one enqueued
 //     after its listing began. Tests: TestReconcile,
-//     TestReconcileKeepsTasksEnqueuedMeanwhile.
+//     TestReconcileKeepsTasksEnqueuedMeanwhile, TestShardedReconcile.
 //  10. Lost keys (eviction, a stray DEL). IDs are never reused and records
 //     never overwritten: an enqueue that finds the ID counter or the index
 //     gone while the queue holds tasks writes nothing, Queue.Repair puts
@@ -118,8 +118,10 @@
 //     due entry is gone is put back in due by its next enqueue (ErrDueLost);
 //     each is counted in Stats and sent to Observer.OnLoss, and Reconcile
 //     restores what was lost. Check (run by Worker.Run) refuses allkeys-*
-//     eviction. Tests: TestFaultKeyLoss, TestFaultEvictionLoss,
-//     TestFaultEvictionPolicy; docs/operations.md.
+//     eviction; under volatile-* no queue key but wake has a TTL, kept
+//     replies included. Tests: TestFaultKeyLoss, TestFaultEvictionLoss,
+//     TestFaultEvictionPolicy, TestFaultVolatileEvictionKeepsReplies;
+//     docs/operations.md.
 //
 // # One outcome per call, whatever the network did
 //
@@ -128,7 +130,9 @@
 // take or ack again: a script that ran may run a second time. So every
 // mutating script runs under a request ID (a random nonce per Queue and a
 // counter): its first run keeps its reply for Options.ReplyTTL in a small
-// hash shared by 64 calls, <prefix>:{q:<name>}:rp:<nonce>:<n>, and a run
+// hash shared by 64 calls, <prefix>:{q:<name>}:rp:<nonce>:<n>, with no TTL
+// (so no volatile-* policy evicts it) and deleted by later calls once its
+// time in the reply index rp:idx has passed, and a run
 // with the same ID returns
 // that reply without running again (reply.lua). One Enqueue makes one task
 // and reports Duplicate=false for it; an Ack, Retry or Cancel that took
@@ -161,14 +165,19 @@
 //	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score
 //	<prefix>:{q:<name>}:stats        HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt, lost, restored, ctr_lost, idx_lost)
 //	<prefix>:{q:<name>}:wake         LIST  ≤ 1 element, expires after 60 s
-//	<prefix>:{q:<name>}:rp:<n>:<b>   HASH  slot -> the kept reply of call <n>:<b>:<slot>, for Options.ReplyTTL
+//	<prefix>:{q:<name>}:rp:<n>:<b>   HASH  slot -> the kept reply of call <n>:<b>:<slot>, no TTL
+//	<prefix>:{q:<name>}:rp:idx       ZSET  reply hash -> Redis TIME + Options.ReplyTTL of its latest reply
 //
 // Task IDs are base-36 counters. Records live in bucket hashes: <b> is
 // the task ID without its last digit (36 consecutive tasks per bucket).
 // Scripts get the fixed keys and the tasks base name in KEYS and append
 // the bucket suffix; the suffix comes after the hash tag, so a bucket is
 // always on the slot of its base name. An emptied bucket disappears by
-// itself.
+// itself. The base name itself never exists, which is what keeps every
+// script off a queue whose slot is half moved between two cluster nodes
+// (Redis checks only declared keys); a call refused then is sent again
+// until the slot has moved (docs/cluster.md, "Live resharding";
+// TestFaultLiveReshard, TestClusterMigrationChecksOnlyDeclaredKeys).
 //
 // The reverse index is one hash whose field is a 6-character digest of the
 // business key (computed in Go and kept in each record). Keys that share a
@@ -236,8 +245,10 @@
 // tags {q:<name>:i} land on different slots and masters. The shard of a
 // task is [ShardOf] its business key, so Cancel, Reschedule and Lookup by
 // key go to one shard in O(1); [NewShardedWorker] runs one worker per
-// shard, each with its own wake-up, so every shard drains. Every guarantee
-// above holds inside a shard; ordering is per shard.
+// shard, each with its own wake-up, so every shard drains.
+// [Sharded.Reconcile] routes each source task to its shard; a shard's own
+// Reconcile skips other shards' tasks (ReconcileResult.OtherShard). Every
+// guarantee above holds inside a shard; ordering is per shard.
 //
 // # Stats
 //

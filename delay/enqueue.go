@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -233,7 +234,9 @@ func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJo
 			size += n
 		}
 		calls = append(calls, call)
-		for attempt := 0; len(calls) > 0; attempt++ {
+		var moving time.Time // when a slot migration first refused a call
+		reloaded := false
+		for len(calls) > 0 {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("delay: enqueue batch: %w", err)
 			}
@@ -246,12 +249,16 @@ func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJo
 			_, perr := pipe.Exec(ctx)
 			recv := q.o.Now()
 			var retry []enqueueCall
+			noScript, refused := false, false
 			lost := false
 			for k, c := range calls {
 				v, err := cmds[k].Slice()
 				switch {
-				case isNoScript(err) && attempt == 0:
-					retry = append(retry, c)
+				case isNoScript(err) && !reloaded:
+					retry, noScript = append(retry, c), true
+				case migrating(err) && (moving.IsZero() || time.Since(moving) < q.migrationWait()):
+					// the same call again, as runFor does
+					retry, refused = append(retry, c), true
 				case err != nil:
 					for _, i := range c.idx {
 						out[i].Err = wrapErr(ctx, "enqueue", err)
@@ -289,10 +296,19 @@ func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJo
 				}
 				repaired = true
 			}
-			if len(retry) > 0 {
+			if noScript {
 				// Redis lost its script cache (restart, failover): load, resend those.
 				if err := scriptEnqueue.Load(ctx, q.c).Err(); err != nil {
 					return wrapErr(ctx, "enqueue: script load", err)
+				}
+				reloaded = true
+			}
+			if refused {
+				if moving.IsZero() {
+					moving = time.Now()
+				}
+				if !pause(ctx, migrationPause) {
+					return fmt.Errorf("delay: enqueue batch: %w", ctx.Err())
 				}
 			}
 			calls = retry

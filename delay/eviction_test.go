@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/faultproxy"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -190,4 +193,101 @@ func TestFaultEvictionLoss(t *testing.T) {
 		t.Errorf("queue keys were evicted and nothing was reported")
 	}
 	f.report(t, "allkeys-lru eviction", src)
+}
+
+// Under a volatile-* policy, keys with a TTL are what the server evicts
+// first, and a cache sharing the server fills it with them. Every reply of
+// an Enqueue is cut after the server ran it, so go-redis sends the call
+// again; the call's kept reply (no TTL, reply.lua) must still be there,
+// so each call makes exactly one task while the cache's keys are evicted
+// around it.
+func TestFaultVolatileEvictionKeepsReplies(t *testing.T) {
+	for _, policy := range []string{"volatile-lru", "volatile-ttl"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			env := newFaultEnv(t, "--maxmemory", "6mb", "--maxmemory-policy", policy)
+			// 1,000 calls, each with a reconnect and go-redis's backoff: about
+			// 25 s, several times that on a loaded machine
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			t.Cleanup(cancel)
+			loadScripts(t, ctx, env.direct)
+			q, err := New(env.c, "volatile", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := q.Check(ctx); err != nil || res.Warning != nil {
+				t.Fatalf("check under %s: %+v %v, want it accepted", policy, res, err)
+			}
+			// the cache: large values with a TTL longer than ReplyTTL, so
+			// volatile-ttl would pick a reply first and volatile-lru meets
+			// one in few samples; its writes keep the server at maxmemory
+			// and evict many keys between a cut reply and its re-send (one
+			// cache write before each call is too few: the bug this test
+			// guards against then passes)
+			stop := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				val := strings.Repeat("c", 16<<10)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						done <- nil
+						return
+					default:
+					}
+					if err := env.direct.Set(ctx, "cache:"+strconv.Itoa(i), val, time.Hour).Err(); err != nil {
+						done <- err
+						return
+					}
+				}
+			}()
+			evictedBefore := evictedKeys(t, ctx, env.direct)
+			const calls = 1000
+			for i := range calls {
+				env.proxy.CutNext(1, faultproxy.Contains("evalsha"))
+				e, err := q.Enqueue(ctx, Job{Key: "order:" + strconv.Itoa(i)})
+				if err != nil || e.Duplicate {
+					close(stop)
+					<-done
+					t.Fatalf("call %d: %+v %v, want a new task", i, e, err)
+				}
+			}
+			close(stop)
+			if err := <-done; err != nil {
+				t.Fatalf("cache writer: %v", err)
+			}
+			if cuts := env.proxy.Cuts(); cuts != calls {
+				t.Fatalf("%d replies cut, want %d", cuts, calls)
+			}
+			evicted := evictedKeys(t, ctx, env.direct) - evictedBefore
+			if evicted == 0 {
+				t.Fatal("no key evicted: no memory pressure, nothing proven")
+			}
+			tasks, err := env.direct.ZCard(ctx, q.k.due).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %d calls, %d replies cut, %d keys evicted meanwhile, %d tasks", policy, calls, env.proxy.Cuts(), evicted, tasks)
+			if tasks != calls {
+				t.Errorf("%d tasks after %d calls (one reply cut on each), want one a call", tasks, calls)
+			}
+			for i := range calls {
+				lookupOne(t, ctx, q, "order:"+strconv.Itoa(i))
+			}
+		})
+	}
+}
+
+// evictedKeys is INFO stats evicted_keys.
+func evictedKeys(t *testing.T, ctx context.Context, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.InfoMap(ctx, "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(info["Stats"]["evicted_keys"], 10, 64)
+	if err != nil {
+		t.Fatalf("INFO stats evicted_keys: %v", err)
+	}
+	return n
 }

@@ -22,6 +22,9 @@ type RepairResult struct {
 	// their due entry was lost. They are left as they are: enqueueing
 	// their (Key, Token) again, which Reconcile does, puts each back in due.
 	Orphans int
+	// RepliesFiled counts kept-reply hashes missing from the reply index
+	// (so never swept), filed again to end a ReplyTTL from now.
+	RepliesFiled int
 }
 
 // Repair puts back what the queue needs to never reuse an ID or miss a
@@ -32,7 +35,9 @@ type RepairResult struct {
 // job again. It reads every record of the queue (SCAN of its buckets on the
 // queue's node, then HGETALL per bucket) and every member of its sets: it
 // costs O(tasks) once, on a path that only a loss takes. What it changed
-// goes to Observer.OnLoss and Stats (CounterLost, IndexLost).
+// goes to Observer.OnLoss and Stats (CounterLost, IndexLost). It also
+// files kept-reply hashes that the reply index lost again (RepliesFiled,
+// Observer.OnWarning), so that they are swept.
 func (q *Queue) Repair(ctx context.Context) (RepairResult, error) {
 	var res RepairResult
 	node, err := q.node(ctx)
@@ -96,6 +101,9 @@ func (q *Queue) Repair(ctx context.Context) (RepairResult, error) {
 		}
 	}
 	res.TopID = top
+	if res.RepliesFiled, err = q.fileReplies(ctx, node); err != nil {
+		return res, err
+	}
 	rebuild, err := node.Exists(ctx, q.k.idx).Result()
 	if err != nil {
 		return res, wrapErr(ctx, "repair: index", err)
@@ -127,6 +135,47 @@ func (q *Queue) Repair(ctx context.Context) (RepairResult, error) {
 		q.o.Observer.OnLoss(q.name, fmt.Errorf("%w: %d records in no set", ErrDueLost, res.Orphans), res.Orphans)
 	}
 	return res, nil
+}
+
+// fileReplies puts every kept-reply hash that the reply index lacks back
+// in it, to end a ReplyTTL from now: the hashes have no TTL, and only the
+// index gets them swept (reply.lua). It returns how many it filed.
+func (q *Queue) fileReplies(ctx context.Context, node redis.Cmdable) (int, error) {
+	var hashes []string
+	if err := scanAll(ctx, func(cur uint64) *redis.ScanCmd { return node.Scan(ctx, cur, globEscape(q.k.rp)+"*", 1000) }, func(ks []string) {
+		for _, k := range ks {
+			if k != q.k.rpIdx {
+				hashes = append(hashes, k)
+			}
+		}
+	}); err != nil {
+		return 0, wrapErr(ctx, "repair: scan replies", err)
+	}
+	if len(hashes) == 0 {
+		return 0, nil
+	}
+	now, err := node.Time(ctx).Result()
+	if err != nil {
+		return 0, wrapErr(ctx, "repair: time", err)
+	}
+	end := float64(now.Add(q.o.ReplyTTL).UnixMilli())
+	filed := 0
+	for start := 0; start < len(hashes); start += 1000 {
+		part := hashes[start:min(start+1000, len(hashes))]
+		zs := make([]redis.Z, len(part))
+		for i, h := range part {
+			zs[i] = redis.Z{Score: end, Member: h}
+		}
+		n, err := node.ZAddNX(ctx, q.k.rpIdx, zs...).Result()
+		if err != nil {
+			return filed, wrapErr(ctx, "repair: file replies", err)
+		}
+		filed += int(n)
+	}
+	if filed > 0 {
+		q.o.Observer.OnWarning(q.name, fmt.Errorf("delay: %d kept-reply hashes were missing from the reply index; filed again", filed))
+	}
+	return filed, nil
 }
 
 // node is the client of the server that holds the queue's slot: SCAN and

@@ -105,7 +105,9 @@ func badRune(s string) (rune, bool) {
 //	<prefix>:{q:<name>}:stats       HASH  overflow, retries, dead, expired, ... counters
 //	<prefix>:{q:<name>}:wake        LIST  at most one element; pushed when the head moves earlier
 //	<prefix>:{q:<name>}:rp:<nonce>:<b>  HASH  slot -> the kept reply of the mutating call
-//	                                      nonce:b:slot, for Options.ReplyTTL (reply.lua)
+//	                                      nonce:b:slot, no TTL (reply.lua)
+//	<prefix>:{q:<name>}:rp:idx      ZSET  reply hash -> when its latest reply ends (Unix ms,
+//	                                      Redis TIME + Options.ReplyTTL); swept by the calls
 //
 // The tasks field holds a base name: records live in small bucket hashes
 // under it, which Redis keeps listpack-encoded (see the package doc,
@@ -113,8 +115,9 @@ func badRune(s string) (rune, bool) {
 // the queue's hash tag and stays on the queue's slot.
 type keys struct {
 	due, inflight, lease, dead, done, tasks, idx, ctr, stats, wake string
-	// rp is the base name of the reply keys (rp + request ID).
-	rp string
+	// rp is the base name of the reply keys (rp + request ID); rpIdx is
+	// their index by time, which reply.lua derives from a reply key.
+	rp, rpIdx string
 }
 
 // reply is the key that keeps the reply of the mutating call req.
@@ -175,6 +178,7 @@ func newKeys(prefix, name string) keys {
 		stats:    base + "stats",
 		wake:     base + "wake",
 		rp:       base + "rp:",
+		rpIdx:    base + "rp:idx",
 	}
 }
 

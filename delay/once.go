@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -59,7 +60,12 @@ func (q *Queue) onceArgs(args []any) []any {
 	return append(args[:len(args):len(args)], q.keepMs)
 }
 
-// mutate runs the mutating script s as the call req (see onceKeys).
+// mutate runs the mutating script s as the call req (see onceKeys). A
+// call refused by a slot migration is sent again for at most half of
+// ReplyTTL, so that a first send that ran and lost its reply still has
+// its reply kept when the last re-send arrives.
 func (q *Queue) mutate(ctx context.Context, s *redis.Script, op, req string, keys []string, args ...any) (reply, error) {
-	return run(ctx, q.c, s, op, q.onceKeys(keys, req), q.onceArgs(args)...)
+	return runFor(ctx, q.c, s, op, q.migrationWait(), q.onceKeys(keys, req), q.onceArgs(args)...)
 }
+
+func (q *Queue) migrationWait() time.Duration { return min(migrationWait, q.o.ReplyTTL/2) }

@@ -3,6 +3,8 @@ package delay
 import (
 	"errors"
 	"reflect"
+	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -77,6 +79,113 @@ return r`, "rp_ints", "rp_unints", '='},
 					t.Fatalf("an error reply was kept: body ran %s times in all, want 3", got)
 				}
 			})
+		}
+	})
+}
+
+// TestReplySweptByTime: kept replies carry no TTL (so no volatile-*
+// policy can evict them); the reply index holds each hash until its latest
+// reply's ReplyTTL has passed by Redis TIME, and the calls that file new
+// hashes delete the ones past it, two each, whichever Queue made them.
+func TestReplySweptByTime(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{ReplyTTL: time.Second})
+		hashes := func() []string {
+			t.Helper()
+			keys, err := testredis.Keys(ctx, b.Client, q.k.rp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hs []string
+			for _, k := range keys {
+				if k != q.k.rpIdx {
+					hs = append(hs, k)
+				}
+			}
+			sort.Strings(hs)
+			return hs
+		}
+		for i := range 3 * replyBucket {
+			mustEnqueue(t, ctx, q, Job{Key: "k" + strconv.Itoa(i)})
+		}
+		old := hashes()
+		if len(old) < 2 {
+			t.Fatalf("%d reply hashes after %d calls", len(old), 3*replyBucket)
+		}
+		for _, h := range old {
+			if ttl := b.Client.PTTL(ctx, h).Val(); ttl != -1*time.Nanosecond && ttl != -1*time.Millisecond {
+				t.Fatalf("reply hash %s has a TTL (%v): a volatile-* policy could evict it", h, ttl)
+			}
+		}
+		if n := b.Client.ZCard(ctx, q.k.rpIdx).Val(); n != int64(len(old)) {
+			t.Fatalf("index holds %d hashes, want %d", n, len(old))
+		}
+		// wait for Redis TIME to pass the latest end in the index
+		last := b.Client.ZRangeWithScores(ctx, q.k.rpIdx, -1, -1).Val()[0].Score
+		setTime(b, time.UnixMilli(int64(last)+1))
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			now, err := b.Client.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if float64(now.UnixMilli()) > last {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Redis TIME %v never passed %v", now, last)
+			}
+		}
+		// another Queue of the same queue (a new nonce, as a new process
+		// has) files new hashes, and each sweeps up to two old ones
+		q2 := newQ(t, b, Options{ReplyTTL: time.Second})
+		for i := range 2 * replyBucket {
+			mustEnqueue(t, ctx, q2, Job{Key: "n" + strconv.Itoa(i)})
+		}
+		left := map[string]bool{}
+		for _, h := range hashes() {
+			left[h] = true
+		}
+		for _, h := range old {
+			if left[h] {
+				t.Errorf("reply hash %s outlived its ReplyTTL by three new hashes", h)
+			}
+		}
+		if n := b.Client.ZCard(ctx, q.k.rpIdx).Val(); n != int64(len(left)) {
+			t.Errorf("index holds %d hashes, %d are left", n, len(left))
+		}
+	})
+}
+
+// TestRepairFilesReplies: kept-reply hashes whose index entry was lost
+// (a stray DEL) would never be swept; Repair files them again, and on an
+// intact index files nothing.
+func TestRepairFilesReplies(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		obs := &lossRecorder{}
+		q := newQ(t, b, Options{Observer: obs})
+		for i := range 2 * replyBucket {
+			mustEnqueue(t, ctx, q, Job{Key: "k" + strconv.Itoa(i)})
+		}
+		if res, err := q.Repair(ctx); err != nil || res.RepliesFiled != 0 {
+			t.Fatalf("repair with the index intact: %+v %v, want nothing filed", res, err)
+		}
+		hashes := b.Client.ZCard(ctx, q.k.rpIdx).Val()
+		if err := b.Client.Del(ctx, q.k.rpIdx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		res, err := q.Repair(ctx)
+		if err != nil || int64(res.RepliesFiled) != hashes || hashes < 2 {
+			t.Fatalf("repair after the index was lost: %+v %v, want %d (>= 2) filed", res, err, hashes)
+		}
+		// the repair's own reply joined one of them
+		if n := b.Client.ZCard(ctx, q.k.rpIdx).Val(); n != hashes && n != hashes+1 {
+			t.Errorf("index holds %d hashes, want %d", n, hashes)
+		}
+		if obs.Warnings.Load() != 1 {
+			t.Errorf("%d warnings, want 1", obs.Warnings.Load())
 		}
 	})
 }

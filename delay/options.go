@@ -77,8 +77,10 @@ type Options struct {
 	// the Worker re-sends acks and takes) returns the first run's outcome
 	// instead of running twice. It must cover the client's whole retry
 	// window: MaxRetries × (ReadTimeout + MaxRetryBackoff) and more. Each
-	// kept reply costs its key and reply bytes until it expires (take keeps
-	// IDs and scores, not payloads). Default DefaultReplyTTL (30 s).
+	// kept reply costs its reply bytes (take keeps IDs and scores, not
+	// payloads) until the queue's later calls delete it, by Redis TIME:
+	// it has no TTL, so a volatile-* policy cannot evict it. Default
+	// DefaultReplyTTL (30 s).
 	ReplyTTL time.Duration
 	// Now is the client clock. It never decides what is due (Redis TIME
 	// does); it only arms the worker's timer, through an offset to Redis

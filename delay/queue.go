@@ -36,6 +36,9 @@ type Queue struct {
 	// scripts take it (see once.go).
 	req    reqIDs
 	keepMs string
+	// shard of shards, when NewSharded made the queue (shards 0: a plain
+	// Queue); Reconcile skips source tasks of other shards.
+	shard, shards int
 }
 
 // New returns the queue called name on c. It validates name and opts and

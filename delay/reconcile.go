@@ -56,7 +56,10 @@ type ReconcileResult struct {
 	// Newer counts pending tasks enqueued after the listing began (or all
 	// of them while the ID counter is lost): never removed, since the
 	// source may list them on its next pass.
-	Newer        int
+	Newer int
+	// OtherShard counts source tasks of another shard, skipped by a
+	// shard's own Reconcile (see Queue.Reconcile).
+	OtherShard   int
 	FirstInvalid error
 }
 
@@ -71,7 +74,29 @@ type keyToken struct{ key, token string }
 //
 // A task completed in Redis but still listed by src is added again: src
 // must stop listing a task once its handler has committed.
+//
+// On a shard of a Sharded queue (Sharded.Shard), source tasks whose key
+// belongs to another shard are skipped and counted in OtherShard: a copy
+// here would be a duplicate that no call by key reaches. Sharded.Reconcile
+// reconciles the whole queue.
 func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opts ReconcileOptions) (ReconcileResult, error) {
+	route := func(string) int { return 0 }
+	if q.shards > 0 {
+		route = func(key string) int {
+			if shardOf(key, q.shards) != q.shard {
+				return -1
+			}
+			return 0
+		}
+	}
+	return reconcile(ctx, []*Queue{q}, route, q.EnqueueBatch, src, before, opts)
+}
+
+// reconcile is Reconcile over shards: route is the index in shards of a
+// source task's key (-1: another shard's, skipped), enqueue adds jobs
+// that route to a shard, each to its own.
+func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
+	enqueue func(context.Context, []Job) ([]Enqueued, error), src Source, before time.Time, opts ReconcileOptions) (ReconcileResult, error) {
 	var res ReconcileResult
 	if src == nil {
 		return res, fmt.Errorf("%w: nil source", ErrInvalidOptions)
@@ -85,16 +110,18 @@ func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opt
 	if opts.MaxSourceTasks == 0 {
 		opts.MaxSourceTasks = 1_000_000
 	}
-	bound, err := q.o.Codec.DueBound(before.UnixMilli() - 1)
+	bound, err := shards[0].o.Codec.DueBound(before.UnixMilli() - 1)
 	if err != nil {
 		return res, err
 	}
 	// Only tasks that existed before the listing began may be removed: IDs
 	// only grow, so a task enqueued meanwhile (a relay, a producer) has an
 	// ID above this mark and is never taken for one the source dropped.
-	mark, err := q.idMark(ctx)
-	if err != nil {
-		return res, err
+	marks := make([]uint64, len(shards))
+	for i, q := range shards {
+		if marks[i], err = q.idMark(ctx); err != nil {
+			return res, err
+		}
 	}
 	known := map[keyToken]bool{}
 	cursor := ""
@@ -116,13 +143,17 @@ func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opt
 				}
 				continue
 			}
+			if route(st.Key) < 0 {
+				res.OtherShard++
+				continue
+			}
 			known[keyToken{st.Key, st.Token}] = true
 			jobs = append(jobs, Job{Key: st.Key, Token: st.Token, Payload: st.Payload, When: At(st.At)})
 		}
 		if len(known) > opts.MaxSourceTasks {
 			return res, fmt.Errorf("%w: source lists more than MaxSourceTasks (%d)", ErrInvalidOptions, opts.MaxSourceTasks)
 		}
-		out, err := q.EnqueueBatch(ctx, jobs)
+		out, err := enqueue(ctx, jobs)
 		if err != nil {
 			return res, err
 		}
@@ -149,22 +180,33 @@ func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opt
 	if opts.KeepExtra {
 		return res, nil
 	}
+	for i, q := range shards {
+		if err := q.removeExtra(ctx, bound, marks[i], known, opts.PageSize, &res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// removeExtra removes q's pending tasks due before bound that known
+// lacks and that existed at mark, in batches of page.
+func (q *Queue) removeExtra(ctx context.Context, bound int64, mark uint64, known map[keyToken]bool, page int, res *ReconcileResult) error {
 	// Collect first, remove after: removing while paging by offset would skip.
 	var extra []string
-	for offset := int64(0); ; offset += int64(opts.PageSize) {
+	for offset := int64(0); ; offset += int64(page) {
 		ids, err := q.c.ZRangeArgs(ctx, redis.ZRangeArgs{
 			Key: q.k.due, ByScore: true, Start: "-inf", Stop: bound,
-			Offset: offset, Count: int64(opts.PageSize),
+			Offset: offset, Count: int64(page),
 		}).Result()
 		if err != nil {
-			return res, wrapErr(ctx, "reconcile: scan", err)
+			return wrapErr(ctx, "reconcile: scan", err)
 		}
 		if len(ids) == 0 {
 			break
 		}
 		recs, err := q.records(ctx, ids)
 		if err != nil {
-			return res, wrapErr(ctx, "reconcile: records", err)
+			return wrapErr(ctx, "reconcile: records", err)
 		}
 		for i, v := range recs {
 			s, ok := v.(string)
@@ -188,23 +230,23 @@ func (q *Queue) Reconcile(ctx context.Context, src Source, before time.Time, opt
 			}
 			extra = append(extra, ids[i])
 		}
-		if len(ids) < opts.PageSize {
+		if len(ids) < page {
 			break
 		}
 	}
-	for i := 0; i < len(extra); i += opts.PageSize {
-		batch := extra[i:min(i+opts.PageSize, len(extra))]
+	for i := 0; i < len(extra); i += page {
+		batch := extra[i:min(i+page, len(extra))]
 		args := make([]any, len(batch))
 		for k, id := range batch {
 			args[k] = id
 		}
 		r, err := q.mutate(ctx, scriptRemove, "reconcile: remove", q.req.next(), []string{q.k.due, q.k.tasks, q.k.idx}, args...)
 		if err != nil {
-			return res, err
+			return err
 		}
 		res.Removed += int(r.int(1))
 	}
-	return res, nil
+	return nil
 }
 
 // idMark is the highest task ID issued so far, 0 when the counter is

@@ -5,7 +5,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -197,19 +199,72 @@ func (r reply) score(i int) (int64, bool) {
 	return n, true
 }
 
-// run executes a script (EVALSHA, falling back to EVAL) and returns its reply.
+// run executes a script (EVALSHA, falling back to EVAL) and returns its
+// reply, sending it again while the queue's slot is being migrated, for
+// up to migrationWait (see runFor).
 func run(ctx context.Context, c redis.Scripter, s *redis.Script, op string, keys []string, args ...any) (reply, error) {
+	return runFor(ctx, c, s, op, migrationWait, keys, args...)
+}
+
+// migrationWait bounds how long a call keeps being sent while Redis
+// Cluster refuses it because its slot is moving between nodes.
+const migrationWait = 10 * time.Second
+
+// runFor is run that re-sends a call refused by a slot migration
+// (migrating) for up to wait after the first refusal, at a short fixed
+// interval: the refusal lasts while the slot's keys move, and an
+// exponential backoff would add its last step to every task due then.
+// Such a refusal means the script did not run, and the re-send carries
+// the same KEYS and ARGV (a mutating call's request ID included), so a
+// call runs at most once either way.
+func runFor(ctx context.Context, c redis.Scripter, s *redis.Script, op string, wait time.Duration, keys []string, args ...any) (reply, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("delay: %s: %w", op, err)
 	}
 	if err := checkSlot(op, keys); err != nil {
 		return nil, err
 	}
-	v, err := s.Run(ctx, c, keys, args...).Slice()
-	if err != nil {
-		return nil, wrapErr(ctx, op, err)
+	var end time.Time
+	for {
+		v, err := s.Run(ctx, c, keys, args...).Slice()
+		if err == nil {
+			return reply(v), nil
+		}
+		if !migrating(err) {
+			return nil, wrapErr(ctx, op, err)
+		}
+		if end.IsZero() {
+			end = time.Now().Add(wait)
+		}
+		if time.Now().After(end) || !pause(ctx, migrationPause) {
+			return nil, wrapErr(ctx, op, err)
+		}
 	}
-	return reply(v), nil
+}
+
+// migrationPause is the interval between the sends of a call that a slot
+// migration refused; go-redis's own redirects and retries come on top.
+const migrationPause = 10 * time.Millisecond
+
+// migrating reports a refusal Redis Cluster gives while a slot moves
+// between nodes, once go-redis has used its own redirects: TRYAGAIN (the
+// keys of one command are split between the two nodes), or ASK / MOVED
+// (its redirects ran out). The command did not run.
+func migrating(err error) bool {
+	return redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "ASK") || redis.HasErrorPrefix(err, "MOVED")
+}
+
+// pause waits d (with up to d more of jitter) unless ctx ends first; it
+// reports whether ctx is still live.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d + rand.N(d+1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // checkSlot is the client-side Redis Cluster guard: every key of one script

@@ -84,6 +84,7 @@ func NewSharded(c redis.UniversalClient, name string, opts ShardedOptions) (*Sha
 		if err != nil {
 			return nil, err
 		}
+		q.shard, q.shards = i, k
 		s.shards[i] = q
 	}
 	return s, nil
@@ -112,7 +113,10 @@ func (s *Sharded) Shards() []*Queue { return append([]*Queue(nil), s.shards...) 
 // a shard under mod 4 forever), and its high bits barely move with the
 // last byte, which is where sequential keys differ. The mapping is stable
 // across processes and releases: it is part of the data layout.
-func (s *Sharded) ShardOf(key string) int {
+func (s *Sharded) ShardOf(key string) int { return shardOf(key, len(s.shards)) }
+
+// shardOf is ShardOf for k shards.
+func shardOf(key string, k int) int {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
 	x := h.Sum64()
@@ -121,8 +125,17 @@ func (s *Sharded) ShardOf(key string) int {
 	x ^= x >> 33
 	x *= 0xc4ceb9fe1a85ec53
 	x ^= x >> 33
-	hi, _ := bits.Mul64(x, uint64(len(s.shards)))
+	hi, _ := bits.Mul64(x, uint64(k))
 	return int(hi)
+}
+
+// Reconcile is Queue.Reconcile for the whole sharded queue: the source is
+// listed once, each task is enqueued in its own shard (ShardOf its key,
+// the shards written concurrently, as EnqueueBatch does), and, unless
+// KeepExtra, each shard's pending tasks that the source lacks are removed.
+// The result sums the shards'.
+func (s *Sharded) Reconcile(ctx context.Context, src Source, before time.Time, opts ReconcileOptions) (ReconcileResult, error) {
+	return reconcile(ctx, s.shards, s.ShardOf, s.EnqueueBatch, src, before, opts)
 }
 
 // For returns the shard queue that holds the tasks of a business key.

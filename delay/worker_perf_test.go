@@ -71,7 +71,9 @@ func TestWorkerPrefetchReleasedOnShutdown(t *testing.T) {
 func TestWorkerPrefetchNeverStartsNearlyExpired(t *testing.T) {
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
-		const lease = 400 * time.Millisecond
+		// a second-scale lease: a handler stalled by a loaded machine must
+		// not outlive it (the run is the same, five times slower)
+		const lease = 2 * time.Second
 		q := newQ(t, b, Options{Lease: lease})
 		const n = 5
 		for i := range n {
@@ -87,7 +89,7 @@ func TestWorkerPrefetchNeverStartsNearlyExpired(t *testing.T) {
 			if left < lease/2-5*time.Millisecond {
 				t.Errorf("%s started with %v of its lease left", tk.Key, left)
 			}
-			time.Sleep(150 * time.Millisecond)
+			time.Sleep(750 * time.Millisecond)
 			return nil
 		}, WorkerOptions{Concurrency: 1, BatchSize: n})
 		if err != nil {

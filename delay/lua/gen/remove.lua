@@ -232,8 +232,9 @@ end
 --                64 calls of a Queue costs a few tens of bytes a reply,
 --                where a key of its own cost about 150
 --                (TestMemoryPerKeptReply).
--- ARGV[#ARGV] -> how long the reply is kept, ms (PEXPIRE of the hash at
---                every reply it keeps); removed from ARGV likewise
+-- ARGV[#ARGV] -> how long the reply is kept, ms (its hash's time in the
+--                reply index is moved to Redis TIME + this at every reply
+--                it keeps, rp_file); removed from ARGV likewise
 -- Returns the body's reply, or the kept one.
 -- Error replies (error tables, script errors) are never kept: a re-run
 -- runs the body again.
@@ -324,6 +325,25 @@ local function rp_concat(out)
   for i = 1, n, 1000 do runs[#runs + 1] = table.concat(out, '', i, math.min(i + 999, n)) end
   return table.concat(runs)
 end
+-- rp_file files a reply hash in the queue's reply index, the ZSET
+-- <prefix>:{q:<name>}:rp:idx (hash -> Redis TIME ms + ttl of its latest
+-- reply), and when the hash is new there, deletes up to RP_SWEEP hashes
+-- whose time has passed. The hashes carry no TTL, so no volatile-*
+-- eviction policy can take a reply before its call's last re-send; a
+-- call files at most one new hash, so sweeping two at each new one
+-- keeps up with any number of Queues, short-lived ones included.
+local function rp_file(key, ttl)
+  local RP_SWEEP = 2
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local idx = string.sub(key, 1, string.find(key, '}', 1, true)) .. ':rp:idx'
+  if redis.call('ZADD', idx, now + ttl, key) == 0 then return end
+  local old = redis.call('ZRANGEBYSCORE', idx, '-inf', now, 'LIMIT', 0, RP_SWEEP)
+  if #old > 0 then
+    redis.call('DEL', unpack(old))
+    redis.call('ZREM', idx, unpack(old))
+  end
+end
 -- rp_run runs body once per reply key. keep (optional) returns what is
 -- stored of the reply: a string kept as it is, or a table (or nil: the
 -- reply itself) kept through rp_enc; grow turns the stored string back
@@ -349,7 +369,7 @@ local function rp_run(body, keep, grow)
     s = rp_concat(e.out)
   end
   redis.call('HSET', key, field, s)
-  redis.call('PEXPIRE', key, ttl)
+  rp_file(key, ttl)
   return r
 end
 local function rp_body()
