@@ -35,6 +35,9 @@ type Observer interface {
 	// deadlines at risk, or could not be read (err wraps ErrEvictionPolicy,
 	// ErrConfigUnavailable, or names ContextTimeoutEnabled).
 	OnWarning(queue string, err error)
+	// OnHandled: a handler call returned (or panicked) after took; res
+	// says how, and so what happens to the task next.
+	OnHandled(queue string, took time.Duration, res HandleResult)
 }
 
 // NopObserver ignores every event. It is the default Observer.
@@ -49,6 +52,7 @@ func (NopObserver) OnSweep(string, int, int)           {}
 func (NopObserver) OnError(string, string, error)      {}
 func (NopObserver) OnLoss(string, error, int)          {}
 func (NopObserver) OnWarning(string, error)            {}
+func (NopObserver) OnHandled(string, time.Duration, HandleResult) {}
 
 // Recorder is a ready-made Observer: atomic counters plus a lateness
 // Histogram. Its zero value is ready; benchmarks reuse it.
@@ -57,6 +61,10 @@ type Recorder struct {
 	// Losses sums OnLoss's n; Warnings counts OnWarning calls.
 	Losses, Warnings atomic.Int64
 	Lateness         Histogram
+	// Handled counts handler calls by HandleResult (index 0 unused);
+	// HandleTime is their durations.
+	Handled    [HandleShutdown + 1]atomic.Int64
+	HandleTime Histogram
 }
 
 func (r *Recorder) OnEnqueue(_ string, dup bool) {
@@ -74,6 +82,12 @@ func (r *Recorder) OnSweep(_ string, returned, _ int)     { r.Swept.Add(int64(re
 func (r *Recorder) OnError(string, string, error)         { r.Errors.Add(1) }
 func (r *Recorder) OnLoss(_ string, _ error, n int)       { r.Losses.Add(int64(n)) }
 func (r *Recorder) OnWarning(string, error)               { r.Warnings.Add(1) }
+func (r *Recorder) OnHandled(_ string, took time.Duration, res HandleResult) {
+	if res >= HandleOK && res <= HandleShutdown {
+		r.Handled[res].Add(1)
+	}
+	r.HandleTime.Record(took)
+}
 
 // Histogram is a concurrency-safe log-linear histogram of durations with
 // 1 µs resolution and about 3% relative error (32 sub-buckets per power of

@@ -293,60 +293,43 @@ func (s *Sharded) Placement(ctx context.Context) (map[string][]int, error) {
 	return out, nil
 }
 
-// ShardedWorker drains every shard of a Sharded queue: it runs one Worker
-// per shard, each with its own take loop, its own wake-up (BLPOP on the
-// shard's wake list, client-side timer for the next due task: no polling)
-// and its own WorkerOptions.Concurrency handler slots. Because no shard
-// shares slots with another, a shard with a deep backlog cannot starve the
-// others: every shard progresses at its own pace. The total number of
+// ShardedWorker drains every shard of a Sharded queue: it is a Pool of
+// one line with a taker per shard, each with its own take loop, its own
+// wake-up (BLPOP on the shard's wake list, client-side timer for the next
+// due task: no polling) and its own backoff, so a shard whose master is
+// down or slow holds back no other shard. Each shard holds at most
+// WorkerOptions.Concurrency (+ Prefetch) taken tasks and the shards' tasks
+// wait for a handler in one queue in the order they were taken, so a
+// shard with a deep backlog cannot starve the others. The total number of
 // handlers running at once is Len() × Concurrency.
 type ShardedWorker struct {
-	s       *Sharded
-	workers []*Worker
-	running atomic.Bool
+	s *Sharded
+	p *Pool
 }
 
 // NewShardedWorker returns a worker for every shard of s running h. opts
-// apply to each shard's Worker (so Concurrency is per shard).
+// apply to each shard (so Concurrency is per shard).
 func NewShardedWorker(s *Sharded, h Handler, opts WorkerOptions) (*ShardedWorker, error) {
-	if s == nil {
-		return nil, fmt.Errorf("%w: nil sharded queue", ErrInvalidOptions)
+	if s == nil || h == nil {
+		return nil, fmt.Errorf("%w: nil sharded queue or handler", ErrInvalidOptions)
 	}
-	sw := &ShardedWorker{s: s, workers: make([]*Worker, len(s.shards))}
-	for i, q := range s.shards {
-		w, err := NewWorker(q, h, opts)
-		if err != nil {
-			return nil, err
-		}
-		sw.workers[i] = w
+	p, err := newWorkerPool(s, h, opts, len(s.shards))
+	if err != nil {
+		return nil, err
 	}
-	return sw, nil
+	return &ShardedWorker{s: s, p: p}, nil
 }
 
-// Run runs every shard's worker until ctx ends, then waits for all of them
-// (each waits up to ShutdownTimeout for its handlers). It returns ctx.Err(),
-// joined with ErrShutdownTimeout when some shard abandoned handlers to their
-// leases. Redis errors never stop it (each shard backs off and resumes).
-func (sw *ShardedWorker) Run(ctx context.Context) error {
-	if !sw.running.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: worker already running", ErrInvalidOptions)
-	}
-	defer sw.running.Store(false)
-	var wg sync.WaitGroup
-	var abandoned atomic.Bool
-	for _, w := range sw.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := w.Run(ctx); errors.Is(err, ErrShutdownTimeout) {
-				abandoned.Store(true)
-			}
-		}()
-	}
-	wg.Wait()
-	err := ctx.Err()
-	if abandoned.Load() {
-		err = errors.Join(err, ErrShutdownTimeout)
-	}
-	return err
-}
+// Run serves every shard until ctx ends, then waits up to ShutdownTimeout
+// for the handlers. It returns ctx.Err(), joined with ErrShutdownTimeout
+// when handlers were still running then. Redis errors never stop it, nor
+// any shard: a shard that cannot start (its start-up Check fails) or
+// whose takes fail reports it (Observer.OnError, Stats().Errors, Up),
+// backs off and tries again while the other shards run. See Pool.Run.
+func (sw *ShardedWorker) Run(ctx context.Context) error { return sw.p.Run(ctx) }
+
+// Stats returns the worker's figures (see Pool.Stats).
+func (sw *ShardedWorker) Stats() LineStats { return sw.p.Stats()[0] }
+
+// ID returns the worker's registry ID (see ListWorkers).
+func (sw *ShardedWorker) ID() string { return sw.p.ID() }
