@@ -43,15 +43,15 @@ type Observer interface {
 // NopObserver ignores every event. It is the default Observer.
 type NopObserver struct{}
 
-func (NopObserver) OnEnqueue(string, bool)             {}
-func (NopObserver) OnDelivered(string, time.Duration)  {}
-func (NopObserver) OnAck(string)                       {}
-func (NopObserver) OnRetry(string, int, time.Duration) {}
-func (NopObserver) OnDead(string, int)                 {}
-func (NopObserver) OnSweep(string, int, int)           {}
-func (NopObserver) OnError(string, string, error)      {}
-func (NopObserver) OnLoss(string, error, int)          {}
-func (NopObserver) OnWarning(string, error)            {}
+func (NopObserver) OnEnqueue(string, bool)                        {}
+func (NopObserver) OnDelivered(string, time.Duration)             {}
+func (NopObserver) OnAck(string)                                  {}
+func (NopObserver) OnRetry(string, int, time.Duration)            {}
+func (NopObserver) OnDead(string, int)                            {}
+func (NopObserver) OnSweep(string, int, int)                      {}
+func (NopObserver) OnError(string, string, error)                 {}
+func (NopObserver) OnLoss(string, error, int)                     {}
+func (NopObserver) OnWarning(string, error)                       {}
 func (NopObserver) OnHandled(string, time.Duration, HandleResult) {}
 
 // Recorder is a ready-made Observer: atomic counters plus a lateness
