@@ -16,9 +16,16 @@ import (
 // Run's error.
 func runPool(t *testing.T, p *Pool) (stop func() error) {
 	t.Helper()
+	return runFunc(t, p.Run)
+}
+
+// runFunc starts run (a Run method) and returns a stop func that cancels
+// it and returns run's error.
+func runFunc(t *testing.T, run func(context.Context) error) (stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	go func() { done <- run(ctx) }()
 	var once sync.Once
 	var err error
 	stop = func() error {

@@ -1,0 +1,162 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+func (o *faultObserver) count(op string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.errs[op])
+}
+
+// A Worker and a ShardedWorker started while their Redis is down for 2 s
+// keep retrying their start-up Check, report the outage, and deliver
+// every task enqueued once it is back.
+func TestFaultWorkerStartOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: stops a private redis-server for 2 s")
+	}
+	for _, shards := range []int{0, 4} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			t.Parallel()
+			r := testredis.StartServer(t)
+			c := r.Client(&redis.Options{MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+			ctx := testCtx(t)
+			obs := &faultObserver{errs: map[string][]error{}}
+			o := Options{Lease: 2 * time.Second, Observer: obs}
+			var mu sync.Mutex
+			got := map[string]int{}
+			h := func(ctx context.Context, tk *Task) error {
+				mu.Lock()
+				got[tk.Key]++
+				mu.Unlock()
+				return nil
+			}
+			wo := WorkerOptions{Concurrency: 2, ReconnectMax: 300 * time.Millisecond, Heartbeat: -1}
+			var run func(context.Context) error
+			var stats func() LineStats
+			var enqueue func(context.Context, Job) error
+			if shards == 0 {
+				q, err := New(c, "outage", o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, err := NewWorker(q, h, wo)
+				if err != nil {
+					t.Fatal(err)
+				}
+				run, stats = w.Run, w.Stats
+				enqueue = func(ctx context.Context, j Job) error { _, err := q.Enqueue(ctx, j); return err }
+			} else {
+				s, err := NewSharded(c, "outage", ShardedOptions{Shards: shards, Queue: o})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, err := NewShardedWorker(s, h, wo)
+				if err != nil {
+					t.Fatal(err)
+				}
+				run, stats = w.Run, w.Stats
+				enqueue = func(ctx context.Context, j Job) error { _, err := s.Enqueue(ctx, j); return err }
+			}
+			r.Kill()
+			var returned atomic.Bool
+			stop := runFunc(t, func(ctx context.Context) error {
+				defer returned.Store(true)
+				return run(ctx)
+			})
+			down := time.Now()
+			waitFor(t, 10*time.Second, "the start-up Check to report the outage", func() bool { return obs.count("check") > 0 })
+			// The outage lasts 2 s: the fault's length, not a synchronisation.
+			time.Sleep(time.Until(down.Add(2 * time.Second)))
+			if returned.Load() {
+				t.Fatalf("Run returned during the outage: %v", stop())
+			}
+			r.Start()
+			const n = 20
+			for i := range n {
+				j := Job{Key: fmt.Sprintf("after%d", i), Token: "t"}
+				// the client may still be reconnecting: the same (key, token) again is idempotent
+				waitFor(t, 10*time.Second, "enqueue after the outage", func() bool { return enqueue(ctx, j) == nil })
+			}
+			waitFor(t, 20*time.Second, "every task enqueued after the outage", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(got) == n
+			})
+			if err := stop(); !errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdownTimeout) {
+				t.Fatalf("Run = %v", err)
+			}
+			st := stats()
+			t.Logf("check errors reported: %d; stats %+v", obs.count("check"), st)
+			if want := max(shards, 1); st.Up != want || st.Errors == 0 {
+				t.Fatalf("stats %+v: want %d queues up and the errors counted", st, want)
+			}
+			for k, c := range got {
+				if c != 1 {
+					t.Errorf("%s handled %d times", k, c)
+				}
+			}
+		})
+	}
+}
+
+// Handlers that outlive ShutdownTimeout by 0-500 ms and then return nil
+// are acked (directly, the ack loop having stopped): nothing runs again.
+func TestFaultShutdownAcks(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		rec := &Recorder{}
+		q := newQ(t, b, Options{Lease: 2 * time.Second, Observer: rec})
+		const n = 20
+		var started, calls atomic.Int32
+		w, err := NewWorker(q, func(hctx context.Context, tk *Task) error {
+			calls.Add(1)
+			started.Add(1)
+			<-hctx.Done() // cancelled at ShutdownTimeout
+			time.Sleep(rand.N(500 * time.Millisecond))
+			return nil
+		}, WorkerOptions{Concurrency: n, ShutdownTimeout: 100 * time.Millisecond, Heartbeat: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := runWorker(t, w)
+		for i := range n {
+			mustEnqueue(t, ctx, q, Job{Key: fmt.Sprintf("k%d", i)})
+		}
+		waitFor(t, 10*time.Second, "every handler started", func() bool { return started.Load() == n })
+		if err := stop(); !errors.Is(err, ErrShutdownTimeout) {
+			t.Fatalf("Run = %v, want ErrShutdownTimeout", err)
+		}
+		waitFor(t, 10*time.Second, "every late handler acked", func() bool {
+			st, err := q.Stats(ctx)
+			return err == nil && st.Acked == n
+		})
+		st, err := q.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Pending != 0 || st.InFlight != 0 {
+			t.Fatalf("after the late acks: pending %d in flight %d", st.Pending, st.InFlight)
+		}
+		passServerTime(t, ctx, b, time.Now().Add(2*time.Second)) // past every lease
+		if r, err := q.Sweep(ctx, 100); err != nil || r.Returned != 0 {
+			t.Fatalf("sweep after the leases: %+v %v", r, err)
+		}
+		if calls.Load() != n || rec.Handled[HandleOK].Load() != n {
+			t.Fatalf("%d calls, %d reported ok, want %d", calls.Load(), rec.Handled[HandleOK].Load(), n)
+		}
+	})
+}
