@@ -356,6 +356,7 @@ local out = {C_OK, now, '', '', 0, 0, ''}
 local bound = (now - epoch) * mult + mult - 1
 local gate = redis.call('HMGET', KEYS[9], 'paused', 'rate', 'burst', 'tok', 'ts')
 local rate, tok
+local TOKEN_EPS = 1e-6
 if gate[1] then
   out[1], out[7], bound = C_PAUSED, gate[1], -1
 elseif gate[2] then
@@ -364,9 +365,11 @@ elseif gate[2] then
   tok = tonumber(gate[4]) or burst
   local ts = tonumber(gate[5]) or now
   if now > ts then tok = math.min(burst, tok + (now - ts) * rate / 1000) end
-  n = math.min(n, math.floor(tok))
+  -- TOKEN_EPS absorbs the rounding of the fractions: 0.99 + 0.01 is a
+  -- token, and the next one is due at the ms it completes, not one after
+  n = math.min(n, math.floor(tok + TOKEN_EPS))
   if n < 1 then
-    out[7] = fmt(now + math.ceil((1 - tok) * 1000 / rate))
+    out[7] = fmt(now + math.ceil((1 - tok) * 1000 / rate - TOKEN_EPS))
     bound = -1
   end
 end
@@ -449,7 +452,7 @@ if bound >= 0 then
     if rate and taken > 0 then
       tok = tok - taken
       redis.call('HSET', KEYS[9], 'tok', string.format('%.17g', tok), 'ts', fmt(now))
-      if tok < 1 then out[7] = fmt(now + math.ceil((1 - tok) * 1000 / rate)) end
+      if tok + TOKEN_EPS < 1 then out[7] = fmt(now + math.ceil((1 - tok) * 1000 / rate - TOKEN_EPS)) end
     end
     if np > 0 then
       redis.call('ZADD', dead, unpack(parked))
