@@ -47,7 +47,8 @@ func loadScripts(t *testing.T, ctx context.Context, c redis.Scripter) {
 	t.Helper()
 	for _, s := range []*redis.Script{scriptEnqueue, scriptEnqueueOne, scriptTake, scriptAck, scriptAckDone,
 		scriptRetry, scriptKill, scriptExtend, scriptSweep, scriptCancel, scriptReschedule, scriptRequeue,
-		scriptPurge, scriptRemove, scriptRelease, scriptRepair, scriptStats, scriptLookup, scriptDeadList} {
+		scriptPurge, scriptRemove, scriptRelease, scriptRepair, scriptStats, scriptLookup, scriptDeadList,
+		scriptPause, scriptRate} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			t.Fatalf("script load: %v", err)
 		}

@@ -12,6 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// pausedPoll is the longest a taker waits before asking a paused queue
+// again when no wake-up comes: Resume wakes one waiting worker through the
+// wake list, the others within this.
+const pausedPoll = time.Second
+
 // taker takes one queue's due tasks for a Pool: its own timer, wake-up,
 // sweep, ack batching and backoff, so a queue whose server is down or
 // slow holds back no other queue.
@@ -161,14 +166,25 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 			tk.s.push(tk, b.Tasks)
 		}
 		nextExpiry = b.NextExpiry
-		if len(b.Tasks) == n {
+		if len(b.Tasks) == n && b.NextToken.IsZero() {
 			continue // there may be more due right now
 		}
+		// Paused or out of tokens, a queue has nothing due for the pool
+		// (Strict serves the lines below it meanwhile).
 		tk.s.setMaybe(tk, false)
 		wait := o.IdleCheck
 		now := q.ServerNow()
-		if !b.NextDue.IsZero() {
-			wait = min(wait, b.NextDue.Sub(now))
+		// A paused queue's due tasks wait for Resume, which pushes the wake
+		// list; the poll is a safety net for a wake-up another worker took.
+		// Under a rate limit a due task waits for its token.
+		next := b.NextDue
+		if b.Paused {
+			next, wait = time.Time{}, min(wait, pausedPoll)
+		} else if b.NextToken.After(next) {
+			next = b.NextToken
+		}
+		if !next.IsZero() {
+			wait = min(wait, next.Sub(now))
 		}
 		if !b.NextExpiry.IsZero() {
 			wait = min(wait, b.NextExpiry.Sub(now)+time.Millisecond)
