@@ -90,7 +90,7 @@ func TestPoolLineIsolation(t *testing.T) {
 	}()
 
 	fillDue(t, ctx, a, burst)
-	idleFrom := a.ServerNow() // B's tasks due during the enqueue count in neither window
+	idleFrom := a.ServerNow()   // B's tasks due during the enqueue count in neither window
 	time.Sleep(3 * time.Second) // idle window before the burst
 	resumed := a.ServerNow()
 	if err := a.Resume(ctx); err != nil {
