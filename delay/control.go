@@ -16,17 +16,22 @@ import (
 // Reschedule and the dead-letter calls keep working. Pausing a paused
 // queue keeps its first start (Stats.PausedSince).
 func (q *Queue) Pause(ctx context.Context) error {
-	return q.setPaused(ctx, "1")
+	_, err := q.setPaused(ctx, "1")
+	return err
 }
 
 // Resume lets the queue's workers take again, and pushes the queue's wake
 // list so that a worker waiting on it takes at once. Resuming a running
 // queue changes nothing.
 func (q *Queue) Resume(ctx context.Context) error {
-	return q.setPaused(ctx, "0")
+	_, err := q.setPaused(ctx, "0")
+	return err
 }
 
-func (q *Queue) setPaused(ctx context.Context, mode string) error {
+// setPaused runs pause.lua (mode "1" pause, "0" resume) and reports
+// whether this call changed the state: a re-sent call gets its first
+// run's answer (kept reply).
+func (q *Queue) setPaused(ctx context.Context, mode string) (changed bool, err error) {
 	op := "pause"
 	if mode == "0" {
 		op = "resume"
@@ -34,13 +39,13 @@ func (q *Queue) setPaused(ctx context.Context, mode string) error {
 	sent := q.o.Now()
 	r, err := q.mutate(ctx, scriptPause, op, q.req.next(), []string{q.k.ctl, q.k.wake}, mode)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := codeErr(r.int(0)); err != nil {
-		return fmt.Errorf("delay: %s: %w", op, err)
+		return false, fmt.Errorf("delay: %s: %w", op, err)
 	}
 	q.observeTime(r.int(1), sent, q.o.Now())
-	return nil
+	return r.int(3) == 1, nil
 }
 
 // Rate is a queue's rate limit: a token bucket kept in Redis and judged

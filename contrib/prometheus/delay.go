@@ -133,8 +133,9 @@ func lossKind(err error) string {
 	return "other"
 }
 
-// OnWarning counts a risky setting: eviction_policy, config_unavailable,
-// or other (a client without ContextTimeoutEnabled).
+// OnWarning counts a risky setting or state: eviction_policy,
+// config_unavailable, high_water (a millisecond's score space nearly
+// full), or other (a client without ContextTimeoutEnabled).
 func (c *DelayCollector) OnWarning(queue string, err error) {
 	kind := "other"
 	switch {
@@ -142,6 +143,8 @@ func (c *DelayCollector) OnWarning(queue string, err error) {
 		kind = "eviction_policy"
 	case errors.Is(err, delay.ErrConfigUnavailable):
 		kind = "config_unavailable"
+	case errors.Is(err, delay.ErrHighWater):
+		kind = "high_water"
 	}
 	c.warnings.WithLabelValues(queue, kind).Inc()
 }
