@@ -23,7 +23,13 @@
 // [Queue.PurgeAll] manage the dead-letter set. [Queue.Reconcile] compares
 // with a [Source]. [Queue.Stats] returns [Stats]; an [Observer] (default
 // [NopObserver]; [Recorder] is a ready one with a lateness [Histogram])
-// receives events. [Worker] runs a [Handler] with [WorkerOptions].
+// receives events. [Worker] runs a [Handler] with [WorkerOptions]; a
+// [Pool] ([NewPool], [PoolOptions], [Pool.Add] with [QueueOptions]) serves
+// several queues or sharded queues ([Line]) from one set of handlers, by
+// weight ([Weighted]) or priority ([Strict]), each with an optional cap;
+// a Worker is a Pool of one line. Running pools register themselves
+// ([ListWorkers], [Queue.Workers]); [Queue.Health] tells "no live worker"
+// from "workers behind".
 // [Queue.Pause], [Queue.Resume] and [Queue.SetRate] ([Rate]) control a
 // queue for every worker of every process.
 //
@@ -188,6 +194,21 @@
 // a higher cost per task. The measured figures are in docs/benchmarks.md
 // (TestMemoryPerPendingTask).
 //
+// # Pool: several lines, one set of handlers
+//
+// A [Pool] runs a taker per queue (per shard) and Concurrency handler
+// goroutines that pick the next task by Mode among the lines with a task
+// waiting and a free MaxConcurrent: smooth weighted round robin
+// ([Weighted]) or highest weight first ([Strict]). Run returns only when
+// ctx ends, or at once on ErrEvictionPolicy; every Redis error (start-up
+// Check included) is reported, counted in [Pool.Stats] and retried by its
+// queue alone. After ShutdownTimeout a handler that returns is completed
+// directly; one that never returns leaves its task to its lease. Design
+// and figures: docs/design.md, "Workers". Tests: TestPoolWeightedShares,
+// TestPoolStrict, TestPoolCaps, TestPoolSharded, TestPoolLineIsolation,
+// TestFaultWorkerStartOutage, TestFaultShutdownAcks, TestPoolRegistry,
+// TestFaultHeartbeatKilledWorker.
+//
 // # Worker timing
 //
 // A worker never polls on an interval to find due tasks. After each take
@@ -238,8 +259,10 @@
 // logical queue over K shard queues named <name>:0 … <name>:K-1, so their
 // tags {q:<name>:i} land on different slots and masters. The shard of a
 // task is [ShardOf] its business key, so Cancel, Reschedule and Lookup by
-// key go to one shard in O(1); [NewShardedWorker] runs one worker per
-// shard, each with its own wake-up, so every shard drains. Every guarantee
+// key go to one shard in O(1); [NewShardedWorker] runs one taker per
+// shard, each with its own wake-up and backoff, feeding one set of
+// handlers, so every shard drains and a shard that is down holds back no
+// other. Every guarantee
 // above holds inside a shard; ordering is per shard.
 //
 // # Pause, rate limit, high-water mark

@@ -19,14 +19,11 @@ import (
 // The worker registry: every running Pool (so every Worker and
 // ShardedWorker) keeps an entry under each key prefix its queues use,
 // refreshed every PoolOptions.Heartbeat and expiring after 3 intervals
-// without a refresh, so a killed process disappears by itself. Both keys
-// share one hash tag, so the registry lives on one slot of a cluster:
-//
-//	<prefix>:{workers}:live      ZSET  pool ID -> last heartbeat (Unix ms, the pool's clock)
-//	<prefix>:{workers}:w:<id>    STRING the pool's WorkerInfo as JSON, PX 3 × Heartbeat
-//
-// The string's TTL (Redis's clock) decides liveness; the ZSET only lists
-// the IDs, and ListWorkers drops the IDs whose string is gone.
+// without a refresh, so a killed process disappears by itself. Both of
+// its keys (docs/design.md, "Keys") share the hash tag {workers}, so the
+// registry lives on one slot of a cluster and MGET works there. The
+// entry's TTL (Redis's clock) decides liveness; the index only lists the
+// IDs, and ListWorkers drops the IDs whose entry is gone.
 
 // WorkerInfo is one live pool's registry entry.
 type WorkerInfo struct {
