@@ -186,9 +186,6 @@ func (p *Pool) Add(l Line, h Handler, opts QueueOptions) error {
 	if l == nil || h == nil || len(l.lineQueues()) == 0 {
 		return fmt.Errorf("%w: nil line or handler", ErrInvalidOptions)
 	}
-	if p.running.Load() {
-		return fmt.Errorf("%w: Add while the pool runs", ErrInvalidOptions)
-	}
 	o := opts
 	if o.Weight < 0 || o.MaxConcurrent < 0 || o.BatchSize < 0 || o.BatchSize > MaxBatch {
 		return fmt.Errorf("%w: weight %d max concurrent %d batch %d", ErrInvalidOptions, o.Weight, o.MaxConcurrent, o.BatchSize)
@@ -215,6 +212,9 @@ func (p *Pool) Add(l Line, h Handler, opts QueueOptions) error {
 	o.Prefetch = min(o.Prefetch, MaxBatch)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.running.Load() {
+		return fmt.Errorf("%w: Add while the pool runs", ErrInvalidOptions)
+	}
 	ln := &line{name: l.lineName(), h: h, o: o}
 	for _, q := range l.lineQueues() {
 		for _, old := range p.lines {
@@ -489,7 +489,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	var handlers sync.WaitGroup
 	for range p.o.Concurrency {
 		handlers.Add(1)
-		go func() { defer handlers.Done(); p.serve(tctx, hctx, s) }()
+		go func() { defer handlers.Done(); p.serve(hctx, s) }()
 	}
 	var beat sync.WaitGroup
 	if p.o.Heartbeat > 0 {
@@ -536,7 +536,7 @@ func (p *Pool) Run(ctx context.Context) error {
 
 // serve is one handler goroutine: it runs the tasks the scheduler picks,
 // and releases those whose lease is too close to its end to start.
-func (p *Pool) serve(ctx, hctx context.Context, s *sched) {
+func (p *Pool) serve(hctx context.Context, s *sched) {
 	for {
 		it, l, ok := s.next()
 		if !ok {

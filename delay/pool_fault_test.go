@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -159,4 +160,60 @@ func TestFaultShutdownAcks(t *testing.T) {
 			t.Fatalf("%d calls, %d reported ok, want %d", calls.Load(), rec.Handled[HandleOK].Load(), n)
 		}
 	})
+}
+
+// A configuration error no retry fixes (a server that may evict the
+// queue's keys) ends Run at once, named with the queue.
+func TestPoolEvictionPolicyStops(t *testing.T) {
+	r := testredis.StartServer(t, "--maxmemory-policy", "allkeys-lru")
+	c := r.Client(nil)
+	q, err := New(c, "evictable", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := NewWorker(q, func(context.Context, *Task) error { return nil }, WorkerOptions{Heartbeat: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = w.Run(ctx)
+	if !errors.Is(err, ErrEvictionPolicy) || !strings.Contains(err.Error(), "evictable") || ctx.Err() != nil {
+		t.Fatalf("Run = %v (ctx %v), want ErrEvictionPolicy naming the queue, at once", err, ctx.Err())
+	}
+}
+
+// Strict: a higher line whose server is down holds no lower line back.
+func TestFaultPoolStrictDownLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: stops a private redis-server")
+	}
+	b := testredis.Redis(t)
+	r := testredis.StartServer(t)
+	dead := r.Client(&redis.Options{MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	obs := &faultObserver{errs: map[string][]error{}}
+	high, err := New(dead, "high", Options{Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Kill()
+	low := namedQ(t, b, "low", Options{})
+	ctx := testCtx(t)
+	fillDue(t, ctx, low, 50)
+	var handled atomic.Int32
+	p, _ := NewPool(PoolOptions{Mode: Strict, Heartbeat: -1, ReconnectMax: 200 * time.Millisecond})
+	if err := p.Add(high, func(context.Context, *Task) error { return nil }, QueueOptions{Weight: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add(low, func(context.Context, *Task) error { handled.Add(1); return nil }, QueueOptions{Weight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stop := runPool(t, p)
+	waitFor(t, 20*time.Second, "the low line served while the high one is down", func() bool { return handled.Load() == 50 })
+	_ = stop()
+	if obs.count("check") == 0 {
+		t.Fatal("the high line's outage was not reported")
+	}
+	st := p.Stats()
+	t.Logf("high: up %d, errors %d; low: handled %d", st[0].Up, st[0].Errors, st[1].Handled)
+	if st[0].Up != 0 || st[0].Errors == 0 {
+		t.Fatalf("high line stats %+v", st[0])
+	}
 }

@@ -100,6 +100,9 @@ func (tk *taker) start(ctx context.Context, fail context.CancelCauseFunc) bool {
 			fail(errFatal{fmt.Errorf("delay: queue %s: %w", tk.q.name, err)})
 			return false
 		}
+		// A queue that cannot start has nothing due as far as Strict
+		// is concerned: it must not hold the lines below it back.
+		tk.s.setMaybe(tk, false)
 		tk.onError("check", err)
 		sleepCtx(ctx, tk.reconnectDelay(failures))
 	}
@@ -151,6 +154,7 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 			if !errors.Is(err, ErrRedis) {
 				takeReq = "" // refused, not lost: the next take is a new call
 			}
+			tk.s.setMaybe(tk, false) // as at start-up: a failing queue holds no line back
 			tk.onError("take", err)
 			failures++
 			sleepCtx(ctx, tk.reconnectDelay(failures))
