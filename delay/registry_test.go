@@ -101,13 +101,21 @@ func TestFaultHeartbeatKilledWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	// What Redis will do: the entry's remaining TTL, read right after the
+	// kill, is at most 3 intervals (it runs from the last refresh, before
+	// the kill), and nothing refreshes it any more.
+	ttl, err := b.Client.PTTL(ctx, b.Prefix+":{workers}:w:"+w.ID).Result()
+	if err != nil || ttl <= 0 || ttl > 3*beat {
+		t.Fatalf("entry TTL right after the kill: %v %v, want (0, %v]", ttl, err, 3*beat)
+	}
 	waitFor(t, 10*beat, "the killed child gone from the list", func() bool { return len(listed()) == 0 })
 	gone := time.Since(killed)
-	t.Logf("heartbeat %v: the killed worker left the list %v after SIGKILL", beat, gone.Round(time.Millisecond))
-	// the entry's TTL (3 intervals) runs from its last refresh, before
-	// the kill; 50 ms covers the 5 ms poll and a round trip
-	if gone > 3*beat+50*time.Millisecond {
-		t.Fatalf("gone %v after the kill, want ≤ 3 × %v", gone, beat)
+	t.Logf("heartbeat %v: entry TTL %v at the kill; the killed worker left the list %v after SIGKILL (as seen by a 5 ms poll)",
+		beat, ttl, gone.Round(time.Millisecond))
+	// The poll itself runs late on a loaded machine (load average above
+	// 30 on 2 cores was seen): 500 ms of slack over the TTL.
+	if gone > ttl+500*time.Millisecond {
+		t.Fatalf("gone %v after the kill, TTL was %v", gone, ttl)
 	}
 	if n, _ := b.Client.ZCard(ctx, b.Prefix+":{workers}:live").Result(); n != 0 {
 		t.Fatalf("%d IDs left in the live set after listing", n)
