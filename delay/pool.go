@@ -253,6 +253,9 @@ type line struct {
 
 	handled, errs atomic.Int64
 	up            atomic.Int32 // takers past their start-up Check
+	// fullPicks counts the line's picks made while every line had a task
+	// waiting and a free cap: the picks Weighted's shares are about.
+	fullPicks atomic.Int64
 }
 
 type item struct {
@@ -365,11 +368,12 @@ func (s *sched) pick() *line {
 		return nil
 	}
 	var best *line
-	total := 0
+	total, n := 0, 0
 	for _, l := range s.lines {
 		if !l.eligible() {
 			continue
 		}
+		n++
 		l.cur += l.o.Weight
 		total += l.o.Weight
 		if best == nil || l.cur > best.cur {
@@ -378,6 +382,9 @@ func (s *sched) pick() *line {
 	}
 	if best != nil {
 		best.cur -= total
+		if n == len(s.lines) {
+			best.fullPicks.Add(1)
+		}
 	}
 	return best
 }
