@@ -141,10 +141,17 @@ func TestFaultShutdownAcks(t *testing.T) {
 		if err := stop(); !errors.Is(err, ErrShutdownTimeout) {
 			t.Fatalf("Run = %v, want ErrShutdownTimeout", err)
 		}
-		waitFor(t, 10*time.Second, "every late handler acked", func() bool {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
 			st, err := q.Stats(ctx)
-			return err == nil && st.Acked == n
-		})
+			if err == nil && st.Acked == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("late handlers: %d acked of %d (%v); observer errors %d, handled ok %d", st.Acked, n, err, rec.Errors.Load(), rec.Handled[HandleOK].Load())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		st, err := q.Stats(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -334,8 +334,20 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 			return
 		}
 		tk.ackMu.RUnlock()
-		if aerr := q.Ack(cctx, t.Lease); aerr != nil {
-			q.o.Observer.OnError(q.name, "ack", aerr)
+		// The ack loop has stopped: ack directly, retrying transport
+		// errors as it would (6 attempts, each with its own 5 s bound).
+		for attempt := 1; ; attempt++ {
+			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			aerr := q.Ack(actx, t.Lease)
+			acancel()
+			if aerr == nil {
+				break
+			}
+			tk.onError("ack", aerr)
+			if !errors.Is(aerr, ErrRedis) || attempt >= 6 {
+				break // the lease brings the task back
+			}
+			time.Sleep(tk.reconnectDelay(attempt))
 		}
 	case HandleShutdown:
 		// Interrupted by the shutdown, not failed: back to due at its

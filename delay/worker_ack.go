@@ -66,10 +66,12 @@ func (tk *taker) ackLoop(ctx context.Context) {
 				break
 			}
 			tk.onError("ack", err)
-			if attempt >= 6 || ctx.Err() != nil {
+			if attempt >= 6 {
 				break // the leases will expire and the tasks come back
 			}
-			sleepCtx(ctx, tk.reconnectDelay(attempt))
+			// Retried after the ShutdownTimeout too (ctx is then
+			// cancelled): 6 attempts of 5 s at most bound it.
+			time.Sleep(tk.reconnectDelay(attempt))
 		}
 	}
 }

@@ -150,7 +150,9 @@ func TestWorkerOutcomes(t *testing.T) {
 func TestWorkerShutdown(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
-		q := newQ(t, b, Options{Lease: 300 * time.Millisecond})
+		// 2 s: the release after ShutdownTimeout must land within the
+		// lease even on a loaded machine
+		q := newQ(t, b, Options{Lease: 2 * time.Second})
 		started := make(chan string, 2)
 		var finished atomic.Int32
 		w, _ := NewWorker(q, func(hctx context.Context, tk *Task) error {
