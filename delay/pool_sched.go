@@ -177,4 +177,3 @@ func (s *sched) drain() map[*taker][]*Task {
 	}
 	return out
 }
-
