@@ -173,7 +173,7 @@ func TestPauseStopsEveryProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 1500
+	const n = 600
 	ids := enqueueLineBacklog(t, ctx, q, n)
 	stop := startLineWorkers(t, b.Prefix, 3, 2)
 	waitFor(t, 30*time.Second, "deliveries from every process", func() bool {
