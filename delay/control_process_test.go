@@ -173,7 +173,7 @@ func TestPauseStopsEveryProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 6000
+	const n = 600
 	ids := enqueueLineBacklog(t, ctx, q, n)
 	stop := startLineWorkers(t, b.Prefix, 3, 2)
 	waitFor(t, 30*time.Second, "deliveries from every process", func() bool {
@@ -241,10 +241,16 @@ func TestPauseStopsEveryProcess(t *testing.T) {
 }
 
 // TestRateAcrossProcesses: three worker processes drain a backlog under a
-// rate limit of 200 a second with a burst of 20. Over the first 10 s the
-// delivered rate is within ±5% of the limit, in no window W (from 10 ms
-// to 10 s, starting at any delivery) are there more than 200·W + 20
-// deliveries, and no task is delivered before its due time.
+// rate limit of 25 a second with a burst of 25. Over the 10 s from the
+// first delivery, the deliveries beyond the first burst come at the limit
+// within ±5%; in
+// no window W (from 10 ms to 10 s, starting at any delivery) are there
+// more than 25·W + 25 deliveries; and no task is delivered before its
+// due time. The burst is a second of tasks so that a stall of every
+// worker process shorter than that (a busy machine, -race) loses no
+// tokens: the bucket keeps what accrues meanwhile. The rate is low
+// because on the shared 2-core machine under load three -race worker
+// processes deliver well under 100 tasks a second with no limit at all.
 func TestRateAcrossProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: three worker processes for 10 s")
@@ -256,26 +262,27 @@ func TestRateAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	const (
-		perSecond = 200
-		burst     = 20
+		perSecond = 25
+		burst     = 25
 		span      = 10_000 // ms
 	)
-	enqueueLineBacklog(t, ctx, q, 3000)
+	enqueueLineBacklog(t, ctx, q, 1000)
 	if err := q.SetRate(ctx, Rate{PerSecond: perSecond, Burst: burst}); err != nil {
 		t.Fatal(err)
 	}
 	stop := startLineWorkers(t, b.Prefix, 3, 1)
-	var first int64
+	// start is the first delivery: the bucket was full then
+	var start int64
 	waitFor(t, 60*time.Second, "10 s of deliveries", func() bool {
 		log := readLineLog(t, ctx, b.Client, b.Prefix)
 		if len(log) == 0 {
 			return false
 		}
-		first = log[0].delivered
+		start = log[0].delivered
 		for _, d := range log {
-			first = min(first, d.delivered)
+			start = min(start, d.delivered)
 		}
-		return mustStats(t, ctx, q).ServerTime.UnixMilli() > first+span
+		return mustStats(t, ctx, q).ServerTime.UnixMilli() > start+span
 	})
 	stop()
 	log := readLineLog(t, ctx, b.Client, b.Prefix)
@@ -287,21 +294,21 @@ func TestRateAcrossProcesses(t *testing.T) {
 		if d.delivered < d.due {
 			t.Errorf("task %s delivered at %d ms, before its due time %d", d.id, d.delivered, d.due)
 		}
-		if d.delivered < first+span {
+		if d.delivered <= start+span {
 			inSpan++
 			perWho[d.who]++
 		}
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	got := float64(inSpan) / (span / 1000)
+	got := float64(inSpan-burst) / (span / 1000)
 	perSec := make([]int, span/1000)
 	for _, d := range ds {
-		if k := (d - first) / 1000; k < int64(len(perSec)) {
+		if k := (d - start) / 1000; k < int64(len(perSec)) {
 			perSec[k]++
 		}
 	}
-	t.Logf("%d deliveries in the first %d ms (%v), by second %v: %.1f a second for a limit of %d (burst %d)",
-		inSpan, span, perWho, perSec, got, perSecond, burst)
+	t.Logf("%d deliveries in the %d ms from the first (%v), by second %v: beyond the burst of %d, %.1f a second for a limit of %d",
+		inSpan, span, perWho, perSec, burst, got, perSecond)
 	if got < perSecond*0.95 || got > perSecond*1.05 {
 		t.Errorf("delivered %.1f a second, want %d ± 5%%", got, perSecond)
 	}

@@ -303,3 +303,50 @@ func TestHighWater(t *testing.T) {
 		t.Fatalf("three windows on, no enqueue: mark %d, want 0", st.HighWater)
 	}
 }
+
+// TestShardedPauseAndRate: Sharded pauses and resumes every shard, and
+// splits a rate limit evenly over them (burst rounded up).
+func TestShardedPauseAndRate(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		s, err := NewSharded(b.Client, "sh", ShardedOptions{Shards: 4, Queue: Options{Prefix: b.Prefix}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		states := func() []Stats {
+			t.Helper()
+			st, err := s.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		if err := s.Pause(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, st := range states() {
+			if !st.Paused {
+				t.Fatalf("shard %d not paused", i)
+			}
+		}
+		if err := s.SetRate(ctx, Rate{PerSecond: 100, Burst: 10}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, st := range states() {
+			if st.Paused || st.Rate != (Rate{PerSecond: 25, Burst: 3}) {
+				t.Fatalf("shard %d: paused %v, rate %+v; want running at 25 a second, burst 3", i, st.Paused, st.Rate)
+			}
+		}
+		if err := s.SetRate(ctx, Rate{}); err != nil {
+			t.Fatal(err)
+		}
+		for i, st := range states() {
+			if st.Rate != (Rate{}) {
+				t.Fatalf("shard %d: rate %+v after clearing", i, st.Rate)
+			}
+		}
+	})
+}

@@ -107,7 +107,7 @@ func TestFaultPauseResumeClientKill(t *testing.T) {
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
 	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
-	const n = 3000
+	const n = 1000
 	r := startControlRun(t, c, n, Options{})
 	check, err := New(env.direct, "line", Options{Prefix: r.q.o.Prefix}) // reads state past the kills
 	if err != nil {
