@@ -114,9 +114,11 @@ func TestFaultHeartbeatKilledWorker(t *testing.T) {
 	gone := time.Since(killed)
 	t.Logf("heartbeat %v: entry TTL %v at the kill; the killed worker left the list %v after SIGKILL (as seen by a 5 ms poll)",
 		beat, ttl, gone.Round(time.Millisecond))
-	// The poll itself runs late on a loaded machine (load average above
-	// 30 on 2 cores was seen): 500 ms of slack over the TTL.
-	if gone > ttl+500*time.Millisecond {
+	// The poll itself runs late on a loaded machine: at load averages of
+	// 30-46 on 2 cores it saw the entry gone up to 865 ms after its TTL,
+	// so 2 s of slack; the bound the library owns is the TTL, checked
+	// exactly above.
+	if gone > ttl+2*time.Second {
 		t.Fatalf("gone %v after the kill, TTL was %v", gone, ttl)
 	}
 	if n, _ := b.Client.ZCard(ctx, b.Prefix+":{workers}:live").Result(); n != 0 {
