@@ -22,6 +22,9 @@ import (
 const (
 	envHelper       = "DELAY_TEST_HELPER"
 	envHelperPrefix = "DELAY_TEST_HELPER_PREFIX"
+	// envHelperBeat, when set, is the child worker's heartbeat interval
+	// (TestFaultHeartbeatKilledWorker).
+	envHelperBeat = "DELAY_TEST_HELPER_BEAT"
 )
 
 const crashLease = 300 * time.Millisecond
@@ -62,7 +65,8 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	w, _ := NewWorker(q, crashHandler(c, prefix+":testlog", "child"), WorkerOptions{Concurrency: 4})
+	beat, _ := time.ParseDuration(os.Getenv(envHelperBeat))
+	w, _ := NewWorker(q, crashHandler(c, prefix+":testlog", "child"), WorkerOptions{Concurrency: 4, Heartbeat: beat})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	_ = w.Run(ctx)

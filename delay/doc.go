@@ -23,7 +23,15 @@
 // [Queue.PurgeAll] manage the dead-letter set. [Queue.Reconcile] compares
 // with a [Source]. [Queue.Stats] returns [Stats]; an [Observer] (default
 // [NopObserver]; [Recorder] is a ready one with a lateness [Histogram])
-// receives events. [Worker] runs a [Handler] with [WorkerOptions].
+// receives events. [Worker] runs a [Handler] with [WorkerOptions]; a
+// [Pool] ([NewPool], [PoolOptions], [Pool.Add] with [QueueOptions]) serves
+// several queues or sharded queues ([Line]) from one set of handlers, by
+// weight ([Weighted]) or priority ([Strict]), each with an optional cap;
+// a Worker is a Pool of one line. Running pools register themselves
+// ([ListWorkers], [Queue.Workers]); [Queue.Health] tells "no live worker"
+// from "workers behind".
+// [Queue.Pause], [Queue.Resume] and [Queue.SetRate] ([Rate]) control a
+// queue for every worker of every process.
 //
 // # Guarantees, and the tests that prove them
 //
@@ -162,7 +170,8 @@
 //	<prefix>:{q:<name>}:dead         ZSET  task ID -> dead-letter time (Unix ms)
 //	<prefix>:{q:<name>}:tasks:<b>    HASH  task ID -> record (header, key, token, last error, payload)
 //	<prefix>:{q:<name>}:idx          HASH  key digest -> comma-separated task IDs
-//	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score
+//	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score; the per-ms high-water mark
+//	<prefix>:{q:<name>}:ctl          HASH  paused since; rate limit and its token bucket (absent: running, unlimited)
 //	<prefix>:{q:<name>}:stats        HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt, lost, restored, ctr_lost, idx_lost)
 //	<prefix>:{q:<name>}:wake         LIST  ≤ 1 element, expires after 60 s
 //	<prefix>:{q:<name>}:rp:<n>:<b>   HASH  slot -> the kept reply of call <n>:<b>:<slot>, no TTL
@@ -193,6 +202,21 @@
 // hash-max-listpack-value (64 B by default); larger records still work, at
 // a higher cost per task. The measured figures are in docs/benchmarks.md
 // (TestMemoryPerPendingTask).
+//
+// # Pool: several lines, one set of handlers
+//
+// A [Pool] runs a taker per queue (per shard) and Concurrency handler
+// goroutines that pick the next task by Mode among the lines with a task
+// waiting and a free MaxConcurrent: smooth weighted round robin
+// ([Weighted]) or highest weight first ([Strict]). Run returns only when
+// ctx ends, or at once on ErrEvictionPolicy; every Redis error (start-up
+// Check included) is reported, counted in [Pool.Stats] and retried by its
+// queue alone. After ShutdownTimeout a handler that returns is completed
+// directly; one that never returns leaves its task to its lease. Design
+// and figures: docs/design.md, "Workers". Tests: TestPoolWeightedShares,
+// TestPoolStrict, TestPoolCaps, TestPoolSharded, TestPoolLineIsolation,
+// TestFaultWorkerStartOutage, TestFaultShutdownAcks, TestPoolRegistry,
+// TestFaultHeartbeatKilledWorker.
 //
 // # Worker timing
 //
@@ -244,11 +268,43 @@
 // logical queue over K shard queues named <name>:0 … <name>:K-1, so their
 // tags {q:<name>:i} land on different slots and masters. The shard of a
 // task is [ShardOf] its business key, so Cancel, Reschedule and Lookup by
-// key go to one shard in O(1); [NewShardedWorker] runs one worker per
-// shard, each with its own wake-up, so every shard drains.
-// [Sharded.Reconcile] routes each source task to its shard; a shard's own
-// Reconcile skips other shards' tasks (ReconcileResult.OtherShard). Every
-// guarantee above holds inside a shard; ordering is per shard.
+// key go to one shard in O(1); [NewShardedWorker] runs one taker per
+// shard, each with its own wake-up and backoff, feeding one set of
+// handlers, so every shard drains and a shard that is down holds back no
+// other. [Sharded.Reconcile] routes each source task to its shard; a
+// shard's own Reconcile skips other shards' tasks
+// (ReconcileResult.OtherShard). Every guarantee above holds inside a
+// shard; ordering is per shard.
+//
+// # Pause, rate limit, high-water mark
+//
+// A queue's line of business can be paused and throttled on its own, for
+// every worker of every process, because the take script reads the
+// queue's ctl hash on every take (docs/design.md, "Business lines").
+//
+//   - Pause: once [Queue.Pause] returns, no take hands out a task of the
+//     queue ([Batch.Paused]; the Worker idles on the wake list, which
+//     [Queue.Resume] pushes, or polls once a second). Tasks in flight
+//     finish and are acked, expired leases go back to due and wait, and
+//     Enqueue, Cancel, Reschedule and the dead-letter calls keep working;
+//     Stats.Paused and Stats.PausedSince tell it. Tests: TestPauseResume,
+//     TestPauseStopsEveryProcess (3 worker processes: no take after the
+//     pause began, the last handler start ≤ 100 ms after Pause returned),
+//     TestFaultPauseResumeClientKill, TestFaultCutReplyEveryScript.
+//   - Rate limit: [Queue.SetRate] sets a token bucket (Rate.PerSecond,
+//     Rate.Burst) judged by Redis TIME: over any window W at most
+//     PerSecond × W + Burst tasks are handed out, and a take that finds
+//     no whole token tells when the next comes ([Batch.NextToken]), so a
+//     taker waits instead of asking again. It only holds due tasks back,
+//     never makes one early. Tests: TestRateTokenBucket,
+//     TestRateAcrossProcesses (3 worker processes for 10 s: within ±5% of
+//     the limit, never above it in any window), TestFaultRateLimitRestart.
+//   - High-water mark: a millisecond holds 2^bits seqs. The enqueue
+//     scripts keep the most seqs of one millisecond in use they met, per
+//     minute of Redis TIME; Stats.HighWater shows the current and last
+//     minute's, [Observer].OnHighWater what this process's enqueues were
+//     given, and OnWarning ([ErrHighWater]) fires once a minute past
+//     Options.HighWaterWarn (80% by default). Test: TestHighWater.
 //
 // # Stats
 //

@@ -64,6 +64,16 @@ func queueState(t *testing.T, b *testredis.Backend, q *Queue) string {
 				m[f] = v
 			}
 		}
+		if k.name == "ctr" {
+			// The high-water mark's windows follow the clock, as lateness
+			// buckets do: a run may cross into a new minute at another
+			// point. Its largest mark over the windows is state.
+			hw, _ := strconv.Atoi(m["hw"])
+			hwp, _ := strconv.Atoi(m["hwp"])
+			delete(m, "hww")
+			delete(m, "hwp")
+			m["hw"] = strconv.Itoa(max(hw, hwp))
+		}
 		fmt.Fprintf(&buf, "%s: %v\n", k.name, m)
 	}
 	return buf.String()

@@ -131,13 +131,15 @@ func setTime(b *testredis.Backend, t time.Time) {
 }
 
 // stateKeys lists the keys under the backend's prefix but the kept
-// replies of mutating calls (reply.lua): those are bookkeeping that
-// the queue deletes after Options.ReplyTTL, with their index, not queue state.
+// replies of mutating calls (reply.lua) and the worker registry: those
+// are bookkeeping that the queue deletes after Options.ReplyTTL (with
+// their index), or that expires after 3 heartbeats of a killed worker,
+// not queue state.
 func stateKeys(ctx context.Context, b *testredis.Backend) ([]string, error) {
 	all, err := testredis.Keys(ctx, b.Client, b.Prefix)
 	var keys []string
 	for _, k := range all {
-		if !strings.Contains(k, "}:rp:") {
+		if !strings.Contains(k, "}:rp:") && !strings.Contains(k, ":{workers}:") {
 			keys = append(keys, k)
 		}
 	}

@@ -39,6 +39,8 @@ type Queue struct {
 	// shard of shards, when NewSharded made the queue (shards 0: a plain
 	// Queue); Reconcile skips source tasks of other shards.
 	shard, shards int
+	// hw follows the per-ms high-water mark of this process's enqueues.
+	hw highWater
 }
 
 // New returns the queue called name on c. It validates name and opts and

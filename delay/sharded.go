@@ -56,6 +56,51 @@ type ShardedOptions struct {
 // Which master holds a shard is decided by the CRC16 of its tag, not by
 // the library: K shards are spread over the masters like K random slots.
 // With K a few times the number of masters every master gets some shards;
+// Pause pauses every shard (Queue.Pause), in shard order. On an error the
+// shards before the failing one are paused and the rest are not; Pause is
+// idempotent, so the caller sends it again.
+func (s *Sharded) Pause(ctx context.Context) error {
+	for i, q := range s.shards {
+		if err := q.Pause(ctx); err != nil {
+			return fmt.Errorf("delay: shard %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Resume resumes every shard (Queue.Resume), in shard order; on an error,
+// as Pause.
+func (s *Sharded) Resume(ctx context.Context) error {
+	for i, q := range s.shards {
+		if err := q.Resume(ctx); err != nil {
+			return fmt.Errorf("delay: shard %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// SetRate limits the logical queue to r by giving each of its K shards
+// r.PerSecond/K a second and a burst of r.Burst/K rounded up (so at most
+// r.Burst + K - 1 at once). Keys spread evenly over shards (ShardOf), so
+// with a backlog on every shard the whole delivers r.PerSecond; a shard
+// without a backlog leaves its share unused. On an error, as Pause.
+func (s *Sharded) SetRate(ctx context.Context, r Rate) error {
+	r, err := r.withDefaults()
+	if err != nil {
+		return err
+	}
+	k := len(s.shards)
+	if r.PerSecond > 0 {
+		r = Rate{PerSecond: r.PerSecond / float64(k), Burst: (r.Burst + k - 1) / k}
+	}
+	for i, q := range s.shards {
+		if err := q.SetRate(ctx, r); err != nil {
+			return fmt.Errorf("delay: shard %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // Placement shows where they landed.
 type Sharded struct {
 	name   string
@@ -306,60 +351,43 @@ func (s *Sharded) Placement(ctx context.Context) (map[string][]int, error) {
 	return out, nil
 }
 
-// ShardedWorker drains every shard of a Sharded queue: it runs one Worker
-// per shard, each with its own take loop, its own wake-up (BLPOP on the
-// shard's wake list, client-side timer for the next due task: no polling)
-// and its own WorkerOptions.Concurrency handler slots. Because no shard
-// shares slots with another, a shard with a deep backlog cannot starve the
-// others: every shard progresses at its own pace. The total number of
+// ShardedWorker drains every shard of a Sharded queue: it is a Pool of
+// one line with a taker per shard, each with its own take loop, its own
+// wake-up (BLPOP on the shard's wake list, client-side timer for the next
+// due task: no polling) and its own backoff, so a shard whose master is
+// down or slow holds back no other shard. Each shard holds at most
+// WorkerOptions.Concurrency (+ Prefetch) taken tasks and the shards' tasks
+// wait for a handler in one queue in the order they were taken, so a
+// shard with a deep backlog cannot starve the others. The total number of
 // handlers running at once is Len() × Concurrency.
 type ShardedWorker struct {
-	s       *Sharded
-	workers []*Worker
-	running atomic.Bool
+	s *Sharded
+	p *Pool
 }
 
 // NewShardedWorker returns a worker for every shard of s running h. opts
-// apply to each shard's Worker (so Concurrency is per shard).
+// apply to each shard (so Concurrency is per shard).
 func NewShardedWorker(s *Sharded, h Handler, opts WorkerOptions) (*ShardedWorker, error) {
-	if s == nil {
-		return nil, fmt.Errorf("%w: nil sharded queue", ErrInvalidOptions)
+	if s == nil || h == nil {
+		return nil, fmt.Errorf("%w: nil sharded queue or handler", ErrInvalidOptions)
 	}
-	sw := &ShardedWorker{s: s, workers: make([]*Worker, len(s.shards))}
-	for i, q := range s.shards {
-		w, err := NewWorker(q, h, opts)
-		if err != nil {
-			return nil, err
-		}
-		sw.workers[i] = w
+	p, err := newWorkerPool(s, h, opts, len(s.shards))
+	if err != nil {
+		return nil, err
 	}
-	return sw, nil
+	return &ShardedWorker{s: s, p: p}, nil
 }
 
-// Run runs every shard's worker until ctx ends, then waits for all of them
-// (each waits up to ShutdownTimeout for its handlers). It returns ctx.Err(),
-// joined with ErrShutdownTimeout when some shard abandoned handlers to their
-// leases. Redis errors never stop it (each shard backs off and resumes).
-func (sw *ShardedWorker) Run(ctx context.Context) error {
-	if !sw.running.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: worker already running", ErrInvalidOptions)
-	}
-	defer sw.running.Store(false)
-	var wg sync.WaitGroup
-	var abandoned atomic.Bool
-	for _, w := range sw.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := w.Run(ctx); errors.Is(err, ErrShutdownTimeout) {
-				abandoned.Store(true)
-			}
-		}()
-	}
-	wg.Wait()
-	err := ctx.Err()
-	if abandoned.Load() {
-		err = errors.Join(err, ErrShutdownTimeout)
-	}
-	return err
-}
+// Run serves every shard until ctx ends, then waits up to ShutdownTimeout
+// for the handlers. It returns ctx.Err(), joined with ErrShutdownTimeout
+// when handlers were still running then. Redis errors never stop it, nor
+// any shard: a shard that cannot start (its start-up Check fails) or
+// whose takes fail reports it (Observer.OnError, Stats().Errors, Up),
+// backs off and tries again while the other shards run. See Pool.Run.
+func (sw *ShardedWorker) Run(ctx context.Context) error { return sw.p.Run(ctx) }
+
+// Stats returns the worker's figures (see Pool.Stats).
+func (sw *ShardedWorker) Stats() LineStats { return sw.p.Stats()[0] }
+
+// ID returns the worker's registry ID (see ListWorkers).
+func (sw *ShardedWorker) ID() string { return sw.p.ID() }

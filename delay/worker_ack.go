@@ -17,16 +17,18 @@ const (
 
 // ackLoop batches acks: it blocks for one, drains what else is queued and
 // acks them all in one script.
-func (w *Worker) ackLoop(ctx context.Context, acks <-chan Lease, quit <-chan struct{}) {
-	q := w.q
+func (tk *taker) ackLoop(ctx context.Context) {
+	q, acks, quit := tk.q, tk.acks, tk.quit
 	batch := make([]Lease, 0, MaxBatch)
 	for {
 		var l Lease
 		select {
 		case l = <-acks:
 		case <-quit:
+			// closeAcks ran: no send comes after it, so what is queued
+			// now is all that is left to send.
 			select {
-			case l = <-acks: // drain what is left before leaving
+			case l = <-acks:
 			default:
 				return
 			}
@@ -63,11 +65,13 @@ func (w *Worker) ackLoop(ctx context.Context, acks <-chan Lease, quit <-chan str
 				}
 				break
 			}
-			q.o.Observer.OnError(q.name, "ack", err)
-			if attempt >= 6 || ctx.Err() != nil {
+			tk.onError("ack", err)
+			if attempt >= 6 {
 				break // the leases will expire and the tasks come back
 			}
-			sleepCtx(ctx, w.reconnectDelay(attempt))
+			// Retried after the ShutdownTimeout too (ctx is then
+			// cancelled): 6 attempts of 5 s at most bound it.
+			time.Sleep(tk.reconnectDelay(attempt))
 		}
 	}
 }

@@ -16,6 +16,9 @@ type DelayOptions struct {
 	// LatenessBuckets are lateness_seconds's bounds. Default 1 ms to
 	// ~65 s, doubling.
 	LatenessBuckets []float64
+	// HandleBuckets are handle_seconds's bounds. Default 1 ms to ~65 s,
+	// doubling.
+	HandleBuckets []float64
 	// ConstLabels are added to every series. Default none.
 	ConstLabels prometheus.Labels
 }
@@ -29,7 +32,7 @@ type DelayCollector struct {
 	enqueued, delivered, acked, retries, dead *prometheus.CounterVec
 	swept, sweptDead, errors                  *prometheus.CounterVec
 	losses, warnings                          *prometheus.CounterVec
-	lateness                                  *prometheus.HistogramVec
+	lateness, handle                          *prometheus.HistogramVec
 }
 
 var (
@@ -45,6 +48,9 @@ func NewDelayCollector(o DelayOptions) *DelayCollector {
 	}
 	if o.LatenessBuckets == nil {
 		o.LatenessBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
+	}
+	if o.HandleBuckets == nil {
+		o.HandleBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
 	}
 	vec := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: o.Namespace, Subsystem: "delay",
@@ -65,6 +71,9 @@ func NewDelayCollector(o DelayOptions) *DelayCollector {
 		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: o.Namespace, Subsystem: "delay",
 			Name: "lateness_seconds", Help: "Lateness of this process's deliveries (Redis TIME at take minus due time).",
 			ConstLabels: o.ConstLabels, Buckets: o.LatenessBuckets}, []string{"queue"}),
+		handle: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: o.Namespace, Subsystem: "delay",
+			Name: "handle_seconds", Help: "Duration of this process's handler calls, by result (ok, error, skip_retry, panic, shutdown).",
+			ConstLabels: o.ConstLabels, Buckets: o.HandleBuckets}, []string{"queue", "result"}),
 	}
 }
 
@@ -124,8 +133,9 @@ func lossKind(err error) string {
 	return "other"
 }
 
-// OnWarning counts a risky setting: eviction_policy, config_unavailable,
-// or other (a client without ContextTimeoutEnabled).
+// OnWarning counts a risky setting or state: eviction_policy,
+// config_unavailable, high_water (a millisecond's score space nearly
+// full), or other (a client without ContextTimeoutEnabled).
 func (c *DelayCollector) OnWarning(queue string, err error) {
 	kind := "other"
 	switch {
@@ -133,13 +143,20 @@ func (c *DelayCollector) OnWarning(queue string, err error) {
 		kind = "eviction_policy"
 	case errors.Is(err, delay.ErrConfigUnavailable):
 		kind = "config_unavailable"
+	case errors.Is(err, delay.ErrHighWater):
+		kind = "high_water"
 	}
 	c.warnings.WithLabelValues(queue, kind).Inc()
 }
 
+// OnHandled observes a handler call's duration under its result.
+func (c *DelayCollector) OnHandled(queue string, took time.Duration, res delay.HandleResult) {
+	c.handle.WithLabelValues(queue, res.String()).Observe(took.Seconds())
+}
+
 func (c *DelayCollector) collectors() []prometheus.Collector {
 	return []prometheus.Collector{c.enqueued, c.delivered, c.acked, c.retries, c.dead, c.swept, c.sweptDead, c.errors,
-		c.losses, c.warnings, c.lateness}
+		c.losses, c.warnings, c.lateness, c.handle}
 }
 
 // Describe implements prometheus.Collector.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -754,5 +755,65 @@ tierset_cache_refreshes_total{outcome="updated"} 0
 	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "tierset_cache_lookups_total",
 		"tierset_cache_refreshes_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDelayCollectorHandleSeconds: every handler call of a worker shows
+// in handle_seconds under its result.
+func TestDelayCollectorHandleSeconds(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := t.Context()
+	dc := tsprom.NewDelayCollector(tsprom.DelayOptions{})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(dc)
+	q, err := delay.New(b.Client, "handled", delay.Options{Prefix: b.Prefix, Observer: dc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"ok1", "ok2", "bad"} {
+		if _, err := q.Enqueue(ctx, delay.Job{Key: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := 0
+	w, err := delay.NewWorker(q, func(ctx context.Context, tk *delay.Task) error {
+		mu.Lock()
+		seen++
+		mu.Unlock()
+		if tk.Key == "bad" {
+			return delay.Permanent(errors.New("no"))
+		}
+		return nil
+	}, delay.WorkerOptions{Heartbeat: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := seen
+		mu.Unlock()
+		if n == 3 && testutil.CollectAndCount(dc, "tierset_delay_handle_seconds") == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("handled %d of 3", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	_, body := scrape(t, reg)
+	for _, want := range []string{
+		`tierset_delay_handle_seconds_count{queue="handled",result="ok"} 2`,
+		`tierset_delay_handle_seconds_count{queue="handled",result="skip_retry"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %s in\n%s", want, body)
+		}
 	}
 }

@@ -1,0 +1,427 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/keyname"
+)
+
+// PoolMode is how a Pool shares its handlers among its lines.
+type PoolMode int
+
+const (
+	// Weighted (the default) serves every line that has tasks waiting, in
+	// proportion to its QueueOptions.Weight (smooth weighted round robin
+	// over the lines with a task ready and a free cap): with every line
+	// backlogged, a line of weight w gets w/Σw of the handler starts, and
+	// a weight-1 line always progresses.
+	Weighted PoolMode = iota
+	// Strict serves lines in order of Weight, highest first: a line's task
+	// starts only while every line above it has nothing due (no task
+	// waiting, no take under way that may bring some, and its last take
+	// came back short). A line above that is at its MaxConcurrent does not
+	// hold the lines below back: a cap bounds what a line may use, it does
+	// not reserve handlers for it.
+	Strict
+)
+
+// PoolOptions configure a Pool. The zero value of every field is its default.
+type PoolOptions struct {
+	// Concurrency is the number of handler goroutines the lines share.
+	// Default 8.
+	Concurrency int
+	// Mode is how the handlers are shared among lines. Default Weighted.
+	Mode PoolMode
+	// ShutdownTimeout is how long Run waits for running handlers after its
+	// context ends. A handler still running then has its ctx cancelled and
+	// is left to finish in the background: when it returns, its outcome is
+	// applied directly (ack, retry, dead letter, or a release when it
+	// returns an error after that cancel), each with a 5 s bound of its
+	// own; a handler that never returns keeps its task leased until the
+	// lease ends (AutoExtend stops at the cancel), and the sweep then
+	// returns it to due with the attempt counted. Default 10 s.
+	ShutdownTimeout time.Duration
+	// SweepBatch caps one sweep of expired leases (1..MaxBatch). Default 100.
+	SweepBatch int
+	// AutoExtend extends each running task's lease every Lease/3 (see
+	// Queue.KeepAlive). Default off: a handler must finish within the lease.
+	AutoExtend bool
+	// WakeClient carries the blocking BLPOP on each queue's wake list (one
+	// connection per queue or shard, held for up to WakeBlock). Default:
+	// the queue's client.
+	WakeClient redis.UniversalClient
+	// WakeBlock is the BLPOP timeout; it only bounds how long shutdown
+	// waits for a wake goroutine. Default and minimum 1 s.
+	WakeBlock time.Duration
+	// IdleCheck is the longest sleep of a queue's taker when nothing is
+	// scheduled and no wake-up arrives (a safety net). Default 5 s.
+	IdleCheck time.Duration
+	// ReconnectMin and ReconnectMax bound the capped exponential backoff
+	// after a Redis error (at start-up, in a take, an ack, a wake-up).
+	// Defaults 50 ms and 2 s.
+	ReconnectMin, ReconnectMax time.Duration
+	// Heartbeat is how often the running pool refreshes its entry in the
+	// worker registry (see ListWorkers); the entry expires after 3
+	// intervals without a refresh. Default 5 s; negative: no registry
+	// entry.
+	Heartbeat time.Duration
+	// ID names the pool in the registry. Default: host, pid and a random
+	// suffix.
+	ID string
+}
+
+// QueueOptions configure one line of a Pool. The zero value of every
+// field is its default.
+type QueueOptions struct {
+	// Weight is the line's share of the handlers in Weighted mode and its
+	// rank in Strict mode (higher first; equal weights in Add order).
+	// Default 1.
+	Weight int
+	// MaxConcurrent caps the line's running handlers (over all its shards).
+	// Default 0: no cap but the pool's Concurrency.
+	MaxConcurrent int
+	// BatchSize caps one Take of each of the line's queues (1..MaxBatch).
+	// Default: the line's concurrency (MaxConcurrent, else the pool's
+	// Concurrency), at most MaxBatch.
+	BatchSize int
+	// Prefetch is how many taken tasks each of the line's queues may hold
+	// waiting for a handler beyond its concurrency; see
+	// WorkerOptions.Prefetch. Default: BatchSize when BatchSize exceeds
+	// the line's concurrency, else none; negative: none.
+	Prefetch int
+}
+
+// Line is what a Pool serves: a *Queue, or a *Sharded (one line, one
+// taker per shard).
+type Line interface {
+	lineName() string
+	lineQueues() []*Queue
+}
+
+func (q *Queue) lineName() string     { return q.name }
+func (q *Queue) lineQueues() []*Queue { return []*Queue{q} }
+
+func (s *Sharded) lineName() string     { return s.name }
+func (s *Sharded) lineQueues() []*Queue { return s.Shards() }
+
+// Pool serves several lines (queues, each with its own handler, weight and
+// optional concurrency cap) from one set of handler goroutines. Each queue
+// (each shard of a Sharded line) has its own taker: it takes due tasks
+// with the queue's timer and wake-up, as a Worker does, and hands them to
+// the shared handlers, which pick the next line by Mode. A Worker is a
+// Pool of one line.
+//
+//	p, _ := delay.NewPool(delay.PoolOptions{Concurrency: 16})
+//	p.Add(orders, handleOrder, delay.QueueOptions{Weight: 6})
+//	p.Add(mails, handleMail, delay.QueueOptions{Weight: 3, MaxConcurrent: 4})
+//	p.Add(reviews, handleReview, delay.QueueOptions{Weight: 1})
+//	err := p.Run(ctx) // until ctx ends
+type Pool struct {
+	o       PoolOptions
+	mu      sync.Mutex
+	lines   []*line
+	running atomic.Bool
+	started atomic.Int64 // Unix ms of the running Run's start
+	// perTaker, when set (ShardedWorker), is each queue's own concurrency
+	// for its take limit, instead of the line's.
+	perTaker int
+}
+
+// NewPool returns an empty pool; Add lines, then Run it.
+func NewPool(opts PoolOptions) (*Pool, error) {
+	o := opts
+	if o.Concurrency < 0 || o.SweepBatch < 0 || o.SweepBatch > MaxBatch {
+		return nil, fmt.Errorf("%w: concurrency %d sweep %d", ErrInvalidOptions, o.Concurrency, o.SweepBatch)
+	}
+	if o.Mode != Weighted && o.Mode != Strict {
+		return nil, fmt.Errorf("%w: pool mode %d", ErrInvalidOptions, o.Mode)
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 8
+	}
+	if o.SweepBatch == 0 {
+		o.SweepBatch = 100
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&o.ShutdownTimeout, 10 * time.Second}, {&o.WakeBlock, time.Second},
+		{&o.IdleCheck, 5 * time.Second}, {&o.ReconnectMin, 50 * time.Millisecond},
+		{&o.ReconnectMax, 2 * time.Second},
+	} {
+		if *d.v < 0 {
+			return nil, fmt.Errorf("%w: negative duration %v", ErrInvalidOptions, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	o.WakeBlock = max(o.WakeBlock, time.Second)
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 5 * time.Second
+	}
+	if o.ID == "" {
+		o.ID = newPoolID()
+	} else if err := keyname.Check(o.ID); err != nil {
+		return nil, fmt.Errorf("%w: pool ID: %w", ErrInvalidOptions, err)
+	}
+	return &Pool{o: o}, nil
+}
+
+// ID returns the pool's registry ID.
+func (p *Pool) ID() string { return p.o.ID }
+
+// Add adds a line served by h. Lines are added before Run; a line (or
+// one of its shards) added twice is refused.
+func (p *Pool) Add(l Line, h Handler, opts QueueOptions) error {
+	if l == nil || h == nil || len(l.lineQueues()) == 0 {
+		return fmt.Errorf("%w: nil line or handler", ErrInvalidOptions)
+	}
+	o := opts
+	if o.Weight < 0 || o.MaxConcurrent < 0 || o.BatchSize < 0 || o.BatchSize > MaxBatch {
+		return fmt.Errorf("%w: weight %d max concurrent %d batch %d", ErrInvalidOptions, o.Weight, o.MaxConcurrent, o.BatchSize)
+	}
+	if o.Weight == 0 {
+		o.Weight = 1
+	}
+	conc := p.o.Concurrency
+	if o.MaxConcurrent > 0 {
+		conc = min(conc, o.MaxConcurrent)
+	}
+	if p.perTaker > 0 {
+		conc = p.perTaker
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = min(conc, MaxBatch)
+	}
+	switch {
+	case o.Prefetch < 0:
+		o.Prefetch = 0
+	case o.Prefetch == 0 && o.BatchSize > conc:
+		o.Prefetch = o.BatchSize
+	}
+	o.Prefetch = min(o.Prefetch, MaxBatch)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running.Load() {
+		return fmt.Errorf("%w: Add while the pool runs", ErrInvalidOptions)
+	}
+	ln := &line{name: l.lineName(), h: h, o: o}
+	for _, q := range l.lineQueues() {
+		for _, old := range p.lines {
+			for _, tk := range old.takers {
+				if tk.q.k.due == q.k.due {
+					return fmt.Errorf("%w: queue %s added twice", ErrInvalidOptions, q.name)
+				}
+			}
+		}
+		limit := conc + o.Prefetch
+		refill := 1
+		if o.Prefetch > 0 {
+			refill = max(1, min(o.BatchSize, limit)/2)
+		}
+		ln.takers = append(ln.takers, &taker{q: q, l: ln, p: p, limit: limit, refill: refill})
+	}
+	ln.sharded = len(ln.takers) > 1 || ln.takers[0].q.name != ln.name
+	p.lines = append(p.lines, ln)
+	return nil
+}
+
+// line is one Add: a handler, its options, its queues' takers and the
+// scheduler's state for it (guarded by sched.mu while running).
+type line struct {
+	name    string
+	h       Handler
+	o       QueueOptions
+	takers  []*taker
+	sharded bool
+
+	buf     []item // taken tasks waiting for a handler, FIFO
+	head    int
+	running int // handlers running this line's tasks
+	cur     int // smooth weighted round robin's current weight
+	maybe   int // takers whose next take may bring due tasks (Strict)
+
+	handled, errs atomic.Int64
+	up            atomic.Int32 // takers past their start-up Check
+	// fullPicks counts the line's picks made while every line had a task
+	// waiting and a free cap: the picks Weighted's shares are about.
+	fullPicks atomic.Int64
+}
+
+type item struct {
+	t  *Task
+	tk *taker
+}
+
+func (l *line) waiting() int { return len(l.buf) - l.head }
+
+func (l *line) eligible() bool {
+	return l.waiting() > 0 && (l.o.MaxConcurrent == 0 || l.running < l.o.MaxConcurrent)
+}
+
+// errFatal carries a configuration error a taker met: no retry fixes it.
+type errFatal struct{ err error }
+
+func (e errFatal) Error() string { return e.err.Error() }
+
+// Run serves every line until ctx ends: it starts each queue's taker and
+// the shared handlers, then, once ctx ends, stops taking, releases the
+// taken tasks no handler started, waits up to ShutdownTimeout for running
+// handlers and returns ctx.Err() (joined with ErrShutdownTimeout if
+// handlers were still running then). Redis errors never stop it: at
+// start-up (the Check every queue runs before its first take), in a take,
+// an ack or a wake-up, each queue backs off (ReconnectMin..ReconnectMax),
+// reports the error to its Observer.OnError and counts it in Stats, and
+// tries again, independently of the other queues. It returns early only
+// on a configuration error no retry can fix (a queue whose server may
+// evict its keys: ErrEvictionPolicy, named with the queue), or when the
+// pool has no line or is already running.
+func (p *Pool) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: pool already running", ErrInvalidOptions)
+	}
+	defer p.running.Store(false)
+	p.mu.Lock()
+	lines := append([]*line(nil), p.lines...)
+	p.mu.Unlock()
+	if len(lines) == 0 {
+		return fmt.Errorf("%w: pool has no line", ErrInvalidOptions)
+	}
+	p.started.Store(time.Now().UnixMilli())
+	// Takers stop on tctx, which also ends on a fatal configuration error.
+	tctx, tcancel := context.WithCancelCause(ctx)
+	defer tcancel(nil)
+	// Handlers and completions outlive ctx by up to ShutdownTimeout.
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer hcancel()
+
+	s := newSched(lines, p.o.Mode == Strict)
+	var takers, acks sync.WaitGroup
+	for _, l := range lines {
+		l.up.Store(0)
+		for _, tk := range l.takers {
+			tk.reset(s)
+			if s.strict {
+				tk.maybe, l.maybe = true, l.maybe+1 // unknown until the first take
+			}
+			acks.Add(1)
+			go func() { defer acks.Done(); tk.ackLoop(hctx) }()
+			takers.Add(1)
+			go func() { defer takers.Done(); tk.run(tctx, tcancel) }()
+		}
+	}
+	var handlers sync.WaitGroup
+	for range p.o.Concurrency {
+		handlers.Add(1)
+		go func() { defer handlers.Done(); p.serve(hctx, s) }()
+	}
+	var beat sync.WaitGroup
+	if p.o.Heartbeat > 0 {
+		beat.Add(1)
+		go func() { defer beat.Done(); p.heartbeat(tctx, lines, s) }()
+	}
+
+	<-tctx.Done()
+	s.stop()
+	takers.Wait()
+	// Taken tasks no handler started go straight back to due.
+	for tk, ts := range s.drain() {
+		for range ts {
+			tk.done()
+		}
+		tk.releaseAll(hctx, ts)
+	}
+	err := ctx.Err()
+	var fatal errFatal
+	if cause := context.Cause(tctx); errors.As(cause, &fatal) {
+		err = fatal.err
+	}
+	done := make(chan struct{})
+	go func() { handlers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(p.o.ShutdownTimeout):
+		err = errors.Join(err, ErrShutdownTimeout)
+		hcancel()
+	}
+	// From here a handler that returns completes its task directly.
+	for _, l := range lines {
+		for _, tk := range l.takers {
+			tk.closeAcks()
+		}
+	}
+	acks.Wait()
+	beat.Wait()
+	if p.o.Heartbeat > 0 {
+		p.unregister(hctx, lines)
+	}
+	return err
+}
+
+// serve is one handler goroutine: it runs the tasks the scheduler picks,
+// and releases those whose lease is too close to its end to start.
+func (p *Pool) serve(hctx context.Context, s *sched) {
+	for {
+		it, l, ok := s.next()
+		if !ok {
+			return
+		}
+		tk := it.tk
+		q := tk.q
+		margin := q.o.Lease / 2
+		late := func(t *Task) bool { return t.Deadline.Sub(q.ServerNow()) < margin }
+		if late(it.t) {
+			ts := append([]*Task{it.t}, s.popLate(l, tk, MaxBatch, late)...)
+			s.finish(l)
+			tk.releaseAll(hctx, ts)
+			for range ts {
+				tk.done()
+			}
+			continue
+		}
+		tk.handle(hctx, it.t)
+		l.handled.Add(1)
+		s.finish(l)
+		tk.done()
+	}
+}
+
+// LineStats describes one line of a running (or stopped) pool.
+type LineStats struct {
+	Name          string
+	Weight        int
+	MaxConcurrent int
+	Queues        []string // the line's queue names (shards of a Sharded)
+	// Up is the number of the line's queues whose taker passed its
+	// start-up Check; below len(Queues), Errors says why.
+	Up int
+	// Handled counts handler calls since NewPool; Errors the Redis errors
+	// of the line's takers, acks and wake-ups (each also sent to
+	// Observer.OnError).
+	Handled, Errors int64
+}
+
+// Stats returns each line's figures, in Add order.
+func (p *Pool) Stats() []LineStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]LineStats, len(p.lines))
+	for i, l := range p.lines {
+		st := LineStats{Name: l.name, Weight: l.o.Weight, MaxConcurrent: l.o.MaxConcurrent,
+			Up: int(l.up.Load()), Handled: l.handled.Load(), Errors: l.errs.Load()}
+		for _, tk := range l.takers {
+			st.Queues = append(st.Queues, tk.q.name)
+		}
+		out[i] = st
+	}
+	return out
+}

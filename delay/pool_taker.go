@@ -1,0 +1,393 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// pausedPoll is the longest a taker waits before asking a paused queue
+// again when no wake-up comes: Resume wakes one waiting worker through the
+// wake list, the others within this.
+const pausedPoll = time.Second
+
+// taker takes one queue's due tasks for a Pool: its own timer, wake-up,
+// sweep, ack batching and backoff, so a queue whose server is down or
+// slow holds back no other queue.
+type taker struct {
+	q      *Queue
+	l      *line
+	p      *Pool
+	s      *sched
+	limit  int // tasks held (buffered or running) at most
+	refill int // free places that trigger the next take
+	maybe  bool
+
+	held  atomic.Int64
+	freed chan struct{}
+	wake  chan struct{}
+	acks  chan Lease
+	// ackMu orders sends on acks against closeAcks: a handler that returns
+	// after the ack loop stopped acks directly instead.
+	ackMu     sync.RWMutex
+	ackClosed bool
+	quit      chan struct{}
+}
+
+func (tk *taker) reset(s *sched) {
+	tk.s = s
+	tk.maybe = false
+	tk.held.Store(0)
+	tk.freed = make(chan struct{}, 1)
+	tk.wake = make(chan struct{}, 1)
+	// Every held task sends at most one ack, and a send happens before
+	// its task is given back, so the channel never holds more than limit
+	// plus what the ack loop gathered meanwhile.
+	tk.acks = make(chan Lease, 2*tk.limit+MaxBatch)
+	tk.ackClosed = false
+	tk.quit = make(chan struct{})
+}
+
+// done: a held task left the taker's hands.
+func (tk *taker) done() {
+	if int64(tk.limit)-tk.held.Add(-1) >= int64(tk.refill) {
+		select {
+		case tk.freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (tk *taker) onError(op string, err error) {
+	tk.l.errs.Add(1)
+	tk.q.o.Observer.OnError(tk.q.name, op, err)
+}
+
+func (tk *taker) reconnectDelay(failures int) time.Duration {
+	return backoffDelay(tk.p.o.ReconnectMin, tk.p.o.ReconnectMax, failures)
+}
+
+func backoffDelay(lo, hi time.Duration, failures int) time.Duration {
+	d := lo
+	for i := 1; i < failures && d < hi; i++ {
+		d *= 2
+	}
+	d = min(d, hi)
+	return d/2 + rand.N(d/2+1)
+}
+
+// start runs the queue's start-up Check until it passes: a transport
+// error is reported and retried with backoff; a configuration error
+// (ErrEvictionPolicy) ends the pool's Run, named. It returns false when
+// ctx ended first.
+func (tk *taker) start(ctx context.Context, fail context.CancelCauseFunc) bool {
+	for failures := 1; ctx.Err() == nil; failures++ {
+		_, err := tk.q.Check(ctx)
+		if err == nil {
+			tk.l.up.Add(1)
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if errors.Is(err, ErrEvictionPolicy) {
+			fail(errFatal{fmt.Errorf("delay: queue %s: %w", tk.q.name, err)})
+			return false
+		}
+		// A queue that cannot start has nothing due as far as Strict
+		// is concerned: it must not hold the lines below it back.
+		tk.s.setMaybe(tk, false)
+		tk.onError("check", err)
+		sleepCtx(ctx, tk.reconnectDelay(failures))
+	}
+	return false
+}
+
+// run is the take loop of one queue.
+func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
+	defer tk.s.setMaybe(tk, false)
+	if !tk.start(ctx, fail) {
+		return
+	}
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	bg.Add(1)
+	go func() { defer bg.Done(); tk.wakeLoop(ctx) }()
+
+	q, o, lo := tk.q, tk.p.o, tk.l.o
+	var nextExpiry time.Time
+	failures := 0
+	// takeReq is the take in progress: after a Redis error the next take
+	// is the same call, so tasks a lost reply took come to this worker.
+	takeReq := ""
+	for ctx.Err() == nil {
+		for int64(tk.limit)-tk.held.Load() < int64(tk.refill) {
+			select {
+			case <-tk.freed:
+			case <-ctx.Done():
+				return
+			}
+		}
+		n := min(lo.BatchSize, tk.limit-int(tk.held.Load()))
+		if !nextExpiry.IsZero() && !q.ServerNow().Before(nextExpiry) {
+			if _, err := q.Sweep(ctx, o.SweepBatch); err != nil && ctx.Err() == nil {
+				tk.onError("sweep", err)
+			}
+		}
+		if takeReq == "" {
+			takeReq = q.req.next()
+		}
+		tk.s.setMaybe(tk, true)
+		b, err := q.take(ctx, n, takeReq)
+		// ErrCorrupt and ErrRecordLost come with a batch of good tasks.
+		partial := errors.Is(err, ErrCorrupt) || errors.Is(err, ErrRecordLost)
+		if err != nil && !partial {
+			if ctx.Err() != nil {
+				return
+			}
+			if !errors.Is(err, ErrRedis) {
+				takeReq = "" // refused, not lost: the next take is a new call
+			}
+			tk.s.setMaybe(tk, false) // as at start-up: a failing queue holds no line back
+			tk.onError("take", err)
+			failures++
+			sleepCtx(ctx, tk.reconnectDelay(failures))
+			continue
+		}
+		takeReq = ""
+		if err != nil {
+			tk.onError("take", err)
+		}
+		failures = 0
+		tk.held.Add(int64(len(b.Tasks)))
+		if len(b.Tasks) > 0 {
+			tk.s.push(tk, b.Tasks)
+		}
+		nextExpiry = b.NextExpiry
+		if len(b.Tasks) == n && b.NextToken.IsZero() {
+			continue // there may be more due right now
+		}
+		// Paused or out of tokens, a queue has nothing due for the pool
+		// (Strict serves the lines below it meanwhile).
+		tk.s.setMaybe(tk, false)
+		wait := o.IdleCheck
+		now := q.ServerNow()
+		// A paused queue's due tasks wait for Resume, which pushes the wake
+		// list; the poll is a safety net for a wake-up another worker took.
+		// Under a rate limit a due task waits for its token.
+		next := b.NextDue
+		if b.Paused {
+			next, wait = time.Time{}, min(wait, pausedPoll)
+		} else if b.NextToken.After(next) {
+			next = b.NextToken
+		}
+		if !next.IsZero() {
+			wait = min(wait, next.Sub(now))
+		}
+		if !b.NextExpiry.IsZero() {
+			wait = min(wait, b.NextExpiry.Sub(now)+time.Millisecond)
+		}
+		if wait <= 0 {
+			// The estimate says due but the server did not: re-measure soon.
+			wait = 200 * time.Microsecond
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-tk.wake:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+	}
+}
+
+// wakeLoop blocks on the wake list on its own connection; a pop means a
+// task became the new head, so the take loop re-takes and re-arms its timer.
+func (tk *taker) wakeLoop(ctx context.Context) {
+	c := tk.p.o.WakeClient
+	if c == nil {
+		c = tk.q.c
+	}
+	failures := 0
+	for ctx.Err() == nil {
+		_, err := c.BLPop(ctx, tk.p.o.WakeBlock, tk.q.k.wake).Result()
+		switch {
+		case err == nil:
+			failures = 0
+			select {
+			case tk.wake <- struct{}{}:
+			default:
+			}
+		case errors.Is(err, redis.Nil):
+			failures = 0
+		case ctx.Err() != nil || errors.Is(err, redis.ErrClosed):
+			return
+		default:
+			failures++
+			tk.onError("wake", err)
+			sleepCtx(ctx, tk.reconnectDelay(failures))
+		}
+	}
+}
+
+// releaseAll gives unstarted tasks back; a failure leaves them to their
+// leases, which is where they would be without the release.
+func (tk *taker) releaseAll(ctx context.Context, tasks []*Task) {
+	if len(tasks) == 0 {
+		return
+	}
+	q := tk.q
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	errs, err := q.release(rctx, tasks)
+	if err != nil {
+		tk.onError("release", err)
+		return
+	}
+	for _, e := range errs {
+		if e != nil {
+			q.o.Observer.OnError(q.name, "release", e)
+		}
+	}
+}
+
+// HandleResult is how a handler call ended, as Observer.OnHandled reports it.
+type HandleResult int
+
+// Handler call results.
+const (
+	// HandleOK: the handler returned nil; the task is acked.
+	HandleOK HandleResult = iota + 1
+	// HandleError: it returned an error; the task is retried (or
+	// dead-lettered at MaxAttempts).
+	HandleError
+	// HandleSkipRetry: it returned an error wrapping ErrSkipRetry; the task
+	// is dead-lettered.
+	HandleSkipRetry
+	// HandlePanic: it panicked; the task is retried.
+	HandlePanic
+	// HandleShutdown: it returned an error after the pool's
+	// ShutdownTimeout cancelled its ctx; the task is released back to
+	// due, its attempt not counted.
+	HandleShutdown
+)
+
+// String returns the result's metric label: ok, error, skip_retry, panic, shutdown.
+func (r HandleResult) String() string {
+	switch r {
+	case HandleOK:
+		return "ok"
+	case HandleError:
+		return "error"
+	case HandleSkipRetry:
+		return "skip_retry"
+	case HandlePanic:
+		return "panic"
+	case HandleShutdown:
+		return "shutdown"
+	}
+	return "unknown"
+}
+
+// handle runs the line's handler on t and applies its outcome. Before the
+// pool's ShutdownTimeout, acks go through the batching ack loop; after
+// it, every outcome is applied directly, with a bounded ctx of its own.
+func (tk *taker) handle(ctx context.Context, t *Task) {
+	q := tk.q
+	var stop func() error
+	if tk.p.o.AutoExtend {
+		stop = q.KeepAlive(ctx, t, 0)
+	}
+	began := time.Now()
+	err, panicked := tk.call(ctx, t)
+	took := time.Since(began)
+	if stop != nil {
+		_ = stop()
+	}
+	res := HandleOK
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		res = HandleShutdown
+	case panicked:
+		res = HandlePanic
+	case errors.Is(err, ErrSkipRetry):
+		res = HandleSkipRetry
+	default:
+		res = HandleError
+	}
+	q.o.Observer.OnHandled(q.name, took, res)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	switch res {
+	case HandleOK:
+		tk.ackMu.RLock()
+		if !tk.ackClosed {
+			tk.acks <- t.Lease
+			tk.ackMu.RUnlock()
+			return
+		}
+		tk.ackMu.RUnlock()
+		// The ack loop has stopped: ack directly, retrying transport
+		// errors as it would (6 attempts, each with its own 5 s bound).
+		for attempt := 1; ; attempt++ {
+			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			aerr := q.Ack(actx, t.Lease)
+			acancel()
+			if aerr == nil {
+				break
+			}
+			tk.onError("ack", aerr)
+			if !errors.Is(aerr, ErrRedis) || attempt >= 6 {
+				break // the lease brings the task back
+			}
+			time.Sleep(tk.reconnectDelay(attempt))
+		}
+	case HandleShutdown:
+		// Interrupted by the shutdown, not failed: back to due at its
+		// score, the attempt not counted.
+		q.o.Observer.OnError(q.name, "handle", err)
+		tk.releaseAll(cctx, []*Task{t})
+	case HandleSkipRetry:
+		if _, kerr := q.Kill(cctx, t.Lease, err); kerr != nil {
+			q.o.Observer.OnError(q.name, "kill", kerr)
+		}
+	default:
+		if _, rerr := q.Retry(cctx, t, err); rerr != nil {
+			q.o.Observer.OnError(q.name, "retry", rerr)
+		}
+	}
+}
+
+func (tk *taker) call(ctx context.Context, t *Task) (err error, panicked bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			err, panicked = fmt.Errorf("%w: %v", ErrPanic, r), true
+		}
+	}()
+	return tk.l.h(ctx, t), false
+}
+
+// closeAcks stops the ack loop after it sent what was queued; later acks
+// go directly to Redis.
+func (tk *taker) closeAcks() {
+	tk.ackMu.Lock()
+	tk.ackClosed = true
+	tk.ackMu.Unlock()
+	close(tk.quit)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,127 @@
+package delay
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// A running pool is listed with its lines, weights, caps and running
+// handlers; it leaves the list when Run returns; Health tells a queue
+// with no live worker from one whose workers are behind.
+func TestPoolRegistry(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := namedQ(t, b, "reg-a", Options{})
+		other := namedQ(t, b, "reg-b", Options{})
+		mustEnqueue(t, ctx, q, Job{Key: "first"})
+		mustEnqueue(t, ctx, q, Job{Key: "second"})
+		waitFor(t, 5*time.Second, "a task due", func() bool {
+			st, err := q.Stats(ctx)
+			return err == nil && st.Ready == 2
+		})
+		h, err := q.Health(ctx, time.Hour)
+		if err != nil || h.Verdict != NoWorker || len(h.Workers) != 0 {
+			t.Fatalf("before any worker: %v %+v", err, h)
+		}
+		release := make(chan struct{})
+		// 1 s: an entry lives 3 s without a refresh, which a loaded machine
+		// does not delay by that much
+		p, _ := NewPool(PoolOptions{Concurrency: 1, Heartbeat: time.Second, ID: "reg-pool"})
+		if err := p.Add(q, func(ctx context.Context, _ *Task) error { <-release; return nil }, QueueOptions{Weight: 3, MaxConcurrent: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Add(other, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		stop := runPool(t, p)
+		var w WorkerInfo
+		waitFor(t, 5*time.Second, "the pool listed with one handler running", func() bool {
+			ws, err := q.Workers(ctx)
+			if err != nil || len(ws) != 1 {
+				return false
+			}
+			w = ws[0]
+			return w.Running == 1
+		})
+		if w.ID != "reg-pool" || w.PID != os.Getpid() || w.Concurrency != 1 || w.Mode != "weighted" ||
+			len(w.Lines) != 2 || w.Lines[0].Weight != 3 || w.Lines[0].MaxConcurrent != 1 ||
+			w.Lines[0].Running != 1 || !w.Serves("reg-b") || w.Serves("reg-c") ||
+			time.Duration(w.Interval) != time.Second || w.Started.IsZero() {
+			t.Fatalf("entry %+v", w)
+		}
+		// one task runs (blocked), one waits: the worker is behind
+		if h, err := q.Health(ctx, 0); err != nil || h.Verdict != Behind {
+			t.Fatalf("with a busy worker: %v %v", err, h.Verdict)
+		}
+		close(release)
+		waitFor(t, 5*time.Second, "both handled", func() bool { return p.Stats()[0].Handled == 2 })
+		if h, err := q.Health(ctx, 0); err != nil || h.Verdict != Idle {
+			t.Fatalf("drained: %v %v", err, h.Verdict)
+		}
+		_ = stop()
+		if ws, err := ListWorkers(ctx, b.Client, b.Prefix); err != nil || len(ws) != 0 {
+			t.Fatalf("after Run returned: %v %+v", err, ws)
+		}
+	})
+}
+
+// A SIGKILLed worker process leaves the list within 3 heartbeat
+// intervals of the kill, by its entry's TTL alone.
+func TestFaultHeartbeatKilledWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts a child process and SIGKILLs it")
+	}
+	b := testredis.Redis(t) // a real child process needs a real server
+	ctx := testCtx(t)
+	const beat = 300 * time.Millisecond
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = testredis.ChildEnv(envHelper+"=1", envHelperPrefix+"="+b.Prefix, envHelperBeat+"="+beat.String())
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	listed := func() []WorkerInfo {
+		ws, err := ListWorkers(ctx, b.Client, b.Prefix)
+		if err != nil {
+			t.Errorf("ListWorkers: %v", err)
+		}
+		return ws
+	}
+	waitFor(t, 20*time.Second, "the child listed", func() bool { return len(listed()) == 1 })
+	w := listed()[0]
+	if w.PID != cmd.Process.Pid || !w.Serves("crash") {
+		t.Fatalf("entry %+v, child pid %d", w, cmd.Process.Pid)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	// What Redis will do: the entry's remaining TTL, read right after the
+	// kill, is at most 3 intervals (it runs from the last refresh, before
+	// the kill), and nothing refreshes it any more.
+	ttl, err := b.Client.PTTL(ctx, b.Prefix+":{workers}:w:"+w.ID).Result()
+	if err != nil || ttl <= 0 || ttl > 3*beat {
+		t.Fatalf("entry TTL right after the kill: %v %v, want (0, %v]", ttl, err, 3*beat)
+	}
+	waitFor(t, 10*beat, "the killed child gone from the list", func() bool { return len(listed()) == 0 })
+	gone := time.Since(killed)
+	t.Logf("heartbeat %v: entry TTL %v at the kill; the killed worker left the list %v after SIGKILL (as seen by a 5 ms poll)",
+		beat, ttl, gone.Round(time.Millisecond))
+	// The poll itself runs late on a loaded machine: at load averages of
+	// 30-46 on 2 cores it saw the entry gone up to 865 ms after its TTL,
+	// so 2 s of slack; the bound the library owns is the TTL, checked
+	// exactly above.
+	if gone > ttl+2*time.Second {
+		t.Fatalf("gone %v after the kill, TTL was %v", gone, ttl)
+	}
+	if n, _ := b.Client.ZCard(ctx, b.Prefix+":{workers}:live").Result(); n != 0 {
+		t.Fatalf("%d IDs left in the live set after listing", n)
+	}
+}

@@ -1,0 +1,168 @@
+package tierset_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset"
+	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/measure"
+	"github.com/tierset/tierset/internal/slot"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// TestFailoverLines runs one delay.Pool over two lines on different
+// masters of its own 3+3 cluster, each fed 100 tasks/s by a producer
+// whose tasks count once a replica confirmed them (see TestFailover), and
+// SIGKILLs line A's master:
+//
+//   - line B keeps being served while A fails over: its p99 lateness
+//     (handler start minus due, both on this machine's clock, which is
+//     also the cluster's) in the failover window stays within 2× of its
+//     figure before the kill;
+//   - line A is served again once its replica took over;
+//   - no acknowledged task of either line is lost.
+func TestFailoverLines(t *testing.T) {
+	if os.Getenv(EnvFailover) != "1" {
+		t.Skipf("%s not set to 1", EnvFailover)
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not on PATH")
+	}
+	cl := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cc := tierset.NewClusterClient(cl.seeds...)
+	t.Cleanup(func() { _ = cc.Close() })
+	if err := cc.Ping(ctx).Err(); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	owner := slotOwners(t, ctx, cc)
+	prefix := testredis.Prefix(t)
+	opts := delay.Options{Prefix: prefix, Lease: 2 * time.Second}
+	a, err := delay.New(cc, "line-a", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := owner(slot.Of(a.Keys()[0]))
+	nameB := ""
+	for _, n := range []string{"line-b", "line-b1", "line-b2", "line-b3", "line-b4", "line-b5", "line-b6", "line-b7"} {
+		q, err := delay.New(cc, n, opts)
+		if err == nil && owner(slot.Of(q.Keys()[0])) != victim {
+			nameB = n
+			break
+		}
+	}
+	if nameB == "" {
+		t.Fatal("no name for line B off the victim master")
+	}
+	b, _ := delay.New(cc, nameB, opts)
+
+	type sample struct {
+		due  time.Time
+		late time.Duration
+	}
+	var mu sync.Mutex
+	var lateB []sample
+	logA := &deliveryLog{byKey: map[string][]delivery{}, active: map[string]bool{}}
+	logB := &deliveryLog{byKey: map[string][]delivery{}, active: map[string]bool{}}
+	p, err := delay.NewPool(delay.PoolOptions{Concurrency: 8, ReconnectMax: 500 * time.Millisecond, IdleCheck: time.Second, Heartbeat: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add(a, func(_ context.Context, task *delay.Task) error {
+		logA.begin(task)
+		logA.end(task.Key)
+		return nil
+	}, delay.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add(b, func(_ context.Context, task *delay.Task) error {
+		late := time.Since(task.Due)
+		mu.Lock()
+		lateB = append(lateB, sample{task.Due, late})
+		mu.Unlock()
+		logB.begin(task)
+		logB.end(task.Key)
+		return nil
+	}, delay.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopRun(); wg.Wait() }()
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = p.Run(runCtx) }()
+	prodA := &producer{cc: cc, name: "line-a", opts: opts, acked: map[string]time.Time{}}
+	prodB := &producer{cc: cc, name: nameB, opts: opts, acked: map[string]time.Time{}}
+	prodCtx, stopProd := context.WithCancel(runCtx)
+	defer stopProd()
+	for _, pr := range []*producer{prodA, prodB} {
+		wg.Add(1)
+		go func() { defer wg.Done(); pr.run(prodCtx, t) }()
+	}
+
+	time.Sleep(4 * time.Second) // steady state: B's figure before the kill
+	if logA.count() == 0 || logB.count() == 0 {
+		t.Fatalf("before the kill: %d A and %d B tasks handled", logA.count(), logB.count())
+	}
+	pid := masterPID(t, ctx, cc, cl, victim)
+	killAt := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %d: %v", pid, err)
+	}
+	t.Logf("killed master %s (pid %d), which held line A; line B is %s on %s", victim, pid, nameB, owner(slot.Of(b.Keys()[0])))
+	recoveredA := time.Time{}
+	for end := killAt.Add(20 * time.Second); time.Now().Before(end) && recoveredA.IsZero(); time.Sleep(50 * time.Millisecond) {
+		recoveredA = logA.firstEnqueuedAfter(killAt, prodA)
+	}
+	time.Sleep(3 * time.Second)
+	stopProd()
+	ackedA, ackedB := prodA.ackedKeys(), prodB.ackedKeys()
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if logA.missing(ackedA) == 0 && logB.missing(ackedB) == 0 {
+			break
+		}
+	}
+	stopRun()
+	wg.Wait()
+
+	if recoveredA.IsZero() {
+		t.Fatalf("line A was not served again within 20 s of the kill")
+	}
+	var before, during measure.Samples
+	warm := killAt.Add(-3 * time.Second)
+	mu.Lock()
+	for _, s := range lateB {
+		switch {
+		case s.due.After(warm) && s.due.Before(killAt):
+			before.Add(s.late)
+		case !s.due.Before(killAt) && s.due.Before(recoveredA):
+			during.Add(s.late)
+		}
+	}
+	mu.Unlock()
+	bs, ds := before.Summary(), during.Summary()
+	t.Logf("line A served again %v after the kill", recoveredA.Sub(killAt).Round(time.Millisecond))
+	t.Logf("line B p99 lateness: before the kill %v (n=%d, p50 %v), while A failed over %v (n=%d, p50 %v, max %v)",
+		bs.P99, bs.N, bs.P50, ds.P99, ds.N, ds.P50, ds.Max)
+	t.Logf("acknowledged: A %d (retried %d), B %d (retried %d); lost: A %d, B %d",
+		len(ackedA), prodA.retries.Load(), len(ackedB), prodB.retries.Load(), logA.missing(ackedA), logB.missing(ackedB))
+	if n := logA.missing(ackedA) + logB.missing(ackedB); n > 0 {
+		t.Errorf("lost %d acknowledged tasks: A %v, B %v", n, logA.missingSample(ackedA, 5), logB.missingSample(ackedB, 5))
+	}
+	if ds.N < 100 {
+		t.Errorf("only %d B tasks handled during A's failover", ds.N)
+	}
+	if ds.P99 > 2*max(bs.P99, 2*time.Millisecond) {
+		t.Errorf("B's p99 during A's failover %v > 2 × %v before it", ds.P99, bs.P99)
+	}
+	if logA.concurrent+logB.concurrent > 0 {
+		t.Errorf("a task in two handlers at once: A %d, B %d", logA.concurrent, logB.concurrent)
+	}
+}
