@@ -355,7 +355,10 @@ func TestNearRefreshInvalidates(t *testing.T) {
 // it started.
 func TestNearMemoryBounded(t *testing.T) {
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+		// 10,000 promotions written and read: more than testCtx's two
+		// minutes under -race on a machine at load 40.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
 		plain := newCache(t, b, Options{})
 		const n = 10000
 		promos := make([]gradient.Promotion, n)
