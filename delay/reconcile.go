@@ -59,8 +59,8 @@ type ReconcileResult struct {
 	// Moved counts present tasks given the source's due time (MoveDue);
 	// they are also counted in Present.
 	Moved   int
-	Invalid  int // rejected source tasks (bad key, token or time); see FirstInvalid
-	Removed  int // pending in Redis, due before the bound, unknown to the source
+	Invalid int // rejected source tasks (bad key, token or time); see FirstInvalid
+	Removed int // pending in Redis, due before the bound, unknown to the source
 	// Untracked counts pending tasks with a generated token (the source
 	// cannot know them); they are never removed.
 	Untracked int
