@@ -198,8 +198,8 @@ func TestEndToEndAgainstOracle(t *testing.T) {
 			}
 		}
 		for _, p := range promos {
-			if ok, err := c.Delete(ctx, p.ID); err != nil || !ok {
-				t.Fatalf("Delete(%s) = %v, %v", p.ID, ok, err)
+			if res, err := c.Delete(ctx, p.ID, 0); err != nil || res.Outcome != cache.Deleted {
+				t.Fatalf("Delete(%s) = %+v, %v", p.ID, res, err)
 			}
 			_, err := c.Match(ctx, cache.Query{Promotion: p.ID, Metric: p.Metric, Value: decimal.NewFromInt(5)}, cache.MatchOptions{})
 			if !errors.Is(err, cache.ErrNotFound) {

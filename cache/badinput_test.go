@@ -129,7 +129,7 @@ func TestBadInput(t *testing.T) {
 				_, err := c.MatchCart(ctx, make([]Query, MaxCartLines+1), MatchOptions{})
 				return err
 			}, []error{ErrBatchTooLarge}},
-			{"delete bad id", func(ctx context.Context, c *Cache) error { _, err := c.Delete(ctx, "a b"); return err }, []error{ErrBadID}},
+			{"delete bad id", func(ctx context.Context, c *Cache) error { _, err := c.Delete(ctx, "a b", 0); return err }, []error{ErrBadID}},
 			{"info bad id", func(ctx context.Context, c *Cache) error { _, err := c.Info(ctx, "a}"); return err }, []error{ErrBadID}},
 			{"nil client", func(ctx context.Context, c *Cache) error { _, err := New(nil, Options{}); return err }, []error{ErrNilClient}},
 			{"prefix with brace", func(ctx context.Context, c *Cache) error {
@@ -284,7 +284,7 @@ func TestUnreachable(t *testing.T) {
 			_, err := c.MatchCart(ctx, []Query{QuantityQuery("p", 1), QuantityQuery("q", 1)}, MatchOptions{Next: true})
 			return err
 		},
-		"delete": func() error { _, err := c.Delete(ctx, "p"); return err },
+		"delete": func() error { _, err := c.Delete(ctx, "p", 0); return err },
 		"info":   func() error { _, err := c.Info(ctx, "p"); return err },
 		"list":   func() error { _, err := c.List(ctx); return err },
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/redisconf"
 )
 
@@ -23,6 +22,7 @@ type Cache struct {
 	grace    time.Duration
 	maxBytes int
 	retries  int
+	tombTTL  time.Duration
 	obs      Observer
 	// nopObs: obs is NopObserver, so the hot path skips timing and the
 	// per-line OnLookup loop.
@@ -64,6 +64,7 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 		grace:    o.Grace,
 		maxBytes: o.MaxRecordBytes,
 		retries:  o.RefreshRetries,
+		tombTTL:  o.TombstoneTTL,
 		obs:      o.Observer,
 		nopObs:   isNop(o.Observer),
 		memo:     newMemo(o.DecodeCacheSize),
@@ -81,65 +82,6 @@ func isNop(o Observer) bool {
 
 // Prefix returns the key prefix in use.
 func (c *Cache) Prefix() string { return c.prefix }
-
-// Delete removes a promotion: its tiers and meta keys at once, so
-// readers get ErrNotFound from then on. The gift lists of its current and
-// previous version are kept for Options.Grace (or until they expire
-// sooner on their own), as when Refresh replaces a version: a reader that
-// fetched a tier just before the delete still gets its gifts, and only
-// one that asks more than Grace later gets ErrGiftsGone. It reports
-// whether the promotion existed.
-func (c *Cache) Delete(ctx context.Context, id string) (bool, error) {
-	if err := gradient.ValidateID(id); err != nil {
-		return false, fmt.Errorf("%w: %w", ErrBadID, err)
-	}
-	tiers, meta := c.tiersKey(id), c.metaKey(id)
-	existed := false
-	rts := 0
-	txf := func(tx *redis.Tx) error {
-		rts += 3
-		vals, err := tx.HMGet(ctx, meta, metaVersion, metaPrev).Result()
-		if err != nil {
-			return err
-		}
-		keys := []string{tiers, meta}
-		var gifts []string
-		for _, v := range vals {
-			if s, ok := v.(string); ok && s != "" {
-				gifts = append(gifts, c.giftsKey(id, s))
-			}
-		}
-		if err := sameSlot(append(keys, gifts...)...); err != nil {
-			return err
-		}
-		var del *redis.IntCmd
-		_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			del = pipe.Del(ctx, keys...)
-			for _, k := range gifts {
-				// LT: never lengthen a TTL (End + Grace may come sooner).
-				pipe.Do(ctx, "pexpire", k, c.grace.Milliseconds(), "lt")
-			}
-			return nil
-		})
-		if err == nil {
-			existed = del.Val() > 0
-		}
-		return err
-	}
-	defer func() { c.obs.OnRoundTrips(OpDelete, rts) }()
-	defer c.invalidateLocal(id)
-	for attempt := 0; attempt < c.retries; attempt++ {
-		err := c.client.Watch(ctx, txf, meta)
-		if errors.Is(err, redis.TxFailedErr) {
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("cache: delete promotion %q: %w", id, ctxErr(ctx, err))
-		}
-		return existed, nil
-	}
-	return false, fmt.Errorf("%w: delete %q after %d attempts", ErrConflict, id, c.retries)
-}
 
 // ctxErr joins the context's error when the call was cancelled, so
 // errors.Is(err, context.Canceled) holds whatever go-redis returned.

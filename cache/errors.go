@@ -72,4 +72,29 @@ var (
 	// timeout, the caller's ctx ending while it waited, or a promotion
 	// Refresh refused. The line gets it instead of an answer.
 	ErrLoad = errors.New("cache: read-through load failed")
+	// ErrRevisionConflict: a write carries the revision Redis already
+	// holds for the promotion, with other content. A source must change
+	// the revision with every change, so one of the two writers is wrong;
+	// retrying gives the same answer. Returned as a
+	// *RevisionConflictError that names the promotion.
+	ErrRevisionConflict = errors.New("cache: same revision, different content")
 )
+
+// RevisionConflictError is a write refused because Redis holds the same
+// revision of the promotion with other content (ErrRevisionConflict).
+// Nothing of that promotion was written.
+type RevisionConflictError struct {
+	ID       string
+	Revision int64
+	// Held and Wrote are the content hashes (versions) of the stored
+	// promotion and of the refused write.
+	Held, Wrote string
+}
+
+func (e *RevisionConflictError) Error() string {
+	return fmt.Sprintf("cache: promotion %q revision %d: stored version %s, write carries version %s: %v",
+		e.ID, e.Revision, e.Held, e.Wrote, ErrRevisionConflict.Error())
+}
+
+// Is makes a RevisionConflictError match ErrRevisionConflict.
+func (e *RevisionConflictError) Is(target error) bool { return target == ErrRevisionConflict }

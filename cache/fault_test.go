@@ -285,7 +285,7 @@ func TestFaultReadCutReply(t *testing.T) {
 	}
 	// Delete: its EXEC commits, its reply is lost.
 	env.proxy.CutNext(1, faultproxy.Contains("\r\nexec\r\n"))
-	_, err = env.cut.Delete(ctx, ps[1].ID)
+	_, err = env.cut.Delete(ctx, ps[1].ID, 0)
 	if err != nil {
 		typed++
 	}
@@ -296,7 +296,7 @@ func TestFaultReadCutReply(t *testing.T) {
 		wrong++
 		t.Errorf("Delete under a cut: %s (err %v)", s, err)
 	}
-	if ok, err := env.cut.Delete(ctx, ps[1].ID); err != nil || storedState(ctx, env.direct, &ps[1]) != "absent" {
+	if ok, err := env.cut.Delete(ctx, ps[1].ID, 0); err != nil || storedState(ctx, env.direct, &ps[1]) != "absent" {
 		t.Fatalf("second Delete: %v %v", ok, err)
 	}
 	total := env.proxy.Cuts()

@@ -68,8 +68,8 @@ func TestDeleteGrace(t *testing.T) {
 				if _, err := c.Refresh(ctx, p); err != nil {
 					t.Errorf("refresh: %v", err)
 				}
-				if ok, err := c.Delete(ctx, p.ID); err != nil || !ok {
-					t.Errorf("delete: %v %v", ok, err)
+				if res, err := c.Delete(ctx, p.ID, 0); err != nil || res.Outcome != Deleted {
+					t.Errorf("delete: %+v %v", res, err)
 				}
 			}
 		}
@@ -107,7 +107,7 @@ func TestDeleteGiftsExpire(t *testing.T) {
 		if err != nil || !r.Tier.HasGifts {
 			t.Fatalf("match: %+v %v", r, err)
 		}
-		if _, err := c.Delete(ctx, p.ID); err != nil {
+		if _, err := c.Delete(ctx, p.ID, 0); err != nil {
 			t.Fatal(err)
 		}
 		rs := []Result{r}

@@ -152,7 +152,7 @@ type countingObserver struct {
 	NopObserver
 	lookups, hits, noTier, notFound, notActive, errs atomic.Int64
 	roundTrips, decodeErrors                         atomic.Int64
-	refreshes                                        [8]atomic.Int64
+	refreshes                                        [16]atomic.Int64
 	// byOp, near and loads are indexed by Op, NearEvent and LoadOutcome.
 	byOp, near, loads [8]atomic.Int64
 	// refreshCalls counts OnRefreshDone; refreshN and refreshErrs sum its

@@ -32,6 +32,9 @@ type Info struct {
 	// Updated is when the stored version was written, by the writer's
 	// Options.Now.
 	Updated time.Time
+	// Revision is the source revision stored with it (0: unordered, or
+	// written before revisions existed).
+	Revision int64
 	// Damage says what is missing from the stored promotion (its tiers
 	// key, members, its gift lists, or its meta hash), "" when it is
 	// whole. A Refresh with its content repairs it.
@@ -161,6 +164,7 @@ func (c *Cache) parseInfo(id string, m map[string]string) (Info, error) {
 		Tiers:       int(num(metaTiers)),
 		GiftTiers:   int(num(metaGifts)),
 		Updated:     time.UnixMilli(num(metaUpdated)),
+		Revision:    revOf(m[metaRev]),
 	}
 	if bad == "" && in.Version == "" {
 		bad = metaVersion

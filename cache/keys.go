@@ -46,10 +46,18 @@ func (c *Cache) idFromMetaKey(key string) string {
 //
 //	<prefix>:{p:<id>}:absent   STRING  the source said no such promotion (PX MissTTL)
 //	<prefix>:{p:<id>}:lease    STRING  one process is loading it (SET NX PX LeaseTTL)
+//
+// and the tombstone an ordered Delete leaves, so a writer that read the
+// promotion before the delete cannot bring it back:
+//
+//	<prefix>:{p:<id>}:tomb     STRING  the revision it was deleted at (PX TombstoneTTL)
 const (
 	suffixAbsent = "}:absent"
 	suffixLease  = "}:lease"
+	suffixTomb   = "}:tomb"
 )
+
+func (c *Cache) tombKey(id string) string { return c.prefix + tagOpen + id + suffixTomb }
 
 func (c *Cache) absentKey(id string) string { return c.prefix + tagOpen + id + suffixAbsent }
 

@@ -280,7 +280,7 @@ type writeRecorder struct {
 	seen []string
 }
 
-var readOnly = map[string]bool{"watch": true, "unwatch": true, "hget": true, "hmget": true, "hgetall": true, "zrange": true, "ping": true, "pttl": true, "exists": true, "zcard": true, "hlen": true, "scan": true, "hello": true, "client": true, "cluster": true, "command": true, "select": true}
+var readOnly = map[string]bool{"watch": true, "unwatch": true, "hget": true, "hmget": true, "get": true, "mget": true, "hgetall": true, "zrange": true, "ping": true, "pttl": true, "exists": true, "zcard": true, "hlen": true, "scan": true, "hello": true, "client": true, "cluster": true, "command": true, "select": true}
 
 func (w *writeRecorder) add(cmds ...redis.Cmder) {
 	w.mu.Lock()
@@ -345,13 +345,13 @@ func TestDeleteInfoList(t *testing.T) {
 			t.Fatalf("List = %v, want %v", got, ids)
 		}
 		for _, id := range ids {
-			ok, err := c.Delete(ctx, id)
-			if err != nil || !ok {
-				t.Fatalf("Delete %s: %v %v", id, ok, err)
+			res, err := c.Delete(ctx, id, 0)
+			if err != nil || res.Outcome != Deleted {
+				t.Fatalf("Delete %s: %+v %v", id, res, err)
 			}
 		}
-		if ok, err := c.Delete(ctx, ids[0]); err != nil || ok {
-			t.Fatalf("second Delete: %v %v", ok, err)
+		if res, err := c.Delete(ctx, ids[0], 0); err != nil || res.Outcome != Absent {
+			t.Fatalf("second Delete: %+v %v", res, err)
 		}
 		// Only the gift lists stay, one per promotion, each for at most
 		// Grace (readers that fetched a tier just before keep its gifts).

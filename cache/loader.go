@@ -550,6 +550,10 @@ func (c *Cache) withNearAndLoader(o Options) error {
 		if err != nil {
 			return err
 		}
+		if o.TombstoneTTL <= lo.LeaseTTL {
+			return fmt.Errorf("%w: TombstoneTTL %v must exceed Load.LeaseTTL %v (a tombstone must outlive every load in flight)",
+				ErrInvalidOptions, o.TombstoneTTL, lo.LeaseTTL)
+		}
 		c.rt = &readThrough{loader: o.Loader, opt: lo, trust: lo.MissTTL, flights: map[string]*flight{}, misses: map[string]int64{},
 			failures: map[string]failure{}}
 		if c.near == nil {

@@ -310,7 +310,7 @@ func TestReadThroughRememberedMiss(t *testing.T) {
 		ld.mu.Lock()
 		ld.promos["ghost"] = p
 		ld.mu.Unlock()
-		if _, err := other.Delete(ctx, "ghost"); err != nil {
+		if _, err := other.Delete(ctx, "ghost", 0); err != nil {
 			t.Fatal(err)
 		}
 		if r, err := other.Match(ctx, q, MatchOptions{}); err != nil || r.Tier == nil || ld.calls.Load() != 2 {

@@ -337,7 +337,7 @@ func TestNearRefreshInvalidates(t *testing.T) {
 			t.Logf("other-process refresh %d seen after %v", k, time.Since(start))
 		}
 		_ = read()
-		if _, err := other.Delete(ctx, "flip"); err != nil {
+		if _, err := other.Delete(ctx, "flip", 0); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()

@@ -56,6 +56,21 @@ const (
 	// Repaired: the stored version had the same content hash but was not
 	// whole (RefreshResult.Damage says what was missing); it was rewritten.
 	Repaired
+	// Stale: the write (or delete) carried a revision older than the one
+	// Redis holds (a stored promotion or a Delete's tombstone), or was a
+	// read-through fill that lost to another writer; nothing was written.
+	// RefreshResult.Revision is the revision Redis holds. Never an error:
+	// the newer write already won.
+	Stale
+	// Conflict: the write carried the revision Redis holds, with other
+	// content; nothing was written and the call's error matches
+	// ErrRevisionConflict (a *RevisionConflictError naming the promotion).
+	Conflict
+	// Deleted: Delete removed the stored promotion.
+	Deleted
+	// Absent: Delete found nothing stored (an ordered Delete still left
+	// its tombstone).
+	Absent
 )
 
 func (o RefreshOutcome) String() string {
@@ -70,6 +85,14 @@ func (o RefreshOutcome) String() string {
 		return "failed"
 	case Repaired:
 		return "repaired"
+	case Stale:
+		return "stale"
+	case Conflict:
+		return "conflict"
+	case Deleted:
+		return "deleted"
+	case Absent:
+		return "absent"
 	}
 	return "unknown"
 }
@@ -223,7 +246,10 @@ type Observer interface {
 	// OnRoundTrips reports the round trips one call made (a pipeline is
 	// one, even when a Cluster client splits it over several masters).
 	OnRoundTrips(op Op, n int)
-	// OnRefresh is called once per promotion of a Refresh.
+	// OnRefresh is called once per promotion of a Refresh (Stale when a
+	// write older than what Redis holds was refused, Conflict for a
+	// RevisionConflictError), and once per Delete (Deleted, Absent or
+	// Stale).
 	OnRefresh(promotion string, outcome RefreshOutcome)
 	// OnDecodeError is called when bytes read from Redis are corrupt.
 	OnDecodeError(promotion string, rec Record, err error)

@@ -29,7 +29,7 @@ func TestObserverRoundTrips(t *testing.T) {
 			{"added", func() error { _, err := c.Refresh(ctx, simplePromotion("x", 1, 2)); return err }},
 			{"unchanged", func() error { _, err := c.Refresh(ctx, simplePromotion("x", 1, 2)); return err }},
 			{"updated", func() error { _, err := c.Refresh(ctx, simplePromotion("x", 1, 3)); return err }},
-			{"delete", func() error { _, err := c.Delete(ctx, "x"); return err }},
+			{"delete", func() error { _, err := c.Delete(ctx, "x", 0); return err }},
 			{"info", func() error { _, err := c.Info(ctx, "x"); return err }},
 		} {
 			// Warm a connection for commands and one for pipelines: a

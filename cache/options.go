@@ -29,6 +29,8 @@ const (
 	DefaultGrace          = 24 * time.Hour
 	DefaultMaxRecordBytes = 64 << 10
 	DefaultRefreshRetries = 10
+	// DefaultTombstoneTTL is the default Options.TombstoneTTL.
+	DefaultTombstoneTTL = 24 * time.Hour
 	// DefaultDecodeCacheSize is the default Options.DecodeCacheSize.
 	DefaultDecodeCacheSize = 1 << 16
 )
@@ -65,6 +67,16 @@ type Options struct {
 	// anything larger is ErrCorrupt, and Refresh refuses to write a record
 	// it could not read back. Default 64 KiB.
 	MaxRecordBytes int
+	// TombstoneTTL is how long an ordered Delete (revision > 0) keeps the
+	// revision it deleted at, in the promotion's :tomb key, after the
+	// promotion is gone: until then a write of that revision or an older
+	// one is Stale, so a read-through load or a warm-up that read the
+	// promotion before the delete cannot bring it back. It must outlive
+	// every writer that could still hold an older read: a read-through
+	// load lives at most Load.LeaseTTL (New refuses a TombstoneTTL not
+	// above it), a warm-up job as long as its run. Default 24h; a
+	// tombstone costs about 100 bytes of Redis memory.
+	TombstoneTTL time.Duration
 	// RefreshRetries bounds the WATCH retries of one promotion's refresh
 	// transaction. Default 10.
 	RefreshRetries int
@@ -142,6 +154,12 @@ func (o Options) withDefaults() (Options, error) {
 		o.RefreshRetries = DefaultRefreshRetries
 	case o.RefreshRetries < 0:
 		return o, fmt.Errorf("%w: RefreshRetries %d", ErrInvalidOptions, o.RefreshRetries)
+	}
+	switch {
+	case o.TombstoneTTL == 0:
+		o.TombstoneTTL = DefaultTombstoneTTL
+	case o.TombstoneTTL < time.Millisecond:
+		return o, fmt.Errorf("%w: TombstoneTTL %v (must be ≥ 1ms)", ErrInvalidOptions, o.TombstoneTTL)
 	}
 	if o.Observer == nil {
 		o.Observer = NopObserver{}

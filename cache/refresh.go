@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,6 +20,11 @@ type RefreshReport struct {
 	Updated    int
 	Unchanged  int
 	Repaired   int
+	// Stale counts writes refused because Redis holds a newer revision
+	// (or, for a read-through fill, because another writer came first).
+	Stale int
+	// Conflicts counts writes refused with a *RevisionConflictError.
+	Conflicts int
 }
 
 func (r *RefreshReport) add(res RefreshResult) {
@@ -32,6 +38,10 @@ func (r *RefreshReport) add(res RefreshResult) {
 		r.Unchanged++
 	case Repaired:
 		r.Repaired++
+	case Stale:
+		r.Stale++
+	case Conflict:
+		r.Conflicts++
 	}
 }
 
@@ -46,6 +56,14 @@ type RefreshResult struct {
 	Previous string
 	// Damage says what was missing when Outcome is Repaired, else "".
 	Damage string
+	// Revision is the revision Redis holds for the promotion after the
+	// call: the one written (Added, Updated, Repaired, or Unchanged with
+	// a newer revision recorded), or the one kept (Unchanged, Stale,
+	// Conflict; for a Stale write against a deleted promotion, its
+	// tombstone's). For Delete: the tombstone's revision, 0 for an
+	// unordered Delete. When Stale, Version is the stored version ("" when
+	// none is stored).
+	Revision int64
 }
 
 // RefreshError is the error of a Refresh that failed after it began to
@@ -83,11 +101,26 @@ func (e *RefreshError) Unwrap() error { return e.Err }
 // old version whole or the new one whole, never a mix, and never a tier
 // without its gifts (gift lists are stored per version).
 //
+// Writes are ordered by gradient.Promotion.Revision, compared with the
+// revision Redis holds inside the same WATCH/MULTI transaction (see
+// "Ordering of writers" in docs/design.md):
+//   - a revision older than the stored one, or not newer than the
+//     tombstone an ordered Delete left, writes nothing and is reported
+//     Stale (RefreshReport.Stale, Observer.OnRefresh), never as an error:
+//     the newer write already won;
+//   - the stored revision with other content writes nothing, is reported
+//     Conflict, and the call's error matches ErrRevisionConflict (one
+//     *RevisionConflictError per promotion, joined); the other promotions
+//     of the call are still written, and retrying gives the same answer;
+//   - revision 0 is unordered: it replaces whatever is stored, last
+//     writer wins (the stored revision becomes 0), as before revisions.
+//
 // A promotion whose content hash equals the stored version is Unchanged,
 // and nothing is written for it, only when it is also whole: its tiers key
 // holds every member, its gift list hash every gift list and its meta hash
 // every field, read in the same round trip as the version. Otherwise it
-// is rewritten and reported Repaired.
+// is rewritten and reported Repaired. An Unchanged write with a newer
+// revision records that revision alone.
 //
 // Keys expire at End + Grace (no expiry for an open End); the replaced
 // version's gifts expire Grace from now. Writes are atomic per promotion,
@@ -106,6 +139,12 @@ func (c *Cache) Refresh(ctx context.Context, promos ...gradient.Promotion) (Refr
 }
 
 func (c *Cache) refresh(ctx context.Context, promos []gradient.Promotion) (RefreshReport, error) {
+	return c.refreshWith(ctx, promos, nil)
+}
+
+// refreshWith is Refresh, as a read-through fill when fl is set (one
+// promotion).
+func (c *Cache) refreshWith(ctx context.Context, promos []gradient.Promotion, fl *fill) (RefreshReport, error) {
 	if len(promos) > MaxRefreshBatch {
 		return RefreshReport{}, fmt.Errorf("%w: %d promotions (max %d)", ErrBatchTooLarge, len(promos), MaxRefreshBatch)
 	}
@@ -124,17 +163,24 @@ func (c *Cache) refresh(ctx context.Context, promos []gradient.Promotion) (Refre
 		all[i] = e
 	}
 	var rep RefreshReport
+	var conflicts []error
 	for k, e := range all {
-		res, rts, err := c.refreshOne(ctx, e)
+		res, rts, err := c.refreshOne(ctx, e, fl)
 		c.invalidateLocal(e.id) // at once, even on error: the write may have committed
 		c.obs.OnRoundTrips(OpRefresh, rts)
+		var rc *RevisionConflictError
+		if errors.As(err, &rc) {
+			// Nothing written for it (decided before MULTI); the others go on.
+			conflicts = append(conflicts, err)
+			err = nil
+		}
 		if err != nil {
 			return rep, c.refreshFailed(ctx, &rep, all, k, res, ctxErr(ctx, err))
 		}
 		c.obs.OnRefresh(e.id, res.Outcome)
 		rep.add(res)
 	}
-	return rep, nil
+	return rep, errors.Join(conflicts...)
 }
 
 // refreshFailed builds the RefreshError of a call whose k-th promotion
@@ -145,7 +191,7 @@ func (c *Cache) refreshFailed(ctx context.Context, rep *RefreshReport, all []*en
 	for _, e := range all[:k] {
 		rerr.Committed = append(rerr.Committed, e.id)
 	}
-	p, perr := c.probe(ctx, c.client, all[k])
+	p, perr := c.probe(ctx, c.client, all[k], nil)
 	c.obs.OnRoundTrips(OpRefresh, 1)
 	switch {
 	case perr != nil:
@@ -169,9 +215,12 @@ func (c *Cache) refreshFailed(ctx context.Context, rep *RefreshReport, all []*en
 	return rerr
 }
 
-// stored is what the wholeness probe read of a stored promotion.
+// stored is what the probe read of a stored promotion.
 type stored struct {
 	version, prev                string
+	rev                          int64 // the meta hash's revision (0: unordered or none)
+	tomb                         int64 // the tombstone's revision, 0 when there is none
+	leaseOK                      bool  // a fill's lease still holds its token
 	members, giftLists, metaLens int64
 }
 
@@ -181,15 +230,27 @@ type pipeliner interface {
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 
-// probe reads, in one round trip, the stored version and previous
-// version of e's promotion and the sizes of its tiers key, its gift list
-// hash for e's version and its meta hash.
-func (c *Cache) probe(ctx context.Context, p pipeliner, e *encoded) (stored, error) {
-	var hm *redis.SliceCmd
+// fill marks a refresh as a read-through load's write-through: it
+// applies only while the load's lease still holds token (every other
+// write and delete of the promotion deletes the lease, as a memcached
+// lease token is invalidated), and never replaces a whole promotion.
+type fill struct{ lease, token string }
+
+// probe reads, in one round trip, the stored version, previous version
+// and revision of e's promotion, its tombstone (and a fill's lease), and
+// the sizes of its tiers key, its gift list hash for e's version and its
+// meta hash.
+func (c *Cache) probe(ctx context.Context, p pipeliner, e *encoded, fl *fill) (stored, error) {
+	var hm, strs *redis.SliceCmd
 	var zc, gl, ml *redis.IntCmd
 	meta := c.metaKey(e.id)
 	_, err := p.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		hm = pipe.HMGet(ctx, meta, metaVersion, metaPrev)
+		hm = pipe.HMGet(ctx, meta, metaVersion, metaPrev, metaRev)
+		if fl != nil {
+			strs = pipe.MGet(ctx, c.tombKey(e.id), fl.lease)
+		} else {
+			strs = pipe.MGet(ctx, c.tombKey(e.id))
+		}
 		zc = pipe.ZCard(ctx, c.tiersKey(e.id))
 		gl = pipe.HLen(ctx, c.giftsKey(e.id, e.version))
 		ml = pipe.HLen(ctx, meta)
@@ -199,12 +260,31 @@ func (c *Cache) probe(ctx context.Context, p pipeliner, e *encoded) (stored, err
 		return stored{}, err
 	}
 	var s stored
-	if v := hm.Val(); len(v) == 2 {
+	if v := hm.Val(); len(v) == 3 {
 		s.version, _ = v[0].(string)
 		s.prev, _ = v[1].(string)
+		s.rev = revOf(v[2])
+	}
+	if v := strs.Val(); len(v) >= 1 {
+		s.tomb = revOf(v[0])
+		if fl != nil && len(v) == 2 {
+			tok, _ := v[1].(string)
+			s.leaseOK = tok == fl.token
+		}
 	}
 	s.members, s.giftLists, s.metaLens = zc.Val(), gl.Val(), ml.Val()
 	return s, nil
+}
+
+// revOf parses a stored revision; anything unreadable counts as 0
+// (unordered), so a hand-edited field cannot block writes forever.
+func revOf(v any) int64 {
+	str, _ := v.(string)
+	n, err := strconv.ParseInt(str, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // damage says what of e's version is missing from s, "" when s holds e's
@@ -226,45 +306,109 @@ func (s *stored) damage(e *encoded) string {
 	return ""
 }
 
-// refreshOne writes one promotion: WATCH meta, probe what is stored,
-// then, unless it is e's version whole, MULTI { replace tiers,
-// gifts:<new>, meta; set expiries; let the old gifts expire after Grace }
-// EXEC, retried when the WATCH fires.
-func (c *Cache) refreshOne(ctx context.Context, e *encoded) (RefreshResult, int, error) {
-	tiers, meta, gifts := c.tiersKey(e.id), c.metaKey(e.id), c.giftsKey(e.id, e.version)
-	res := RefreshResult{ID: e.id, Version: e.version}
-	if err := sameSlot(tiers, meta, gifts); err != nil {
+// whole reports whether s holds some version whole (by the counts the
+// probe read for e's version, which is enough to tell "a whole promotion
+// of another version" only roughly; a fill uses it to leave any complete
+// looking promotion alone).
+func (s *stored) whole() bool {
+	return s.version != "" && s.members > 0 && s.metaLens == metaFieldCount
+}
+
+// decide is the ordering rule of one write: given what the probe read,
+// what becomes of e. bump: the content is stored whole already but the
+// write carries a newer revision, which is recorded alone.
+func decide(s *stored, e *encoded, fl *fill) (out RefreshOutcome, bump bool, err error) {
+	rev := e.promo.Revision
+	ordered := rev > 0
+	switch {
+	case fl != nil && !s.leaseOK:
+		// Another writer (or an expired lease) came after the load began:
+		// what the load read may be older than what Redis holds.
+		return Stale, false, nil
+	case s.version == "" && ordered && s.tomb >= rev:
+		return Stale, false, nil
+	case s.version == "":
+		return Added, false, nil
+	case ordered && s.rev > rev:
+		return Stale, false, nil
+	case ordered && s.rev == rev && s.version != e.version:
+		return Conflict, false, &RevisionConflictError{ID: e.id, Revision: rev, Held: s.version, Wrote: e.version}
+	case s.version == e.version && s.damage(e) == "":
+		return Unchanged, ordered && rev > s.rev, nil
+	case s.version == e.version:
+		return Repaired, false, nil
+	case fl != nil && s.whole():
+		return Stale, false, nil // a fill never replaces a whole promotion
+	}
+	return Updated, false, nil
+}
+
+// refreshOne writes one promotion: WATCH its meta and tombstone keys (and
+// a fill's lease), probe what is stored, decide by the ordering rule,
+// then, unless nothing is to be written, MULTI { replace tiers,
+// gifts:<new>, meta; set expiries; let the old gifts expire after Grace;
+// drop the tombstone, the remembered miss and any load's lease } EXEC,
+// retried when the WATCH fires.
+func (c *Cache) refreshOne(ctx context.Context, e *encoded, fl *fill) (RefreshResult, int, error) {
+	tiers, meta, gifts, tomb := c.tiersKey(e.id), c.metaKey(e.id), c.giftsKey(e.id, e.version), c.tombKey(e.id)
+	lease := c.leaseKey(e.id)
+	res := RefreshResult{ID: e.id, Version: e.version, Revision: e.promo.Revision}
+	if err := sameSlot(tiers, meta, gifts, tomb, lease); err != nil {
 		return res, 0, err
+	}
+	watch := []string{meta, tomb}
+	if fl != nil {
+		watch = append(watch, fl.lease)
 	}
 	rts := 0
 	txf := func(tx *redis.Tx) error {
 		rts += 2 // WATCH, probe (EXEC counted below)
-		res.Outcome, res.Damage = 0, ""
-		s, err := c.probe(ctx, tx, e)
+		res.Outcome, res.Damage, res.Version, res.Revision = 0, "", e.version, e.promo.Revision
+		s, err := c.probe(ctx, tx, e, fl)
 		if err != nil {
 			return err
 		}
 		old, prev := s.version, s.prev
 		res.Previous = old
-		switch {
-		case old == e.version:
-			if res.Damage = s.damage(e); res.Damage == "" {
-				res.Outcome = Unchanged
-				rts++ // UNWATCH: no EXEC released the watch
+		out, bump, err := decide(&s, e, fl)
+		res.Outcome = out
+		switch out {
+		case Stale, Conflict:
+			res.Version, res.Revision = old, max(s.rev, s.tomb)
+			if old != "" {
+				res.Revision = s.rev
+			}
+			rts++ // UNWATCH
+			return err
+		case Unchanged:
+			if !bump {
+				res.Revision = s.rev
+				rts++
 				return nil
 			}
-			res.Outcome = Repaired
-		case old == "":
-			res.Outcome, prev = Added, ""
-		default:
-			res.Outcome, prev = Updated, old
+			rts++
+			cmds, err := tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+				pipe.HSet(ctx, meta, metaRev, strconv.FormatInt(e.promo.Revision, 10))
+				pipe.Del(ctx, lease)
+				return nil
+			})
+			return queuedErr(cmds, err)
+		case Repaired:
+			res.Damage = s.damage(e)
+		case Added:
+			prev = ""
+		case Updated:
+			prev = old
 			if err := sameSlot(meta, c.giftsKey(e.id, old)); err != nil {
 				return err
 			}
 		}
 		rts++
 		cmds, err := tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.Del(ctx, tiers, gifts, meta, c.absentKey(e.id)) // a warm clears a remembered miss
+			// A warm clears a remembered miss and the tombstone, and ends
+			// any read-through load in flight: its fill finds its lease
+			// gone and writes nothing.
+			pipe.Del(ctx, tiers, gifts, meta, c.absentKey(e.id), tomb, lease)
 			for i := 0; i < len(e.members); i += zaddChunk {
 				end := min(i+zaddChunk, len(e.members))
 				zs := make([]redis.Z, 0, end-i)
@@ -302,7 +446,7 @@ func (c *Cache) refreshOne(ctx context.Context, e *encoded) (RefreshResult, int,
 		return queuedErr(cmds, err)
 	}
 	for attempt := 0; attempt < c.retries; attempt++ {
-		err := c.client.Watch(ctx, txf, meta)
+		err := c.client.Watch(ctx, txf, watch...)
 		if errors.Is(err, redis.TxFailedErr) {
 			continue
 		}

@@ -180,10 +180,11 @@ const (
 	metaTiers   = "tiers"
 	metaGifts   = "gift_tiers"
 	metaUpdated = "updated"
+	metaRev     = "rev"
 )
 
 // metaFieldCount is the number of fields metaFields writes.
-const metaFieldCount = 10
+const metaFieldCount = 11
 
 func (e *encoded) metaFields(prev string, now time.Time) []any {
 	return []any{
@@ -197,6 +198,7 @@ func (e *encoded) metaFields(prev string, now time.Time) []any {
 		metaTiers, strconv.Itoa(len(e.promo.Tiers)),
 		metaGifts, strconv.Itoa(e.withGift),
 		metaUpdated, strconv.FormatInt(now.UnixMilli(), 10),
+		metaRev, strconv.FormatInt(e.promo.Revision, 10),
 	}
 }
 

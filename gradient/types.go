@@ -137,6 +137,17 @@ type Promotion struct {
 	// [Start, End). A zero value leaves that side open.
 	Start, End time.Time
 	Tiers      []Tier
+	// Revision is the source's revision of this promotion: it grows with
+	// every change the source makes to it (PostgreSQL bumps a revision
+	// column in the transaction of the change; a rules file states it, see
+	// package rules), and across a delete and a re-create. The cache keeps
+	// the revision it holds and refuses a write or delete carrying an
+	// older one (cache.Stale), so a writer that read the source earlier
+	// can never put back an older version. It is not part of the content:
+	// two revisions with the same content store the same version. 0 means
+	// unordered: the write replaces whatever is stored, last writer wins,
+	// as before revisions existed. Negative is invalid.
+	Revision int64
 }
 
 // Active reports whether the promotion is active at t: Start ≤ t < End.

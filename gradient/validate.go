@@ -61,6 +61,9 @@ func (p *Promotion) Validate() error {
 	if err := ValidateID(p.ID); err != nil {
 		return promoErr(p, "id", ErrBadID, "%v", unwrapDetail(err))
 	}
+	if p.Revision < 0 {
+		return promoErr(p, "revision", ErrInvalid, "%d is negative (0 means unordered)", p.Revision)
+	}
 	switch p.Metric {
 	case Quantity:
 	case Amount:

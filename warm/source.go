@@ -25,6 +25,20 @@ type Loaded struct {
 	// Skipped were refused by the source (invalid rows); they are neither
 	// written nor pruned, so a bad edit never removes a live promotion.
 	Skipped []Skipped
+	// Deleted are promotions the source deleted, each with the revision
+	// of its deletion (a source that keeps tombstones, or an outbox).
+	// FromSource applies them as ordered deletes (cache.Delete with that
+	// revision), with or without Prune and outside MaxPrune: a deletion
+	// the source states is not a guess from absence. A promotion Redis
+	// holds at a newer revision is kept (Summary.Stale).
+	Deleted []Deletion
+}
+
+// Deletion is one promotion the source deleted, at Revision (0:
+// unordered, deleted whatever Redis holds).
+type Deletion struct {
+	ID       string
+	Revision int64
 }
 
 // Skipped is one promotion a source refused, by ID, with the reason.
@@ -52,13 +66,31 @@ func (f File) Load(ctx context.Context) (Loaded, error) {
 	return Loaded{Promotions: ps}, nil
 }
 
-// FromSource loads src and warms c with it as Warm does. Skipped
+// FromSource loads src and warms c with it as Warm does, then applies the
+// source's deletions (Loaded.Deleted) as ordered deletes. Skipped
 // promotions are added to Summary.Refused and Summary.Errors (the error
 // then wraps ErrRefused), and their stored versions are kept even with
 // Prune: Warm does not see them among the stored promotions.
+//
+// With Prune, the stored promotions are listed BEFORE the source is read,
+// and only those are pruned, each by an ordered Delete at the revision
+// the listing saw. So a promotion created after the source was read, and
+// written by another writer (a watcher) meanwhile, is never pruned: it
+// was not listed, or Redis holds it at a newer revision (Summary.Stale).
+// A promotion listed with revision 0 is pruned unordered.
 func FromSource(ctx context.Context, c Cache, src Source, opts Options) (Summary, error) {
 	if src == nil {
 		return Summary{}, fmt.Errorf("%w: nil source", ErrInvalidOptions)
+	}
+	var stored []cache.Info
+	if opts.Prune {
+		var err error
+		if stored, err = c.List(ctx); err != nil {
+			return Summary{}, fmt.Errorf("warm: %w", err)
+		}
+		if stored == nil {
+			stored = []cache.Info{} // non-nil: listed already
+		}
 	}
 	ld, err := src.Load(ctx)
 	if err != nil {
@@ -68,7 +100,16 @@ func FromSource(ctx context.Context, c Cache, src Source, opts Options) (Summary
 	for _, s := range ld.Skipped {
 		skip[s.ID] = true
 	}
-	sum, err := Warm(ctx, hideStored{c, skip}, ld.Promotions, opts)
+	if stored != nil && len(skip) > 0 {
+		kept := stored[:0]
+		for _, in := range stored {
+			if !skip[in.ID] {
+				kept = append(kept, in)
+			}
+		}
+		stored = kept
+	}
+	sum, err := warmWith(ctx, hideStored{c, skip}, ld.Promotions, ld.Deleted, stored, opts)
 	if len(ld.Skipped) == 0 {
 		return sum, err
 	}

@@ -31,7 +31,7 @@ const DefaultBatch = 100
 // Cache is what Warm needs of a *cache.Cache.
 type Cache interface {
 	Refresh(ctx context.Context, promos ...gradient.Promotion) (cache.RefreshReport, error)
-	Delete(ctx context.Context, id string) (bool, error)
+	Delete(ctx context.Context, id string, revision int64) (cache.RefreshResult, error)
 	Info(ctx context.Context, id string) (cache.Info, error)
 	List(ctx context.Context) ([]cache.Info, error)
 }
@@ -93,6 +93,14 @@ type Summary struct {
 	Pruned []string
 	// WouldPrune are stored but not in the file, and were kept (no Prune).
 	WouldPrune []string
+	// Deleted were deleted because the source says so (Loaded.Deleted),
+	// or in a dry run would be; an ordered delete of a promotion that was
+	// not stored is listed too (it left its tombstone).
+	Deleted []string
+	// Stale were not written or deleted because Redis holds a newer
+	// revision of them (another writer, such as a watcher, got there
+	// first); sorted. Not an error.
+	Stale []string
 }
 
 // Warm loads promos into c: Added, Updated, or Unchanged when the stored
@@ -103,6 +111,12 @@ type Summary struct {
 // are still written; the returned error then wraps ErrRefused. A Redis
 // error stops the run and is returned with the Summary so far.
 func Warm(ctx context.Context, c Cache, promos []gradient.Promotion, opts Options) (Summary, error) {
+	return warmWith(ctx, c, promos, nil, nil, opts)
+}
+
+// warmWith is Warm with source-side deletions, and with the stored
+// promotions listed before the source was read (nil: list now).
+func warmWith(ctx context.Context, c Cache, promos []gradient.Promotion, deleted []Deletion, stored []cache.Info, opts Options) (Summary, error) {
 	if opts.Batch < 0 {
 		return Summary{}, fmt.Errorf("%w: Batch %d", ErrInvalidOptions, opts.Batch)
 	}
@@ -131,14 +145,22 @@ func Warm(ctx context.Context, c Cache, promos []gradient.Promotion, opts Option
 		live = append(live, p)
 	}
 	// List before writing, so a failing Redis fails before anything changes.
-	stored, err := c.List(ctx)
-	if err != nil {
-		return sum, fmt.Errorf("warm: %w", err)
+	if stored == nil {
+		var err error
+		if stored, err = c.List(ctx); err != nil {
+			return sum, fmt.Errorf("warm: %w", err)
+		}
+	}
+	gone := make(map[string]bool, len(deleted))
+	for _, d := range deleted {
+		gone[d.ID] = true
 	}
 	var extra []string
+	listedRev := make(map[string]int64, len(stored))
 	for _, in := range stored {
-		if !inFile[in.ID] {
+		if !inFile[in.ID] && !gone[in.ID] {
 			extra = append(extra, in.ID)
+			listedRev[in.ID] = in.Revision
 		}
 	}
 	sort.Strings(extra)
@@ -177,6 +199,17 @@ func Warm(ctx context.Context, c Cache, promos []gradient.Promotion, opts Option
 		done += len(chunk)
 		report()
 	}
+	for _, d := range deleted {
+		if opts.DryRun {
+			sum.Deleted = append(sum.Deleted, d.ID)
+			continue
+		}
+		res, err := c.Delete(ctx, d.ID, d.Revision)
+		if err != nil {
+			return sum, fmt.Errorf("warm: delete: %w", err)
+		}
+		sum.recordDelete(res, &sum.Deleted)
+	}
 	switch {
 	case !opts.Prune:
 		sum.WouldPrune = extra
@@ -184,12 +217,17 @@ func Warm(ctx context.Context, c Cache, promos []gradient.Promotion, opts Option
 		sum.Pruned = extra
 	default:
 		for _, id := range extra {
-			if _, err := c.Delete(ctx, id); err != nil {
+			// Ordered by the revision the listing saw: a promotion written
+			// since with a newer revision (by a watcher, say) is Stale, not
+			// pruned. A promotion listed without a revision is unordered.
+			res, err := c.Delete(ctx, id, listedRev[id])
+			if err != nil {
 				return sum, fmt.Errorf("warm: prune: %w", err)
 			}
-			sum.Pruned = append(sum.Pruned, id)
+			sum.recordDelete(res, &sum.Pruned)
 		}
 	}
+	sort.Strings(sum.Stale)
 	if len(sum.Refused) > 0 {
 		return sum, fmt.Errorf("%w: %d of %d: %w", ErrRefused, len(sum.Refused), len(promos), errors.Join(sum.Errors...))
 	}
@@ -203,8 +241,11 @@ type refreshFunc = func(ctx context.Context, ps ...gradient.Promotion) (cache.Re
 // good ones and name the refused.
 func (s *Summary) refreshChunk(ctx context.Context, refresh refreshFunc, chunk []gradient.Promotion) error {
 	rep, err := refresh(ctx, chunk...)
-	if err == nil {
+	if err == nil || (errors.Is(err, cache.ErrRevisionConflict) && len(rep.Promotions) == len(chunk)) {
+		// A revision conflict is reported per promotion: the rest of the
+		// batch was written, and retrying would give the same answer.
 		s.record(rep)
+		s.Errors = append(s.Errors, conflicts(err)...)
 		return nil
 	}
 	if !refusal(err) {
@@ -229,7 +270,27 @@ func (s *Summary) refreshChunk(ctx context.Context, refresh refreshFunc, chunk [
 // refusal tells a promotion the cache will not store from a failure to
 // store it.
 func refusal(err error) bool {
-	return errors.Is(err, gradient.ErrInvalid) || errors.Is(err, cache.ErrBadID)
+	return errors.Is(err, gradient.ErrInvalid) || errors.Is(err, cache.ErrBadID) || errors.Is(err, cache.ErrRevisionConflict)
+}
+
+// conflicts splits a Refresh's joined revision conflicts.
+func conflicts(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// recordDelete files a Delete's outcome: Stale, or into done.
+func (s *Summary) recordDelete(res cache.RefreshResult, done *[]string) {
+	if res.Outcome == cache.Stale {
+		s.Stale = append(s.Stale, res.ID)
+		return
+	}
+	*done = append(*done, res.ID)
 }
 
 func (s *Summary) record(rep cache.RefreshReport) {
@@ -243,6 +304,10 @@ func (s *Summary) record(rep cache.RefreshReport) {
 			s.Unchanged = append(s.Unchanged, r.ID)
 		case cache.Repaired:
 			s.Repaired = append(s.Repaired, r.ID)
+		case cache.Stale:
+			s.Stale = append(s.Stale, r.ID)
+		case cache.Conflict:
+			s.Refused = append(s.Refused, r.ID)
 		}
 	}
 }
@@ -298,6 +363,12 @@ func (d *dryRun) refresh(ctx context.Context, ps ...gradient.Promotion) (cache.R
 			out.Updated++
 		case err != nil:
 			return out, err
+		case ps[i].Revision > 0 && in.Revision > ps[i].Revision:
+			r.Outcome, r.Version, r.Revision = cache.Stale, in.Version, in.Revision
+			out.Stale++
+		case ps[i].Revision > 0 && in.Revision == ps[i].Revision && in.Version != r.Version:
+			r.Outcome = cache.Conflict
+			out.Conflicts++
 		case in.Version == r.Version:
 			r.Outcome, r.Previous = cache.Unchanged, in.Version
 			out.Unchanged++

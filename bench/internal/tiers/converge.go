@@ -70,7 +70,7 @@ func measureConvergence(ctx context.Context, cfg Config, lib *cache.Cache) (res 
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if _, derr := lib.Delete(cctx, id); derr != nil && err == nil {
+		if _, derr := lib.Delete(cctx, id, 0); derr != nil && err == nil {
 			err = fmt.Errorf("bench: converge: delete: %w", derr)
 		}
 	}()

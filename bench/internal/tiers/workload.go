@@ -130,7 +130,7 @@ func (w *workload) warm(ctx context.Context, c *cache.Cache) error {
 // remove deletes the promotions through the library.
 func (w *workload) remove(ctx context.Context, c *cache.Cache) error {
 	for _, p := range w.promos {
-		if _, err := c.Delete(ctx, p.ID); err != nil {
+		if _, err := c.Delete(ctx, p.ID, 0); err != nil {
 			return fmt.Errorf("bench: delete %s: %w", p.ID, err)
 		}
 	}
