@@ -89,9 +89,9 @@ type WatchEvent struct {
 	// Revision is the promotion's revision written, or the deletion's;
 	// when Outcome is Stale, the newer one Redis holds.
 	Revision int64
-	Summary warm.Summary
-	Err     error
-	At      time.Time
+	Summary  warm.Summary
+	Err      error
+	At       time.Time
 }
 
 type notice struct{ Schema, ID string }
