@@ -199,3 +199,65 @@ func waitBlocked(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid uint
 		}
 	}
 }
+
+// TestRulesLoadRevisionsAndDeletions: Load and LoadOne carry each row's
+// revision and each tombstone's; once purged, a deletion has none.
+func TestRulesLoadRevisionsAndDeletions(t *testing.T) {
+	t.Parallel()
+	pool, schema := testDB(t)
+	r, err := NewRules(pool, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 30*time.Second)
+	ps := examplePromotions(t)[:2]
+	saveAll(t, pool, r, ps...)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := r.Delete(ctx, tx, ps[1].ID); err != nil || !ok {
+		t.Fatalf("Delete = %v, %v", ok, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	liveRev, _ := revisionOf(t, pool, schema, ps[0].ID)
+	tombRev, tomb := revisionOf(t, pool, schema, ps[1].ID)
+	if !tomb || tombRev <= liveRev {
+		t.Fatalf("tombstone %v revision %d, live revision %d", tomb, tombRev, liveRev)
+	}
+	ld, err := r.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ld.Promotions) != 1 || ld.Promotions[0].Revision != liveRev ||
+		len(ld.Deleted) != 1 || ld.Deleted[0].ID != ps[1].ID || ld.Deleted[0].Revision != tombRev {
+		t.Fatalf("Load = %d promotions (first revision %d), deleted %+v; want revision %d and %s deleted at %d",
+			len(ld.Promotions), ld.Promotions[0].Revision, ld.Deleted, liveRev, ps[1].ID, tombRev)
+	}
+	tests := []struct {
+		id    string
+		found bool
+		rev   int64
+	}{
+		{ps[0].ID, true, liveRev},
+		{ps[1].ID, false, tombRev},
+		{"never-existed", false, 0},
+	}
+	for _, tt := range tests {
+		p, found, err := r.LoadOne(ctx, tt.id)
+		if err != nil || found != tt.found || p.ID != tt.id || p.Revision != tt.rev {
+			t.Errorf("LoadOne(%s) = %s revision %d, found %v, %v; want revision %d, found %v", tt.id, p.ID, p.Revision, found, err, tt.rev, tt.found)
+		}
+	}
+	if n, err := r.PurgeTombstones(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("PurgeTombstones of an hour ago = %d, %v; want 0", n, err)
+	}
+	if n, err := r.PurgeTombstones(ctx, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("PurgeTombstones = %d, %v; want 1", n, err)
+	}
+	if p, found, err := r.LoadOne(ctx, ps[1].ID); err != nil || found || p.Revision != 0 {
+		t.Fatalf("LoadOne after the purge = revision %d, found %v, %v; want 0, false", p.Revision, found, err)
+	}
+}
