@@ -19,7 +19,7 @@ import (
 // missing list of the current version is damage, ErrDamaged. A missing
 // list costs one more round trip, to read the current version.
 func (c *Cache) Gifts(ctx context.Context, rs []Result) error {
-	n, err := c.fetchGifts(ctx, rs)
+	n, err := c.fetchGifts(ctx, rs, false)
 	c.obs.OnRoundTrips(OpGifts, n)
 	if err != nil {
 		return fmt.Errorf("cache: gifts: %w", ctxErr(ctx, err))
@@ -27,7 +27,10 @@ func (c *Cache) Gifts(ctx context.Context, rs []Result) error {
 	return nil
 }
 
-func (c *Cache) fetchGifts(ctx context.Context, rs []Result) (int, error) {
+// fetchGifts fetches the gift lists of rs's hits. fresh: the hits were
+// read by this call (a Match or MatchCart with Gifts), not handed in by
+// the caller (Cache.Gifts).
+func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh bool) (int, error) {
 	var pipe redis.Pipeliner
 	var cmds []*redis.SliceCmd
 	for i := range rs {
@@ -78,26 +81,34 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result) (int, error) {
 	if len(missing) == 0 {
 		return 1, nil
 	}
-	return 2, c.giftsMissing(ctx, rs, missing)
+	return 2, c.giftsMissing(ctx, rs, missing, fresh)
 }
 
 // giftsMissing files the lines whose gift list was not found: ErrDamaged
 // when the hit's version is still the stored one, by the meta hash or by
 // the lowest member of the tiers key (either can be evicted alone), so
-// its gift list was evicted or deleted behind the cache's back; else
-// ErrGiftsGone (the version was replaced or deleted, and its grace ran
-// out). One more round trip, taken only on this path.
-func (c *Cache) giftsMissing(ctx context.Context, rs []Result, missing []int) error {
+// its gift list was evicted or deleted behind the cache's back;
+// ErrGiftsGone when another version is stored (the hit's was replaced,
+// and its grace ran out) or the promotion was deleted (its tombstone is
+// there). When nothing of the promotion is left, a fresh hit (read by
+// this call) is damage too: a version read moments ago keeps its lists
+// for Grace after a replace or a delete, so only eviction (or a DEL
+// behind the cache's back) takes them that soon; a hit the caller kept
+// may be older than Grace, so it is ErrGiftsGone. One more round trip,
+// taken only on this path.
+func (c *Cache) giftsMissing(ctx context.Context, rs []Result, missing []int, fresh bool) error {
 	pipe := c.client.Pipeline()
 	metas := make([]*redis.StringCmd, len(missing))
 	lows := make([]*redis.StringSliceCmd, len(missing))
+	tombs := make([]*redis.IntCmd, len(missing))
 	for k, i := range missing {
 		metas[k] = pipe.HGet(ctx, c.metaKey(rs[i].Promotion), metaVersion)
 		lows[k] = pipe.ZRange(ctx, c.tiersKey(rs[i].Promotion), 0, 0)
+		tombs[k] = pipe.Exists(ctx, c.tombKey(rs[i].Promotion))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		for k, i := range missing {
-			for _, e := range []error{metas[k].Err(), lows[k].Err()} {
+			for _, e := range []error{metas[k].Err(), lows[k].Err(), tombs[k].Err()} {
 				if errors.Is(e, redis.Nil) {
 					continue
 				}
@@ -112,15 +123,18 @@ func (c *Cache) giftsMissing(ctx context.Context, rs []Result, missing []int) er
 		if r.Err != nil {
 			continue
 		}
-		current := metas[k].Val() == r.Version
-		if low := lows[k].Val(); !current && len(low) == 1 {
+		held := metas[k].Val()
+		if low := lows[k].Val(); held != r.Version && len(low) == 1 {
 			d, err := c.decode(r.Promotion, low[0])
-			current = err == nil && (!d.m.hasOwner || d.m.owner == ownerTag(r.Promotion)) && d.m.version == r.Version
+			if err == nil && (!d.m.hasOwner || d.m.owner == ownerTag(r.Promotion)) && (held == "" || d.m.version == r.Version) {
+				held = d.m.version
+			}
 		}
-		if current {
-			r.Err = damaged(r.Promotion, fmt.Sprintf("gift list of tier %q of the current version %s missing", r.Tier.ID, r.Version))
-		} else {
+		gone := held != "" && held != r.Version || tombs[k].Val() > 0 || held == "" && !fresh
+		if gone {
 			r.Err = fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, r.Promotion, r.Version, r.Tier.ID)
+		} else {
+			r.Err = damaged(r.Promotion, fmt.Sprintf("gift list of tier %q of version %s missing", r.Tier.ID, r.Version))
 		}
 	}
 	return nil

@@ -135,7 +135,7 @@ type readThrough struct {
 
 	mu       sync.Mutex
 	flights  map[string]*flight // one load per promotion in this process
-	misses   map[string]int64   // id -> UnixNano the mark expires
+	misses   map[string]mark    // id -> the source does not know it, or it ended
 	failures map[string]failure // id -> its last load's failure, for FailTTL
 }
 
@@ -158,8 +158,12 @@ type flight struct {
 // asked; its Refresh rewrites a damaged promotion.
 func loadable(err error) bool { return errors.Is(err, ErrNotFound) || errors.Is(err, ErrDamaged) }
 
-// errRemembered is a line's error for an ID the source does not know.
-func errRemembered(id string) error {
+// errRemembered is a line's error for an ID the source does not know,
+// or (ended) whose End + Grace has passed.
+func errRemembered(id string, ended bool) error {
+	if ended {
+		return fmt.Errorf("%w: promotion %q ended (End + Grace has passed; it is no longer stored)", ErrNotActive, id)
+	}
 	return fmt.Errorf("%w: %w: %q", ErrNotFound, ErrUnknownPromotion, id)
 }
 
@@ -266,8 +270,8 @@ func (rt *readThrough) ensure(ctx context.Context, c *Cache, id string, damaged 
 }
 
 func (rt *readThrough) wait(ctx context.Context, c *Cache, id string, damaged bool) (LoadOutcome, error) {
-	if rt.remembered(id) {
-		return LoadRemembered, errRemembered(id)
+	if known, ended := rt.remembered(id); known {
+		return LoadRemembered, errRemembered(id, ended)
 	}
 	if err := rt.failed(id); err != nil {
 		return LoadFailed, err
@@ -303,8 +307,10 @@ func (rt *readThrough) wait(ctx context.Context, c *Cache, id string, damaged bo
 		switch f.how {
 		case LoadLoaded, LoadShared:
 			return LoadShared, f.err
-		case LoadUnknown, LoadRemembered:
+		case LoadUnknown, LoadRemembered, LoadEnded:
 			return LoadRemembered, f.err
+		case LoadStale:
+			return LoadShared, f.err
 		}
 		return f.how, f.err
 	case <-ctx.Done():
@@ -325,6 +331,7 @@ func (rt *readThrough) load(ctx context.Context, c *Cache, id string, damaged bo
 		pipe := c.client.Pipeline()
 		exists := pipe.Exists(ctx, tiers)
 		mark := pipe.PTTL(ctx, absent)
+		kind := pipe.MGet(ctx, absent)
 		took := pipe.SetNX(ctx, lease, token, rt.opt.LeaseTTL)
 		if _, err := pipe.Exec(ctx); err != nil {
 			return LoadFailed, fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, ctxErr(ctx, err))
@@ -354,10 +361,14 @@ func (rt *readThrough) load(ctx context.Context, c *Cache, id string, damaged bo
 			if ttl <= 0 {
 				ttl = rt.opt.MissTTL
 			}
-			rt.remember(id, ttl)
-			return LoadRemembered, errRemembered(id)
+			ended := false
+			if v := kind.Val(); len(v) == 1 {
+				ended = v[0] == markEnded
+			}
+			rt.remember(id, ttl, ended)
+			return LoadRemembered, errRemembered(id, ended)
 		case took.Val():
-			how, err := rt.loadHeld(ctx, c, id)
+			how, err := rt.loadHeld(ctx, c, id, &fill{lease: lease, token: token})
 			rt.release(ctx, c, lease, token)
 			return how, err
 		}
@@ -373,27 +384,50 @@ func (rt *readThrough) load(ctx context.Context, c *Cache, id string, damaged bo
 }
 
 // loadHeld runs the loader under the lease and writes what it returns
-// through Refresh, or remembers that the source does not know id.
-func (rt *readThrough) loadHeld(ctx context.Context, c *Cache, id string) (LoadOutcome, error) {
+// through Refresh as a fill (it applies only while the lease is still
+// this load's, so a Refresh or Delete that came meanwhile wins), or
+// remembers that the source does not know id, or that it ended.
+func (rt *readThrough) loadHeld(ctx context.Context, c *Cache, id string, fl *fill) (LoadOutcome, error) {
 	p, err := rt.call(ctx, id)
 	switch {
 	case errors.Is(err, ErrUnknownPromotion):
-		if err := c.client.Set(ctx, c.absentKey(id), "1", rt.opt.MissTTL).Err(); err != nil {
-			return LoadFailed, fmt.Errorf("%w: promotion %q: remember miss: %w", ErrLoad, id, ctxErr(ctx, err))
-		}
-		rt.remember(id, rt.opt.MissTTL)
-		return LoadUnknown, errRemembered(id)
+		return rt.markMiss(ctx, c, id, false)
 	case err != nil:
 		return LoadFailed, fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
 	case p == nil:
 		return LoadFailed, fmt.Errorf("%w: promotion %q: loader returned no promotion and no error", ErrLoad, id)
 	case p.ID != id:
 		return LoadFailed, fmt.Errorf("%w: promotion %q: loader returned promotion %q", ErrLoad, id, p.ID)
+	case !p.End.IsZero() && !c.now().Before(p.End.Add(c.grace)):
+		// Its keys would expire as they are written: every line would
+		// load it again. Remembered like an unknown ID, answered
+		// ErrNotActive.
+		return rt.markMiss(ctx, c, id, true)
 	}
-	if _, err := c.Refresh(ctx, *p); err != nil {
+	rep, err := c.refreshWith(ctx, []gradient.Promotion{*p}, fl)
+	if err != nil {
 		return LoadFailed, fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
 	}
+	if rep.Stale > 0 {
+		// Another writer came after the load began: the lines are
+		// answered from what Redis holds.
+		return LoadStale, nil
+	}
 	return LoadLoaded, nil
+}
+
+// markMiss remembers, in Redis and in process for MissTTL, that the
+// source does not know id, or (ended) that it ended.
+func (rt *readThrough) markMiss(ctx context.Context, c *Cache, id string, ended bool) (LoadOutcome, error) {
+	v, how := markUnknown, LoadUnknown
+	if ended {
+		v, how = markEnded, LoadEnded
+	}
+	if err := c.client.Set(ctx, c.absentKey(id), v, rt.opt.MissTTL).Err(); err != nil {
+		return LoadFailed, fmt.Errorf("%w: promotion %q: remember miss: %w", ErrLoad, id, ctxErr(ctx, err))
+	}
+	rt.remember(id, rt.opt.MissTTL, ended)
+	return how, errRemembered(id, ended)
 }
 
 // call runs the loader in its own goroutine, so a loader that ignores
@@ -436,95 +470,6 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (rt *readThrough) remembered(id string) bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	exp, ok := rt.misses[id]
-	if ok && time.Now().UnixNano() >= exp {
-		delete(rt.misses, id)
-		return false
-	}
-	return ok
-}
-
-func (rt *readThrough) remember(id string, ttl time.Duration) {
-	ttl = min(ttl, rt.trust)
-	now := time.Now().UnixNano()
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	makeRoom(rt.misses, rt.opt.MaxMisses, now, func(exp int64) int64 { return exp })
-	rt.misses[id] = now + int64(ttl)
-}
-
-// makeRoom frees room in m, when it holds limit entries, for one more:
-// the expired first (until gives an entry's expiry, UnixNano), then
-// arbitrary ones, down to seven eighths of limit. Freeing an eighth in one
-// pass keeps a flood of new IDs at O(1) per entry amortised, not a scan
-// under rt.mu each; an entry dropped early costs one more load, never a
-// wrong answer.
-func makeRoom[V any](m map[string]V, limit int, now int64, until func(V) int64) {
-	if len(m) < limit {
-		return
-	}
-	keep := limit - max(1, limit/8)
-	for k, v := range m {
-		if now >= until(v) {
-			delete(m, k)
-		}
-	}
-	for k := range m {
-		if len(m) <= keep {
-			break
-		}
-		delete(m, k) // map order: an arbitrary one
-	}
-}
-
-// forgetAll drops every remembered miss (tracking was lost: a warm
-// elsewhere may have gone unseen).
-func (rt *readThrough) forgetAll() {
-	rt.mu.Lock()
-	clear(rt.misses)
-	rt.mu.Unlock()
-}
-
-// flying reports whether a load of id is under way in this process (tests).
-func (rt *readThrough) flying(id string) bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.flights[id] != nil
-}
-
-// forget drops id's remembered miss and failure (a refresh wrote it).
-func (rt *readThrough) forget(id string) {
-	rt.mu.Lock()
-	delete(rt.misses, id)
-	delete(rt.failures, id)
-	rt.mu.Unlock()
-}
-
-// fail remembers a failed load of id for FailTTL; rt.mu is held.
-func (rt *readThrough) fail(id string, err error) {
-	now := time.Now().UnixNano()
-	makeRoom(rt.failures, rt.opt.MaxMisses, now, func(f failure) int64 { return f.until })
-	rt.failures[id] = failure{until: now + int64(rt.opt.FailTTL), err: err}
-}
-
-// failed returns id's remembered load failure, or nil.
-func (rt *readThrough) failed(id string) error {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	f, ok := rt.failures[id]
-	switch {
-	case !ok:
-		return nil
-	case time.Now().UnixNano() >= f.until:
-		delete(rt.failures, id)
-		return nil
-	}
-	return fmt.Errorf("%w (a load failed under %v ago; retried after Load.FailTTL)", f.err, rt.opt.FailTTL)
-}
-
 // withNearAndLoader sets up the optional parts New was asked for.
 func (c *Cache) withNearAndLoader(o Options) error {
 	if o.NearCache != nil {
@@ -554,7 +499,7 @@ func (c *Cache) withNearAndLoader(o Options) error {
 			return fmt.Errorf("%w: TombstoneTTL %v must exceed Load.LeaseTTL %v (a tombstone must outlive every load in flight)",
 				ErrInvalidOptions, o.TombstoneTTL, lo.LeaseTTL)
 		}
-		c.rt = &readThrough{loader: o.Loader, opt: lo, trust: lo.MissTTL, flights: map[string]*flight{}, misses: map[string]int64{},
+		c.rt = &readThrough{loader: o.Loader, opt: lo, trust: lo.MissTTL, flights: map[string]*flight{}, misses: map[string]mark{},
 			failures: map[string]failure{}}
 		if c.near == nil {
 			c.rt.trust = min(lo.MissTTL, localMissTrust)

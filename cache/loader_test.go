@@ -297,7 +297,7 @@ func TestReadThroughRememberedMiss(t *testing.T) {
 		if n, _ := b.Client.Exists(ctx, c.absentKey("ghost")).Result(); n != 0 {
 			t.Fatal("a warm left the mark in Redis")
 		}
-		if other.rt.remembered("ghost") {
+		if known(other.rt, "ghost") {
 			t.Fatal("a warm left the mark in its own process")
 		}
 		for _, cc := range []*Cache{c, other} {
@@ -328,14 +328,14 @@ func TestReadThroughMissClearedByTracking(t *testing.T) {
 		ld := &countingLoader{promos: map[string]gradient.Promotion{}}
 		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{Loader: ld})
 		writer := newCache(t, b, Options{})
-		if r, _ := nc.Match(ctx, QuantityQuery("ghost", 3), MatchOptions{}); !errors.Is(r.Err, ErrUnknownPromotion) || !nc.rt.remembered("ghost") {
+		if r, _ := nc.Match(ctx, QuantityQuery("ghost", 3), MatchOptions{}); !errors.Is(r.Err, ErrUnknownPromotion) || !known(nc.rt, "ghost") {
 			t.Fatalf("not remembered: %v", r.Err)
 		}
 		if _, err := writer.Refresh(ctx, simplePromotion("ghost", 1, 5)); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(5 * time.Second)
-		for nc.rt.remembered("ghost") {
+		for known(nc.rt, "ghost") {
 			if time.Now().After(deadline) {
 				t.Fatal("mark still held 5 s after another process warmed the ID")
 			}
@@ -426,15 +426,15 @@ func TestReadThroughOptions(t *testing.T) {
 // exceed MaxMisses however many IDs arrive, and the newest is always kept.
 func TestReadThroughMissesBounded(t *testing.T) {
 	for _, limit := range []int{1, 8, 100} {
-		rt := &readThrough{opt: LoadOptions{MaxMisses: limit, FailTTL: time.Minute}, trust: time.Minute, misses: map[string]int64{},
+		rt := &readThrough{opt: LoadOptions{MaxMisses: limit, FailTTL: time.Minute}, trust: time.Minute, misses: map[string]mark{},
 			failures: map[string]failure{}}
 		for i := 0; i < 10*limit+3; i++ {
 			id := "u" + strconv.Itoa(i)
-			rt.remember(id, time.Minute)
+			rt.remember(id, time.Minute, false)
 			if n := len(rt.misses); n > limit {
 				t.Fatalf("MaxMisses %d: %d marks after %d inserts", limit, n, i+1)
 			}
-			if !rt.remembered(id) {
+			if !known(rt, id) {
 				t.Fatalf("MaxMisses %d: the newest mark %s was dropped", limit, id)
 			}
 			rt.mu.Lock()
@@ -513,4 +513,10 @@ func TestReadThroughFailureRemembered(t *testing.T) {
 			})
 		}
 	})
+}
+
+// known reports whether rt remembers id as unknown or ended.
+func known(rt *readThrough, id string) bool {
+	k, _ := rt.remembered(id)
+	return k
 }

@@ -362,7 +362,7 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 		}
 	}
 	if opt.Gifts {
-		n, err := c.fetchGifts(ctx, rs)
+		n, err := c.fetchGifts(ctx, rs, true)
 		if n > 0 {
 			c.obs.OnRoundTrips(OpGifts, n)
 		}
@@ -407,6 +407,8 @@ func outcomeOf(err error) Outcome {
 		return OutcomeDamaged
 	case errors.Is(err, ErrNotFound): // wrapped: an ID the Loader's source does not know
 		return OutcomeNotFound
+	case errors.Is(err, ErrNotActive): // wrapped: a loaded promotion that ended
+		return OutcomeNotActive
 	}
 	return OutcomeError
 }

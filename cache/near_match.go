@@ -357,7 +357,7 @@ func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, er
 	if len(missing) > 0 {
 		// As on the Redis path: ErrDamaged while the version is current,
 		// else ErrGiftsGone; one more round trip, only here.
-		return 2, c.giftsMissing(ctx, rs, missing)
+		return 2, c.giftsMissing(ctx, rs, missing, true)
 	}
 	return 1, nil
 }

@@ -214,6 +214,16 @@ const (
 	// out, Redis failed, the read's ctx ended while it waited, or a
 	// failure remembered for Load.FailTTL answered it).
 	LoadFailed
+	// LoadStale: this read's load called the Loader, but its write-through
+	// lost to a writer that came after the load began (a Refresh, a
+	// Delete, or a newer revision): nothing was written, and the lines
+	// are answered from what Redis holds.
+	LoadStale
+	// LoadEnded: this read's load called the Loader, which returned a
+	// promotion whose End + Grace has passed: it is not written, it is
+	// remembered like an unknown ID (Load.MissTTL), and the lines answer
+	// ErrNotActive.
+	LoadEnded
 )
 
 func (o LoadOutcome) String() string {
@@ -228,6 +238,10 @@ func (o LoadOutcome) String() string {
 		return "shared"
 	case LoadFailed:
 		return "failed"
+	case LoadStale:
+		return "stale"
+	case LoadEnded:
+		return "ended"
 	}
 	return "invalid"
 }
