@@ -9,9 +9,12 @@
 // -source is a PostgreSQL URL (postgres://user@host:5432/db); a password
 // in it is never printed. warm validates every promotion with gradient: a
 // promotion it refuses is reported by ID and skipped, the rest are warmed,
-// and the exit code is 1. -watch then keeps Redis in step with every
-// committed change (LISTEN/NOTIFY) until interrupted. Exit codes: 0 ok,
-// 1 failure, 2 usage.
+// and the exit code is 1. Every write carries the promotion's revision
+// and every deletion (kept as a tombstone row) its own, so a warm-up
+// racing a watcher never puts back an older version: what Redis already
+// holds newer is reported as stale. -watch then keeps Redis in step with
+// every committed change (LISTEN/NOTIFY) until interrupted. Exit codes:
+// 0 ok, 1 failure, 2 usage.
 package main
 
 import (
