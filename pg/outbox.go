@@ -199,9 +199,10 @@ type RescheduleResult struct {
 // relayed meanwhile keeps its own due time; two Reschedules of one key
 // take turns, so Redis ends at the time the rows say. A row not yet
 // relayed reaches Redis with its new time. If the Redis step fails the
-// rows still commit with the new time and the error is returned: the next
-// Reconcile moves the tasks to their rows' time. Reschedule waits for a
-// running Reconcile.
+// rows still commit with the new time and the error is returned; if the
+// commit fails (ctx ended, say) after tasks moved, the rows keep their
+// old time. Either way the next Reconcile moves the tasks to their rows'
+// time. Reschedule waits for a running Reconcile.
 func (o *Outbox) Reschedule(ctx context.Context, key string, w delay.When) (RescheduleResult, error) {
 	res := RescheduleResult{Due: w.At}
 	if !w.At.IsZero() && w.After != 0 || w.After < 0 {
