@@ -14,6 +14,9 @@
 //	<prefix>:{p:<id>}:meta             HASH  version, metric, digits, window, counts, updated
 //	<prefix>:{p:<id>}:gifts:<version>  HASH  tier ID -> msgpack gift list
 //
+// and, beside them, a read-through's lease and remembered miss and an
+// ordered Delete's tombstone (keys.go; the full table is in docs/design.md).
+//
 // Each member is a deterministic msgpack array carrying what a hit needs
 // (tier ID, reward, has-gifts flag) plus the promotion's version, metric,
 // minor digits, window and owner tag (a 32-bit hash of the promotion ID,
@@ -48,6 +51,13 @@
 //     even the read-back failed) unknown, by reading the failed one back.
 //   - Delete removes tiers and meta at once and leaves the deleted
 //     version's gift lists for [Options].Grace, as a refresh does.
+//   - Writes are ordered by [gradient.Promotion].Revision, compared with
+//     the revision Redis holds inside the write's own transaction: a
+//     Refresh or Delete older than what Redis holds (a stored promotion,
+//     or the tombstone an ordered Delete leaves for
+//     [Options].TombstoneTTL) changes nothing and is reported [Stale],
+//     never as an error; the same revision with other content is a
+//     [*RevisionConflictError]. Revision 0 is unordered: last writer wins.
 //   - A cart costs one pipelined round trip whatever its size and tier
 //     count (one per master on a Cluster, in parallel), plus one when some
 //     hit has gifts and [MatchOptions].Gifts is set, plus one when some
@@ -78,9 +88,14 @@
 // With [Options].Loader, a line whose promotion is missing from Redis is
 // loaded from the source of truth once (one [Loader].Load per process, and
 // one across processes through a lease in Redis), written through
-// [Cache.Refresh], and answered; an ID the source does not know is
-// remembered for [LoadOptions].MissTTL. A failed load is that line's
-// [ErrLoad], never a wrong answer.
+// [Cache.Refresh] as a fill, and answered; an ID the source does not know,
+// or a promotion whose End + Grace has passed ([ErrNotActive]), is
+// remembered for [LoadOptions].MissTTL. A fill writes only while its
+// lease is still its own (every Refresh and Delete ends it), never over
+// a whole promotion and never over a newer revision: a load that lost
+// the race writes nothing ([LoadStale]) and its lines are answered from
+// what Redis holds. A failed load is that line's [ErrLoad], never a
+// wrong answer.
 //
 // Metrics go to an [Observer] (default [NopObserver]).
 package cache

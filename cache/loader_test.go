@@ -520,3 +520,59 @@ func known(rt *readThrough, id string) bool {
 	k, _ := rt.remembered(id)
 	return k
 }
+
+// TestReadThroughEnded: a promotion the source still has but whose End +
+// Grace has passed is loaded once for a 100-line cart, not per line, is
+// not written (its keys would expire at once), answers ErrNotActive on
+// every line, and is remembered like an unknown ID: a second cart and a
+// second process make no load until MissTTL.
+func TestReadThroughEnded(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		p := simplePromotion("ended", 2, 4)
+		p.Start = time.Now().Add(-72 * time.Hour)
+		p.End = time.Now().Add(-48 * time.Hour) // Grace (24h) is over too
+		src := &countingLoader{promos: map[string]gradient.Promotion{"ended": p}}
+		obs := &countingObserver{}
+		c := newCache(t, b, Options{Loader: src, Observer: obs})
+		cart := make([]Query, 100)
+		for i := range cart {
+			cart[i] = QuantityQuery("ended", int64(i))
+		}
+		for round := 0; round < 2; round++ {
+			rs, err := c.MatchCart(ctx, cart, MatchOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range rs {
+				if !errors.Is(r.Err, ErrNotActive) || errors.Is(r.Err, ErrNotFound) {
+					t.Fatalf("round %d line %d: %+v, want ErrNotActive", round, i, r)
+				}
+			}
+		}
+		other := newCache(t, b, Options{Loader: src})
+		if r, _ := other.Match(ctx, QuantityQuery("ended", 3), MatchOptions{}); !errors.Is(r.Err, ErrNotActive) {
+			t.Fatalf("another process: %+v", r)
+		}
+		if n := src.calls.Load(); n != 1 {
+			t.Fatalf("%d loads for 201 lines in two processes, want 1", n)
+		}
+		if n := obs.loads[LoadEnded].Load(); n != 1 {
+			t.Fatalf("LoadEnded %d, want 1", n)
+		}
+		if n := obs.notActive.Load(); n != 200 {
+			t.Fatalf("OnLookup not active %d, want 200", n)
+		}
+		if n, _ := b.Client.Exists(ctx, c.tiersKey("ended"), c.metaKey("ended")).Result(); n != 0 {
+			t.Fatalf("an ended promotion was written (%d keys)", n)
+		}
+		// A warm of a live copy forgets the mark at once.
+		live := simplePromotion("ended", 2, 4)
+		if _, err := c.Refresh(ctx, live); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := c.Match(ctx, QuantityQuery("ended", 3), MatchOptions{}); err != nil || r.Tier == nil {
+			t.Fatalf("after a warm: %+v %v", r, err)
+		}
+	})
+}

@@ -337,8 +337,10 @@ func decide(s *stored, e *encoded, fl *fill) (out RefreshOutcome, bump bool, err
 		return Unchanged, ordered && rev > s.rev, nil
 	case s.version == e.version:
 		return Repaired, false, nil
-	case fl != nil && s.whole():
-		return Stale, false, nil // a fill never replaces a whole promotion
+	case fl != nil && s.whole() && !(ordered && rev > s.rev):
+		// A fill replaces a whole promotion of another version only when
+		// its revision proves it newer.
+		return Stale, false, nil
 	}
 	return Updated, false, nil
 }

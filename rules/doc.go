@@ -52,6 +52,13 @@
 //	              match_value instead of threshold)
 //	start, end    optional RFC 3339 times bounding [start, end); an
 //	              absent bound is open. end must be after start.
+//	revision      optional integer ≥ 0, default 0: the promotion's
+//	              revision (gradient.Promotion.Revision). Raise it with
+//	              every change, and the cache refuses to let an older
+//	              copy replace a newer one (a second warm-up from an old
+//	              file writes nothing for it, reported stale). 0 is
+//	              unordered: the file's copy replaces whatever is stored,
+//	              last writer wins.
 //	tiers         required non-empty array of tiers (at most 10000)
 //
 // A tier:

@@ -107,6 +107,7 @@ type promotionWire struct {
 	Kind        string            `json:"kind"`
 	Start       string            `json:"start"`
 	End         string            `json:"end"`
+	Revision    int64             `json:"revision"`
 	Tiers       []json.RawMessage `json:"tiers"`
 }
 
@@ -291,6 +292,7 @@ func (p *parser) promotion(i int, raw json.RawMessage) (gradient.Promotion, bool
 	}
 	promo.Start = p.timeField(a, "start", w.Start)
 	promo.End = p.timeField(a, "end", w.End)
+	promo.Revision = w.Revision // negative: refused by Validate below
 	if len(p.errs) > before {
 		return gradient.Promotion{}, false
 	}

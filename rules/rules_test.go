@@ -353,3 +353,44 @@ func BenchmarkParseRefusesLongNumber(b *testing.B) {
 		}
 	}
 }
+
+// TestParseRevision: a promotion's revision is read as given, 0 when
+// absent (unordered), and a negative or fractional one is refused with
+// the promotion and field named.
+func TestParseRevision(t *testing.T) {
+	doc := func(rev string) string {
+		field := ""
+		if rev != "" {
+			field = `"revision": ` + rev + `,`
+		}
+		return `{"version": 1, "promotions": [{"id": "p", "metric": "quantity", "minor_digits": 2, ` + field +
+			`"tiers": [{"id": "t", "threshold": 3, "reward": {"kind": "percent_off", "percent": "10"}}]}]}`
+	}
+	tests := []struct {
+		rev   string
+		want  int64
+		field string // the refused field, "" when accepted
+	}{
+		{"", 0, ""},
+		{"0", 0, ""},
+		{"42", 42, ""},
+		{"9007199254740993", 9007199254740993, ""},
+		{"-1", 0, "revision"},
+		{"1.5", 0, "revision"},
+	}
+	for _, tt := range tests {
+		t.Run("rev="+tt.rev, func(t *testing.T) {
+			ps, err := rules.Parse(strings.NewReader(doc(tt.rev)), "r.json", rules.Options{})
+			if tt.field == "" {
+				if err != nil || len(ps) != 1 || ps[0].Revision != tt.want {
+					t.Fatalf("Parse: %+v %v, want revision %d", ps, err, tt.want)
+				}
+				return
+			}
+			var re *rules.Error
+			if err == nil || len(ps) != 0 || !errors.As(err, &re) || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("Parse = %+v %v, want a *rules.Error naming %q", ps, err, tt.field)
+			}
+		})
+	}
+}

@@ -15,8 +15,26 @@
 //
 // A promotion the cache refuses (a record over its MaxRecordBytes, a score
 // it reserves) is counted in [Summary].Refused with its reason; the others
-// are still written, and the error wraps [ErrRefused]. Promotions whose
+// are still written, and the error wraps [ErrRefused]; so is a promotion
+// whose revision Redis already holds with other content
+// ([cache.ErrRevisionConflict]: retrying would give the same answer).
+// Promotions whose
 // window has already ended are skipped ([Summary].Ended): their keys would
 // only sit out the cache's grace period, and writing them again on every
 // run would break idempotence.
+//
+// # Ordering
+//
+// Every write is ordered by the promotions' revisions (see
+// [gradient.Promotion].Revision and "Ordering of writers" in
+// docs/design.md): a promotion Redis holds at a newer revision, written
+// meanwhile by another writer such as a watcher, is not overwritten and
+// is listed in [Summary].Stale. A [Source] can report deletions with
+// their revisions ([Loaded].Deleted); [FromSource] applies them as
+// ordered deletes. Pruning deletes only promotions the source does not
+// know, each by an ordered Delete at the revision the listing saw, so a
+// promotion written since at a newer revision is kept (Stale); and
+// [FromSource] lists the stored promotions before it reads the source, so
+// a promotion created after that read is never among those pruned. A
+// promotion stored with revision 0 (unordered) is pruned unordered.
 package warm

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -440,4 +441,41 @@ func TestEmbeddedWarmAndDemo(t *testing.T) {
 			t.Errorf("demo output lacks %q", want)
 		}
 	}
+}
+
+// TestWarmRevisions: a rules file's revisions order its warms: an older
+// file's copy of a promotion is reported stale and leaves Redis as it
+// was; a newer one updates it.
+func TestWarmRevisions(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *server) {
+		file := func(rev int, percent string) string {
+			doc := `{"version": 1, "promotions": [{"id": "rev-p", "metric": "quantity", "minor_digits": 2, "revision": ` + strconv.Itoa(rev) +
+				`, "tiers": [{"id": "t", "threshold": 3, "reward": {"kind": "percent_off", "percent": "` + percent + `"}}]}]}`
+			path := filepath.Join(t.TempDir(), "rules.json")
+			if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}
+		steps := []struct {
+			rev     int
+			percent string
+			summary string
+			stale   bool
+		}{
+			{5, "10", "summary: added 1, updated 0, unchanged 0, pruned 0, refused 0", false},
+			{3, "20", "summary: added 0, updated 0, unchanged 0, pruned 0, refused 0, stale 1", true},
+			{6, "30", "summary: added 0, updated 1, unchanged 0, pruned 0, refused 0", false},
+		}
+		for _, st := range steps {
+			r := tierset(t, s.args("warm", "-rules", file(st.rev, st.percent))...)
+			r.expect(t, 0)
+			if got := summary(t, r.stdout); got != st.summary {
+				t.Errorf("revision %d: %q, want %q", st.rev, got, st.summary)
+			}
+			if st.stale != strings.Contains(r.stdout, "stale, kept (Redis holds a newer revision): rev-p\n") {
+				t.Errorf("revision %d: stale listing wrong:\n%s", st.rev, r.stdout)
+			}
+		}
+	})
 }

@@ -92,6 +92,7 @@ func warmAndReport(ctx context.Context, c *cache.Cache, promos []gradient.Promot
 	if len(sum.WouldPrune) > 0 && !opts.Prune {
 		listIDs(w, "stored but not in the file (kept; -prune deletes them)", sum.WouldPrune)
 	}
+	listIDs(w, "stale, kept (Redis holds a newer revision)", sum.Stale)
 	listIDs(w, "refused (reasons below)", sum.Refused)
 	fmt.Fprintf(w, "summary: added %d, updated %d, unchanged %d, pruned %d, refused %d",
 		len(sum.Added), len(sum.Updated), len(sum.Unchanged), len(sum.Pruned), len(sum.Refused))
@@ -100,6 +101,9 @@ func warmAndReport(ctx context.Context, c *cache.Cache, promos []gradient.Promot
 	}
 	if len(sum.Ended) > 0 {
 		fmt.Fprintf(w, ", ended %d", len(sum.Ended))
+	}
+	if len(sum.Stale) > 0 {
+		fmt.Fprintf(w, ", stale %d", len(sum.Stale))
 	}
 	fmt.Fprintf(w, " (%s)\n", time.Since(start).Round(time.Millisecond))
 	return sum, err

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# cache-server-cost.sh: the tier cache's server cost per operation, as
+# instructions counted by callgrind (repeatable for one build, unlike
+# times on a shared machine), and the bytes on the wire per operation,
+# for a Refresh of an unchanged promotion, a Refresh of a changed one and
+# a 20-line MatchCart (bench/cachecost; 10 tiers a promotion).
+#
+#   scripts/cache-server-cost.sh [n]        (default 2000; needs valgrind)
+#
+# It starts its own redis-server under valgrind on port 6394 (or
+# TIERSET_COST_PORT), never touches another server, and removes its files.
+# TIERSET_COST_TREE builds bench/cachecost from another source tree (an
+# older commit, to compare), with this tree's bench/cachecost copied in.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+N=${1:-2000}
+PORT=${TIERSET_COST_PORT:-6394}
+TREE=${TIERSET_COST_TREE:-$ROOT}
+command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 2; }
+DIR=$(mktemp -d)
+cleanup() {
+	redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
+	rm -rf "$DIR"
+}
+trap cleanup EXIT
+if [ "$TREE" != "$ROOT" ]; then
+	mkdir -p "$TREE/bench/cachecost" && cp "$ROOT/bench/cachecost/main.go" "$TREE/bench/cachecost/"
+fi
+(cd "$TREE" && go build -o "$DIR/cachecost" ./bench/cachecost)
+valgrind --tool=callgrind --callgrind-out-file="$DIR/cg.out" \
+	redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$DIR" >"$DIR/valgrind.log" 2>&1 &
+for _ in $(seq 1 150); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
+PID=$(redis-cli -p "$PORT" info server | tr -d '\r' | sed -n 's/^process_id://p')
+"$DIR/cachecost" -addr "127.0.0.1:$PORT" -pid "$PID" -n "$N"
+redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
+sleep 2
+for f in "$DIR"/cg.out.*; do
+	phase=$(sed -n 's/^desc: Trigger: dump //p' "$f")
+	[ -n "$phase" ] || continue
+	case $phase in setup) continue ;; esac
+	ir=$(sed -n 's/^summary: //p' "$f")
+	awk -v p="$phase" -v ir="$ir" -v n="$N" 'BEGIN { printf "%-10s %12d instructions  %8.0f per op (%d ops)\n", p, ir, ir / n, n }'
+done
