@@ -117,7 +117,8 @@ func TestRevisionTriggers(t *testing.T) {
 		{"many changes in one transaction", "p", `UPDATE %s.tiers SET percent = 30 WHERE promotion_id = '%id'; INSERT INTO %s.gifts (promotion_id, tier_id, position, sku, qty) VALUES ('%id', 't1', 0, 'sku-2', 1); UPDATE %s.promotions SET kind = 'threshold' WHERE id = '%id'`, false},
 		{"delete", "p", `DELETE FROM %s.promotions WHERE id = '%id'`, true},
 		{"re-create", "p", insertPromotionSQL, false},
-		{"rename: the old ID", "p", `UPDATE %s.promotions SET id = 'q' WHERE id = '%id'`, true},
+		{"delete q, to be renamed onto", "q", insertPromotionSQL + `DELETE FROM %s.promotions WHERE id = '%id'`, true},
+		{"rename p to q: the old ID", "p", `UPDATE %s.promotions SET id = 'q' WHERE id = '%id'`, true},
 	}
 	var last int64
 	for _, st := range steps {
@@ -131,6 +132,10 @@ func TestRevisionTriggers(t *testing.T) {
 	}
 	if rev, tomb := revisionOf(t, pool, schema, "q"); rev <= last || tomb {
 		t.Fatalf("renamed promotion q has revision %d (tombstone %v), want a row above %d", rev, tomb, last)
+	}
+	var tombs int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM `+schema+`.promotion_tombstones WHERE id = 'q'`).Scan(&tombs); err != nil || tombs != 0 {
+		t.Fatalf("%d tombstones left for q, which has a row again (%v)", tombs, err)
 	}
 }
 

@@ -42,6 +42,10 @@ BEGIN
     IF TG_OP = 'DELETE' THEN
         RETURN OLD;
     END IF;
+    IF OLD.id IS DISTINCT FROM NEW.id THEN
+        -- A rename is a delete of the old ID and a create of the new one.
+        DELETE FROM __schema__.promotion_tombstones WHERE id = NEW.id;
+    END IF;
     NEW.revision := nextval('__schema__.promotion_revision');
     RETURN NEW;
 END
