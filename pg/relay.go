@@ -23,7 +23,9 @@ type RelayOptions struct {
 	OnError func(error)
 	// ReconcileEvery is the period of the compensation pass: Relay runs
 	// Outbox.Reconcile over every pending row (before ReconcileHorizon)
-	// when it starts and then every ReconcileEvery, so a task Redis lost
+	// when it starts and then every ReconcileEvery (from one pass's start
+	// to the next; a pass longer than that is followed at once by the
+	// next), so a task Redis lost
 	// (a FLUSHALL, a failover that dropped writes, a Cancel or Reschedule
 	// whose Redis step failed) is back within one period with nothing
 	// else called. Relays of one outbox in several processes take turns:
@@ -162,6 +164,9 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 	var nextReconcile time.Time // zero: at start
 	for {
 		if opts.ReconcileEvery > 0 && !time.Now().Before(nextReconcile) {
+			// Periods count from each pass's start, so whenever Redis loses
+			// data the next pass starts within one period.
+			nextReconcile = time.Now().Add(opts.ReconcileEvery)
 			res, ran, err := o.reconcileTurn(ctx, opts.ReconcileHorizon)
 			switch {
 			case ctx.Err() != nil:
@@ -173,8 +178,6 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 			case ran && opts.OnReconcile != nil:
 				opts.OnReconcile(res)
 			}
-			// After a failure too: the relay keeps moving rows meanwhile.
-			nextReconcile = time.Now().Add(opts.ReconcileEvery)
 		}
 		res, err := o.RelayOnce(ctx, opts.Batch)
 		wait := time.Duration(0)
@@ -216,6 +219,9 @@ func (o *Outbox) reconcileTurn(ctx context.Context, horizon time.Duration) (res 
 	}
 	if !mine {
 		return res, false, nil
+	}
+	if o.reconcileStarted != nil {
+		o.reconcileStarted()
 	}
 	before := o.q.Options().Codec.MaxTime() // DueBound takes before-1 ms: in range
 	if horizon > 0 {
