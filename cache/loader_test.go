@@ -367,10 +367,12 @@ func TestReadThroughFailures(t *testing.T) {
 			time.Sleep(2 * time.Second)
 			return nil, errSource
 		}, 50 * time.Millisecond, 0, []error{ErrLoad, context.DeadlineExceeded}},
-		{"slow source, 50ms cart", func(ctx context.Context, _ string) (*gradient.Promotion, error) {
+		// The cart's budget is well above one round trip on a loaded
+		// machine and well below the source's 2 s.
+		{"slow source, 400ms cart", func(ctx context.Context, _ string) (*gradient.Promotion, error) {
 			time.Sleep(2 * time.Second)
 			return nil, errSource
-		}, 0, 50 * time.Millisecond, []error{ErrLoad, context.DeadlineExceeded}},
+		}, 0, 400 * time.Millisecond, []error{ErrLoad, context.DeadlineExceeded}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testredis.Each(t, func(t *testing.T, b *testredis.Backend) {

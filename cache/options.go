@@ -73,8 +73,9 @@ type Options struct {
 	// one is Stale, so a read-through load or a warm-up that read the
 	// promotion before the delete cannot bring it back. It must outlive
 	// every writer that could still hold an older read: a read-through
-	// load lives at most Load.LeaseTTL (New refuses a TombstoneTTL not
-	// above it), a warm-up job as long as its run. Default 24h; a
+	// load lives at most Load.LeaseTTL (with a Loader, New refuses a
+	// TombstoneTTL not above it; other processes' loaders must keep theirs
+	// below it too), a warm-up job as long as its run. Default 24h; a
 	// tombstone costs about 100 bytes of Redis memory.
 	TombstoneTTL time.Duration
 	// RefreshRetries bounds the WATCH retries of one promotion's refresh

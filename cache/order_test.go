@@ -167,3 +167,39 @@ func TestRefreshOrderedTombstoneExpires(t *testing.T) {
 		}
 	})
 }
+
+// TestRefreshOrderedUpgrade: a promotion stored before revisions (no rev
+// field in its meta hash) is whole: an unordered refresh of the same
+// content is Unchanged and writes nothing, an ordered one records its
+// revision alone; Info reads it at revision 0.
+func TestRefreshOrderedUpgrade(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		c := newCache(t, b, Options{})
+		if _, err := c.Refresh(ctx, revPromotion("old", 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Client.HDel(ctx, c.metaKey("old"), metaRev).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if in, err := c.Info(ctx, "old"); err != nil || in.Revision != 0 || in.Damage != "" {
+			t.Fatalf("Info of the old format: %+v %v", in, err)
+		}
+		writes := recordWrites(t, b)
+		if rep, err := c.Refresh(ctx, revPromotion("old", 0, 1)); err != nil || rep.Unchanged != 1 {
+			t.Fatalf("unordered refresh: %+v %v", rep, err)
+		}
+		if w := writes(); len(w) != 0 {
+			t.Fatalf("an unchanged refresh of the old format wrote %v", w)
+		}
+		if rep, err := c.Refresh(ctx, revPromotion("old", 3, 1)); err != nil || rep.Unchanged != 1 || rep.Promotions[0].Revision != 3 {
+			t.Fatalf("ordered refresh: %+v %v", rep, err)
+		}
+		if in, err := c.Info(ctx, "old"); err != nil || in.Revision != 3 {
+			t.Fatalf("Info after: %+v %v", in, err)
+		}
+		if rep, err := c.Refresh(ctx, revPromotion("old", 3, 1)); err != nil || rep.Unchanged != 1 || rep.Repaired != 0 {
+			t.Fatalf("again: %+v %v", rep, err)
+		}
+	})
+}

@@ -219,6 +219,7 @@ func (c *Cache) refreshFailed(ctx context.Context, rep *RefreshReport, all []*en
 type stored struct {
 	version, prev                string
 	rev                          int64 // the meta hash's revision (0: unordered or none)
+	hasRev                       bool  // the meta hash has the rev field (written since revisions)
 	tomb                         int64 // the tombstone's revision, 0 when there is none
 	leaseOK                      bool  // a fill's lease still holds its token
 	members, giftLists, metaLens int64
@@ -263,7 +264,7 @@ func (c *Cache) probe(ctx context.Context, p pipeliner, e *encoded, fl *fill) (s
 	if v := hm.Val(); len(v) == 3 {
 		s.version, _ = v[0].(string)
 		s.prev, _ = v[1].(string)
-		s.rev = revOf(v[2])
+		s.rev, s.hasRev = revOf(v[2]), v[2] != nil
 	}
 	if v := strs.Val(); len(v) >= 1 {
 		s.tomb = revOf(v[0])
@@ -300,18 +301,29 @@ func (s *stored) damage(e *encoded) string {
 		return "gift list hash missing"
 	case s.giftLists != int64(e.withGift):
 		return fmt.Sprintf("gift list hash holds %d of %d lists", s.giftLists, e.withGift)
-	case s.metaLens != metaFieldCount:
-		return fmt.Sprintf("meta hash holds %d of %d fields", s.metaLens, metaFieldCount)
+	case s.metaLens != s.metaFields():
+		return fmt.Sprintf("meta hash holds %d of %d fields", s.metaLens, s.metaFields())
 	}
 	return ""
 }
 
-// whole reports whether s holds some version whole (by the counts the
-// probe read for e's version, which is enough to tell "a whole promotion
-// of another version" only roughly; a fill uses it to leave any complete
-// looking promotion alone).
+// metaFields is the field count of a whole meta hash: one less for a
+// promotion written before revisions, which is whole at revision 0 (so an
+// upgrade does not rewrite every promotion; an ordered write records its
+// revision).
+func (s *stored) metaFields() int64 {
+	if s.version != "" && !s.hasRev {
+		return metaFieldCount - 1
+	}
+	return metaFieldCount
+}
+
+// whole reports whether s looks like a whole promotion of some version:
+// its meta hash whole and its tiers key there. (The probe counts the gift
+// lists of the written version only, so another version's are not
+// checked.)
 func (s *stored) whole() bool {
-	return s.version != "" && s.members > 0 && s.metaLens == metaFieldCount
+	return s.version != "" && s.members > 0 && s.metaLens == s.metaFields()
 }
 
 // decide is the ordering rule of one write: given what the probe read,

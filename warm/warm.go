@@ -348,6 +348,7 @@ func (d *dryRun) refresh(ctx context.Context, ps ...gradient.Promotion) (cache.R
 		versions[i] = v
 	}
 	out := cache.RefreshReport{Promotions: make([]cache.RefreshResult, 0, len(ps))}
+	var conflicts []error
 	for i := range ps {
 		r := cache.RefreshResult{ID: ps[i].ID, Version: versions[i]}
 		in, err := d.real.Info(ctx, r.ID)
@@ -369,6 +370,7 @@ func (d *dryRun) refresh(ctx context.Context, ps ...gradient.Promotion) (cache.R
 		case ps[i].Revision > 0 && in.Revision == ps[i].Revision && in.Version != r.Version:
 			r.Outcome = cache.Conflict
 			out.Conflicts++
+			conflicts = append(conflicts, &cache.RevisionConflictError{ID: r.ID, Revision: in.Revision, Held: in.Version, Wrote: r.Version})
 		case in.Version == r.Version:
 			r.Outcome, r.Previous = cache.Unchanged, in.Version
 			out.Unchanged++
@@ -378,5 +380,5 @@ func (d *dryRun) refresh(ctx context.Context, ps ...gradient.Promotion) (cache.R
 		}
 		out.Promotions = append(out.Promotions, r)
 	}
-	return out, nil
+	return out, errors.Join(conflicts...)
 }
