@@ -404,7 +404,7 @@ func (rt *readThrough) loadHeld(ctx context.Context, c *Cache, id string, fl *fi
 		// ErrNotActive.
 		return rt.markMiss(ctx, c, id, true)
 	}
-	rep, err := c.refreshWith(ctx, []gradient.Promotion{*p}, fl)
+	rep, err := c.refreshObserved(ctx, []gradient.Promotion{*p}, fl)
 	if err != nil {
 		return LoadFailed, fmt.Errorf("%w: promotion %q: %w", ErrLoad, id, err)
 	}

@@ -129,17 +129,19 @@ func (e *RefreshError) Unwrap() error { return e.Err }
 // call into committed, not committed or unknown, after reading the failed
 // one back.
 func (c *Cache) Refresh(ctx context.Context, promos ...gradient.Promotion) (RefreshReport, error) {
-	if c.nopObs {
-		return c.refresh(ctx, promos)
-	}
-	start := time.Now()
-	rep, err := c.refresh(ctx, promos)
-	c.obs.OnRefreshDone(len(promos), time.Since(start), err)
-	return rep, err
+	return c.refreshObserved(ctx, promos, nil)
 }
 
-func (c *Cache) refresh(ctx context.Context, promos []gradient.Promotion) (RefreshReport, error) {
-	return c.refreshWith(ctx, promos, nil)
+// refreshObserved is Refresh, or a read-through fill (fl), reported to
+// Observer.OnRefreshDone.
+func (c *Cache) refreshObserved(ctx context.Context, promos []gradient.Promotion, fl *fill) (RefreshReport, error) {
+	if c.nopObs {
+		return c.refreshWith(ctx, promos, fl)
+	}
+	start := time.Now()
+	rep, err := c.refreshWith(ctx, promos, fl)
+	c.obs.OnRefreshDone(len(promos), time.Since(start), err)
+	return rep, err
 }
 
 // refreshWith is Refresh, as a read-through fill when fl is set (one

@@ -11,6 +11,15 @@
 # TIERSET_COST_PORT), never touches another server, and removes its files.
 # TIERSET_COST_TREE builds bench/cachecost from another source tree (an
 # older commit, to compare), with this tree's bench/cachecost copied in.
+#
+# Per phase it prints three counts per operation: "total" (everything the
+# server ran meanwhile, including serverCron and expiry, which grow with
+# the phase's wall time and so vary by tens of per cent on a loaded
+# machine), "clients" (inclusive cost of readQueryFromClient and
+# handleClientsWithPendingWritesUsingThreads: reading, parsing and running
+# the commands and writing their replies) and "commands" (inclusive cost
+# of call(): running the commands alone). The last two depend only on
+# what the client sent; compare builds by them.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${1:-2000}
@@ -34,10 +43,18 @@ PID=$(redis-cli -p "$PORT" info server | tr -d '\r' | sed -n 's/^process_id://p'
 "$DIR/cachecost" -addr "127.0.0.1:$PORT" -pid "$PID" -n "$N"
 redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
 sleep 2
+incl() { # incl FILE FUNCTION: the function's inclusive instruction count
+	callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
+		awk -v fn="$2" '{ gsub(",", "", $1) } $0 ~ ":" fn " " && $1 ~ /^[0-9]+$/ { n += $1 } END { print n + 0 }'
+}
 for f in "$DIR"/cg.out.*; do
 	phase=$(sed -n 's/^desc: Trigger: dump //p' "$f")
 	[ -n "$phase" ] || continue
 	case $phase in setup) continue ;; esac
 	ir=$(sed -n 's/^summary: //p' "$f")
-	awk -v p="$phase" -v ir="$ir" -v n="$N" 'BEGIN { printf "%-10s %12d instructions  %8.0f per op (%d ops)\n", p, ir, ir / n, n }'
+	rq=$(incl "$f" readQueryFromClient)
+	wr=$(incl "$f" handleClientsWithPendingWritesUsingThreads)
+	cl=$(incl "$f" call)
+	awk -v p="$phase" -v ir="$ir" -v c=$((rq + wr)) -v cl="$cl" -v n="$N" \
+		'BEGIN { printf "%-10s per op: %8.0f total  %8.0f clients  %8.0f commands (%d ops)\n", p, ir / n, c / n, cl / n, n }'
 done
