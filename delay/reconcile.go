@@ -38,6 +38,14 @@ type ReconcileOptions struct {
 	// MaxSourceTasks bounds the (key, token) set held in memory while
 	// comparing. Default 1,000,000.
 	MaxSourceTasks int
+	// MoveDue moves a pending task present in Redis, never delivered yet,
+	// whose due time differs from the one the source lists, to the
+	// source's time (counted in Moved). A task delivered at least once
+	// keeps its retry's due time. Use it when the source is the truth for
+	// due times and nothing else reschedules its tasks while Reconcile
+	// runs (Outbox.Reconcile in package pg holds its Reschedule off).
+	// Default false: a present task never moves.
+	MoveDue bool
 }
 
 // ReconcileResult counts what Reconcile did.
@@ -47,9 +55,12 @@ type ReconcileResult struct {
 	// Restored counts tasks whose record Redis kept but whose due entry it
 	// lost: put back in due under their old ID (Enqueued.Restored).
 	Restored int
-	Present  int // already in Redis, in any state: left alone
-	Invalid  int // rejected source tasks (bad key, token or time); see FirstInvalid
-	Removed  int // pending in Redis, due before the bound, unknown to the source
+	Present  int // already in Redis, in any state: left alone (but see Moved)
+	// Moved counts present tasks given the source's due time (MoveDue);
+	// they are also counted in Present.
+	Moved   int
+	Invalid int // rejected source tasks (bad key, token or time); see FirstInvalid
+	Removed int // pending in Redis, due before the bound, unknown to the source
 	// Untracked counts pending tasks with a generated token (the source
 	// cannot know them); they are never removed.
 	Untracked int
@@ -124,6 +135,7 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 		}
 	}
 	known := map[keyToken]bool{}
+	var moves []moveDue
 	cursor := ""
 	for {
 		if err := ctx.Err(); err != nil {
@@ -157,7 +169,7 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 		if err != nil {
 			return res, err
 		}
-		for _, e := range out {
+		for i, e := range out {
 			switch {
 			case e.Err != nil:
 				res.Invalid++
@@ -168,6 +180,9 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 				res.Restored++
 			case e.Duplicate:
 				res.Present++
+				if j := jobs[i]; opts.MoveDue && e.State == StatePending && e.Due.UnixMilli() != ceilUnixMs(j.When.At) {
+					moves = append(moves, moveDue{id: e.ID, key: j.Key, token: j.Token, at: j.When.At})
+				}
 			default:
 				res.Added++
 			}
@@ -176,6 +191,9 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 			break
 		}
 		cursor = next
+	}
+	if err := q.moveDue(ctx, moves, opts.PageSize, &res); err != nil {
+		return res, err
 	}
 	if opts.KeepExtra {
 		return res, nil
@@ -245,6 +263,44 @@ func (q *Queue) removeExtra(ctx context.Context, bound int64, mark uint64, known
 			return err
 		}
 		res.Removed += int(r.int(1))
+	}
+	return nil
+}
+
+type moveDue struct {
+	id, key, token string
+	at             time.Time
+}
+
+// moveDue gives each task of moves that was never delivered its source
+// due time, by token. A task taken and retried between the check of its
+// attempt and the move is moved too: its retry comes early, never lost.
+func (q *Queue) moveDue(ctx context.Context, moves []moveDue, page int, res *ReconcileResult) error {
+	for i := 0; i < len(moves); i += page {
+		batch := moves[i:min(i+page, len(moves))]
+		ids := make([]string, len(batch))
+		for k, m := range batch {
+			ids[k] = m.id
+		}
+		recs, err := q.records(ctx, ids)
+		if err != nil {
+			return wrapErr(ctx, "reconcile: records", err)
+		}
+		for k, v := range recs {
+			s, ok := v.(string)
+			if !ok {
+				continue // gone meanwhile (taken and acked, or cancelled)
+			}
+			rec, err := decodeRecord(s, q.o.MaxPayload)
+			if err != nil || rec.attempt > 0 || rec.key != batch[k].key || rec.token != batch[k].token {
+				continue
+			}
+			r, err := q.RescheduleToken(ctx, batch[k].key, batch[k].token, At(batch[k].at))
+			if err != nil {
+				return fmt.Errorf("delay: reconcile: move %q: %w", batch[k].key, err)
+			}
+			res.Moved += r.Moved
+		}
 	}
 	return nil
 }

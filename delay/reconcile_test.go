@@ -132,3 +132,60 @@ func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
 		}
 	})
 }
+
+// TestReconcileMoveDue: with MoveDue, a present task never delivered is
+// moved to the source's due time; a delivered (retried) one keeps its
+// retry's time; without it nothing present moves.
+func TestReconcileMoveDue(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		now := time.Now().Truncate(time.Millisecond)
+		src := sliceSource{tasks: []SourceTask{
+			{Key: "drifted", Token: "t", At: now.Add(time.Hour)},
+			{Key: "same", Token: "t", At: now.Add(time.Hour)},
+			{Key: "retried", Token: "t", At: now.Add(-time.Second)},
+		}}
+		mustEnqueue(t, ctx, q, Job{Key: "drifted", Token: "t", When: At(now.Add(3 * time.Hour))})
+		mustEnqueue(t, ctx, q, Job{Key: "same", Token: "t", When: At(now.Add(time.Hour))})
+		mustEnqueue(t, ctx, q, Job{Key: "retried", Token: "t", When: At(now.Add(-time.Second))})
+		bt, err := q.Take(ctx, 1)
+		if err != nil || len(bt.Tasks) != 1 {
+			t.Fatalf("Take = %+v, %v", bt, err)
+		}
+		if _, err := q.RetryAfter(ctx, bt.Tasks[0].Lease, bt.Tasks[0].Attempt, 2*time.Hour, fmt.Errorf("boom")); err != nil {
+			t.Fatal(err)
+		}
+		due := func(key string) time.Time {
+			t.Helper()
+			infos, err := q.Lookup(ctx, key)
+			if err != nil || len(infos) != 1 {
+				t.Fatalf("Lookup(%s) = %+v, %v", key, infos, err)
+			}
+			return infos[0].When
+		}
+		retryDue := due("retried")
+		tests := []struct {
+			name      string
+			move      bool
+			wantMoved int
+			drifted   time.Time
+		}{
+			{"without MoveDue", false, 0, now.Add(3 * time.Hour)},
+			{"with MoveDue", true, 1, now.Add(time.Hour)},
+			{"again", true, 0, now.Add(time.Hour)},
+		}
+		for _, tt := range tests {
+			res, err := q.Reconcile(ctx, &src, now.Add(24*time.Hour), ReconcileOptions{MoveDue: tt.move})
+			if err != nil || res.Moved != tt.wantMoved || res.Present != 3 {
+				t.Fatalf("%s: Reconcile = %+v, %v; want %d moved of 3 present", tt.name, res, err, tt.wantMoved)
+			}
+			if got := due("drifted"); !got.Equal(tt.drifted) {
+				t.Fatalf("%s: drifted due %v, want %v", tt.name, got, tt.drifted)
+			}
+			if got := due("retried"); !got.Equal(retryDue) {
+				t.Fatalf("%s: retried due %v, want its retry's %v", tt.name, got, retryDue)
+			}
+		}
+	})
+}

@@ -5,7 +5,14 @@
 //     schema: promotions, tiers and gifts (money as NUMERIC, with CHECK and
 //     UNIQUE constraints refusing what package gradient refuses), and a
 //     delay-queue outbox.
-//   - [Rules] loads promotions into []gradient.Promotion from one snapshot
+//   - Revisions: triggers give a promotion a new revision (one sequence
+//     per schema) in the transaction of every change to it, its tiers or
+//     its gifts, and a deletion a tombstone row with a revision of its
+//     own. Every writer here passes them to the cache, which refuses a
+//     write older than what it holds (cache.Stale), so whichever writer
+//     comes last, Redis never goes back to an older version.
+//   - [Rules] loads promotions into []gradient.Promotion, with their
+//     revisions, and the tombstones as warm.Deletion, from one snapshot,
 //     and implements warm.Source, so warm.FromSource warms Redis from the
 //     database as the CLI warms it from a file. A promotion gradient
 //     refuses is reported by its ID ([RowError]) and skipped, and its
@@ -13,10 +20,11 @@
 //     before it writes.
 //   - [Watch] keeps Redis in step: a trigger NOTIFYs [RulesChannel] on
 //     every committed change to a promotion, its tiers or its gifts, and
-//     Watch refreshes just that promotion, or deletes it (cache.Delete,
-//     with the readers' grace) when its row is gone. A full pass runs at
-//     start, after every reconnect of the listener and every FullEvery,
-//     for anything a lost notification missed.
+//     Watch refreshes just that promotion, or deletes it (cache.Delete at
+//     its tombstone's revision, with the readers' grace) when its row is
+//     gone. A full pass runs at start, after every reconnect of the
+//     listener and every FullEvery, for anything a lost notification
+//     missed, and purges tombstones older than KeepTombstones.
 //   - [Outbox] writes delay-queue tasks in the caller's transaction, so a
 //     task exists exactly when the business change committed. Its relay
 //     ([Outbox.RelayOnce], [Outbox.Relay]) copies committed rows to Redis
@@ -24,9 +32,12 @@
 //     the enqueue and its commit re-sends the batch and Redis answers
 //     duplicates. The handler marks its row done ([Outbox.Done]) in the
 //     transaction that does the work; Cancel and Reschedule change the
-//     database first, then Redis. [Source] lists the pending rows for
-//     delay.Queue.Reconcile, and [Outbox.Reconcile] runs it with the
-//     relays held off: the compensation path after Redis lost data.
+//     rows, then in Redis exactly the (key, token) pairs of the rows they
+//     changed. [Source] lists the pending rows for delay.Queue.Reconcile,
+//     and [Outbox.Reconcile] runs it with the relays held off, moving a
+//     task whose due time differs from its row's: the compensation path
+//     after Redis lost data, which [Outbox.Relay] also runs at start and
+//     every RelayOptions.ReconcileEvery, one process at a time.
 //
 // pg is its own module so the core module never depends on pgx.
 package pg

@@ -88,7 +88,7 @@ func relayChild(schema string) int {
 // enqueueing. It returns the orders per second.
 func placeOrders(t *testing.T, pool *pgxpool.Pool, schema string, o *Outbox, n int, due func(i int) time.Time) float64 {
 	t.Helper()
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := testCtx(t, 5*time.Minute)
 	if _, err := pool.Exec(ctx, `CREATE TABLE `+schema+`.orders (id bigint PRIMARY KEY, status text NOT NULL DEFAULT 'open', cancels int NOT NULL DEFAULT 0)`); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestFaultOutboxFlushAllReconcile(t *testing.T) {
 	q, srv := testQueue(t, delay.Options{Lease: 5 * time.Second})
 	o, _ := NewOutbox(pool, schema, q, OutboxOptions{})
 	const orders = 10_000
-	ctx, stop := context.WithCancel(testCtx(t, 3*time.Minute))
+	ctx, stop := context.WithCancel(testCtx(t, 6*time.Minute))
 	defer stop()
 
 	var effects, skipped atomic.Int64

@@ -56,6 +56,12 @@ type MigrateResult struct {
 // Migrate calls on one schema serialise on an advisory lock. schema ""
 // means DefaultSchema.
 func Migrate(ctx context.Context, db DB, schema string) (MigrateResult, error) {
+	return migrateTo(ctx, db, schema, 0)
+}
+
+// migrateTo is Migrate up to version upTo (0: all); tests use it to build
+// an older schema.
+func migrateTo(ctx context.Context, db DB, schema string, upTo int) (MigrateResult, error) {
 	var res MigrateResult
 	schema, err := checkSchema(schema)
 	if err != nil {
@@ -66,6 +72,9 @@ func Migrate(ctx context.Context, db DB, schema string) (MigrateResult, error) {
 		return res, err
 	}
 	for _, m := range ms {
+		if upTo > 0 && m.version > upTo {
+			break
+		}
 		applied, err := applyOne(ctx, db, schema, m)
 		if err != nil {
 			return res, err

@@ -41,6 +41,11 @@ type Outbox struct {
 	// afterEnqueue runs between a relay batch's EnqueueBatch and the
 	// commit that marks its rows; tests use it to kill the relay there.
 	afterEnqueue func(n int)
+	// afterRows runs in Cancel and Reschedule between their row update and
+	// their Redis step; tests hold a concurrent enqueue and relay there.
+	afterRows func(tokens []string)
+	// reconcileStarted runs when a periodic reconcile pass has its turn.
+	reconcileStarted func()
 }
 
 // NewOutbox returns the outbox of q in schema ("" = DefaultSchema).
@@ -153,25 +158,32 @@ func (o *Outbox) Done(ctx context.Context, tx pgx.Tx, key, token string) error {
 // CancelResult is what Cancel did in the database and in Redis.
 type CancelResult struct {
 	Rows  int                // pending rows marked cancelled
-	Redis delay.CancelResult // what the queue removed or marked
+	Redis delay.CancelResult // what the queue removed or marked, summed over those rows' tokens
 }
 
-// Cancel marks every pending task of key cancelled in the database (the
-// truth, committed first), then cancels them in Redis. If the Redis step
-// fails the database already says cancelled; a later Reconcile removes
-// the tasks from Redis. A relay batch holding the rows finishes first
-// (row locks), so a cancelled row is never relayed afterwards.
+// Cancel marks every pending task of key cancelled in the database, then
+// cancels in Redis exactly the (key, token) pairs of the rows it changed:
+// a task of key enqueued and relayed meanwhile is neither cancelled nor
+// touched. The rows are committed first (the database is the truth): if
+// the Redis step fails, a later Reconcile removes those tasks. A relay
+// batch holding a row finishes first (row locks), so a cancelled row is
+// never relayed afterwards. Cancel waits for a running Reconcile.
 func (o *Outbox) Cancel(ctx context.Context, key string) (CancelResult, error) {
 	var res CancelResult
-	tag, err := o.db.Exec(ctx, `UPDATE `+o.schema+`.delay_outbox SET state = 'cancelled', finished_at = now()
-		WHERE queue = $1 AND key = $2 AND state IN ('new', 'relayed')`, o.q.Name(), key)
+	tokens, err := o.changeRows(ctx, key, `state = 'cancelled', finished_at = now()`, nil)
 	if err != nil {
 		return res, fmt.Errorf("pg: outbox cancel %q: %w", key, err)
 	}
-	res.Rows = int(tag.RowsAffected())
-	res.Redis, err = o.q.Cancel(ctx, key)
-	if err != nil {
-		return res, fmt.Errorf("pg: outbox cancel %q in redis (the database says cancelled; Reconcile removes it): %w", key, err)
+	res.Rows = len(tokens)
+	for _, tok := range tokens {
+		r, err := o.q.CancelToken(ctx, key, tok)
+		if err != nil {
+			return res, fmt.Errorf("pg: outbox cancel %q token %q in redis (the database says cancelled; Reconcile removes it): %w", key, tok, err)
+		}
+		res.Redis.Pending += r.Pending
+		res.Redis.InFlight += r.InFlight
+		res.Redis.Dead += r.Dead
+		res.Redis.Already += r.Already
 	}
 	return res, nil
 }
@@ -180,11 +192,19 @@ func (o *Outbox) Cancel(ctx context.Context, key string) (CancelResult, error) {
 type RescheduleResult struct {
 	Rows  int
 	Due   time.Time
-	Redis delay.RescheduleResult
+	Redis delay.RescheduleResult // summed over the changed rows' tokens
 }
 
-// Reschedule moves every pending task of key to w, in the database first,
-// then in Redis. A row not yet relayed goes to Redis with its new time.
+// Reschedule moves every pending task of key to w: it updates the rows
+// and, holding their locks, moves in Redis exactly the (key, token) pairs
+// of the rows it changed, then commits. A task of key enqueued and
+// relayed meanwhile keeps its own due time; two Reschedules of one key
+// take turns, so Redis ends at the time the rows say. A row not yet
+// relayed reaches Redis with its new time. If the Redis step fails the
+// rows still commit with the new time and the error is returned; if the
+// commit fails (ctx ended, say) after tasks moved, the rows keep their
+// old time. Either way the next Reconcile moves the tasks to their rows'
+// time. Reschedule waits for a running Reconcile.
 func (o *Outbox) Reschedule(ctx context.Context, key string, w delay.When) (RescheduleResult, error) {
 	res := RescheduleResult{Due: w.At}
 	if !w.At.IsZero() && w.After != 0 || w.After < 0 {
@@ -193,17 +213,67 @@ func (o *Outbox) Reschedule(ctx context.Context, key string, w delay.When) (Resc
 	if w.At.IsZero() {
 		res.Due = o.now().Add(w.After)
 	}
-	tag, err := o.db.Exec(ctx, `UPDATE `+o.schema+`.delay_outbox SET due_at = $3
-		WHERE queue = $1 AND key = $2 AND state IN ('new', 'relayed')`, o.q.Name(), key, res.Due)
+	var redisErr error
+	tokens, err := o.changeRows(ctx, key, `due_at = $3`, func(tokens []string) {
+		for _, tok := range tokens {
+			r, err := o.q.RescheduleToken(ctx, key, tok, delay.At(res.Due))
+			if err != nil {
+				redisErr = fmt.Errorf("pg: outbox reschedule %q token %q in redis (the database has the new time; Reconcile moves it): %w", key, tok, err)
+				return
+			}
+			res.Redis.Moved += r.Moved
+			res.Redis.InFlight += r.InFlight
+			res.Redis.Dead += r.Dead
+			if r.Moved > 0 {
+				res.Redis.Due = r.Due
+			}
+		}
+	}, res.Due)
+	res.Rows = len(tokens)
 	if err != nil {
 		return res, fmt.Errorf("pg: outbox reschedule %q: %w", key, err)
 	}
-	res.Rows = int(tag.RowsAffected())
-	res.Redis, err = o.q.Reschedule(ctx, key, delay.At(res.Due))
+	return res, redisErr
+}
+
+// changeRows sets set on the pending rows of key in one transaction and
+// returns their tokens. It holds the relay lock shared, so it never runs
+// while Reconcile does (which could list a row before the change and act
+// on Redis after it). locked, when set, runs while the rows are locked,
+// before the commit. afterRows (tests) runs just before the caller's
+// Redis step: before locked, or after the commit when locked is nil.
+func (o *Outbox) changeRows(ctx context.Context, key, set string, locked func([]string), args ...any) ([]string, error) {
+	tx, err := o.db.Begin(ctx)
 	if err != nil {
-		return res, fmt.Errorf("pg: outbox reschedule %q in redis: %w", key, err)
+		return nil, err
 	}
-	return res, nil
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtext($1))`, o.lockName()); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	rows, err := tx.Query(ctx, `UPDATE `+o.schema+`.delay_outbox SET `+set+`
+		WHERE queue = $1 AND key = $2 AND state IN ('new', 'relayed') RETURNING token`,
+		append([]any{o.q.Name(), key}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	if locked != nil {
+		if o.afterRows != nil {
+			o.afterRows(tokens)
+		}
+		locked(tokens)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	if locked == nil && o.afterRows != nil {
+		o.afterRows(tokens)
+	}
+	return tokens, nil
 }
 
 // Purge deletes done, cancelled and refused rows finished before before,

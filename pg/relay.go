@@ -21,6 +21,23 @@ type RelayOptions struct {
 	RetryMax time.Duration
 	// OnError, when set, is told every error Relay retries. Default nil.
 	OnError func(error)
+	// ReconcileEvery is the period of the compensation pass: Relay runs
+	// Outbox.Reconcile over every pending row (before ReconcileHorizon)
+	// when it starts and then every ReconcileEvery (from one pass's start
+	// to the next; a pass longer than that is followed at once by the
+	// next), so a task Redis lost
+	// (a FLUSHALL, a failover that dropped writes, a Cancel or Reschedule
+	// whose Redis step failed) is back within one period with nothing
+	// else called. Relays of one outbox in several processes take turns:
+	// a pass runs only when no other is running (an advisory lock tried,
+	// not waited for). Negative disables it. Default 5 minutes.
+	ReconcileEvery time.Duration
+	// ReconcileHorizon bounds the periodic pass to rows due before now +
+	// ReconcileHorizon. Default 0: every pending row, whatever its due time.
+	ReconcileHorizon time.Duration
+	// OnReconcile, when set, is told the result of every periodic pass
+	// that ran (errors go to OnError). Default nil.
+	OnReconcile func(delay.ReconcileResult)
 }
 
 // RelayResult counts what one RelayOnce did.
@@ -136,11 +153,32 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 	if opts.RetryMax == 0 {
 		opts.RetryMax = 5 * time.Second
 	}
-	if opts.Batch < 1 || opts.Batch > delay.MaxBatch || opts.Poll < 0 || opts.RetryMax < 0 {
-		return fmt.Errorf("%w: relay batch %d, poll %v, retry max %v", ErrInvalidOptions, opts.Batch, opts.Poll, opts.RetryMax)
+	if opts.ReconcileEvery == 0 {
+		opts.ReconcileEvery = 5 * time.Minute
+	}
+	if opts.Batch < 1 || opts.Batch > delay.MaxBatch || opts.Poll < 0 || opts.RetryMax < 0 || opts.ReconcileHorizon < 0 {
+		return fmt.Errorf("%w: relay batch %d, poll %v, retry max %v, reconcile horizon %v",
+			ErrInvalidOptions, opts.Batch, opts.Poll, opts.RetryMax, opts.ReconcileHorizon)
 	}
 	backoff := opts.Poll
+	var nextReconcile time.Time // zero: at start
 	for {
+		if opts.ReconcileEvery > 0 && !time.Now().Before(nextReconcile) {
+			// Periods count from each pass's start, so whenever Redis loses
+			// data the next pass starts within one period.
+			nextReconcile = time.Now().Add(opts.ReconcileEvery)
+			res, ran, err := o.reconcileTurn(ctx, opts.ReconcileHorizon)
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case err != nil:
+				if opts.OnError != nil {
+					opts.OnError(err)
+				}
+			case ran && opts.OnReconcile != nil:
+				opts.OnReconcile(res)
+			}
+		}
 		res, err := o.RelayOnce(ctx, opts.Batch)
 		wait := time.Duration(0)
 		switch {
@@ -157,10 +195,43 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 		default:
 			backoff = opts.Poll
 		}
+		if opts.ReconcileEvery > 0 {
+			wait = min(wait, max(0, time.Until(nextReconcile)))
+		}
 		if err := sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
+}
+
+// reconcileTurn runs Reconcile over rows due before now+horizon (every
+// row when horizon is 0) unless another process's pass is running (ran
+// false then).
+func (o *Outbox) reconcileTurn(ctx context.Context, horizon time.Duration) (res delay.ReconcileResult, ran bool, err error) {
+	tx, err := o.db.Begin(ctx)
+	if err != nil {
+		return res, false, fmt.Errorf("pg: periodic reconcile: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var mine bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtext($1))`, o.lockName()+".periodic").Scan(&mine); err != nil {
+		return res, false, fmt.Errorf("pg: periodic reconcile: lock: %w", err)
+	}
+	if !mine {
+		return res, false, nil
+	}
+	if o.reconcileStarted != nil {
+		o.reconcileStarted()
+	}
+	before := o.q.Options().Codec.MaxTime() // DueBound takes before-1 ms: in range
+	if horizon > 0 {
+		before = o.now().Add(horizon)
+	}
+	res, err = o.Reconcile(ctx, before, delay.ReconcileOptions{})
+	if err != nil {
+		return res, true, fmt.Errorf("pg: periodic reconcile: %w", err)
+	}
+	return res, true, nil
 }
 
 func (o *Outbox) lockName() string { return "tierset.outbox." + o.schema + "." + o.q.Name() }
@@ -170,8 +241,13 @@ func (o *Outbox) lockName() string { return "tierset.outbox." + o.schema + "." +
 // relays in other processes too) for its duration. delay.Queue.Reconcile
 // alone already keeps tasks enqueued after its listing began; the lock
 // also keeps a relay's half-marked batch out of the listing, so the counts
-// it reports are exact. Relays resume when it returns.
+// it reports are exact. Relays resume when it returns; Cancel and
+// Reschedule wait for it. The rows are the truth for due times too: opts.MoveDue
+// is set, so a task whose due time differs from its row's (a
+// Reschedule whose Redis step failed) is moved to the row's time, unless
+// it was delivered already (then its retry keeps its own time).
 func (o *Outbox) Reconcile(ctx context.Context, before time.Time, opts delay.ReconcileOptions) (delay.ReconcileResult, error) {
+	opts.MoveDue = true
 	tx, err := o.db.Begin(ctx)
 	if err != nil {
 		return delay.ReconcileResult{}, fmt.Errorf("pg: reconcile: begin: %w", err)

@@ -52,31 +52,42 @@ func NewRules(db DB, schema string) (*Rules, error) {
 // Schema returns the schema the rules live in.
 func (r *Rules) Schema() string { return r.schema }
 
-// Load reads every promotion from one consistent snapshot (a repeatable
-// read, read-only transaction). A promotion whose rows gradient refuses,
-// or that cannot be parsed, is reported in Skipped by its ID, as a
-// *RowError, and left out; the rest are returned valid.
+// Load reads every promotion, with its revision, and the deletions its
+// tombstones keep, with theirs, from one consistent snapshot (a
+// repeatable read, read-only transaction). A promotion whose rows
+// gradient refuses, or that cannot be parsed, is reported in Skipped by
+// its ID, as a *RowError, and left out; the rest are returned valid.
+// warm.FromSource applies the deletions as ordered deletes, so a warm-up
+// that read the table before a change never undoes what a newer writer
+// (Watch) stored.
 func (r *Rules) Load(ctx context.Context) (warm.Loaded, error) {
 	var out warm.Loaded
-	err := r.read(ctx, nil, func(ps []gradient.Promotion, bad []*RowError) {
+	err := r.read(ctx, nil, func(ps []gradient.Promotion, bad []*RowError, gone []warm.Deletion) {
 		out.Promotions = ps
 		for _, e := range bad {
 			out.Skipped = append(out.Skipped, warm.Skipped{ID: e.Promotion, Err: e})
 		}
+		out.Deleted = gone
 	})
 	return out, err
 }
 
-// LoadOne reads one promotion. found is false when no row has that ID; a
-// promotion gradient refuses is returned as a *RowError.
+// LoadOne reads one promotion and its revision. found is false when no
+// row has that ID: p.ID is then id and p.Revision the revision of its
+// deletion (0 when no tombstone is kept for it, see PurgeTombstones), for
+// cache.Delete. A promotion gradient refuses is returned as a *RowError.
 func (r *Rules) LoadOne(ctx context.Context, id string) (p gradient.Promotion, found bool, err error) {
 	var rowErr error
-	err = r.read(ctx, &id, func(ps []gradient.Promotion, bad []*RowError) {
+	err = r.read(ctx, &id, func(ps []gradient.Promotion, bad []*RowError, gone []warm.Deletion) {
 		switch {
 		case len(bad) > 0:
 			found, rowErr = true, bad[0]
 		case len(ps) > 0:
 			p, found = ps[0], true
+		case len(gone) > 0:
+			p = gradient.Promotion{ID: id, Revision: gone[0].Revision}
+		default:
+			p = gradient.Promotion{ID: id}
 		}
 	})
 	if err != nil {
@@ -85,12 +96,25 @@ func (r *Rules) LoadOne(ctx context.Context, id string) (p gradient.Promotion, f
 	return p, found, rowErr
 }
 
+// PurgeTombstones deletes the tombstones of promotions deleted before
+// before and returns how many it deleted. A tombstone lets a full pass or
+// a one-shot warm-up apply a deletion in order; once purged, the deletion
+// reaches Redis only through its notification or a pruning pass. Watch
+// purges those older than WatchOptions.KeepTombstones on each full pass.
+func (r *Rules) PurgeTombstones(ctx context.Context, before time.Time) (int, error) {
+	tag, err := r.db.Exec(ctx, `DELETE FROM `+r.schema+`.promotion_tombstones WHERE deleted_at < $1`, before)
+	if err != nil {
+		return 0, fmt.Errorf("pg: purge tombstones: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 type tierRow struct {
 	promo string
 	tier  gradient.Tier
 }
 
-func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promotion, []*RowError)) error {
+func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promotion, []*RowError, []warm.Deletion)) error {
 	tx, err := r.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("pg: rules: begin: %w", err)
@@ -103,13 +127,14 @@ func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promoti
 	var order []string
 	promos := map[string]*gradient.Promotion{}
 	bad := map[string]error{}
-	rows, _ := tx.Query(ctx, `SELECT id, metric, minor_digits, kind, starts_at, ends_at FROM `+s+`.promotions
+	rows, _ := tx.Query(ctx, `SELECT id, metric, minor_digits, kind, starts_at, ends_at, revision FROM `+s+`.promotions
 		WHERE $1::text IS NULL OR id = $1 ORDER BY id`, id)
 	var pid, metric, kind string
 	var digits int
 	var start, end *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&pid, &metric, &digits, &kind, &start, &end}, func() error {
-		p := &gradient.Promotion{ID: pid, MinorDigits: digits}
+	var rev int64
+	_, err = pgx.ForEachRow(rows, []any{&pid, &metric, &digits, &kind, &start, &end, &rev}, func() error {
+		p := &gradient.Promotion{ID: pid, MinorDigits: digits, Revision: rev}
 		order = append(order, pid)
 		promos[pid] = p
 		var ok bool
@@ -184,6 +209,18 @@ func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promoti
 	if err != nil {
 		return fmt.Errorf("pg: rules: gifts: %w", err)
 	}
+	var gone []warm.Deletion
+	rows, _ = tx.Query(ctx, `SELECT id, revision FROM `+s+`.promotion_tombstones
+		WHERE $1::text IS NULL OR id = $1 ORDER BY id`, id)
+	_, err = pgx.ForEachRow(rows, []any{&pid, &rev}, func() error {
+		if promos[pid] == nil { // re-creating deletes the tombstone; a row wins regardless
+			gone = append(gone, warm.Deletion{ID: pid, Revision: rev})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pg: rules: tombstones: %w", err)
+	}
 	var good []gradient.Promotion
 	var refused []*RowError
 	for _, pid := range order {
@@ -198,14 +235,15 @@ func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promoti
 		}
 		good = append(good, *p)
 	}
-	fn(good, refused)
+	fn(good, refused, gone)
 	return nil
 }
 
 // Save writes p in tx, replacing any promotion with its ID (tiers and
 // gifts included). p is validated first: a promotion gradient refuses is
 // returned as its *gradient.ValidationError and nothing is written. The
-// change reaches Redis through Watch when tx commits.
+// database gives the change its revision (p.Revision is ignored), and
+// the change reaches Redis through Watch when tx commits.
 func (r *Rules) Save(ctx context.Context, tx pgx.Tx, p gradient.Promotion) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -249,7 +287,8 @@ func (r *Rules) Save(ctx context.Context, tx pgx.Tx, p gradient.Promotion) error
 }
 
 // Delete removes the promotion id (its tiers and gifts cascade) in tx and
-// reports whether it existed. Watch then deletes it from Redis.
+// reports whether it existed. Its tombstone keeps the deletion's revision;
+// Watch then deletes it from Redis, in order.
 func (r *Rules) Delete(ctx context.Context, tx pgx.Tx, id string) (bool, error) {
 	tag, err := tx.Exec(ctx, `DELETE FROM `+r.schema+`.promotions WHERE id = $1`, id)
 	if err != nil {

@@ -16,6 +16,12 @@ import (
 // RulesChannel is the channel the promotions triggers notify.
 const RulesChannel = "tierset_rules"
 
+// DefaultKeepTombstones is the default WatchOptions.KeepTombstones: as
+// long as the cache's own tombstones (cache.DefaultTombstoneTTL), far
+// longer than any load or warm-up in flight, and bounded because every
+// full pass re-applies each kept deletion (one cache.Delete each).
+const DefaultKeepTombstones = 24 * time.Hour
+
 // WatchOptions configure Watch. The zero value is the default.
 type WatchOptions struct {
 	// FullEvery is the period of the full pass (warm.FromSource over every
@@ -29,6 +35,14 @@ type WatchOptions struct {
 	// ReconnectMin and ReconnectMax bound the doubling wait between
 	// attempts to reconnect the listener. Defaults 100 ms and 5 s.
 	ReconnectMin, ReconnectMax time.Duration
+	// KeepTombstones is how long the tombstones of deleted promotions
+	// (their deletion's revision) are kept in the database; each full
+	// pass purges older ones. A full pass or one-shot warm-up applies the
+	// deletions it finds in order, so a deletion whose notification was
+	// lost reaches Redis at the next full pass if that comes within
+	// KeepTombstones (later, only Warm.Prune removes it). Negative keeps
+	// them forever. Default DefaultKeepTombstones (24 hours).
+	KeepTombstones time.Duration
 	// OnEvent, when set, is called (from Watch's goroutine, so it must
 	// not block long) with everything Watch does. Default nil.
 	OnEvent func(WatchEvent)
@@ -40,8 +54,8 @@ type WatchEventKind uint8
 // Watch events.
 const (
 	WatchListening WatchEventKind = iota + 1 // the listener connected (PID set)
-	WatchRefreshed                           // one promotion refreshed (ID, Outcome, Version)
-	WatchDeleted                             // one promotion's row is gone: deleted from Redis (ID)
+	WatchRefreshed                           // one promotion refreshed (ID, Outcome, Version, Revision); Outcome Stale: Redis held a newer revision
+	WatchDeleted                             // one promotion's row is gone: deleted from Redis (ID, Outcome Deleted, Absent or Stale; Revision)
 	WatchSkipped                             // one promotion gradient refuses: Redis left as it was (ID, Err)
 	WatchFullPass                            // a full pass ran (Summary, Err)
 	WatchError                               // a failure Watch recovers from (Err; ID when about one promotion)
@@ -72,9 +86,12 @@ type WatchEvent struct {
 	PID     uint32
 	Outcome cache.RefreshOutcome
 	Version string
-	Summary warm.Summary
-	Err     error
-	At      time.Time
+	// Revision is the promotion's revision written, or the deletion's;
+	// when Outcome is Stale, the newer one Redis holds.
+	Revision int64
+	Summary  warm.Summary
+	Err      error
+	At       time.Time
 }
 
 type notice struct{ Schema, ID string }
@@ -85,6 +102,10 @@ type notice struct{ Schema, ID string }
 // change to one of r's promotions, reloads just that promotion: Refresh
 // when it is valid, cache.Delete (readers keep its grace) when its row
 // is gone, nothing when gradient refuses it (reported as WatchSkipped).
+// Every write carries the revision read with the rows (a deletion, its
+// tombstone's), so Redis never goes back to an older version whatever
+// the order in which Watch, another watcher or a one-shot warm-up write:
+// an older write is reported with Outcome cache.Stale.
 // A full pass runs at start, after each reconnect and every FullEvery.
 // When the listener's connection drops, Watch reconnects with backoff.
 func Watch(ctx context.Context, pool *pgxpool.Pool, r *Rules, c warm.Cache, opts WatchOptions) error {
@@ -99,6 +120,9 @@ func Watch(ctx context.Context, pool *pgxpool.Pool, r *Rules, c warm.Cache, opts
 	}
 	if opts.ReconnectMax == 0 {
 		opts.ReconnectMax = 5 * time.Second
+	}
+	if opts.KeepTombstones == 0 {
+		opts.KeepTombstones = DefaultKeepTombstones
 	}
 	if opts.FullEvery < 0 || opts.ReconnectMin < 0 || opts.ReconnectMax < opts.ReconnectMin {
 		return fmt.Errorf("%w: full every %v, reconnect %v..%v", ErrInvalidOptions, opts.FullEvery, opts.ReconnectMin, opts.ReconnectMax)
@@ -184,6 +208,11 @@ func (w *watcher) listen(ctx context.Context) error {
 func (w *watcher) fullPass(ctx context.Context) {
 	sum, err := warm.FromSource(ctx, w.c, w.r, w.o.Warm)
 	w.emit(WatchEvent{Kind: WatchFullPass, Summary: sum, Err: err})
+	if w.o.KeepTombstones > 0 {
+		if _, err := w.r.PurgeTombstones(ctx, time.Now().Add(-w.o.KeepTombstones)); err != nil {
+			w.emit(WatchEvent{Kind: WatchError, Err: err})
+		}
+	}
 }
 
 // refreshOne brings one promotion in Redis to its rows' state. A failure
@@ -197,11 +226,12 @@ func (w *watcher) refreshOne(ctx context.Context, id string) {
 	case err != nil:
 		w.emit(WatchEvent{Kind: WatchError, ID: id, Err: err})
 	case !found:
-		if _, err := w.c.Delete(ctx, id); err != nil {
-			w.emit(WatchEvent{Kind: WatchError, ID: id, Err: err})
+		res, err := w.c.Delete(ctx, id, p.Revision)
+		if err != nil {
+			w.emit(WatchEvent{Kind: WatchError, ID: id, Err: fmt.Errorf("pg: watch: delete %q: %w", id, err)})
 			return
 		}
-		w.emit(WatchEvent{Kind: WatchDeleted, ID: id})
+		w.emit(WatchEvent{Kind: WatchDeleted, ID: id, Outcome: res.Outcome, Revision: res.Revision})
 	default:
 		rep, err := w.c.Refresh(ctx, p)
 		if err == nil && len(rep.Promotions) != 1 {
@@ -212,6 +242,6 @@ func (w *watcher) refreshOne(ctx context.Context, id string) {
 			return
 		}
 		res := rep.Promotions[0]
-		w.emit(WatchEvent{Kind: WatchRefreshed, ID: id, Outcome: res.Outcome, Version: res.Version})
+		w.emit(WatchEvent{Kind: WatchRefreshed, ID: id, Outcome: res.Outcome, Version: res.Version, Revision: res.Revision})
 	}
 }

@@ -9,9 +9,12 @@
 // -source is a PostgreSQL URL (postgres://user@host:5432/db); a password
 // in it is never printed. warm validates every promotion with gradient: a
 // promotion it refuses is reported by ID and skipped, the rest are warmed,
-// and the exit code is 1. -watch then keeps Redis in step with every
-// committed change (LISTEN/NOTIFY) until interrupted. Exit codes: 0 ok,
-// 1 failure, 2 usage.
+// and the exit code is 1. Every write carries the promotion's revision
+// and every deletion (kept as a tombstone row) its own, so a warm-up
+// racing a watcher never puts back an older version: what Redis already
+// holds newer is reported as stale. -watch then keeps Redis in step with
+// every committed change (LISTEN/NOTIFY) until interrupted. Exit codes:
+// 0 ok, 1 failure, 2 usage.
 package main
 
 import (
@@ -224,15 +227,15 @@ func printEvent(w io.Writer, e pg.WatchEvent) {
 	case pg.WatchListening:
 		fmt.Fprintf(w, "%s listening (backend pid %d)\n", ts, e.PID)
 	case pg.WatchRefreshed:
-		fmt.Fprintf(w, "%s %s: %s (version %s)\n", ts, e.ID, e.Outcome, e.Version)
+		fmt.Fprintf(w, "%s %s: %s (version %s, revision %d)\n", ts, e.ID, e.Outcome, e.Version, e.Revision)
 	case pg.WatchDeleted:
-		fmt.Fprintf(w, "%s %s: deleted (its row is gone)\n", ts, e.ID)
+		fmt.Fprintf(w, "%s %s: row gone: %s (revision %d)\n", ts, e.ID, e.Outcome, e.Revision)
 	case pg.WatchSkipped:
 		fmt.Fprintf(w, "%s %s: refused, Redis left as it was: %v\n", ts, e.ID, e.Err)
 	case pg.WatchFullPass:
 		s := e.Summary
-		fmt.Fprintf(w, "%s full pass: added %d, updated %d, unchanged %d, pruned %d, refused %d\n",
-			ts, len(s.Added), len(s.Updated), len(s.Unchanged), len(s.Pruned), len(s.Refused))
+		fmt.Fprintf(w, "%s full pass: added %d, updated %d, unchanged %d, deleted %d, pruned %d, stale %d, refused %d\n",
+			ts, len(s.Added), len(s.Updated), len(s.Unchanged), len(s.Deleted), len(s.Pruned), len(s.Stale), len(s.Refused))
 		if e.Err != nil && !errors.Is(e.Err, warm.ErrRefused) {
 			fmt.Fprintf(w, "%s full pass failed: %v\n", ts, e.Err)
 		}
@@ -260,15 +263,17 @@ func printSummary(w io.Writer, sum warm.Summary, took time.Duration) {
 	list("added", sum.Added)
 	list("updated", sum.Updated)
 	list("repaired (same content, keys were missing)", sum.Repaired)
+	list("deleted (their rows are gone)", sum.Deleted)
 	list("pruned", sum.Pruned)
+	list("stale, left as Redis holds them (a newer revision is there)", sum.Stale)
 	list("ended, skipped", sum.Ended)
 	list("stored but without a row (kept; -prune deletes them)", sum.WouldPrune)
 	list("refused (reasons below)", sum.Refused)
 	for _, err := range sum.Errors {
 		fmt.Fprintf(w, "  %v\n", err)
 	}
-	fmt.Fprintf(w, "summary: added %d, updated %d, unchanged %d, pruned %d, refused %d",
-		len(sum.Added), len(sum.Updated), len(sum.Unchanged), len(sum.Pruned), len(sum.Refused))
+	fmt.Fprintf(w, "summary: added %d, updated %d, unchanged %d, deleted %d, pruned %d, stale %d, refused %d",
+		len(sum.Added), len(sum.Updated), len(sum.Unchanged), len(sum.Deleted), len(sum.Pruned), len(sum.Stale), len(sum.Refused))
 	if len(sum.Repaired) > 0 {
 		fmt.Fprintf(w, ", repaired %d", len(sum.Repaired))
 	}

@@ -153,7 +153,7 @@ func TestWarmRefusedRow(t *testing.T) {
 	}
 	srv := testredis.StartServer(t)
 	code, out := runCLI(t, "warm", "-source", url, "-schema", schema, "-redis", "redis://"+srv.Addr()+"/0")
-	if code != 1 || !strings.Contains(out, "refused (reasons below): bundle-2-for-30") || !strings.Contains(out, "summary: added 5, updated 0, unchanged 0, pruned 0, refused 1") {
+	if code != 1 || !strings.Contains(out, "refused (reasons below): bundle-2-for-30") || !strings.Contains(out, "summary: added 5, updated 0, unchanged 0, deleted 0, pruned 0, stale 0, refused 1") {
 		t.Fatalf("exit %d, want 1 naming bundle-2-for-30 with the other 5 added:\n%s", code, out)
 	}
 }
@@ -193,6 +193,37 @@ func TestWarmWatch(t *testing.T) {
 	}
 }
 
+// TestWarmAppliesDeletions: rows deleted since the last warm-up are
+// deleted from Redis by their tombstones, without -prune; a second run
+// finds them already gone (an ordered delete leaves its own tombstone).
+func TestWarmAppliesDeletions(t *testing.T) {
+	url, schema, pool := seededPool(t)
+	srv := testredis.StartServer(t)
+	args := []string{"warm", "-source", url, "-schema", schema, "-redis", "redis://" + srv.Addr() + "/0"}
+	if code, out := runCLI(t, args...); code != 0 {
+		t.Fatalf("first warm: exit %d\n%s", code, out)
+	}
+	r, err := pg.NewRules(pool, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := r.Delete(ctx, tx, "10086"); err != nil || !ok {
+		t.Fatalf("delete: %v %v", ok, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runCLI(t, args...)
+	if code != 0 || !strings.Contains(out, "deleted (their rows are gone): 10086") || !strings.Contains(out, "unchanged 5, deleted 1, pruned 0") {
+		t.Fatalf("exit %d, want 10086 deleted without -prune\n%s", code, out)
+	}
+}
+
 // TestWarmPruneLimit: with two rows deleted, -prune is refused under the
 // default limit (10% of 6, at least 1) and writes nothing; -max-prune 2
 // lets it through.
@@ -223,6 +254,10 @@ func TestWarmPruneLimit(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Deletions older than the tombstones kept are known only by absence.
+	if n, err := r.PurgeTombstones(ctx, time.Now().Add(time.Hour)); err != nil || n != 2 {
+		t.Fatalf("PurgeTombstones = %d, %v; want 2", n, err)
+	}
 	steps := []struct {
 		name string
 		args []string
@@ -230,7 +265,7 @@ func TestWarmPruneLimit(t *testing.T) {
 		want string
 	}{
 		{"over the default limit", []string{"-prune"}, 1, "run again with -max-prune 2"},
-		{"nothing was pruned", nil, 0, "summary: added 0, updated 0, unchanged 4, pruned 0"},
+		{"nothing was pruned", nil, 0, "summary: added 0, updated 0, unchanged 4, deleted 0, pruned 0"},
 		{"explicit limit", []string{"-prune", "-max-prune", "2"}, 0, "pruned 2"},
 		{"negative limit", []string{"-prune", "-max-prune", "-1"}, 2, "-max-prune -1"},
 	}

@@ -55,7 +55,9 @@ func runDemo(ctx context.Context, cfg config, out io.Writer) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		for _, p := range ps {
-			_, _ = s.cache.Delete(cctx, p.ID)
+			// Unordered (revision 0): the demo's keys go whatever they hold,
+			// and the schema, revisions included, goes with them.
+			_, _ = s.cache.Delete(cctx, p.ID, 0)
 		}
 		_, _ = s.pool.Exec(cctx, `DROP SCHEMA IF EXISTS `+demoSchema+` CASCADE`)
 		fmt.Fprintf(out, "\ndemo: dropped schema %s and the %s keys\n", demoSchema, demoPrefix)
