@@ -45,6 +45,12 @@ type consoleFixture struct {
 
 func seedConsole(t *testing.T, b *testredis.Backend, loopback bool) *consoleFixture {
 	t.Helper()
+	return seedConsoleWith(t, b, loopback, nil)
+}
+
+// seedConsoleWith is seedConsole with the console's config changed by edit.
+func seedConsoleWith(t *testing.T, b *testredis.Backend, loopback bool, edit func(*webConfig)) *consoleFixture {
+	t.Helper()
 	ctx := t.Context()
 	f := &consoleFixture{b: b}
 	var err error
@@ -90,8 +96,12 @@ func seedConsole(t *testing.T, b *testredis.Backend, loopback bool) *consoleFixt
 	if _, err := f.c.Refresh(ctx, f.promos...); err != nil {
 		t.Fatal(err)
 	}
-	f.srv, err = newWebServer(ctx, webConfig{client: b.Client, redisShown: "redis://:xxxxx@test", token: webToken,
-		loopback: loopback, queuePrefix: b.Prefix, cachePrefix: b.Prefix, now: time.Now})
+	cfg := webConfig{client: b.Client, redisShown: "redis://:xxxxx@test", token: webToken,
+		loopback: loopback, queuePrefix: b.Prefix, cachePrefix: b.Prefix, now: time.Now}
+	if edit != nil {
+		edit(&cfg)
+	}
+	f.srv, err = newWebServer(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
