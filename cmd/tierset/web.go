@@ -19,9 +19,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tierset/tierset"
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/redisconf"
 )
 
 const webSynopsis = "tierset web -redis URL | -cluster SEEDS [-listen 127.0.0.1:8080] [-token T] [-queues NAME,...] [-prefix P] [-cache-prefix P]"
@@ -55,8 +55,8 @@ type webConfig struct {
 
 func cmdWeb(ctx context.Context, args []string, e *env) error {
 	fs := newFlags("web", webSynopsis)
-	redisURL := fs.String("redis", "", "Redis `URL` (redis:// or rediss://)")
-	cluster := fs.String("cluster", "", "comma-separated Redis Cluster `seeds` (instead of -redis)")
+	redisURL := fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds")
+	cluster := fs.String("cluster", "", "comma-separated Redis Cluster `seeds` (the same as -redis with seeds)")
 	listen := fs.String("listen", "127.0.0.1:8080", "`address` to serve on; a non-loopback address needs the token for every page")
 	token := fs.String("token", "", "the `token` that unlocks changes (default $"+webTokenEnv+", else a random one printed at start-up)")
 	queues := fs.String("queues", "", "comma-separated queue `names` (default: every queue found under -prefix, rescanned each minute)")
@@ -104,18 +104,25 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	if !cfg.loopback && printToken {
 		return usagef("-listen %q is not loopback: set -token or $%s so the console is not open to the network with a token only this terminal saw", *listen, webTokenEnv)
 	}
+	raw := *redisURL
 	if *cluster != "" {
-		seeds, err := clusterSeeds("-cluster", *cluster, strings.Split(*cluster, ","))
-		if err != nil {
-			return err
+		raw = *cluster
+		if !strings.Contains(raw, ",") {
+			raw += "," // one seed is still a cluster
 		}
-		cfg.client, cfg.redisShown = tierset.NewClusterClient(seeds...), "cluster "+strings.Join(seeds, ",")
+	}
+	tgt, err := redisconf.Parse(raw)
+	if err != nil {
+		return usagef("-redis: %v", err)
+	}
+	if err := redisconf.Probe(ctx, tgt, dialTimeout); err != nil {
+		return fmt.Errorf("redis %s: %w", redisconf.Redact(raw), err)
+	}
+	cfg.client = newClient(tgt)
+	if tgt.Single != nil {
+		cfg.redisShown = webShownURL(raw)
 	} else {
-		opt, err := parseRedisURL("-redis", *redisURL)
-		if err != nil {
-			return err
-		}
-		cfg.client, cfg.redisShown = redis.NewClient(opt), webShownURL(*redisURL)
+		cfg.redisShown = "cluster " + strings.Join(tgt.Seeds, ",")
 	}
 	defer cfg.client.Close()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -1,0 +1,178 @@
+package main_test
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/delay"
+)
+
+// TestQueueMistakesFail: an unknown queue or task ID is an error (exit 1)
+// that changes nothing, never a quiet zero.
+func TestQueueMistakesFail(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *server) {
+		q, deadID := deadQueue(t, s)
+		for _, tc := range []struct {
+			args []string
+			msg  string
+		}{
+			{[]string{"queue", "stats", "-queue", "nosuch"}, `no queue "nosuch" under prefix`},
+			{[]string{"queue", "dead", "-queue", "nosuch"}, "queues: orders"},
+			{[]string{"queue", "requeue", "-queue", "orders", "-yes", "-ids", "1,999,zz"}, `-ids: "zz" is not a task ID`},
+			{[]string{"queue", "purge", "-queue", "orders", "-yes", "-ids", "!!"}, `-ids: "!!" is not a task ID`},
+			{[]string{"queue", "requeue", "-queue", "orders", "-yes", "-ids", deadID + ",999"}, "999 is not a dead letter (nothing changed)"},
+			{[]string{"queue", "cancel", "-queue", "orders", "-key", "no-such-key"}, `no task of key "no-such-key"`},
+			{[]string{"queue", "run", "-queue", "orders", "-key", "no-such-key"}, `key "no-such-key" has no pending task`},
+			{[]string{"queue", "tasks", "-queue", "orders", "-state", "sleeping"}, `-state "sleeping"`},
+		} {
+			r := tierset(t, s.args(tc.args...)...)
+			if r.code == 0 || !strings.Contains(r.stderr, tc.msg) {
+				t.Errorf("%v: exit %d, stderr %q; want an error with %q", tc.args, r.code, r.stderr, tc.msg)
+			}
+		}
+		if st, err := q.Stats(t.Context()); err != nil || st.Dead != 1 || st.Pending != 2 {
+			t.Errorf("a refused command changed the queue: %+v, %v", st, err)
+		}
+	})
+}
+
+// TestQueueListingsAndKeyCommands: ls and tasks print headers and read
+// right; cancel, reschedule and run act on a key's tasks.
+func TestQueueListingsAndKeyCommands(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *server) {
+		q, _ := deadQueue(t, s)
+		ctx := t.Context()
+		r := tierset(t, s.args("queue", "ls")...)
+		r.expect(t, 0)
+		if !strings.Contains(r.stdout, "QUEUE") || !strings.Contains(r.stdout, "READY") || !strings.Contains(r.stdout, "orders") ||
+			!strings.HasSuffix(r.stdout, "1 queue\n") {
+			t.Errorf("queue ls:\n%s", r.stdout)
+		}
+		r = tierset(t, s.args("queue", "tasks", "-queue", "orders")...)
+		r.expect(t, 0)
+		if !strings.HasPrefix(r.stdout, "queue orders: 2 tasks pending\nID ") || !strings.Contains(r.stdout, `"order-`) {
+			t.Errorf("queue tasks:\n%s", r.stdout)
+		}
+		r = tierset(t, s.args("queue", "tasks", "-queue", "orders", "-state", "inflight")...)
+		r.expect(t, 0)
+		if r.stdout != "queue orders: 0 tasks in flight\n" {
+			t.Errorf("queue tasks -state inflight: %q", r.stdout)
+		}
+		if _, err := q.Enqueue(ctx, delay.Job{Key: "later", When: delay.After(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		r = tierset(t, s.args("queue", "reschedule", "-queue", "orders", "-key", "later", "-in", "2h")...)
+		r.expect(t, 0)
+		if !strings.Contains(r.stdout, `key "later": rescheduled 1 task, due `) {
+			t.Errorf("reschedule: %q", r.stdout)
+		}
+		r = tierset(t, s.args("queue", "run", "-queue", "orders", "-key", "later")...)
+		r.expect(t, 0)
+		if !strings.Contains(r.stdout, `key "later": made due now 1 task`) {
+			t.Errorf("run: %q", r.stdout)
+		}
+		if ts, err := q.Lookup(ctx, "later"); err != nil || len(ts) != 1 || time.Until(ts[0].When) > time.Minute {
+			t.Errorf("after run: %+v, %v", ts, err)
+		}
+		r = tierset(t, s.args("queue", "cancel", "-queue", "orders", "-key", "later")...)
+		r.expect(t, 0)
+		if !strings.Contains(r.stdout, `key "later": cancelled 1 task pending`) {
+			t.Errorf("cancel: %q", r.stdout)
+		}
+		if ts, err := q.Lookup(ctx, "later"); err != nil || len(ts) != 0 {
+			t.Errorf("after cancel: %+v, %v", ts, err)
+		}
+	})
+}
+
+// TestRedisAddressForms: -redis takes host:port as well as a URL, and a
+// server that is not there is one clear line, fast, with no go-redis log.
+func TestRedisAddressForms(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *server) {
+		addr := strings.TrimSuffix(strings.TrimPrefix(s.url, "redis://"), "/0")
+		if strings.Contains(addr, "/") || strings.Contains(addr, "@") {
+			t.Skip("the server URL has a database or password: host:port cannot name it")
+		}
+		deadQueue(t, s)
+		r := tierset(t, "queue", "stats", "-queue", "orders", "-redis", addr, "-prefix", s.prefix)
+		r.expect(t, 0)
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	start := time.Now()
+	r := tierset(t, "queue", "ls", "-redis", closed)
+	took := time.Since(start)
+	r.expect(t, 1)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "connection refused") || strings.Contains(r.stderr, "pool.go") {
+		t.Errorf("unreachable Redis: stderr %q; want one line naming the refusal", r.stderr)
+	}
+	if took > 3*time.Second {
+		t.Errorf("unreachable Redis took %v to report", took)
+	}
+	r = tierset(t, "queue", "ls", "-redis", "rediss://"+closed)
+	if r.code != 1 || !strings.Contains(r.stderr, "connection refused") {
+		t.Errorf("rediss:// to a closed port: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// TestTLSAgainstPlainServer: rediss:// to a plain server names TLS.
+func TestTLSAgainstPlainServer(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *server) {
+		addr := strings.TrimSuffix(strings.TrimPrefix(s.url, "redis://"), "/0")
+		if strings.Contains(addr, "/") || strings.Contains(addr, "@") {
+			t.Skip("the server URL has a database or password")
+		}
+		r := tierset(t, "queue", "ls", "-redis", "rediss://"+addr)
+		if r.code != 1 || !strings.Contains(r.stderr, "TLS handshake") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("rediss:// to a plain server: exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+}
+
+// TestVersionAndAnywhere: version prints; demo and match work from a
+// directory that holds no examples/rules.json; a floored amount says so.
+func TestVersionAndAnywhere(t *testing.T) {
+	t.Parallel()
+	run := func(args ...string) result {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary, args...)
+		cmd.Dir = t.TempDir()
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return result{out.String(), errb.String(), code}
+	}
+	r := run("version")
+	r.expect(t, 0)
+	if !strings.HasPrefix(r.stdout, "tierset ") || !strings.Contains(r.stdout, "go1.") {
+		t.Errorf("version: %q", r.stdout)
+	}
+	r = run("demo")
+	r.expect(t, 0)
+	if !strings.Contains(r.stdout, "examples/rules.json (built in)") {
+		t.Errorf("demo:\n%s", r.stdout)
+	}
+	r = run("match", "-promo", "10086", "-value", "99.989", "-at", matchAt)
+	r.expect(t, 0)
+	if !strings.Contains(r.stdout, "value:    99.98 (floored from 99.989: matching counts whole minor units only)\n") ||
+		!strings.Contains(r.stdout, "0.01 more") {
+		t.Errorf("match -value 99.989:\n%s", r.stdout)
+	}
+}
