@@ -195,7 +195,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-
 func (s *server) ready(w http.ResponseWriter, r *http.Request) {
 	if s.o.Ready != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
