@@ -64,7 +64,9 @@ func TestBrowserLoginRedirect(t *testing.T) {
 
 // waitLeave polls the tab's location until it is no longer from (the
 // form's POST answered and its redirect was followed); deadline 10 s,
-// after which the test fails and ok is false.
+// after which the test fails and ok is false. A redirect off-site never
+// commits (its name does not resolve), so the tab then stays on the
+// login page: that fails the test as landing elsewhere would.
 func waitLeave(t *testing.T, ctx context.Context, from string) (loc string, ok bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
