@@ -63,10 +63,11 @@ func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
 			append([]string{"queue"}, labels...), o.ConstLabels)
 	}
 	return &QueueCollector{
-		queues:       append([]*delay.Queue(nil), queues...),
-		timeout:      o.Timeout,
-		up:           d("up", "1 when this scrape read the queue's Stats, 0 when the read failed."),
-		tasks:        d("tasks", "Tasks by state: pending (due set), ready (pending and due), in_flight, dead, done (tombstones).", "state"),
+		queues:  append([]*delay.Queue(nil), queues...),
+		timeout: o.Timeout,
+		up:      d("up", "1 when this scrape read the queue's Stats, 0 when the read failed."),
+		tasks: d("tasks", "Tasks by state; the states do not overlap, so their sum is every task kept: "+
+			"scheduled (pending, not yet due), ready (pending and due), in_flight, dead, done (tombstones).", "state"),
 		oldest:       d("oldest_due_age_seconds", "How long the earliest ready task has been due."),
 		delivered:    d("delivered_total", "Deliveries since the queue's keys were created (every worker)."),
 		acked:        d("acked_total", "Acks since the queue's keys were created."),
@@ -81,7 +82,8 @@ func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
 		counterLost:  d("counter_lost_total", "Repairs of a lost ID counter."),
 		indexLost:    d("index_lost_total", "Repairs of a lost key index."),
 		lateness: d("lateness_seconds", "Server-side lateness of every delivery (Redis TIME at take minus due time), "+
-			"in the queue's own power-of-two millisecond buckets. The server keeps no sum, so _sum is NaN."),
+			"in the queue's own power-of-two millisecond buckets. The server keeps no sum: _sum counts each delivery "+
+			"at its bucket's lower edge, a lower bound of the true sum."),
 	}
 }
 
@@ -111,7 +113,7 @@ func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, st := range []struct {
 			state string
 			n     int64
-		}{{"pending", s.Pending}, {"ready", s.Ready}, {"in_flight", s.InFlight}, {"dead", s.Dead}, {"done", s.Done}} {
+		}{{"scheduled", s.Pending - s.Ready}, {"ready", s.Ready}, {"in_flight", s.InFlight}, {"dead", s.Dead}, {"done", s.Done}} {
 			ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(st.n), name, st.state)
 		}
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestDueAge.Seconds(), name)
@@ -125,10 +127,14 @@ func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		buckets := make(map[float64]uint64, len(bounds))
 		var cum uint64
+		var sum float64
 		for b, n := range s.Lateness.Counts {
 			cum += uint64(max(n, 0))
 			buckets[bounds[b]] = cum
+			if b > 0 {
+				sum += float64(max(n, 0)) * bounds[b-1] // bucket b starts at 2^(b-1) ms
+			}
 		}
-		ch <- prometheus.MustNewConstHistogram(c.lateness, cum, math.NaN(), buckets, name)
+		ch <- prometheus.MustNewConstHistogram(c.lateness, cum, sum, buckets, name)
 	}
 }
