@@ -81,7 +81,7 @@ func TestScriptsRunGenerated(t *testing.T) {
 		"kill": scriptKill, "extend": scriptExtend, "sweep": scriptSweep, "cancel": scriptCancel,
 		"reschedule": scriptReschedule, "requeue": scriptRequeue, "purge": scriptPurge,
 		"remove": scriptRemove, "repair": scriptRepair, "stats": scriptStats, "lookup": scriptLookup,
-		"deadlist": scriptDeadList, "browse": scriptBrowse,
+		"deadlist": scriptDeadList, "browse": scriptBrowse, "pause": scriptPause, "rate": scriptRate,
 	}
 	gen, err := luacompose.Generate(luaDir)
 	if err != nil {
@@ -169,7 +169,8 @@ func TestComposeKeepsWhatScriptsUse(t *testing.T) {
 }
 
 // TestLibConstantsMatchGo: lib.lua's return codes (C_*), record flags
-// (F_*) and DIGEST_LEN are the Go constants' (code*, flag*, digestLen),
+// (F_*), DIGEST_LEN and HIGH_WATER_WINDOW_MS are the Go constants' (code*,
+// flag*, digestLen, highWaterWindowMs),
 // each side with nothing the other lacks.
 func TestLibConstantsMatchGo(t *testing.T) {
 	// The package's constants by value; the scan below finds them by name
@@ -179,11 +180,11 @@ func TestLibConstantsMatchGo(t *testing.T) {
 		"codeLeaseLost": codeLeaseLost, "codeBeforeEpoch": codeBeforeEpoch, "codeRange": codeRange,
 		"codeTooMany": codeTooMany, "codeSeq": codeSeq, "codeCorrupt": codeCorrupt,
 		"codeCancelled": codeCancelled, "codeDead": codeDead, "codeCtrLost": codeCtrLost,
-		"codeIdxLost": codeIdxLost, "codeRestored": codeRestored,
+		"codeIdxLost": codeIdxLost, "codeRestored": codeRestored, "codePaused": codePaused,
 		"flagCancelled": flagCancelled, "flagSole": flagSole, "flagDone": flagDone,
-		"digestLen": digestLen,
+		"digestLen": digestLen, "highWaterWindowMs": highWaterWindowMs,
 	}
-	goNames := goConstNames(t, regexp.MustCompile(`^(code|flag)[A-Z]|^digestLen$`))
+	goNames := goConstNames(t, regexp.MustCompile(`^(code|flag)[A-Z]|^digestLen$|^highWaterWindowMs$`))
 	for _, n := range goNames {
 		if _, ok := goVals[n]; !ok {
 			t.Errorf("Go constant %s is missing from this test's table", n)
@@ -205,7 +206,7 @@ func TestLibConstantsMatchGo(t *testing.T) {
 		vals := strings.Split(strings.TrimSpace(strings.SplitN(m[2], "--", 2)[0]), ",")
 		for i, n := range names {
 			n = strings.TrimSpace(n)
-			if !strings.HasPrefix(n, "C_") && !strings.HasPrefix(n, "F_") && n != "DIGEST_LEN" {
+			if !strings.HasPrefix(n, "C_") && !strings.HasPrefix(n, "F_") && n != "DIGEST_LEN" && n != "HIGH_WATER_WINDOW_MS" {
 				continue
 			}
 			if i >= len(vals) {

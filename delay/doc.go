@@ -24,6 +24,8 @@
 // with a [Source]. [Queue.Stats] returns [Stats]; an [Observer] (default
 // [NopObserver]; [Recorder] is a ready one with a lateness [Histogram])
 // receives events. [Worker] runs a [Handler] with [WorkerOptions].
+// [Queue.Pause], [Queue.Resume] and [Queue.SetRate] ([Rate]) control a
+// queue for every worker of every process.
 //
 // # Guarantees, and the tests that prove them
 //
@@ -158,7 +160,8 @@
 //	<prefix>:{q:<name>}:dead         ZSET  task ID -> dead-letter time (Unix ms)
 //	<prefix>:{q:<name>}:tasks:<b>    HASH  task ID -> record (header, key, token, last error, payload)
 //	<prefix>:{q:<name>}:idx          HASH  key digest -> comma-separated task IDs
-//	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score
+//	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score; the per-ms high-water mark
+//	<prefix>:{q:<name>}:ctl          HASH  paused since; rate limit and its token bucket (absent: running, unlimited)
 //	<prefix>:{q:<name>}:stats        HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt, lost, restored, ctr_lost, idx_lost)
 //	<prefix>:{q:<name>}:wake         LIST  ≤ 1 element, expires after 60 s
 //	<prefix>:{q:<name>}:rp:<n>:<b>   HASH  slot -> the kept reply of call <n>:<b>:<slot>, for Options.ReplyTTL
@@ -238,6 +241,36 @@
 // key go to one shard in O(1); [NewShardedWorker] runs one worker per
 // shard, each with its own wake-up, so every shard drains. Every guarantee
 // above holds inside a shard; ordering is per shard.
+//
+// # Pause, rate limit, high-water mark
+//
+// A queue's line of business can be paused and throttled on its own, for
+// every worker of every process, because the take script reads the
+// queue's ctl hash on every take (docs/design.md, "Business lines").
+//
+//   - Pause: once [Queue.Pause] returns, no take hands out a task of the
+//     queue ([Batch.Paused]; the Worker idles on the wake list, which
+//     [Queue.Resume] pushes, or polls once a second). Tasks in flight
+//     finish and are acked, expired leases go back to due and wait, and
+//     Enqueue, Cancel, Reschedule and the dead-letter calls keep working;
+//     Stats.Paused and Stats.PausedSince tell it. Tests: TestPauseResume,
+//     TestPauseStopsEveryProcess (3 worker processes: no take after the
+//     pause began, the last handler start ≤ 100 ms after Pause returned),
+//     TestFaultPauseResumeClientKill, TestFaultCutReplyEveryScript.
+//   - Rate limit: [Queue.SetRate] sets a token bucket (Rate.PerSecond,
+//     Rate.Burst) judged by Redis TIME: over any window W at most
+//     PerSecond × W + Burst tasks are handed out, and a take that finds
+//     no whole token tells when the next comes ([Batch.NextToken]), so a
+//     taker waits instead of asking again. It only holds due tasks back,
+//     never makes one early. Tests: TestRateTokenBucket,
+//     TestRateAcrossProcesses (3 worker processes for 10 s: within ±5% of
+//     the limit, never above it in any window), TestFaultRateLimitRestart.
+//   - High-water mark: a millisecond holds 2^bits seqs. The enqueue
+//     scripts keep the most seqs of one millisecond in use they met, per
+//     minute of Redis TIME; Stats.HighWater shows the current and last
+//     minute's, [Observer].OnHighWater what this process's enqueues were
+//     given, and OnWarning ([ErrHighWater]) fires once a minute past
+//     Options.HighWaterWarn (80% by default). Test: TestHighWater.
 //
 // # Stats
 //

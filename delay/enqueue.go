@@ -106,7 +106,11 @@ func (q *Queue) enqueueOne(ctx context.Context, j Job, mode string, v int64) (En
 	switch r.int(0) {
 	case codeOK:
 		q.observeTime(r.int(3), sent, q.o.Now())
-		return q.enqueued(j, reply{r.int(0), r.str(1), "", r.str(2)}, 0)
+		e, err := q.enqueued(j, reply{r.int(0), r.str(1), "", r.str(2)}, 0)
+		if err == nil {
+			q.noteSeq(r.int(3), e.Seq)
+		}
+		return e, err
 	case codeDup, codeRestored:
 		q.observeTime(r.int(4), sent, q.o.Now())
 		return q.enqueued(j, r, 0)
@@ -274,8 +278,15 @@ func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJo
 					r := reply(v)
 					q.observeTime(r.int(0), sent, recv)
 					id := r.int(1)
+					top := int64(-1) // the largest seq a new task was given
 					for n, i := range c.idx {
 						out[i], out[i].Err = q.batchEnqueued(jobs[i], r, 2+n, &id)
+						if out[i].Err == nil && !out[i].Duplicate && !out[i].Restored {
+							top = max(top, out[i].Seq)
+						}
+					}
+					if top >= 0 {
+						q.noteSeq(r.int(0), top)
 					}
 				}
 			}

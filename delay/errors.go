@@ -72,6 +72,11 @@ var (
 	// services rename or block it), so Check could not read the eviction
 	// policy. A warning, never a refusal.
 	ErrConfigUnavailable = errors.New("delay: server refused CONFIG GET")
+	// ErrHighWater: the tasks given one millisecond's score space (2^bits
+	// seqs) passed Options.HighWaterWarn of it; past all of it, tasks
+	// spill into the next millisecond (Stats.SeqOverflows). A warning
+	// (Observer.OnWarning), once a window, never a refusal.
+	ErrHighWater = errors.New("delay: a millisecond's sequence space is nearly full")
 	// ErrCrossSlot: the keys of one script or pipeline would span Redis
 	// Cluster hash slots. Refused on the client before anything is sent;
 	// the error also wraps the guard's own detail. With keys built only by

@@ -47,7 +47,8 @@ func loadScripts(t *testing.T, ctx context.Context, c redis.Scripter) {
 	t.Helper()
 	for _, s := range []*redis.Script{scriptEnqueue, scriptEnqueueOne, scriptTake, scriptAck, scriptAckDone,
 		scriptRetry, scriptKill, scriptExtend, scriptSweep, scriptCancel, scriptReschedule, scriptRequeue,
-		scriptPurge, scriptRemove, scriptRelease, scriptRepair, scriptStats, scriptLookup, scriptDeadList} {
+		scriptPurge, scriptRemove, scriptRelease, scriptRepair, scriptStats, scriptLookup, scriptDeadList,
+		scriptPause, scriptRate} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			t.Fatalf("script load: %v", err)
 		}
@@ -327,6 +328,46 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 			r, err := q.Repair(ctx)
 			if err != nil || !r.CounterRaised || r.TopID != 1 {
 				t.Fatalf("Repair: %+v %v, want the counter raised to 1", r, err)
+			}
+		}},
+		{name: "pause", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
+			mustEnqueue(t, ctx, q, Job{Key: "k"})
+			arm()
+			// a re-run would find the queue paused and say unchanged
+			if changed, err := q.setPaused(ctx, "1"); err != nil || !changed {
+				t.Fatalf("Pause: changed %v, %v; want the change of its first run", changed, err)
+			}
+			if st := mustStats(t, ctx, q); !st.Paused {
+				t.Fatal("not paused")
+			}
+			if b := mustTake(t, ctx, q, 10); !b.Paused || len(b.Tasks) != 0 {
+				t.Fatalf("take: paused %v, %d tasks", b.Paused, len(b.Tasks))
+			}
+		}},
+		{name: "resume", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
+			mustEnqueue(t, ctx, q, Job{Key: "k"})
+			if err := q.Pause(ctx); err != nil {
+				t.Fatal(err)
+			}
+			arm()
+			if changed, err := q.setPaused(ctx, "0"); err != nil || !changed {
+				t.Fatalf("Resume: changed %v, %v; want the change of its first run", changed, err)
+			}
+			if b := mustTake(t, ctx, q, 10); b.Paused || len(b.Tasks) != 1 {
+				t.Fatalf("take: paused %v, %d tasks; want the one task", b.Paused, len(b.Tasks))
+			}
+		}},
+		{name: "rate", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
+			for i := range 5 {
+				mustEnqueue(t, ctx, q, Job{Key: fmt.Sprint("k", i)})
+			}
+			arm()
+			if err := q.SetRate(ctx, Rate{PerSecond: 0.001, Burst: 3}); err != nil {
+				t.Fatal(err)
+			}
+			// the call reports success, and the limit it set holds
+			if b := mustTake(t, ctx, q, 10); len(b.Tasks) != 3 || b.NextToken.IsZero() {
+				t.Fatalf("take under the limit: %d tasks, next token %v; want the burst of 3", len(b.Tasks), b.NextToken)
 			}
 		}},
 		{name: "sharded enqueue and batch", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {

@@ -101,7 +101,10 @@ func badRune(s string) (rune, bool) {
 //	                                      b = the ID without its last base-36 digit
 //	<prefix>:{q:<name>}:idx         HASH  key digest -> comma-separated task IDs
 //	                                      (of every key with that digest, see digest)
-//	<prefix>:{q:<name>}:ctr         HASH  id, fence counters; ms, seq of the last score
+//	<prefix>:{q:<name>}:ctr         HASH  id, fence counters; ms, seq of the last score;
+//	                                      hw, hww, hwp: the per-ms high-water mark (HighWater)
+//	<prefix>:{q:<name>}:ctl         HASH  paused (since, Unix ms); rate, burst, tok, ts: the
+//	                                      rate limit's token bucket (absent: running, no limit)
 //	<prefix>:{q:<name>}:stats       HASH  overflow, retries, dead, expired, ... counters
 //	<prefix>:{q:<name>}:wake        LIST  at most one element; pushed when the head moves earlier
 //	<prefix>:{q:<name>}:rp:<nonce>:<b>  HASH  slot -> the kept reply of the mutating call
@@ -112,7 +115,7 @@ func badRune(s string) (rune, bool) {
 // "Memory"). Every bucket name starts with its base name, so it carries
 // the queue's hash tag and stays on the queue's slot.
 type keys struct {
-	due, inflight, lease, dead, done, tasks, idx, ctr, stats, wake string
+	due, inflight, lease, dead, done, tasks, idx, ctr, stats, wake, ctl string
 	// rp is the base name of the reply keys (rp + request ID).
 	rp string
 }
@@ -174,6 +177,7 @@ func newKeys(prefix, name string) keys {
 		ctr:      base + "ctr",
 		stats:    base + "stats",
 		wake:     base + "wake",
+		ctl:      base + "ctl",
 		rp:       base + "rp:",
 	}
 }
@@ -181,5 +185,5 @@ func newKeys(prefix, name string) keys {
 // all lists the fixed keys of the queue and the base name of its record
 // buckets (for the slot guard, tests and tooling).
 func (k keys) all() []string {
-	return []string{k.due, k.inflight, k.lease, k.dead, k.done, k.tasks, k.idx, k.ctr, k.stats, k.wake}
+	return []string{k.due, k.inflight, k.lease, k.dead, k.done, k.tasks, k.idx, k.ctr, k.stats, k.wake, k.ctl}
 }

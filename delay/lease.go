@@ -65,6 +65,18 @@ type Batch struct {
 	// Lost counts due task IDs whose record was gone (ErrRecordLost),
 	// moved to the dead set.
 	Lost int
+	// Paused: the queue is paused (Queue.Pause) and the take took nothing.
+	// PausedSince is when the pause began (Redis clock). A taker should
+	// idle (wait for the wake list, which Resume pushes, or poll slowly):
+	// NextDue may be long past. NextExpiry still tells when a sweep is
+	// due, and the sweep still returns expired leases to due.
+	Paused      bool
+	PausedSince time.Time
+	// NextToken is, under a rate limit (Queue.SetRate), when the next task
+	// may be taken (Redis clock): set when the take left less than one
+	// whole token, so a taker waits until then instead of asking again.
+	// Zero when no limit is set or a token is left.
+	NextToken time.Time
 }
 
 // Take atomically takes at most n (1..MaxBatch) tasks due by Redis TIME,
@@ -84,17 +96,26 @@ func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
 	}
 	sent := q.o.Now()
 	r, err := q.mutate(ctx, scriptTake, "take", req,
-		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.ctr, q.k.stats, q.k.lease, q.k.done},
+		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.ctr, q.k.stats, q.k.lease, q.k.done, q.k.ctl},
 		n, q.o.Lease.Milliseconds(), q.epoch, q.mult)
 	if err != nil {
 		return Batch{}, err
 	}
-	if err := codeErr(r.int(0)); err != nil {
+	code := r.int(0)
+	if err := codeErr(code); err != nil {
 		return Batch{}, fmt.Errorf("delay: take: %w", err)
 	}
 	nowMs := r.int(1)
 	q.observeTime(nowMs, sent, q.o.Now())
 	b := Batch{ServerTime: time.UnixMilli(nowMs), Corrupt: int(r.int(4))}
+	// gate (see take.lua): the pause's start, or when the next token comes
+	if ms, ok := r.score(6); ok {
+		if code == codePaused {
+			b.Paused, b.PausedSince = true, time.UnixMilli(ms)
+		} else {
+			b.NextToken = time.UnixMilli(ms)
+		}
+	}
 	if v, ok := r.at(4).([]any); ok { // {parked, lost}: see take.lua
 		b.Corrupt, b.Lost = int(reply(v).int(0)), int(reply(v).int(1))
 	}
@@ -110,7 +131,7 @@ func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
 	fence := r.int(5) // one fence for the batch: see take.lua
 	var bad []error
 	var parked []Lease
-	for i := 6; i+2 < len(r); i += 3 {
+	for i := 7; i+2 < len(r); i += 3 {
 		id := r.str(i)
 		sc, ok := r.score(i + 1)
 		rec, derr := decodeRecord(r.str(i+2), q.o.MaxPayload)

@@ -283,6 +283,18 @@ type Stats struct {
 	// Lateness counts deliveries by lateness (Redis TIME at take minus the
 	// due time, both by the server's clock), in power-of-two buckets.
 	Lateness LatenessBuckets
+	// Paused: no worker takes from the queue (Queue.Pause) since
+	// PausedSince (Redis clock).
+	Paused      bool
+	PausedSince time.Time
+	// Rate is the queue's rate limit (Queue.SetRate); zero when none.
+	Rate Rate
+	// HighWater is the most seqs of one millisecond in use that an enqueue
+	// met over the last one to two minutes (Redis TIME), of HighWaterSpace
+	// (2^bits, the score codec's): a task that spilled to the next
+	// millisecond counts the whole space. Retries, sweeps and reschedules
+	// also take seqs but are not counted.
+	HighWater, HighWaterSpace int64
 }
 
 // LatenessBuckets is a server-side lateness histogram: Counts[0] is 0 ms
@@ -326,7 +338,7 @@ func (l LatenessBuckets) Percentile(p float64) time.Duration {
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	sent := q.o.Now()
 	r, err := run(ctx, q.c, scriptStats, "stats",
-		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.stats, q.k.done}, q.epoch, q.mult)
+		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.stats, q.k.done, q.k.ctl, q.k.ctr}, q.epoch, q.mult)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -339,9 +351,18 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 		}
 	}
 	s.Done = r.int(7)
+	s.HighWaterSpace = q.mult
 	for i := 8; i+1 < len(r); i += 2 {
 		v := r.int(i + 1)
 		switch r.str(i) {
+		case "ctl:paused":
+			s.Paused, s.PausedSince = true, time.UnixMilli(v)
+		case "ctl:rate":
+			s.Rate.PerSecond, _ = strconv.ParseFloat(r.str(i+1), 64)
+		case "ctl:burst":
+			s.Rate.Burst = int(v)
+		case "ctr:hw":
+			s.HighWater = v
 		case "delivered":
 			s.Delivered = v
 		case "acked":

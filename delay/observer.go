@@ -33,8 +33,14 @@ type Observer interface {
 	OnLoss(queue string, err error, n int)
 	// OnWarning: a server or client setting puts the queue's data or
 	// deadlines at risk, or could not be read (err wraps ErrEvictionPolicy,
-	// ErrConfigUnavailable, or names ContextTimeoutEnabled).
+	// ErrConfigUnavailable, or names ContextTimeoutEnabled), or a
+	// millisecond's score space is nearly full (ErrHighWater).
 	OnWarning(queue string, err error)
+	// OnHighWater: an enqueue of this process was given the highest seq
+	// of the current minute (Redis TIME): perMs of a millisecond's space
+	// (2^bits seqs) are in use. Called when that mark rises, and at the
+	// first enqueue of each minute. Stats.HighWater is the queue-wide mark.
+	OnHighWater(queue string, perMs, space int)
 }
 
 // NopObserver ignores every event. It is the default Observer.
@@ -49,6 +55,7 @@ func (NopObserver) OnSweep(string, int, int)           {}
 func (NopObserver) OnError(string, string, error)      {}
 func (NopObserver) OnLoss(string, error, int)          {}
 func (NopObserver) OnWarning(string, error)            {}
+func (NopObserver) OnHighWater(string, int, int)       {}
 
 // Recorder is a ready-made Observer: atomic counters plus a lateness
 // Histogram. Its zero value is ready; benchmarks reuse it.
@@ -56,7 +63,9 @@ type Recorder struct {
 	Enqueued, Duplicates, Delivered, Acked, Retries, Dead, Swept, Errors atomic.Int64
 	// Losses sums OnLoss's n; Warnings counts OnWarning calls.
 	Losses, Warnings atomic.Int64
-	Lateness         Histogram
+	// HighWater is the largest perMs OnHighWater reported.
+	HighWater atomic.Int64
+	Lateness  Histogram
 }
 
 func (r *Recorder) OnEnqueue(_ string, dup bool) {
@@ -74,6 +83,14 @@ func (r *Recorder) OnSweep(_ string, returned, _ int)     { r.Swept.Add(int64(re
 func (r *Recorder) OnError(string, string, error)         { r.Errors.Add(1) }
 func (r *Recorder) OnLoss(_ string, _ error, n int)       { r.Losses.Add(int64(n)) }
 func (r *Recorder) OnWarning(string, error)               { r.Warnings.Add(1) }
+func (r *Recorder) OnHighWater(_ string, perMs, _ int) {
+	for {
+		cur := r.HighWater.Load()
+		if int64(perMs) <= cur || r.HighWater.CompareAndSwap(cur, int64(perMs)) {
+			return
+		}
+	}
+}
 
 // Histogram is a concurrency-safe log-linear histogram of durations with
 // 1 µs resolution and about 3% relative error (32 sub-buckets per power of

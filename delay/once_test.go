@@ -34,8 +34,10 @@ return r`, "rp_codes", "rp_uncodes", '#'},
 		{"ints", `local r = {n, 9007199254740992, -5}
 for i = 1, 998 do r[#r + 1] = 1839268000000000 + i end
 return r`, "rp_ints", "rp_unints", '='},
-		{"take, nothing due", `return {0, n, '', '1796158162753', 0, 0}`, "take_keep", "take_grow", '0'},
-		{"take, lost records", `return {0, n, '1839265927938048', '', {2, 1}, '17'}`, "take_keep", "take_grow", '0'},
+		{"take, nothing due", `return {0, n, '', '1796158162753', 0, 0, ''}`, "take_keep", "take_grow", '0'},
+		{"take, lost records", `return {0, n, '1839265927938048', '', {2, 1}, '17', ''}`, "take_keep", "take_grow", '0'},
+		{"take, paused", `return {14, n, '1839265927938048', '', 0, 0, '1796158162000'}`, "take_keep", "take_grow", '1'},
+		{"take, waiting for a token", `return {0, n, '1839265927938048', '', 0, 0, '1796158162753'}`, "take_keep", "take_grow", '0'},
 		{"ints falling back", `return {n, 5, {1, 'dup', 'pending', '123'}, {6}}`, "rp_ints", "rp_unints", '*'},
 	}
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {

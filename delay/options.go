@@ -2,6 +2,7 @@ package delay
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -19,6 +20,9 @@ const (
 	// backoff of at most 512 ms: 10.5 s in all with its default options,
 	// and the Worker re-sends an ack within a few more seconds.
 	DefaultReplyTTL = 30 * time.Second
+	// DefaultHighWaterWarn is Options.HighWaterWarn's default: the score
+	// design's advice to alert above about 80% of a millisecond's space.
+	DefaultHighWaterWarn = 0.8
 	// MaxBatch is the largest Take, sweep, requeue or purge batch: Lua unpack
 	// breaks near 8k on Redis and 5k on miniredis, and scripts stay short.
 	MaxBatch = 1000
@@ -80,6 +84,13 @@ type Options struct {
 	// kept reply costs its key and reply bytes until it expires (take keeps
 	// IDs and scores, not payloads). Default DefaultReplyTTL (30 s).
 	ReplyTTL time.Duration
+	// HighWaterWarn is the share of one millisecond's 2^bits seqs (the
+	// score codec's space) at which the queue warns, once a minute at
+	// most, through Observer.OnWarning (ErrHighWater): an enqueue of this
+	// process was given seq+1 ≥ HighWaterWarn × 2^bits. Past the whole
+	// space, tasks spill into the next millisecond. Stats.HighWater holds
+	// the queue-wide mark. In (0, 1]. Default DefaultHighWaterWarn (0.8).
+	HighWaterWarn float64
 	// Now is the client clock. It never decides what is due (Redis TIME
 	// does); it only arms the worker's timer, through an offset to Redis
 	// TIME measured on every reply. Default time.Now. Tests inject skew here.
@@ -142,6 +153,12 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: ReplyTTL %v", ErrInvalidOptions, o.ReplyTTL)
 	case o.ReplyTTL == 0:
 		o.ReplyTTL = DefaultReplyTTL
+	}
+	switch {
+	case math.IsNaN(o.HighWaterWarn) || o.HighWaterWarn < 0 || o.HighWaterWarn > 1:
+		return o, fmt.Errorf("%w: HighWaterWarn %v (allowed (0, 1])", ErrInvalidOptions, o.HighWaterWarn)
+	case o.HighWaterWarn == 0:
+		o.HighWaterWarn = DefaultHighWaterWarn
 	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff

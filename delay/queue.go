@@ -36,6 +36,8 @@ type Queue struct {
 	// scripts take it (see once.go).
 	req    reqIDs
 	keepMs string
+	// hw follows the per-ms high-water mark of this process's enqueues.
+	hw highWater
 }
 
 // New returns the queue called name on c. It validates name and opts and

@@ -58,6 +58,10 @@ var (
 	genDeadlist string
 	//go:embed lua/gen/repair.lua
 	genRepair string
+	//go:embed lua/gen/pause.lua
+	genPause string
+	//go:embed lua/gen/rate.lua
+	genRate string
 )
 
 // scriptEnqueue is the multi-job enqueue that EnqueueBatch pipelines (and
@@ -83,6 +87,8 @@ var (
 	scriptLookup     = redis.NewScript(genLookup)
 	scriptDeadList   = redis.NewScript(genDeadlist)
 	scriptRepair     = redis.NewScript(genRepair)
+	scriptPause      = redis.NewScript(genPause)
+	scriptRate       = redis.NewScript(genRate)
 )
 
 // Script return codes; lib.lua declares the same numbers.
@@ -101,13 +107,14 @@ const (
 	codeCtrLost     = 11
 	codeIdxLost     = 12
 	codeRestored    = 13
+	codePaused      = 14
 )
 
 // codeErr is the one place script codes become errors. Informational codes
 // (OK, duplicate, cancelled, dead) map to nil.
 func codeErr(code int64) error {
 	switch code {
-	case codeOK, codeDup, codeCancelled, codeDead, codeRestored:
+	case codeOK, codeDup, codeCancelled, codeDead, codeRestored, codePaused:
 		return nil
 	case codeNotFound:
 		return ErrNotFound

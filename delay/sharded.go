@@ -56,6 +56,51 @@ type ShardedOptions struct {
 // Which master holds a shard is decided by the CRC16 of its tag, not by
 // the library: K shards are spread over the masters like K random slots.
 // With K a few times the number of masters every master gets some shards;
+// Pause pauses every shard (Queue.Pause), in shard order. On an error the
+// shards before the failing one are paused and the rest are not; Pause is
+// idempotent, so the caller sends it again.
+func (s *Sharded) Pause(ctx context.Context) error {
+	for i, q := range s.shards {
+		if err := q.Pause(ctx); err != nil {
+			return fmt.Errorf("delay: shard %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Resume resumes every shard (Queue.Resume), in shard order; on an error,
+// as Pause.
+func (s *Sharded) Resume(ctx context.Context) error {
+	for i, q := range s.shards {
+		if err := q.Resume(ctx); err != nil {
+			return fmt.Errorf("delay: shard %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// SetRate limits the logical queue to r by giving each of its K shards
+// r.PerSecond/K a second and a burst of r.Burst/K rounded up (so at most
+// r.Burst + K - 1 at once). Keys spread evenly over shards (ShardOf), so
+// with a backlog on every shard the whole delivers r.PerSecond; a shard
+// without a backlog leaves its share unused. On an error, as Pause.
+func (s *Sharded) SetRate(ctx context.Context, r Rate) error {
+	r, err := r.withDefaults()
+	if err != nil {
+		return err
+	}
+	k := len(s.shards)
+	if r.PerSecond > 0 {
+		r = Rate{PerSecond: r.PerSecond / float64(k), Burst: (r.Burst + k - 1) / k}
+	}
+	for i, q := range s.shards {
+		if err := q.SetRate(ctx, r); err != nil {
+			return fmt.Errorf("delay: shard %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // Placement shows where they landed.
 type Sharded struct {
 	name   string

@@ -64,6 +64,11 @@ type WorkerOptions struct {
 	ReconnectMin, ReconnectMax time.Duration
 }
 
+// pausedPoll is the longest a worker waits before asking a paused queue
+// again when no wake-up comes: Resume wakes one waiting worker through the
+// wake list, the others within this.
+const pausedPoll = time.Second
+
 // Worker takes due tasks from one Queue and runs a Handler on them.
 type Worker struct {
 	q       *Queue
@@ -228,13 +233,22 @@ loop:
 			ready <- t
 		}
 		nextExpiry = b.NextExpiry
-		if len(b.Tasks) == n {
+		if len(b.Tasks) == n && b.NextToken.IsZero() {
 			continue // there may be more due right now
 		}
 		wait := w.o.IdleCheck
 		now := q.ServerNow()
-		if !b.NextDue.IsZero() {
-			wait = min(wait, b.NextDue.Sub(now))
+		// A paused queue's due tasks wait for Resume, which pushes the wake
+		// list; the poll is a safety net for a wake-up another worker took.
+		// Under a rate limit a due task waits for its token.
+		next := b.NextDue
+		if b.Paused {
+			next, wait = time.Time{}, min(wait, pausedPoll)
+		} else if b.NextToken.After(next) {
+			next = b.NextToken
+		}
+		if !next.IsZero() {
+			wait = min(wait, next.Sub(now))
 		}
 		if !b.NextExpiry.IsZero() {
 			wait = min(wait, b.NextExpiry.Sub(now)+time.Millisecond)

@@ -84,7 +84,7 @@ var (
 	// The ops delay's workers report (Observer.OnError).
 	delayOps      = []string{"take", "handle", "ack", "retry", "kill", "release", "sweep", "wake"}
 	delayLosses   = []string{"record_lost", "due_lost", "counter_lost", "index_lost", "other"}
-	delayWarnings = []string{"eviction_policy", "config_unavailable", "other"}
+	delayWarnings = []string{"eviction_policy", "config_unavailable", "high_water", "other"}
 )
 
 // ensure creates queue's series at 0 once.
@@ -180,8 +180,9 @@ func lossKind(err error) string {
 	return "other"
 }
 
-// OnWarning counts a risky setting: eviction_policy, config_unavailable,
-// or other (a client without ContextTimeoutEnabled).
+// OnWarning counts a risky setting or state: eviction_policy,
+// config_unavailable, high_water (a millisecond's score space nearly
+// full), or other (a client without ContextTimeoutEnabled).
 func (c *DelayCollector) OnWarning(queue string, err error) {
 	c.ensure(queue)
 	kind := "other"
@@ -190,6 +191,8 @@ func (c *DelayCollector) OnWarning(queue string, err error) {
 		kind = "eviction_policy"
 	case errors.Is(err, delay.ErrConfigUnavailable):
 		kind = "config_unavailable"
+	case errors.Is(err, delay.ErrHighWater):
+		kind = "high_water"
 	}
 	c.warnings.WithLabelValues(queue, kind).Inc()
 }

@@ -32,7 +32,7 @@
 //	tierset_delay_sweep_returned_total{queue}, tierset_delay_sweep_dead_total{queue}
 //	tierset_delay_errors_total{queue,op}
 //	tierset_delay_losses_total{queue,kind}             lost state met (record_lost, due_lost: tasks; counter_lost, index_lost: repairs)
-//	tierset_delay_warnings_total{queue,kind}           eviction_policy, config_unavailable, other
+//	tierset_delay_warnings_total{queue,kind}           eviction_policy, config_unavailable, high_water, other
 //	tierset_delay_lateness_seconds{queue}              this process's deliveries
 //	tierset_queue_up{queue}                            1 when the last Stats read worked
 //	tierset_queue_tasks{queue,state}                   scheduled, ready, in_flight, dead, done (no overlap: the sum is every task)

@@ -503,6 +503,8 @@ tierset_delay_warnings_total{kind="config_unavailable",queue="loose"} 0
 tierset_delay_warnings_total{kind="config_unavailable",queue="lossy"} 0
 tierset_delay_warnings_total{kind="eviction_policy",queue="loose"} 0
 tierset_delay_warnings_total{kind="eviction_policy",queue="lossy"} 0
+tierset_delay_warnings_total{kind="high_water",queue="loose"} 0
+tierset_delay_warnings_total{kind="high_water",queue="lossy"} 0
 tierset_delay_warnings_total{kind="other",queue="loose"} 1
 tierset_delay_warnings_total{kind="other",queue="lossy"} 0
 `

@@ -83,7 +83,7 @@ func TestSeriesFromTheStartNoNaN(t *testing.T) {
 		"tierset_delay_enqueued_total": 2, "tierset_delay_delivered_total": 1, "tierset_delay_acked_total": 1,
 		"tierset_delay_retries_total": 1, "tierset_delay_dead_total": 1, "tierset_delay_sweep_returned_total": 1,
 		"tierset_delay_sweep_dead_total": 1, "tierset_delay_errors_total": 8, "tierset_delay_losses_total": 5,
-		"tierset_delay_warnings_total": 3, "tierset_delay_lateness_seconds": 1, "tierset_queue_lateness_seconds": 1,
+		"tierset_delay_warnings_total": 4, "tierset_delay_lateness_seconds": 1, "tierset_queue_lateness_seconds": 1,
 		"tierset_queue_tasks": 5,
 	} {
 		if have[name] < min {

@@ -14,6 +14,7 @@
 --         no set: it is due again at when) | {code}
 -- (new scores and now as integer replies, exact below 2^53). C_CTR_LOST and
 -- C_IDX_LOST refuse before any write: Go repairs and sends again.
+-- The ctr hash's high-water mark follows the task's seq (hw_note).
 -- A new record is written with HSETNX, first: an ID that already has a
 -- record (a counter gone back) is refused, never overwritten.
 local due, inflight, dead, tasks, idx, ctr, stats, wake =
@@ -56,7 +57,7 @@ if #mine >= maxper or #ids >= 4 * maxper then return {C_TOO_MANY} end
 -- assign_score by hand, so that the ms/seq and the id counter are read in
 -- one HMGET and written in one HSET (one call fewer than assign_score plus
 -- HINCRBY).
-local last = redis.call('HMGET', ctr, 'ms', 'seq', 'req', 'id')
+local last = redis.call('HMGET', ctr, 'ms', 'seq', 'req', 'id', 'hw', 'hww')
 if not last[4] then
   if queue_live(due, inflight, dead, idx, stats) then return {C_CTR_LOST} end
 elseif not string.match(last[4], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises HINCRBY's error
@@ -81,5 +82,6 @@ idx_set(idx, dg, ids)
 if mark then redis.call('HSET', idx, IDX_MARK, '1') end
 add_due(due, wake, id, score)
 redis.call('HSET', ctr, 'id', fmt(n), ctr_last(st))
+hw_note(ctr, now, st.hw, last[5], last[6])
 if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
 return {C_OK, id, score, now}

@@ -23,6 +23,7 @@
 -- otherwise ri is {C_DUP, id, state, score} (the score as ZSCORE gives it)
 -- or {code}, or {C_RESTORED, id, 'pending', score} for a task whose
 -- record was in no set (its due entry lost): it is due again at its when.
+-- The ctr hash's high-water mark follows the batch's seqs (hw_note).
 -- {-C_CTR_LOST} | {-C_IDX_LOST} (now is never negative): the counter or
 -- the index is gone while the queue holds tasks, or a new ID already has
 -- a record; nothing was written, Go repairs and sends again.
@@ -37,7 +38,7 @@ local function each_slice(list, step, fn)
   for i = 1, #list, step do fn(unpack(list, i, math.min(i + step - 1, #list))) end
 end
 
-local last = redis.call('HMGET', ctr, 'ms', 'seq', 'req', 'id')
+local last = redis.call('HMGET', ctr, 'ms', 'seq', 'req', 'id', 'hw', 'hww')
 local id0 = 0
 if last[4] then
   if not string.match(last[4], '^%d+$') then redis.call('HINCRBY', ctr, 'id', 0) end -- raises the error HINCRBY would
@@ -323,6 +324,7 @@ end
 each_slice(iw, 1000, function(...) redis.call('HSET', idx, ...) end)
 each_slice(zadds, 1000, function(...) redis.call('ZADD', due, ...) end)
 redis.call('HSET', ctr, 'id', fmt(id0 + created), ctr_last(st))
+hw_note(ctr, now, st.hw, last[5], last[6])
 if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
 if restored > 0 then redis.call('HINCRBY', stats, 'restored', restored) end
 if redis.call('ZRANK', due, minid) == 0 then push_wake(wake) end

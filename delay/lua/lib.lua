@@ -39,12 +39,18 @@ local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
 -- holds tasks; C_IDX_LOST: the index is gone while it does; C_RESTORED: a
 -- record found in no set was put back in due. Refusals write nothing.
 local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
+-- C_PAUSED: take found the queue paused (the ctl hash's 'paused') and
+-- took nothing.
+local C_PAUSED = 14
 local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
 local DIGEST_LEN = 6 -- digestLen in keys.go
 -- The index holds a marker field IDX_MARK (no digest has it) from the
 -- first enqueue on, read in the same HMGET as the entries: an index
 -- without it is new, or gone (checked then), at no cost on the hot path.
 local IDX_MARK = '~'
+-- The high-water mark of the per-ms score space (hw_note) is kept per
+-- window of this many ms of Redis TIME (highWaterWindowMs in Go).
+local HIGH_WATER_WINDOW_MS = 60000
 local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
 local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
 
@@ -295,10 +301,12 @@ end
 -- search starts at st.ms. That keeps a burst of any size due at one
 -- instant at one step a task (without it, each task walked every full ms
 -- again, one ZREVRANGEBYSCORE each, and failed past 64 of them). The
--- caller writes st.ms, st.seq, st.req and st.overflow back. st.assign(ms)
--- returns the score, or nil and a code.
+-- caller writes st.ms, st.seq, st.req and st.overflow back. st.hw is the
+-- largest number of a ms's seqs in use that an assignment met: seq + 1,
+-- or mult for a task that spilled (its ms was full); see hw_note.
+-- st.assign(ms) returns the score, or nil and a code.
 local function assigner(due, epoch, mult, maxrel, last_ms, last_seq, last_req)
-  local st = {ms = last_ms, seq = last_seq, req = last_req, overflow = 0}
+  local st = {ms = last_ms, seq = last_seq, req = last_req, overflow = 0, hw = 0}
   local tops = {}
   st.assign = function(ms)
     local req, spilled = ms, false
@@ -327,7 +335,12 @@ local function assigner(due, epoch, mult, maxrel, last_ms, last_seq, last_req)
         st.seq = seq
         st.req = req
         tops[ms] = seq
-        if spilled then st.overflow = st.overflow + 1 end
+        if spilled then
+          st.overflow = st.overflow + 1
+          st.hw = mult
+        elseif seq >= st.hw then
+          st.hw = seq + 1
+        end
         return base + seq
       end
       tops[ms] = top
@@ -361,6 +374,25 @@ local function assign_score(due, ctr, stats, ms, epoch, mult, maxrel)
     if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
   end
   return score, code
+end
+
+-- hw_note records an assigner's st.hw in the ctr hash's high-water mark:
+-- 'hw' is the largest number of one ms's seqs in use that an enqueue met
+-- in the window 'hww' (Redis TIME / HIGH_WATER_WINDOW_MS), 'hwp' the
+-- previous window's. cur and win are the hash's 'hw' and 'hww' as read
+-- (HMGET). It writes only when the mark rises or the window turns.
+local function hw_note(ctr, now, hw, cur_s, win_s)
+  if hw == 0 then return end
+  local w = math.floor(now / HIGH_WATER_WINDOW_MS)
+  local win = tonumber(win_s)
+  local cur = tonumber(cur_s) or 0
+  if win ~= w then
+    local prev = 0
+    if win == w - 1 then prev = cur end
+    redis.call('HSET', ctr, 'hw', fmt(hw), 'hww', fmt(w), 'hwp', fmt(prev))
+  elseif hw > cur then
+    redis.call('HSET', ctr, 'hw', fmt(hw))
+  end
 end
 
 -- push_wake leaves one element on the wake list, so a worker blocked on it

@@ -1,17 +1,22 @@
 -- take.lua: atomically take at most N due tasks (due by Redis TIME), with
 -- bulk Redis calls (one ZREMRANGEBYRANK, ZADD and lease HSET per batch, one
 -- HMGET per tasks bucket, not per task). Records are not rewritten: a
--- delivery's fence lives in the lease hash.
+-- delivery's fence lives in the lease hash. The queue's ctl hash gates it:
+-- a paused queue gives nothing, and a rate limit (a token bucket) caps N.
 -- KEYS[1] -> due ZSET   KEYS[2] -> inflight ZSET   KEYS[3] -> dead ZSET
 -- KEYS[4] -> tasks base KEYS[5] -> ctr HASH        KEYS[6] -> stats HASH
--- KEYS[7] -> lease HASH   KEYS[8] -> done ZSET
+-- KEYS[7] -> lease HASH   KEYS[8] -> done ZSET     KEYS[9] -> ctl HASH
 -- ARGV[1] -> N (1..1000)   ARGV[2] -> lease ms
 -- ARGV[3] -> codec epoch ms   ARGV[4] -> 2^bits
--- Returns {C_OK, now, head due score|'', the earliest lease deadline or
---          tombstone end (Unix ms, what the next sweep is for)|'', parked
---          count | {parked, lost}, fence, id1, score1, record1, id2,
---          ...}; each task
+-- Returns {C_OK | C_PAUSED, now, head due score|'', the earliest lease
+--          deadline or tombstone end (Unix ms, what the next sweep is
+--          for)|'', parked count | {parked, lost}, fence, gate, id1,
+--          score1, record1, id2, ...}; each task
 --          returned is in inflight with deadline now+lease under fence.
+--          C_PAUSED: the queue is paused (ctl 'paused'), nothing was
+--          taken, and gate is the pause's start (Unix ms). C_OK: gate is
+--          '' unless a rate limit left less than one token, then it is
+--          when the next token comes (Unix ms): a taker waits for it.
 --          One fence serves the whole batch: a fence must differ between
 --          two deliveries of one task, and those are two takes. Records
 --          that do not start with a flags digit are parked in dead and
@@ -19,6 +24,11 @@
 --          read (kill.lua parks an unreadable record). A due ID whose
 --          record is gone (lost: an evicted bucket) goes to dead too,
 --          counted in stats 'lost' and in the reply, never dropped.
+-- Rate limit: ctl 'rate' tokens a second, at most 'burst' held; 'tok'
+-- and 'ts' are the tokens left after the last take that took some and
+-- its Redis TIME (absent: a full bucket). A take refills by the time
+-- passed, takes at most the whole tokens and pays one per task handed
+-- out, so over any window W the queue hands out at most rate*W + burst.
 -- A fence counter that starts anew (ctr gone) in a queue that delivered
 -- before (stats, leases) starts from Redis TIME in µs, past any fence a
 -- consumer may still hold: a counter grows by one a take, slower than the clock.
@@ -30,10 +40,29 @@ local due, inflight, dead, tasks, ctr, stats, lease =
 local n, leasems = tonumber(ARGV[1]), tonumber(ARGV[2])
 local epoch, mult = tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local out = {C_OK, now, '', '', 0, 0}
+local out = {C_OK, now, '', '', 0, 0, ''}
 local bound = (now - epoch) * mult + mult - 1
+local gate = redis.call('HMGET', KEYS[9], 'paused', 'rate', 'burst', 'tok', 'ts')
+local rate, tok
+local TOKEN_EPS = 1e-6
+if gate[1] then
+  out[1], out[7], bound = C_PAUSED, gate[1], -1
+elseif gate[2] then
+  rate = tonumber(gate[2])
+  local burst = tonumber(gate[3])
+  tok = tonumber(gate[4]) or burst
+  local ts = tonumber(gate[5]) or now
+  if now > ts then tok = math.min(burst, tok + (now - ts) * rate / 1000) end
+  -- TOKEN_EPS absorbs the rounding of the fractions: 0.99 + 0.01 is a
+  -- token, and the next one is due at the ms it completes, not one after
+  n = math.min(n, math.floor(tok + TOKEN_EPS))
+  if n < 1 then
+    out[7] = fmt(now + math.ceil((1 - tok) * 1000 / rate - TOKEN_EPS))
+    bound = -1
+  end
+end
 if bound >= 0 then
-  local items = redis.call('ZRANGEBYSCORE', due, '-inf', fmt(bound), 'WITHSCORES', 'LIMIT', '0', ARGV[1])
+  local items = redis.call('ZRANGEBYSCORE', due, '-inf', fmt(bound), 'WITHSCORES', 'LIMIT', '0', fmt(n))
   local m = #items / 2
   if m > 0 then
     local ids = {}
@@ -53,7 +82,7 @@ if bound >= 0 then
     local fence = fmt(f)
     out[6] = fence
     local leases, fences, parked, skip = {}, {}, {}, {}
-    local taken, r, o, np, nl = 0, 0, 6, 0, 0
+    local taken, r, o, np, nl = 0, 0, 7, 0, 0
     for i = 1, m do
       local id, blob = ids[i], blobs[i]
       if blob and flags_of(blob) then
@@ -107,6 +136,11 @@ if bound >= 0 then
       for b, c in pairs(lat) do
         if c ~= 0 then redis.call('HINCRBY', stats, 'lat:' .. b, c) end
       end
+    end
+    if rate and taken > 0 then
+      tok = tok - taken
+      redis.call('HSET', KEYS[9], 'tok', string.format('%.17g', tok), 'ts', fmt(now))
+      if tok + TOKEN_EPS < 1 then out[7] = fmt(now + math.ceil((1 - tok) * 1000 / rate - TOKEN_EPS)) end
     end
     if np > 0 then
       redis.call('ZADD', dead, unpack(parked))

@@ -61,6 +61,8 @@ func Scripts() []Script {
 		{Name: "purge", Once: true},
 		{Name: "remove", Once: true},
 		{Name: "repair", Once: true},
+		{Name: "pause", Once: true},
+		{Name: "rate", Once: true},
 		{Name: "stats"},
 		{Name: "lookup"},
 		{Name: "deadlist"},

@@ -47,12 +47,18 @@ local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
 -- holds tasks; C_IDX_LOST: the index is gone while it does; C_RESTORED: a
 -- record found in no set was put back in due. Refusals write nothing.
 local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
+-- C_PAUSED: take found the queue paused (the ctl hash's 'paused') and
+-- took nothing.
+local C_PAUSED = 14
 local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
 local DIGEST_LEN = 6 -- digestLen in keys.go
 -- The index holds a marker field IDX_MARK (no digest has it) from the
 -- first enqueue on, read in the same HMGET as the entries: an index
 -- without it is new, or gone (checked then), at no cost on the hot path.
 local IDX_MARK = '~'
+-- The high-water mark of the per-ms score space (hw_note) is kept per
+-- window of this many ms of Redis TIME (highWaterWindowMs in Go).
+local HIGH_WATER_WINDOW_MS = 60000
 local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
 local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
 

@@ -1,10 +1,15 @@
 -- Code generated from lib.lua + stats.lua by `go generate ./delay`; DO NOT EDIT.
 -- stats.lua: depths and counters in one round trip, judged by Redis TIME.
 -- KEYS[1] -> due ZSET   KEYS[2] -> inflight ZSET   KEYS[3] -> dead ZSET
--- KEYS[4] -> stats HASH   KEYS[5] -> done ZSET
+-- KEYS[4] -> stats HASH   KEYS[5] -> done ZSET   KEYS[6] -> ctl HASH
+-- KEYS[7] -> ctr HASH
 -- ARGV[1] -> codec epoch ms   ARGV[2] -> 2^bits
 -- Returns {C_OK, now, pending, ready (due now), inflight, dead, head score|'',
---          tombstones, field1, value1, ...} (the stats hash)
+--          tombstones, field1, value1, ...}: the stats hash, then the
+--          pseudo-fields 'ctl:paused' (since, Unix ms) when paused,
+--          'ctl:rate' and 'ctl:burst' when a rate limit is set, and
+--          'ctr:hw', the high-water mark of the current window and the
+--          one before (0 when no enqueue met one; see hw_note).
 
 -- lib.lua: helpers shared by every delay script. go generate ./delay
 -- prepends this file's prelude and the functions a body uses to that body
@@ -47,12 +52,18 @@ local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
 -- holds tasks; C_IDX_LOST: the index is gone while it does; C_RESTORED: a
 -- record found in no set was put back in due. Refusals write nothing.
 local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
+-- C_PAUSED: take found the queue paused (the ctl hash's 'paused') and
+-- took nothing.
+local C_PAUSED = 14
 local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
 local DIGEST_LEN = 6 -- digestLen in keys.go
 -- The index holds a marker field IDX_MARK (no digest has it) from the
 -- first enqueue on, read in the same HMGET as the entries: an index
 -- without it is new, or gone (checked then), at no cost on the hot path.
 local IDX_MARK = '~'
+-- The high-water mark of the per-ms score space (hw_note) is kept per
+-- window of this many ms of Redis TIME (highWaterWindowMs in Go).
+local HIGH_WATER_WINDOW_MS = 60000
 local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
 local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
 
@@ -74,4 +85,24 @@ local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if h[2] then out[7] = h[2] end
 out[8] = redis.call('ZCARD', KEYS[5])
 for _, v in ipairs(redis.call('HGETALL', KEYS[4])) do out[#out + 1] = v end
+local g = redis.call('HMGET', KEYS[6], 'paused', 'rate', 'burst')
+if g[1] then
+  out[#out + 1] = 'ctl:paused'
+  out[#out + 1] = g[1]
+end
+if g[2] then
+  out[#out + 1] = 'ctl:rate'
+  out[#out + 1] = g[2]
+  out[#out + 1] = 'ctl:burst'
+  out[#out + 1] = g[3]
+end
+local hw = redis.call('HMGET', KEYS[7], 'hw', 'hww', 'hwp')
+local w, win, mark = math.floor(now / HIGH_WATER_WINDOW_MS), tonumber(hw[2]), 0
+if win == w then
+  mark = math.max(tonumber(hw[1]) or 0, tonumber(hw[3]) or 0)
+elseif win == w - 1 then
+  mark = tonumber(hw[1]) or 0
+end
+out[#out + 1] = 'ctr:hw'
+out[#out + 1] = fmt(mark)
 return out

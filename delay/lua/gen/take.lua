@@ -2,17 +2,22 @@
 -- take.lua: atomically take at most N due tasks (due by Redis TIME), with
 -- bulk Redis calls (one ZREMRANGEBYRANK, ZADD and lease HSET per batch, one
 -- HMGET per tasks bucket, not per task). Records are not rewritten: a
--- delivery's fence lives in the lease hash.
+-- delivery's fence lives in the lease hash. The queue's ctl hash gates it:
+-- a paused queue gives nothing, and a rate limit (a token bucket) caps N.
 -- KEYS[1] -> due ZSET   KEYS[2] -> inflight ZSET   KEYS[3] -> dead ZSET
 -- KEYS[4] -> tasks base KEYS[5] -> ctr HASH        KEYS[6] -> stats HASH
--- KEYS[7] -> lease HASH   KEYS[8] -> done ZSET
+-- KEYS[7] -> lease HASH   KEYS[8] -> done ZSET     KEYS[9] -> ctl HASH
 -- ARGV[1] -> N (1..1000)   ARGV[2] -> lease ms
 -- ARGV[3] -> codec epoch ms   ARGV[4] -> 2^bits
--- Returns {C_OK, now, head due score|'', the earliest lease deadline or
---          tombstone end (Unix ms, what the next sweep is for)|'', parked
---          count | {parked, lost}, fence, id1, score1, record1, id2,
---          ...}; each task
+-- Returns {C_OK | C_PAUSED, now, head due score|'', the earliest lease
+--          deadline or tombstone end (Unix ms, what the next sweep is
+--          for)|'', parked count | {parked, lost}, fence, gate, id1,
+--          score1, record1, id2, ...}; each task
 --          returned is in inflight with deadline now+lease under fence.
+--          C_PAUSED: the queue is paused (ctl 'paused'), nothing was
+--          taken, and gate is the pause's start (Unix ms). C_OK: gate is
+--          '' unless a rate limit left less than one token, then it is
+--          when the next token comes (Unix ms): a taker waits for it.
 --          One fence serves the whole batch: a fence must differ between
 --          two deliveries of one task, and those are two takes. Records
 --          that do not start with a flags digit are parked in dead and
@@ -20,6 +25,11 @@
 --          read (kill.lua parks an unreadable record). A due ID whose
 --          record is gone (lost: an evicted bucket) goes to dead too,
 --          counted in stats 'lost' and in the reply, never dropped.
+-- Rate limit: ctl 'rate' tokens a second, at most 'burst' held; 'tok'
+-- and 'ts' are the tokens left after the last take that took some and
+-- its Redis TIME (absent: a full bucket). A take refills by the time
+-- passed, takes at most the whole tokens and pays one per task handed
+-- out, so over any window W the queue hands out at most rate*W + burst.
 -- A fence counter that starts anew (ctr gone) in a queue that delivered
 -- before (stats, leases) starts from Redis TIME in µs, past any fence a
 -- consumer may still hold: a counter grows by one a take, slower than the clock.
@@ -68,12 +78,18 @@ local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
 -- holds tasks; C_IDX_LOST: the index is gone while it does; C_RESTORED: a
 -- record found in no set was put back in due. Refusals write nothing.
 local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
+-- C_PAUSED: take found the queue paused (the ctl hash's 'paused') and
+-- took nothing.
+local C_PAUSED = 14
 local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
 local DIGEST_LEN = 6 -- digestLen in keys.go
 -- The index holds a marker field IDX_MARK (no digest has it) from the
 -- first enqueue on, read in the same HMGET as the entries: an index
 -- without it is new, or gone (checked then), at no cost on the hot path.
 local IDX_MARK = '~'
+-- The high-water mark of the per-ms score space (hw_note) is kept per
+-- window of this many ms of Redis TIME (highWaterWindowMs in Go).
+local HIGH_WATER_WINDOW_MS = 60000
 local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
 local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
 
@@ -279,8 +295,8 @@ local function rp_run(body, keep, grow)
 end
 -- take_kept.lua: what take keeps of its reply (reply.lua) and how a
 -- re-sent take grows it back. Payloads can be large, so the kept reply
--- holds no records: only the head fields, the fence and each task's ID
--- and due score, as one "c,now,head,next,parked,fence,id,score,..." string
+-- holds no records: only the head fields, the fence, the gate and each
+-- task's ID and due score, as one "c,now,head,next,parked,fence,gate,id,score,..." string
 -- (one format and one concat, where the generic encoding of two values
 -- per task costs several times as much). A re-sent take reads the records
 -- again and returns the tasks still leased under that fence (a task whose
@@ -289,30 +305,30 @@ end
 -- KEYS[4] -> tasks base   KEYS[7] -> lease HASH (take's own KEYS)
 -- Returns (take_grow) take's reply as take.lua documents it.
 local function take_keep(r)
-  if #r < 6 then return nil end -- not take's shape: kept the generic way
+  if #r < 7 then return nil end -- not take's shape: kept the generic way
   local ids, o = {}, 0
-  for i = 7, #r, 3 do
+  for i = 8, #r, 3 do
     ids[o + 1] = r[i]
     ids[o + 2] = r[i + 1]
     o = o + 2
   end
   -- r[1], r[2] are numbers, r[3], r[4] score text or '', r[5] the parked
   -- count or {parked, lost}, kept as "p/l", r[6] the fence text (0, a
-  -- number, when nothing was due); IDs are base 36 and scores digits, so a
-  -- comma never occurs in any of them
+  -- number, when nothing was due), r[7] the gate ('' or Unix ms text); IDs
+  -- are base 36 and scores digits, so a comma never occurs in any of them
   local np = r[5]
   if type(np) == 'table' then np = string.format('%d/%d', np[1], np[2]) end
-  local ok, head = pcall(string.format, '%d,%d,%s,%s,%s,%s,', r[1], r[2], r[3], r[4], np, r[6])
+  local ok, head = pcall(string.format, '%d,%d,%s,%s,%s,%s,%s,', r[1], r[2], r[3], r[4], np, r[6], r[7])
   if not ok then return nil end -- not take's shape: kept the generic way
   return head .. table.concat(ids, ',')
 end
 local function take_grow(s)
-  local c, now, hd, nx, np, fence, rest = string.match(s, '^(%-?%d+),(%d+),(%d*),(%d*),([%d/]+),(%d+),(.*)$')
+  local c, now, hd, nx, np, fence, gate, rest = string.match(s, '^(%-?%d+),(%d+),(%d*),(%d*),([%d/]+),(%d+),(%d*),(.*)$')
   if not c then return (rp_dec(s, 1)) end
   if fence == '0' then fence = 0 end
   local parked, lost = string.match(np, '^(%d+)/(%d+)$')
   if parked then np = {tonumber(parked), tonumber(lost)} else np = tonumber(np) end
-  local out = {tonumber(c), tonumber(now), hd, nx, np, fence}
+  local out = {tonumber(c), tonumber(now), hd, nx, np, fence, gate}
   local ids, scores = {}, {}
   for id, sc in string.gmatch(rest, '([^,]+),([^,]+)') do
     ids[#ids + 1] = id
@@ -336,10 +352,29 @@ local due, inflight, dead, tasks, ctr, stats, lease =
 local n, leasems = tonumber(ARGV[1]), tonumber(ARGV[2])
 local epoch, mult = tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local out = {C_OK, now, '', '', 0, 0}
+local out = {C_OK, now, '', '', 0, 0, ''}
 local bound = (now - epoch) * mult + mult - 1
+local gate = redis.call('HMGET', KEYS[9], 'paused', 'rate', 'burst', 'tok', 'ts')
+local rate, tok
+local TOKEN_EPS = 1e-6
+if gate[1] then
+  out[1], out[7], bound = C_PAUSED, gate[1], -1
+elseif gate[2] then
+  rate = tonumber(gate[2])
+  local burst = tonumber(gate[3])
+  tok = tonumber(gate[4]) or burst
+  local ts = tonumber(gate[5]) or now
+  if now > ts then tok = math.min(burst, tok + (now - ts) * rate / 1000) end
+  -- TOKEN_EPS absorbs the rounding of the fractions: 0.99 + 0.01 is a
+  -- token, and the next one is due at the ms it completes, not one after
+  n = math.min(n, math.floor(tok + TOKEN_EPS))
+  if n < 1 then
+    out[7] = fmt(now + math.ceil((1 - tok) * 1000 / rate - TOKEN_EPS))
+    bound = -1
+  end
+end
 if bound >= 0 then
-  local items = redis.call('ZRANGEBYSCORE', due, '-inf', fmt(bound), 'WITHSCORES', 'LIMIT', '0', ARGV[1])
+  local items = redis.call('ZRANGEBYSCORE', due, '-inf', fmt(bound), 'WITHSCORES', 'LIMIT', '0', fmt(n))
   local m = #items / 2
   if m > 0 then
     local ids = {}
@@ -359,7 +394,7 @@ if bound >= 0 then
     local fence = fmt(f)
     out[6] = fence
     local leases, fences, parked, skip = {}, {}, {}, {}
-    local taken, r, o, np, nl = 0, 0, 6, 0, 0
+    local taken, r, o, np, nl = 0, 0, 7, 0, 0
     for i = 1, m do
       local id, blob = ids[i], blobs[i]
       if blob and flags_of(blob) then
@@ -413,6 +448,11 @@ if bound >= 0 then
       for b, c in pairs(lat) do
         if c ~= 0 then redis.call('HINCRBY', stats, 'lat:' .. b, c) end
       end
+    end
+    if rate and taken > 0 then
+      tok = tok - taken
+      redis.call('HSET', KEYS[9], 'tok', string.format('%.17g', tok), 'ts', fmt(now))
+      if tok + TOKEN_EPS < 1 then out[7] = fmt(now + math.ceil((1 - tok) * 1000 / rate - TOKEN_EPS)) end
     end
     if np > 0 then
       redis.call('ZADD', dead, unpack(parked))

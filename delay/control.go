@@ -1,0 +1,140 @@
+package delay
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+)
+
+// Pause stops every worker of every process from taking tasks of the
+// queue: the pause is stored in Redis (the queue's ctl hash) and the take
+// script checks it, so no take that runs after Pause returns hands out a
+// task (Batch.Paused). Tasks already taken finish and are acked; expired
+// leases still return to due, where they wait; Enqueue, Cancel,
+// Reschedule and the dead-letter calls keep working. Pausing a paused
+// queue keeps its first start (Stats.PausedSince).
+func (q *Queue) Pause(ctx context.Context) error {
+	_, err := q.setPaused(ctx, "1")
+	return err
+}
+
+// Resume lets the queue's workers take again, and pushes the queue's wake
+// list so that a worker waiting on it takes at once. Resuming a running
+// queue changes nothing.
+func (q *Queue) Resume(ctx context.Context) error {
+	_, err := q.setPaused(ctx, "0")
+	return err
+}
+
+// setPaused runs pause.lua (mode "1" pause, "0" resume) and reports
+// whether this call changed the state: a re-sent call gets its first
+// run's answer (kept reply).
+func (q *Queue) setPaused(ctx context.Context, mode string) (changed bool, err error) {
+	op := "pause"
+	if mode == "0" {
+		op = "resume"
+	}
+	sent := q.o.Now()
+	r, err := q.mutate(ctx, scriptPause, op, q.req.next(), []string{q.k.ctl, q.k.wake}, mode)
+	if err != nil {
+		return false, err
+	}
+	if err := codeErr(r.int(0)); err != nil {
+		return false, fmt.Errorf("delay: %s: %w", op, err)
+	}
+	q.observeTime(r.int(1), sent, q.o.Now())
+	return r.int(3) == 1, nil
+}
+
+// Rate is a queue's rate limit: a token bucket kept in Redis and judged
+// by Redis TIME in the take script, so it holds across every worker of
+// every process. Tokens accrue at PerSecond up to Burst held; each task
+// handed out takes one. Over any window W the queue hands out at most
+// PerSecond × W + Burst tasks. The limit never makes a task early: it
+// only holds due tasks back.
+type Rate struct {
+	// PerSecond is the tasks a second; 0 turns the limit off. At most
+	// MaxRatePerSecond.
+	PerSecond float64
+	// Burst is the most tasks handed out at once after an idle spell, and
+	// the largest take the limit allows. Defaults to a tenth of a
+	// second's tasks (PerSecond/10, rounded up), at least 1. At most
+	// MaxBatch.
+	Burst int
+}
+
+// MaxRatePerSecond is the highest Rate.PerSecond.
+const MaxRatePerSecond = 1e6
+
+func (r Rate) withDefaults() (Rate, error) {
+	if math.IsNaN(r.PerSecond) || r.PerSecond < 0 || r.PerSecond > MaxRatePerSecond || r.Burst < 0 || r.Burst > MaxBatch {
+		return r, fmt.Errorf("%w: rate %v a second, burst %d (allowed 0..%g, 0..%d)",
+			ErrInvalidOptions, r.PerSecond, r.Burst, MaxRatePerSecond, MaxBatch)
+	}
+	if r.PerSecond == 0 {
+		return Rate{}, nil
+	}
+	if r.Burst == 0 {
+		r.Burst = max(1, int(math.Ceil(r.PerSecond/10)))
+	}
+	return r, nil
+}
+
+// SetRate sets the queue's rate limit for every worker of every process
+// (Rate{} turns it off). A new limit keeps the tokens the old one had
+// earned, capped at the new Burst; a first limit starts with Burst tokens.
+// Stats.Rate reads it back.
+func (q *Queue) SetRate(ctx context.Context, r Rate) error {
+	r, err := r.withDefaults()
+	if err != nil {
+		return err
+	}
+	_, err = q.mutate(ctx, scriptRate, "rate", q.req.next(), []string{q.k.ctl, q.k.wake},
+		strconv.FormatFloat(r.PerSecond, 'g', -1, 64), r.Burst)
+	return err
+}
+
+// highWaterWindowMs is the window of the per-ms high-water mark (lib.lua's
+// HIGH_WATER_WINDOW_MS): Stats.HighWater covers the current window and the
+// one before, so a burst stays visible for one to two minutes, longer than
+// a usual scrape interval.
+const highWaterWindowMs = 60_000
+
+// highWater follows, in one process, the largest seq+1 its enqueues were
+// given in a millisecond per window of Redis TIME, for
+// Observer.OnHighWater and the one warning per window past
+// Options.HighWaterWarn.
+type highWater struct {
+	mu     sync.Mutex
+	win    int64 // window of max (Redis TIME / highWaterWindowMs)
+	max    int64
+	warned bool // a warning went out in window win
+}
+
+// noteSeq records that a new task got seq in a millisecond at Redis TIME
+// nowMs (one batch's largest seq is enough).
+func (q *Queue) noteSeq(nowMs, seq int64) {
+	h := &q.hw
+	n := seq + 1
+	win := nowMs / highWaterWindowMs
+	h.mu.Lock()
+	if win > h.win {
+		h.win, h.max, h.warned = win, 0, false
+	} else if win < h.win || n <= h.max {
+		h.mu.Unlock()
+		return
+	}
+	h.max = n
+	warn := !h.warned && float64(n) >= q.o.HighWaterWarn*float64(q.mult)
+	if warn {
+		h.warned = true
+	}
+	h.mu.Unlock()
+	q.o.Observer.OnHighWater(q.name, int(n), int(q.mult))
+	if warn {
+		q.o.Observer.OnWarning(q.name, fmt.Errorf("%w: %d of the %d seqs of one millisecond in use (Options.HighWaterWarn %g)",
+			ErrHighWater, n, q.mult, q.o.HighWaterWarn))
+	}
+}

@@ -1,0 +1,217 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// controlRun is a Worker draining a backlog on a private server, its
+// handler recording every delivery (Redis TIME of its take).
+type controlRun struct {
+	q         *Queue
+	mu        sync.Mutex
+	delivered map[string][]int64 // task ID -> delivery times, Unix ms
+	handled   atomic.Int64
+	obs       *faultObserver
+	stop      func() error
+}
+
+func startControlRun(t *testing.T, c redis.UniversalClient, n int, o Options) *controlRun {
+	t.Helper()
+	ctx := testCtx(t)
+	r := &controlRun{delivered: map[string][]int64{}, obs: &faultObserver{errs: map[string][]error{}}}
+	o.Prefix, o.Observer = testredis.Prefix(t), r.obs
+	q, err := New(c, "line", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.q = q
+	enqueueLineBacklog(t, ctx, q, n)
+	return r
+}
+
+func (r *controlRun) run(t *testing.T) {
+	t.Helper()
+	h := func(_ context.Context, tk *Task) error {
+		r.mu.Lock()
+		if len(r.delivered[tk.ID]) == 0 {
+			r.handled.Add(1)
+		}
+		r.delivered[tk.ID] = append(r.delivered[tk.ID], tk.DeliveredAt.UnixMilli())
+		r.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		return nil
+	}
+	w, err := NewWorker(r.q, h, WorkerOptions{Concurrency: 8, ReconnectMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.stop = runWorker(t, w)
+}
+
+// times is every delivery time, sorted.
+func (r *controlRun) times() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int64
+	for _, ds := range r.delivered {
+		out = append(out, ds...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// check: every task handled exactly once, and no worker error but the
+// transport's own (the faults) and the wake-up BLPOP's.
+func (r *controlRun) check(t *testing.T, n int) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, ds := range r.delivered {
+		if len(ds) != 1 {
+			t.Errorf("task %s delivered %d times, want once", id, len(ds))
+		}
+	}
+	if len(r.delivered) != n {
+		t.Errorf("%d tasks handled, want %d", len(r.delivered), n)
+	}
+	r.obs.mu.Lock()
+	defer r.obs.mu.Unlock()
+	for op, errs := range r.obs.errs {
+		for _, err := range errs {
+			if op != "wake" && (!errors.Is(err, ErrRedis) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrLeaseLost)) {
+				t.Errorf("worker %s: %v", op, err)
+			}
+		}
+	}
+}
+
+// TestFaultPauseResumeClientKill: CLIENT KILL TYPE normal every 20 ms on a
+// private server drops every connection of the client the Worker, Pause
+// and Resume share, while the test pauses and resumes the queue five
+// times. Each call returns success with the state it set (go-redis
+// re-sends it; a re-sent call gets its first run's reply), no take after
+// a pause began hands out a task, the tasks in flight are acked, and
+// every task is handled exactly once.
+func TestFaultPauseResumeClientKill(t *testing.T) {
+	env := newFaultEnv(t)
+	ctx := testCtx(t)
+	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
+	const n = 3000
+	r := startControlRun(t, c, n, Options{})
+	check, err := New(env.direct, "line", Options{Prefix: r.q.o.Prefix}) // reads state past the kills
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.run(t)
+	var killed atomic.Int64
+	killCtx, stopKill := context.WithCancel(ctx)
+	var kwg sync.WaitGroup
+	kwg.Add(1)
+	go func() {
+		defer kwg.Done()
+		for killCtx.Err() == nil {
+			if k, err := env.direct.ClientKillByFilter(killCtx, "TYPE", "normal").Result(); err == nil {
+				killed.Add(k)
+			}
+			sleepCtx(killCtx, 20*time.Millisecond)
+		}
+	}()
+	for round := range 5 {
+		from := r.handled.Load()
+		waitFor(t, 60*time.Second, "the worker handling tasks", func() bool { return r.handled.Load() >= from+50 })
+		if changed, err := r.q.setPaused(ctx, "1"); err != nil || !changed {
+			t.Fatalf("round %d: Pause: changed %v, %v", round, changed, err)
+		}
+		st := mustStats(t, ctx, check)
+		if !st.Paused {
+			t.Fatalf("round %d: not paused after Pause", round)
+		}
+		since := st.PausedSince.UnixMilli()
+		waitFor(t, 60*time.Second, "in-flight tasks acked", func() bool { return mustStats(t, ctx, check).InFlight == 0 })
+		ts := r.times()
+		if last := ts[len(ts)-1]; last > since {
+			t.Errorf("round %d: a task taken at %d ms, after the pause began at %d ms", round, last, since)
+		}
+		if changed, err := r.q.setPaused(ctx, "0"); err != nil || !changed {
+			t.Fatalf("round %d: Resume: changed %v, %v", round, changed, err)
+		}
+		if st := mustStats(t, ctx, check); st.Paused {
+			t.Fatalf("round %d: paused after Resume", round)
+		}
+	}
+	stopKill()
+	kwg.Wait()
+	waitFor(t, 90*time.Second, "every task handled", func() bool {
+		st := mustStats(t, ctx, check)
+		return r.handled.Load() == n && st.Pending == 0 && st.InFlight == 0
+	})
+	_ = r.stop()
+	t.Logf("5 pauses and resumes, %d connections killed", killed.Load())
+	if killed.Load() < 5 {
+		t.Errorf("%d connections killed, want at least 5", killed.Load())
+	}
+	r.check(t, n)
+}
+
+// TestFaultRateLimitRestart: a queue limited to 100 tasks a second (burst
+// 10) drains a backlog while its server is killed (SIGKILL) and started
+// again twice, with appendfsync always. The limit and its bucket survive
+// (Stats.Rate), in no window W are there more than 100·W + 10 deliveries
+// across the restarts, no task is early, and every task is handled once.
+func TestFaultRateLimitRestart(t *testing.T) {
+	env := newFaultEnv(t, "--appendonly", "yes", "--appendfsync", "always")
+	ctx := testCtx(t)
+	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
+	const (
+		n         = 500
+		perSecond = 100
+		burst     = 10
+	)
+	r := startControlRun(t, c, n, Options{})
+	if err := r.q.SetRate(ctx, Rate{PerSecond: perSecond, Burst: burst}); err != nil {
+		t.Fatal(err)
+	}
+	r.run(t)
+	for k := range 2 {
+		waitFor(t, 60*time.Second, "deliveries before restart "+strconv.Itoa(k+1), func() bool {
+			return r.handled.Load() >= int64(150*(k+1))
+		})
+		env.srv.Restart()
+	}
+	if st := mustStats(t, ctx, r.q); st.Rate != (Rate{PerSecond: perSecond, Burst: burst}) {
+		t.Fatalf("after two restarts Stats.Rate %+v, want the limit set", st.Rate)
+	}
+	waitFor(t, 60*time.Second, "every task handled", func() bool { return r.handled.Load() == n })
+	_ = r.stop()
+	ds := r.times()
+	for _, w := range []int64{100, 1000, 3000} {
+		bound := perSecond*w/1000 + burst
+		worst, j := 0, 0
+		for i := range ds {
+			if i > 0 && ds[i] == ds[i-1] {
+				continue
+			}
+			for j < len(ds) && ds[j]-ds[i] <= w {
+				j++
+			}
+			worst = max(worst, j-i)
+		}
+		t.Logf("window %d ms: at most %d deliveries (bound %d)", w, worst, bound)
+		if int64(worst) > bound {
+			t.Errorf("window %d ms: %d deliveries across restarts, above the bound %d", w, worst, bound)
+		}
+	}
+	t.Logf("%d tasks in %d ms across 2 restarts", n, ds[len(ds)-1]-ds[0])
+	r.check(t, n)
+}
