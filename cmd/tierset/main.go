@@ -7,7 +7,7 @@
 //	tierset warm  -rules FILE [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run] [-progress auto|always|never]
 //	tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-at TIME] [-redis URL | -rules FILE] [-prefix P]
 //	tierset demo  [-rules FILE] [-at TIME]
-//	tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run [-queue NAME] -redis URL [-prefix P] [-yes]
+//	tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-yes]
 //	tierset audit -redis URL [-match PATTERN] [-json]
 //	tierset web   -redis URL [-listen ADDR] [-token T]
 //	tierset version
@@ -47,7 +47,7 @@ Usage:
   tierset warm  -rules FILE [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run]
   tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-redis URL | -rules FILE]
   tierset demo  [-rules FILE]
-  tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run [-queue NAME] -redis URL
+  tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL
   tierset audit -redis URL [-match PATTERN] [-json]
   tierset web   -redis URL [-listen 127.0.0.1:8080] [-token T]
   tierset version

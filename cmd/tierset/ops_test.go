@@ -78,6 +78,19 @@ func TestQueueListingsAndKeyCommands(t *testing.T) {
 		if ts, err := q.Lookup(ctx, "later"); err != nil || len(ts) != 1 || time.Until(ts[0].When) > time.Minute {
 			t.Errorf("after run: %+v, %v", ts, err)
 		}
+		r = tierset(t, s.args("queue", "pause", "-queue", "orders")...)
+		r.expect(t, 0)
+		if st, err := q.Stats(ctx); err != nil || !st.Paused || !strings.Contains(r.stdout, "queue orders: paused") {
+			t.Errorf("pause: %q; Stats paused %v, %v", r.stdout, st.Paused, err)
+		}
+		if r = tierset(t, s.args("queue", "ls")...); !strings.Contains(r.stdout, "paused") {
+			t.Errorf("ls after pause:\n%s", r.stdout)
+		}
+		r = tierset(t, s.args("queue", "resume", "-queue", "orders")...)
+		r.expect(t, 0)
+		if st, err := q.Stats(ctx); err != nil || st.Paused || !strings.Contains(r.stdout, "queue orders: resumed") {
+			t.Errorf("resume: %q; Stats paused %v, %v", r.stdout, st.Paused, err)
+		}
 		r = tierset(t, s.args("queue", "cancel", "-queue", "orders", "-key", "later")...)
 		r.expect(t, 0)
 		if !strings.Contains(r.stdout, `key "later": cancelled 1 task pending`) {

@@ -16,10 +16,10 @@ import (
 	"github.com/tierset/tierset/internal/text"
 )
 
-const queueSynopsis = "tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run [-queue NAME] -redis URL [-prefix P] [-state S] [-ids ID,...] [-key K [-token T]] [-at TIME | -in D] [-limit N] [-yes]"
+const queueSynopsis = "tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-state S] [-ids ID,...] [-key K [-token T]] [-at TIME | -in D] [-limit N] [-yes]"
 
 // queueSubs are the queue subcommands, in the order help lists them.
-var queueSubs = []string{"ls", "stats", "tasks", "dead", "requeue", "purge", "cancel", "reschedule", "run"}
+var queueSubs = []string{"ls", "stats", "tasks", "dead", "requeue", "purge", "cancel", "reschedule", "run", "pause", "resume"}
 
 func cmdQueue(ctx context.Context, args []string, e *env) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
@@ -103,6 +103,8 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 		return queueTasks(ctx, q, str("state"), limit, e.stdout)
 	case "dead":
 		return queueDead(ctx, q, limit, e.stdout)
+	case "pause", "resume":
+		return queuePause(ctx, q, sub == "pause", e.stdout)
 	case "cancel", "reschedule", "run":
 		if sub == "run" {
 			when = delay.When{} // now, by Redis TIME
@@ -183,7 +185,7 @@ func queueList(ctx context.Context, be *backend, prefix string, names []string, 
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "QUEUE\tREADY\tSCHEDULED\tIN FLIGHT\tDEAD\tOLDEST DUE\t")
+	fmt.Fprintln(tw, "QUEUE\tREADY\tSCHEDULED\tIN FLIGHT\tDEAD\tOLDEST DUE\tSTATE\t")
 	for _, n := range names {
 		q, err := delay.New(be.client, n, delay.Options{Prefix: prefix})
 		if err != nil {
@@ -193,7 +195,11 @@ func queueList(ctx context.Context, be *backend, prefix string, names []string, 
 		if err != nil {
 			return fmt.Errorf("queue %s: %w", text.Escape(n), err)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t\n", text.Escape(n), st.Ready, st.Pending-st.Ready, st.InFlight, st.Dead, st.OldestDueAge.Round(time.Millisecond))
+		state := "running"
+		if st.Paused {
+			state = "paused"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", text.Escape(n), st.Ready, st.Pending-st.Ready, st.InFlight, st.Dead, st.OldestDueAge.Round(time.Millisecond), state)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -278,6 +284,35 @@ func queueKeyChange(ctx context.Context, q *delay.Queue, sub, key, token string,
 	return nil
 }
 
+// queuePause pauses or resumes a queue: its workers stop taking (tasks
+// in flight finish) or take again.
+func queuePause(ctx context.Context, q *delay.Queue, pause bool, w io.Writer) error {
+	before, err := q.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if pause {
+		err = q.Pause(ctx)
+	} else {
+		err = q.Resume(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	name := text.Escape(q.Name())
+	switch {
+	case pause && before.Paused:
+		fmt.Fprintf(w, "queue %s: already paused since %s\n", name, before.PausedSince.UTC().Format(time.RFC3339))
+	case pause:
+		fmt.Fprintf(w, "queue %s: paused; workers take nothing more (%s in flight finish)\n", name, count(int(before.InFlight), "task", "tasks"))
+	case !before.Paused:
+		fmt.Fprintf(w, "queue %s: was not paused\n", name)
+	default:
+		fmt.Fprintf(w, "queue %s: resumed; %s ready\n", name, count(int(before.Ready), "task", "tasks"))
+	}
+	return nil
+}
+
 // count is "1 task", "2 tasks".
 func count(n int, one, many string) string {
 	return strconv.Itoa(n) + " " + plural(n, one, many)
@@ -298,6 +333,15 @@ func queueStats(ctx context.Context, q *delay.Queue, w io.Writer) error {
 	fmt.Fprintf(w, "queue %s at %s (Redis TIME)\n", q.Name(), st.ServerTime.UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(w, "  depth:    pending %d (ready %d), in flight %d, dead %d, finished kept (DoneTTL) %d\n", st.Pending, st.Ready, st.InFlight, st.Dead, st.Done)
 	fmt.Fprintf(w, "  oldest due task waiting: %s\n", st.OldestDueAge)
+	switch {
+	case st.Paused:
+		fmt.Fprintf(w, "  paused since %s (tierset queue resume to let workers take again)\n", st.PausedSince.UTC().Format(time.RFC3339))
+	default:
+		fmt.Fprintln(w, "  running (not paused)")
+	}
+	if st.Rate.PerSecond > 0 {
+		fmt.Fprintf(w, "  rate limit: %g tasks/s, burst %d\n", st.Rate.PerSecond, st.Rate.Burst)
+	}
 	fmt.Fprintf(w, "  counters: delivered %d, acked %d, retries %d, dead-lettered %d, expired leases %d, cancelled %d, corrupt %d, seq overflows %d\n",
 		st.Delivered, st.Acked, st.Retries, st.DeadLettered, st.Expired, st.Cancelled, st.Corrupt, st.SeqOverflows)
 	if l := st.Lateness; l.Total() > 0 {
