@@ -37,6 +37,9 @@
 //	tierset_queue_up{queue}                            1 when the last Stats read worked
 //	tierset_queue_tasks{queue,state}                   scheduled, ready, in_flight, dead, done (no overlap: the sum is every task)
 //	tierset_queue_oldest_due_age_seconds{queue}
+//	tierset_queue_paused{queue}                        1 while paused (Queue.Pause)
+//	tierset_queue_rate_limit_per_second{queue}         Queue.SetRate's limit; 0 when none
+//	tierset_queue_high_water{queue}, tierset_queue_high_water_space{queue}  busiest millisecond's seqs, of the space
 //	tierset_queue_delivered_total{queue} ... acked, retries, dead_lettered, expired, cancelled, corrupt
 //	tierset_queue_seq_overflows_total{queue}           Stats.SeqOverflows: scores moved to a later millisecond
 //	tierset_queue_lost_total{queue}                    Stats.Lost: task IDs without a record, moved to dead

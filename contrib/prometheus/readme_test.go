@@ -84,10 +84,30 @@ func TestSeriesFromTheStartNoNaN(t *testing.T) {
 		"tierset_delay_retries_total": 1, "tierset_delay_dead_total": 1, "tierset_delay_sweep_returned_total": 1,
 		"tierset_delay_sweep_dead_total": 1, "tierset_delay_errors_total": 8, "tierset_delay_losses_total": 5,
 		"tierset_delay_warnings_total": 4, "tierset_delay_lateness_seconds": 1, "tierset_queue_lateness_seconds": 1,
-		"tierset_queue_tasks": 5,
+		"tierset_queue_tasks": 5, "tierset_queue_paused": 1, "tierset_queue_rate_limit_per_second": 1,
+		"tierset_queue_high_water": 1, "tierset_queue_high_water_space": 1,
 	} {
 		if have[name] < min {
 			t.Errorf("%s: %d series before any event, want %d", name, have[name], min)
 		}
+	}
+	if err := q.Pause(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.SetRate(t.Context(), delay.Rate{PerSecond: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if mfs, err = reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			got[mf.GetName()] += m.GetGauge().GetValue()
+		}
+	}
+	if got["tierset_queue_paused"] != 1 || got["tierset_queue_rate_limit_per_second"] != 50 || got["tierset_queue_high_water_space"] <= 0 {
+		t.Errorf("after Pause and SetRate(50): paused %v, rate %v, high-water space %v",
+			got["tierset_queue_paused"], got["tierset_queue_rate_limit_per_second"], got["tierset_queue_high_water_space"])
 	}
 }
