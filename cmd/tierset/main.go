@@ -107,6 +107,7 @@ var commands = map[string]func(ctx context.Context, args []string, e *env) error
 	"demo":  cmdDemo,
 	"queue": cmdQueue,
 	"web":   cmdWeb,
+	"audit": cmdAudit,
 	"version": func(_ context.Context, args []string, e *env) error {
 		if err := newFlags("version", "tierset version").parse(args, e); err != nil {
 			return err
@@ -167,6 +168,8 @@ func run(ctx context.Context, args []string, e *env) int {
 		return 0
 	case errors.Is(err, errHelp):
 		return 0
+	case errors.Is(err, errAuditFound):
+		return 1 // the report said it
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "tierset %s: %s\nRun \"tierset %s -h\" for help.\n", args[0], text.EscapeLines(ue.msg), args[0])
 		return 2

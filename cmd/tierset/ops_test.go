@@ -2,11 +2,14 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/delay"
 )
@@ -188,4 +191,92 @@ func TestVersionAndAnywhere(t *testing.T) {
 		!strings.Contains(r.stdout, "0.01 more") {
 		t.Errorf("match -value 99.989:\n%s", r.stdout)
 	}
+}
+
+// TestAudit seeds sorted sets with each finding (a float score, equal
+// scores, a large member, no TTL) and a damaged tierset promotion, and
+// checks audit's JSON report and exit codes.
+func TestAudit(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *server) {
+		ctx := t.Context()
+		p := s.prefix
+		r := tierset(t, s.args("warm", "-rules", "examples/rules.json")...)
+		r.expect(t, 0)
+		if err := s.client.Del(ctx, p+":{p:10086}:tiers").Err(); err != nil {
+			t.Fatal(err)
+		}
+		big := strings.Repeat("x", 2000)
+		for _, c := range []struct {
+			key string
+			zs  []redis.Z
+			ttl bool
+		}{
+			{p + ":money", []redis.Z{{Score: 99.99, Member: "t1"}, {Score: 199, Member: "t2"}}, true},
+			{p + ":ties", []redis.Z{{Score: 10, Member: "b"}, {Score: 10, Member: "c"}, {Score: 10, Member: "a"}, {Score: 20, Member: "d"}}, true},
+			{p + ":big", []redis.Z{{Score: 1, Member: big}}, true},
+			{p + ":forever", []redis.Z{{Score: 1, Member: "x"}}, false},
+			{p + ":clean", []redis.Z{{Score: 1, Member: "x"}, {Score: 2, Member: "y"}}, true},
+		} {
+			if err := s.client.ZAdd(ctx, c.key, c.zs...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if c.ttl {
+				if err := s.client.Expire(ctx, c.key, time.Hour).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		r = tierset(t, "audit", "-redis", s.url, "-match", p+"*", "-tierset-prefix", p, "-json")
+		r.expect(t, 1)
+		var rep struct {
+			SortedSets int `json:"sorted_sets"`
+			Keys       []struct {
+				Key        string `json:"key"`
+				NonInteger int    `json:"non_integer_scores"`
+				Ties       []struct {
+					Members []string `json:"members"`
+					Wins    string   `json:"wins_today"`
+				} `json:"equal_scores"`
+				LargeN int  `json:"large_member_count"`
+				NoTTL  bool `json:"no_ttl"`
+			} `json:"keys"`
+			Damaged []string `json:"damaged_promotions"`
+			Summary map[string]int
+			Took    *int64 `json:"took_ms"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatalf("-json: %v\n%s", err, r.stdout)
+		}
+		byKey := map[string]int{}
+		for i, k := range rep.Keys {
+			byKey[strings.TrimPrefix(k.Key, p+":")] = i
+		}
+		if len(rep.Keys) != 4 || rep.Took == nil {
+			t.Fatalf("want 4 keys with findings and took_ms:\n%s", r.stdout)
+		}
+		if i, ok := byKey["money"]; !ok || rep.Keys[i].NonInteger != 1 {
+			t.Errorf("money: %+v", rep.Keys)
+		}
+		if i, ok := byKey["ties"]; !ok || len(rep.Keys[i].Ties) != 1 || rep.Keys[i].Ties[0].Wins != "c" || len(rep.Keys[i].Ties[0].Members) != 3 {
+			t.Errorf("ties: %+v", rep.Keys)
+		}
+		if i, ok := byKey["big"]; !ok || rep.Keys[i].LargeN != 1 {
+			t.Errorf("big: %+v", rep.Keys)
+		}
+		if i, ok := byKey["forever"]; !ok || !rep.Keys[i].NoTTL {
+			t.Errorf("forever: %+v", rep.Keys)
+		}
+		if _, ok := byKey["clean"]; ok {
+			t.Errorf("clean key reported: %+v", rep.Keys)
+		}
+		if len(rep.Damaged) != 1 || rep.Damaged[0] != "10086" {
+			t.Errorf("damaged: %v", rep.Damaged)
+		}
+		// The text report, and a clean selection exits 0.
+		r = tierset(t, "audit", "-redis", s.url, "-match", p+":clean", "-tierset-prefix", "")
+		r.expect(t, 0)
+		if !strings.Contains(r.stdout, "summary: 1 sorted set matching") || !strings.Contains(r.stdout, "scanned a keyspace of") {
+			t.Errorf("clean audit:\n%s", r.stdout)
+		}
+	})
 }
