@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/testredis"
 )
 
 // TestQueueMistakesFail: an unknown queue or task ID is an error (exit 1)
@@ -197,7 +198,15 @@ func TestVersionAndAnywhere(t *testing.T) {
 // scores, a large member, no TTL) and a damaged tierset promotion, and
 // checks audit's JSON report and exit codes.
 func TestAudit(t *testing.T) {
-	eachServer(t, func(t *testing.T, s *server) {
+	eachServer(t, auditCase)
+	t.Run("backend=cluster", func(t *testing.T) {
+		b := testredis.Cluster(t) // skips without TIERSET_REDIS_CLUSTER
+		auditCase(t, &server{url: strings.Join(testredis.ClusterAddrs(), ","), client: b.Client, prefix: b.Prefix})
+	})
+}
+
+func auditCase(t *testing.T, s *server) {
+	{
 		ctx := t.Context()
 		p := s.prefix
 		r := tierset(t, s.args("warm", "-rules", "examples/rules.json")...)
@@ -278,5 +287,5 @@ func TestAudit(t *testing.T) {
 		if !strings.Contains(r.stdout, "summary: 1 sorted set matching") || !strings.Contains(r.stdout, "scanned a keyspace of") {
 			t.Errorf("clean audit:\n%s", r.stdout)
 		}
-	})
+	}
 }
