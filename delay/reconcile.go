@@ -135,7 +135,7 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 		}
 	}
 	known := map[keyToken]bool{}
-	var moves []moveDue
+	moves := make([][]moveDue, len(shards)) // per shard
 	cursor := ""
 	for {
 		if err := ctx.Err(); err != nil {
@@ -181,7 +181,8 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 			case e.Duplicate:
 				res.Present++
 				if j := jobs[i]; opts.MoveDue && e.State == StatePending && e.Due.UnixMilli() != ceilUnixMs(j.When.At) {
-					moves = append(moves, moveDue{id: e.ID, key: j.Key, token: j.Token, at: j.When.At})
+					i := route(j.Key)
+					moves[i] = append(moves[i], moveDue{id: e.ID, key: j.Key, token: j.Token, at: j.When.At})
 				}
 			default:
 				res.Added++
@@ -192,8 +193,10 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 		}
 		cursor = next
 	}
-	if err := q.moveDue(ctx, moves, opts.PageSize, &res); err != nil {
-		return res, err
+	for i, q := range shards {
+		if err := q.moveDue(ctx, moves[i], opts.PageSize, &res); err != nil {
+			return res, err
+		}
 	}
 	if opts.KeepExtra {
 		return res, nil

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -49,20 +46,17 @@ func connect(ctx context.Context, rawURL string, e *env) (*backend, error) {
 		return &backend{client: c, embedded: true, close: func() { _ = c.Close(); m.Close() }}, nil
 	}
 	shown := redisconf.Redact(rawURL)
-	var c redis.UniversalClient
-	if parts := redisconf.Split(rawURL); len(parts) > 1 {
-		addrs, err := clusterSeeds("-redis", rawURL, parts)
-		if err != nil {
-			return nil, err
-		}
-		c = redis.NewClusterClient(tierset.ClusterOptions(addrs...))
-	} else {
-		opt, err := parseRedisURL("-redis", rawURL)
-		if err != nil {
-			return nil, err
-		}
-		c = redis.NewClient(opt)
+	tgt, err := redisconf.Parse(rawURL)
+	if err != nil {
+		return nil, usagef("-redis: %v", err)
 	}
+	// One dial (and TLS handshake) first: its failure is one clear line
+	// within the dial timeout, where a PING would retry and end in a
+	// bare deadline.
+	if err := redisconf.Probe(ctx, tgt, dialTimeout); err != nil {
+		return nil, fmt.Errorf("redis %s: %w", shown, err)
+	}
+	c := newClient(tgt)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
@@ -72,38 +66,14 @@ func connect(ctx context.Context, rawURL string, e *env) (*backend, error) {
 	return &backend{client: c, close: func() { _ = c.Close() }}, nil
 }
 
-// clusterSeeds checks the comma-separated parts of flag's value raw as
-// host:port seeds. A seed holding "@" or "/" is refused: seeds are printed
-// and logged as given, so a password in one would leak.
-func clusterSeeds(flag, raw string, parts []string) ([]string, error) {
-	var addrs []string
-	for _, a := range parts {
-		if a = strings.TrimSpace(a); a == "" {
-			continue
-		}
-		if strings.ContainsAny(a, "@/") {
-			return nil, usagef("%s %s: cluster seeds are host:port, comma-separated (no URL or password)", flag, quoteArg(redisconf.Redact(raw)))
-		}
-		addrs = append(addrs, a)
-	}
-	if len(addrs) == 0 {
-		return nil, usagef("%s %s: no cluster seed (want host:port, comma-separated)", flag, quoteArg(raw))
-	}
-	return addrs, nil
-}
+// dialTimeout bounds the first dial of every command.
+const dialTimeout = 3 * time.Second
 
-// parseRedisURL parses flag's value, a redis:// or rediss:// URL, into
-// options that honour ctx deadlines; its error shows the URL redacted.
-func parseRedisURL(flag, raw string) (*redis.Options, error) {
-	opt, err := redis.ParseURL(raw)
-	if err != nil {
-		// url.Error quotes the whole URL, password included: keep only its cause.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, usagef("%s %s: %v", flag, quoteArg(redisconf.Redact(raw)), err)
+// newClient builds the client of a parsed -redis value: a cluster's with
+// the library's tuned options.
+func newClient(t redisconf.Target) redis.UniversalClient {
+	if t.Single != nil {
+		return redis.NewClient(t.Single)
 	}
-	opt.ContextTimeoutEnabled = true
-	return opt, nil
+	return redis.NewClusterClient(t.ClusterOptions(tierset.ClusterOptions()))
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/examples"
 	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/text"
 	"github.com/tierset/tierset/rules"
@@ -16,7 +18,7 @@ import (
 
 func cmdDemo(ctx context.Context, args []string, e *env) error {
 	fs := newFlags("demo", "tierset demo [-rules FILE] [-at TIME] [-unit-price AMOUNT] [-rounding MODE]")
-	rulesPath := fs.String("rules", defaultRules, "rules `FILE` to warm into the embedded Redis")
+	rulesPath := fs.String("rules", "", "rules `FILE` to warm into the embedded Redis (default: the built-in "+examples.RulesName+")")
 	at := fs.String("at", "", "match as of this RFC 3339 `time` (default now)")
 	unitPrice := fs.String("unit-price", "19.90", "the item `price` used as the discount base of quantity promotions")
 	rounding := fs.String("rounding", "half-up", "discount rounding: down, half-up, half-even or up")
@@ -31,7 +33,7 @@ func cmdDemo(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	promos, err := rules.ParseFile(*rulesPath, rules.Options{})
+	promos, name, err := loadRules(*rulesPath)
 	if err != nil {
 		return err
 	}
@@ -45,7 +47,7 @@ func cmdDemo(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "== warm %s into an embedded Redis\n", *rulesPath)
+	fmt.Fprintf(e.stdout, "== warm %s into an embedded Redis\n", text.Escape(name))
 	if _, err := warmAndReport(ctx, c, promos, warm.Options{}, newProgress(e.stdout, false, ""), e.stdout); err != nil {
 		return err
 	}
@@ -72,6 +74,16 @@ func cmdDemo(ctx context.Context, args []string, e *env) error {
 		}
 	}
 	return nil
+}
+
+// loadRules reads path, or the built-in example rules when path is empty.
+func loadRules(path string) ([]gradient.Promotion, string, error) {
+	if path == "" {
+		ps, err := rules.Parse(bytes.NewReader(examples.Rules), examples.RulesName, rules.Options{})
+		return ps, examples.RulesName, err
+	}
+	ps, err := rules.ParseFile(path, rules.Options{})
+	return ps, path, err
 }
 
 func startEmbedded() (*backend, error) {

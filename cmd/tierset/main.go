@@ -7,11 +7,15 @@
 //	tierset warm  -rules FILE [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run] [-progress auto|always|never]
 //	tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-at TIME] [-redis URL | -rules FILE] [-prefix P]
 //	tierset demo  [-rules FILE] [-at TIME]
-//	tierset queue stats|dead|requeue|purge -queue NAME [-redis URL] [-prefix P] [-yes]
+//	tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-yes]
+//	tierset audit -redis URL [-match PATTERN] [-json]
+//	tierset web   -redis URL [-listen ADDR] [-token T]
+//	tierset version
 //
 // Without -redis, warm and match run against an embedded in-memory Redis
-// and warn that nothing persists; match then warms -rules (default
-// examples/rules.json) into it first. Exit codes: 0 ok, 1 failure, 2 usage.
+// and warn that nothing persists; match then warms -rules (default the
+// built-in examples/rules.json) into it first. -redis takes host:port, a
+// redis:// or rediss:// URL, or comma-separated cluster seeds. Exit codes: 0 ok, 1 failure, 2 usage.
 //
 // Nothing secret or raw reaches the terminal: a Redis URL is printed with
 // its password as "xxxxx", and text read from Redis or a file (IDs, keys,
@@ -27,9 +31,12 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/internal/text"
 )
@@ -40,8 +47,13 @@ Usage:
   tierset warm  -rules FILE [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run]
   tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-redis URL | -rules FILE]
   tierset demo  [-rules FILE]
-  tierset queue stats|dead|requeue|purge -queue NAME [-redis URL] [-yes]
-  tierset web   -redis URL | -cluster SEEDS [-listen 127.0.0.1:8080] [-token T]
+  tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL
+  tierset audit -redis URL [-match PATTERN] [-json]
+  tierset web   -redis URL [-listen 127.0.0.1:8080] [-token T]
+  tierset version
+
+-redis takes host:port, a redis:// or rediss:// URL, or comma-separated
+cluster seeds (host:port,host:port; one seed as "host:port,").
 
 Without -redis, warm and match use an embedded in-memory Redis: nothing
 persists. Run "tierset <command> -h" for a command's flags.
@@ -69,12 +81,20 @@ func usagef(format string, args ...any) error {
 var errHelp = errors.New("help printed")
 
 func main() {
+	// go-redis logs dial failures itself (pool.go lines) before the error
+	// reaches the command: the command's own message says it once.
+	redis.SetLogger(silentLogger{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, tty: isTerminal(os.Stdout)}
 	code := run(ctx, os.Args[1:], e)
 	stop()
 	os.Exit(code)
 }
+
+// silentLogger drops go-redis's internal log lines.
+type silentLogger struct{}
+
+func (silentLogger) Printf(context.Context, string, ...any) {}
 
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
@@ -87,6 +107,42 @@ var commands = map[string]func(ctx context.Context, args []string, e *env) error
 	"demo":  cmdDemo,
 	"queue": cmdQueue,
 	"web":   cmdWeb,
+	"audit": cmdAudit,
+	"version": func(_ context.Context, args []string, e *env) error {
+		if err := newFlags("version", "tierset version").parse(args, e); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, versionLine())
+		return nil
+	},
+}
+
+// versionLine is the module version (a tag under go install), or the VCS
+// revision of a build from a checkout, and the Go version.
+func versionLine() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "tierset (no build information)"
+	}
+	v := bi.Main.Version
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = " (modified)"
+			}
+		}
+	}
+	if (v == "" || v == "(devel)") && rev != "" {
+		v = "devel " + rev[:min(12, len(rev))] + dirty
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	return fmt.Sprintf("tierset %s, %s", v, bi.GoVersion)
 }
 
 func run(ctx context.Context, args []string, e *env) int {
@@ -112,6 +168,8 @@ func run(ctx context.Context, args []string, e *env) int {
 		return 0
 	case errors.Is(err, errHelp):
 		return 0
+	case errors.Is(err, errAuditFound):
+		return 1 // the report said it
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "tierset %s: %s\nRun \"tierset %s -h\" for help.\n", args[0], text.EscapeLines(ue.msg), args[0])
 		return 2

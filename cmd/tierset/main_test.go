@@ -160,7 +160,7 @@ func TestHelpAndUsage(t *testing.T) {
 		{"warm unknown flag", []string{"warm", "-rules", "x", "-frob"}, 2, "", "tierset warm: flag provided but not defined: -frob"},
 		{"warm positional", []string{"warm", "-rules", "examples/rules.json", "extra"}, 2, "", `tierset warm: unexpected argument "extra"`},
 		{"warm bad progress", []string{"warm", "-rules", "examples/rules.json", "-progress", "sometimes"}, 2, "", `-progress "sometimes": want auto, always or never`},
-		{"warm bad url", []string{"warm", "-rules", "examples/rules.json", "-redis", "http://x"}, 2, "", `tierset warm: -redis "http://x": redis: invalid URL scheme: http`},
+		{"warm bad url", []string{"warm", "-rules", "examples/rules.json", "-redis", "http://x"}, 2, "", `tierset warm: -redis: http://x: redis: invalid URL scheme: http`},
 		{"match without -promo", []string{"match", "-value", "3"}, 2, "", "tierset match: -promo and -value are required"},
 		{"match bad value", []string{"match", "-promo", "p", "-value", "3,5"}, 2, "", `tierset match: -value "3,5": want a non-negative decimal`},
 		{"match negative value", []string{"match", "-promo", "p", "-value", "-1"}, 2, "", `tierset match: -value "-1"`},
@@ -431,7 +431,7 @@ func TestEmbeddedWarmAndDemo(t *testing.T) {
 	r.expect(t, 0)
 	out := durationRE.ReplaceAllString(r.stdout, "")
 	for _, want := range []string{
-		"== warm examples/rules.json into an embedded Redis\nadded: qty-3-5-10, 10086, every-100-10, bundle-2-for-30, parity-odd-even, jp-5000\nsummary: added 6, updated 0, unchanged 0, pruned 0, refused 0\n",
+		"== warm examples/rules.json (built in) into an embedded Redis\nadded: qty-3-5-10, 10086, every-100-10, bundle-2-for-30, parity-odd-even, jp-5000\nsummary: added 6, updated 0, unchanged 0, pruned 0, refused 0\n",
 		"== warm it again: the content hashes match, nothing is written\nsummary: added 0, updated 0, unchanged 6, pruned 0, refused 0\n",
 		"== tierset match -promo qty-3-5-10 -value 7 -base 139.30\n",
 		"  tier:     buy5 (threshold 5 items)\n",

@@ -11,6 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/examples"
 	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/text"
 	"github.com/tierset/tierset/rules"
@@ -31,7 +32,7 @@ func cmdMatch(ctx context.Context, args []string, e *env) error {
 	rounding := fs.String("rounding", "half-up", "how the discount is rounded to the currency's minor unit: down, half-up, half-even or up")
 	at := fs.String("at", "", "match as of this RFC 3339 `time` (default now)")
 	redisURL := fs.String("redis", "", "Redis `URL`, or comma-separated cluster seeds;\nempty: an embedded in-memory Redis loaded from -rules")
-	rulesPath := fs.String("rules", "", "rules `FILE` warmed into the embedded Redis first (only without -redis; default "+defaultRules+")")
+	rulesPath := fs.String("rules", "", "rules `FILE` warmed into the embedded Redis first (only without -redis; default: the built-in "+examples.RulesName+")")
 	prefix := fs.String("prefix", cache.DefaultPrefix, "key `prefix`")
 	if err := fs.parse(args, e); err != nil {
 		return err
@@ -52,11 +53,7 @@ func cmdMatch(ctx context.Context, args []string, e *env) error {
 	}
 	defer be.close()
 	if be.embedded {
-		path := *rulesPath
-		if path == "" {
-			path = defaultRules
-		}
-		promos, err := rules.ParseFile(path, rules.Options{})
+		promos, path, err := loadRules(*rulesPath)
 		if err != nil {
 			return err
 		}
@@ -167,7 +164,7 @@ func matchOne(ctx context.Context, be *backend, prefix, id string, q matchQuery,
 func printResult(w io.Writer, info cache.Info, q matchQuery, res cache.Result) {
 	fmt.Fprintf(w, "promotion %s: %s, %s, %d minor digits, %d tiers, version %s\n",
 		text.Escape(info.ID), rules.MetricName(info.Metric), rules.KindName(info.Kind), info.MinorDigits, info.Tiers, text.Escape(res.Version))
-	fmt.Fprintf(w, "  value:    %s\n", showValue(info, q.value))
+	fmt.Fprintf(w, "  value:    %s\n", showMatched(info, q.value))
 	switch {
 	case errors.Is(res.Err, cache.ErrNotActive):
 		fmt.Fprintf(w, "  not active at %s (window %s)\n", q.now().UTC().Format(time.RFC3339), window(info))
@@ -211,6 +208,32 @@ func window(info cache.Info) string {
 		return t.UTC().Format(time.RFC3339)
 	}
 	return "[" + f(info.Start, "-∞") + ", " + f(info.End, "+∞") + ")"
+}
+
+// matchedValue is v as the cache matches it: floored to whole minor
+// units for money, to whole items for a quantity (score.AmountFloor).
+// floored reports whether that changed v.
+func matchedValue(info cache.Info, v decimal.Decimal) (m decimal.Decimal, floored bool) {
+	digits := int32(info.MinorDigits)
+	if info.Metric == gradient.Quantity {
+		digits = 0
+	}
+	m = v.RoundFloor(digits)
+	return m, !m.Equal(v)
+}
+
+// showMatched prints the value that was matched, saying so when it is
+// the floor of what was asked rather than showing the asked value rounded.
+func showMatched(info cache.Info, v decimal.Decimal) string {
+	m, floored := matchedValue(info, v)
+	if !floored {
+		return showValue(info, v)
+	}
+	unit := "minor unit"
+	if info.Metric == gradient.Quantity {
+		unit = "item"
+	}
+	return fmt.Sprintf("%s (floored from %s: matching counts whole %ss only)", showValue(info, m), v.String(), unit)
 }
 
 // showValue prints a metric value: "7 items", or money with the

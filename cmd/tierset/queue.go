@@ -6,15 +6,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/text"
 )
 
-const queueSynopsis = "tierset queue stats|dead|requeue|purge -queue NAME [-redis URL] [-prefix P] [-ids ID,...] [-limit N] [-yes]"
+const queueSynopsis = "tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-state S] [-ids ID,...] [-key K [-token T]] [-at TIME | -in D] [-limit N] [-yes]"
+
+// queueSubs are the queue subcommands, in the order help lists them.
+var queueSubs = []string{"ls", "stats", "tasks", "dead", "requeue", "purge", "cancel", "reschedule", "run", "pause", "resume"}
 
 func cmdQueue(ctx context.Context, args []string, e *env) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
@@ -22,54 +27,89 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 		fs.printHelp(e.stdout)
 		return errHelp
 	}
+	want := strings.Join(queueSubs, ", ")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("want a subcommand: stats, dead, requeue or purge")
+		return usagef("want a subcommand: %s", want)
 	}
 	sub := args[0]
-	switch sub {
-	case "stats", "dead", "requeue", "purge":
-	default:
-		return usagef("unknown queue subcommand %s (want stats, dead, requeue or purge)", quoteArg(sub))
+	if !slices.Contains(queueSubs, sub) {
+		return usagef("unknown queue subcommand %s (want %s)", quoteArg(sub), want)
 	}
 	fs := queueFlags()
 	if err := fs.parse(args[1:], e); err != nil {
 		return err
 	}
-	name := fs.Lookup("queue").Value.String()
-	if name == "" {
-		return usagef("-queue is required")
+	str := func(name string) string { return fs.Lookup(name).Value.String() }
+	name, prefix := str("queue"), str("prefix")
+	if sub != "ls" {
+		if name == "" {
+			return usagef("-queue is required")
+		}
+		if err := delay.ValidateName(name); err != nil {
+			return usagef("-queue %s: %v", quoteArg(name), err)
+		}
 	}
-	if err := delay.ValidateName(name); err != nil {
-		return usagef("-queue %s: %v", quoteArg(name), err)
-	}
-	redisURL := fs.Lookup("redis").Value.String()
+	redisURL := str("redis")
 	if redisURL == "" {
 		return usagef("-redis is required: a queue lives in a real Redis")
+	}
+	limit := fs.Lookup("limit").Value.(interface{ Get() any }).Get().(int)
+	if limit <= 0 || limit > delay.MaxBatch {
+		return usagef("-limit %d: want 1 to %d", limit, delay.MaxBatch)
+	}
+	// Every flag is checked before Redis is reached.
+	var when delay.When
+	switch sub {
+	case "cancel", "reschedule", "run":
+		if str("key") == "" {
+			return usagef("%s needs -key (the business key of the task)", sub)
+		}
+	}
+	if sub == "reschedule" {
+		w, err := parseWhen(str("at"), str("in"))
+		if err != nil {
+			return err
+		}
+		when = w
+	}
+	ids, err := parseIDs(str("ids"))
+	if err != nil {
+		return err
 	}
 	be, err := connect(ctx, redisURL, e)
 	if err != nil {
 		return err
 	}
 	defer be.close()
-	q, err := delay.New(be.client, name, delay.Options{Prefix: fs.Lookup("prefix").Value.String()})
+	names, err := delay.Discover(ctx, be.client, prefix)
+	if err != nil {
+		return err
+	}
+	if sub == "ls" {
+		return queueList(ctx, be, prefix, names, e.stdout)
+	}
+	if !slices.Contains(names, name) {
+		return fmt.Errorf("no queue %s under prefix %s (%s)", quoteArg(name), quoteArg(prefix), knownQueues(names))
+	}
+	q, err := delay.New(be.client, name, delay.Options{Prefix: prefix})
 	if err != nil {
 		return usagef("%v", err)
 	}
-	limit := fs.Lookup("limit").Value.(interface{ Get() any }).Get().(int)
-	yes := fs.Lookup("yes").Value.String() == "true"
-	var ids []string
-	if s := fs.Lookup("ids").Value.String(); s != "" {
-		for _, id := range strings.Split(s, ",") {
-			if id = strings.TrimSpace(id); id != "" {
-				ids = append(ids, id)
-			}
-		}
-	}
+	yes := str("yes") == "true"
 	switch sub {
 	case "stats":
 		return queueStats(ctx, q, e.stdout)
+	case "tasks":
+		return queueTasks(ctx, q, str("state"), limit, e.stdout)
 	case "dead":
 		return queueDead(ctx, q, limit, e.stdout)
+	case "pause", "resume":
+		return queuePause(ctx, q, sub == "pause", e.stdout)
+	case "cancel", "reschedule", "run":
+		if sub == "run" {
+			when = delay.When{} // now, by Redis TIME
+		}
+		return queueKeyChange(ctx, q, sub, str("key"), str("token"), when, e.stdout)
 	default:
 		return queueChange(ctx, q, sub, ids, yes, e)
 	}
@@ -77,13 +117,212 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 
 func queueFlags() *cmdFlags {
 	fs := newFlags("queue", queueSynopsis)
-	fs.String("queue", "", "queue `NAME`; required")
-	fs.String("redis", "", "Redis `URL`, or comma-separated cluster seeds; required")
+	fs.String("queue", "", "queue `NAME`; required but for ls")
+	fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds; required")
 	fs.String("prefix", delay.DefaultPrefix, "key `prefix`")
+	fs.String("state", "due", "tasks: which tasks to list: due (soonest first), inflight (oldest lease first) or dead")
 	fs.String("ids", "", "requeue/purge only these dead task `IDs` (comma-separated); default all")
-	fs.Int("limit", 50, "dead: list at most `N` dead letters")
+	fs.String("key", "", "cancel/reschedule/run: the task's business `key`")
+	fs.String("token", "", "cancel: only the task of this `token` (default every task of -key)")
+	fs.String("at", "", "reschedule: the new due `time` (RFC 3339)")
+	fs.String("in", "", "reschedule: the new due time as a `delay` from now (such as 90s or 2h)")
+	fs.Int("limit", 50, "tasks/dead: list at most `N` tasks")
 	fs.Bool("yes", false, "requeue/purge without asking for confirmation")
 	return fs
+}
+
+// parseIDs reads -ids: task IDs are decimal numbers; any other text is
+// a mistake reported before Redis is reached.
+func parseIDs(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var ids, bad []string
+	for _, id := range strings.Split(s, ",") {
+		id = strings.TrimSpace(id)
+		if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+			bad = append(bad, quoteArg(id))
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("-ids: %s %s not a task ID (task IDs are numbers)", strings.Join(bad, ", "), plural(len(bad), "is", "are"))
+	}
+	return ids, nil
+}
+
+// parseWhen reads reschedule's -at or -in (exactly one).
+func parseWhen(at, in string) (delay.When, error) {
+	switch {
+	case (at == "") == (in == ""):
+		return delay.When{}, usagef("reschedule needs exactly one of -at TIME or -in DELAY")
+	case at != "":
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			return delay.When{}, usagef("-at %s: want an RFC 3339 time such as 2026-12-15T12:00:00+08:00", quoteArg(at))
+		}
+		return delay.At(t), nil
+	}
+	d, err := time.ParseDuration(in)
+	if err != nil || d < 0 {
+		return delay.When{}, usagef("-in %s: want a delay ≥ 0 such as 90s or 2h", quoteArg(in))
+	}
+	return delay.After(d), nil
+}
+
+func knownQueues(names []string) string {
+	if len(names) == 0 {
+		return "there is no queue under it"
+	}
+	return "queues: " + escapeJoin(names)
+}
+
+// queueList prints one line per queue under prefix.
+func queueList(ctx context.Context, be *backend, prefix string, names []string, w io.Writer) error {
+	if len(names) == 0 {
+		fmt.Fprintf(w, "no queue under prefix %s\n", text.Escape(prefix))
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "QUEUE\tREADY\tSCHEDULED\tIN FLIGHT\tDEAD\tOLDEST DUE\tSTATE\t")
+	for _, n := range names {
+		q, err := delay.New(be.client, n, delay.Options{Prefix: prefix})
+		if err != nil {
+			return err
+		}
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return fmt.Errorf("queue %s: %w", text.Escape(n), err)
+		}
+		state := "running"
+		if st.Paused {
+			state = "paused"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", text.Escape(n), st.Ready, st.Pending-st.Ready, st.InFlight, st.Dead, st.OldestDueAge.Round(time.Millisecond), state)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s\n", count(len(names), "queue", "queues"))
+	return nil
+}
+
+// queueTasks lists tasks of one state (at most limit, MaxBatch).
+func queueTasks(ctx context.Context, q *delay.Queue, state string, limit int, w io.Writer) error {
+	var tasks []delay.TaskInfo
+	var total int64
+	switch state {
+	case "due", "inflight":
+		ov, err := q.Browse(ctx, delay.BrowseOptions{Tasks: limit})
+		if err != nil {
+			return err
+		}
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		tasks, total = ov.Due, st.Pending
+		if state == "inflight" {
+			tasks, total = ov.InFlight, st.InFlight
+		}
+	case "dead":
+		return queueDead(ctx, q, limit, w)
+	default:
+		return usagef("-state %s: want due, inflight or dead", quoteArg(state))
+	}
+	label := map[string]string{"due": "pending", "inflight": "in flight"}[state]
+	fmt.Fprintf(w, "queue %s: %s %s", text.Escape(q.Name()), count(int(total), "task", "tasks"), label)
+	if int64(len(tasks)) < total {
+		fmt.Fprintf(w, " (showing the first %d)", len(tasks))
+	}
+	fmt.Fprintln(w)
+	if len(tasks) == 0 {
+		return nil
+	}
+	when := map[string]string{"due": "DUE", "inflight": "LEASE ENDS"}[state]
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "ID\tKEY\tATTEMPTS\t%s\tLAST ERROR\n", when)
+	for _, t := range tasks {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", text.Escape(t.ID), strconv.Quote(t.Key), t.Attempt, t.When.UTC().Format(time.RFC3339Nano), text.Escape(t.LastError))
+	}
+	return tw.Flush()
+}
+
+// queueKeyChange cancels, reschedules or runs now the tasks of a key; a
+// key with no task it could act on is an error.
+func queueKeyChange(ctx context.Context, q *delay.Queue, sub, key, token string, when delay.When, w io.Writer) error {
+	switch sub {
+	case "cancel":
+		r, err := q.CancelToken(ctx, key, token)
+		if err != nil {
+			return err
+		}
+		if r.Found() == 0 && r.Already == 0 {
+			return fmt.Errorf("queue %s: no task of key %s to cancel", text.Escape(q.Name()), strconv.Quote(key))
+		}
+		fmt.Fprintf(w, "queue %s: key %s: cancelled %s pending, %d dead; %d in flight marked (their ack removes them, they are never retried)",
+			text.Escape(q.Name()), strconv.Quote(key), count(r.Pending, "task", "tasks"), r.Dead, r.InFlight)
+		if r.Already > 0 {
+			fmt.Fprintf(w, ", %d already marked", r.Already)
+		}
+		fmt.Fprintln(w)
+		return nil
+	}
+	r, err := q.Reschedule(ctx, key, when)
+	if err != nil {
+		return err
+	}
+	if r.Moved == 0 {
+		return fmt.Errorf("queue %s: key %s has no pending task to %s (in flight %d, dead %d)", text.Escape(q.Name()), strconv.Quote(key), sub, r.InFlight, r.Dead)
+	}
+	verb := "rescheduled"
+	if sub == "run" {
+		verb = "made due now"
+	}
+	fmt.Fprintf(w, "queue %s: key %s: %s %s, due %s\n", text.Escape(q.Name()), strconv.Quote(key), verb, count(r.Moved, "task", "tasks"), r.Due.UTC().Format(time.RFC3339Nano))
+	return nil
+}
+
+// queuePause pauses or resumes a queue: its workers stop taking (tasks
+// in flight finish) or take again.
+func queuePause(ctx context.Context, q *delay.Queue, pause bool, w io.Writer) error {
+	before, err := q.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if pause {
+		err = q.Pause(ctx)
+	} else {
+		err = q.Resume(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	name := text.Escape(q.Name())
+	switch {
+	case pause && before.Paused:
+		fmt.Fprintf(w, "queue %s: already paused since %s\n", name, before.PausedSince.UTC().Format(time.RFC3339))
+	case pause:
+		fmt.Fprintf(w, "queue %s: paused; workers take nothing more (%s in flight finish)\n", name, count(int(before.InFlight), "task", "tasks"))
+	case !before.Paused:
+		fmt.Fprintf(w, "queue %s: was not paused\n", name)
+	default:
+		fmt.Fprintf(w, "queue %s: resumed; %s ready\n", name, count(int(before.Ready), "task", "tasks"))
+	}
+	return nil
+}
+
+// count is "1 task", "2 tasks".
+func count(n int, one, many string) string {
+	return strconv.Itoa(n) + " " + plural(n, one, many)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func queueStats(ctx context.Context, q *delay.Queue, w io.Writer) error {
@@ -94,6 +333,15 @@ func queueStats(ctx context.Context, q *delay.Queue, w io.Writer) error {
 	fmt.Fprintf(w, "queue %s at %s (Redis TIME)\n", q.Name(), st.ServerTime.UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(w, "  depth:    pending %d (ready %d), in flight %d, dead %d, finished kept (DoneTTL) %d\n", st.Pending, st.Ready, st.InFlight, st.Dead, st.Done)
 	fmt.Fprintf(w, "  oldest due task waiting: %s\n", st.OldestDueAge)
+	switch {
+	case st.Paused:
+		fmt.Fprintf(w, "  paused since %s (tierset queue resume to let workers take again)\n", st.PausedSince.UTC().Format(time.RFC3339))
+	default:
+		fmt.Fprintln(w, "  running (not paused)")
+	}
+	if st.Rate.PerSecond > 0 {
+		fmt.Fprintf(w, "  rate limit: %g tasks/s, burst %d\n", st.Rate.PerSecond, st.Rate.Burst)
+	}
 	fmt.Fprintf(w, "  counters: delivered %d, acked %d, retries %d, dead-lettered %d, expired leases %d, cancelled %d, corrupt %d, seq overflows %d\n",
 		st.Delivered, st.Acked, st.Retries, st.DeadLettered, st.Expired, st.Cancelled, st.Corrupt, st.SeqOverflows)
 	if l := st.Lateness; l.Total() > 0 {
@@ -114,21 +362,26 @@ func queueDead(ctx context.Context, q *delay.Queue, limit int, w io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "queue %s: %d dead letters", q.Name(), page.Total)
+	fmt.Fprintf(w, "queue %s: %s", text.Escape(q.Name()), count(int(page.Total), "dead letter", "dead letters"))
 	if int64(len(page.Tasks)) < page.Total {
 		fmt.Fprintf(w, " (showing %d)", len(page.Tasks))
 	}
 	fmt.Fprintln(w)
+	if len(page.Tasks) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKEY\tATTEMPTS\tDIED\tLAST ERROR")
 	for _, t := range page.Tasks {
 		// IDs, keys and error texts are whatever producers and handlers
 		// stored: escaped, so none can move the cursor or forge a line.
 		if t.Err != nil {
-			fmt.Fprintf(w, "  %s  corrupt record: %s\n", text.Escape(t.ID), text.Escape(t.Err.Error()))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\tcorrupt record: %s\n", text.Escape(t.ID), text.Escape(t.Err.Error()))
 			continue
 		}
-		fmt.Fprintf(w, "  %s  key %s  attempts %d  died %s  error: %s\n", text.Escape(t.ID), strconv.Quote(t.Key), t.Attempt, t.DiedAt.UTC().Format(time.RFC3339), text.Escape(t.LastError))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", text.Escape(t.ID), strconv.Quote(t.Key), t.Attempt, t.DiedAt.UTC().Format(time.RFC3339), text.Escape(t.LastError))
 	}
-	return nil
+	return tw.Flush()
 }
 
 func queueChange(ctx context.Context, q *delay.Queue, sub string, ids []string, yes bool, e *env) error {
@@ -136,9 +389,24 @@ func queueChange(ctx context.Context, q *delay.Queue, sub string, ids []string, 
 	if err != nil {
 		return err
 	}
-	what := fmt.Sprintf("all %d dead letters", page.Total)
+	what := "all " + count(int(page.Total), "dead letter", "dead letters")
 	if len(ids) > 0 {
-		what = fmt.Sprintf("%d dead letter(s) (%s)", len(ids), escapeJoin(ids))
+		// An ID that is not a dead letter of this queue is a mistake (a
+		// typo, another queue's ID): refused before anything changes.
+		dead, err := allDeadIDs(ctx, q)
+		if err != nil {
+			return err
+		}
+		var unknown []string
+		for _, id := range ids {
+			if !slices.Contains(dead, id) {
+				unknown = append(unknown, id)
+			}
+		}
+		if len(unknown) > 0 {
+			return fmt.Errorf("queue %s: %s %s not a dead letter (nothing changed)", text.Escape(q.Name()), escapeJoin(unknown), plural(len(unknown), "is", "are"))
+		}
+		what = fmt.Sprintf("%s (%s)", count(len(ids), "dead letter", "dead letters"), escapeJoin(ids))
 	}
 	if len(ids) == 0 && page.Total == 0 {
 		fmt.Fprintf(e.stdout, "queue %s: no dead letters, nothing to %s\n", q.Name(), sub)
@@ -167,7 +435,7 @@ func queueChange(ctx context.Context, q *delay.Queue, sub string, ids []string, 
 		return err
 	}
 	verb := map[string]string{"requeue": "requeued", "purge": "purged"}[sub]
-	fmt.Fprintf(e.stdout, "queue %s: %s %d dead letter(s)\n", q.Name(), verb, n)
+	fmt.Fprintf(e.stdout, "queue %s: %s %s\n", text.Escape(q.Name()), verb, count(n, "dead letter", "dead letters"))
 	return nil
 }
 

@@ -50,8 +50,8 @@ func TestQueueCommands(t *testing.T) {
 		}
 		r = tierset(t, qargs("dead")...)
 		r.expect(t, 0)
-		if !strings.Contains(r.stdout, "queue orders: 1 dead letters\n  "+deadID+`  key "order-`) ||
-			!strings.Contains(r.stdout, "error: payment service said 503\n") {
+		if !strings.Contains(r.stdout, "queue orders: 1 dead letter\nID ") || !strings.Contains(r.stdout, "\n"+deadID+` `) ||
+			!strings.Contains(r.stdout, "payment service said 503\n") {
 			t.Errorf("dead:\n%s", r.stdout)
 		}
 		for _, sub := range []string{"requeue", "purge"} {
@@ -66,7 +66,7 @@ func TestQueueCommands(t *testing.T) {
 		}
 		r = tierset(t, qargs("requeue", "-yes")...)
 		r.expect(t, 0)
-		if r.stdout != "queue orders: requeued 1 dead letter(s)\n" {
+		if r.stdout != "queue orders: requeued 1 dead letter\n" {
 			t.Errorf("requeue -yes: %q", r.stdout)
 		}
 		if st, err := q.Stats(ctx); err != nil || st.Dead != 0 || st.Pending != 3 {
@@ -82,7 +82,7 @@ func TestQueueCommands(t *testing.T) {
 		}
 		r = tierset(t, qargs("purge", "-yes", "-ids", b.Tasks[0].ID)...)
 		r.expect(t, 0)
-		if r.stdout != "queue orders: purged 1 dead letter(s)\n" {
+		if r.stdout != "queue orders: purged 1 dead letter\n" {
 			t.Errorf("purge: %q", r.stdout)
 		}
 		if st, err := q.Stats(ctx); err != nil || st.Dead != 0 || st.Pending != 2 {
@@ -94,7 +94,9 @@ func TestQueueCommands(t *testing.T) {
 			args []string
 			msg  string
 		}{
-			{[]string{"queue"}, "want a subcommand: stats, dead, requeue or purge"},
+			{[]string{"queue"}, "want a subcommand: ls, stats, tasks, dead, requeue, purge, cancel, reschedule, run, pause, resume"},
+			{[]string{"queue", "reschedule", "-queue", "q", "-redis", "127.0.0.1:1", "-key", "k"}, "exactly one of -at TIME or -in DELAY"},
+			{[]string{"queue", "cancel", "-queue", "q", "-redis", "127.0.0.1:1"}, "cancel needs -key"},
 			{[]string{"queue", "drain", "-queue", "q"}, `unknown queue subcommand "drain"`},
 			{[]string{"queue", "stats"}, "-queue is required"},
 			{[]string{"queue", "stats", "-queue", "a b"}, `-queue "a b": delay: invalid queue name`},

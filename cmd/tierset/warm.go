@@ -16,8 +16,6 @@ import (
 	"github.com/tierset/tierset/warm"
 )
 
-const defaultRules = "examples/rules.json"
-
 func cmdWarm(ctx context.Context, args []string, e *env) error {
 	fs := newFlags("warm", "tierset warm -rules FILE [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run] [-progress auto|always|never]")
 	rulesPath := fs.String("rules", "", "rules `FILE` to load (JSON, see package rules); required")

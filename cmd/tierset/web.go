@@ -19,9 +19,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tierset/tierset"
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/redisconf"
 )
 
 const webSynopsis = "tierset web -redis URL | -cluster SEEDS [-listen 127.0.0.1:8080] [-token T] [-queues NAME,...] [-prefix P] [-cache-prefix P]"
@@ -48,26 +48,39 @@ type webConfig struct {
 	cachePrefix string
 	queues      []string      // fixed list; nil: discover under queuePrefix
 	idsTTL      time.Duration // how long a promotion ID listing is reused
+	session     time.Duration // the login cookie's Max-Age
+	trustProxy  bool          // X-Forwarded-Proto is the operator's proxy speaking
 	now         func() time.Time
 }
 
 func cmdWeb(ctx context.Context, args []string, e *env) error {
 	fs := newFlags("web", webSynopsis)
-	redisURL := fs.String("redis", "", "Redis `URL` (redis:// or rediss://)")
-	cluster := fs.String("cluster", "", "comma-separated Redis Cluster `seeds` (instead of -redis)")
+	redisURL := fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds")
+	cluster := fs.String("cluster", "", "comma-separated Redis Cluster `seeds` (the same as -redis with seeds)")
 	listen := fs.String("listen", "127.0.0.1:8080", "`address` to serve on; a non-loopback address needs the token for every page")
 	token := fs.String("token", "", "the `token` that unlocks changes (default $"+webTokenEnv+", else a random one printed at start-up)")
 	queues := fs.String("queues", "", "comma-separated queue `names` (default: every queue found under -prefix, rescanned each minute)")
 	prefix := fs.String("prefix", delay.DefaultPrefix, "queue key `prefix`")
 	cachePrefix := fs.String("cache-prefix", cache.DefaultPrefix, "promotion key `prefix`")
 	idsTTL := fs.Duration("ids-ttl", 10*time.Second, "reuse a listing of promotion IDs for this `long` (0: list on every request)")
+	session := fs.Duration("session", 12*time.Hour, "a login lasts this `long` (the cookie's Max-Age)")
+	trustProxy := fs.Bool("trust-proxy", false, "the console is behind a proxy you run that sets X-Forwarded-Proto:\nits https makes the cookies Secure (without this flag the header is ignored)")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate `file` (with -tls-key)")
+	tlsKey := fs.String("tls-key", "", "the private key `file` of -tls-cert")
 	if err := fs.parse(args, e); err != nil {
 		return err
 	}
 	if (*redisURL == "") == (*cluster == "") {
 		return usagef("want exactly one of -redis URL or -cluster seeds")
 	}
-	cfg := webConfig{token: *token, queuePrefix: *prefix, cachePrefix: *cachePrefix, idsTTL: *idsTTL, now: time.Now}
+	if *session < time.Minute {
+		return usagef("-session %v: want at least 1m", *session)
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return usagef("-tls-cert and -tls-key go together")
+	}
+	cfg := webConfig{token: *token, queuePrefix: *prefix, cachePrefix: *cachePrefix, idsTTL: *idsTTL, now: time.Now,
+		session: *session, trustProxy: *trustProxy}
 	if cfg.token == "" {
 		cfg.token = os.Getenv(webTokenEnv)
 	}
@@ -91,18 +104,25 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	if !cfg.loopback && printToken {
 		return usagef("-listen %q is not loopback: set -token or $%s so the console is not open to the network with a token only this terminal saw", *listen, webTokenEnv)
 	}
+	raw := *redisURL
 	if *cluster != "" {
-		seeds, err := clusterSeeds("-cluster", *cluster, strings.Split(*cluster, ","))
-		if err != nil {
-			return err
+		raw = *cluster
+		if !strings.Contains(raw, ",") {
+			raw += "," // one seed is still a cluster
 		}
-		cfg.client, cfg.redisShown = tierset.NewClusterClient(seeds...), "cluster "+strings.Join(seeds, ",")
+	}
+	tgt, err := redisconf.Parse(raw)
+	if err != nil {
+		return usagef("-redis: %v", err)
+	}
+	if err := redisconf.Probe(ctx, tgt, dialTimeout); err != nil {
+		return fmt.Errorf("redis %s: %w", redisconf.Redact(raw), err)
+	}
+	cfg.client = newClient(tgt)
+	if tgt.Single != nil {
+		cfg.redisShown = webShownURL(raw)
 	} else {
-		opt, err := parseRedisURL("-redis", *redisURL)
-		if err != nil {
-			return err
-		}
-		cfg.client, cfg.redisShown = redis.NewClient(opt), webShownURL(*redisURL)
+		cfg.redisShown = "cluster " + strings.Join(tgt.Seeds, ",")
 	}
 	defer cfg.client.Close()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -119,7 +139,11 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "tierset web: serving %s on http://%s/\n", cfg.redisShown, ln.Addr())
+	scheme := "http"
+	if *tlsCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(e.stderr, "tierset web: serving %s on %s://%s/\n", cfg.redisShown, scheme, ln.Addr())
 	if printToken {
 		fmt.Fprintf(e.stderr, "tierset web: token for changes (requeue, purge): %s\n", cfg.token)
 	}
@@ -130,7 +154,11 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 		defer cancel()
 		_ = hs.Shutdown(sctx)
 	}()
-	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	serve := func() error { return hs.Serve(ln) }
+	if *tlsCert != "" {
+		serve = func() error { return hs.ServeTLS(ln, *tlsCert, *tlsKey) }
+	}
+	if err := serve(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -181,6 +209,9 @@ func newWebServer(ctx context.Context, cfg webConfig) (*webServer, error) {
 	tmpl, err := template.New("").Funcs(webFuncs).ParseFS(webFiles, "web/*.html")
 	if err != nil {
 		return nil, err
+	}
+	if cfg.session <= 0 {
+		cfg.session = 12 * time.Hour
 	}
 	s := &webServer{cfg: cfg, secret: []byte(randomHex(32)), tmpl: tmpl, mux: http.NewServeMux(),
 		caches: map[int]*cache.Cache{}, rates: map[string][]rateSample{}}

@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // The console's safety rules, in one place:
@@ -54,7 +56,7 @@ func (s *webServer) csrfToken(w http.ResponseWriter, r *http.Request) string {
 		return s.csrfFor(c.Value)
 	}
 	v := randomHex(16)
-	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: "/", HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
 	r.AddCookie(&http.Cookie{Name: csrfCookie, Value: v}) // the rest of this request sees it
 	return s.csrfFor(v)
 }
@@ -128,7 +130,8 @@ func (s *webServer) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "wrong token", http.StatusForbidden)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: authCookie, Value: s.authValue(), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: authCookie, Value: s.authValue(), Path: "/", MaxAge: int(s.cfg.session / time.Second),
+		HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
@@ -136,14 +139,81 @@ func (s *webServer) logout(w http.ResponseWriter, r *http.Request) {
 	if !s.checkPost(w, r) {
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: authCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: authCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// safeNext keeps a redirect target on this site: a path, never //host or a scheme.
+// overTLS reports whether the browser reached the console over TLS:
+// directly, or through a proxy the operator declared with -trust-proxy
+// whose X-Forwarded-Proto says https. The header is ignored otherwise, as
+// any client can send it.
+func (s *webServer) overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if !s.cfg.trustProxy {
+		return false
+	}
+	// A chain of proxies appends: the first value is what the browser used.
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(proto), "https")
+}
+
+// nextBase is the origin a redirect target is resolved against; only its
+// equality with the result matters.
+var nextBase = &url.URL{Scheme: "http", Host: "console.invalid", Path: "/"}
+
+// safeNext keeps a redirect target on this site. It reads next as a
+// browser's URL parser (WHATWG) would, since the browser is what follows
+// the Location: tabs and newlines anywhere are dropped, leading and
+// trailing C0 controls and spaces trimmed, and a backslash is a slash.
+// What is left must be a path ("/..."), not "//host" or a scheme, and must
+// resolve on this origin; the answer is its resolved path and query,
+// re-encoded, never starting "//". Anything else is "/".
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	s := strings.Map(func(r rune) rune {
+		switch r {
+		case '\t', '\n', '\r':
+			return -1
+		case '\\':
+			return '/'
+		}
+		return r
+	}, next)
+	s = strings.TrimFunc(s, func(r rune) bool { return r <= ' ' })
+	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") {
 		return "/"
 	}
-	return next
+	for _, r := range s {
+		if r < ' ' || r == 0x7f {
+			return "/"
+		}
+	}
+	u, err := nextBase.Parse(s)
+	if err != nil || u.Scheme != nextBase.Scheme || u.Host != nextBase.Host || u.User != nil || u.Opaque != "" {
+		return "/"
+	}
+	// Dot segments resolve away ("/.//evil" is "//evil"): a path that now
+	// starts with "//" would be read as a host, so it keeps one slash.
+	out := "/" + strings.TrimLeft(u.EscapedPath(), "/")
+	if u.RawQuery != "" {
+		out += "?" + escapeQuery(u.RawQuery)
+	}
+	return out
+}
+
+// escapeQuery percent-encodes what url.Parse lets through a query but a
+// Location header should not carry raw: spaces, quotes, angle brackets
+// and bytes outside ASCII.
+func escapeQuery(q string) string {
+	var b strings.Builder
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"<>`{}|^", c) >= 0 {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }

@@ -132,6 +132,7 @@ type ladderRow struct {
 type simView struct {
 	Value, Base, Rounding string
 	Asked                 bool
+	Matched               string // the value matched, with a note when floored
 	Err                   string
 	Tier, Reward          string
 	Discount              string
@@ -198,6 +199,7 @@ func (s *webServer) simulate(r *http.Request, in cache.Info, sim *simView) {
 		return
 	}
 	sim.Version = res.Version
+	sim.Matched = showMatched(in, q.value)
 	switch {
 	case errors.Is(res.Err, cache.ErrNoTier):
 		sim.Tier = "none reached"

@@ -45,6 +45,12 @@ type consoleFixture struct {
 
 func seedConsole(t *testing.T, b *testredis.Backend, loopback bool) *consoleFixture {
 	t.Helper()
+	return seedConsoleWith(t, b, loopback, nil)
+}
+
+// seedConsoleWith is seedConsole with the console's config changed by edit.
+func seedConsoleWith(t *testing.T, b *testredis.Backend, loopback bool, edit func(*webConfig)) *consoleFixture {
+	t.Helper()
 	ctx := t.Context()
 	f := &consoleFixture{b: b}
 	var err error
@@ -90,8 +96,12 @@ func seedConsole(t *testing.T, b *testredis.Backend, loopback bool) *consoleFixt
 	if _, err := f.c.Refresh(ctx, f.promos...); err != nil {
 		t.Fatal(err)
 	}
-	f.srv, err = newWebServer(ctx, webConfig{client: b.Client, redisShown: "redis://:xxxxx@test", token: webToken,
-		loopback: loopback, queuePrefix: b.Prefix, cachePrefix: b.Prefix, now: time.Now})
+	cfg := webConfig{client: b.Client, redisShown: "redis://:xxxxx@test", token: webToken,
+		loopback: loopback, queuePrefix: b.Prefix, cachePrefix: b.Prefix, now: time.Now}
+	if edit != nil {
+		edit(&cfg)
+	}
+	f.srv, err = newWebServer(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,15 +472,14 @@ func TestWebFlags(t *testing.T) {
 		{[]string{"-redis", "redis://x", "-cluster", "a:1"}, "exactly one of -redis"},
 		{[]string{"-redis", "redis://:pw@127.0.0.1:1", "-listen", "0.0.0.0:0"}, "not loopback"},
 		{[]string{"-redis", "redis://x", "-queues", "a b"}, "-queues"},
-		// Seeds are printed as given, so credentials in them are refused
-		// before anything is printed or dialled.
-		{[]string{"-cluster", "user:pw@127.0.0.1:1"}, `-cluster "user:xxxxx@127.0.0.1:1": cluster seeds are host:port`},
-		{[]string{"-cluster", "127.0.0.1:1,redis://:pw@127.0.0.1:2"}, "cluster seeds are host:port"},
+		// A password needs a URL; every message shows it redacted.
+		{[]string{"-cluster", "user:pw@127.0.0.1:1"}, `-redis: user:xxxxx@127.0.0.1:1: want host:port, or a redis:// or rediss:// URL`},
+		{[]string{"-cluster", "127.0.0.1:1,rediss://:pw@127.0.0.1:2"}, "every seed must use TLS (rediss://) or none"},
 		{[]string{"-cluster", " , "}, "no cluster seed"},
 		// redis.ParseURL's own error (no url.Error around it) is shown, not <nil>.
-		{[]string{"-redis", "http://x:1"}, `-redis "http://x:1": redis: invalid URL scheme: http`},
+		{[]string{"-redis", "http://x:1"}, `-redis: http://x:1: redis: invalid URL scheme: http`},
 		// url.Error quotes the URL whole: only its cause is shown.
-		{[]string{"-redis", "redis://:pw@127.0.0.1:port/0"}, `-redis "redis://:xxxxx@127.0.0.1:port/0": invalid port ":port"`},
+		{[]string{"-redis", "redis://:pw@127.0.0.1:port/0"}, `-redis: redis://:xxxxx@127.0.0.1:port/0: invalid port ":port"`},
 	} {
 		var out, errb strings.Builder
 		code := run(context.Background(), append([]string{"web"}, tc.args...), &env{stdout: &out, stderr: &errb})

@@ -2,6 +2,7 @@ package prometheus
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,10 @@ type DelayOptions struct {
 	HandleBuckets []float64
 	// ConstLabels are added to every series. Default none.
 	ConstLabels prometheus.Labels
+	// Queues are created at 0 from the start (every series of each), so
+	// rate() and alerts see them before the first event. A queue not
+	// listed gets all its series at its first event. Default none.
+	Queues []string
 }
 
 // DelayCollector is a delay.Observer that is also a prometheus.Collector.
@@ -33,6 +38,8 @@ type DelayCollector struct {
 	swept, sweptDead, errors                  *prometheus.CounterVec
 	losses, warnings                          *prometheus.CounterVec
 	lateness, handle                          *prometheus.HistogramVec
+
+	seen sync.Map // queue name -> struct{}: its series exist
 }
 
 var (
@@ -56,7 +63,7 @@ func NewDelayCollector(o DelayOptions) *DelayCollector {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: o.Namespace, Subsystem: "delay",
 			Name: name, Help: help, ConstLabels: o.ConstLabels}, append([]string{"queue"}, labels...))
 	}
-	return &DelayCollector{
+	c := &DelayCollector{
 		enqueued:  vec("enqueued_total", "Enqueue results seen by this process: new or duplicate.", "result"),
 		delivered: vec("delivered_total", "Tasks this process took."),
 		acked:     vec("acked_total", "Tasks this process acked."),
@@ -75,10 +82,52 @@ func NewDelayCollector(o DelayOptions) *DelayCollector {
 			Name: "handle_seconds", Help: "Duration of this process's handler calls, by result (ok, error, skip_retry, panic, shutdown).",
 			ConstLabels: o.ConstLabels, Buckets: o.HandleBuckets}, []string{"queue", "result"}),
 	}
+	for _, q := range o.Queues {
+		c.ensure(q)
+	}
+	return c
+}
+
+// Label values created with each queue: every outcome, op, kind.
+var (
+	// The ops delay's workers report (Observer.OnError).
+	delayOps      = []string{"check", "take", "handle", "ack", "retry", "kill", "release", "sweep", "wake", "heartbeat"}
+	delayLosses   = []string{"record_lost", "due_lost", "counter_lost", "index_lost", "other"}
+	delayResults  = []string{"ok", "error", "skip_retry", "panic", "shutdown"}
+	delayWarnings = []string{"eviction_policy", "config_unavailable", "high_water", "other"}
+)
+
+// ensure creates queue's series at 0 once.
+func (c *DelayCollector) ensure(queue string) {
+	if _, ok := c.seen.Load(queue); ok {
+		return
+	}
+	if _, loaded := c.seen.LoadOrStore(queue, struct{}{}); loaded {
+		return
+	}
+	c.enqueued.WithLabelValues(queue, "new")
+	c.enqueued.WithLabelValues(queue, "duplicate")
+	for _, v := range []*prometheus.CounterVec{c.delivered, c.acked, c.retries, c.dead, c.swept, c.sweptDead} {
+		v.WithLabelValues(queue)
+	}
+	for _, op := range delayOps {
+		c.errors.WithLabelValues(queue, op)
+	}
+	for _, k := range delayLosses {
+		c.losses.WithLabelValues(queue, k)
+	}
+	for _, k := range delayWarnings {
+		c.warnings.WithLabelValues(queue, k)
+	}
+	c.lateness.WithLabelValues(queue)
+	for _, r := range delayResults {
+		c.handle.WithLabelValues(queue, r)
+	}
 }
 
 // OnEnqueue counts a new or duplicate enqueue.
 func (c *DelayCollector) OnEnqueue(queue string, duplicate bool) {
+	c.ensure(queue)
 	r := "new"
 	if duplicate {
 		r = "duplicate"
@@ -88,34 +137,45 @@ func (c *DelayCollector) OnEnqueue(queue string, duplicate bool) {
 
 // OnDelivered counts a delivery and its lateness (an early one as 0).
 func (c *DelayCollector) OnDelivered(queue string, lateness time.Duration) {
+	c.ensure(queue)
 	c.delivered.WithLabelValues(queue).Inc()
 	c.lateness.WithLabelValues(queue).Observe(max(lateness, 0).Seconds())
 }
 
 // OnAck counts an ack.
-func (c *DelayCollector) OnAck(queue string) { c.acked.WithLabelValues(queue).Inc() }
+func (c *DelayCollector) OnAck(queue string) {
+	c.ensure(queue)
+	c.acked.WithLabelValues(queue).Inc()
+}
 
 // OnRetry counts a retry.
 func (c *DelayCollector) OnRetry(queue string, _ int, _ time.Duration) {
+	c.ensure(queue)
 	c.retries.WithLabelValues(queue).Inc()
 }
 
 // OnDead counts a dead-lettered task.
-func (c *DelayCollector) OnDead(queue string, _ int) { c.dead.WithLabelValues(queue).Inc() }
+func (c *DelayCollector) OnDead(queue string, _ int) {
+	c.ensure(queue)
+	c.dead.WithLabelValues(queue).Inc()
+}
 
 // OnSweep counts what a sweep returned and dead-lettered.
 func (c *DelayCollector) OnSweep(queue string, returned, dead int) {
+	c.ensure(queue)
 	c.swept.WithLabelValues(queue).Add(float64(returned))
 	c.sweptDead.WithLabelValues(queue).Add(float64(dead))
 }
 
 // OnError counts a failed operation.
 func (c *DelayCollector) OnError(queue, op string, _ error) {
+	c.ensure(queue)
 	c.errors.WithLabelValues(queue, op).Inc()
 }
 
 // OnLoss counts what Redis lost, by the sentinel err wraps.
 func (c *DelayCollector) OnLoss(queue string, err error, n int) {
+	c.ensure(queue)
 	c.losses.WithLabelValues(queue, lossKind(err)).Add(float64(n))
 }
 
@@ -137,6 +197,7 @@ func lossKind(err error) string {
 // config_unavailable, high_water (a millisecond's score space nearly
 // full), or other (a client without ContextTimeoutEnabled).
 func (c *DelayCollector) OnWarning(queue string, err error) {
+	c.ensure(queue)
 	kind := "other"
 	switch {
 	case errors.Is(err, delay.ErrEvictionPolicy):

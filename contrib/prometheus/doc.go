@@ -35,14 +35,17 @@
 //	tierset_delay_warnings_total{queue,kind}           eviction_policy, config_unavailable, high_water, other
 //	tierset_delay_lateness_seconds{queue}              this process's deliveries
 //	tierset_queue_up{queue}                            1 when the last Stats read worked
-//	tierset_queue_tasks{queue,state}                   pending, ready, in_flight, dead, done
+//	tierset_queue_tasks{queue,state}                   scheduled, ready, in_flight, dead, done (no overlap: the sum is every task)
 //	tierset_queue_oldest_due_age_seconds{queue}
+//	tierset_queue_paused{queue}                        1 while paused (Queue.Pause)
+//	tierset_queue_rate_limit_per_second{queue}         Queue.SetRate's limit; 0 when none
+//	tierset_queue_high_water{queue}, tierset_queue_high_water_space{queue}  busiest millisecond's seqs, of the space
 //	tierset_queue_delivered_total{queue} ... acked, retries, dead_lettered, expired, cancelled, corrupt
 //	tierset_queue_seq_overflows_total{queue}           Stats.SeqOverflows: scores moved to a later millisecond
 //	tierset_queue_lost_total{queue}                    Stats.Lost: task IDs without a record, moved to dead
 //	tierset_queue_restored_total{queue}                Stats.Restored: records in no set put back in due by an enqueue
 //	tierset_queue_counter_lost_total{queue}            Stats.CounterLost: ID counter repairs
 //	tierset_queue_index_lost_total{queue}              Stats.IndexLost: key index repairs
-//	tierset_queue_lateness_seconds{queue}              the server-side histogram, its own bucket bounds;
+//	tierset_queue_lateness_seconds{queue}              the server-side histogram, its own bucket bounds, _sum a lower bound;
 //	                                                   a delivery exactly 2^b ms late is under le=2^(b+1) ms
 package prometheus

@@ -67,6 +67,5 @@ func Example() {
 	// tierset_cache_lookups_total outcome=not_found 1
 	// tierset_cache_round_trips_total op=match 2
 	// tierset_delay_enqueued_total queue=orders,result=new 1
-	// tierset_queue_tasks queue=orders,state=pending 1
 	// tierset_queue_tasks queue=orders,state=ready 1
 }

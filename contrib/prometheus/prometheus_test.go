@@ -195,13 +195,13 @@ func TestQueueAndDelayCollectorScrape(t *testing.T) {
 
 	url, _ := scrape(t, reg)
 	want := fmt.Sprintf(`
-# HELP tierset_queue_tasks Tasks by state: pending (due set), ready (pending and due), in_flight, dead, done (tombstones).
+# HELP tierset_queue_tasks Tasks by state; the states do not overlap, so their sum is every task kept: scheduled (pending, not yet due), ready (pending and due), in_flight, dead, done (tombstones).
 # TYPE tierset_queue_tasks gauge
 tierset_queue_tasks{queue="orders",state="dead"} 2
 tierset_queue_tasks{queue="orders",state="done"} 0
 tierset_queue_tasks{queue="orders",state="in_flight"} 1
-tierset_queue_tasks{queue="orders",state="pending"} 2
 tierset_queue_tasks{queue="orders",state="ready"} 0
+tierset_queue_tasks{queue="orders",state="scheduled"} 2
 # HELP tierset_queue_up 1 when this scrape read the queue's Stats, 0 when the read failed.
 # TYPE tierset_queue_up gauge
 tierset_queue_up{queue="orders"} 1
@@ -488,10 +488,26 @@ func TestDelayCollectorLossAndWarning(t *testing.T) {
 	want := `
 # HELP tierset_delay_losses_total State Redis lost that this process met, by kind: tasks for record_lost and due_lost, one per repair for counter_lost and index_lost.
 # TYPE tierset_delay_losses_total counter
+tierset_delay_losses_total{kind="counter_lost",queue="loose"} 0
+tierset_delay_losses_total{kind="counter_lost",queue="lossy"} 0
+tierset_delay_losses_total{kind="due_lost",queue="loose"} 0
+tierset_delay_losses_total{kind="due_lost",queue="lossy"} 0
+tierset_delay_losses_total{kind="index_lost",queue="loose"} 0
+tierset_delay_losses_total{kind="index_lost",queue="lossy"} 0
+tierset_delay_losses_total{kind="other",queue="loose"} 0
+tierset_delay_losses_total{kind="other",queue="lossy"} 0
+tierset_delay_losses_total{kind="record_lost",queue="loose"} 0
 tierset_delay_losses_total{kind="record_lost",queue="lossy"} 1
 # HELP tierset_delay_warnings_total Server or client settings that put the queue at risk, by kind.
 # TYPE tierset_delay_warnings_total counter
+tierset_delay_warnings_total{kind="config_unavailable",queue="loose"} 0
+tierset_delay_warnings_total{kind="config_unavailable",queue="lossy"} 0
+tierset_delay_warnings_total{kind="eviction_policy",queue="loose"} 0
+tierset_delay_warnings_total{kind="eviction_policy",queue="lossy"} 0
+tierset_delay_warnings_total{kind="high_water",queue="loose"} 0
+tierset_delay_warnings_total{kind="high_water",queue="lossy"} 0
 tierset_delay_warnings_total{kind="other",queue="loose"} 1
+tierset_delay_warnings_total{kind="other",queue="lossy"} 0
 `
 	if err := testutil.ScrapeAndCompare(url, strings.NewReader(want), "tierset_delay_losses_total", "tierset_delay_warnings_total"); err != nil {
 		t.Fatal(err)
@@ -797,11 +813,15 @@ func TestDelayCollectorHandleSeconds(t *testing.T) {
 		mu.Lock()
 		n := seen
 		mu.Unlock()
-		if n == 3 && testutil.CollectAndCount(dc, "tierset_delay_handle_seconds") == 2 {
+		// Every result's series exists from the queue's first event, so
+		// wait for the counts, not for the series.
+		_, body := scrape(t, reg)
+		if n == 3 && strings.Contains(body, `tierset_delay_handle_seconds_count{queue="handled",result="ok"} 2`) &&
+			strings.Contains(body, `tierset_delay_handle_seconds_count{queue="handled",result="skip_retry"} 1`) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("handled %d of 3", n)
+			t.Fatalf("handled %d of 3; handle_seconds counts not both reached", n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -31,6 +31,7 @@ type QueueCollector struct {
 	delivered, acked, retries, deadLettered, expired, cancel, broke *prometheus.Desc
 	overflows, lost, restored, counterLost, indexLost               *prometheus.Desc
 	lateness                                                        *prometheus.Desc
+	paused, rate, highWater, highSpace                              *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*QueueCollector)(nil)
@@ -63,10 +64,11 @@ func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
 			append([]string{"queue"}, labels...), o.ConstLabels)
 	}
 	return &QueueCollector{
-		queues:       append([]*delay.Queue(nil), queues...),
-		timeout:      o.Timeout,
-		up:           d("up", "1 when this scrape read the queue's Stats, 0 when the read failed."),
-		tasks:        d("tasks", "Tasks by state: pending (due set), ready (pending and due), in_flight, dead, done (tombstones).", "state"),
+		queues:  append([]*delay.Queue(nil), queues...),
+		timeout: o.Timeout,
+		up:      d("up", "1 when this scrape read the queue's Stats, 0 when the read failed."),
+		tasks: d("tasks", "Tasks by state; the states do not overlap, so their sum is every task kept: "+
+			"scheduled (pending, not yet due), ready (pending and due), in_flight, dead, done (tombstones).", "state"),
 		oldest:       d("oldest_due_age_seconds", "How long the earliest ready task has been due."),
 		delivered:    d("delivered_total", "Deliveries since the queue's keys were created (every worker)."),
 		acked:        d("acked_total", "Acks since the queue's keys were created."),
@@ -80,8 +82,13 @@ func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
 		restored:     d("restored_total", "Records in no set (their due entry lost) put back in due by an enqueue of their key and token."),
 		counterLost:  d("counter_lost_total", "Repairs of a lost ID counter."),
 		indexLost:    d("index_lost_total", "Repairs of a lost key index."),
+		paused:       d("paused", "1 while the queue is paused (Queue.Pause): no worker takes from it."),
+		rate:         d("rate_limit_per_second", "The queue's rate limit in tasks a second (Queue.SetRate); 0 when none."),
+		highWater:    d("high_water", "The most sequence numbers of one millisecond an enqueue met over the last one to two minutes."),
+		highSpace:    d("high_water_space", "The sequence numbers one millisecond holds: high_water / high_water_space is how full the busiest millisecond came."),
 		lateness: d("lateness_seconds", "Server-side lateness of every delivery (Redis TIME at take minus due time), "+
-			"in the queue's own power-of-two millisecond buckets. The server keeps no sum, so _sum is NaN."),
+			"in the queue's own power-of-two millisecond buckets. The server keeps no sum: _sum counts each delivery "+
+			"at its bucket's lower edge, a lower bound of the true sum."),
 	}
 }
 
@@ -89,7 +96,7 @@ func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
 func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.tasks, c.oldest, c.delivered, c.acked, c.retries,
 		c.deadLettered, c.expired, c.cancel, c.broke, c.overflows, c.lost, c.restored, c.counterLost, c.indexLost,
-		c.lateness} {
+		c.lateness, c.paused, c.rate, c.highWater, c.highSpace} {
 		ch <- d
 	}
 }
@@ -111,10 +118,18 @@ func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, st := range []struct {
 			state string
 			n     int64
-		}{{"pending", s.Pending}, {"ready", s.Ready}, {"in_flight", s.InFlight}, {"dead", s.Dead}, {"done", s.Done}} {
+		}{{"scheduled", s.Pending - s.Ready}, {"ready", s.Ready}, {"in_flight", s.InFlight}, {"dead", s.Dead}, {"done", s.Done}} {
 			ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(st.n), name, st.state)
 		}
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestDueAge.Seconds(), name)
+		paused := 0.0
+		if s.Paused {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, paused, name)
+		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, s.Rate.PerSecond, name)
+		ch <- prometheus.MustNewConstMetric(c.highWater, prometheus.GaugeValue, float64(s.HighWater), name)
+		ch <- prometheus.MustNewConstMetric(c.highSpace, prometheus.GaugeValue, float64(s.HighWaterSpace), name)
 		for _, ct := range []struct {
 			d *prometheus.Desc
 			n int64
@@ -125,10 +140,14 @@ func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		buckets := make(map[float64]uint64, len(bounds))
 		var cum uint64
+		var sum float64
 		for b, n := range s.Lateness.Counts {
 			cum += uint64(max(n, 0))
 			buckets[bounds[b]] = cum
+			if b > 0 {
+				sum += float64(max(n, 0)) * bounds[b-1] // bucket b starts at 2^(b-1) ms
+			}
 		}
-		ch <- prometheus.MustNewConstHistogram(c.lateness, cum, math.NaN(), buckets, name)
+		ch <- prometheus.MustNewConstHistogram(c.lateness, cum, sum, buckets, name)
 	}
 }

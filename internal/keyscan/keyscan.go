@@ -17,8 +17,22 @@ const Count = 1000
 // master, so fn must be safe for that), on the one server otherwise. SCAN
 // may return a key twice; callers that count dedupe. It never uses KEYS.
 func Each(ctx context.Context, c redis.UniversalClient, pattern string, fn func(ctx context.Context, node redis.Cmdable, key string) error) error {
+	return EachType(ctx, c, pattern, "", Count, fn)
+}
+
+// EachType is Each for the keys of one Redis type (SCAN ... TYPE typ, so
+// the server filters and no TYPE call per key is needed; "" is any type),
+// count keys a call. The TYPE filter costs the server more per key than a
+// plain SCAN (about 10 µs against 2 µs on Redis 7.0, docs/benchmarks.md),
+// so a caller that must not hold the server passes a smaller count.
+func EachType(ctx context.Context, c redis.UniversalClient, pattern, typ string, count int64, fn func(ctx context.Context, node redis.Cmdable, key string) error) error {
 	scan := func(ctx context.Context, node redis.Cmdable) error {
-		iter := node.Scan(ctx, 0, pattern, Count).Iterator()
+		var iter *redis.ScanIterator
+		if typ == "" {
+			iter = node.Scan(ctx, 0, pattern, count).Iterator()
+		} else {
+			iter = node.ScanType(ctx, 0, pattern, count, typ).Iterator()
+		}
 		for iter.Next(ctx) {
 			if err := fn(ctx, node, iter.Val()); err != nil {
 				return err

@@ -5,6 +5,14 @@
 //
 //	tierset-pg migrate -source URL [-schema S]
 //	tierset-pg warm    -source URL [-schema S] [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run] [-watch [-full-every D]]
+//	tierset-pg import  -source URL [-schema S] -rules FILE [-prune [-max-prune N]] [-dry-run]
+//
+// -redis takes host:port, a redis:// or rediss:// URL, or comma-separated
+// cluster seeds, as every tierset command does. import loads a rules file
+// (the format `tierset warm -rules` reads) into the tables in one
+// transaction, with warm's refusal rules: a promotion gradient refuses is
+// reported by ID and not written (exit 1), and -prune deletes rows the
+// file lacks only up to -max-prune.
 //
 // -source is a PostgreSQL URL (postgres://user@host:5432/db); a password
 // in it is never printed. warm validates every promotion with gradient: a
@@ -31,7 +39,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/tierset/tierset"
 	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/internal/redisconf"
 	"github.com/tierset/tierset/pg"
 	"github.com/tierset/tierset/warm"
 )
@@ -41,6 +51,10 @@ const usage = `tierset-pg: warm promotions from PostgreSQL into Redis.
 Usage:
   tierset-pg migrate -source URL [-schema S]
   tierset-pg warm    -source URL [-schema S] [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run] [-watch [-full-every D]]
+  tierset-pg import  -source URL [-schema S] -rules FILE [-prune [-max-prune N]] [-dry-run]
+
+-redis takes host:port, a redis:// or rediss:// URL, or comma-separated
+cluster seeds.
 
 Run "tierset-pg <command> -h" for a command's flags.
 Exit codes: 0 ok, 1 failure, 2 usage error.
@@ -53,11 +67,17 @@ func (e *usageError) Error() string { return e.msg }
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
 func main() {
+	// go-redis logs dial failures itself; the command says it once.
+	redis.SetLogger(silentLogger{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
+
+type silentLogger struct{}
+
+func (silentLogger) Printf(context.Context, string, ...any) {}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -73,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdWarm(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		err = cmdMigrate(ctx, args[1:], stdout, stderr)
+	case "import":
+		err = cmdImport(ctx, args[1:], stdout, stderr)
 	default:
 		err = usagef("unknown command %q", args[0])
 	}
@@ -164,7 +186,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func cmdWarm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlags("warm", stderr)
-	redisURL := f.fs.String("redis", "redis://127.0.0.1:6379/0", "Redis `URL`")
+	redisURL := f.fs.String("redis", "redis://127.0.0.1:6379/0", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds")
 	prefix := f.fs.String("prefix", cache.DefaultPrefix, "key `prefix`")
 	prune := f.fs.Bool("prune", false, "delete stored promotions that have no row (without it they are only listed)")
 	maxPrune := f.fs.Int("max-prune", 0, "with -prune, refuse the whole run (write and delete nothing) when more than `N` promotions would be deleted;\n0: 10% of the stored promotions, at least 1")
@@ -183,12 +205,19 @@ func cmdWarm(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *maxPrune < 0 {
 		return usagef("-max-prune %d: want ≥ 0", *maxPrune)
 	}
-	opt, err := redis.ParseURL(*redisURL)
+	tgt, err := redisconf.Parse(*redisURL)
 	if err != nil {
 		return usagef("-redis: %v", err)
 	}
-	opt.ContextTimeoutEnabled = true // cache.New refuses a client that ignores ctx deadlines
-	rc := redis.NewClient(opt)
+	if err := redisconf.Probe(ctx, tgt, 3*time.Second); err != nil {
+		return fmt.Errorf("redis %s: %w", redisconf.Redact(*redisURL), err)
+	}
+	var rc redis.UniversalClient
+	if tgt.Single != nil {
+		rc = redis.NewClient(tgt.Single)
+	} else {
+		rc = redis.NewClusterClient(tgt.ClusterOptions(tierset.ClusterOptions()))
+	}
 	defer rc.Close()
 	c, err := cache.New(rc, cache.Options{Prefix: *prefix})
 	if err != nil {

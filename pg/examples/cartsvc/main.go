@@ -27,8 +27,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/tierset/tierset"
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/redisconf"
 	"github.com/tierset/tierset/pg"
 	"github.com/tierset/tierset/warm"
 )
@@ -44,11 +46,12 @@ func main() {
 	flag.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "listen `address`")
 	flag.StringVar(&cfg.source, "source", envOr("TIERSET_PG_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL `URL` holding the promotions (default $TIERSET_PG_URL)")
 	flag.StringVar(&cfg.schema, "schema", pg.DefaultSchema, "PostgreSQL `schema`")
-	flag.StringVar(&cfg.redisURL, "redis", envOr("TIERSET_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis `URL` (default $TIERSET_REDIS_URL)")
+	flag.StringVar(&cfg.redisURL, "redis", envOr("TIERSET_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds (default $TIERSET_REDIS_URL)")
 	flag.StringVar(&cfg.prefix, "prefix", cache.DefaultPrefix, "Redis key `prefix`")
 	flag.IntVar(&cfg.minorDigits, "minor-digits", 2, "the currency's minor-unit `digits` (2 for USD/CNY, 0 for JPY)")
 	flag.BoolVar(&cfg.demo, "demo", false, "seed a demo schema, warm, serve on a free port, price a few carts, clean up and exit")
 	flag.Parse()
+	redis.SetLogger(silentLogger{}) // the service reports Redis errors itself
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -62,6 +65,11 @@ func main() {
 	}
 }
 
+// silentLogger drops go-redis's internal log lines.
+type silentLogger struct{}
+
+func (silentLogger) Printf(context.Context, string, ...any) {}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -73,7 +81,7 @@ func envOr(name, def string) string {
 // and the watcher keeping it in step with the database.
 type service struct {
 	pool  *pgxpool.Pool
-	redis *redis.Client
+	redis redis.UniversalClient
 	cache *cache.Cache
 	rules *pg.Rules
 }
@@ -87,13 +95,21 @@ func open(ctx context.Context, cfg config, log io.Writer) (*service, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres %s: %w", pg.RedactURL(cfg.source), err)
 	}
-	opt, err := redis.ParseURL(cfg.redisURL)
+	tgt, err := redisconf.Parse(cfg.redisURL)
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("-redis: %w", err)
 	}
-	opt.ContextTimeoutEnabled = true // cache.New refuses a client that ignores ctx deadlines
-	rc := redis.NewClient(opt)
+	if err := redisconf.Probe(ctx, tgt, 3*time.Second); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("redis %s: %w", redisconf.Redact(cfg.redisURL), err)
+	}
+	var rc redis.UniversalClient
+	if tgt.Single != nil {
+		rc = redis.NewClient(tgt.Single)
+	} else {
+		rc = redis.NewClusterClient(tgt.ClusterOptions(tierset.ClusterOptions()))
+	}
 	r, err := pg.NewRules(pool, cfg.schema)
 	var c *cache.Cache
 	if err == nil {
@@ -109,7 +125,7 @@ func open(ctx context.Context, cfg config, log io.Writer) (*service, error) {
 		return nil, err
 	}
 	fmt.Fprintf(log, "cartsvc: promotions from %s schema %s, served from Redis %s prefix %s\n",
-		pg.RedactURL(cfg.source), cfg.schema, opt.Addr, cfg.prefix)
+		pg.RedactURL(cfg.source), cfg.schema, redisconf.Redact(cfg.redisURL), cfg.prefix)
 	return &service{pool: pool, redis: rc, cache: c, rules: r}, nil
 }
 

@@ -41,6 +41,9 @@ type serverOptions struct {
 	Timeout time.Duration
 	// Ready reports whether the service can answer; nil means always.
 	Ready Pinger
+	// OnError sees the internal errors behind a 503 (which the client
+	// is never shown); nil drops them.
+	OnError func(error)
 }
 
 type server struct {
@@ -56,13 +59,35 @@ func newServer(c Pricer, o serverOptions) http.Handler {
 		o.Timeout = 2 * time.Second
 	}
 	s := &server{c: c, o: o}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/cart/price", s.price)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	routes := map[string]map[string]http.HandlerFunc{
+		"/v1/cart/price": {http.MethodPost: s.price},
+		"/healthz": {http.MethodGet: func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		}},
+		"/readyz": {http.MethodGet: s.ready},
+	}
+	// A small router rather than ServeMux, whose 404 and 405 answers are
+	// text/plain: every error of this API is a problem document.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		methods, ok := routes[r.URL.Path]
+		if !ok {
+			writeProblem(w, problem{Type: probNotFound, Title: "No such resource", Status: http.StatusNotFound,
+				Detail: "this API has /v1/cart/price, /healthz and /readyz"})
+			return
+		}
+		h, ok := methods[r.Method]
+		if !ok {
+			var allow []string
+			for m := range methods {
+				allow = append(allow, m)
+			}
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeProblem(w, problem{Type: probMethod, Title: "Method not allowed", Status: http.StatusMethodNotAllowed,
+				Detail: r.URL.Path + " takes " + strings.Join(allow, ", ")})
+			return
+		}
+		h(w, r)
 	})
-	mux.HandleFunc("GET /readyz", s.ready)
-	return mux
 }
 
 // Wire types. Money travels as JSON strings or numbers and is read from
@@ -105,9 +130,38 @@ type giftJSON struct {
 	Name string `json:"name,omitempty"`
 }
 
-type lineError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+// Problem type URIs (RFC 9457): stable names clients branch on. They are
+// URNs, not links: they identify, they are not documentation pages (the
+// OpenAPI document describes each).
+const (
+	probBadRequest  = "urn:tierset:cartsvc:bad-request"
+	probTooLarge    = "urn:tierset:cartsvc:too-large"
+	probUnavailable = "urn:tierset:cartsvc:unavailable"
+	probNotFound    = "urn:tierset:cartsvc:not-found"
+	probMethod      = "urn:tierset:cartsvc:method-not-allowed"
+	// Per line (inside a 200):
+	probUnknownPromotion = "urn:tierset:cartsvc:unknown-promotion"
+	probNotActive        = "urn:tierset:cartsvc:not-active"
+	probMetricMismatch   = "urn:tierset:cartsvc:metric-mismatch"
+	probGiftsGone        = "urn:tierset:cartsvc:gifts-gone"
+	probBadLine          = "urn:tierset:cartsvc:bad-line"
+	probLineFailed       = "urn:tierset:cartsvc:line-failed"
+)
+
+// problem is an RFC 9457 problem document; Field names the request
+// field at fault (an extension member).
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	Field  string `json:"field,omitempty"`
+}
+
+func writeProblem(w http.ResponseWriter, p problem) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
 }
 
 type lineResponse struct {
@@ -118,18 +172,16 @@ type lineResponse struct {
 	Next      *nextJSON   `json:"next,omitempty"`
 	Gifts     []giftJSON  `json:"gifts,omitempty"`
 	Version   string      `json:"version,omitempty"`
-	Error     *lineError  `json:"error,omitempty"`
+	// Outcome is "tier" (a tier reached), "no_tier" (none reached: a
+	// normal answer, with Next saying how far the first one is) or
+	// "problem" (Problem says why the line has no answer).
+	Outcome string   `json:"outcome"`
+	Problem *problem `json:"problem,omitempty"`
 }
 
 type cartResponse struct {
 	Lines    []lineResponse `json:"lines"`
 	Discount string         `json:"discount"`
-}
-
-type apiError struct {
-	Code    string `json:"code"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
 }
 
 // badField is a 400 naming the request field at fault.
@@ -143,16 +195,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeErr(w http.ResponseWriter, code int, e apiError) {
-	writeJSON(w, code, map[string]apiError{"error": e})
-}
-
 func (s *server) ready(w http.ResponseWriter, r *http.Request) {
 	if s.o.Ready != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
 		if err := s.o.Ready(ctx); err != nil {
-			writeErr(w, http.StatusServiceUnavailable, apiError{Code: "unavailable", Message: "redis: " + err.Error()})
+			s.internal(err)
+			writeProblem(w, problem{Type: probUnavailable, Title: "Not ready", Status: http.StatusServiceUnavailable,
+				Detail: "the promotion store does not answer"})
 			return
 		}
 	}
@@ -164,13 +214,20 @@ func (s *server) price(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var bf *badField
 		var tooBig *http.MaxBytesError
+		var syn *json.SyntaxError
 		switch {
 		case errors.As(err, &tooBig):
-			writeErr(w, http.StatusRequestEntityTooLarge, apiError{Code: "too_large", Message: fmt.Sprintf("body over %d bytes", maxBodyBytes)})
+			writeProblem(w, problem{Type: probTooLarge, Title: "Request too large", Status: http.StatusRequestEntityTooLarge,
+				Detail: fmt.Sprintf("the body is over %d bytes", maxBodyBytes)})
 		case errors.As(err, &bf):
-			writeErr(w, http.StatusBadRequest, apiError{Code: "bad_request", Field: bf.field, Message: bf.msg})
+			writeProblem(w, problem{Type: probBadRequest, Title: "Bad request", Status: http.StatusBadRequest, Field: bf.field, Detail: bf.msg})
+		case errors.As(err, &syn):
+			writeProblem(w, problem{Type: probBadRequest, Title: "Bad request", Status: http.StatusBadRequest,
+				Detail: fmt.Sprintf("the body is not valid JSON (at byte %d)", syn.Offset)})
 		default:
-			writeErr(w, http.StatusBadRequest, apiError{Code: "bad_request", Message: err.Error()})
+			// Never the decoder's or reader's text: the message is ours.
+			writeProblem(w, problem{Type: probBadRequest, Title: "Bad request", Status: http.StatusBadRequest,
+				Detail: "the body must be one JSON object with a lines array"})
 		}
 		return
 	}
@@ -178,14 +235,16 @@ func (s *server) price(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rs, err := s.c.MatchCart(ctx, qs, cache.MatchOptions{Next: true, Gifts: true})
 	if err != nil {
-		writeErr(w, http.StatusServiceUnavailable, apiError{Code: "unavailable", Message: "pricing is unavailable: " + err.Error()})
+		s.internal(err)
+		writeProblem(w, problem{Type: probUnavailable, Title: "Pricing unavailable", Status: http.StatusServiceUnavailable,
+			Detail: "the promotion store did not answer in time; try again"})
 		return
 	}
 	resp := cartResponse{Lines: make([]lineResponse, len(rs))}
 	total := decimal.Zero
 	digits := int32(s.o.MinorDigits)
 	for i, res := range rs {
-		lr := lineResponse{Promotion: res.Promotion, Version: res.Version, Discount: decimal.Zero.StringFixed(digits)}
+		lr := lineResponse{Promotion: res.Promotion, Version: res.Version, Discount: decimal.Zero.StringFixed(digits), Outcome: "tier"}
 		if res.Next != nil {
 			lr.Next = &nextJSON{ID: res.Next.ID, Threshold: res.Next.Threshold.String(), Shortfall: res.Shortfall.String(), Reward: rewardOf(res.Next.Reward)}
 		}
@@ -198,14 +257,22 @@ func (s *server) price(w http.ResponseWriter, r *http.Request) {
 			}
 			d, err := res.Tier.Reward.Discount(bases[i], qs[i].Value, s.o.MinorDigits, s.o.Rounding)
 			if err != nil {
-				lr.Error = &lineError{Code: "bad_value", Message: err.Error()}
+				lr.Outcome, lr.Problem = "problem", &problem{Type: probBadLine, Title: "Discount not computable",
+					Detail: "the tier's reward cannot apply to this line's base and value"}
 			} else {
 				lr.Discount = d.StringFixed(digits)
 				total = total.Add(d)
 			}
 		}
-		if res.Err != nil && lr.Error == nil {
-			lr.Error = &lineError{Code: errCode(res.Err), Message: res.Err.Error()}
+		switch {
+		case errors.Is(res.Err, cache.ErrNoTier):
+			lr.Outcome = "no_tier"
+		case res.Err != nil && lr.Problem == nil:
+			lp := lineProblem(res.Promotion, res.Err)
+			if lp.Type == probLineFailed {
+				s.internal(res.Err)
+			}
+			lr.Outcome, lr.Problem = "problem", &lp
 		}
 		resp.Lines[i] = lr
 	}
@@ -213,23 +280,29 @@ func (s *server) price(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// errCode names a per-line outcome for clients to branch on.
-func errCode(err error) string {
+// lineProblem describes a line without an answer, in the service's own
+// words: the library's error chain stays in the process (OnError).
+func lineProblem(promo string, err error) problem {
+	q := strconv.Quote(promo)
 	switch {
-	case errors.Is(err, cache.ErrNoTier):
-		return "no_tier"
 	case errors.Is(err, cache.ErrNotFound):
-		return "not_found"
+		return problem{Type: probUnknownPromotion, Title: "Unknown promotion", Detail: "promotion " + q + " does not exist"}
 	case errors.Is(err, cache.ErrNotActive):
-		return "not_active"
+		return problem{Type: probNotActive, Title: "Promotion not active", Detail: "promotion " + q + " is outside its time window"}
 	case errors.Is(err, cache.ErrMetricMismatch):
-		return "metric_mismatch"
+		return problem{Type: probMetricMismatch, Title: "Wrong metric", Detail: "promotion " + q + " counts the other metric (quantity or amount)"}
 	case errors.Is(err, cache.ErrGiftsGone):
-		return "gifts_gone"
+		return problem{Type: probGiftsGone, Title: "Gifts unavailable", Detail: "the gift list of promotion " + q + " changed while it was read; try again"}
 	case errors.Is(err, cache.ErrBadQuery), errors.Is(err, cache.ErrBadID):
-		return "bad_query"
+		return problem{Type: probBadLine, Title: "Bad line", Detail: "the line's value cannot be matched against promotion " + q}
 	}
-	return "error"
+	return problem{Type: probLineFailed, Title: "Line not priced", Detail: "promotion " + q + " could not be read; try again"}
+}
+
+func (s *server) internal(err error) {
+	if s.o.OnError != nil {
+		s.o.OnError(err)
+	}
 }
 
 func rewardOf(r gradient.Reward) rewardJSON {

@@ -85,12 +85,14 @@ func TestPriceBadRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out := do(t, h, http.MethodPost, "/v1/cart/price", tt.body)
-			e, _ := out["error"].(map[string]any)
-			if code != http.StatusBadRequest || e == nil || e["code"] != "bad_request" || e["message"] == "" {
-				t.Fatalf("got %d %v, want 400 with a bad_request error", code, out)
+			if code != http.StatusBadRequest || out["type"] != probBadRequest || out["detail"] == "" || out["status"] != float64(400) {
+				t.Fatalf("got %d %v, want 400 with a bad-request problem", code, out)
 			}
-			if got, _ := e["field"].(string); got != tt.field {
-				t.Fatalf("error field %q, want %q (%v)", got, tt.field, e["message"])
+			if got, _ := out["field"].(string); got != tt.field {
+				t.Fatalf("problem field %q, want %q (%v)", got, tt.field, out["detail"])
+			}
+			if d, _ := out["detail"].(string); strings.Contains(d, "json:") || strings.Contains(d, "invalid character") || strings.Contains(d, "body:") {
+				t.Fatalf("detail shows a decoder error: %q", d)
 			}
 		})
 	}
@@ -158,8 +160,8 @@ func TestPriceMatchesOracle(t *testing.T) {
 			if gotTier != wantTier || ln["discount"] != wantDiscount {
 				t.Fatalf("%s: tier %q discount %v, oracle says %q %s", body, gotTier, ln["discount"], wantTier, wantDiscount)
 			}
-			if wantTier == "" && ln["error"].(map[string]any)["code"] != "no_tier" {
-				t.Fatalf("%s: below the first tier answered %v, want no_tier", body, ln["error"])
+			if wantTier == "" && (ln["outcome"] != "no_tier" || ln["problem"] != nil) {
+				t.Fatalf("%s: below the first tier answered %v, want outcome no_tier and no problem", body, ln)
 			}
 		}
 	}
@@ -177,8 +179,9 @@ func TestFaultPriceRedisOutage(t *testing.T) {
 	}
 	srv.Kill()
 	code, out := do(t, h, http.MethodPost, "/v1/cart/price", cart)
-	if e, _ := out["error"].(map[string]any); code != http.StatusServiceUnavailable || e["code"] != "unavailable" {
-		t.Fatalf("during the outage: %d %v, want 503 unavailable", code, out)
+	if code != http.StatusServiceUnavailable || out["type"] != probUnavailable || strings.Contains(fmt.Sprint(out), "dial") ||
+		strings.Contains(fmt.Sprint(out), "cache:") {
+		t.Fatalf("during the outage: %d %v, want 503 unavailable with no internal error", code, out)
 	}
 	if code, _ := do(t, h, http.MethodGet, "/readyz", ""); code != http.StatusServiceUnavailable {
 		t.Fatalf("readyz during the outage: %d, want 503", code)
