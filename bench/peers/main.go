@@ -43,9 +43,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -147,7 +149,11 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	if cfg.n < 2 || cfg.memN < 1 || cfg.rounds < 1 || cfg.steady <= 0 || cfg.lead <= 0 || cfg.burstLead <= 0 || cfg.wait <= 0 {
 		return nil, errors.New("-n ≥ 2, -mem-n ≥ 1, -rounds ≥ 1 and positive -steady, -lead, -burst-lead, -wait are required")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.budget)
+	// Ctrl-C or SIGTERM ends the run through the same cleanup (River's
+	// schemas, every key written) as its end.
+	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sctx, cfg.budget)
 	defer cancel()
 	began := time.Now()
 

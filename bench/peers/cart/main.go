@@ -33,8 +33,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,7 +100,9 @@ func main() {
 }
 
 func run(cfg config, out io.Writer) (*measure.Floors, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sctx, 10*time.Minute)
 	defer cancel()
 	id := randomID()
 	w, err := newWorkload(cfg.carts, 1)
