@@ -27,16 +27,26 @@ func median(xs []float64) float64 {
 	return (s[m-1] + s[m]) / 2
 }
 
-func (o *outcome) burstRates() []float64 {
-	var xs []float64
+// burstRates are the rounds' processing rates. A round that handled
+// fewer than two tasks within the wait has no first-to-last rate; it
+// counts as want/wait, a bound from above (at that rate it would have
+// finished in time), and upper says so.
+func (o *outcome) burstRates(wait time.Duration) (xs []float64, upper bool) {
 	for _, p := range o.bursts {
+		if p.lat.delivered < 2 {
+			xs, upper = append(xs, float64(p.want)/wait.Seconds()), true
+			continue
+		}
 		xs = append(xs, p.lat.throughput)
 	}
-	return xs
+	return xs, upper
 }
 
 // burstRate is the median processing rate over the rounds.
-func (o *outcome) burstRate() float64 { return median(o.burstRates()) }
+func (o *outcome) burstRate(wait time.Duration) (float64, bool) {
+	xs, upper := o.burstRates(wait)
+	return median(xs), upper
+}
 
 // p99 is the median over the rounds of a workload's p99 lateness, and
 // whether any round's figure was only a lower bound.
@@ -106,8 +116,9 @@ func printTable(out io.Writer, cfg config, outs []*outcome) {
 	}
 	fmt.Fprintln(w, head+"\tB per pending task\tchecked")
 	for _, o := range outs {
-		rates := o.burstRates()
-		line := fmt.Sprintf("%s\t%s [%s–%s]", o.sys.name(), f0(o.burstRate()), f0(slices.Min(rates)), f0(slices.Max(rates)))
+		rates, upper := o.burstRates(cfg.wait)
+		rate, _ := o.burstRate(cfg.wait)
+		line := fmt.Sprintf("%s\t%s%s [%s–%s]", o.sys.name(), flagIf(upper, "≤ "), f0(rate), f0(slices.Min(rates)), f0(slices.Max(rates)))
 		line += "\t" + msBound(p99s(o.bursts, cfg.wait))
 		for _, r := range cfg.rates {
 			line += "\t" + msBound(p99s(o.steady[r], cfg.wait))
@@ -137,7 +148,8 @@ func printTable(out io.Writer, cfg config, outs []*outcome) {
 			}
 		}
 	}
-	fmt.Fprintf(out, "a p99 written ≥ is a lower bound: over 1%% of that workload's tasks were not handled within -wait %v of their due time\n", cfg.wait)
+	fmt.Fprintf(out, "a p99 written ≥ is a lower bound: over 1%% of that workload's tasks were not handled within -wait %v of their due time;\n", cfg.wait)
+	fmt.Fprintf(out, "a burst rate written ≤ is a bound from above: a round handled under 2 tasks within -wait and counts as -n / -wait\n")
 }
 
 // Floors against every peer, judged on the medians against each peer's
@@ -224,9 +236,18 @@ func peerFloors(cfg config, outs []*outcome, skipped map[string]string) *measure
 			}
 			return n
 		}
-		x, who := worst(func(o *outcome) float64 { return ts.burstRate() / o.burstRate() })
+		tsRate, _ := ts.burstRate(cfg.wait)
+		bound := false
+		x, who := worst(func(o *outcome) float64 {
+			r, upper := o.burstRate(cfg.wait)
+			bound = bound || upper
+			return tsRate / r
+		})
 		f := rows[0]
 		f.Value, f.Note = fmt.Sprintf("%.1f×", x), note(who)
+		if bound {
+			f.Value = "≥ " + f.Value
+		}
 		t.Judge(f, tsValid && tsComplete && x >= floorBurst)
 		for i, r := range cfg.rates {
 			tsP99, _ := p99s(ts.steady[r], cfg.wait)
