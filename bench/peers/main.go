@@ -213,6 +213,7 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 			if cfg.defaults {
 				rp, err := newRiverPeer(ctx, pool, "tsbench_river_"+runID, "River defaults", false)
 				if err != nil {
+					cleanupAll(systems)
 					return nil, err
 				}
 				systems = append(systems, goSystem{rp})
