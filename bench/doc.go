@@ -20,12 +20,19 @@
 //   - delay (bench/internal/delaybench): round trips per call, batched
 //     enqueue, memory per pending task, take+ack; -delay adds one-by-one
 //     and concurrent enqueue and lateness at steady rates;
-//   - peers (-peers): bench/peers, tierset against asynq on the same
-//     Redis, a nested module so asynq stays out of tierset's go.mod.
+//   - peers (-peers): bench/peers, tierset against asynq and BullMQ
+//     (Node, bench/peers/bullmq) on the same Redis and River on the local
+//     PostgreSQL, the same four workloads (a burst due at once, 1k/s and
+//     10k/s steady, memory per pending task), a nested module so none of
+//     them enters tierset's go.mod; -full runs each peer's defaults too;
+//   - service (-service): bench/peers/cart, the same 20-line carts priced
+//     by PostgreSQL (one query per line, one query per cart) and by
+//     tierset (MatchCart, and with the near cache), at 1, 16 and 64
+//     clients, with each server's CPU per 1,000 carts.
 //
 // Every floor is one named row of one table at the end. Robust floors
 // (round trips, bytes per lookup, p50 flatness, the lead over a full
-// scan, memory per task, burst processing against asynq) fail the run
+// scan, memory per task, the ratios against the peers and PostgreSQL) fail the run
 // under -strict, as .ci/run runs it; tight ones (library against raw
 // go-redis, absolute rates) sit within a shared machine's noise and only
 // print. On miniredis the timing floors print "not judged (miniredis is

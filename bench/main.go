@@ -40,6 +40,7 @@ type config struct {
 	strict      bool
 	delay       bool
 	peers       bool
+	service     bool
 	scaling     bool
 	seed        uint64
 }
@@ -99,7 +100,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.prefix, "prefix", "", "key prefix (default a unique tierset-bench-<random>); every key under it is deleted at the end")
 	fs.BoolVar(&cfg.strict, "strict", false, "exit 1 when a robust floor fails or cannot be judged (tight floors never fail a run)")
 	fs.BoolVar(&cfg.delay, "delay", false, "every delay phase: also one-by-one and concurrent enqueue, take+ack at concurrency 100, lateness at 1k and 10k tasks/s")
-	fs.BoolVar(&cfg.peers, "peers", false, "also run bench/peers (tierset vs asynq, a nested module; needs the go command and a real Redis) and judge its floor")
+	fs.BoolVar(&cfg.peers, "peers", false, "also run bench/peers (tierset vs asynq, BullMQ and River, a nested module; needs the go command and a real Redis) and judge its floors")
+	fs.BoolVar(&cfg.service, "service", false, "also run bench/peers/cart (carts priced by PostgreSQL and by tierset; needs the go command, a real Redis and PostgreSQL) and judge its floors")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "with -cluster: sharded delay queue throughput, 1 shard vs 3 shards (1 vs 3 masters)")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the generated promotions and query values")
 	fs.Usage = func() {
@@ -163,8 +165,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.scaling && len(cfg.clusterSeed) == 0 {
 		return cfg, errors.New("-scaling needs -cluster")
 	}
-	if cfg.peers && (cfg.mini || len(cfg.clusterSeed) > 0) {
-		return cfg, errors.New("-peers needs a single real Redis (-redis or the private redis-server)")
+	if (cfg.peers || cfg.service) && (cfg.mini || len(cfg.clusterSeed) > 0) {
+		return cfg, errors.New("-peers and -service need a single real Redis (-redis or the private redis-server)")
 	}
 	if cfg.prefix == "" {
 		var b [6]byte
@@ -262,7 +264,14 @@ func runBench(ctx context.Context, cfg config, stdout, stderr io.Writer) (code i
 		return 1, err
 	}
 	if cfg.peers {
-		rows, err := runPeers(ctx, be.url, cfg.quick, stdout, stderr)
+		rows, err := runPeers(ctx, be.url, cfg.quick, cfg.full, stdout, stderr)
+		if err != nil {
+			return 1, err
+		}
+		floors.Add(rows...)
+	}
+	if cfg.service {
+		rows, err := runService(ctx, be.url, cfg.quick, stdout, stderr)
 		if err != nil {
 			return 1, err
 		}

@@ -16,20 +16,51 @@ type asynqPeer struct {
 	rdb      *redis.Client
 	queue    string
 	forward  time.Duration // Config.DelayedTaskCheckInterval; 0 = asynq's default (5 s)
+	check    time.Duration // Config.TaskCheckInterval; 0 = asynq's default (1 s)
 	client   *asynq.Client
 	server   *asynq.Server
 	taskType string
 	uuidIDs  bool // let asynq make its own 36-byte UUID task IDs
 }
 
-func newAsynqPeer(rdb *redis.Client, queue, label string, forward time.Duration, uuidIDs bool) *asynqPeer {
-	return &asynqPeer{label: label, rdb: rdb, queue: queue, forward: forward, taskType: "bench:noop",
+func newAsynqPeer(rdb *redis.Client, queue, label string, forward, check time.Duration, uuidIDs bool) *asynqPeer {
+	return &asynqPeer{label: label, rdb: rdb, queue: queue, forward: forward, check: check, taskType: "bench:noop",
 		uuidIDs: uuidIDs, client: asynq.NewClientFromRedisClient(rdb)}
 }
 
-func (p *asynqPeer) name() string         { return p.label }
-func (p *asynqPeer) redis() *redis.Client { return p.rdb }
-func (p *asynqPeer) keyPattern() string   { return "asynq:{" + p.queue + "}:*" }
+func (p *asynqPeer) name() string       { return p.label }
+func (p *asynqPeer) product() string    { return "asynq" }
+func (p *asynqPeer) keyPattern() string { return "asynq:{" + p.queue + "}:*" }
+
+func (p *asynqPeer) settings() string {
+	fwd, check := "DelayedTaskCheckInterval 5s (default)", "TaskCheckInterval 1s (default)"
+	if p.forward > 0 {
+		fwd = fmt.Sprintf("DelayedTaskCheckInterval %v", p.forward)
+	}
+	if p.check > 0 {
+		check = fmt.Sprintf("TaskCheckInterval %v", p.check)
+	}
+	ids := "TaskID = business key"
+	if p.uuidIDs {
+		ids = "asynq's UUID task IDs"
+	}
+	return "1 server, Concurrency 8, " + fwd + ", " + check + ", MaxRetry 0, " + ids
+}
+
+// enqueueMany: asynq has no batch enqueue; concurrent calls are its fastest path.
+func (p *asynqPeer) enqueueMany(ctx context.Context, ts []task) error {
+	return enqueueConcurrently(ctx, ts, p.enqueue)
+}
+
+func (p *asynqPeer) footprint(ctx context.Context) (int64, string, error) {
+	return usedMemory(ctx, p.rdb)
+}
+
+func (p *asynqPeer) reset(ctx context.Context) error {
+	p.stop()
+	_, err := deleteKeys(ctx, p.rdb, p.keyPattern())
+	return err
+}
 
 func (p *asynqPeer) enqueue(ctx context.Context, t task) error {
 	// TaskID = the 25-byte business key: asynq then stores the same key
@@ -50,6 +81,7 @@ func (p *asynqPeer) start(_ context.Context, deliver func([]byte)) error {
 		Concurrency:              8,
 		Queues:                   map[string]int{p.queue: 1},
 		DelayedTaskCheckInterval: p.forward,
+		TaskCheckInterval:        p.check,
 		LogLevel:                 asynq.ErrorLevel,
 		ShutdownTimeout:          2 * time.Second,
 	})

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 	"github.com/tierset/tierset/internal/measure"
 )
 
-// payloadSize is the payload every task of both libraries carries: the
+// payloadSize is the payload every task of the Go libraries carries: the
 // intended due time (Unix ns, big endian) and a task number, so the handler
 // computes lateness and detects duplicates without a lookup.
 const payloadSize = 16
@@ -33,8 +32,9 @@ func parsePayload(p []byte) (due time.Time, n uint64, ok bool) {
 	return time.Unix(0, int64(binary.BigEndian.Uint64(p[:8]))), binary.BigEndian.Uint64(p[8:]), true
 }
 
-// businessKey is a 25-byte business key, the same for both libraries
-// (asynq gets it as its TaskID, tierset as its business key).
+// businessKey is a 25-byte business key, the same for every library
+// (asynq gets it as its TaskID, BullMQ as its jobId, River as its unique
+// argument, tierset as its business key).
 func businessKey(run string, n uint64) string {
 	k := fmt.Sprintf("order:%s:%012d", run, n)
 	return k
@@ -46,6 +46,7 @@ func businessKey(run string, n uint64) string {
 // first and last delivery, and duplicates.
 type recorder struct {
 	mu        sync.Mutex
+	lo        uint64 // the phase's task numbers are lo .. lo+want-1
 	want      int
 	late      []time.Duration
 	seen      map[uint64]struct{}
@@ -56,8 +57,9 @@ type recorder struct {
 	completed chan struct{}
 }
 
-func newRecorder(want int) *recorder {
+func newRecorder(lo uint64, want int) *recorder {
 	return &recorder{
+		lo:        lo,
 		want:      want,
 		late:      make([]time.Duration, 0, want),
 		seen:      make(map[uint64]struct{}, want),
@@ -68,9 +70,22 @@ func newRecorder(want int) *recorder {
 func (r *recorder) deliver(payload []byte) {
 	now := time.Now()
 	due, n, ok := parsePayload(payload)
+	if !ok {
+		r.mu.Lock()
+		r.bad++
+		r.mu.Unlock()
+		return
+	}
+	r.record(n, now.Sub(due), now)
+}
+
+// record notes that task n was handled at, late after its due time.
+func (r *recorder) record(n uint64, late time.Duration, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !ok {
+	if n < r.lo || n >= r.lo+uint64(r.want) {
+		// Not this phase's: a task of an earlier phase (all of which
+		// were handled) handled again.
 		r.bad++
 		return
 	}
@@ -79,11 +94,13 @@ func (r *recorder) deliver(payload []byte) {
 		return
 	}
 	r.seen[n] = struct{}{}
-	if r.first.IsZero() {
-		r.first = now
+	if r.first.IsZero() || at.Before(r.first) {
+		r.first = at
 	}
-	r.last = now
-	r.late = append(r.late, now.Sub(due))
+	if at.After(r.last) {
+		r.last = at
+	}
+	r.late = append(r.late, late)
 	if len(r.late) == r.want {
 		close(r.completed)
 	}
@@ -103,7 +120,9 @@ func (r *recorder) wait(ctx context.Context, deadline time.Time) bool {
 
 type latency struct {
 	n                       int
-	min, p50, p99, max      time.Duration
+	min, p50, p99, max      time.Duration // of handled − due
+	p99abs                  time.Duration // of |handled − due|: early counts as much as late
+	early                   int           // tasks handled before their due time
 	delivered, dups, broken int
 	throughput              float64 // tasks/s from the first delivery to the last
 }
@@ -119,6 +138,16 @@ func (r *recorder) summary() latency {
 	}
 	l.min, l.max = s[0], s[len(s)-1]
 	l.p50, l.p99 = measure.Quantile(s, 0.50), measure.Quantile(s, 0.99)
+	abs := make([]time.Duration, len(s))
+	for i, d := range s {
+		if d < 0 {
+			l.early++
+			d = -d
+		}
+		abs[i] = d
+	}
+	slices.Sort(abs)
+	l.p99abs = measure.Quantile(abs, 0.99)
 	if span := r.last.Sub(r.first); len(s) > 1 && span > 0 {
 		l.throughput = float64(len(s)-1) / span.Seconds()
 	}
@@ -130,5 +159,11 @@ func deleteKeys(ctx context.Context, c *redis.Client, pattern string) (int, erro
 	return measure.DeleteKeys(ctx, c, pattern)
 }
 
-// ms formats a duration in milliseconds with 2 decimals.
-func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) }
+// usedMemory is INFO used_memory: what a Redis peer's footprint is.
+func usedMemory(ctx context.Context, c *redis.Client) (int64, string, error) {
+	b, ok, err := measure.UsedMemory(ctx, c)
+	if err == nil && !ok {
+		err = fmt.Errorf("%s reports no used_memory", c.Options().Addr)
+	}
+	return b, "Redis INFO used_memory", err
+}

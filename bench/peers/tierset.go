@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,30 +11,64 @@ import (
 	"github.com/tierset/tierset/delay"
 )
 
-// tiersetPeer runs tierset's delay queue under a unique key prefix.
+// tiersetPeer runs tierset's delay queue under a unique key prefix, on a
+// new queue name for each workload.
 type tiersetPeer struct {
 	rdb    *redis.Client
 	prefix string
+	base   string
+	phases int
 	queue  *delay.Queue
 	cancel context.CancelFunc
 	done   chan error
 }
 
 func newTiersetPeer(rdb *redis.Client, queue, prefix string) (*tiersetPeer, error) {
-	q, err := delay.New(rdb, queue, delay.Options{Prefix: prefix})
-	if err != nil {
-		return nil, fmt.Errorf("delay.New: %w", err)
-	}
-	return &tiersetPeer{rdb: rdb, prefix: prefix, queue: q}, nil
+	p := &tiersetPeer{rdb: rdb, prefix: prefix, base: queue}
+	return p, p.open()
 }
 
-func (p *tiersetPeer) name() string         { return "tierset" }
-func (p *tiersetPeer) redis() *redis.Client { return p.rdb }
-func (p *tiersetPeer) keyPattern() string   { return p.prefix + ":*" }
+// open starts a fresh queue: deleting a live queue's keys under it would
+// be a loss it reports, not an empty queue.
+func (p *tiersetPeer) open() error {
+	p.phases++
+	q, err := delay.New(p.rdb, fmt.Sprintf("%s-%d", p.base, p.phases), delay.Options{Prefix: p.prefix})
+	if err != nil {
+		return fmt.Errorf("delay.New: %w", err)
+	}
+	p.queue = q
+	return nil
+}
+
+func (p *tiersetPeer) name() string    { return "tierset" }
+func (p *tiersetPeer) product() string { return "tierset" }
+func (p *tiersetPeer) settings() string {
+	return "1 worker, concurrency 8, BatchSize 100 (defaults otherwise)"
+}
 
 func (p *tiersetPeer) enqueue(ctx context.Context, t task) error {
 	_, err := p.queue.Enqueue(ctx, delay.Job{Key: t.key, Payload: t.payload, When: delay.At(t.due)})
 	return err
+}
+
+func (p *tiersetPeer) enqueueMany(ctx context.Context, ts []task) error {
+	for len(ts) > 0 {
+		jobs := make([]delay.Job, min(len(ts), delay.MaxBatch))
+		for i := range jobs {
+			jobs[i] = delay.Job{Key: ts[i].key, Payload: ts[i].payload, When: delay.At(ts[i].due)}
+		}
+		res, err := p.queue.EnqueueBatch(ctx, jobs)
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return r.Err
+			}
+		}
+		ts = ts[len(jobs):]
+	}
+	return nil
 }
 
 func (p *tiersetPeer) start(ctx context.Context, deliver func([]byte)) error {
@@ -59,8 +94,18 @@ func (p *tiersetPeer) stop() {
 	p.cancel = nil
 }
 
+func (p *tiersetPeer) footprint(ctx context.Context) (int64, string, error) {
+	return usedMemory(ctx, p.rdb)
+}
+
+func (p *tiersetPeer) reset(ctx context.Context) error {
+	p.stop()
+	_, err := deleteKeys(ctx, p.rdb, p.prefix+":*")
+	return errors.Join(err, p.open())
+}
+
 func (p *tiersetPeer) cleanup(ctx context.Context) error {
 	p.stop()
-	_, err := deleteKeys(ctx, p.rdb, p.keyPattern())
+	_, err := deleteKeys(ctx, p.rdb, p.prefix+":*")
 	return err
 }

@@ -152,3 +152,41 @@ func ClockOffset(ctx context.Context, c redis.Cmdable) (offset, rtt time.Duratio
 	}
 	return offset, rtt, nil
 }
+
+// ServerCPU sums INFO cpu used_cpu_user + used_cpu_sys (seconds of CPU
+// the server process has used since it started) over the masters. ok is
+// false where the server does not report them (miniredis). The difference
+// of two readings is the server's CPU over the phase between them, other
+// clients' work included on a shared server.
+func ServerCPU(ctx context.Context, c redis.UniversalClient) (seconds float64, ok bool, err error) {
+	ok = true
+	err = eachMaster(ctx, c, func(ctx context.Context, node redis.Cmdable) error {
+		info, err := node.Info(ctx, "cpu").Result()
+		if err != nil && strings.Contains(err.Error(), "not supported") { // miniredis
+			ok = false
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("INFO cpu: %w", err)
+		}
+		found := 0
+		for line := range strings.SplitSeq(info, "\n") {
+			line = strings.TrimSpace(line)
+			for _, field := range []string{"used_cpu_user:", "used_cpu_sys:"} {
+				if v, hit := strings.CutPrefix(line, field); hit {
+					x, err := strconv.ParseFloat(v, 64)
+					if err != nil {
+						return fmt.Errorf("INFO cpu: %s %q: %w", field, v, err)
+					}
+					seconds += x
+					found++
+				}
+			}
+		}
+		if found != 2 {
+			ok = false
+		}
+		return nil
+	})
+	return seconds, ok && err == nil, err
+}

@@ -109,10 +109,18 @@ func (b *delayBench) takeAckAt(ctx context.Context, concurrency, batch int, floo
 	obs.setWant(n)
 	var handled atomic.Int64
 	started := make(chan time.Time, 1)
+	cpu0, cpuOK, err := measure.ServerCPU(ctx, b.p.client)
+	if err != nil {
+		return err
+	}
 	err = delayRunWorker(ctx, q, obs, concurrency, batch, func(context.Context, *delay.Task) error {
 		handled.Add(1)
 		return nil
 	}, started, b.sizes.phaseBudget, nil)
+	if err != nil {
+		return err
+	}
+	cpu1, cpu1OK, err := measure.ServerCPU(ctx, b.p.client)
 	if err != nil {
 		return err
 	}
@@ -122,6 +130,9 @@ func (b *delayBench) takeAckAt(ctx context.Context, concurrency, batch int, floo
 		return fmt.Errorf("take+ack: nothing acked within %v", b.sizes.phaseBudget)
 	}
 	rate := float64(acked) / time.Unix(0, obs.last.Load()).Sub(start).Seconds()
+	if floor && cpuOK && cpu1OK {
+		b.addServerCost(cpu1-cpu0, acked, rate)
+	}
 	name := fmt.Sprintf("take+ack, 1 worker, concurrency %d, batch %d", concurrency, batch)
 	note := fmt.Sprintf("%d tasks due now, no-op handler, worker start to last ack%s", acked, cut(int(acked), n))
 	if !floor {
@@ -131,4 +142,21 @@ func (b *delayBench) takeAckAt(ctx context.Context, concurrency, batch int, floo
 	b.floors.JudgeIf(b.p.meaningful, measure.NotRedis, measure.Floor{Subject: "delay", Kind: measure.Tight, Name: name,
 		Want: fmt.Sprintf("≥ %dk tasks/s", floorTakeAck/1000), Value: fmt.Sprintf("%.0f tasks/s", rate), Note: note}, rate >= floorTakeAck)
 	return nil
+}
+
+// addServerCost prints what the burst cost the Redis server: CPU over the
+// worker's whole run (INFO used_cpu_user + used_cpu_sys, so the worker's
+// start and stop and any other client of a shared server count too) per
+// 1,000 tasks, and the rate that cost would allow on one fully used Redis
+// core, beside the rate reached.
+func (b *delayBench) addServerCost(cpu float64, acked int64, rate float64) {
+	per1k := cpu / float64(acked) * 1000
+	b.add(delayRow{metric: "take+ack burst: Redis CPU per 1,000 tasks", value: per1k * 1000, unit: "ms",
+		note: fmt.Sprintf("%.4f CPU s per 1,000 (INFO used_cpu_user+used_cpu_sys over the worker's run, %d tasks)", per1k, acked)})
+	allowed := 0.0
+	if per1k > 0 {
+		allowed = 1000 / per1k
+	}
+	b.add(delayRow{metric: "take+ack burst: rate one Redis core allows at that cost", value: allowed, unit: "tasks/s",
+		note: fmt.Sprintf("1000 / CPU s per 1,000; reached %.0f tasks/s (%.0f%% of it)", rate, 100*rate/max(allowed, 1))})
 }
