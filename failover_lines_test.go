@@ -159,8 +159,15 @@ func TestFailoverLines(t *testing.T) {
 	if ds.N < 100 {
 		t.Errorf("only %d B tasks handled during A's failover", ds.N)
 	}
-	if ds.P99 > 2*max(bs.P99, 2*time.Millisecond) {
-		t.Errorf("B's p99 during A's failover %v > 2 × %v before it", ds.P99, bs.P99)
+	// Within 2× of B's p99 before the kill, with a noise floor of 100 ms
+	// for the baseline: the failover's own CPU (an election, go-redis
+	// reloading slots, redials) lands on the same 2 shared cores, and under
+	// -race it moved B's p99 from 9 ms to 82 ms with B never waiting on A.
+	// A B held back by A's failover would be late by the failover itself
+	// (about 4 s here), 20× this bound.
+	const noiseFloor = 100 * time.Millisecond
+	if ds.P99 > 2*max(bs.P99, noiseFloor) {
+		t.Errorf("B's p99 during A's failover %v > 2 × max(%v before it, noise floor %v)", ds.P99, bs.P99, noiseFloor)
 	}
 	if logA.concurrent+logB.concurrent > 0 {
 		t.Errorf("a task in two handlers at once: A %d, B %d", logA.concurrent, logB.concurrent)
