@@ -145,12 +145,16 @@ func (o *staleCounter) OnLoad(_ string, how cache.LoadOutcome, _ time.Duration) 
 // latest revision (or is absent where the source deleted it), and two
 // near caches (two Caches in this process, each with its own tracking
 // connection, standing for two processes) agree with it within
-// MaxStaleness. 1,000 runs on one Redis, 100 on a cluster.
+// MaxStaleness. 1,000 runs on one Redis, 100 on a cluster (a tenth of
+// each under -race).
 func TestFaultOrderedSchedule(t *testing.T) {
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		runs := 1000
 		if b.IsCluster() {
 			runs = 100
+		}
+		if raceEnabled {
+			runs /= 10
 		}
 		schedule(t, b, runs)
 	})

@@ -1,0 +1,5 @@
+//go:build !race
+
+package warm_test
+
+const raceEnabled = false
