@@ -130,6 +130,15 @@ func TestPoolLineIsolation(t *testing.T) {
 	if ds.N < 50 {
 		t.Fatalf("only %d B tasks during the burst", ds.N)
 	}
+	if raceEnabled {
+		// Under -race both cores are saturated by A's drain (the ratio
+		// reached 2.29 with B never waiting on A); a B held back by A
+		// would be late by A's drain time, seconds, so 1 s still fails it.
+		if ds.P99 > time.Second {
+			t.Fatalf("B's p99 during A's burst %v > 1 s under -race (idle p99 %v)", ds.P99, is.P99)
+		}
+		return
+	}
 	if ds.P99 > 2*max(is.P99, 2*time.Millisecond) {
 		t.Fatalf("B's p99 during A's burst %v > 2 × its idle p99 %v", ds.P99, is.P99)
 	}
