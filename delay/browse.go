@@ -2,7 +2,6 @@ package delay
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,11 +12,6 @@ import (
 
 	"github.com/tierset/tierset/internal/keyscan"
 )
-
-//go:embed lua/gen/browse.lua
-var genBrowse string
-
-var scriptBrowse = redis.NewScript(genBrowse)
 
 // BrowseOptions selects what Browse lists.
 type BrowseOptions struct {

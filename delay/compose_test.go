@@ -16,8 +16,6 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tierset/tierset/delay/internal/luacompose"
 )
 
@@ -43,66 +41,60 @@ func testOnce(t *testing.T, body, keep, grow string) string {
 	return src
 }
 
-// TestGeneratedScriptsCurrent: lua/gen holds exactly what composing the
-// sources gives now, so the Lua checked in is the Lua that runs.
+// TestGeneratedScriptsCurrent: lua/gen and scripts_gen.go hold exactly
+// what generating from the sources and luacompose.Scripts gives now, so
+// the Lua and Go checked in are what runs.
 func TestGeneratedScriptsCurrent(t *testing.T) {
 	want, err := luacompose.Generate(luaDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	have, err := filepath.Glob(filepath.Join("lua", "gen", "*.lua"))
+	have, err := filepath.Glob(filepath.Join(filepath.FromSlash(luacompose.GenDir), "*.lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range have {
-		if _, ok := want[filepath.Base(p)]; !ok {
+		if _, ok := want[filepath.ToSlash(p)]; !ok {
 			t.Errorf("%s is no script's: run go generate ./delay", p)
 		}
 	}
+	if _, ok := want[luacompose.GoFile]; !ok {
+		t.Errorf("luacompose.Generate wrote no %s", luacompose.GoFile)
+	}
 	for name, b := range want {
-		p := filepath.Join("lua", "gen", name)
-		got, err := os.ReadFile(p)
+		got, err := os.ReadFile(filepath.FromSlash(name))
 		if err != nil {
 			t.Errorf("%v: run go generate ./delay", err)
 			continue
 		}
 		if !bytes.Equal(got, b) {
-			t.Errorf("%s is stale (its sources in lua/ changed): run go generate ./delay", p)
+			t.Errorf("%s is stale (its sources changed): run go generate ./delay", name)
 		}
 	}
 }
 
-// TestScriptsRunGenerated: every listed script is one the package runs,
-// built from its generated file, and every body in lua/ is listed.
+// TestScriptsRunGenerated: the package's table of scripts is
+// luacompose.Scripts, in order, each running its generated file, and
+// every body in lua/ is listed there.
 func TestScriptsRunGenerated(t *testing.T) {
-	runs := map[string]*redis.Script{
-		"enqueue_batch": scriptEnqueue, "enqueue": scriptEnqueueOne, "take": scriptTake,
-		"ack": scriptAck, "ack_done": scriptAckDone, "release": scriptRelease, "retry": scriptRetry,
-		"kill": scriptKill, "extend": scriptExtend, "sweep": scriptSweep, "cancel": scriptCancel,
-		"reschedule": scriptReschedule, "requeue": scriptRequeue, "purge": scriptPurge,
-		"remove": scriptRemove, "repair": scriptRepair, "stats": scriptStats, "lookup": scriptLookup,
-		"deadlist": scriptDeadList, "browse": scriptBrowse, "pause": scriptPause, "rate": scriptRate,
-	}
 	gen, err := luacompose.Generate(luaDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var listed []string
-	for _, s := range luacompose.Scripts() {
-		listed = append(listed, s.Name)
-		r, ok := runs[s.Name]
-		if !ok {
-			t.Errorf("script %s is listed but not in this test's table of the package's scripts", s.Name)
-			continue
-		}
-		sum := sha1.Sum(gen[s.Name+".lua"])
-		if r.Hash() != hex.EncodeToString(sum[:]) {
-			t.Errorf("script %s does not run lua/gen/%s.lua as generated", s.Name, s.Name)
-		}
-		delete(runs, s.Name)
+	list := luacompose.Scripts()
+	if len(scripts) != len(list) {
+		t.Fatalf("the package has %d scripts, luacompose.Scripts lists %d: run go generate ./delay", len(scripts), len(list))
 	}
-	for name := range runs {
-		t.Errorf("the package runs %s, which luacompose.Scripts does not list", name)
+	var listed []string
+	for i, s := range list {
+		listed = append(listed, s.Name)
+		if scripts[i].name != s.Name {
+			t.Errorf("scripts[%d] is %s, luacompose.Scripts lists %s", i, scripts[i].name, s.Name)
+		}
+		sum := sha1.Sum(gen[luacompose.GenDir+"/"+s.Name+".lua"])
+		if scripts[i].script.Hash() != hex.EncodeToString(sum[:]) {
+			t.Errorf("script %s does not run %s/%s.lua as generated", s.Name, luacompose.GenDir, s.Name)
+		}
 	}
 	bodies, err := luacompose.Bodies(luaDir)
 	if err != nil {

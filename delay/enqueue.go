@@ -58,7 +58,7 @@ func (q *Queue) whenArg(mode string, v int64) int64 {
 }
 
 func (q *Queue) evalEnqueue(ctx context.Context, c redis.Scripter, call enqueueCall) *redis.Cmd {
-	return scriptEnqueue.EvalSha(ctx, c, call.keys, q.onceArgs(call.args)...)
+	return scriptEnqueueBatch.EvalSha(ctx, c, call.keys, q.onceArgs(call.args)...)
 }
 
 // Enqueue adds a task, or reports the existing one when (Key, Token) is
@@ -89,7 +89,7 @@ func (q *Queue) enqueueOne(ctx context.Context, j Job, mode string, v int64) (En
 		var err error
 		// a refused call changed nothing: the one after the repair is a
 		// new call, with its own request ID
-		r, err = q.mutate(ctx, scriptEnqueueOne, "enqueue", q.req.next(), q.enqueueKeys(),
+		r, err = q.mutate(ctx, scriptEnqueue, "enqueue", q.req.next(), q.enqueueKeys(),
 			j.Key, dg, j.Token, freshRecord(dg, j.Key, j.Token, j.Payload), q.whenArg(mode, v),
 			q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey)
 		if err != nil {
@@ -217,7 +217,7 @@ func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJo
 		return err
 	}
 	if len(todo) > 0 && !q.enqueueLoaded.Load() {
-		if err := scriptEnqueue.Load(ctx, q.c).Err(); err != nil {
+		if err := scriptEnqueueBatch.Load(ctx, q.c).Err(); err != nil {
 			return wrapErr(ctx, "enqueue: script load", err)
 		}
 		q.enqueueLoaded.Store(true)
@@ -309,7 +309,7 @@ func (q *Queue) enqueueChecked(ctx context.Context, jobs []Job, todo []checkedJo
 			}
 			if noScript {
 				// Redis lost its script cache (restart, failover): load, resend those.
-				if err := scriptEnqueue.Load(ctx, q.c).Err(); err != nil {
+				if err := scriptEnqueueBatch.Load(ctx, q.c).Err(); err != nil {
 					return wrapErr(ctx, "enqueue: script load", err)
 				}
 				reloaded = true

@@ -45,12 +45,9 @@ func newFaultEnv(t *testing.T, serverArgs ...string) *faultEnv {
 // EVALSHA is one that ran, not a NOSCRIPT answer.
 func loadScripts(t *testing.T, ctx context.Context, c redis.Scripter) {
 	t.Helper()
-	for _, s := range []*redis.Script{scriptEnqueue, scriptEnqueueOne, scriptTake, scriptAck, scriptAckDone,
-		scriptRetry, scriptKill, scriptExtend, scriptSweep, scriptCancel, scriptReschedule, scriptRequeue,
-		scriptPurge, scriptRemove, scriptRelease, scriptRepair, scriptStats, scriptLookup, scriptDeadList,
-		scriptPause, scriptRate} {
-		if err := s.Load(ctx, c).Err(); err != nil {
-			t.Fatalf("script load: %v", err)
+	for _, s := range scripts {
+		if err := s.script.Load(ctx, c).Err(); err != nil {
+			t.Fatalf("script load %s: %v", s.name, err)
 		}
 	}
 }

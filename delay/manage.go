@@ -167,7 +167,7 @@ func (q *Queue) ListDead(ctx context.Context, offset, count int) (DeadPage, erro
 	if count < 1 || count > MaxBatch || offset < 0 {
 		return DeadPage{}, fmt.Errorf("%w: offset %d count %d", ErrInvalidBatch, offset, count)
 	}
-	r, err := run(ctx, q.c, scriptDeadList, "list dead", []string{q.k.dead, q.k.tasks}, offset, count)
+	r, err := run(ctx, q.c, scriptDeadlist, "list dead", []string{q.k.dead, q.k.tasks}, offset, count)
 	if err != nil {
 		return DeadPage{}, err
 	}

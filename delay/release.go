@@ -2,18 +2,8 @@ package delay
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
-
-	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed lua/gen/release.lua
-	genRelease string
-
-	scriptRelease = redis.NewScript(genRelease)
 )
 
 // release gives tasks that the worker took but never started back to due

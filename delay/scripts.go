@@ -2,7 +2,6 @@ package delay
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -21,77 +20,9 @@ import (
 // one list of scripts): the part of lua/lib.lua it uses followed by its
 // own body, a mutating script's body wrapped by once (reply.lua), so that
 // a call re-sent after its reply was lost returns the first run's reply.
-// The files are checked in, so the Lua Redis runs is there to read; a
+// The composed files and scripts_gen.go, which declares each script's
+// variable, are checked in, so the Lua Redis runs is there to read; a
 // test fails when they are stale.
-var (
-	//go:embed lua/gen/enqueue_batch.lua
-	genEnqueueBatch string
-	//go:embed lua/gen/enqueue.lua
-	genEnqueue string
-	//go:embed lua/gen/take.lua
-	genTake string
-	//go:embed lua/gen/ack.lua
-	genAck string
-	//go:embed lua/gen/ack_done.lua
-	genAckDone string
-	//go:embed lua/gen/retry.lua
-	genRetry string
-	//go:embed lua/gen/kill.lua
-	genKill string
-	//go:embed lua/gen/extend.lua
-	genExtend string
-	//go:embed lua/gen/sweep.lua
-	genSweep string
-	//go:embed lua/gen/cancel.lua
-	genCancel string
-	//go:embed lua/gen/reschedule.lua
-	genReschedule string
-	//go:embed lua/gen/requeue.lua
-	genRequeue string
-	//go:embed lua/gen/purge.lua
-	genPurge string
-	//go:embed lua/gen/remove.lua
-	genRemove string
-	//go:embed lua/gen/stats.lua
-	genStats string
-	//go:embed lua/gen/lookup.lua
-	genLookup string
-	//go:embed lua/gen/deadlist.lua
-	genDeadlist string
-	//go:embed lua/gen/repair.lua
-	genRepair string
-	//go:embed lua/gen/pause.lua
-	genPause string
-	//go:embed lua/gen/rate.lua
-	genRate string
-)
-
-// scriptEnqueue is the multi-job enqueue that EnqueueBatch pipelines (and
-// that Sharded loads before its pipelines); scriptEnqueueOne is the leaner
-// one-job script behind Enqueue, which costs the server less per call
-// than a one-job batch (its Lua sets up fewer tables and closures).
-var (
-	scriptEnqueue    = redis.NewScript(genEnqueueBatch)
-	scriptEnqueueOne = redis.NewScript(genEnqueue)
-	scriptTake       = redis.NewScript(genTake)
-	scriptAck        = redis.NewScript(genAck)
-	scriptAckDone    = redis.NewScript(genAckDone)
-	scriptRetry      = redis.NewScript(genRetry)
-	scriptKill       = redis.NewScript(genKill)
-	scriptExtend     = redis.NewScript(genExtend)
-	scriptSweep      = redis.NewScript(genSweep)
-	scriptCancel     = redis.NewScript(genCancel)
-	scriptReschedule = redis.NewScript(genReschedule)
-	scriptRequeue    = redis.NewScript(genRequeue)
-	scriptPurge      = redis.NewScript(genPurge)
-	scriptRemove     = redis.NewScript(genRemove)
-	scriptStats      = redis.NewScript(genStats)
-	scriptLookup     = redis.NewScript(genLookup)
-	scriptDeadList   = redis.NewScript(genDeadlist)
-	scriptRepair     = redis.NewScript(genRepair)
-	scriptPause      = redis.NewScript(genPause)
-	scriptRate       = redis.NewScript(genRate)
-)
 
 // Script return codes; lib.lua declares the same numbers.
 const (

@@ -206,7 +206,7 @@ func (s *Sharded) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, err
 	// enqueue order within that shard. Loading once up front (on every
 	// master of a cluster) rules that out.
 	if !s.loaded.Load() && len(jobs) > 0 {
-		if err := scriptEnqueue.Load(ctx, s.shards[0].Client()).Err(); err != nil {
+		if err := scriptEnqueueBatch.Load(ctx, s.shards[0].Client()).Err(); err != nil {
 			return out, wrapErr(ctx, "enqueue batch: script load", err)
 		}
 		s.loaded.Store(true)

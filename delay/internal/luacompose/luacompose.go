@@ -1,13 +1,17 @@
-// Package luacompose builds the delay package's Redis scripts: each is
-// the part of lua/lib.lua it uses followed by its own body. The generator
-// (internal/luagen, run by go generate) writes them to lua/gen, which
-// delay embeds; delay's tests compose them again here to prove those
-// files current.
+// Package luacompose builds the delay package's Redis scripts from the
+// one list of them, [Scripts]: each script is the part of lua/lib.lua it
+// uses followed by its own body, written to lua/gen/<name>.lua, and
+// scripts_gen.go declares its *redis.Script. The generator
+// (internal/luagen, run by go generate ./delay) writes [Generate]'s
+// files; delay's tests generate them again to prove the checked-in ones
+// current.
 package luacompose
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"go/format"
 	"io/fs"
 	"path"
 	"regexp"
@@ -23,9 +27,13 @@ var (
 )
 
 // Script is one script of the delay package: the body lua/<Name>.lua,
-// written composed to lua/gen/<Name>.lua.
+// written composed to lua/gen/<Name>.lua and run through the Go variable
+// [Script.GoName].
 type Script struct {
 	Name string
+	// Doc, when set, is said of the script's Go variable: why it exists
+	// beside a similar one.
+	Doc string
 	// Once marks a mutating script: its body runs under rp_run
 	// (reply.lua), so a call re-sent after its reply was lost returns the
 	// first run's reply.
@@ -36,17 +44,17 @@ type Script struct {
 	Keep, Grow string
 }
 
-// Scripts is every script the delay package runs, the list both the
-// generator and the tests use.
-//
-// enqueue_batch is the multi-job enqueue that EnqueueBatch pipelines (and
-// that Sharded loads before its pipelines); enqueue is the leaner one-job
-// script behind Enqueue, which costs the server less per call than a
-// one-job batch (its Lua sets up fewer tables and closures).
+// Scripts is every script the delay package runs: the one place a
+// script is declared. The composed files, the Go variables and the
+// package's table of scripts (scripts_gen.go) are generated from it, and
+// the tests iterate it. A new script is a body lua/<name>.lua, a line
+// here, and go generate ./delay.
 func Scripts() []Script {
 	return []Script{
-		{Name: "enqueue_batch", Once: true, Keep: "rp_ints", Grow: "rp_unints"},
-		{Name: "enqueue", Once: true},
+		{Name: "enqueue_batch", Once: true, Keep: "rp_ints", Grow: "rp_unints",
+			Doc: "the multi-job enqueue that EnqueueBatch pipelines (and that Sharded loads before its pipelines)"},
+		{Name: "enqueue", Once: true,
+			Doc: "the leaner one-job enqueue behind Enqueue, which costs the server less per call than a one-job batch (its Lua sets up fewer tables and closures)"},
 		{Name: "take", Once: true, Keep: "take_keep", Grow: "take_grow"},
 		{Name: "ack", Once: true, Keep: "rp_codes", Grow: "rp_uncodes"},
 		{Name: "ack_done", Once: true, Keep: "rp_codes", Grow: "rp_uncodes"},
@@ -129,6 +137,19 @@ func (l Lib) Build(fsys fs.FS, s Script) (Parts, error) {
 	return Parts{Header: header, Lib: sel, Body: body}, nil
 }
 
+// GoName is the Go variable of s in package delay: "script" and Name in
+// camel case (enqueue_batch is scriptEnqueueBatch).
+func (s Script) GoName() string {
+	var b strings.Builder
+	b.WriteString("script")
+	for _, w := range strings.Split(s.Name, "_") {
+		if w != "" {
+			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+		}
+	}
+	return b.String()
+}
+
 // GeneratedLine is the first line of the generated file of s.
 func GeneratedLine(s Script) string {
 	from := "lib.lua"
@@ -143,8 +164,17 @@ func (p Parts) File(s Script) []byte {
 	return []byte(GeneratedLine(s) + p.Header + "\n" + p.Lib + p.Body)
 }
 
-// Generate composes every script from the lua directory fsys: file name
-// (in lua/gen) -> content.
+// Where Generate's files go, relative to the delay package's directory.
+const (
+	// GenDir holds the composed scripts, one per [Script].
+	GenDir = "lua/gen"
+	// GoFile declares each script's *redis.Script and the table of them.
+	GoFile = "scripts_gen.go"
+)
+
+// Generate composes every script of [Scripts] from the lua directory fsys
+// and writes the Go file that runs them: path (relative to the delay
+// package, under [GenDir] or [GoFile]) -> content.
 func Generate(fsys fs.FS) (map[string][]byte, error) {
 	l, err := ReadLib(fsys)
 	if err != nil {
@@ -156,9 +186,62 @@ func Generate(fsys fs.FS) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[s.Name+".lua"] = p.File(s)
+		out[path.Join(GenDir, s.Name+".lua")] = p.File(s)
 	}
+	src, err := GoSource(Scripts())
+	if err != nil {
+		return nil, err
+	}
+	out[GoFile] = src
 	return out, nil
+}
+
+// comment is text as Go comment lines of at most about 72 columns.
+func comment(text string) string {
+	var b strings.Builder
+	line := 0
+	for _, w := range strings.Fields(text) {
+		if line > 0 && line+1+len(w) > 72 {
+			b.WriteString("\n")
+			line = 0
+		}
+		if line == 0 {
+			b.WriteString("//")
+			line = 2
+		}
+		b.WriteString(" " + w)
+		line += 1 + len(w)
+	}
+	return b.String() + "\n"
+}
+
+// GoSource is the Go file of package delay that embeds each composed
+// script, declares its *redis.Script (named by [Script.GoName]) and lists
+// them all in the table scripts, in the order of list.
+func GoSource(list []Script) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString("// Code generated from delay/internal/luacompose.Scripts by `go generate ./delay`; DO NOT EDIT.\n\n")
+	b.WriteString("package delay\n\nimport (\n\t_ \"embed\"\n\n\t\"github.com/redis/go-redis/v9\"\n)\n")
+	for _, s := range list {
+		src := "lua" + s.GoName()[len("script"):]
+		doc := fmt.Sprintf("%s runs %s/%s.lua, composed from lua/%s.lua", s.GoName(), GenDir, s.Name, s.Name)
+		if s.Doc != "" {
+			doc += ": " + s.Doc
+		}
+		b.WriteString("\n" + comment(doc+"."))
+		fmt.Fprintf(&b, "var %s = redis.NewScript(%s)\n\n//go:embed %s/%s.lua\nvar %s string\n", s.GoName(), src, GenDir, s.Name, src)
+	}
+	b.WriteString("\n// scripts is every script the package runs, by the name of its body in\n// lua/, in the order of luacompose.Scripts.\n")
+	b.WriteString("var scripts = [...]struct {\n\tname   string\n\tscript *redis.Script\n}{\n")
+	for _, s := range list {
+		fmt.Fprintf(&b, "\t{%q, %s},\n", s.Name, s.GoName())
+	}
+	b.WriteString("}\n")
+	src, err := format.Source(b.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("luacompose: %s: %w", GoFile, err)
+	}
+	return src, nil
 }
 
 // Bodies is the script bodies in the lua directory fsys (every .lua file
