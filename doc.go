@@ -9,21 +9,78 @@
 // 3000, and a whole cart resolves in one pipelined round trip. Gift details
 // sit in separate keys and are fetched only after a hit.
 //
-// The module's packages, each with one job:
+// # Package map
+//
+// This is the one list of the repository's packages, each with one job
+// (TestPackageMapComplete in internal/doccheck fails when a package is
+// missing from it or listed here but gone). Library packages:
 //
 //   - [github.com/tierset/tierset/score]: exact scores (counts, money in
 //     minor units, (ms<<10)|seq time scores), the 2^53 rule, range bounds.
 //   - [github.com/tierset/tierset/gradient]: the domain (promotions, tiers,
 //     rewards, gifts), validation, the in-memory matcher and reward math.
 //   - [github.com/tierset/tierset/cache]: the tiers in Redis: atomic
-//     refresh, server-side match, cart match in one round trip, gifts.
+//     refresh, server-side match, cart match in one round trip, gifts,
+//     the near cache and read-through.
 //   - [github.com/tierset/tierset/delay]: the delay queue: leases, fencing
-//     tokens, idempotent enqueue, cancel by business key, retry, dead letter.
+//     tokens, idempotent enqueue, cancel by business key, retry, dead
+//     letter, pools of workers, Sharded for Redis Cluster.
 //   - [github.com/tierset/tierset/rules]: the JSON rules file, parsed
 //     exactly, with errors naming file, promotion, tier and field.
 //   - [github.com/tierset/tierset/warm]: the warm-up job: idempotent by
 //     content hash, with prune and dry run.
-//   - cmd/tierset: the operator's CLI (warm, match, demo, queue).
+//   - [github.com/tierset/tierset/examples]: the sample rules file,
+//     embedded for tierset demo.
+//
+// Nested modules, each with its own go.mod (./... of the root module
+// does not reach them):
+//
+//   - [github.com/tierset/tierset/pg]: PostgreSQL as the source of truth:
+//     migrations, LISTEN/NOTIFY watch, a transactional outbox for the queue.
+//   - pg/cmd/tierset-pg: warms promotions from PostgreSQL, and can keep
+//     watching.
+//   - pg/examples/cartsvc: an example cart-pricing HTTP service.
+//   - pg/internal/pgtest: a PostgreSQL schema per test.
+//   - [github.com/tierset/tierset/contrib/prometheus]: the Observers as
+//     Prometheus metrics.
+//   - bench/peers: tierset's delay queue against asynq, BullMQ and River.
+//   - bench/peers/cart: 20-line carts priced four ways, PostgreSQL included.
+//   - test/browser: the web console in a headless Chromium.
+//
+// Commands and examples:
+//
+//   - cmd/tierset: the operator's CLI (warm, match, demo, queue, audit)
+//     and web console.
+//   - examples/expvar: the Observers wired to expvar.
+//   - bench: the main job, go run ./bench.
+//   - bench/cachecost, bench/servercost: the server cost of the cache's
+//     and the queue's hot paths, counted in instructions under callgrind.
+//
+// Internal packages:
+//
+//   - bench/internal/tiers, bench/internal/delaybench: the tier and delay
+//     benchmarks of go run ./bench.
+//   - delay/internal/luacompose: the one list of the delay scripts and how
+//     each is composed from lib.lua and its body.
+//   - delay/internal/luagen: go generate ./delay: writes the composed
+//     scripts and scripts_gen.go.
+//   - internal/doccheck: tests that every doc link resolves and that this
+//     map is complete.
+//   - internal/faultproxy: a TCP proxy that cuts a reply, adds latency or
+//     kills connections, for fault tests.
+//   - internal/keyname: the check of key prefixes and queue names, and the
+//     default prefix.
+//   - internal/keyscan: the one SCAN over every master.
+//   - internal/measure: the measurement helpers every benchmark shares.
+//   - internal/redisconf: what tierset asks of a go-redis client; URLs
+//     printed with the password redacted.
+//   - internal/redisserver: private redis-server processes for tests and
+//     the bench.
+//   - internal/slot: Redis Cluster hash slots, checked on the client.
+//   - internal/testredis: the test backends: miniredis, a real Redis, a
+//     cluster.
+//   - internal/text: outside input quoted and escaped for messages and
+//     terminals.
 //
 // The root package holds this documentation, [ClusterOptions] (go-redis
 // Cluster settings that follow a failover in seconds), and the end-to-end

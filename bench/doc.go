@@ -8,11 +8,11 @@
 //
 // What it measures:
 //
-//   - tiers (bench/internal/tiers): the library's [cache.Cache.Match]
+//   - tiers (bench/internal/tiers): the library's [github.com/tierset/tierset/cache.Cache.Match]
 //     (one ZRANGE … BYSCORE REV LIMIT 0 1) against the full-scan
 //     anti-pattern (ZRANGE 0 -1 WITHSCORES, decode all, pick in Go) and
 //     raw go-redis issuing the library's command, single lookups and
-//     carts ([cache.Cache.MatchCart] against a raw pipeline), and both
+//     carts ([github.com/tierset/tierset/cache.Cache.MatchCart] against a raw pipeline), and both
 //     through the near cache (Options.NearCache; not on miniredis, which
 //     has no client tracking), per tier count, timed in interleaved rounds after every answer was checked
 //     against the in-memory oracle; and, on a client of its own, bytes

@@ -8,14 +8,10 @@
 // # Key layout
 //
 // One hash tag per promotion, so every read and every transaction touches
-// one Redis Cluster slot:
-//
-//	<prefix>:{p:<id>}:tiers            ZSET  one member per tier, score = threshold score
-//	<prefix>:{p:<id>}:meta             HASH  version, metric, digits, window, counts, updated
-//	<prefix>:{p:<id>}:gifts:<version>  HASH  tier ID -> msgpack gift list
-//
-// and, beside them, a read-through's lease and remembered miss and an
-// ordered Delete's tombstone (keys.go; the full table is in docs/design.md).
+// one Redis Cluster slot: a tiers ZSET, a meta hash and a gifts hash per
+// version, and, beside them, a read-through's lease and remembered miss
+// and an ordered Delete's tombstone. The table of the keys is written
+// once, at the top of keys.go.
 //
 // Each member is a deterministic msgpack array carrying what a hit needs
 // (tier ID, reward, has-gifts flag) plus the promotion's version, metric,

@@ -1,11 +1,16 @@
 package cache
 
-// Key layout. Every key of one promotion shares the hash tag {p:<id>}, so
-// each transaction and each read touches one Redis Cluster slot:
+// Key layout, the one written list of the cache package's keys (the
+// package doc and docs/design.md point here). Every key of one promotion
+// shares the hash tag {p:<id>}, so each transaction and each read touches
+// one Redis Cluster slot:
 //
-//	<prefix>:{p:<id>}:tiers            ZSET  member record per tier + floor + ceiling
-//	<prefix>:{p:<id>}:meta             HASH  version, metric, digits, window, counts
-//	<prefix>:{p:<id>}:gifts:<version>  HASH  tier ID -> msgpack gift list
+//	<prefix>:{p:<id>}:tiers            ZSET    one member per tier (score = threshold) + floor (-1) + ceiling (2^53)
+//	<prefix>:{p:<id>}:meta             HASH    version, metric, digits, window, counts, updated
+//	<prefix>:{p:<id>}:gifts:<version>  HASH    tier ID -> msgpack gift list
+//	<prefix>:{p:<id>}:absent           STRING  read-through: the source does not know <id> ("1") or it ended ("ended"), PX MissTTL
+//	<prefix>:{p:<id>}:lease            STRING  read-through: the process loading <id>, SET NX PX LeaseTTL; every write and delete DELs it
+//	<prefix>:{p:<id>}:tomb             STRING  an ordered Delete's revision, PX TombstoneTTL
 //
 // IDs are checked by gradient.ValidateID (no braces, whitespace or control
 // characters) before any key is built, and New refuses prefixes with
@@ -41,16 +46,10 @@ func (c *Cache) idFromMetaKey(key string) string {
 	return key[len(head) : len(key)-len(suffixMeta)]
 }
 
-// Read-through keys, under the promotion's hash tag so a lease, a
-// remembered miss and the refresh that clears it share one slot:
-//
-//	<prefix>:{p:<id>}:absent   STRING  the source said no such promotion (PX MissTTL)
-//	<prefix>:{p:<id>}:lease    STRING  one process is loading it (SET NX PX LeaseTTL)
-//
+// Read-through keys (absent, lease), under the promotion's hash tag so a
+// lease, a remembered miss and the refresh that clears it share one slot,
 // and the tombstone an ordered Delete leaves, so a writer that read the
-// promotion before the delete cannot bring it back:
-//
-//	<prefix>:{p:<id>}:tomb     STRING  the revision it was deleted at (PX TombstoneTTL)
+// promotion before the delete cannot bring it back.
 const (
 	suffixAbsent = "}:absent"
 	suffixLease  = "}:lease"

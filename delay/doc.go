@@ -138,7 +138,7 @@
 // take or ack again: a script that ran may run a second time. So every
 // mutating script runs under a request ID (a random nonce per Queue and a
 // counter): its first run keeps its reply for Options.ReplyTTL in a small
-// hash shared by 64 calls, <prefix>:{q:<name>}:rp:<nonce>:<n>, with no TTL
+// hash shared by 64 calls, <prefix>:{q:<name>}:rp:<nonce>:<bucket>, with no TTL
 // (so no volatile-* policy evicts it) and deleted by later calls once its
 // time in the reply index rp:idx has passed, and a run
 // with the same ID returns
@@ -160,22 +160,11 @@
 //
 // # Keys
 //
-// All keys of a queue share the hash tag {q:<name>} (HashTag), so every
+// All keys of a queue share the hash tag {q:<name>} ([HashTag]), so every
 // script touches one slot (TestKeysShareOneSlot, TestBucketLayout on a
 // cluster); a sharded queue composes K queues named <name>:0..<name>:K-1.
-//
-//	<prefix>:{q:<name>}:due          ZSET  task ID -> TimeCodec(due ms, seq)
-//	<prefix>:{q:<name>}:inflight     ZSET  task ID -> lease deadline (Unix ms)
-//	<prefix>:{q:<name>}:lease        HASH  task ID -> fence of its delivery (in flight only)
-//	<prefix>:{q:<name>}:dead         ZSET  task ID -> dead-letter time (Unix ms)
-//	<prefix>:{q:<name>}:tasks:<b>    HASH  task ID -> record (header, key, token, last error, payload)
-//	<prefix>:{q:<name>}:idx          HASH  key digest -> comma-separated task IDs
-//	<prefix>:{q:<name>}:ctr          HASH  id and fence counters; ms and seq of the last score; the per-ms high-water mark
-//	<prefix>:{q:<name>}:ctl          HASH  paused since; rate limit and its token bucket (absent: running, unlimited)
-//	<prefix>:{q:<name>}:stats        HASH  counters (delivered, acked, retries, dead, expired, cancelled, overflow, corrupt, lost, restored, ctr_lost, idx_lost)
-//	<prefix>:{q:<name>}:wake         LIST  ≤ 1 element, expires after 60 s
-//	<prefix>:{q:<name>}:rp:<n>:<b>   HASH  slot -> the kept reply of call <n>:<b>:<slot>, no TTL
-//	<prefix>:{q:<name>}:rp:idx       ZSET  reply hash -> Redis TIME + Options.ReplyTTL of its latest reply
+// The table of every key, its type and what it holds is written once, on
+// the keys type in keys.go; [Queue.Keys] lists a queue's fixed keys.
 //
 // Task IDs are base-36 counters. Records live in bucket hashes: <b> is
 // the task ID without its last digit (36 consecutive tasks per bucket).
@@ -267,7 +256,7 @@
 // One hash tag pins a [Queue] to one master. [NewSharded] spreads one
 // logical queue over K shard queues named <name>:0 … <name>:K-1, so their
 // tags {q:<name>:i} land on different slots and masters. The shard of a
-// task is [ShardOf] its business key, so Cancel, Reschedule and Lookup by
+// task is [Sharded.ShardOf] its business key, so Cancel, Reschedule and Lookup by
 // key go to one shard in O(1); [NewShardedWorker] runs one taker per
 // shard, each with its own wake-up and backoff, feeding one set of
 // handlers, so every shard drains and a shard that is down holds back no

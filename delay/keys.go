@@ -90,14 +90,16 @@ func badRune(s string) (rune, bool) {
 	return 0, false
 }
 
-// keys is the whole key layout of one queue; nothing else builds key names.
+// keys is the whole key layout of one queue; nothing else builds key
+// names. This table is the one written list of the delay package's keys:
+// the package doc, docs/design.md and docs/cluster.md point here.
 //
 //	<prefix>:{q:<name>}:due         ZSET  task ID -> TimeCodec(due ms, seq)
 //	<prefix>:{q:<name>}:inflight    ZSET  task ID -> lease deadline (Unix ms, Redis TIME)
 //	<prefix>:{q:<name>}:lease       HASH  task ID -> fence of its current delivery (in flight only)
 //	<prefix>:{q:<name>}:dead        ZSET  task ID -> dead-letter time (Unix ms)
-//	<prefix>:{q:<name>}:done        ZSET  task ID -> end of its tombstone (Unix ms; Options.DoneTTL)
-//	<prefix>:{q:<name>}:tasks:<b>   HASH  task ID -> record (metadata + payload);
+//	<prefix>:{q:<name>}:done        ZSET  task ID -> end of its tombstone (Unix ms; Options.DoneTTL only)
+//	<prefix>:{q:<name>}:tasks:<b>   HASH  task ID -> record (header, key, token, last error, payload);
 //	                                      b = the ID without its last base-36 digit
 //	<prefix>:{q:<name>}:idx         HASH  key digest -> comma-separated task IDs
 //	                                      (of every key with that digest, see digest)
@@ -105,12 +107,22 @@ func badRune(s string) (rune, bool) {
 //	                                      hw, hww, hwp: the per-ms high-water mark (HighWater)
 //	<prefix>:{q:<name>}:ctl         HASH  paused (since, Unix ms); rate, burst, tok, ts: the
 //	                                      rate limit's token bucket (absent: running, no limit)
-//	<prefix>:{q:<name>}:stats       HASH  overflow, retries, dead, expired, ... counters
-//	<prefix>:{q:<name>}:wake        LIST  at most one element; pushed when the head moves earlier
-//	<prefix>:{q:<name>}:rp:<nonce>:<b>  HASH  slot -> the kept reply of the mutating call
-//	                                      nonce:b:slot, no TTL (reply.lua)
+//	<prefix>:{q:<name>}:stats       HASH  counters (delivered, acked, retries, dead, expired,
+//	                                      cancelled, overflow, corrupt, lost, restored, ctr_lost,
+//	                                      idx_lost) and the lateness histogram
+//	<prefix>:{q:<name>}:wake        LIST  at most one element, expires after 60 s; pushed when
+//	                                      the head moves earlier
+//	<prefix>:{q:<name>}:rp:<nonce>:<bucket>
+//	                                HASH  slot -> the kept reply of the mutating call whose
+//	                                      request ID is <nonce>:<bucket>:<slot>; no TTL (reply.lua)
 //	<prefix>:{q:<name>}:rp:idx      ZSET  reply hash -> when its latest reply ends (Unix ms,
 //	                                      Redis TIME + Options.ReplyTTL); swept by the calls
+//
+// and, shared by every queue under a prefix, the worker registry
+// (registry.go, registryKeys):
+//
+//	<prefix>:{workers}:live         ZSET    pool ID -> its last heartbeat (Unix ms, its clock)
+//	<prefix>:{workers}:w:<id>       STRING  the pool's WorkerInfo as JSON, PX 3 × Heartbeat
 //
 // The tasks field holds a base name: records live in small bucket hashes
 // under it, which Redis keeps listpack-encoded (see the package doc,

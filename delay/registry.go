@@ -20,7 +20,7 @@ import (
 // ShardedWorker) keeps an entry under each key prefix its queues use,
 // refreshed every PoolOptions.Heartbeat and expiring after 3 intervals
 // without a refresh, so a killed process disappears by itself. Both of
-// its keys (docs/design.md, "Keys") share the hash tag {workers}, so the
+// its keys (the table on the keys type, keys.go) share the hash tag {workers}, so the
 // registry lives on one slot of a cluster and MGET works there. The
 // entry's TTL (Redis's clock) decides liveness; the index only lists the
 // IDs, and ListWorkers drops the IDs whose entry is gone.
