@@ -29,6 +29,7 @@ func TestClusterIsReal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
+	//lint:ignore SA1019 the tests read the slot map as delay.Sharded does (CLUSTER SLOTS, see sharded.go)
 	ranges, err := cc.ClusterSlots(ctx).Result()
 	if err != nil {
 		t.Fatalf("CLUSTER SLOTS: %v", err)
@@ -257,6 +258,7 @@ func clusterClient(t *testing.T, b *testredis.Backend) *redis.ClusterClient {
 // that hash to different slots served by the same master.
 func untaggedPairOnOneMaster(t *testing.T, ctx context.Context, cc *redis.ClusterClient, prefix string) (string, string) {
 	t.Helper()
+	//lint:ignore SA1019 the tests read the slot map as delay.Sharded does (CLUSTER SLOTS, see sharded.go)
 	ranges, err := cc.ClusterSlots(ctx).Result()
 	if err != nil {
 		t.Fatalf("CLUSTER SLOTS: %v", err)

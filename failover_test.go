@@ -370,6 +370,7 @@ func watchPromotion(ctx context.Context, cl *cluster, victim string, sl int) <-c
 		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 		defer c.Close()
 		for ctx.Err() == nil {
+			//lint:ignore SA1019 the tests read the slot map as delay.Sharded does (CLUSTER SLOTS, see sharded.go)
 			ranges, err := c.ClusterSlots(ctx).Result()
 			if err == nil {
 				for _, r := range ranges {
@@ -388,6 +389,7 @@ func watchPromotion(ctx context.Context, cl *cluster, victim string, sl int) <-c
 // slotOwners returns slot -> master address, from CLUSTER SLOTS.
 func slotOwners(t *testing.T, ctx context.Context, cc *redis.ClusterClient) func(int) string {
 	t.Helper()
+	//lint:ignore SA1019 the tests read the slot map as delay.Sharded does (CLUSTER SLOTS, see sharded.go)
 	ranges, err := cc.ClusterSlots(ctx).Result()
 	if err != nil {
 		t.Fatalf("CLUSTER SLOTS: %v", err)

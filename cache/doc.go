@@ -24,7 +24,7 @@
 // ZRANGE tiers <v> -inf BYSCORE REV LIMIT 0 1 returns a tier on a hit, the
 // floor when no tier is reached ([ErrNoTier], or [ErrNotActive] outside the
 // window) and nothing only when the tiers key is gone. Such a line is read
-// again with its meta key (recheck.lua): no meta is [ErrNotFound], meta
+// again with its meta key (lua/recheck.lua): no meta is [ErrNotFound], meta
 // without tiers is [ErrDamaged]. Scores are integers within ±2^53 (see
 // package score); the score 2^53 itself is reserved for the ceiling.
 //
@@ -61,7 +61,7 @@
 //     gift list is missing (to tell gone from damaged). With
 //     [MatchOptions].Next each line also reads the next tier; the two reads
 //     carry versions, and a line whose versions differ (a refresh committed
-//     between them) is re-read atomically (recheck.lua).
+//     between them) is re-read atomically (lua/recheck.lua).
 //   - Whether a promotion is active is decided by the caller's clock,
 //     [Options].Now, at millisecond resolution; Redis's clock only expires
 //     keys at End + Grace.

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed recheck.lua
+//go:embed lua/recheck.lua
 var recheckLua string
 
 var recheckScript = redis.NewScript(withoutComments(recheckLua))
@@ -27,7 +27,7 @@ func withoutComments(src string) string {
 	return b.String()
 }
 
-// recheck re-reads the lines marked recheck with recheck.lua, one script
+// recheck re-reads the lines marked recheck with lua/recheck.lua, one script
 // call per line in one pipeline (on a Cluster split per master, in
 // parallel): each line then sees one state of its promotion, atomically
 // with its meta key. EVAL, not EVALSHA: a pipeline cannot fall back from

@@ -189,10 +189,9 @@ func TestReadThroughProcesses(t *testing.T) {
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		type proc struct {
-			cmd  *exec.Cmd
-			in   interface{ Write([]byte) (int, error) }
-			out  *bufio.Scanner
-			done string
+			cmd *exec.Cmd
+			in  interface{ Write([]byte) (int, error) }
+			out *bufio.Scanner
 		}
 		procs := make([]*proc, 4)
 		for i := range procs {

@@ -194,7 +194,7 @@ func (c *Cache) nextArgs(key string, s int64) redis.ZRangeArgs {
 // The hot path builds its ZRANGE commands itself, with exactly the
 // arguments redis.ZRangeArgs would send for hitArgs and nextArgs (the
 // match tests compare them), so that one call allocates the arguments of
-// all its lines at once. recheck.lua, off the hot path, sends the same
+// all its lines at once. lua/recheck.lua, off the hot path, sends the same
 // two ZRANGEs.
 const (
 	hitArgc  = 9 // ZRANGE key s -inf BYSCORE REV LIMIT 0 1
@@ -347,7 +347,7 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 			// Lines with nothing stored (not found, or damaged: meta
 			// without tiers), or whose two reads saw two versions (a
 			// refresh committed between them): one more round trip reads
-			// them again, each atomically with its meta key (recheck.lua).
+			// them again, each atomically with its meta key (lua/recheck.lua).
 			rts++
 			if err := c.recheck(ctx, lines, rs); err != nil {
 				c.obs.OnRoundTrips(OpMatch, rts)

@@ -36,7 +36,7 @@ func (h *splitHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 
 // TestMixedVersionsAreRetried: when a refresh lands between the two reads
 // of a Next match, the versions differ, and the line is re-read in
-// one recheck (recheck.lua): the answer is wholly the new version, at one
+// one recheck (lua/recheck.lua): the answer is wholly the new version, at one
 // extra round trip.
 func TestMixedVersionsAreRetried(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {

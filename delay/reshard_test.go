@@ -87,6 +87,7 @@ func freePort(t *testing.T) int {
 // owner is the index of the node that serves slot s, by CLUSTER SLOTS.
 func (pc *privateCluster) owner(t *testing.T, ctx context.Context, s int) int {
 	t.Helper()
+	//lint:ignore SA1019 the tests read the slot map as Sharded does (CLUSTER SLOTS, see sharded.go)
 	slots, err := pc.admin[0].ClusterSlots(ctx).Result()
 	if err != nil {
 		t.Fatal(err)

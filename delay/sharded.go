@@ -333,6 +333,7 @@ func (s *Sharded) Placement(ctx context.Context) (map[string][]int, error) {
 		}
 		return out, nil
 	}
+	//lint:ignore SA1019 CLUSTER SHARDS, its replacement, needs Redis 7.0; CLUSTER SLOTS is deprecated, not removed, and answers on every version
 	ranges, err := cc.ClusterSlots(ctx).Result()
 	if err != nil {
 		return nil, wrapErr(ctx, "placement", err)
