@@ -28,25 +28,18 @@ type faultEnv struct {
 
 func newFaultEnv(t *testing.T, args ...string) *faultEnv {
 	t.Helper()
-	srv := testredis.StartServer(t, args...)
-	p, err := faultproxy.Start(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	rdb := srv.Client(&redis.Options{ContextTimeoutEnabled: true})
-	viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = viaProxy.Close() })
+	f := testredis.StartFaulty(t, args...)
+	rdb := f.Server.Client(&redis.Options{ContextTimeoutEnabled: true})
 	prefix := testredis.Prefix(t)
 	direct, err := New(rdb, Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut, err := New(viaProxy, Options{Prefix: prefix})
+	cut, err := New(f.Cut, Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &faultEnv{srv: srv, proxy: p, direct: direct, cut: cut, rdb: rdb}
+	return &faultEnv{srv: f.Server, proxy: f.Proxy, direct: direct, cut: cut, rdb: rdb}
 }
 
 // nth matches the n-th request (from now on) that contains s.

@@ -15,12 +15,7 @@ import (
 	"github.com/tierset/tierset/internal/testredis"
 )
 
-func testCtx(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t testing.TB) context.Context { return testredis.Ctx(t) }
 
 func newCache(t testing.TB, b *testredis.Backend, opts Options) *Cache {
 	t.Helper()

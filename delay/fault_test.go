@@ -27,18 +27,8 @@ type faultEnv struct {
 
 func newFaultEnv(t *testing.T, serverArgs ...string) *faultEnv {
 	t.Helper()
-	srv := testredis.StartServer(t, serverArgs...)
-	p, err := faultproxy.Start(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	e := &faultEnv{srv: srv, proxy: p, direct: srv.Client(nil)}
-	// go-redis defaults but for ctx deadlines on the socket, which New
-	// requires: MaxRetries 3, so a cut reply makes go-redis send again
-	e.c = redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = e.c.Close() })
-	return e
+	f := testredis.StartFaulty(t, serverArgs...)
+	return &faultEnv{srv: f.Server, proxy: f.Proxy, c: f.Cut, direct: f.Server.Client(nil)}
 }
 
 // loadScripts puts every script in the server's cache, so that a cut

@@ -14,12 +14,7 @@ import (
 	"github.com/tierset/tierset/internal/testredis"
 )
 
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testredis.Ctx(t) }
 
 func newQ(t *testing.T, b *testredis.Backend, o Options) *Queue {
 	t.Helper()
