@@ -374,10 +374,13 @@ func TestReadThroughFailures(t *testing.T) {
 			time.Sleep(5 * time.Second)
 			return nil, errSource
 		}, 500 * time.Millisecond, 0, []error{ErrLoad, context.DeadlineExceeded}},
-		{"slow source, 1s cart", func(ctx context.Context, _ string) (*gradient.Promotion, error) {
+		// The cart's 2 s also covers its first read, which a loaded
+		// machine under -race once stalled past 1 s; the bound below
+		// (2 × 2 s + 0.2 s) stays under the source's 5 s.
+		{"slow source, 2s cart", func(ctx context.Context, _ string) (*gradient.Promotion, error) {
 			time.Sleep(5 * time.Second)
 			return nil, errSource
-		}, 0, time.Second, []error{ErrLoad, context.DeadlineExceeded}},
+		}, 0, 2 * time.Second, []error{ErrLoad, context.DeadlineExceeded}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
