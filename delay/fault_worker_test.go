@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +70,7 @@ func (o *faultObserver) OnError(_ string, op string, err error) {
 
 type faultDelivery struct {
 	id           string
+	fence        int64
 	at, deadline time.Time
 }
 
@@ -87,12 +89,17 @@ func (r faultRun) run(t *testing.T) faultFigures {
 	var mu sync.Mutex
 	seen := map[string][]faultDelivery{}
 	var handled atomic.Int64
+	wasHandled := func(key string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen[key]) > 0
+	}
 	h := func(_ context.Context, tk *Task) error {
 		mu.Lock()
 		if len(seen[tk.Key]) == 0 {
 			handled.Add(1)
 		}
-		seen[tk.Key] = append(seen[tk.Key], faultDelivery{tk.ID, tk.DeliveredAt, tk.Deadline})
+		seen[tk.Key] = append(seen[tk.Key], faultDelivery{tk.ID, tk.Lease.Fence, tk.DeliveredAt, tk.Deadline})
 		mu.Unlock()
 		return nil
 	}
@@ -136,7 +143,7 @@ func (r faultRun) run(t *testing.T) faultFigures {
 						// no send got a reply (go-redis's retries each met a
 						// killed connection): the outcome is unknown, as the
 						// fault model says, and Lookup tells it
-						if !tookEffect(ctx, q, j.Key, produceBy) {
+						if !tookEffect(ctx, q, j.Key, produceBy, wasHandled) {
 							downErrs.Add(1) // it did not run: send again
 							continue
 						}
@@ -202,6 +209,7 @@ loop:
 		}
 		ids := map[string]bool{}
 		sort.Slice(ds, func(a, b int) bool { return ds[a].at.Before(ds[b].at) })
+		twice := f.twice
 		for k, d := range ds {
 			ids[d.id] = true
 			if k > 0 && d.id == ds[k-1].id && d.at.Before(ds[k-1].deadline) {
@@ -209,6 +217,11 @@ loop:
 			}
 		}
 		f.twice += len(ids) - min(len(ids), 1)
+		if f.twice > twice {
+			// what a failure needs to be told from a judgment error:
+			// IDs, fences and both ends of each lease (Redis clock)
+			t.Logf("%s handled %d times: %+v", key, len(ds), ds)
+		}
 	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
@@ -306,15 +319,70 @@ func TestFaultWorkerLatency(t *testing.T) {
 	f.check(t, "5 ms of added latency")
 }
 
-// tookEffect reports whether key has a task, asking until an answer comes
-// (or until by): whether an Enqueue that returned an error ran after all.
-func tookEffect(ctx context.Context, q *Queue, key string, by time.Time) bool {
+// tookEffect reports whether an Enqueue of key that returned an error ran
+// after all, asking until an answer comes (or until by): key has a task
+// now, or handled(key) says the worker already ran one. The order
+// matters: a task that Lookup no longer finds was acked, and its handler
+// returned before the ack, so handled, read after Lookup, knows it. Lookup
+// alone would call a task handled and acked between the Enqueue and the
+// Lookup "never ran", and the producer's re-send would make it twice
+// (TestFaultUnknownEnqueueJudged).
+func tookEffect(ctx context.Context, q *Queue, key string, by time.Time, handled func(key string) bool) bool {
 	for time.Now().Before(by) {
 		infos, err := q.Lookup(ctx, key)
 		if err == nil {
-			return len(infos) > 0
+			return len(infos) > 0 || handled(key)
 		}
 		sleepCtx(ctx, 10*time.Millisecond)
 	}
 	return true // unknown: counted as the error it may be
+}
+
+// TestFaultUnknownEnqueueJudged: an Enqueue whose every send lost its
+// reply ran, and its task was handled and acked before the producer asked;
+// Lookup then finds nothing, yet tookEffect must say it ran, or the fault
+// runs above re-send it and count the re-send's task as handled twice.
+func TestFaultUnknownEnqueueJudged(t *testing.T) {
+	env := newFaultEnv(t)
+	ctx := testCtx(t)
+	loadScripts(t, ctx, env.direct) // a cut EVALSHA is then one that ran
+	q, err := New(env.c, "judged", Options{Prefix: testredis.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int64
+	w, err := NewWorker(q, func(context.Context, *Task) error { handled.Add(1); return nil }, WorkerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-ran })
+
+	// every send go-redis makes of the one Enqueue (MaxRetries 3: 4 sends)
+	enq := [][]byte{[]byte(scriptEnqueueOne.Hash()), []byte(scriptEnqueue.Hash())}
+	env.proxy.CutNext(4, func(req []byte) bool {
+		return bytes.Contains(req, enq[0]) || bytes.Contains(req, enq[1])
+	})
+	_, err = q.Enqueue(ctx, Job{Key: "order:1"})
+	if err == nil || !errors.Is(err, ErrRedis) || isRedisReplyErr(err) || env.proxy.Armed() != 0 {
+		t.Fatalf("Enqueue with every send cut: %v, %d cuts left; want a transport error after 4 cuts", err, env.proxy.Armed())
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		st, err := q.Stats(ctx)
+		if err == nil && handled.Load() == 1 && st.Pending == 0 && st.InFlight == 0 {
+			break // handled and acked
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task not handled and acked in 20 s: handled %d, stats %+v, %v", handled.Load(), st, err)
+		}
+		sleepCtx(ctx, 5*time.Millisecond)
+	}
+	if infos, err := q.Lookup(ctx, "order:1"); err != nil || len(infos) != 0 {
+		t.Fatalf("Lookup after the ack: %+v, %v; want nothing", infos, err)
+	}
+	if !tookEffect(ctx, q, "order:1", time.Now().Add(10*time.Second), func(string) bool { return handled.Load() > 0 }) {
+		t.Error("tookEffect: an Enqueue that ran and was handled judged as never run")
+	}
 }

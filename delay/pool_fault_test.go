@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -165,6 +166,74 @@ func TestFaultShutdownAcks(t *testing.T) {
 			t.Fatalf("%d calls, %d reported ok, want %d", calls.Load(), rec.Handled[HandleOK].Load(), n)
 		}
 	})
+}
+
+// shutdownAckObserver counts acks and records the worker's errors.
+type shutdownAckObserver struct {
+	faultObserver
+	acks atomic.Int32
+}
+
+func (o *shutdownAckObserver) OnAck(string) { o.acks.Add(1) }
+
+// TestFaultShutdownAckCutReply: a handler returns after ShutdownTimeout,
+// and every send of its direct ack loses its reply after the ack ran. The
+// next attempt is the same call, answered from the kept reply: the task
+// is acked once and no error but the transport one is reported (a new
+// call would find the task gone and report it not found).
+func TestFaultShutdownAckCutReply(t *testing.T) {
+	env := newFaultEnv(t)
+	ctx := testCtx(t)
+	loadScripts(t, ctx, env.direct) // a cut EVALSHA is then one that ran
+	obs := &shutdownAckObserver{faultObserver: faultObserver{errs: map[string][]error{}}}
+	q, err := New(env.c, "lateack", Options{Prefix: testredis.Prefix(t), Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	w, err := NewWorker(q, func(hctx context.Context, _ *Task) error {
+		close(started)
+		<-hctx.Done() // cancelled at ShutdownTimeout
+		<-release     // the cut is armed and Run has returned
+		return nil
+	}, WorkerOptions{Concurrency: 1, ShutdownTimeout: 100 * time.Millisecond, Heartbeat: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w)
+	if _, err := q.Enqueue(ctx, Job{Key: "order:1"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("handler never started")
+	}
+	ack := []byte(scriptAck.Hash())
+	env.proxy.CutNext(4, func(req []byte) bool { return bytes.Contains(req, ack) }) // go-redis sends 4 times
+	if err := stop(); !errors.Is(err, ErrShutdownTimeout) {
+		t.Fatalf("Run = %v, want ErrShutdownTimeout", err)
+	}
+	close(release)
+	for deadline := time.Now().Add(30 * time.Second); obs.acks.Load() == 0 && obs.count("ack") < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no ack outcome in 30 s: %d cuts, ack errors %v", env.proxy.Cuts(), obs.errs["ack"])
+		}
+		sleepCtx(ctx, 5*time.Millisecond)
+	}
+	if env.proxy.Cuts() != 4 {
+		t.Fatalf("%d ack replies cut, want 4", env.proxy.Cuts())
+	}
+	obs.mu.Lock()
+	ackErrs := obs.errs["ack"]
+	obs.mu.Unlock()
+	if len(ackErrs) != 1 || isRedisReplyErr(ackErrs[0]) || !errors.Is(ackErrs[0], ErrRedis) || obs.acks.Load() != 1 {
+		t.Fatalf("ack errors %v, %d acks: want one transport error, then the kept reply's ack", ackErrs, obs.acks.Load())
+	}
+	st, err := q.Stats(ctx)
+	if err != nil || st.Acked != 1 || st.Pending != 0 || st.InFlight != 0 {
+		t.Fatalf("stats %+v, %v: want 1 acked, nothing pending or in flight", st, err)
+	}
 }
 
 // A configuration error no retry fixes (a server that may evict the

@@ -335,11 +335,17 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 		}
 		tk.ackMu.RUnlock()
 		// The ack loop has stopped: ack directly, retrying transport
-		// errors as it would (6 attempts, each with its own 5 s bound).
+		// errors as it would (6 attempts, each with its own 5 s bound),
+		// every attempt the same call: an ack that ran and lost its reply
+		// then answers with its kept reply, not "not found".
+		req := q.req.next()
 		for attempt := 1; ; attempt++ {
 			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			aerr := q.Ack(actx, t.Lease)
+			errs, aerr := q.ackMany(actx, []Lease{t.Lease}, req)
 			acancel()
+			if aerr == nil {
+				aerr = errs[0]
+			}
 			if aerr == nil {
 				break
 			}
