@@ -231,15 +231,17 @@ func TestFaultOutboxPeriodicReconcileAfterFlushAll(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	type start struct{ due, started time.Time }
 	type pass struct {
-		started, at time.Time
-		res         delay.ReconcileResult
+		start
+		at  time.Time
+		res delay.ReconcileResult
 	}
 	passes := make(chan pass, 100)
-	starts := make(chan time.Time, 100)
-	o.reconcileStarted = func() { starts <- time.Now() }
-	latestStart := func() time.Time { // the pass just ended began last
-		var last time.Time
+	starts := make(chan start, 100)
+	o.reconcileStarted = func(due time.Time) { starts <- start{due, time.Now()} }
+	latestStart := func() start { // the pass just ended began last
+		var last start
 		for {
 			select {
 			case st := <-starts:
@@ -278,23 +280,25 @@ func TestFaultOutboxPeriodicReconcileAfterFlushAll(t *testing.T) {
 	for p.started.Before(flushed) {
 		select {
 		case p = <-passes:
-		case <-time.After(2 * period):
-			t.Fatalf("no reconcile pass within %v of the flush", 2*period)
+		case <-time.After(period + 30*time.Second):
+			t.Fatalf("no reconcile pass within %v of the flush", period+30*time.Second)
 		}
 	}
 	st, err := q.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("FLUSHALL of %d relayed tasks, then nothing called: the relay's next periodic pass (every %v) started %v after the flush and had them back %v after it: %+v; Redis then holds %d pending",
-		rows, period, p.started.Sub(flushed).Round(time.Millisecond), p.at.Sub(flushed).Round(time.Millisecond), p.res, st.Pending)
+	t.Logf("FLUSHALL of %d relayed tasks, then nothing called: the relay's next periodic pass (every %v) was due %v after the flush, started %v after it and had them back %v after it: %+v; Redis then holds %d pending",
+		rows, period, p.due.Sub(flushed).Round(time.Millisecond), p.started.Sub(flushed).Round(time.Millisecond), p.at.Sub(flushed).Round(time.Millisecond), p.res, st.Pending)
 	if st.Pending != rows {
 		t.Fatalf("after the pass Redis holds %d pending; want %d", st.Pending, rows)
 	}
-	// The pass starts one period after the previous one started, which
-	// was before the flush; 500 ms covers a relay batch in progress then.
-	if d := p.started.Sub(flushed); d > period+500*time.Millisecond {
-		t.Fatalf("the pass after the flush started %v after it, want within one period (%v)", d, period)
+	// The pass is due one period after the previous one started, which
+	// was before the flush: exactly within one period. When it starts
+	// after that depends on the relay batch in progress and the machine's
+	// load (3.2 s once at load 25), so only its due time is judged.
+	if d := p.due.Sub(flushed); d > period {
+		t.Fatalf("the pass after the flush was due %v after it, want within one period (%v)", d, period)
 	}
 }
 
@@ -317,11 +321,11 @@ func TestOutboxPeriodicReconcileOneAtATime(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, o.lockName()+".periodic"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ran, err := o.reconcileTurn(ctx, 0); err != nil || ran {
+	if _, ran, err := o.reconcileTurn(ctx, time.Time{}, 0); err != nil || ran {
 		t.Fatalf("reconcileTurn while another process holds the turn: ran %v, %v; want skipped", ran, err)
 	}
 	_ = tx.Rollback(ctx)
-	if _, ran, err := o.reconcileTurn(ctx, 0); err != nil || !ran {
+	if _, ran, err := o.reconcileTurn(ctx, time.Time{}, 0); err != nil || !ran {
 		t.Fatalf("reconcileTurn after the turn was released: ran %v, %v; want ran", ran, err)
 	}
 }

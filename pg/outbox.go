@@ -44,8 +44,9 @@ type Outbox struct {
 	// afterRows runs in Cancel and Reschedule between their row update and
 	// their Redis step; tests hold a concurrent enqueue and relay there.
 	afterRows func(tokens []string)
-	// reconcileStarted runs when a periodic reconcile pass has its turn.
-	reconcileStarted func()
+	// reconcileStarted runs when a periodic reconcile pass has its turn,
+	// with the time it was due.
+	reconcileStarted func(due time.Time)
 }
 
 // NewOutbox returns the outbox of q in schema ("" = DefaultSchema).

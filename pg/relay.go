@@ -166,8 +166,9 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 		if opts.ReconcileEvery > 0 && !time.Now().Before(nextReconcile) {
 			// Periods count from each pass's start, so whenever Redis loses
 			// data the next pass starts within one period.
+			due := nextReconcile
 			nextReconcile = time.Now().Add(opts.ReconcileEvery)
-			res, ran, err := o.reconcileTurn(ctx, opts.ReconcileHorizon)
+			res, ran, err := o.reconcileTurn(ctx, due, opts.ReconcileHorizon)
 			switch {
 			case ctx.Err() != nil:
 				return ctx.Err()
@@ -206,8 +207,8 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 
 // reconcileTurn runs Reconcile over rows due before now+horizon (every
 // row when horizon is 0) unless another process's pass is running (ran
-// false then).
-func (o *Outbox) reconcileTurn(ctx context.Context, horizon time.Duration) (res delay.ReconcileResult, ran bool, err error) {
+// false then). due is when the pass was due (zero for the first).
+func (o *Outbox) reconcileTurn(ctx context.Context, due time.Time, horizon time.Duration) (res delay.ReconcileResult, ran bool, err error) {
 	tx, err := o.db.Begin(ctx)
 	if err != nil {
 		return res, false, fmt.Errorf("pg: periodic reconcile: begin: %w", err)
@@ -221,7 +222,7 @@ func (o *Outbox) reconcileTurn(ctx context.Context, horizon time.Duration) (res 
 		return res, false, nil
 	}
 	if o.reconcileStarted != nil {
-		o.reconcileStarted()
+		o.reconcileStarted(due)
 	}
 	before := o.q.Options().Codec.MaxTime() // DueBound takes before-1 ms: in range
 	if horizon > 0 {
