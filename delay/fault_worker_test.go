@@ -361,7 +361,7 @@ func TestFaultUnknownEnqueueJudged(t *testing.T) {
 	t.Cleanup(func() { stop(); <-ran })
 
 	// every send go-redis makes of the one Enqueue (MaxRetries 3: 4 sends)
-	enq := [][]byte{[]byte(scriptEnqueueOne.Hash()), []byte(scriptEnqueue.Hash())}
+	enq := [][]byte{[]byte(scriptEnqueue.Hash()), []byte(scriptEnqueue.Hash())}
 	env.proxy.CutNext(4, func(req []byte) bool {
 		return bytes.Contains(req, enq[0]) || bytes.Contains(req, enq[1])
 	})
