@@ -97,23 +97,31 @@ func (r *controlRun) check(t *testing.T, n int) {
 }
 
 // TestFaultPauseResumeClientKill: CLIENT KILL TYPE normal every 20 ms on a
-// private server drops every connection of the client the Worker, Pause
-// and Resume share, while the test pauses and resumes the queue five
-// times. Each call returns success with the state it set (go-redis
+// private server drops every connection of the Worker's client and of
+// Pause and Resume's, while the test pauses and resumes the queue five
+// times, with the backlog topped up so that each round pauses a busy
+// worker. Each call returns success with the state it set (go-redis
 // re-sends it; a re-sent call gets its first run's reply), no take after
 // a pause began hands out a task, the tasks in flight are acked, and
 // every task is handled exactly once.
 func TestFaultPauseResumeClientKill(t *testing.T) {
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
-	// go-redis re-sends a call 3 times by default; on a loaded machine a
-	// kill every 20 ms can cut all four sends of one Pause, which leaves
-	// its outcome unknown rather than wrong. 20 re-sends keep the test on
-	// what it proves: every re-send gets the first run's reply.
-	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true, MaxRetries: 20})
+	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
 	const n = 1000
+	total := n
 	r := startControlRun(t, c, n, Options{})
 	check, err := New(env.direct, "line", Options{Prefix: r.q.o.Prefix}) // reads state past the kills
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pause and Resume go through a client of their own that re-sends a
+	// cut call up to 20 times (go-redis's default is 3): on a loaded
+	// machine a kill every 20 ms can cut all four sends of one call,
+	// which leaves its outcome unknown rather than wrong, and the test is
+	// about what a re-send gets (the first run's reply). The worker keeps
+	// the default, so its own calls fail fast and back off.
+	ctl, err := New(env.srv.Client(&redis.Options{ContextTimeoutEnabled: true, MaxRetries: 20}), "line", Options{Prefix: r.q.o.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +141,27 @@ func TestFaultPauseResumeClientKill(t *testing.T) {
 	}()
 	for round := range 5 {
 		from := r.handled.Load()
+		// A fast worker can drain the backlog while a cut Pause is re-sent:
+		// keep at least 300 tasks waiting so every round pauses a worker
+		// that is busy.
+		if left := total - int(r.handled.Load()); left < 300 {
+			jobs := make([]Job, 500)
+			for i := range jobs {
+				jobs[i] = Job{Key: "line:" + strconv.Itoa(total+i)}
+			}
+			res, err := ctl.EnqueueBatch(ctx, jobs)
+			if err != nil {
+				t.Fatalf("round %d: topping the backlog up: %v", round, err)
+			}
+			for _, e := range res {
+				if e.Err != nil {
+					t.Fatalf("round %d: topping the backlog up: %v", round, e.Err)
+				}
+			}
+			total += len(jobs)
+		}
 		waitFor(t, 60*time.Second, "the worker handling tasks", func() bool { return r.handled.Load() >= from+50 })
-		if changed, err := r.q.setPaused(ctx, "1"); err != nil || !changed {
+		if changed, err := ctl.setPaused(ctx, "1"); err != nil || !changed {
 			t.Fatalf("round %d: Pause: changed %v, %v", round, changed, err)
 		}
 		st := mustStats(t, ctx, check)
@@ -147,7 +174,7 @@ func TestFaultPauseResumeClientKill(t *testing.T) {
 		if last := ts[len(ts)-1]; last > since {
 			t.Errorf("round %d: a task taken at %d ms, after the pause began at %d ms", round, last, since)
 		}
-		if changed, err := r.q.setPaused(ctx, "0"); err != nil || !changed {
+		if changed, err := ctl.setPaused(ctx, "0"); err != nil || !changed {
 			t.Fatalf("round %d: Resume: changed %v, %v", round, changed, err)
 		}
 		if st := mustStats(t, ctx, check); st.Paused {
@@ -158,14 +185,14 @@ func TestFaultPauseResumeClientKill(t *testing.T) {
 	kwg.Wait()
 	waitFor(t, 90*time.Second, "every task handled", func() bool {
 		st := mustStats(t, ctx, check)
-		return r.handled.Load() == n && st.Pending == 0 && st.InFlight == 0
+		return r.handled.Load() == int64(total) && st.Pending == 0 && st.InFlight == 0
 	})
 	_ = r.stop()
 	t.Logf("5 pauses and resumes, %d connections killed", killed.Load())
 	if killed.Load() < 5 {
 		t.Errorf("%d connections killed, want at least 5", killed.Load())
 	}
-	r.check(t, n)
+	r.check(t, total)
 }
 
 // TestFaultRateLimitRestart: a queue limited to 100 tasks a second (burst
