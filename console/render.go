@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"bytes"
@@ -27,13 +27,13 @@ type pageData struct {
 	Data                    any
 }
 
-func (s *webServer) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
+func (s *Console) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
 	s.renderCode(w, r, http.StatusOK, name, title, data)
 }
 
 // renderCode executes the template into a buffer first, so a template
 // error is a clean 500 and cookies are set before the status is written.
-func (s *webServer) renderCode(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
+func (s *Console) renderCode(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	pd := pageData{Title: title, Redis: s.cfg.redisShown, CSRF: s.csrfToken(w, r), Msg: r.URL.Query().Get("msg"),
 		Nav: name, Authed: s.authed(r), Loopback: s.cfg.loopback, Now: s.cfg.now(), Data: data}
 	if d, ok := data.(map[string]any); ok {

@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -45,7 +45,7 @@ type taskRow struct {
 	Err                                string
 }
 
-func (s *webServer) routes() {
+func (s *Console) routes() {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
@@ -69,9 +69,9 @@ func (s *webServer) routes() {
 	s.mux.HandleFunc("GET /promotion", s.promotionPage)
 }
 
-func (s *webServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.guard(s.mux).ServeHTTP(w, r) }
+func (s *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.guard(s.mux).ServeHTTP(w, r) }
 
-func (s *webServer) queuesPage(w http.ResponseWriter, r *http.Request) {
+func (s *Console) queuesPage(w http.ResponseWriter, r *http.Request) {
 	qs, err := s.queueList(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
@@ -86,7 +86,7 @@ func (s *webServer) queuesPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // queueCard reads one queue: Stats and Browse, two round trips.
-func (s *webServer) queueCard(ctx context.Context, q *delay.Queue) queueView {
+func (s *Console) queueCard(ctx context.Context, q *delay.Queue) queueView {
 	v := queueView{Name: q.Name()}
 	st, err := q.Stats(ctx)
 	if err != nil {
@@ -130,7 +130,7 @@ func rel(t, now time.Time) string {
 
 // rate records a Stats sample and reports the rates since the oldest
 // sample of the last five minutes (so the first view has none).
-func (s *webServer) rate(name string, st delay.Stats) string {
+func (s *Console) rate(name string, st delay.Stats) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := rateSample{at: st.ServerTime, delivered: st.Delivered, acked: st.Acked, dead: st.DeadLettered}
@@ -204,7 +204,7 @@ func msLabel(b int) string {
 	return (time.Duration(int64(1)<<b) * time.Millisecond).String()
 }
 
-func (s *webServer) deadPage(w http.ResponseWriter, r *http.Request) {
+func (s *Console) deadPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	qs, err := s.queueList(ctx)
 	if err != nil {
@@ -286,7 +286,7 @@ func listDead(ctx context.Context, q *delay.Queue, page int, newest bool) (delay
 }
 
 // lookupPage lists the tasks of one business key (Queue.Lookup).
-func (s *webServer) lookupPage(w http.ResponseWriter, r *http.Request) {
+func (s *Console) lookupPage(w http.ResponseWriter, r *http.Request) {
 	name, key := r.URL.Query().Get("queue"), r.URL.Query().Get("key")
 	q, err := s.queue(r.Context(), name)
 	if err != nil {
@@ -326,7 +326,7 @@ func payloadPreview(p []byte) string {
 }
 
 // changeQueue is a change's common part: the POST check and its queue.
-func (s *webServer) changeQueue(w http.ResponseWriter, r *http.Request) (*delay.Queue, bool) {
+func (s *Console) changeQueue(w http.ResponseWriter, r *http.Request) (*delay.Queue, bool) {
 	if !s.checkPost(w, r) {
 		return nil, false
 	}
@@ -338,11 +338,11 @@ func (s *webServer) changeQueue(w http.ResponseWriter, r *http.Request) (*delay.
 	return q, true
 }
 
-func (s *webServer) done(w http.ResponseWriter, r *http.Request, q *delay.Queue, msg string) {
+func (s *Console) done(w http.ResponseWriter, r *http.Request, q *delay.Queue, msg string) {
 	http.Redirect(w, r, "/dead?queue="+url.QueryEscape(q.Name())+"&msg="+url.QueryEscape(msg), http.StatusSeeOther)
 }
 
-func (s *webServer) requeue(w http.ResponseWriter, r *http.Request) {
+func (s *Console) requeue(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.changeQueue(w, r)
 	if !ok {
 		return
@@ -363,7 +363,7 @@ func (s *webServer) requeue(w http.ResponseWriter, r *http.Request) {
 // requeueAll shows a confirmation page on GET, as purge does: requeueing
 // thousands of letters that died of one outage can cause the next one.
 // The POST must repeat the queue's name in "confirm".
-func (s *webServer) requeueAll(w http.ResponseWriter, r *http.Request) {
+func (s *Console) requeueAll(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		s.confirmPage(w, r, "requeue.html", "Requeue dead letters")
 		return
@@ -387,7 +387,7 @@ func (s *webServer) requeueAll(w http.ResponseWriter, r *http.Request) {
 
 // purge shows a confirmation page on GET; the POST must repeat the
 // queue's name in "confirm".
-func (s *webServer) purge(w http.ResponseWriter, r *http.Request) {
+func (s *Console) purge(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		s.confirmPage(w, r, "purge.html", "Purge dead letters")
 		return
@@ -412,7 +412,7 @@ func (s *webServer) purge(w http.ResponseWriter, r *http.Request) {
 
 // confirmPage renders a change's confirmation page for ?queue (and ?id)
 // with the queue's dead-letter count.
-func (s *webServer) confirmPage(w http.ResponseWriter, r *http.Request, tmpl, title string) {
+func (s *Console) confirmPage(w http.ResponseWriter, r *http.Request, tmpl, title string) {
 	name, id := r.URL.Query().Get("queue"), r.URL.Query().Get("id")
 	q, err := s.queue(r.Context(), name)
 	if err != nil {
@@ -439,7 +439,7 @@ func confirmed(w http.ResponseWriter, r *http.Request, q *delay.Queue, verb stri
 
 // fail shows an error page: 404 for what does not exist, 400 for bad
 // input the library refused, 502 for Redis.
-func (s *webServer) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := http.StatusBadGateway
 	switch {
 	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, cache.ErrNotFound):
