@@ -34,42 +34,22 @@ type queueView struct {
 	P50, P99, Max    string
 	Chart            histChart
 	Behind, Expiring bool
+	NoWorker         bool
+	Summary          summaryRow
+	Workers          []delay.WorkerInfo
+	err              error
+	down             bool // err says Redis is unreachable
 }
 
 type taskRow struct {
 	ID, Key, Token, LastError, Payload string
+	Fence                              int64
 	State                              delay.State
 	Attempt                            int
 	When                               time.Time
 	Rel                                string
 	Err                                string
 }
-
-func (s *Console) routes() {
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
-		http.Redirect(w, r, "/queues", http.StatusSeeOther)
-	})
-	s.mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "max-age=3600")
-		http.ServeFileFS(w, r, webFiles, "web/style.css")
-	})
-	s.mux.HandleFunc("/login", s.login)
-	s.mux.HandleFunc("/logout", s.logout)
-	s.mux.HandleFunc("GET /queues", s.queuesPage)
-	s.mux.HandleFunc("GET /dead", s.deadPage)
-	s.mux.HandleFunc("GET /lookup", s.lookupPage)
-	s.mux.HandleFunc("/dead/requeue", s.requeue)
-	s.mux.HandleFunc("/dead/requeue-all", s.requeueAll)
-	s.mux.HandleFunc("/dead/purge", s.purge)
-	s.mux.HandleFunc("GET /promotions", s.promotionsPage)
-	s.mux.HandleFunc("GET /promotion", s.promotionPage)
-}
-
-func (s *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.guard(s.mux).ServeHTTP(w, r) }
 
 func (s *Console) queuesPage(w http.ResponseWriter, r *http.Request) {
 	qs, err := s.queueList(r.Context())
@@ -78,26 +58,37 @@ func (s *Console) queuesPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	views := make([]queueView, len(qs))
+	rows := make([]summaryRow, len(qs))
 	for i, q := range qs {
 		views[i] = s.queueCard(r.Context(), q)
+		if err := views[i].Err; err != "" && views[i].down {
+			s.fail(w, r, views[i].err)
+			return
+		}
+		rows[i] = views[i].Summary
 	}
 	refresh, _ := strconv.Atoi(r.URL.Query().Get("refresh"))
-	s.render(w, r, "queues.html", "Queues", map[string]any{"Queues": views, "Prefix": s.cfg.queuePrefix, "Refresh": min(max(refresh, 0), 3600)})
+	s.render(w, r, "queues.html", "Queues", map[string]any{"Queues": views, "Summary": rows, "Prefix": s.cfg.queuePrefix,
+		"Refresh": min(max(refresh, 0), 3600)})
 }
 
-// queueCard reads one queue: Stats and Browse, two round trips.
+// queueCard reads one queue: Health (Stats and the worker registry) and
+// Browse, three round trips.
 func (s *Console) queueCard(ctx context.Context, q *delay.Queue) queueView {
 	v := queueView{Name: q.Name()}
-	st, err := q.Stats(ctx)
+	h, err := q.Health(ctx, behindAfter)
 	if err != nil {
-		v.Err = err.Error()
+		v.Err, v.err, v.down = err.Error(), err, redisDown(err)
+		v.Summary = summaryRow{Name: q.Name(), Err: v.Err, Verdict: "error"}
 		return v
 	}
+	st := h.Stats
 	ov, err := q.Browse(ctx, delay.BrowseOptions{Tasks: 5, Horizon: time.Minute})
 	if err != nil {
-		v.Err = err.Error()
+		v.Err, v.err, v.down = err.Error(), err, redisDown(err)
 		return v
 	}
+	v.Summary, v.Workers = summaryOf(q.Name(), h), h.Workers
 	v.Stats, v.DueSoon = st, ov.DueSoon
 	for _, t := range ov.Due {
 		v.Due = append(v.Due, rowOf(t, st.ServerTime))
@@ -106,7 +97,7 @@ func (s *Console) queueCard(ctx context.Context, q *delay.Queue) queueView {
 		v.InFlight = append(v.InFlight, rowOf(t, st.ServerTime))
 		v.Expiring = v.Expiring || t.When.Before(st.ServerTime)
 	}
-	v.Behind = st.OldestDueAge > time.Minute
+	v.Behind, v.NoWorker = h.Verdict == delay.Behind, h.Verdict == delay.NoWorker
 	v.Rates = s.rate(q.Name(), st)
 	if l := st.Lateness; l.Total() > 0 {
 		v.P50, v.P99, v.Max = "< "+l.Percentile(50).String(), "< "+l.Percentile(99).String(), "< "+l.Percentile(100).String()
@@ -442,6 +433,9 @@ func confirmed(w http.ResponseWriter, r *http.Request, q *delay.Queue, verb stri
 func (s *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := http.StatusBadGateway
 	switch {
+	case redisDown(err):
+		s.renderDown(w, r, err)
+		return
 	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, cache.ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, delay.ErrInvalidBatch), errors.Is(err, delay.ErrInvalidName), errors.Is(err, delay.ErrInvalidKey), errors.Is(err, cache.ErrBadID),

@@ -22,9 +22,16 @@ type pageData struct {
 	Title, Redis, CSRF, Msg string
 	Nav                     string // the template name, to mark the current tab
 	Authed, Loopback        bool
-	Refresh                 int // seconds between reloads, 0 for none
+	Down                    string // Redis is unreachable: the banner's cause
+	Refresh                 int    // seconds between reloads, 0 for none
 	Now                     time.Time
 	Data                    any
+}
+
+// renderDown answers 503 with the page-wide banner: Redis is unreachable.
+func (s *Console) renderDown(w http.ResponseWriter, r *http.Request, err error) {
+	w.Header().Set("Retry-After", "5")
+	s.renderCode(w, r, http.StatusServiceUnavailable, "down.html", "Redis is unreachable", map[string]string{"Down": err.Error()})
 }
 
 func (s *Console) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
@@ -38,6 +45,9 @@ func (s *Console) renderCode(w http.ResponseWriter, r *http.Request, code int, n
 		Nav: name, Authed: s.authed(r), Loopback: s.cfg.loopback, Now: s.cfg.now(), Data: data}
 	if d, ok := data.(map[string]any); ok {
 		pd.Refresh, _ = d["Refresh"].(int)
+	}
+	if d, ok := data.(map[string]string); ok {
+		pd.Down = d["Down"]
 	}
 	var buf bytes.Buffer
 	if err := s.tmpl.ExecuteTemplate(&buf, name, pd); err != nil {
