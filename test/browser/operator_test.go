@@ -1,0 +1,133 @@
+package browser
+
+import (
+	"net/url"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tierset/tierset/delay"
+)
+
+// TestBrowserOperator drives the operator's pages in headless Chromium:
+// the summary, the browse pages with their cursor, a task page, a bulk
+// action through its confirm page, pause and resume, the workers page,
+// and every page at 420 px wide without the page scrolling sideways.
+func TestBrowserOperator(t *testing.T) {
+	f := seed(t)
+	ctx := newBrowser(t)
+	base := startConsole(t, f)
+	dir := shots(t)
+	do(t, ctx, "log in", chromedp.Navigate(base+"/login?next="+url.QueryEscape("/queues")),
+		chromedp.WaitVisible(css(`#token`)), chromedp.SendKeys(css(`#token`), token), chromedp.Click(css(`#login-submit`)),
+		chromedp.WaitVisible(css(`#summary`)))
+
+	t.Run("summary equals Health", func(t *testing.T) {
+		h, err := f.q.Health(t.Context(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cells := get(t, ctx, "summary row", chromedp.Evaluate[[]string](
+			`Array.from(document.querySelectorAll('#summary tr[data-queue="orders"] td')).map(e => e.textContent.trim())`))
+		want := []string{"orders", strconv.FormatInt(h.Stats.Ready, 10), strconv.FormatInt(h.Stats.Pending-h.Stats.Ready, 10),
+			strconv.FormatInt(h.Stats.InFlight, 10), strconv.FormatInt(h.Stats.Dead, 10)}
+		if len(cells) < 11 || !slices.Equal(cells[:5], want) || cells[10] != h.Verdict.String() {
+			t.Errorf("summary row %v; Health %v, verdict %s", cells, want, h.Verdict)
+		}
+		screenshot(t, ctx, dir, "summary")
+	})
+
+	t.Run("browse pages follow the cursor", func(t *testing.T) {
+		p, err := f.q.ListTasks(t.Context(), delay.PageOptions{State: delay.PageDue, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []string
+		do(t, ctx, "due tasks", chromedp.Navigate(base+"/tasks?queue=orders&state=due"), chromedp.WaitVisible(css(`#page-info`)))
+		for range 5 {
+			seen = append(seen, get(t, ctx, "rows", chromedp.Evaluate[[]string](
+				`Array.from(document.querySelectorAll('#tasks-table tr[data-id]')).map(r => r.dataset.id)`))...)
+			more := get(t, ctx, "next link", chromedp.Evaluate[bool](`!!document.querySelector('#next')`))
+			if !more {
+				break
+			}
+			do(t, ctx, "next page", chromedp.Click(css(`#next`)), chromedp.WaitVisible(css(`#first`)))
+		}
+		want := make([]string, len(p.Tasks))
+		for i, e := range p.Tasks {
+			want[i] = e.ID
+		}
+		if !slices.Equal(seen, want) {
+			t.Errorf("browsed %v; ListTasks %v", seen, want)
+		}
+		do(t, ctx, "dead tasks", chromedp.Navigate(base+"/tasks?queue=orders&state=dead"), chromedp.WaitVisible(css(`#tasks-table`)))
+		screenshot(t, ctx, dir, "tasks-dead")
+	})
+
+	t.Run("task page", func(t *testing.T) {
+		do(t, ctx, "task", chromedp.Navigate(base+"/task?queue=orders&id="+f.dead[0]), chromedp.WaitVisible(css(`#task`)))
+		payload := get(t, ctx, "payload", chromedp.Text(css(`#payload`)))
+		errText := get(t, ctx, "error", chromedp.TextContent(css(`[data-field="error"]`)))
+		if errText != xssError || payload == "" || payload[0] != '{' {
+			t.Errorf("task page: error %q, payload %q", errText, payload)
+		}
+		screenshot(t, ctx, dir, "task")
+	})
+
+	t.Run("bulk requeue through the confirm page", func(t *testing.T) {
+		ids := f.dead[1:3]
+		do(t, ctx, "pick", chromedp.Navigate(base+"/tasks?queue=orders&state=dead"), chromedp.WaitVisible(css(`#tasks-table`)))
+		for _, id := range ids {
+			do(t, ctx, "tick "+id, chromedp.Click(css(`input.pick[value="`+id+`"]`)))
+		}
+		do(t, ctx, "review", chromedp.SetValue(css(`#bulk-action`), "requeue"), chromedp.Click(css(`#bulk-submit`)),
+			chromedp.WaitVisible(css(`#confirm-form`)))
+		listed := get(t, ctx, "confirm rows", chromedp.Evaluate[[]string](
+			`Array.from(document.querySelectorAll('#confirm-table tr[data-id]')).map(r => r.dataset.id)`))
+		if !slices.Equal(listed, ids) || !deadSet(t, f.q)[ids[0]] {
+			t.Fatalf("confirm page lists %v, want %v, and changes nothing", listed, ids)
+		}
+		screenshot(t, ctx, dir, "confirm")
+		do(t, ctx, "confirm", chromedp.Click(css(`#confirm-submit`)), chromedp.WaitVisible(css(`#msg`)))
+		dead := deadSet(t, f.q)
+		if dead[ids[0]] || dead[ids[1]] {
+			t.Errorf("after the confirmed requeue %v are still dead", ids)
+		}
+	})
+
+	t.Run("pause and resume", func(t *testing.T) {
+		do(t, ctx, "pause", chromedp.Navigate(base+"/queue?name=orders"), chromedp.WaitVisible(css(`#pause`)),
+			chromedp.Click(css(`#pause`)), chromedp.WaitVisible(css(`#confirm-form`)), chromedp.Click(css(`#confirm-submit`)),
+			chromedp.WaitVisible(css(`#resume`)))
+		if st, err := f.q.Stats(t.Context()); err != nil || !st.Paused {
+			t.Fatalf("after pause: %+v, %v", st.Paused, err)
+		}
+		screenshot(t, ctx, dir, "queue-paused")
+		do(t, ctx, "resume", chromedp.Click(css(`#resume`)), chromedp.WaitVisible(css(`#confirm-form`)),
+			chromedp.Click(css(`#confirm-submit`)), chromedp.WaitVisible(css(`#pause`)))
+		if st, err := f.q.Stats(t.Context()); err != nil || st.Paused {
+			t.Fatalf("after resume: %+v, %v", st.Paused, err)
+		}
+	})
+
+	t.Run("workers page", func(t *testing.T) {
+		do(t, ctx, "workers", chromedp.Navigate(base+"/workers"), chromedp.WaitVisible(css(`#no-workers`)))
+	})
+
+	t.Run("420 px wide", func(t *testing.T) {
+		do(t, ctx, "narrow", chromedp.EmulateViewport(420, 900))
+		for _, page := range []string{"/queues", "/queue?name=orders", "/tasks?queue=orders&state=dead", "/task?queue=orders&id=" + f.dead[0],
+			"/workers", "/dead?queue=orders", "/promotions", "/promotion?id=spend-more&value=250"} {
+			do(t, ctx, "load "+page, chromedp.Navigate(base+page), chromedp.WaitVisible(css(`main`)))
+			w := get(t, ctx, "page width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+			if w > 420 {
+				t.Errorf("%s at 420 px: the page is %d px wide", page, w)
+			}
+		}
+		do(t, ctx, "narrow queues", chromedp.Navigate(base+"/queues"), chromedp.WaitVisible(css(`#summary`)))
+		screenshot(t, ctx, dir, "narrow-queues")
+	})
+}
