@@ -101,11 +101,13 @@ func (q *Queue) ListTasks(ctx context.Context, o PageOptions) (TaskPage, error) 
 		return TaskPage{}, err
 	}
 	filtered := o.KeyPrefix != "" || o.ErrorText != ""
-	last := "" // the cursor of the last task on the page
+	last := ""          // the cursor of the last task on the page
+	grow := o.Limit + 1 // a filter's window: a page's worth first, doubling to 500
 	for off := 0; ; {
 		chunk := o.Limit + 1 - len(p.Tasks)
 		if filtered {
-			chunk = min(500, o.ScanLimit-p.Scanned)
+			chunk = min(grow, o.ScanLimit-p.Scanned)
+			grow = min(2*grow, 500)
 		}
 		zs, err := q.zwindow(ctx, key, lo, hi, from, o.Newest, off, chunk)
 		if err != nil {
