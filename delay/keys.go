@@ -107,6 +107,9 @@ func badRune(s string) (rune, bool) {
 //	                                      rate limit's token bucket (absent: running, no limit)
 //	<prefix>:{q:<name>}:stats       HASH  overflow, retries, dead, expired, ... counters
 //	<prefix>:{q:<name>}:wake        LIST  at most one element; pushed when the head moves earlier
+//	<prefix>:{q:<name>}:hist        HASH  "<slot>:<metric>" -> count, slot = Unix minute mod 1440:
+//	                                      m (the minute it counts), ok, r, d, ls, l0..l4 (history.go;
+//	                                      written by workers from Go, never by a script)
 //	<prefix>:{q:<name>}:rp:<nonce>:<b>  HASH  slot -> the kept reply of the mutating call
 //	                                      nonce:b:slot, no TTL (reply.lua)
 //	<prefix>:{q:<name>}:rp:idx      ZSET  reply hash -> when its latest reply ends (Unix ms,
@@ -117,7 +120,7 @@ func badRune(s string) (rune, bool) {
 // "Memory"). Every bucket name starts with its base name, so it carries
 // the queue's hash tag and stays on the queue's slot.
 type keys struct {
-	due, inflight, lease, dead, done, tasks, idx, ctr, stats, wake, ctl string
+	due, inflight, lease, dead, done, tasks, idx, ctr, stats, wake, ctl, hist string
 	// rp is the base name of the reply keys (rp + request ID); rpIdx is
 	// their index by time, which reply.lua derives from a reply key.
 	rp, rpIdx string
@@ -181,6 +184,7 @@ func newKeys(prefix, name string) keys {
 		stats:    base + "stats",
 		wake:     base + "wake",
 		ctl:      base + "ctl",
+		hist:     base + "hist",
 		rp:       base + "rp:",
 		rpIdx:    base + "rp:idx",
 	}
@@ -189,5 +193,5 @@ func newKeys(prefix, name string) keys {
 // all lists the fixed keys of the queue and the base name of its record
 // buckets (for the slot guard, tests and tooling).
 func (k keys) all() []string {
-	return []string{k.due, k.inflight, k.lease, k.dead, k.done, k.tasks, k.idx, k.ctr, k.stats, k.wake, k.ctl}
+	return []string{k.due, k.inflight, k.lease, k.dead, k.done, k.tasks, k.idx, k.ctr, k.stats, k.wake, k.ctl, k.hist}
 }
