@@ -73,9 +73,19 @@ func (m Minute) Handled() int64 { return m.OK + m.Retried + m.Dead }
 // Failures is Retried + Dead.
 func (m Minute) Failures() int64 { return m.Retried + m.Dead }
 
+// lateCount is the number of lateness values counted: Handled, unless
+// a write was lost halfway.
+func (m Minute) lateCount() int64 {
+	var n int64
+	for _, c := range m.Late {
+		n += c
+	}
+	return n
+}
+
 // LateMean is the mean lateness of the minute's handled tasks (0 if none).
 func (m Minute) LateMean() time.Duration {
-	if n := m.Handled(); n > 0 {
+	if n := m.lateCount(); n > 0 {
 		return m.LateSum / time.Duration(n)
 	}
 	return 0
@@ -86,7 +96,7 @@ func (m Minute) LateMean() time.Duration {
 // HistoryBound of the last bound when it is in the open bucket. It is 0
 // when nothing was handled.
 func (m Minute) LateUpper(p float64) time.Duration {
-	n := m.Handled()
+	n := m.lateCount()
 	if n == 0 {
 		return 0
 	}
