@@ -1,9 +1,13 @@
 package browser
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,9 +19,11 @@ import (
 // TestBrowserOperator drives the operator's pages in headless Chromium:
 // the summary, the browse pages with their cursor, a task page, a bulk
 // action through its confirm page, pause and resume, the workers page,
-// and every page at 420 px wide without the page scrolling sideways.
+// a queue's 24-hour history charts, and every page at 420 px wide
+// without the page scrolling sideways.
 func TestBrowserOperator(t *testing.T) {
 	f := seed(t)
+	seedHistory(t, f) // before the console starts: it finds the queues then
 	ctx := newBrowser(t)
 	base := startConsole(t, f)
 	dir := shots(t)
@@ -119,10 +125,31 @@ func TestBrowserOperator(t *testing.T) {
 		do(t, ctx, "workers", chromedp.Navigate(base+"/workers"), chromedp.WaitVisible(css(`#no-workers`)))
 	})
 
+	t.Run("queue history", func(t *testing.T) {
+		do(t, ctx, "history", chromedp.Navigate(base+"/queue?name="+historyQueue), chromedp.WaitVisible(css(`#history`)))
+		lines := get(t, ctx, "chart lines", chromedp.Evaluate[[]int](
+			`Array.from(document.querySelectorAll('#history svg polyline')).map(p => p.points.numberOfItems)`))
+		if !slices.Equal(lines, []int{1440, 1440, 1440, 1440, 1440}) {
+			t.Errorf("chart lines have %v points, want five of 1440", lines)
+		}
+		// drawn, not just present: each chart has a box of its own
+		heights := get(t, ctx, "chart heights", chromedp.Evaluate[[]int](
+			`Array.from(document.querySelectorAll('#history svg')).map(s => Math.round(s.getBoundingClientRect().height))`))
+		if !slices.Equal(heights, []int{100, 100, 100}) {
+			t.Errorf("chart heights %v px, want three of 100", heights)
+		}
+		totals := get(t, ctx, "totals", chromedp.Text(css(`#history p`)))
+		want := fmt.Sprintf("%d handled ok, %d failures", historyTasks-historyDead, historyDead)
+		if !strings.Contains(totals, want) {
+			t.Errorf("history totals %q, want %q", totals, want)
+		}
+		screenshot(t, ctx, dir, "queue-history")
+	})
+
 	t.Run("420 px wide", func(t *testing.T) {
 		do(t, ctx, "narrow", chromedp.EmulateViewport(420, 900))
 		for _, page := range []string{"/queues", "/queue?name=orders", "/tasks?queue=orders&state=dead", "/task?queue=orders&id=" + f.dead[0],
-			"/workers", "/dead?queue=orders", "/promotions", "/promotion?id=spend-more&value=250"} {
+			"/workers", "/dead?queue=orders", "/promotions", "/promotion?id=spend-more&value=250", "/queue?name=" + historyQueue} {
 			do(t, ctx, "load "+page, chromedp.Navigate(base+page), chromedp.WaitVisible(css(`main`)))
 			w := get(t, ctx, "page width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
 			if w > 420 {
@@ -131,5 +158,64 @@ func TestBrowserOperator(t *testing.T) {
 		}
 		do(t, ctx, "narrow queues", chromedp.Navigate(base+"/queues"), chromedp.WaitVisible(css(`#summary`)))
 		screenshot(t, ctx, dir, "narrow-queues")
+		do(t, ctx, "narrow history", chromedp.Navigate(base+"/queue?name="+historyQueue), chromedp.WaitVisible(css(`#history`)))
+		screenshot(t, ctx, dir, "narrow-queue-history")
 	})
+}
+
+// The history queue: historyTasks tasks handled by a worker before the
+// console starts, historyDead of them dead-lettered.
+const (
+	historyQueue              = "reports"
+	historyTasks, historyDead = 60, 6
+)
+
+// seedHistory runs a worker over the history queue's tasks until every
+// one is handled, so the queue's history holds them.
+func seedHistory(t *testing.T, f *fixture) {
+	t.Helper()
+	ctx := t.Context()
+	q, err := delay.New(f.b.Client, historyQueue, delay.Options{Prefix: f.b.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]delay.Job, historyTasks)
+	for i := range jobs {
+		jobs[i] = delay.Job{Key: fmt.Sprintf("report-%02d", i)}
+	}
+	if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	w, err := delay.NewWorker(q, func(_ context.Context, tk *delay.Task) error {
+		if tk.Key < fmt.Sprintf("report-%02d", historyDead) {
+			return delay.Permanent(errors.New("report template missing"))
+		}
+		return nil
+	}, delay.WorkerOptions{Heartbeat: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Dead == historyDead && st.Pending == 0 && st.InFlight == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			<-done
+			t.Fatalf("the history queue was not handled within 30 s: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond) // poll, with the deadline above
+	}
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("worker Run = %v", err)
+	}
 }
