@@ -224,3 +224,48 @@ func TestHistoryWorkerCounts(t *testing.T) {
 		}
 	})
 }
+
+// TestMemoryHistoryFull: a queue's history hash with every slot of the
+// day written and every field present (a queue busy every minute, with
+// failures and lateness in every bucket), by MEMORY USAGE ... SAMPLES 0.
+// The budget is the figure measured on Redis 7.0 plus a quarter.
+func TestMemoryHistoryFull(t *testing.T) {
+	t.Parallel()
+	b := testredis.Redis(t)
+	ctx := testCtx(t)
+	q := newQ(t, b, Options{})
+	now := q.ServerNow().Unix() / 60
+	var a histAgg
+	a.set = map[int64]bool{}
+	stamps := make([]any, 0, 2*HistorySlots)
+	for minute := now - HistorySlots + 1; minute <= now; minute++ {
+		// counts of a busy queue: 6-digit values, as at 10k tasks/s
+		d := Minute{OK: 600_000, Retried: 1_200, Dead: 60, LateSum: 9_000_000 * time.Millisecond,
+			Late: [HistoryBuckets]int64{500_000, 90_000, 9_000, 900, 100}}
+		a.add(minute, d)
+		a.set[minute] = true // claimed below in one HSET rather than 1440 WATCHes
+		stamps = append(stamps, histField(histSlot(minute), "m"), minute)
+	}
+	if err := b.Client.HSet(ctx, q.k.hist, stamps...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.flush(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Client.HLen(ctx, q.k.hist).Result(); err != nil || n != HistorySlots*int64(len(histMetrics)) {
+		t.Fatalf("HLEN = %d, %v; want %d", n, err, HistorySlots*len(histMetrics))
+	}
+	h, err := q.History(ctx, time.Time{})
+	if err != nil || len(h) != HistorySlots || h[0].OK != 600_000 || h[HistorySlots-1].Late[4] != 100 {
+		t.Fatalf("History: %d minutes, %v", len(h), err)
+	}
+	bytes, err := b.Client.MemoryUsage(ctx, q.k.hist, 0).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const budget = 944_000 // 754,912 B measured on Redis 7.0.15, plus a quarter
+	t.Logf("a full day of history: %d B per queue (%d fields, %.1f B a field)", bytes, HistorySlots*len(histMetrics), float64(bytes)/float64(HistorySlots*len(histMetrics)))
+	if bytes > budget {
+		t.Errorf("%d B, budget %d B", bytes, budget)
+	}
+}
