@@ -9,10 +9,11 @@
 // Pages (docs/console.md has them with screenshots): a summary of every
 // queue (counts per state, paused, rate limit, live workers, the oldest
 // ready task's wait and Queue.Health's verdict, which tells "no live
-// worker" from "behind"); a queue page; browsing each state (due,
-// scheduled, in flight, dead, done tombstones) a page at a time from a
-// cursor with delay.Queue.ListTasks, filtered by business key prefix or
-// error text over a bounded window; a task page; the worker pools from
+// worker" from "behind"); a queue page with its last 24 hours per minute
+// (throughput, failures, lateness; delay.Queue.History) as SVG charts;
+// browsing each state (due, scheduled, in flight, dead, done tombstones) a
+// page at a time from a cursor with delay.Queue.ListTasks, filtered by
+// business key prefix or error text over a bounded window; a task page; the worker pools from
 // their heartbeats; dead letters; promotions with a match simulator.
 //
 // Every change (cancel, run now, reschedule, requeue, delete, one task or
