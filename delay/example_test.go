@@ -113,6 +113,45 @@ func ExampleWorker_Run() {
 	// true
 }
 
+func ExampleQueue_History() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(start) // Redis TIME, which the history's minutes follow
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+
+	q, _ := delay.New(rdb, "orders", delay.Options{})
+	for _, k := range []string{"order:1", "order:2", "order:3"} {
+		q.Enqueue(ctx, delay.Job{Key: k})
+	}
+	handled := make(chan struct{}, 3)
+	w, _ := delay.NewWorker(q, func(ctx context.Context, t *delay.Task) error {
+		defer func() { handled <- struct{}{} }()
+		if t.Key == "order:3" {
+			return delay.Permanent(errors.New("no such order"))
+		}
+		return nil
+	}, delay.WorkerOptions{})
+	stopped := make(chan error)
+	go func() { stopped <- w.Run(ctx) }()
+	for range 3 {
+		<-handled
+	}
+	cancel()
+	<-stopped // Run writes the last counts before it returns
+
+	h, _ := q.History(context.Background(), start.Add(-time.Hour))
+	last := h[len(h)-1]
+	fmt.Println(len(h), "minutes; at", last.Start.UTC().Format(time.TimeOnly), "ok", last.OK, "dead", last.Dead)
+	// Output:
+	// 61 minutes; at 12:00:00 ok 2 dead 1
+}
+
 func ExampleHistogram() {
 	var h delay.Histogram
 	for i := 1; i <= 100; i++ {

@@ -126,15 +126,15 @@ func setTime(b *testredis.Backend, t time.Time) {
 }
 
 // stateKeys lists the keys under the backend's prefix but the kept
-// replies of mutating calls (reply.lua) and the worker registry: those
-// are bookkeeping that the queue deletes after Options.ReplyTTL (with
-// their index), or that expires after 3 heartbeats of a killed worker,
-// not queue state.
+// replies of mutating calls (reply.lua), the worker registry and the
+// history: those are bookkeeping that the queue deletes after
+// Options.ReplyTTL (with their index), that expires after 3 heartbeats of
+// a killed worker, or HistoryTTL after the last write, not queue state.
 func stateKeys(ctx context.Context, b *testredis.Backend) ([]string, error) {
 	all, err := testredis.Keys(ctx, b.Client, b.Prefix)
 	var keys []string
 	for _, k := range all {
-		if !strings.Contains(k, "}:rp:") && !strings.Contains(k, ":{workers}:") {
+		if !strings.Contains(k, "}:rp:") && !strings.Contains(k, ":{workers}:") && !strings.HasSuffix(k, "}:hist") {
 			keys = append(keys, k)
 		}
 	}

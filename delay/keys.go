@@ -112,6 +112,9 @@ func badRune(s string) (rune, bool) {
 //	                                      idx_lost) and the lateness histogram
 //	<prefix>:{q:<name>}:wake        LIST  at most one element, expires after 60 s; pushed when
 //	                                      the head moves earlier
+//	<prefix>:{q:<name>}:hist        HASH  "<slot>:<metric>" -> count, slot = Unix minute mod 1440:
+//	                                      m (the minute it counts), ok, r, d, ls, l0..l4 (history.go;
+//	                                      written by workers from Go, never by a script), PEXPIRE 25 h
 //	<prefix>:{q:<name>}:rp:<nonce>:<bucket>
 //	                                HASH  slot -> the kept reply of the mutating call whose
 //	                                      request ID is <nonce>:<bucket>:<slot>; no TTL (reply.lua)
@@ -129,7 +132,7 @@ func badRune(s string) (rune, bool) {
 // "Memory"). Every bucket name starts with its base name, so it carries
 // the queue's hash tag and stays on the queue's slot.
 type keys struct {
-	due, inflight, lease, dead, done, tasks, idx, ctr, stats, wake, ctl string
+	due, inflight, lease, dead, done, tasks, idx, ctr, stats, wake, ctl, hist string
 	// rp is the base name of the reply keys (rp + request ID); rpIdx is
 	// their index by time, which reply.lua derives from a reply key.
 	rp, rpIdx string
@@ -193,6 +196,7 @@ func newKeys(prefix, name string) keys {
 		stats:    base + "stats",
 		wake:     base + "wake",
 		ctl:      base + "ctl",
+		hist:     base + "hist",
 		rp:       base + "rp:",
 		rpIdx:    base + "rp:idx",
 	}
@@ -201,5 +205,5 @@ func newKeys(prefix, name string) keys {
 // all lists the fixed keys of the queue and the base name of its record
 // buckets (for the slot guard, tests and tooling).
 func (k keys) all() []string {
-	return []string{k.due, k.inflight, k.lease, k.dead, k.done, k.tasks, k.idx, k.ctr, k.stats, k.wake, k.ctl}
+	return []string{k.due, k.inflight, k.lease, k.dead, k.done, k.tasks, k.idx, k.ctr, k.stats, k.wake, k.ctl, k.hist}
 }

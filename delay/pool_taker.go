@@ -38,6 +38,9 @@ type taker struct {
 	ackMu     sync.RWMutex
 	ackClosed bool
 	quit      chan struct{}
+	// hist holds the handled tasks' counts until the ack loop writes them
+	// to the queue's history (at most once per historyFlush).
+	hist histAgg
 }
 
 func (tk *taker) reset(s *sched) {
@@ -325,6 +328,8 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 	q.o.Observer.OnHandled(q.name, took, res)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	var out Outcome
+	defer func() { tk.hist.record(q.ServerNow(), res, out, t.Lateness()) }()
 	switch res {
 	case HandleOK:
 		tk.ackMu.RLock()
@@ -361,11 +366,13 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 		q.o.Observer.OnError(q.name, "handle", err)
 		tk.releaseAll(cctx, []*Task{t})
 	case HandleSkipRetry:
-		if _, kerr := q.Kill(cctx, t.Lease, err); kerr != nil {
+		var kerr error
+		if out, kerr = q.Kill(cctx, t.Lease, err); kerr != nil {
 			q.o.Observer.OnError(q.name, "kill", kerr)
 		}
 	default:
-		if _, rerr := q.Retry(cctx, t, err); rerr != nil {
+		var rerr error
+		if out, rerr = q.Retry(cctx, t, err); rerr != nil {
 			q.o.Observer.OnError(q.name, "retry", rerr)
 		}
 	}

@@ -16,14 +16,21 @@ const (
 )
 
 // ackLoop batches acks: it blocks for one, drains what else is queued and
-// acks them all in one script.
+// acks them all in one script. It also writes the taker's history counts,
+// at most once per historyFlush and once more when it stops.
 func (tk *taker) ackLoop(ctx context.Context) {
 	q, acks, quit := tk.q, tk.acks, tk.quit
 	batch := make([]Lease, 0, MaxBatch)
+	tick := time.NewTicker(historyFlush)
+	defer tick.Stop()
+	defer tk.flushHistory(ctx) // after the last ack: every handler has counted
 	for {
 		var l Lease
 		select {
 		case l = <-acks:
+		case <-tick.C:
+			tk.flushHistory(ctx)
+			continue
 		case <-quit:
 			// closeAcks ran: no send comes after it, so what is queued
 			// now is all that is left to send.
@@ -73,6 +80,16 @@ func (tk *taker) ackLoop(ctx context.Context) {
 			// cancelled): 6 attempts of 5 s at most bound it.
 			time.Sleep(tk.reconnectDelay(attempt))
 		}
+	}
+}
+
+// flushHistory writes the history counts held, with a bounded ctx of its
+// own (ctx ends at the ShutdownTimeout, before the last write).
+func (tk *taker) flushHistory(ctx context.Context) {
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := tk.hist.flush(hctx, tk.q); err != nil {
+		tk.onError("history", err)
 	}
 }
 

@@ -58,14 +58,14 @@ func cmdDemo(ctx context.Context, args []string, e *env) error {
 	for _, p := range promos {
 		for _, v := range demoValues(&p) {
 			mq := q
-			mq.value = v
+			mq.Value = v
 			if p.Metric == gradient.Quantity {
 				b := price.Mul(v)
-				mq.base = &b
+				mq.Base = &b
 			}
 			fmt.Fprintf(e.stdout, "== tierset match -promo %s -value %s", p.ID, v)
-			if mq.base != nil {
-				fmt.Fprintf(e.stdout, " -base %s", mq.base.StringFixed(int32(p.MinorDigits)))
+			if mq.Base != nil {
+				fmt.Fprintf(e.stdout, " -base %s", mq.Base.StringFixed(int32(p.MinorDigits)))
 			}
 			fmt.Fprintln(e.stdout)
 			if err := matchOne(ctx, be, cache.DefaultPrefix, p.ID, mq, e.stdout); err != nil {

@@ -12,17 +12,11 @@ import (
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/examples"
-	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/matchfmt"
 	"github.com/tierset/tierset/internal/text"
 	"github.com/tierset/tierset/rules"
-	"github.com/tierset/tierset/score"
 	"github.com/tierset/tierset/warm"
 )
-
-var roundings = map[string]gradient.Rounding{
-	"down": gradient.RoundDown, "half-up": gradient.RoundHalfUp,
-	"half-even": gradient.RoundHalfEven, "up": gradient.RoundUp,
-}
 
 func cmdMatch(ctx context.Context, args []string, e *env) error {
 	fs := newFlags("match", "tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-at TIME] [-redis URL | -rules FILE] [-prefix P]")
@@ -71,62 +65,22 @@ func cmdMatch(ctx context.Context, args []string, e *env) error {
 }
 
 // matchQuery is a parsed match request.
-type matchQuery struct {
-	value    decimal.Decimal
-	base     *decimal.Decimal
-	rounding gradient.Rounding
-	roundBy  string
-	now      func() time.Time
-}
+type matchQuery = matchfmt.Query
 
+// parseMatchArgs parses match's flags; a bad one is a usage error.
 func parseMatchArgs(value, base, rounding, at string) (matchQuery, error) {
-	var q matchQuery
-	v, err := parseAmountArg("-value", value, "7 or 150.00")
+	q, err := matchfmt.Parse(value, base, rounding, at)
 	if err != nil {
-		return q, err
-	}
-	q.value = v
-	if base != "" {
-		b, err := parseAmountArg("-base", base, "139.30")
-		if err != nil {
-			return q, err
-		}
-		q.base = &b
-	}
-	r, ok := roundings[rounding]
-	if !ok {
-		return q, usagef("-rounding %s: want down, half-up, half-even or up", text.Quote(rounding))
-	}
-	q.rounding, q.roundBy = r, rounding
-	q.now = time.Now
-	if at != "" {
-		t, err := time.Parse(time.RFC3339, at)
-		if err != nil {
-			return q, usagef("-at %s: want an RFC 3339 time such as 2026-12-15T12:00:00+08:00", text.Quote(at))
-		}
-		q.now = func() time.Time { return t }
+		return q, usagef("%v", err)
 	}
 	return q, nil
-}
-
-// parseAmountArg parses a non-negative decimal flag value with
-// score.ParseDecimal, which refuses an over-long one before reading it.
-func parseAmountArg(flag, s, example string) (decimal.Decimal, error) {
-	d, err := score.ParseDecimal(s)
-	if err == nil && d.Sign() >= 0 {
-		return d, nil
-	}
-	if errors.Is(err, score.ErrTooLong) {
-		return d, usagef("%s %s: longer than %d characters", flag, text.Quote(s), score.MaxNumberLen)
-	}
-	return d, usagef("%s %s: want a non-negative decimal such as %s", flag, text.Quote(s), example)
 }
 
 // matchOne looks the promotion up (for its metric and currency digits),
 // matches the value and prints the answer. Reaching no tier is an
 // answer; an absent or inactive promotion is an error.
 func matchOne(ctx context.Context, be *backend, prefix, id string, q matchQuery, w io.Writer) error {
-	probe, err := cache.New(be.client, cache.Options{Prefix: prefix, Now: q.now})
+	probe, err := cache.New(be.client, cache.Options{Prefix: prefix, Now: q.Now})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -139,7 +93,7 @@ func matchOne(ctx context.Context, be *backend, prefix, id string, q matchQuery,
 	}
 	// Amount queries are encoded with the cache's MinorDigits, which must
 	// be the promotion's own.
-	opts := cache.Options{Prefix: prefix, Now: q.now, MinorDigits: info.MinorDigits}
+	opts := cache.Options{Prefix: prefix, Now: q.Now, MinorDigits: info.MinorDigits}
 	if info.MinorDigits == 0 {
 		opts.NoMinorUnits = true
 	}
@@ -147,7 +101,7 @@ func matchOne(ctx context.Context, be *backend, prefix, id string, q matchQuery,
 	if err != nil {
 		return err
 	}
-	res, err := c.Match(ctx, cache.Query{Promotion: id, Metric: info.Metric, Value: q.value}, cache.MatchOptions{Next: true, Gifts: true})
+	res, err := c.Match(ctx, cache.Query{Promotion: id, Metric: info.Metric, Value: q.Value}, cache.MatchOptions{Next: true, Gifts: true})
 	if err != nil && res.Err == nil { // transport or context failure: no answer at all
 		return err
 	}
@@ -156,7 +110,7 @@ func matchOne(ctx context.Context, be *backend, prefix, id string, q matchQuery,
 	case res.Err == nil, errors.Is(res.Err, cache.ErrNoTier):
 		return nil
 	case errors.Is(res.Err, cache.ErrNotActive):
-		return fmt.Errorf("promotion %s is not active at %s", quoteArg(id), q.now().UTC().Format(time.RFC3339))
+		return fmt.Errorf("promotion %s is not active at %s", quoteArg(id), q.Now().UTC().Format(time.RFC3339))
 	}
 	return res.Err
 }
@@ -164,10 +118,10 @@ func matchOne(ctx context.Context, be *backend, prefix, id string, q matchQuery,
 func printResult(w io.Writer, info cache.Info, q matchQuery, res cache.Result) {
 	fmt.Fprintf(w, "promotion %s: %s, %s, %d minor digits, %d tiers, version %s\n",
 		text.Escape(info.ID), rules.MetricName(info.Metric), rules.KindName(info.Kind), info.MinorDigits, info.Tiers, text.Escape(res.Version))
-	fmt.Fprintf(w, "  value:    %s\n", showMatched(info, q.value))
+	fmt.Fprintf(w, "  value:    %s\n", showMatched(info, q.Value))
 	switch {
 	case errors.Is(res.Err, cache.ErrNotActive):
-		fmt.Fprintf(w, "  not active at %s (window %s)\n", q.now().UTC().Format(time.RFC3339), window(info))
+		fmt.Fprintf(w, "  not active at %s (window %s)\n", q.Now().UTC().Format(time.RFC3339), window(info))
 		return
 	case errors.Is(res.Err, cache.ErrNoTier):
 		fmt.Fprintln(w, "  tier:     none reached")
@@ -200,86 +154,19 @@ func printResult(w io.Writer, info cache.Info, q matchQuery, res cache.Result) {
 	}
 }
 
-func window(info cache.Info) string {
-	f := func(t time.Time, open string) string {
-		if t.IsZero() {
-			return open
-		}
-		return t.UTC().Format(time.RFC3339)
-	}
-	return "[" + f(info.Start, "-∞") + ", " + f(info.End, "+∞") + ")"
-}
+var (
+	window         = matchfmt.Window
+	showMatched    = matchfmt.ShowMatched
+	showValue      = matchfmt.ShowValue
+	describeReward = matchfmt.DescribeReward
+	discount       = matchfmt.Discount
+)
 
-// matchedValue is v as the cache matches it: floored to whole minor
-// units for money, to whole items for a quantity (score.AmountFloor).
-// floored reports whether that changed v.
-func matchedValue(info cache.Info, v decimal.Decimal) (m decimal.Decimal, floored bool) {
-	digits := int32(info.MinorDigits)
-	if info.Metric == gradient.Quantity {
-		digits = 0
-	}
-	m = v.RoundFloor(digits)
-	return m, !m.Equal(v)
-}
-
-// showMatched prints the value that was matched, saying so when it is
-// the floor of what was asked rather than showing the asked value rounded.
-func showMatched(info cache.Info, v decimal.Decimal) string {
-	m, floored := matchedValue(info, v)
-	if !floored {
-		return showValue(info, v)
-	}
-	unit := "minor unit"
-	if info.Metric == gradient.Quantity {
-		unit = "item"
-	}
-	return fmt.Sprintf("%s (floored from %s: matching counts whole %ss only)", showValue(info, m), v.String(), unit)
-}
-
-// showValue prints a metric value: "7 items", or money with the
-// currency's digits ("150.00").
-func showValue(info cache.Info, v decimal.Decimal) string {
-	if info.Metric == gradient.Quantity {
-		if v.Equal(decimal.NewFromInt(1)) {
-			return "1 item"
-		}
-		return v.String() + " items"
-	}
-	return v.StringFixed(int32(info.MinorDigits))
-}
-
-func describeReward(r gradient.Reward) string {
-	var s string
-	switch r.Kind {
-	case gradient.PercentOff:
-		s = r.Percent.String() + "% off"
-	case gradient.AmountOff:
-		s = r.Amount.String() + " off"
-	case gradient.FixedPrice:
-		s = "fixed price " + r.Amount.String()
-	case gradient.EveryN:
-		s = r.Amount.String() + " off per full " + r.Step.String()
-	default:
-		s = r.Kind.String()
-	}
-	if r.Cap.Sign() > 0 {
-		s += ", capped at " + r.Cap.String()
-	}
-	return s
-}
-
-func discount(info cache.Info, q matchQuery, r gradient.Reward) string {
-	base := q.base
-	if base == nil {
-		if info.Metric != gradient.Amount {
-			return "pass -base (the line total in money) to compute it"
-		}
-		base = &q.value
-	}
-	d, err := r.Discount(*base, q.value, info.MinorDigits, q.rounding)
+// parseAmountArg parses a non-negative decimal flag; a bad one is a usage error.
+func parseAmountArg(flag, s, example string) (decimal.Decimal, error) {
+	d, err := matchfmt.ParseAmount(flag, s, example)
 	if err != nil {
-		return "cannot compute: " + err.Error()
+		return d, usagef("%v", err)
 	}
-	digits := int32(info.MinorDigits)
-	return fmt.Sprintf("%s off %s, pay %s (rounding %s)", d.StringFixed(digits), base.StringFixed(digits), base.Sub(d).StringFixed(digits), q.roundBy)
+	return d, nil
 }

@@ -3,23 +3,18 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"html/template"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/console"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/redisconf"
 )
@@ -28,30 +23,6 @@ const webSynopsis = "tierset web -redis URL | -cluster SEEDS [-listen 127.0.0.1:
 
 // webTokenEnv names the variable that may hold the console's token.
 const webTokenEnv = "TIERSET_WEB_TOKEN"
-
-//go:embed web
-var webFiles embed.FS
-
-// errNoQueue: the console knows no queue of that name.
-var errNoQueue = errors.New("no such queue")
-
-// errBadParam: a page's query parameter has a value the page does not know.
-var errBadParam = errors.New("bad parameter")
-
-// webConfig is what cmdWeb parsed; newWebServer builds the console from it.
-type webConfig struct {
-	client      redis.UniversalClient
-	redisShown  string // the -redis URL redacted, or the cluster seeds
-	token       string
-	loopback    bool
-	queuePrefix string
-	cachePrefix string
-	queues      []string      // fixed list; nil: discover under queuePrefix
-	idsTTL      time.Duration // how long a promotion ID listing is reused
-	session     time.Duration // the login cookie's Max-Age
-	trustProxy  bool          // X-Forwarded-Proto is the operator's proxy speaking
-	now         func() time.Time
-}
 
 func cmdWeb(ctx context.Context, args []string, e *env) error {
 	fs := newFlags("web", webSynopsis)
@@ -79,29 +50,32 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return usagef("-tls-cert and -tls-key go together")
 	}
-	cfg := webConfig{token: *token, queuePrefix: *prefix, cachePrefix: *cachePrefix, idsTTL: *idsTTL, now: time.Now,
-		session: *session, trustProxy: *trustProxy}
-	if cfg.token == "" {
-		cfg.token = os.Getenv(webTokenEnv)
+	cfg := console.Options{Token: *token, QueuePrefix: *prefix, CachePrefix: *cachePrefix, IDsTTL: *idsTTL,
+		Session: *session, TrustProxy: *trustProxy}
+	if cfg.IDsTTL == 0 {
+		cfg.IDsTTL = -1 // the flag's 0 is "list on every request"
 	}
-	printToken := cfg.token == ""
+	if cfg.Token == "" {
+		cfg.Token = os.Getenv(webTokenEnv)
+	}
+	printToken := cfg.Token == ""
 	if printToken {
-		cfg.token = randomHex(16)
+		cfg.Token = randomHex(16)
 	}
 	for _, n := range strings.Split(*queues, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			if err := delay.ValidateName(n); err != nil {
 				return usagef("-queues %q: %v", n, err)
 			}
-			cfg.queues = append(cfg.queues, n)
+			cfg.Queues = append(cfg.Queues, n)
 		}
 	}
 	host, _, err := net.SplitHostPort(*listen)
 	if err != nil {
 		return usagef("-listen %q: %v", *listen, err)
 	}
-	cfg.loopback = isLoopbackHost(host)
-	if !cfg.loopback && printToken {
+	cfg.Loopback = console.IsLoopback(host)
+	if !cfg.Loopback && printToken {
 		return usagef("-listen %q is not loopback: set -token or $%s so the console is not open to the network with a token only this terminal saw", *listen, webTokenEnv)
 	}
 	raw := *redisURL
@@ -118,20 +92,24 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	if err := redisconf.Probe(ctx, tgt, dialTimeout); err != nil {
 		return fmt.Errorf("redis %s: %w", redisconf.Redact(raw), err)
 	}
-	cfg.client = newClient(tgt)
+	cfg.Client = newClient(tgt)
 	if tgt.Single != nil {
-		cfg.redisShown = webShownURL(raw)
+		cfg.Redis = webShownURL(raw)
 	} else {
-		cfg.redisShown = "cluster " + strings.Join(tgt.Seeds, ",")
+		cfg.Redis = "cluster " + strings.Join(tgt.Seeds, ",")
 	}
-	defer cfg.client.Close()
+	defer cfg.Client.Close()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = cfg.client.Ping(pctx).Err()
+	err = cfg.Client.Ping(pctx).Err()
 	cancel()
 	if err != nil {
-		return fmt.Errorf("redis %s: %w", cfg.redisShown, err)
+		return fmt.Errorf("redis %s: %w", cfg.Redis, err)
 	}
-	srv, err := newWebServer(ctx, cfg)
+	srv, err := console.New(ctx, cfg)
+	var oe *console.OptionsError
+	if errors.As(err, &oe) {
+		return usagef("%v", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -143,9 +121,9 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	if *tlsCert != "" {
 		scheme = "https"
 	}
-	fmt.Fprintf(e.stderr, "tierset web: serving %s on %s://%s/\n", cfg.redisShown, scheme, ln.Addr())
+	fmt.Fprintf(e.stderr, "tierset web: serving %s on %s://%s/\n", cfg.Redis, scheme, ln.Addr())
 	if printToken {
-		fmt.Fprintf(e.stderr, "tierset web: token for changes (requeue, purge): %s\n", cfg.token)
+		fmt.Fprintf(e.stderr, "tierset web: token for changes (requeue, purge): %s\n", cfg.Token)
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
@@ -174,178 +152,8 @@ func webShownURL(s string) string {
 	return u.Redacted()
 }
 
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
-
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (it panics instead)
 	return hex.EncodeToString(b)
-}
-
-// webServer is the console: an http.Handler over the library's public API.
-type webServer struct {
-	cfg    webConfig
-	secret []byte
-	tmpl   *template.Template
-	mux    *http.ServeMux
-
-	mu         sync.Mutex
-	queues     []*delay.Queue
-	discovered time.Time
-	caches     map[int]*cache.Cache // by minor digits
-	rates      map[string][]rateSample
-	ids        []string
-	idsAt      time.Time
-	listing    bool // a background listing is running
-}
-
-func newWebServer(ctx context.Context, cfg webConfig) (*webServer, error) {
-	tmpl, err := template.New("").Funcs(webFuncs).ParseFS(webFiles, "web/*.html")
-	if err != nil {
-		return nil, err
-	}
-	if cfg.session <= 0 {
-		cfg.session = 12 * time.Hour
-	}
-	s := &webServer{cfg: cfg, secret: []byte(randomHex(32)), tmpl: tmpl, mux: http.NewServeMux(),
-		caches: map[int]*cache.Cache{}, rates: map[string][]rateSample{}}
-	if _, err := s.cacheFor(cache.DefaultMinorDigits); err != nil {
-		return nil, usagef("-cache-prefix: %v", err)
-	}
-	if err := s.loadQueues(ctx, true); err != nil {
-		return nil, err
-	}
-	if cfg.idsTTL > 0 {
-		// The one SCAN a reader would wait for happens here: from now on
-		// a stale listing is answered at once and replaced behind it.
-		if _, _, err := s.listIDs(ctx); err != nil {
-			return nil, fmt.Errorf("listing promotions: %w", err)
-		}
-	}
-	s.routes()
-	return s, nil
-}
-
-// loadQueues (re)builds the queue list: the fixed -queues, or Discover
-// once a minute.
-func (s *webServer) loadQueues(ctx context.Context, force bool) error {
-	s.mu.Lock()
-	stale := force || s.cfg.queues == nil && s.cfg.now().Sub(s.discovered) > time.Minute
-	s.mu.Unlock()
-	if !stale {
-		return nil
-	}
-	names := s.cfg.queues
-	if names == nil {
-		var err error
-		if names, err = delay.Discover(ctx, s.cfg.client, s.cfg.queuePrefix); err != nil {
-			return err
-		}
-	}
-	qs := make([]*delay.Queue, 0, len(names))
-	for _, n := range names {
-		q, err := delay.New(s.cfg.client, n, delay.Options{Prefix: s.cfg.queuePrefix})
-		if err != nil {
-			return usagef("queue %q: %v", n, err)
-		}
-		qs = append(qs, q)
-	}
-	sort.Slice(qs, func(i, j int) bool { return qs[i].Name() < qs[j].Name() })
-	s.mu.Lock()
-	s.queues, s.discovered = qs, s.cfg.now()
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *webServer) queueList(ctx context.Context) ([]*delay.Queue, error) {
-	if err := s.loadQueues(ctx, false); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.queues, nil
-}
-
-func (s *webServer) queue(ctx context.Context, name string) (*delay.Queue, error) {
-	qs, err := s.queueList(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, q := range qs {
-		if q.Name() == name {
-			return q, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: %q under prefix %q", errNoQueue, name, s.cfg.queuePrefix)
-}
-
-// cacheFor returns the Cache that encodes amount queries with digits minor
-// digits, as a cart of that currency would.
-func (s *webServer) cacheFor(digits int) (*cache.Cache, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.caches[digits]; ok {
-		return c, nil
-	}
-	opts := cache.Options{Prefix: s.cfg.cachePrefix, MinorDigits: digits, Now: s.cfg.now}
-	if digits == 0 {
-		opts.NoMinorUnits = true
-	}
-	c, err := cache.New(s.cfg.client, opts)
-	if err != nil {
-		return nil, err
-	}
-	s.caches[digits] = c
-	return c, nil
-}
-
-// promotionIDs lists the stored IDs. With idsTTL > 0 a listing is reused,
-// and one older than idsTTL is answered at once while a fresh one is made
-// in the background (listing SCANs the whole keyspace: 130 ms at 10k
-// promotions beside 100k tasks), so only the first request waits for it.
-func (s *webServer) promotionIDs(ctx context.Context) ([]string, time.Time, error) {
-	s.mu.Lock()
-	ids, at := s.ids, s.idsAt
-	stale := ids == nil || s.cfg.now().Sub(at) >= s.cfg.idsTTL
-	relist := stale && ids != nil && s.cfg.idsTTL > 0 && !s.listing
-	if relist {
-		s.listing = true
-	}
-	s.mu.Unlock()
-	if relist {
-		go func() {
-			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			_, _, _ = s.listIDs(lctx) // a failure keeps the old listing; the next request retries
-			s.mu.Lock()
-			s.listing = false
-			s.mu.Unlock()
-		}()
-	}
-	if !stale || relist {
-		return ids, at, nil
-	}
-	return s.listIDs(ctx)
-}
-
-func (s *webServer) listIDs(ctx context.Context) ([]string, time.Time, error) {
-	c, err := s.cacheFor(cache.DefaultMinorDigits)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	ids, err := c.IDs(ctx)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	at := s.cfg.now()
-	s.mu.Lock()
-	s.ids, s.idsAt = ids, at
-	s.mu.Unlock()
-	return ids, at, nil
 }

@@ -127,14 +127,20 @@ var listenRe = regexp.MustCompile(`on (http://127\.0\.0\.1:\d+)/`)
 // startConsole builds the CLI and runs "tierset web" on the fixture's prefixes.
 func startConsole(t *testing.T, f *fixture) string {
 	t.Helper()
+	return startConsoleOn(t, testredis.URL(), f.b.Prefix)
+}
+
+// startConsoleOn runs "tierset web" against the server at redisURL.
+func startConsoleOn(t *testing.T, redisURL, prefix string) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "tierset")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/tierset")
 	build.Dir = "../.."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "web", "-redis", testredis.URL(), "-listen", "127.0.0.1:0", "-token", token,
-		"-prefix", f.b.Prefix, "-cache-prefix", f.b.Prefix, "-ids-ttl", "0")
+	cmd := exec.Command(bin, "web", "-redis", redisURL, "-listen", "127.0.0.1:0", "-token", token,
+		"-prefix", prefix, "-cache-prefix", prefix, "-ids-ttl", "0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/matchfmt"
 	"github.com/tierset/tierset/rules"
 )
 
@@ -54,7 +55,7 @@ func promoErr(err error) bool {
 	return false
 }
 
-func (s *webServer) promotionsPage(w http.ResponseWriter, r *http.Request) {
+func (s *Console) promotionsPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	ids, listedAt, err := s.promotionIDs(ctx)
 	if err != nil {
@@ -109,7 +110,7 @@ func infoRow(in cache.Info, err error, now time.Time) promoRow {
 		return row
 	}
 	row.Version, row.Metric, row.Kind = in.Version, rules.MetricName(in.Metric), rules.KindName(in.Kind)
-	row.Window, row.Tiers, row.GiftTiers, row.Updated = window(in), in.Tiers, in.GiftTiers, in.Updated
+	row.Window, row.Tiers, row.GiftTiers, row.Updated = matchfmt.Window(in), in.Tiers, in.GiftTiers, in.Updated
 	switch {
 	case in.Damage != "":
 		row.State, row.Damage = "damaged", in.Damage
@@ -141,7 +142,7 @@ type simView struct {
 	Version               string
 }
 
-func (s *webServer) promotionPage(w http.ResponseWriter, r *http.Request) {
+func (s *Console) promotionPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	qv := r.URL.Query()
 	id := qv.Get("id")
@@ -164,7 +165,7 @@ func (s *webServer) promotionPage(w http.ResponseWriter, r *http.Request) {
 	} else {
 		rows := make([]ladderRow, len(lad.Tiers))
 		for i, t := range lad.Tiers {
-			rows[i] = ladderRow{ID: t.ID, Threshold: showValue(in, t.Threshold), Reward: describeReward(t.Reward), Gifts: giftList(t.Gifts)}
+			rows[i] = ladderRow{ID: t.ID, Threshold: matchfmt.ShowValue(in, t.Threshold), Reward: matchfmt.DescribeReward(t.Reward), Gifts: giftList(t.Gifts)}
 		}
 		data["Ladder"], data["Chart"] = rows, stepChart(in, lad.Tiers)
 	}
@@ -181,9 +182,9 @@ func (s *webServer) promotionPage(w http.ResponseWriter, r *http.Request) {
 
 // simulate matches like a cart: the Cache for the promotion's minor
 // digits, Next and Gifts in the same call.
-func (s *webServer) simulate(r *http.Request, in cache.Info, sim *simView) {
+func (s *Console) simulate(r *http.Request, in cache.Info, sim *simView) {
 	sim.Asked = true
-	q, err := parseMatchArgs(sim.Value, sim.Base, sim.Rounding, "")
+	q, err := matchfmt.Parse(sim.Value, sim.Base, sim.Rounding, "")
 	if err != nil {
 		sim.Err = strings.ReplaceAll(err.Error(), "-value", "value")
 		return
@@ -193,13 +194,13 @@ func (s *webServer) simulate(r *http.Request, in cache.Info, sim *simView) {
 		sim.Err = err.Error()
 		return
 	}
-	res, err := c.Match(r.Context(), cache.Query{Promotion: in.ID, Metric: in.Metric, Value: q.value}, cache.MatchOptions{Next: true, Gifts: true})
+	res, err := c.Match(r.Context(), cache.Query{Promotion: in.ID, Metric: in.Metric, Value: q.Value}, cache.MatchOptions{Next: true, Gifts: true})
 	if err != nil && res.Err == nil {
 		sim.Err = err.Error()
 		return
 	}
 	sim.Version = res.Version
-	sim.Matched = showMatched(in, q.value)
+	sim.Matched = matchfmt.ShowMatched(in, q.Value)
 	switch {
 	case errors.Is(res.Err, cache.ErrNoTier):
 		sim.Tier = "none reached"
@@ -208,11 +209,11 @@ func (s *webServer) simulate(r *http.Request, in cache.Info, sim *simView) {
 		return
 	default:
 		t := res.Tier
-		sim.Tier = fmt.Sprintf("%s (threshold %s)", t.ID, showValue(in, t.Threshold))
-		sim.Reward, sim.Discount, sim.Gifts = describeReward(t.Reward), discount(in, q, t.Reward), giftList(t.Gifts)
+		sim.Tier = fmt.Sprintf("%s (threshold %s)", t.ID, matchfmt.ShowValue(in, t.Threshold))
+		sim.Reward, sim.Discount, sim.Gifts = matchfmt.DescribeReward(t.Reward), matchfmt.Discount(in, q, t.Reward), giftList(t.Gifts)
 	}
 	if n := res.Next; n != nil {
-		sim.Next = fmt.Sprintf("%s at %s: %s more for %s", n.ID, showValue(in, n.Threshold), showValue(in, res.Shortfall), describeReward(n.Reward))
+		sim.Next = fmt.Sprintf("%s at %s: %s more for %s", n.ID, matchfmt.ShowValue(in, n.Threshold), matchfmt.ShowValue(in, res.Shortfall), matchfmt.DescribeReward(n.Reward))
 	} else {
 		sim.Next = "none (top tier)"
 	}
@@ -278,8 +279,8 @@ func stepChart(in cache.Info, tiers []cache.TierHit) stepSVG {
 	for i, t := range tiers {
 		x, _ := t.Threshold.Float64()
 		fmt.Fprintf(&b, " H%d V%d", px(x), py(ys[i]))
-		ch.Dots = append(ch.Dots, stepDot{X: px(x), Y: py(ys[i]), Label: showValue(in, t.Threshold),
-			Tip: fmt.Sprintf("%s from %s: %s", t.ID, showValue(in, t.Threshold), describeReward(t.Reward)), ShowLabel: i%every == 0})
+		ch.Dots = append(ch.Dots, stepDot{X: px(x), Y: py(ys[i]), Label: matchfmt.ShowValue(in, t.Threshold),
+			Tip: fmt.Sprintf("%s from %s: %s", t.ID, matchfmt.ShowValue(in, t.Threshold), matchfmt.DescribeReward(t.Reward)), ShowLabel: i%every == 0})
 	}
 	fmt.Fprintf(&b, " H%d", px(xmax))
 	ch.Path = b.String()

@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"context"
@@ -34,10 +34,16 @@ type queueView struct {
 	P50, P99, Max    string
 	Chart            histChart
 	Behind, Expiring bool
+	NoWorker         bool
+	Summary          summaryRow
+	Workers          []delay.WorkerInfo
+	err              error
+	down             bool // err says Redis is unreachable
 }
 
 type taskRow struct {
 	ID, Key, Token, LastError, Payload string
+	Fence                              int64
 	State                              delay.State
 	Attempt                            int
 	When                               time.Time
@@ -45,59 +51,44 @@ type taskRow struct {
 	Err                                string
 }
 
-func (s *webServer) routes() {
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
-		http.Redirect(w, r, "/queues", http.StatusSeeOther)
-	})
-	s.mux.HandleFunc("GET /style.css", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "max-age=3600")
-		http.ServeFileFS(w, r, webFiles, "web/style.css")
-	})
-	s.mux.HandleFunc("/login", s.login)
-	s.mux.HandleFunc("/logout", s.logout)
-	s.mux.HandleFunc("GET /queues", s.queuesPage)
-	s.mux.HandleFunc("GET /dead", s.deadPage)
-	s.mux.HandleFunc("GET /lookup", s.lookupPage)
-	s.mux.HandleFunc("/dead/requeue", s.requeue)
-	s.mux.HandleFunc("/dead/requeue-all", s.requeueAll)
-	s.mux.HandleFunc("/dead/purge", s.purge)
-	s.mux.HandleFunc("GET /promotions", s.promotionsPage)
-	s.mux.HandleFunc("GET /promotion", s.promotionPage)
-}
-
-func (s *webServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.guard(s.mux).ServeHTTP(w, r) }
-
-func (s *webServer) queuesPage(w http.ResponseWriter, r *http.Request) {
+func (s *Console) queuesPage(w http.ResponseWriter, r *http.Request) {
 	qs, err := s.queueList(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	views := make([]queueView, len(qs))
+	rows := make([]summaryRow, len(qs))
 	for i, q := range qs {
 		views[i] = s.queueCard(r.Context(), q)
+		if err := views[i].Err; err != "" && views[i].down {
+			s.fail(w, r, views[i].err)
+			return
+		}
+		rows[i] = views[i].Summary
 	}
 	refresh, _ := strconv.Atoi(r.URL.Query().Get("refresh"))
-	s.render(w, r, "queues.html", "Queues", map[string]any{"Queues": views, "Prefix": s.cfg.queuePrefix, "Refresh": min(max(refresh, 0), 3600)})
+	s.render(w, r, "queues.html", "Queues", map[string]any{"Queues": views, "Summary": rows, "Prefix": s.cfg.queuePrefix,
+		"Refresh": min(max(refresh, 0), 3600)})
 }
 
-// queueCard reads one queue: Stats and Browse, two round trips.
-func (s *webServer) queueCard(ctx context.Context, q *delay.Queue) queueView {
+// queueCard reads one queue: Health (Stats and the worker registry) and
+// Browse, three round trips.
+func (s *Console) queueCard(ctx context.Context, q *delay.Queue) queueView {
 	v := queueView{Name: q.Name()}
-	st, err := q.Stats(ctx)
+	h, err := q.Health(ctx, behindAfter)
 	if err != nil {
-		v.Err = err.Error()
+		v.Err, v.err, v.down = err.Error(), err, redisDown(err)
+		v.Summary = summaryRow{Name: q.Name(), Err: v.Err, Verdict: "error"}
 		return v
 	}
+	st := h.Stats
 	ov, err := q.Browse(ctx, delay.BrowseOptions{Tasks: 5, Horizon: time.Minute})
 	if err != nil {
-		v.Err = err.Error()
+		v.Err, v.err, v.down = err.Error(), err, redisDown(err)
 		return v
 	}
+	v.Summary, v.Workers = summaryOf(q.Name(), h), h.Workers
 	v.Stats, v.DueSoon = st, ov.DueSoon
 	for _, t := range ov.Due {
 		v.Due = append(v.Due, rowOf(t, st.ServerTime))
@@ -106,7 +97,7 @@ func (s *webServer) queueCard(ctx context.Context, q *delay.Queue) queueView {
 		v.InFlight = append(v.InFlight, rowOf(t, st.ServerTime))
 		v.Expiring = v.Expiring || t.When.Before(st.ServerTime)
 	}
-	v.Behind = st.OldestDueAge > time.Minute
+	v.Behind, v.NoWorker = h.Verdict == delay.Behind, h.Verdict == delay.NoWorker
 	v.Rates = s.rate(q.Name(), st)
 	if l := st.Lateness; l.Total() > 0 {
 		v.P50, v.P99, v.Max = "< "+l.Percentile(50).String(), "< "+l.Percentile(99).String(), "< "+l.Percentile(100).String()
@@ -130,7 +121,7 @@ func rel(t, now time.Time) string {
 
 // rate records a Stats sample and reports the rates since the oldest
 // sample of the last five minutes (so the first view has none).
-func (s *webServer) rate(name string, st delay.Stats) string {
+func (s *Console) rate(name string, st delay.Stats) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := rateSample{at: st.ServerTime, delivered: st.Delivered, acked: st.Acked, dead: st.DeadLettered}
@@ -204,7 +195,7 @@ func msLabel(b int) string {
 	return (time.Duration(int64(1)<<b) * time.Millisecond).String()
 }
 
-func (s *webServer) deadPage(w http.ResponseWriter, r *http.Request) {
+func (s *Console) deadPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	qs, err := s.queueList(ctx)
 	if err != nil {
@@ -286,7 +277,7 @@ func listDead(ctx context.Context, q *delay.Queue, page int, newest bool) (delay
 }
 
 // lookupPage lists the tasks of one business key (Queue.Lookup).
-func (s *webServer) lookupPage(w http.ResponseWriter, r *http.Request) {
+func (s *Console) lookupPage(w http.ResponseWriter, r *http.Request) {
 	name, key := r.URL.Query().Get("queue"), r.URL.Query().Get("key")
 	q, err := s.queue(r.Context(), name)
 	if err != nil {
@@ -326,7 +317,7 @@ func payloadPreview(p []byte) string {
 }
 
 // changeQueue is a change's common part: the POST check and its queue.
-func (s *webServer) changeQueue(w http.ResponseWriter, r *http.Request) (*delay.Queue, bool) {
+func (s *Console) changeQueue(w http.ResponseWriter, r *http.Request) (*delay.Queue, bool) {
 	if !s.checkPost(w, r) {
 		return nil, false
 	}
@@ -338,11 +329,11 @@ func (s *webServer) changeQueue(w http.ResponseWriter, r *http.Request) (*delay.
 	return q, true
 }
 
-func (s *webServer) done(w http.ResponseWriter, r *http.Request, q *delay.Queue, msg string) {
+func (s *Console) done(w http.ResponseWriter, r *http.Request, q *delay.Queue, msg string) {
 	http.Redirect(w, r, "/dead?queue="+url.QueryEscape(q.Name())+"&msg="+url.QueryEscape(msg), http.StatusSeeOther)
 }
 
-func (s *webServer) requeue(w http.ResponseWriter, r *http.Request) {
+func (s *Console) requeue(w http.ResponseWriter, r *http.Request) {
 	q, ok := s.changeQueue(w, r)
 	if !ok {
 		return
@@ -363,7 +354,7 @@ func (s *webServer) requeue(w http.ResponseWriter, r *http.Request) {
 // requeueAll shows a confirmation page on GET, as purge does: requeueing
 // thousands of letters that died of one outage can cause the next one.
 // The POST must repeat the queue's name in "confirm".
-func (s *webServer) requeueAll(w http.ResponseWriter, r *http.Request) {
+func (s *Console) requeueAll(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		s.confirmPage(w, r, "requeue.html", "Requeue dead letters")
 		return
@@ -387,7 +378,7 @@ func (s *webServer) requeueAll(w http.ResponseWriter, r *http.Request) {
 
 // purge shows a confirmation page on GET; the POST must repeat the
 // queue's name in "confirm".
-func (s *webServer) purge(w http.ResponseWriter, r *http.Request) {
+func (s *Console) purge(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		s.confirmPage(w, r, "purge.html", "Purge dead letters")
 		return
@@ -412,7 +403,7 @@ func (s *webServer) purge(w http.ResponseWriter, r *http.Request) {
 
 // confirmPage renders a change's confirmation page for ?queue (and ?id)
 // with the queue's dead-letter count.
-func (s *webServer) confirmPage(w http.ResponseWriter, r *http.Request, tmpl, title string) {
+func (s *Console) confirmPage(w http.ResponseWriter, r *http.Request, tmpl, title string) {
 	name, id := r.URL.Query().Get("queue"), r.URL.Query().Get("id")
 	q, err := s.queue(r.Context(), name)
 	if err != nil {
@@ -439,9 +430,12 @@ func confirmed(w http.ResponseWriter, r *http.Request, q *delay.Queue, verb stri
 
 // fail shows an error page: 404 for what does not exist, 400 for bad
 // input the library refused, 502 for Redis.
-func (s *webServer) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := http.StatusBadGateway
 	switch {
+	case redisDown(err):
+		s.renderDown(w, r, err)
+		return
 	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, cache.ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, delay.ErrInvalidBatch), errors.Is(err, delay.ErrInvalidName), errors.Is(err, delay.ErrInvalidKey), errors.Is(err, cache.ErrBadID),

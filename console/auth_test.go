@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"html"
@@ -177,7 +177,7 @@ func TestWebLoginRedirect(t *testing.T) {
 			}
 		})
 		t.Run("forwarded https, -trust-proxy", func(t *testing.T) {
-			g := seedConsoleWith(t, b, false, func(c *webConfig) { c.trustProxy = true; c.session = time.Hour })
+			g := seedConsoleWith(t, b, false, func(c *Options) { c.TrustProxy = true; c.Session = time.Hour })
 			ck := cookie(t, g.url, noJar(), http.Header{"X-Forwarded-Proto": {"https"}})
 			if !ck.Secure || ck.MaxAge != 3600 {
 				t.Errorf("cookie %+v: want Secure, Max-Age 3600", ck)

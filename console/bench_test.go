@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"errors"
@@ -90,8 +90,11 @@ func BenchmarkWebPages(b *testing.B) {
 		b.Fatalf("seeded Stats %+v, %v", st, err)
 	}
 	console := func(idsTTL time.Duration) string {
-		srv, err := newWebServer(ctx, webConfig{client: be.Client, redisShown: "bench", token: "t", loopback: true,
-			queuePrefix: be.Prefix, cachePrefix: be.Prefix, idsTTL: idsTTL, now: time.Now})
+		if idsTTL == 0 {
+			idsTTL = -1 // list on every request
+		}
+		srv, err := New(ctx, Options{Client: be.Client, Redis: "bench", Token: "t", Loopback: true,
+			QueuePrefix: be.Prefix, CachePrefix: be.Prefix, IDsTTL: idsTTL})
 		if err != nil {
 			b.Fatal(err)
 		}

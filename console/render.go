@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"bytes"
@@ -22,22 +22,32 @@ type pageData struct {
 	Title, Redis, CSRF, Msg string
 	Nav                     string // the template name, to mark the current tab
 	Authed, Loopback        bool
-	Refresh                 int // seconds between reloads, 0 for none
+	Down                    string // Redis is unreachable: the banner's cause
+	Refresh                 int    // seconds between reloads, 0 for none
 	Now                     time.Time
 	Data                    any
 }
 
-func (s *webServer) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
+// renderDown answers 503 with the page-wide banner: Redis is unreachable.
+func (s *Console) renderDown(w http.ResponseWriter, r *http.Request, err error) {
+	w.Header().Set("Retry-After", "5")
+	s.renderCode(w, r, http.StatusServiceUnavailable, "down.html", "Redis is unreachable", map[string]string{"Down": err.Error()})
+}
+
+func (s *Console) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
 	s.renderCode(w, r, http.StatusOK, name, title, data)
 }
 
 // renderCode executes the template into a buffer first, so a template
 // error is a clean 500 and cookies are set before the status is written.
-func (s *webServer) renderCode(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
+func (s *Console) renderCode(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	pd := pageData{Title: title, Redis: s.cfg.redisShown, CSRF: s.csrfToken(w, r), Msg: r.URL.Query().Get("msg"),
 		Nav: name, Authed: s.authed(r), Loopback: s.cfg.loopback, Now: s.cfg.now(), Data: data}
 	if d, ok := data.(map[string]any); ok {
 		pd.Refresh, _ = d["Refresh"].(int)
+	}
+	if d, ok := data.(map[string]string); ok {
+		pd.Down = d["Down"]
 	}
 	var buf bytes.Buffer
 	if err := s.tmpl.ExecuteTemplate(&buf, name, pd); err != nil {

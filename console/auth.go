@@ -1,4 +1,4 @@
-package main
+package console
 
 import (
 	"crypto/hmac"
@@ -26,7 +26,7 @@ const (
 	authCookie = "tierset_auth"
 )
 
-func (s *webServer) mac(parts ...string) string {
+func (s *Console) mac(parts ...string) string {
 	m := hmac.New(sha256.New, s.secret)
 	for _, p := range parts {
 		m.Write([]byte(p))
@@ -36,22 +36,22 @@ func (s *webServer) mac(parts ...string) string {
 }
 
 // csrfFor is the form token of a browser's csrf cookie value.
-func (s *webServer) csrfFor(cookie string) string { return s.mac("csrf", cookie) }
+func (s *Console) csrfFor(cookie string) string { return s.mac("csrf", cookie) }
 
 // authValue is the login cookie's value: it proves the token without holding it.
-func (s *webServer) authValue() string { return s.mac("auth", s.cfg.token) }
+func (s *Console) authValue() string { return s.mac("auth", s.cfg.token) }
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
 // authed reports whether the request carries the login cookie.
-func (s *webServer) authed(r *http.Request) bool {
+func (s *Console) authed(r *http.Request) bool {
 	c, err := r.Cookie(authCookie)
 	return err == nil && equal(c.Value, s.authValue())
 }
 
 // csrfToken returns the form token for r, setting the csrf cookie first
 // when the browser has none.
-func (s *webServer) csrfToken(w http.ResponseWriter, r *http.Request) string {
+func (s *Console) csrfToken(w http.ResponseWriter, r *http.Request) string {
 	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) == 32 {
 		return s.csrfFor(c.Value)
 	}
@@ -63,7 +63,7 @@ func (s *webServer) csrfToken(w http.ResponseWriter, r *http.Request) string {
 
 // checkPost refuses a change that is not a POST with a valid CSRF token
 // and the console's token; it writes the refusal and returns false.
-func (s *webServer) checkPost(w http.ResponseWriter, r *http.Request) bool {
+func (s *Console) checkPost(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "changes are POST only", http.StatusMethodNotAllowed)
@@ -87,7 +87,7 @@ func (s *webServer) checkPost(w http.ResponseWriter, r *http.Request) bool {
 
 // guard wraps every route: security headers, the Host check and, off
 // loopback, the login for reads.
-func (s *webServer) guard(next http.Handler) http.Handler {
+func (s *Console) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -100,7 +100,7 @@ func (s *webServer) guard(next http.Handler) http.Handler {
 			if hh, _, err := net.SplitHostPort(host); err == nil {
 				host = hh
 			}
-			if !isLoopbackHost(strings.Trim(host, "[]")) {
+			if !IsLoopback(strings.Trim(host, "[]")) {
 				http.Error(w, "refused: the console answers loopback host names only", http.StatusForbidden)
 				return
 			}
@@ -112,7 +112,7 @@ func (s *webServer) guard(next http.Handler) http.Handler {
 	})
 }
 
-func (s *webServer) login(w http.ResponseWriter, r *http.Request) {
+func (s *Console) login(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		s.render(w, r, "login.html", "Log in", map[string]string{"Next": safeNext(r.URL.Query().Get("next"))})
 		return
@@ -135,7 +135,7 @@ func (s *webServer) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
-func (s *webServer) logout(w http.ResponseWriter, r *http.Request) {
+func (s *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if !s.checkPost(w, r) {
 		return
 	}
@@ -147,7 +147,7 @@ func (s *webServer) logout(w http.ResponseWriter, r *http.Request) {
 // directly, or through a proxy the operator declared with -trust-proxy
 // whose X-Forwarded-Proto says https. The header is ignored otherwise, as
 // any client can send it.
-func (s *webServer) overTLS(r *http.Request) bool {
+func (s *Console) overTLS(r *http.Request) bool {
 	if r.TLS != nil {
 		return true
 	}

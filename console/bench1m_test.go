@@ -1,0 +1,179 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shopspring/decimal"
+
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/gradient"
+)
+
+// benchURLEnv names the private, empty Redis BenchmarkConsole1M fills
+// (scripts/console-bench.sh starts one): the benchmark writes 1M tasks.
+const benchURLEnv = "TIERSET_CONSOLE_BENCH_URL"
+
+// BenchmarkConsole1M times each console page on a queue of 1M tasks
+// (900k pending: 850k due, 50k scheduled; 50k in flight; 50k dead) beside
+// 10k promotions, on the Redis named by $TIERSET_CONSOLE_BENCH_URL.
+func BenchmarkConsole1M(b *testing.B) {
+	u := os.Getenv(benchURLEnv)
+	if u == "" {
+		b.Skipf("$%s unset: this benchmark fills a private Redis with 1M tasks (run scripts/console-bench.sh)", benchURLEnv)
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opt.ContextTimeoutEnabled = true
+	client := redis.NewClient(opt)
+	b.Cleanup(func() { _ = client.Close() })
+	ctx := b.Context()
+	const prefix = "cb"
+	q, err := delay.New(client, "bench", delay.Options{Prefix: prefix, Lease: 24 * time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if st.Pending+st.InFlight+st.Dead != 1_000_000 {
+		fill1M(b, client, q)
+	}
+	if st, err = q.Stats(ctx); err != nil || st.Pending != 900_000 || st.InFlight != 50_000 || st.Dead != 50_000 {
+		b.Fatalf("seeded Stats %+v, %v", st, err)
+	}
+	srv, err := New(ctx, Options{Client: client, Redis: "bench", Token: "t", Loopback: true, QueuePrefix: prefix, CachePrefix: prefix})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	b.Cleanup(hs.Close)
+	deep, err := client.ZRangeWithScores(ctx, prefix+":"+delay.HashTag("bench")+":due", 800_000, 800_000).Result()
+	if err != nil || len(deep) != 1 {
+		b.Fatalf("deep cursor: %v, %v", deep, err)
+	}
+	cursor := strconv.FormatFloat(deep[0].Score, 'f', -1, 64) + ":" + deep[0].Member.(string)
+	dead, err := q.ListTasks(ctx, delay.PageOptions{State: delay.PageDead, Limit: 50})
+	if err != nil {
+		b.Fatal(err)
+	}
+	confirm := "/confirm?queue=bench&action=requeue"
+	for _, e := range dead.Tasks {
+		confirm += "&id=" + e.ID
+	}
+	if n, err := client.DBSize(ctx).Result(); err == nil {
+		b.Logf("keys in the database: %d", n)
+	}
+	for _, p := range []struct{ name, path string }{
+		{"queues", "/queues"},
+		{"queue", "/queue?name=bench"},
+		{"tasks-due-first", "/tasks?queue=bench&state=due"},
+		{"tasks-due-at-800k", "/tasks?queue=bench&state=due&cursor=" + url.QueryEscape(cursor)},
+		{"tasks-due-newest", "/tasks?queue=bench&state=due&order=newest"},
+		{"tasks-scheduled", "/tasks?queue=bench&state=scheduled"},
+		{"tasks-inflight", "/tasks?queue=bench&state=inflight"},
+		{"tasks-dead", "/tasks?queue=bench&state=dead"},
+		{"tasks-key-prefix-hit", "/tasks?queue=bench&state=due&key=order-01"},
+		{"tasks-key-prefix-miss-10k-window", "/tasks?queue=bench&state=due&key=nomatch"},
+		{"tasks-error-miss-10k-window", "/tasks?queue=bench&state=dead&err=nomatch"},
+		{"task", "/task?queue=bench&id=" + dead.Tasks[0].ID},
+		{"confirm-50", confirm},
+		{"workers", "/workers"},
+		{"dead-legacy", "/dead?queue=bench"},
+		{"promotions", "/promotions"},
+		{"promotion-simulate", "/promotion?id=promo-04242&value=9"},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			for b.Loop() {
+				res, err := http.Get(hs.URL + p.path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if err != nil || res.StatusCode != http.StatusOK || n < 500 {
+					b.Fatalf("GET %s: %d, %d bytes, %v", p.path, res.StatusCode, n, err)
+				}
+			}
+		})
+	}
+}
+
+// fill1M writes the benchmark's tasks and promotions into an empty Redis.
+func fill1M(b *testing.B, client redis.UniversalClient, q *delay.Queue) {
+	ctx := b.Context()
+	if n, err := client.DBSize(ctx).Result(); err != nil || n != 0 {
+		b.Fatalf("$%s must name an empty Redis: %d keys, %v", benchURLEnv, n, err)
+	}
+	start := time.Now()
+	past := time.Now().Add(-2 * time.Hour)
+	jobs := make([]delay.Job, 0, delay.MaxBatch)
+	for i := range 1_000_000 {
+		w := delay.At(past.Add(time.Duration(i) * 5 * time.Millisecond)) // due: 0 to 79 min ago
+		if i >= 950_000 {
+			w = delay.After(time.Hour + time.Duration(i)*time.Millisecond) // the last 50k scheduled
+		}
+		jobs = append(jobs, delay.Job{Key: fmt.Sprintf("order-%07d", i), Payload: []byte(`{"order":42,"sku":"tote"}`), When: w})
+		if len(jobs) == cap(jobs) {
+			if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
+				b.Fatal(err)
+			}
+			jobs = jobs[:0]
+		}
+	}
+	// 100k taken: half killed, half left in flight.
+	killErr := errors.New("payment service said 503")
+	for range 100 {
+		batch, err := q.Take(ctx, delay.MaxBatch)
+		if err != nil || len(batch.Tasks) != delay.MaxBatch {
+			b.Fatalf("take: %d, %v", len(batch.Tasks), err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 500)
+		for _, t := range batch.Tasks[:500] {
+			wg.Go(func() {
+				if _, err := q.Kill(ctx, t.Lease, killErr); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	c, err := cache.New(client, cache.Options{Prefix: "cb"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	promos := make([]gradient.Promotion, 10_000)
+	for i := range promos {
+		p := gradient.Promotion{ID: fmt.Sprintf("promo-%05d", i), Metric: gradient.Quantity}
+		for k := range 5 {
+			p.Tiers = append(p.Tiers, gradient.Tier{ID: fmt.Sprintf("t%d", k), Threshold: decimal.NewFromInt(int64(2 + 3*k)),
+				Reward: gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(int64(5 + 5*k))}})
+		}
+		promos[i] = p
+	}
+	for i := 0; i < len(promos); i += 500 {
+		if _, err := c.Refresh(ctx, promos[i:i+500]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("filled 1M tasks and 10k promotions in %v", time.Since(start).Round(time.Second))
+}

@@ -1,0 +1,308 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/delay"
+)
+
+//go:embed web
+var webFiles embed.FS
+
+// errNoQueue: the console knows no queue of that name.
+var errNoQueue = errors.New("no such queue")
+
+// errBadParam: a page's query parameter has a value the page does not know.
+var errBadParam = errors.New("bad parameter")
+
+// Options configures a Console. Client and Token are required.
+type Options struct {
+	// Client reaches the Redis (or Cluster) holding the queues and promotions.
+	Client redis.UniversalClient
+	// Redis is how the pages name that Redis (a redacted URL, or the
+	// cluster seeds). Defaults to "redis".
+	Redis string
+	// Token unlocks changes (the login form, or a token form field). Required.
+	Token string
+	// Loopback says the console listens on a loopback address only: the
+	// read-only pages are then open without login, and the Host header
+	// must be a loopback name (against DNS rebinding). Defaults to false:
+	// every page needs the login.
+	Loopback bool
+	// QueuePrefix is the queues' key prefix. Defaults to delay.DefaultPrefix.
+	QueuePrefix string
+	// CachePrefix is the promotions' key prefix. Defaults to cache.DefaultPrefix.
+	CachePrefix string
+	// Queues is a fixed list of queue names. Defaults to every queue found
+	// under QueuePrefix (delay.Discover), rescanned each minute.
+	Queues []string
+	// IDsTTL is how long a listing of promotion IDs is reused (listing
+	// SCANs the keyspace). Defaults to 10s; negative lists on every request.
+	IDsTTL time.Duration
+	// Session is the login cookie's Max-Age. Defaults to 12h.
+	Session time.Duration
+	// TrustProxy makes an X-Forwarded-Proto of https mark the cookies
+	// Secure (set it only behind a proxy you run). Defaults to false.
+	TrustProxy bool
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// OptionsError is an Options field the console cannot use.
+type OptionsError struct {
+	Field string
+	Err   error
+}
+
+func (e *OptionsError) Error() string { return "console: " + e.Field + ": " + e.Err.Error() }
+
+func (e *OptionsError) Unwrap() error { return e.Err }
+
+// config is Options with its defaults filled in.
+type config struct {
+	client      redis.UniversalClient
+	redisShown  string
+	token       string
+	loopback    bool
+	queuePrefix string
+	cachePrefix string
+	queues      []string
+	idsTTL      time.Duration // 0: list on every request
+	session     time.Duration
+	trustProxy  bool
+	now         func() time.Time
+}
+
+func (o Options) config() (config, error) {
+	c := config{client: o.Client, redisShown: o.Redis, token: o.Token, loopback: o.Loopback, queuePrefix: o.QueuePrefix,
+		cachePrefix: o.CachePrefix, idsTTL: o.IDsTTL, session: o.Session, trustProxy: o.TrustProxy, now: o.Now}
+	if c.client == nil {
+		return c, &OptionsError{"Client", errors.New("required")}
+	}
+	if c.token == "" {
+		return c, &OptionsError{"Token", errors.New("required")}
+	}
+	for _, n := range o.Queues {
+		if err := delay.ValidateName(n); err != nil {
+			return c, &OptionsError{"Queues", err}
+		}
+	}
+	c.queues = o.Queues
+	if c.redisShown == "" {
+		c.redisShown = "redis"
+	}
+	if c.queuePrefix == "" {
+		c.queuePrefix = delay.DefaultPrefix
+	}
+	if c.cachePrefix == "" {
+		c.cachePrefix = cache.DefaultPrefix
+	}
+	switch {
+	case c.idsTTL == 0:
+		c.idsTTL = 10 * time.Second
+	case c.idsTTL < 0:
+		c.idsTTL = 0
+	}
+	if c.session <= 0 {
+		c.session = 12 * time.Hour
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c, nil
+}
+
+// IsLoopback reports whether a listen host is a loopback name or address.
+func IsLoopback(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (it panics instead)
+	return hex.EncodeToString(b)
+}
+
+// Console is the operator console: an http.Handler over the library's
+// public API. New makes one.
+type Console struct {
+	cfg    config
+	secret []byte
+	tmpl   *template.Template
+	mux    *http.ServeMux
+
+	mu         sync.Mutex
+	queues     []*delay.Queue
+	discovered time.Time
+	caches     map[int]*cache.Cache // by minor digits
+	rates      map[string][]rateSample
+	ids        []string
+	idsAt      time.Time
+	listing    bool // a background listing is running
+}
+
+// New checks the options, reads the queue list and the promotion IDs
+// once, and returns the console.
+func New(ctx context.Context, o Options) (*Console, error) {
+	cfg, err := o.config()
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := template.New("").Funcs(webFuncs).ParseFS(webFiles, "web/*.html")
+	if err != nil {
+		return nil, err
+	}
+	s := &Console{cfg: cfg, secret: []byte(randomHex(32)), tmpl: tmpl, mux: http.NewServeMux(),
+		caches: map[int]*cache.Cache{}, rates: map[string][]rateSample{}}
+	if _, err := s.cacheFor(cache.DefaultMinorDigits); err != nil {
+		return nil, &OptionsError{"CachePrefix", err}
+	}
+	if err := s.loadQueues(ctx, true); err != nil {
+		return nil, err
+	}
+	if cfg.idsTTL > 0 {
+		// The one SCAN a reader would wait for happens here: from now on
+		// a stale listing is answered at once and replaced behind it.
+		if _, _, err := s.listIDs(ctx); err != nil {
+			return nil, fmt.Errorf("listing promotions: %w", err)
+		}
+	}
+	s.routes()
+	return s, nil
+}
+
+// loadQueues (re)builds the queue list: the fixed -queues, or Discover
+// once a minute.
+func (s *Console) loadQueues(ctx context.Context, force bool) error {
+	s.mu.Lock()
+	stale := force || s.cfg.queues == nil && s.cfg.now().Sub(s.discovered) > time.Minute
+	s.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	names := s.cfg.queues
+	if names == nil {
+		var err error
+		if names, err = delay.Discover(ctx, s.cfg.client, s.cfg.queuePrefix); err != nil {
+			return err
+		}
+	}
+	qs := make([]*delay.Queue, 0, len(names))
+	for _, n := range names {
+		q, err := delay.New(s.cfg.client, n, delay.Options{Prefix: s.cfg.queuePrefix})
+		if err != nil {
+			return &OptionsError{"Queues", fmt.Errorf("%q: %w", n, err)}
+		}
+		qs = append(qs, q)
+	}
+	sort.Slice(qs, func(i, j int) bool { return qs[i].Name() < qs[j].Name() })
+	s.mu.Lock()
+	s.queues, s.discovered = qs, s.cfg.now()
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Console) queueList(ctx context.Context) ([]*delay.Queue, error) {
+	if err := s.loadQueues(ctx, false); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queues, nil
+}
+
+func (s *Console) queue(ctx context.Context, name string) (*delay.Queue, error) {
+	qs, err := s.queueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range qs {
+		if q.Name() == name {
+			return q, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q under prefix %q", errNoQueue, name, s.cfg.queuePrefix)
+}
+
+// cacheFor returns the Cache that encodes amount queries with digits minor
+// digits, as a cart of that currency would.
+func (s *Console) cacheFor(digits int) (*cache.Cache, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.caches[digits]; ok {
+		return c, nil
+	}
+	opts := cache.Options{Prefix: s.cfg.cachePrefix, MinorDigits: digits, Now: s.cfg.now}
+	if digits == 0 {
+		opts.NoMinorUnits = true
+	}
+	c, err := cache.New(s.cfg.client, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.caches[digits] = c
+	return c, nil
+}
+
+// promotionIDs lists the stored IDs. With idsTTL > 0 a listing is reused,
+// and one older than idsTTL is answered at once while a fresh one is made
+// in the background (listing SCANs the whole keyspace: 130 ms at 10k
+// promotions beside 100k tasks), so only the first request waits for it.
+func (s *Console) promotionIDs(ctx context.Context) ([]string, time.Time, error) {
+	s.mu.Lock()
+	ids, at := s.ids, s.idsAt
+	stale := ids == nil || s.cfg.now().Sub(at) >= s.cfg.idsTTL
+	relist := stale && ids != nil && s.cfg.idsTTL > 0 && !s.listing
+	if relist {
+		s.listing = true
+	}
+	s.mu.Unlock()
+	if relist {
+		go func() {
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_, _, _ = s.listIDs(lctx) // a failure keeps the old listing; the next request retries
+			s.mu.Lock()
+			s.listing = false
+			s.mu.Unlock()
+		}()
+	}
+	if !stale || relist {
+		return ids, at, nil
+	}
+	return s.listIDs(ctx)
+}
+
+func (s *Console) listIDs(ctx context.Context) ([]string, time.Time, error) {
+	c, err := s.cacheFor(cache.DefaultMinorDigits)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	ids, err := c.IDs(ctx)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	at := s.cfg.now()
+	s.mu.Lock()
+	s.ids, s.idsAt = ids, at
+	s.mu.Unlock()
+	return ids, at, nil
+}

@@ -1,0 +1,25 @@
+// Package console is tierset's operator console: an http.Handler over the
+// public API of the delay and cache packages. `tierset web` serves it; a
+// service can mount it too:
+//
+//	c, err := console.New(ctx, console.Options{Client: rdb, Token: token})
+//	if err != nil { ... }
+//	http.Handle("/", c) // its routes are absolute: mount it at the root of a host
+//
+// Pages (docs/console.md has them with screenshots): a summary of every
+// queue (counts per state, paused, rate limit, live workers, the oldest
+// ready task's wait and Queue.Health's verdict, which tells "no live
+// worker" from "behind"); a queue page with its last 24 hours per minute
+// (throughput, failures, lateness; delay.Queue.History) as SVG charts;
+// browsing each state (due, scheduled, in flight, dead, done tombstones) a
+// page at a time from a cursor with delay.Queue.ListTasks, filtered by
+// business key prefix or error text over a bounded window; a task page; the worker pools from
+// their heartbeats; dead letters; promotions with a match simulator.
+//
+// Every change (cancel, run now, reschedule, requeue, delete, one task or
+// a selection; pause and resume; the dead-letter requeue and purge) goes
+// through a confirm page, then a POST carrying the CSRF token of the
+// browser's cookie and the console's token (the login cookie, or a token
+// form field). Off loopback every page needs the login. When Redis does
+// not answer, every page is a banner and status 503.
+package console

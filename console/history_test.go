@@ -1,0 +1,147 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// The history queue's tasks: histTasks handled, histBad of them dead-lettered.
+const histTasks, histBad = 7, 2
+
+var (
+	polyRe  = regexp.MustCompile(`<polyline class="([a-z0-9]+)" vector-effect="non-scaling-stroke" points="([^"]*)"`)
+	figRe   = regexp.MustCompile(`<figure class="linechart" id="(hist-[a-z]+)"`)
+	totalOK = regexp.MustCompile(`(\d+) handled ok, (\d+) failures`)
+)
+
+// The queue page draws the queue's last 24 hours, one point a minute, in
+// three SVG charts, with the totals a worker counted.
+func TestConsoleQueueHistory(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := t.Context()
+		// The worker runs before the console starts, which finds the
+		// queues at start-up.
+		f := seedConsoleWith(t, b, true, func(*Options) { runHistoryWorker(t, ctx, b) })
+		c := browser(t)
+		code, body := get(t, c, f.url+"/queue?name=history")
+		if code != 200 {
+			t.Fatalf("queue page: %d", code)
+		}
+		if !strings.Contains(body, `id="history" data-points="1440"`) {
+			t.Fatalf("no history section of 1440 points")
+		}
+		if m := totalOK.FindStringSubmatch(body); m == nil || m[1] != strconv.Itoa(histTasks-histBad) || m[2] != strconv.Itoa(histBad) {
+			t.Errorf("totals %v, want %d ok and %d failures", m, histTasks-histBad, histBad)
+		}
+		var figs []string
+		for _, m := range figRe.FindAllStringSubmatch(body, -1) {
+			figs = append(figs, m[1])
+		}
+		if strings.Join(figs, " ") != "hist-throughput hist-failures hist-lateness" {
+			t.Errorf("charts %v", figs)
+		}
+		lines := polyRe.FindAllStringSubmatch(body, -1)
+		var classes []string
+		for _, l := range lines {
+			classes = append(classes, l[1])
+			if pts := strings.Fields(l[2]); len(pts) != 1440 {
+				t.Errorf("line %s has %d points, want 1440", l[1], len(pts))
+			}
+		}
+		if strings.Join(classes, " ") != "ok retried dead mean p99" {
+			t.Errorf("lines %v", classes)
+		}
+		// the seeded queue: a worker never ran, every point is at zero
+		_, body = get(t, c, f.url+"/queue?name=orders")
+		if m := totalOK.FindStringSubmatch(body); m == nil || m[1] != "0" || m[2] != "0" {
+			t.Errorf("orders totals %v, want none", m)
+		}
+	})
+}
+
+// runHistoryWorker handles histTasks tasks of a queue "history", histBad of them
+// dead-lettered, and stops its worker once all are handled.
+func runHistoryWorker(t *testing.T, ctx context.Context, b *testredis.Backend) {
+	t.Helper()
+	q, err := delay.New(b.Client, "history", delay.Options{Prefix: b.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const histTasks, histBad = 7, 2
+	for i := range histTasks {
+		if _, err := q.Enqueue(ctx, delay.Job{Key: "h" + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := delay.NewWorker(q, func(_ context.Context, tk *delay.Task) error {
+		if tk.Key < "h"+strconv.Itoa(histBad) {
+			return delay.Permanent(errors.New("refused"))
+		}
+		return nil
+	}, delay.WorkerOptions{Heartbeat: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Dead == histBad && st.Pending == 0 && st.InFlight == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not handled within 10 s: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond) // poll, with the deadline above
+	}
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+// historyOf draws each series on one scale from 0 to the maximum: the
+// top value touches the top, zero the bottom.
+func TestConsoleHistoryChartScale(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(29_000_000*60, 0)
+	h := make([]delay.Minute, 3)
+	for i := range h {
+		h[i].Start = start.Add(time.Duration(i) * time.Minute)
+	}
+	h[1].OK = 4
+	h[2].OK, h[2].Dead = 2, 1
+	h[2].Late[1] = 3
+	h[2].LateSum = 60 * time.Millisecond
+	v := historyOf(h)
+	if v.Points != 3 || v.OK != 6 || v.Failures != 1 {
+		t.Fatalf("view %+v", v)
+	}
+	for _, c := range []struct {
+		chart, line int
+		points, max string
+	}{
+		{0, 0, "0,99.0 1,1.0 2,50.0", "4 /min"},
+		{1, 1, "0,99.0 1,99.0 2,1.0", "1 /min"},
+		{2, 0, "0,99.0 1,99.0 2,79.4", "100ms"}, // mean 20 ms of a 100 ms top (the p99 bound): 99 - 20·98/100
+		{2, 1, "0,99.0 1,99.0 2,1.0", "100ms"},
+	} {
+		ch := v.Charts[c.chart]
+		if got := ch.Lines[c.line].Points; got != c.points || ch.Max != c.max || ch.Width != 2 {
+			t.Errorf("chart %s line %s: %q max %q width %d, want %q max %q", ch.ID, ch.Lines[c.line].Class, got, ch.Max, ch.Width, c.points, c.max)
+		}
+	}
+}

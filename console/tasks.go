@@ -1,0 +1,173 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tierset/tierset/delay"
+)
+
+// taskPageSize is how many tasks one browse page lists.
+const taskPageSize = 50
+
+// scanWindow bounds the entries a filtered browse page reads (see
+// delay.PageOptions.ScanLimit).
+const scanWindow = 10_000
+
+// stateTab is one state's tab on the browse page.
+type stateTab struct {
+	State delay.PageState
+	Label string
+	Count int64
+	On    bool
+}
+
+var stateLabels = map[delay.PageState]string{
+	delay.PageDue: "due now", delay.PageScheduled: "scheduled", delay.PageInFlight: "in flight",
+	delay.PageDead: "dead", delay.PageDone: "done (tombstones)",
+}
+
+// actionsFor lists the actions that apply to a state's tasks.
+func actionsFor(st delay.PageState) []string {
+	switch st {
+	case delay.PageDue, delay.PageScheduled:
+		return []string{"run", "reschedule", "cancel", "delete"}
+	case delay.PageInFlight:
+		return []string{"cancel"}
+	case delay.PageDead:
+		return []string{"requeue", "delete"}
+	}
+	return nil
+}
+
+// tasksPage browses one state of one queue: GET /tasks?queue&state
+// [&cursor][&order=newest][&key=prefix][&err=text].
+func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
+	ctx, qv := r.Context(), r.URL.Query()
+	q, err := s.queue(ctx, qv.Get("queue"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	st := delay.PageState(qv.Get("state"))
+	if st == "" {
+		st = delay.PageDue
+	}
+	if !slices.Contains(delay.PageStates, st) {
+		s.fail(w, r, fmt.Errorf("%w: state %q (want due, scheduled, inflight, dead or done)", errBadParam, st))
+		return
+	}
+	order := qv.Get("order")
+	switch order {
+	case "":
+		order = "oldest"
+		if st == delay.PageDead || st == delay.PageDone {
+			order = "newest" // the latest death is the one an alert is about
+		}
+	case "oldest", "newest":
+	default:
+		s.fail(w, r, fmt.Errorf("%w: order %q (want oldest or newest)", errBadParam, order))
+		return
+	}
+	o := delay.PageOptions{State: st, Cursor: qv.Get("cursor"), Limit: taskPageSize, Newest: order == "newest",
+		KeyPrefix: qv.Get("key"), ErrorText: qv.Get("err"), ScanLimit: scanWindow}
+	p, err := q.ListTasks(ctx, o)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	stats, err := q.Stats(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	counts := map[delay.PageState]int64{delay.PageDue: stats.Ready, delay.PageScheduled: stats.Pending - stats.Ready,
+		delay.PageInFlight: stats.InFlight, delay.PageDead: stats.Dead, delay.PageDone: stats.Done}
+	tabs := make([]stateTab, len(delay.PageStates))
+	for i, ps := range delay.PageStates {
+		tabs[i] = stateTab{State: ps, Label: stateLabels[ps], Count: counts[ps], On: ps == st}
+	}
+	now := q.ServerNow()
+	rows := make([]taskRow, len(p.Tasks))
+	for i, t := range p.Tasks {
+		rows[i] = entryRow(t, now)
+	}
+	data := map[string]any{"Queue": q.Name(), "State": st, "Label": stateLabels[st], "Tabs": tabs, "Order": order,
+		"Rows": rows, "Page": p, "Key": o.KeyPrefix, "ErrText": o.ErrorText, "Filtered": o.KeyPrefix != "" || o.ErrorText != "",
+		"Cursor": o.Cursor, "Actions": actionsFor(st), "Window": scanWindow, "Paused": stats.Paused}
+	s.render(w, r, "tasks.html", "Tasks of "+q.Name(), data)
+}
+
+// entryRow is one listed task.
+func entryRow(t delay.TaskEntry, now time.Time) taskRow {
+	row := rowOf(t.TaskInfo, now)
+	row.State, row.Payload, row.Fence = t.State, payloadPreview(t.Payload), t.Fence
+	if t.Err != nil {
+		row.Err = t.Err.Error()
+	}
+	return row
+}
+
+// taskPage shows one task: GET /task?queue&id.
+func (s *Console) taskPage(w http.ResponseWriter, r *http.Request) {
+	ctx, qv := r.Context(), r.URL.Query()
+	q, err := s.queue(ctx, qv.Get("queue"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := q.Task(ctx, qv.Get("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	st := pageStateOf(t, q.ServerNow())
+	data := map[string]any{"Queue": q.Name(), "T": t, "Row": entryRow(t, q.ServerNow()), "PageState": st,
+		"Actions": actionsFor(st), "Size": len(t.Payload)}
+	data["Payload"], data["JSON"] = showPayload(t.Payload)
+	if t.Err != nil {
+		data["Err"] = t.Err.Error()
+	}
+	s.render(w, r, "task.html", "Task "+t.ID, data)
+}
+
+// pageStateOf is the browse tab a task is listed under.
+func pageStateOf(t delay.TaskEntry, now time.Time) delay.PageState {
+	switch t.State {
+	case delay.StatePending:
+		if t.When.After(now) {
+			return delay.PageScheduled
+		}
+		return delay.PageDue
+	case delay.StateInFlight, delay.StateCancelled:
+		return delay.PageInFlight
+	case delay.StateDead:
+		return delay.PageDead
+	}
+	return delay.PageDone
+}
+
+// showPayload is a payload as indented JSON when it is JSON, else as
+// text (the template escapes it) with invalid UTF-8 bytes quoted.
+func showPayload(p []byte) (string, bool) {
+	if len(p) == 0 {
+		return "", false
+	}
+	if json.Valid(p) {
+		var b bytes.Buffer
+		if json.Indent(&b, p, "", "  ") == nil {
+			return b.String(), true
+		}
+	}
+	if utf8.Valid(p) {
+		return string(p), false
+	}
+	q := strconv.Quote(string(p))
+	return q[1 : len(q)-1], false
+}

@@ -1,0 +1,140 @@
+package delay
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// listAll pages through one state with o, returning the IDs in order and
+// the pages it took.
+func listAll(t *testing.T, q *Queue, o PageOptions) ([]string, int) {
+	t.Helper()
+	var ids []string
+	pages := 0
+	for {
+		p, err := q.ListTasks(t.Context(), o)
+		if err != nil {
+			t.Fatalf("ListTasks(%+v): %v", o, err)
+		}
+		pages++
+		for _, e := range p.Tasks {
+			ids = append(ids, e.ID)
+		}
+		if p.Next == "" {
+			return ids, pages
+		}
+		if pages > 1000 {
+			t.Fatalf("ListTasks(%+v): no end after 1000 pages", o)
+		}
+		o.Cursor = p.Next
+	}
+}
+
+func TestListTasks(t *testing.T) {
+	t.Parallel()
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := t.Context()
+		q := newQ(t, b, Options{DoneTTL: time.Hour, Lease: time.Hour})
+		now := time.Now()
+		if b.Mini != nil {
+			b.Mini.SetTime(now)
+		}
+		for i := range 30 { // due, a millisecond apart
+			mustEnqueue(t, ctx, q, Job{Key: fmt.Sprintf("a-%02d", i), Token: "t", Payload: []byte(`{"n":1}`), When: At(now.Add(-time.Minute + time.Duration(i)*time.Millisecond))})
+		}
+		for i := range 10 {
+			mustEnqueue(t, ctx, q, Job{Key: fmt.Sprintf("b-%02d", i), When: At(now.Add(time.Hour + time.Duration(i)*time.Second))})
+		}
+		// 9 taken in one script share one lease deadline: ties in inflight.
+		batch := mustTake(t, ctx, q, 9)
+		for i, tk := range batch.Tasks[:3] {
+			if _, err := q.Kill(ctx, tk.Lease, fmt.Errorf("gateway said %d", 500+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := q.Ack(ctx, batch.Tasks[3].Lease); err != nil {
+			t.Fatal(err)
+		}
+		inflight := []string{}
+		for _, tk := range batch.Tasks[4:] {
+			inflight = append(inflight, tk.ID)
+		}
+		slices.Sort(inflight)
+
+		for _, tc := range []struct {
+			name  string
+			o     PageOptions
+			count int
+		}{
+			{"due by 7", PageOptions{State: PageDue, Limit: 7}, 21},
+			{"due newest by 4", PageOptions{State: PageDue, Limit: 4, Newest: true}, 21},
+			{"scheduled by 3", PageOptions{State: PageScheduled, Limit: 3}, 10},
+			{"inflight ties by 2", PageOptions{State: PageInFlight, Limit: 2}, 5},
+			{"inflight ties newest by 2", PageOptions{State: PageInFlight, Limit: 2, Newest: true}, 5},
+			{"dead", PageOptions{State: PageDead}, 3},
+			{"done", PageOptions{State: PageDone}, 1},
+			{"key prefix", PageOptions{State: PageDue, KeyPrefix: "a-2", Limit: 4}, 10},
+			{"error text", PageOptions{State: PageDead, ErrorText: "said 501"}, 1},
+		} {
+			ids, _ := listAll(t, q, tc.o)
+			if len(ids) != tc.count {
+				t.Errorf("%s: %d tasks %v, want %d", tc.name, len(ids), ids, tc.count)
+			}
+			if seen := map[string]bool{}; true {
+				for _, id := range ids {
+					if seen[id] {
+						t.Errorf("%s: %s listed twice", tc.name, id)
+					}
+					seen[id] = true
+				}
+			}
+			if tc.o.State == PageInFlight {
+				got := slices.Clone(ids)
+				if tc.o.Newest {
+					slices.Reverse(got)
+				}
+				if !slices.Equal(got, inflight) {
+					t.Errorf("%s: %v, want %v (ties by ID)", tc.name, ids, inflight)
+				}
+			}
+		}
+		// The order is the due order, and Newest is its reverse.
+		up, _ := listAll(t, q, PageOptions{State: PageDue, Limit: 5})
+		down, _ := listAll(t, q, PageOptions{State: PageDue, Limit: 6, Newest: true})
+		slices.Reverse(down)
+		if !slices.Equal(up, down) {
+			t.Errorf("oldest first %v, newest first reversed %v", up, down)
+		}
+		// A filter that matches nothing stops at ScanLimit and says so.
+		p, err := q.ListTasks(ctx, PageOptions{State: PageDue, KeyPrefix: "zz", ScanLimit: 8})
+		if err != nil || !p.Bounded || p.Scanned != 8 || p.Next == "" || len(p.Tasks) != 0 {
+			t.Errorf("bounded filter: %+v, %v", p, err)
+		}
+		p, err = q.ListTasks(ctx, PageOptions{State: PageDue, Limit: 1})
+		if err != nil || p.Total != 21 || len(p.Tasks) != 1 || string(p.Tasks[0].Payload) != `{"n":1}` || p.Tasks[0].Key != "a-09" {
+			t.Errorf("first due: %+v, %v", p, err)
+		}
+		// Task reads any state, with the fence of a task in flight.
+		e, err := q.Task(ctx, batch.Tasks[4].ID)
+		if err != nil || e.State != StateInFlight || e.Fence == 0 || e.Attempt != 1 || e.Key != batch.Tasks[4].Key {
+			t.Errorf("Task in flight: %+v, %v", e, err)
+		}
+		e, err = q.Task(ctx, batch.Tasks[1].ID)
+		if err != nil || e.State != StateDead || e.LastError != "gateway said 501" {
+			t.Errorf("Task dead: %+v, %v", e, err)
+		}
+		if _, err := q.Task(ctx, "zzzz"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Task of an unknown ID: %v, want ErrNotFound", err)
+		}
+		for _, o := range []PageOptions{{State: "nope"}, {State: PageDue, Limit: MaxBatch + 1}, {State: PageDue, Cursor: "x"}} {
+			if _, err := q.ListTasks(ctx, o); !errors.Is(err, ErrInvalidBatch) {
+				t.Errorf("ListTasks(%+v): %v, want ErrInvalidBatch", o, err)
+			}
+		}
+	})
+}

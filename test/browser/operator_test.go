@@ -1,0 +1,238 @@
+package browser
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tierset/tierset/delay"
+)
+
+// TestBrowserOperator drives the operator's pages in headless Chromium:
+// the summary, the browse pages with their cursor, a task page, a bulk
+// action through its confirm page, pause and resume, the workers page,
+// a queue's 24-hour history charts, and every page at 420 px wide
+// without the page scrolling sideways.
+func TestBrowserOperator(t *testing.T) {
+	f := seed(t)
+	seedHistory(t, f) // before the console starts: it finds the queues then
+	ctx := newBrowser(t)
+	base := startConsole(t, f)
+	dir := shots(t)
+	do(t, ctx, "log in", chromedp.Navigate(base+"/login?next="+url.QueryEscape("/queues")),
+		chromedp.WaitVisible(css(`#token`)), chromedp.SendKeys(css(`#token`), token), chromedp.Click(css(`#login-submit`)),
+		chromedp.WaitVisible(css(`#summary`)))
+
+	t.Run("summary equals Health", func(t *testing.T) {
+		// Seeded tasks fall due every 3 s: the page is compared with the
+		// Health read before and after it, and read again (up to 5 times)
+		// when a task fell due in between.
+		health := func() ([]string, string) {
+			h, err := f.q.Health(t.Context(), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []string{"orders", strconv.FormatInt(h.Stats.Ready, 10), strconv.FormatInt(h.Stats.Pending-h.Stats.Ready, 10),
+				strconv.FormatInt(h.Stats.InFlight, 10), strconv.FormatInt(h.Stats.Dead, 10)}, h.Verdict.String()
+		}
+		for attempt := 1; ; attempt++ {
+			want, verdict := health()
+			do(t, ctx, "summary", chromedp.Navigate(base+"/queues"), chromedp.WaitVisible(css(`#summary`)))
+			cells := get(t, ctx, "summary row", chromedp.Evaluate[[]string](
+				`Array.from(document.querySelectorAll('#summary tr[data-queue="orders"] td')).map(e => e.textContent.trim())`))
+			after, verdictAfter := health()
+			if !slices.Equal(want, after) || verdict != verdictAfter {
+				if attempt < 5 {
+					continue // a task fell due meanwhile
+				}
+				t.Fatalf("Health changed during each of 5 reads of the page")
+			}
+			if len(cells) < 11 || !slices.Equal(cells[:5], want) || cells[10] != verdict {
+				t.Errorf("summary row %v; Health %v, verdict %s", cells, want, verdict)
+			}
+			break
+		}
+		screenshot(t, ctx, dir, "summary")
+	})
+
+	t.Run("browse pages follow the cursor", func(t *testing.T) {
+		p, err := f.q.ListTasks(t.Context(), delay.PageOptions{State: delay.PageDue, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []string
+		do(t, ctx, "due tasks", chromedp.Navigate(base+"/tasks?queue=orders&state=due"), chromedp.WaitVisible(css(`#page-info`)))
+		for range 5 {
+			seen = append(seen, get(t, ctx, "rows", chromedp.Evaluate[[]string](
+				`Array.from(document.querySelectorAll('#tasks-table tr[data-id]')).map(r => r.dataset.id)`))...)
+			more := get(t, ctx, "next link", chromedp.Evaluate[bool](`!!document.querySelector('#next')`))
+			if !more {
+				break
+			}
+			do(t, ctx, "next page", chromedp.Click(css(`#next`)), chromedp.WaitVisible(css(`#first`)))
+		}
+		want := make([]string, len(p.Tasks))
+		for i, e := range p.Tasks {
+			want[i] = e.ID
+		}
+		if !slices.Equal(seen, want) {
+			t.Errorf("browsed %v; ListTasks %v", seen, want)
+		}
+		do(t, ctx, "dead tasks", chromedp.Navigate(base+"/tasks?queue=orders&state=dead"), chromedp.WaitVisible(css(`#tasks-table`)))
+		screenshot(t, ctx, dir, "tasks-dead")
+	})
+
+	t.Run("task page", func(t *testing.T) {
+		do(t, ctx, "task", chromedp.Navigate(base+"/task?queue=orders&id="+f.dead[0]), chromedp.WaitVisible(css(`#task`)))
+		payload := get(t, ctx, "payload", chromedp.Text(css(`#payload`)))
+		errText := get(t, ctx, "error", chromedp.TextContent(css(`[data-field="error"]`)))
+		if errText != xssError || payload == "" || payload[0] != '{' {
+			t.Errorf("task page: error %q, payload %q", errText, payload)
+		}
+		screenshot(t, ctx, dir, "task")
+	})
+
+	t.Run("bulk requeue through the confirm page", func(t *testing.T) {
+		ids := f.dead[1:3]
+		do(t, ctx, "pick", chromedp.Navigate(base+"/tasks?queue=orders&state=dead"), chromedp.WaitVisible(css(`#tasks-table`)))
+		for _, id := range ids {
+			do(t, ctx, "tick "+id, chromedp.Click(css(`input.pick[value="`+id+`"]`)))
+		}
+		do(t, ctx, "review", chromedp.SetValue(css(`#bulk-action`), "requeue"), chromedp.Click(css(`#bulk-submit`)),
+			chromedp.WaitVisible(css(`#confirm-form`)))
+		listed := get(t, ctx, "confirm rows", chromedp.Evaluate[[]string](
+			`Array.from(document.querySelectorAll('#confirm-table tr[data-id]')).map(r => r.dataset.id)`))
+		slices.Sort(listed)
+		want := slices.Sorted(slices.Values(ids))
+		if !slices.Equal(listed, want) || !deadSet(t, f.q)[ids[0]] {
+			t.Fatalf("confirm page lists %v, want %v, and changes nothing", listed, ids)
+		}
+		screenshot(t, ctx, dir, "confirm")
+		do(t, ctx, "confirm", chromedp.Click(css(`#confirm-submit`)), chromedp.WaitVisible(css(`#msg`)))
+		dead := deadSet(t, f.q)
+		if dead[ids[0]] || dead[ids[1]] {
+			t.Errorf("after the confirmed requeue %v are still dead", ids)
+		}
+	})
+
+	t.Run("pause and resume", func(t *testing.T) {
+		do(t, ctx, "pause", chromedp.Navigate(base+"/queue?name=orders"), chromedp.WaitVisible(css(`#pause`)),
+			chromedp.Click(css(`#pause`)), chromedp.WaitVisible(css(`#confirm-form`)), chromedp.Click(css(`#confirm-submit`)),
+			chromedp.WaitVisible(css(`#resume`)))
+		if st, err := f.q.Stats(t.Context()); err != nil || !st.Paused {
+			t.Fatalf("after pause: %+v, %v", st.Paused, err)
+		}
+		screenshot(t, ctx, dir, "queue-paused")
+		do(t, ctx, "resume", chromedp.Click(css(`#resume`)), chromedp.WaitVisible(css(`#confirm-form`)),
+			chromedp.Click(css(`#confirm-submit`)), chromedp.WaitVisible(css(`#pause`)))
+		if st, err := f.q.Stats(t.Context()); err != nil || st.Paused {
+			t.Fatalf("after resume: %+v, %v", st.Paused, err)
+		}
+	})
+
+	t.Run("workers page", func(t *testing.T) {
+		do(t, ctx, "workers", chromedp.Navigate(base+"/workers"), chromedp.WaitVisible(css(`#no-workers`)))
+	})
+
+	t.Run("queue history", func(t *testing.T) {
+		do(t, ctx, "history", chromedp.Navigate(base+"/queue?name="+historyQueue), chromedp.WaitVisible(css(`#history`)))
+		lines := get(t, ctx, "chart lines", chromedp.Evaluate[[]int](
+			`Array.from(document.querySelectorAll('#history svg polyline')).map(p => p.points.numberOfItems)`))
+		if !slices.Equal(lines, []int{1440, 1440, 1440, 1440, 1440}) {
+			t.Errorf("chart lines have %v points, want five of 1440", lines)
+		}
+		// drawn, not just present: each chart has a box of its own
+		heights := get(t, ctx, "chart heights", chromedp.Evaluate[[]int](
+			`Array.from(document.querySelectorAll('#history svg')).map(s => Math.round(s.getBoundingClientRect().height))`))
+		if !slices.Equal(heights, []int{100, 100, 100}) {
+			t.Errorf("chart heights %v px, want three of 100", heights)
+		}
+		totals := get(t, ctx, "totals", chromedp.Text(css(`#history p`)))
+		want := fmt.Sprintf("%d handled ok, %d failures", historyTasks-historyDead, historyDead)
+		if !strings.Contains(totals, want) {
+			t.Errorf("history totals %q, want %q", totals, want)
+		}
+		screenshot(t, ctx, dir, "queue-history")
+	})
+
+	t.Run("420 px wide", func(t *testing.T) {
+		do(t, ctx, "narrow", chromedp.EmulateViewport(420, 900))
+		for _, page := range []string{"/queues", "/queue?name=orders", "/tasks?queue=orders&state=dead", "/task?queue=orders&id=" + f.dead[0],
+			"/workers", "/dead?queue=orders", "/promotions", "/promotion?id=spend-more&value=250", "/queue?name=" + historyQueue} {
+			do(t, ctx, "load "+page, chromedp.Navigate(base+page), chromedp.WaitVisible(css(`main`)))
+			w := get(t, ctx, "page width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+			if w > 420 {
+				t.Errorf("%s at 420 px: the page is %d px wide", page, w)
+			}
+		}
+		do(t, ctx, "narrow queues", chromedp.Navigate(base+"/queues"), chromedp.WaitVisible(css(`#summary`)))
+		screenshot(t, ctx, dir, "narrow-queues")
+		do(t, ctx, "narrow history", chromedp.Navigate(base+"/queue?name="+historyQueue), chromedp.WaitVisible(css(`#history`)))
+		screenshot(t, ctx, dir, "narrow-queue-history")
+	})
+}
+
+// The history queue: historyTasks tasks handled by a worker before the
+// console starts, historyDead of them dead-lettered.
+const (
+	historyQueue              = "reports"
+	historyTasks, historyDead = 60, 6
+)
+
+// seedHistory runs a worker over the history queue's tasks until every
+// one is handled, so the queue's history holds them.
+func seedHistory(t *testing.T, f *fixture) {
+	t.Helper()
+	ctx := t.Context()
+	q, err := delay.New(f.b.Client, historyQueue, delay.Options{Prefix: f.b.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]delay.Job, historyTasks)
+	for i := range jobs {
+		jobs[i] = delay.Job{Key: fmt.Sprintf("report-%02d", i)}
+	}
+	if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	w, err := delay.NewWorker(q, func(_ context.Context, tk *delay.Task) error {
+		if tk.Key < fmt.Sprintf("report-%02d", historyDead) {
+			return delay.Permanent(errors.New("report template missing"))
+		}
+		return nil
+	}, delay.WorkerOptions{Heartbeat: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Dead == historyDead && st.Pending == 0 && st.InFlight == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			<-done
+			t.Fatalf("the history queue was not handled within 30 s: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond) // poll, with the deadline above
+	}
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("worker Run = %v", err)
+	}
+}
