@@ -31,6 +31,8 @@
 //     content hash, with prune and dry run.
 //   - [github.com/tierset/tierset/examples]: the sample rules file,
 //     embedded for tierset demo.
+//   - [github.com/tierset/tierset/console]: the operator's web console:
+//     browse, act on and chart every queue, promotions, workers.
 //
 // Nested modules, each with its own go.mod (./... of the root module
 // does not reach them):
@@ -50,7 +52,7 @@
 // Commands and examples:
 //
 //   - cmd/tierset: the operator's CLI (warm, match, demo, queue, audit)
-//     and web console.
+//     and tierset web, which serves package console.
 //   - examples/expvar: the Observers wired to expvar.
 //   - bench: the main job, go run ./bench.
 //   - bench/cachecost, bench/servercost: the server cost of the cache's
@@ -71,6 +73,8 @@
 //   - internal/keyname: the check of key prefixes and queue names, and the
 //     default prefix.
 //   - internal/keyscan: the one SCAN over every master.
+//   - internal/matchfmt: match input parsed and results worded once, for
+//     the CLI and the console.
 //   - internal/measure: the measurement helpers every benchmark shares.
 //   - internal/redisconf: what tierset asks of a go-redis client; URLs
 //     printed with the password redacted.
