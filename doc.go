@@ -66,6 +66,8 @@
 //     each is composed from lib.lua and its body.
 //   - delay/internal/luagen: go generate ./delay: writes the composed
 //     scripts and scripts_gen.go.
+//   - internal/deadletters: every dead letter's ID, and requeueing a list
+//     of IDs, for the CLI and the console.
 //   - internal/doccheck: tests that every doc link resolves and that this
 //     map is complete.
 //   - internal/faultproxy: a TCP proxy that cuts a reply, adds latency or

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/deadletters"
 )
 
 // deadPageSize is how many dead letters one page lists.
@@ -363,12 +364,12 @@ func (s *Console) requeueAll(w http.ResponseWriter, r *http.Request) {
 	if !ok || !confirmed(w, r, q, "requeue") {
 		return
 	}
-	ids, err := allDeadIDs(r.Context(), q)
+	ids, err := deadletters.AllIDs(r.Context(), q)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	n, err := requeueAll(r.Context(), q, ids)
+	n, err := deadletters.Requeue(r.Context(), q, ids)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("requeued %d before: %w", n, err))
 		return

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/deadletters"
 	"github.com/tierset/tierset/internal/text"
 )
 
@@ -393,7 +394,7 @@ func queueChange(ctx context.Context, q *delay.Queue, sub string, ids []string, 
 	if len(ids) > 0 {
 		// An ID that is not a dead letter of this queue is a mistake (a
 		// typo, another queue's ID): refused before anything changes.
-		dead, err := allDeadIDs(ctx, q)
+		dead, err := deadletters.AllIDs(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -425,11 +426,11 @@ func queueChange(ctx context.Context, q *delay.Queue, sub string, ids []string, 
 		n, err = q.Purge(ctx, ids...)
 	default:
 		if len(ids) == 0 {
-			if ids, err = allDeadIDs(ctx, q); err != nil {
+			if ids, err = deadletters.AllIDs(ctx, q); err != nil {
 				return err
 			}
 		}
-		n, err = requeueAll(ctx, q, ids)
+		n, err = deadletters.Requeue(ctx, q, ids)
 	}
 	if err != nil {
 		return err
@@ -437,34 +438,6 @@ func queueChange(ctx context.Context, q *delay.Queue, sub string, ids []string, 
 	verb := map[string]string{"requeue": "requeued", "purge": "purged"}[sub]
 	fmt.Fprintf(e.stdout, "queue %s: %s %s\n", text.Escape(q.Name()), verb, count(n, "dead letter", "dead letters"))
 	return nil
-}
-
-func allDeadIDs(ctx context.Context, q *delay.Queue) ([]string, error) {
-	var ids []string
-	for off := 0; ; off += 1000 {
-		page, err := q.ListDead(ctx, off, 1000)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range page.Tasks {
-			ids = append(ids, t.ID)
-		}
-		if len(page.Tasks) < 1000 {
-			return ids, nil
-		}
-	}
-}
-
-func requeueAll(ctx context.Context, q *delay.Queue, ids []string) (int, error) {
-	total := 0
-	for i := 0; i < len(ids); i += 1000 {
-		n, err := q.Requeue(ctx, ids[i:min(i+1000, len(ids))]...)
-		total += n
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
 }
 
 // confirm asks on stdout and reads one answer from stdin, which must be
