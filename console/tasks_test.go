@@ -20,7 +20,6 @@ import (
 var (
 	rowIDRe  = regexp.MustCompile(`<tr data-id="([0-9a-z]+)">`)
 	nextRe   = regexp.MustCompile(`href="(/tasks\?[^"]*cursor=[^"]*)" id="next"`)
-	totalRe  = regexp.MustCompile(`data-total="(\d+)"`)
 	verdRe   = regexp.MustCompile(`id="verdict-orders" data-verdict="([a-z ]+)"`)
 	bannerID = `id="redis-down"`
 )
