@@ -185,3 +185,14 @@ func (o *countingObserver) OnRefreshDone(n int, _ time.Duration, err error) {
 }
 func (o *countingObserver) OnRefresh(_ string, out RefreshOutcome) { o.refreshes[out].Add(1) }
 func (o *countingObserver) OnDecodeError(string, Record, error)    { o.decodeErrors.Add(1) }
+
+// loadCounts is the OnLoad calls so far by outcome, for failure messages.
+func (o *countingObserver) loadCounts() map[LoadOutcome]int64 {
+	m := map[LoadOutcome]int64{}
+	for i := range o.loads {
+		if n := o.loads[i].Load(); n != 0 {
+			m[LoadOutcome(i)] = n
+		}
+	}
+	return m
+}

@@ -328,7 +328,12 @@ func (rt *readThrough) load(ctx context.Context, c *Cache, id string, damaged bo
 		return LoadFailed, fmt.Errorf("%w: %w", ErrLoad, err)
 	}
 	for {
-		pipe := c.client.Pipeline()
+		// MULTI/EXEC (one slot, checked above): the existence check and
+		// the lease must see one state, or a Refresh landing between
+		// them (it writes the tiers and ends the lease) would let this
+		// read take a free lease for a promotion just stored, and load
+		// the source again for nothing.
+		pipe := c.client.TxPipeline()
 		exists := pipe.Exists(ctx, tiers)
 		mark := pipe.PTTL(ctx, absent)
 		kind := pipe.MGet(ctx, absent)

@@ -221,7 +221,7 @@ func TestObserverLoadOutcomes(t *testing.T) {
 				total += obs.loads[i].Load()
 			}
 			if got := obs.loads[step.want].Load(); got != 1 || total != 1 {
-				t.Fatalf("%s: %d %s of %d OnLoad calls, want 1 of 1", step.name, got, step.want, total)
+				t.Fatalf("%s: %d %s of %d OnLoad calls (by outcome %v), want 1 of 1", step.name, got, step.want, total, obs.loadCounts())
 			}
 			if n, k := obs.lookups.Load(), step.lookup.Load(); n != 1 || k != 1 {
 				t.Fatalf("%s: %d OnLookup calls, %d of the expected outcome; want 1 and 1", step.name, n, k)
