@@ -3,8 +3,6 @@ package console
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -97,19 +95,7 @@ func BenchmarkConsole1M(b *testing.B) {
 		{"promotions", "/promotions"},
 		{"promotion-simulate", "/promotion?id=promo-04242&value=9"},
 	} {
-		b.Run(p.name, func(b *testing.B) {
-			for b.Loop() {
-				res, err := http.Get(hs.URL + p.path)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n, err := io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				if err != nil || res.StatusCode != http.StatusOK || n < 500 {
-					b.Fatalf("GET %s: %d, %d bytes, %v", p.path, res.StatusCode, n, err)
-				}
-			}
-		})
+		b.Run(p.name, func(b *testing.B) { benchGet(b, hs.URL+p.path, 500) })
 	}
 }
 
