@@ -139,9 +139,16 @@ func readLineLog(t *testing.T, ctx context.Context, c redis.UniversalClient, pre
 
 func enqueueLineBacklog(t *testing.T, ctx context.Context, q *Queue, n int) map[string]bool {
 	t.Helper()
+	return enqueueLineKeys(t, ctx, q, 0, n)
+}
+
+// enqueueLineKeys enqueues n tasks due now, keys line:<from>..line:<from+n-1>,
+// and returns their IDs.
+func enqueueLineKeys(t *testing.T, ctx context.Context, q *Queue, from, n int) map[string]bool {
+	t.Helper()
 	jobs := make([]Job, n)
 	for i := range jobs {
-		jobs[i] = Job{Key: "line:" + strconv.Itoa(i)}
+		jobs[i] = Job{Key: "line:" + strconv.Itoa(from+i)}
 	}
 	res, err := q.EnqueueBatch(ctx, jobs)
 	if err != nil {

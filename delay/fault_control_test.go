@@ -145,20 +145,8 @@ func TestFaultPauseResumeClientKill(t *testing.T) {
 		// keep at least 300 tasks waiting so every round pauses a worker
 		// that is busy.
 		if left := total - int(r.handled.Load()); left < 300 {
-			jobs := make([]Job, 500)
-			for i := range jobs {
-				jobs[i] = Job{Key: "line:" + strconv.Itoa(total+i)}
-			}
-			res, err := ctl.EnqueueBatch(ctx, jobs)
-			if err != nil {
-				t.Fatalf("round %d: topping the backlog up: %v", round, err)
-			}
-			for _, e := range res {
-				if e.Err != nil {
-					t.Fatalf("round %d: topping the backlog up: %v", round, e.Err)
-				}
-			}
-			total += len(jobs)
+			enqueueLineKeys(t, ctx, ctl, total, 500)
+			total += 500
 		}
 		waitFor(t, 60*time.Second, "the worker handling tasks", func() bool { return r.handled.Load() >= from+50 })
 		if changed, err := ctl.setPaused(ctx, "1"); err != nil || !changed {
