@@ -105,9 +105,13 @@ func (pc *privateCluster) owner(t *testing.T, ctx context.Context, s int) int {
 	return -1
 }
 
+// migratePipeline is how many keys one MIGRATE moves: redis-cli --cluster
+// reshard's default (--cluster-pipeline 10).
+const migratePipeline = 10
+
 // migrate moves slot s from node src to node dst as redis-cli --cluster
-// reshard does, one key per MIGRATE: IMPORTING on dst, MIGRATING on src,
-// every key, then the slot assigned to dst on every node.
+// reshard does: IMPORTING on dst, MIGRATING on src, every key in MIGRATEs
+// of migratePipeline keys, then the slot assigned to dst on every node.
 func (pc *privateCluster) migrate(ctx context.Context, s, src, dst int) (moved int, err error) {
 	if err := pc.admin[dst].Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", pc.ids[src]).Err(); err != nil {
 		return 0, fmt.Errorf("SETSLOT IMPORTING: %w", err)
@@ -124,11 +128,17 @@ func (pc *privateCluster) migrate(ctx context.Context, s, src, dst int) (moved i
 		if len(keys) == 0 {
 			break
 		}
-		for _, k := range keys {
-			if err := pc.admin[src].Migrate(ctx, host, port, k, 0, 5*time.Second).Err(); err != nil {
-				return moved, fmt.Errorf("MIGRATE %s: %w", k, err)
+		for len(keys) > 0 {
+			n := min(len(keys), migratePipeline)
+			args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+			for _, k := range keys[:n] {
+				args = append(args, k)
 			}
-			moved++
+			if err := pc.admin[src].Do(ctx, args...).Err(); err != nil {
+				return moved, fmt.Errorf("MIGRATE %q: %w", keys[:n], err)
+			}
+			moved += n
+			keys = keys[n:]
 		}
 	}
 	for _, i := range []int{dst, src, 3 - src - dst} {
@@ -140,7 +150,7 @@ func (pc *privateCluster) migrate(ctx context.Context, s, src, dst int) (moved i
 }
 
 // TestFaultLiveReshard moves a queue's slot between two masters of a
-// private 3-master cluster, back and forth twice, one key per MIGRATE,
+// private 3-master cluster, back and forth twice, as redis-cli does it,
 // while a producer enqueues 1,000 tasks a second due 100 ms later and a
 // Worker handles them. No script runs while the queue's keys are split
 // between two nodes (they all declare the never-existing tasks base name,
@@ -322,7 +332,7 @@ func TestFaultLiveReshard(t *testing.T) {
 	p99 := lateness[len(lateness)*99/100]
 	maxLate := lateness[len(lateness)-1]
 	for i, m := range moves {
-		t.Logf("migration %d: slot %d node %d -> %d, %d keys moved one by one in %v", i+1, qslot, m.from, m.to, m.keys, m.took.Round(time.Millisecond))
+		t.Logf("migration %d: slot %d node %d -> %d, %d keys moved, %d a MIGRATE, in %v", i+1, qslot, m.from, m.to, m.keys, migratePipeline, m.took.Round(time.Millisecond))
 	}
 	t.Logf("%d tasks enqueued (%d enqueue batches sent again), %d deliveries: lost %d, handled twice %d; lateness p50 %v p99 %v max %v; ack errors %d, take errors %d, left in flight %d",
 		total, enqueueErrs.Load(), len(lateness), lost, twice, lateness[len(lateness)/2].Round(time.Millisecond),
