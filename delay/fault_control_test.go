@@ -96,6 +96,16 @@ func (r *controlRun) check(t *testing.T, n int) {
 	}
 }
 
+func (o *faultObserver) counts() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]int{}
+	for op, errs := range o.errs {
+		out[op] = len(errs)
+	}
+	return out
+}
+
 // TestFaultPauseResumeClientKill: CLIENT KILL TYPE normal every 20 ms on a
 // private server drops every connection of the Worker's client and of
 // Pause and Resume's, while the test pauses and resumes the queue five
@@ -120,8 +130,12 @@ func TestFaultPauseResumeClientKill(t *testing.T) {
 	// machine a kill every 20 ms can cut all four sends of one call,
 	// which leaves its outcome unknown rather than wrong, and the test is
 	// about what a re-send gets (the first run's reply). The worker keeps
-	// the default, so its own calls fail fast and back off.
-	ctl, err := New(env.srv.Client(&redis.Options{ContextTimeoutEnabled: true, MaxRetries: 20}), "line", Options{Prefix: r.q.o.Prefix})
+	// the default, so its own calls fail fast and back off. Its backoff
+	// stays short: go-redis re-sends the HELLO of a
+	// connection killed during its handshake on that same dead
+	// connection, MaxRetries times with backoff, which at the default
+	// backoff cap held one Pause for 14 s.
+	ctl, err := New(env.srv.Client(&redis.Options{ContextTimeoutEnabled: true, MaxRetries: 20, MaxRetryBackoff: 20 * time.Millisecond}), "line", Options{Prefix: r.q.o.Prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +154,7 @@ func TestFaultPauseResumeClientKill(t *testing.T) {
 		}
 	}()
 	for round := range 5 {
+		t0 := time.Now()
 		from := r.handled.Load()
 		// A fast worker can drain the backlog while a cut Pause is re-sent:
 		// keep at least 300 tasks waiting so every round pauses a worker
@@ -149,6 +164,7 @@ func TestFaultPauseResumeClientKill(t *testing.T) {
 			total += 500
 		}
 		waitFor(t, 60*time.Second, "the worker handling tasks", func() bool { return r.handled.Load() >= from+50 })
+		t1 := time.Now()
 		if changed, err := ctl.setPaused(ctx, "1"); err != nil || !changed {
 			t.Fatalf("round %d: Pause: changed %v, %v", round, changed, err)
 		}
@@ -157,7 +173,9 @@ func TestFaultPauseResumeClientKill(t *testing.T) {
 			t.Fatalf("round %d: not paused after Pause", round)
 		}
 		since := st.PausedSince.UnixMilli()
+		t2 := time.Now()
 		waitFor(t, 60*time.Second, "in-flight tasks acked", func() bool { return mustStats(t, ctx, check).InFlight == 0 })
+		t3 := time.Now()
 		ts := r.times()
 		if last := ts[len(ts)-1]; last > since {
 			t.Errorf("round %d: a task taken at %d ms, after the pause began at %d ms", round, last, since)
@@ -168,6 +186,7 @@ func TestFaultPauseResumeClientKill(t *testing.T) {
 		if st := mustStats(t, ctx, check); st.Paused {
 			t.Fatalf("round %d: paused after Resume", round)
 		}
+		t.Logf("round %d: 50 tasks handled in %v, pause %v, drain %v, resume %v, worker errors %v", round, t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), t3.Sub(t2).Round(time.Millisecond), time.Since(t3).Round(time.Millisecond), r.obs.counts())
 	}
 	stopKill()
 	kwg.Wait()

@@ -25,8 +25,10 @@ func TestStatsLatenessBucketsByServerClock(t *testing.T) {
 			}
 			now = tm.Truncate(time.Millisecond)
 		}
-		// 3 tasks 300 ms late and 1 task 5 s late, as of the server's now.
-		lates := []time.Duration{300 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond, 5 * time.Second}
+		// 3 tasks 300 s late and 1 task 5,000 s late, as of the server's
+		// now: whole minutes inside their buckets, so a take that a loaded
+		// machine holds back for seconds still files them where they belong.
+		lates := []time.Duration{300 * time.Second, 300 * time.Second, 300 * time.Second, 5000 * time.Second}
 		for i, l := range lates {
 			mustEnqueue(t, ctx, q, Job{Key: fmt.Sprintf("late-%d", i), When: At(now.Add(-l))})
 		}
@@ -37,16 +39,17 @@ func TestStatsLatenessBucketsByServerClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// 300 ms (+ the few ms the take took on a real server) has bit
-		// length 9: [256, 512); 5 s has bit length 13: [4096, 8192).
-		if st.Lateness.Counts[9] != 3 || st.Lateness.Counts[13] != 1 || st.Lateness.Total() != 4 {
+		// a bucket holds the lateness in ms of one bit length: 300,000 ms
+		// has 19, [262,144, 524,288); 5,000,000 ms has 23,
+		// [4,194,304, 8,388,608)
+		if st.Lateness.Counts[19] != 3 || st.Lateness.Counts[23] != 1 || st.Lateness.Total() != 4 {
 			t.Fatalf("lateness buckets = %v", st.Lateness.Counts)
 		}
-		if p50 := st.Lateness.Percentile(50); p50 != 512*time.Millisecond {
-			t.Errorf("p50 bound = %v, want 512ms", p50)
+		if p50 := st.Lateness.Percentile(50); p50 != 524288*time.Millisecond {
+			t.Errorf("p50 bound = %v, want 524.288s", p50)
 		}
-		if p99 := st.Lateness.Percentile(99); p99 != 8192*time.Millisecond {
-			t.Errorf("p99 bound = %v, want 8.192s", p99)
+		if p99 := st.Lateness.Percentile(99); p99 != 8388608*time.Millisecond {
+			t.Errorf("p99 bound = %v, want 2h19m48.608s", p99)
 		}
 		if (LatenessBuckets{}).Percentile(99) != 0 {
 			t.Error("empty histogram has a percentile")

@@ -51,7 +51,11 @@ func TestWorkerClockSkew(t *testing.T) {
 			testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 				ctx := testCtx(t)
 				rec := &Recorder{}
-				q := newQ(t, b, Options{Lease: time.Second, Observer: rec,
+				// a 30 s lease outlasts any stall of a loaded machine, so each
+				// task is delivered once; a skew leaked into the lease would
+				// still show (-1 h: every lease already over, tasks delivered
+				// again and again)
+				q := newQ(t, b, Options{Lease: 30 * time.Second, Observer: rec,
 					Now: func() time.Time { return time.Now().Add(skew) }})
 				var mu sync.Mutex
 				got := map[string]time.Duration{}
@@ -71,7 +75,7 @@ func TestWorkerClockSkew(t *testing.T) {
 				}
 				// a skew leaked into the worker's timer would hold them an
 				// hour; the server-side lateness below bounds each task
-				waitFor(t, 10*time.Second, "deliveries (a leaked skew holds them an hour)", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == n })
+				waitFor(t, time.Minute, "deliveries (a leaked skew holds them an hour)", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == n })
 				if err := stop(); !errors.Is(err, context.Canceled) {
 					t.Fatalf("Run = %v", err)
 				}
@@ -98,7 +102,9 @@ func TestWorkerOutcomes(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		rec := &Recorder{}
-		q := newQ(t, b, Options{Lease: time.Second, MaxAttempts: 3, Observer: rec,
+		// the lease (30 s) outlasts any stall, so every attempt counted
+		// below is a handler outcome, never an expired lease
+		q := newQ(t, b, Options{Lease: 30 * time.Second, MaxAttempts: 3, Observer: rec,
 			Backoff: func(int) time.Duration { return 5 * time.Millisecond }})
 		var calls sync.Map
 		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error {
@@ -124,7 +130,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		for _, k := range []string{"ok", "flaky", "panics", "permanent", "always"} {
 			mustEnqueue(t, ctx, q, Job{Key: k})
 		}
-		waitFor(t, 5*time.Second, "outcomes", func() bool {
+		waitFor(t, 60*time.Second, "outcomes", func() bool {
 			st, err := q.Stats(ctx)
 			return err == nil && st.Acked == 3 && st.Dead == 2
 		})
