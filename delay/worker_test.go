@@ -43,6 +43,25 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// waitProgress polls cond until it reports done, failing when its count
+// has not moved for stall: a test of what happens, not of how fast.
+func waitProgress(t *testing.T, stall time.Duration, what string, cond func() (count int64, done bool)) {
+	t.Helper()
+	last, moved := int64(-1), time.Now()
+	for {
+		n, done := cond()
+		if done {
+			return
+		}
+		if n != last {
+			last, moved = n, time.Now()
+		} else if time.Since(moved) > stall {
+			t.Fatalf("timed out waiting for %s: stuck at %d for %v", what, n, stall)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // Due by Redis TIME, with a skewed client clock: delivery still follows
 // Redis TIME.
 func TestWorkerClockSkew(t *testing.T) {
