@@ -27,7 +27,7 @@ func deadQueue(t *testing.T, s *server) (*delay.Queue, string) {
 	if err != nil || len(b.Tasks) != 1 {
 		t.Fatalf("take: %v, %d tasks", err, len(b.Tasks))
 	}
-	if _, err := q.Kill(ctx, b.Tasks[0].Lease, errors.New("payment service said 503")); err != nil {
+	if _, err := q.Kill(ctx, b.Tasks[0], errors.New("payment service said 503")); err != nil {
 		t.Fatal(err)
 	}
 	return q, b.Tasks[0].ID
@@ -77,7 +77,7 @@ func TestQueueCommands(t *testing.T) {
 		if err != nil || len(b.Tasks) != 1 {
 			t.Fatalf("take: %v", err)
 		}
-		if _, err := q.Kill(ctx, b.Tasks[0].Lease, errors.New("bad payload")); err != nil {
+		if _, err := q.Kill(ctx, b.Tasks[0], errors.New("bad payload")); err != nil {
 			t.Fatal(err)
 		}
 		r = tierset(t, qargs("purge", "-yes", "-ids", b.Tasks[0].ID)...)
