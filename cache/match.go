@@ -67,7 +67,8 @@ type Result struct {
 	Err error
 }
 
-// TierHit is a tier as stored in Redis.
+// TierHit is the tier a query reached (Result.Tier) or the next one up
+// (Result.Next): its ID, threshold and reward, and its gifts once fetched.
 type TierHit struct {
 	ID string
 	// Score is the tier's threshold score (count, or minor units).

@@ -91,6 +91,32 @@ func TestShardedBadOptions(t *testing.T) {
 	}
 }
 
+// TestShardedNilTask: the calls that route by the task refuse a nil one
+// as Queue's do, instead of panicking on its key.
+func TestShardedNilTask(t *testing.T) {
+	t.Parallel()
+	b := testredis.Mini(t)
+	ctx := testCtx(t)
+	s, err := NewSharded(b.Client, "q", ShardedOptions{Shards: 2, Queue: Options{Prefix: b.Prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []struct {
+		name string
+		call func() error
+	}{
+		{"ack", func() error { return s.Ack(ctx, nil) }},
+		{"retry", func() error { _, err := s.Retry(ctx, nil, nil); return err }},
+		{"kill", func() error { _, err := s.Kill(ctx, nil, nil); return err }},
+		{"extend", func() error { _, err := s.Extend(ctx, nil, time.Second); return err }},
+	}
+	for _, r := range rows {
+		if err := r.call(); !errors.Is(err, &ValidationError{Field: "task"}) {
+			t.Errorf("%s(nil): %v, want an invalid task", r.name, err)
+		}
+	}
+}
+
 // TestShardKeysShareOneSlot: every key of shard i carries the tag
 // {q:<name>:i} and hashes to one slot (by the server's own CLUSTER
 // KEYSLOT on the cluster), and different shards use different slots.
