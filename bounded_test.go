@@ -45,7 +45,7 @@ func TestMatchRefusesHugeValueFast(t *testing.T) {
 			start := time.Now()
 			_, err := c.Match(ctx, tc.q, cache.MatchOptions{Gifts: true})
 			took := time.Since(start)
-			if !errors.Is(err, cache.ErrBadQuery) || !errors.Is(err, tc.want) {
+			if !errors.Is(err, &cache.ValidationError{Field: "query"}) || !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want ErrBadQuery wrapping %v", err, tc.want)
 			}
 			if took > 50*time.Millisecond { // generous; BenchmarkMatchRefusesHugeValue measures

@@ -207,7 +207,7 @@ func TestNewRefusesClientIgnoringDeadlines(t *testing.T) {
 					t.Errorf("%s.New's error does not name the option: %v", name, err)
 				}
 			}
-			if !cl.ok && (!errors.Is(cerr, cache.ErrInvalidOptions) || !errors.Is(derr, delay.ErrInvalidOptions)) {
+			if !cl.ok && (!errors.Is(cerr, &cache.ValidationError{Field: "options"}) || !errors.Is(derr, &delay.ValidationError{Field: "options"})) {
 				t.Errorf("errors are not the options sentinels: %v / %v", cerr, derr)
 			}
 			co, do := &cacheWarnings{}, &delayWarnings{}

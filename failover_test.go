@@ -24,6 +24,7 @@ import (
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/slot"
 	"github.com/tierset/tierset/internal/testredis"
 )
@@ -671,7 +672,7 @@ func (p *producer) run(ctx context.Context, t *testing.T) {
 		p.mu.Unlock()
 		for ctx.Err() == nil {
 			if conn == nil {
-				m, err := p.cc.MasterForKey(ctx, delay.HashTag(p.name))
+				m, err := p.cc.MasterForKey(ctx, keyname.QueueTag(p.name))
 				if err != nil {
 					p.retries.Add(1)
 					time.Sleep(100 * time.Millisecond)

@@ -117,29 +117,29 @@ func TestBadInput(t *testing.T) {
 				return err
 			}, []error{gradient.ErrInvalid}},
 			{"one invalid in a batch of 10", refresh(batch...), []error{gradient.ErrInvalid, gradient.ErrDuplicateThreshold}},
-			{"same promotion twice in a batch", refresh(good, good), []error{ErrDuplicatePromotion}},
-			{"negative query value", match(QuantityQuery("good", -1)), []error{ErrBadQuery, gradient.ErrBadValue}},
-			{"negative amount in a cart line", cartLine(AmountQuery("good", decimal.RequireFromString("-0.01"))), []error{ErrBadQuery}},
-			{"query value ≥ 2^53", match(QuantityQuery("good", 1<<53)), []error{ErrBadQuery, gradient.ErrBadValue}},
-			{"query with unknown metric", match(Query{Promotion: "good", Metric: 7, Value: decimal.NewFromInt(1)}), []error{ErrBadQuery}},
-			{"query id with brace", match(QuantityQuery("go{od", 1)), []error{ErrBadID, gradient.ErrBadID}},
+			{"same promotion twice in a batch", refresh(good, good), []error{&ValidationError{Field: "promotions"}}},
+			{"negative query value", match(QuantityQuery("good", -1)), []error{&ValidationError{Field: "query"}, gradient.ErrBadValue}},
+			{"negative amount in a cart line", cartLine(AmountQuery("good", decimal.RequireFromString("-0.01"))), []error{&ValidationError{Field: "query"}}},
+			{"query value ≥ 2^53", match(QuantityQuery("good", 1<<53)), []error{&ValidationError{Field: "query"}, gradient.ErrBadValue}},
+			{"query with unknown metric", match(Query{Promotion: "good", Metric: 7, Value: decimal.NewFromInt(1)}), []error{&ValidationError{Field: "query"}}},
+			{"query id with brace", match(QuantityQuery("go{od", 1)), []error{&ValidationError{Field: "id"}, gradient.ErrBadID}},
 			{"unknown promotion", match(QuantityQuery("nope", 4)), []error{ErrNotFound}},
 			{"unknown promotion in a cart", cartLine(QuantityQuery("nope", 4)), []error{ErrNotFound}},
 			{"cart of 1001 lines", func(ctx context.Context, c *Cache) error {
 				_, err := c.MatchCart(ctx, make([]Query, MaxCartLines+1), MatchOptions{})
 				return err
-			}, []error{ErrBatchTooLarge}},
-			{"delete bad id", func(ctx context.Context, c *Cache) error { _, err := c.Delete(ctx, "a b", 0); return err }, []error{ErrBadID}},
-			{"info bad id", func(ctx context.Context, c *Cache) error { _, err := c.Info(ctx, "a}"); return err }, []error{ErrBadID}},
-			{"nil client", func(ctx context.Context, c *Cache) error { _, err := New(nil, Options{}); return err }, []error{ErrNilClient}},
+			}, []error{&ValidationError{Field: "batch"}}},
+			{"delete bad id", func(ctx context.Context, c *Cache) error { _, err := c.Delete(ctx, "a b", 0); return err }, []error{&ValidationError{Field: "id"}}},
+			{"info bad id", func(ctx context.Context, c *Cache) error { _, err := c.Info(ctx, "a}"); return err }, []error{&ValidationError{Field: "id"}}},
+			{"nil client", func(ctx context.Context, c *Cache) error { _, err := New(nil, Options{}); return err }, []error{&ValidationError{Field: "client"}}},
 			{"prefix with brace", func(ctx context.Context, c *Cache) error {
 				_, err := New(c.client, Options{Prefix: "a{b}"})
 				return err
-			}, []error{ErrInvalidOptions}},
+			}, []error{&ValidationError{Field: "options"}}},
 			{"negative grace", func(ctx context.Context, c *Cache) error {
 				_, err := New(c.client, Options{Grace: -time.Second})
 				return err
-			}, []error{ErrInvalidOptions}},
+			}, []error{&ValidationError{Field: "options"}}},
 			{"cancelled context refresh", func(ctx context.Context, c *Cache) error {
 				ctx, cancel := context.WithCancel(ctx)
 				cancel()

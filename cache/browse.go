@@ -23,7 +23,7 @@ type Ladder struct {
 // member or gift list does not decode or members disagree on the version.
 func (c *Cache) Ladder(ctx context.Context, id string) (Ladder, error) {
 	if err := gradient.ValidateID(id); err != nil {
-		return Ladder{}, fmt.Errorf("%w: %w", ErrBadID, err)
+		return Ladder{}, invalid("id", "%w", err)
 	}
 	raws, err := c.client.ZRange(ctx, c.tiersKey(id), 0, -1).Result()
 	rts := 1
@@ -91,7 +91,7 @@ func (c *Cache) IDs(ctx context.Context) ([]string, error) {
 }
 
 // InfoResult is one promotion's Info, or why it could not be read
-// (ErrNotFound, ErrBadID, ErrCorrupt), or what is missing from it
+// (ErrNotFound, an invalid "id", ErrCorrupt), or what is missing from it
 // (ErrDamaged, with the Info that could be read and its Damage).
 type InfoResult struct {
 	Info
@@ -107,7 +107,7 @@ func (c *Cache) Infos(ctx context.Context, ids ...string) ([]InfoResult, error) 
 	valid := make([]string, 0, len(ids))
 	for i, id := range ids {
 		if err := gradient.ValidateID(id); err != nil {
-			out[i] = InfoResult{Info: Info{ID: id}, Err: fmt.Errorf("%w: %w", ErrBadID, err)}
+			out[i] = InfoResult{Info: Info{ID: id}, Err: invalid("id", "%w", err)}
 			continue
 		}
 		valid = append(valid, id)

@@ -33,7 +33,7 @@ func TestLadderEqualsOracle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _ := VersionFor(&p, Options{})
+			want, _ := Version(&p, Options{})
 			if l.Version != want || len(l.Tiers) != m.Len() {
 				t.Fatalf("ladder version %s with %d tiers, want %s with %d", l.Version, len(l.Tiers), want, m.Len())
 			}
@@ -50,8 +50,8 @@ func TestLadderEqualsOracle(t *testing.T) {
 		if _, err := c.Ladder(ctx, "absent"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Ladder(absent) err %v, want ErrNotFound", err)
 		}
-		if _, err := c.Ladder(ctx, "bad id"); !errors.Is(err, ErrBadID) {
-			t.Errorf("Ladder(bad id) err %v, want ErrBadID", err)
+		if _, err := c.Ladder(ctx, "bad id"); !errors.Is(err, &ValidationError{Field: "id"}) {
+			t.Errorf("Ladder(bad id) err %v, want invalid id", err)
 		}
 		if err := b.Client.ZAdd(ctx, c.tiersKey("p0"), redis.Z{Score: 3, Member: "\x93junk"}).Err(); err != nil {
 			t.Fatal(err)
@@ -87,7 +87,7 @@ func TestIDsAndInfos(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantErr := []error{nil, ErrNotFound, ErrCorrupt, ErrBadID, nil, ErrDamaged}
+		wantErr := []error{nil, ErrNotFound, ErrCorrupt, &ValidationError{Field: "id"}, nil, ErrDamaged}
 		for i, r := range rs {
 			if wantErr[i] == nil && (r.Err != nil || r.Tiers != 2 || r.Version == "") || wantErr[i] != nil && !errors.Is(r.Err, wantErr[i]) {
 				t.Errorf("Infos[%d] = %+v, want err %v", i, r, wantErr[i])

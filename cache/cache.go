@@ -39,11 +39,11 @@ type Cache struct {
 
 // New returns a Cache on c. c may be a *redis.Client or a
 // *redis.ClusterClient: every transaction and read touches one
-// promotion's hash tag. A nil client is ErrNilClient; bad Options are
-// ErrInvalidOptions.
+// promotion's hash tag. A nil client or bad Options are a
+// *ValidationError (Field "client" or "options").
 func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 	if c == nil {
-		return nil, ErrNilClient
+		return nil, invalid("client", "nil redis client")
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -51,7 +51,7 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 	}
 	if err := redisconf.CheckDeadlines(c); err != nil {
 		if !o.AllowNoContextTimeout {
-			return nil, fmt.Errorf("%w: %w (or set Options.AllowNoContextTimeout)", ErrInvalidOptions, err)
+			return nil, invalid("options", "%w (or set Options.AllowNoContextTimeout)", err)
 		}
 		o.Observer.OnWarning(fmt.Errorf("cache: %w", err))
 	}

@@ -36,7 +36,7 @@ import (
 func (c *Cache) Delete(ctx context.Context, id string, revision int64) (RefreshResult, error) {
 	res := RefreshResult{ID: id, Revision: revision}
 	if err := gradient.ValidateID(id); err != nil {
-		return res, fmt.Errorf("%w: %w", ErrBadID, err)
+		return res, invalid("id", "%w", err)
 	}
 	if revision < 0 {
 		return res, &gradient.ValidationError{Promotion: id, TierIndex: -1, Field: "revision", Err: gradient.ErrInvalid,

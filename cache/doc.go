@@ -5,6 +5,23 @@
 // cart service calls [Cache.MatchCart] (or [Cache.Match]) with [Query]
 // values built by [QuantityQuery] or [AmountQuery].
 //
+// # Use
+//
+//	c, _ := cache.New(rdb, cache.Options{})
+//	_, err := c.Refresh(ctx, promos...) // warm-up: validated, then written whole
+//	rs, err := c.MatchCart(ctx, []cache.Query{
+//		cache.QuantityQuery("promo-7", 3),
+//		cache.AmountQuery("promo-9", decimal.RequireFromString("42.50")),
+//	}, cache.MatchOptions{Gifts: true})
+//	for _, r := range rs {
+//		// r.Tier is the tier reached, or r.Err says why not: ErrNoTier,
+//		// ErrNotActive, ErrNotFound, ...
+//	}
+//
+// Errors name states ([ErrNotFound], [ErrNoTier], [ErrDamaged], ...) and
+// are checked with errors.Is; a promotion [gradient.Validate] refuses is a
+// [*gradient.ValidationError].
+//
 // # Key layout
 //
 // One hash tag per promotion, so every read and every transaction touches

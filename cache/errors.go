@@ -9,15 +9,16 @@ import (
 
 // Sentinel errors. Every error this package returns wraps one of these (or
 // a gradient validation error, which matches [gradient.ErrInvalid]), so
-// callers branch with errors.Is. Redis and network errors are wrapped with
-// %w, and a cancelled call also matches ctx.Err().
+// callers branch with errors.Is. Bad input is one sentinel, ErrInvalid,
+// carried by a *ValidationError that names the input; the others name
+// states. Redis and network errors are wrapped with %w, and a cancelled
+// call also matches ctx.Err().
 var (
-	// ErrNilClient: New was given a nil Redis client.
-	ErrNilClient = errors.New("cache: nil redis client")
-	// ErrInvalidOptions: an Options field out of range (a prefix with braces,
-	// whitespace or glob characters, negative durations or sizes, minor
-	// digits outside 0..9).
-	ErrInvalidOptions = errors.New("cache: invalid options")
+	// ErrInvalid: a refused input (argument, query or option). Every such
+	// error is a *ValidationError naming the input. A promotion that
+	// gradient refuses is a *gradient.ValidationError instead, which
+	// matches gradient.ErrInvalid.
+	ErrInvalid = errors.New("cache: invalid input")
 	// ErrNotFound: no promotion with this ID is stored under the prefix.
 	ErrNotFound = errors.New("cache: promotion not found")
 	// ErrNoTier: the value is below the lowest threshold. It also matches
@@ -33,17 +34,6 @@ var (
 	// ErrMetricMismatch: the query's metric, or the minor digits used to
 	// encode an amount query, differ from the stored promotion's.
 	ErrMetricMismatch = errors.New("cache: query metric does not match the promotion")
-	// ErrBadQuery: a query that cannot be encoded (unknown metric, negative
-	// or out-of-range value). Value errors also match gradient.ErrBadValue.
-	ErrBadQuery = errors.New("cache: bad query")
-	// ErrBadID: a promotion ID that gradient.ValidateID refuses. It also
-	// matches gradient.ErrBadID.
-	ErrBadID = fmt.Errorf("cache: bad promotion id: %w", gradient.ErrBadID)
-	// ErrBatchTooLarge: more than MaxCartLines queries, or more than
-	// MaxRefreshBatch promotions, in one call.
-	ErrBatchTooLarge = errors.New("cache: batch too large")
-	// ErrDuplicatePromotion: one Refresh call names the same promotion twice.
-	ErrDuplicatePromotion = errors.New("cache: promotion appears twice in one refresh")
 	// ErrDamaged: a stored promotion is not whole (a key evicted or
 	// deleted behind the cache's back): meta without its tiers key, a
 	// tiers key without its floor or ceiling sentinel, or a current
@@ -98,3 +88,46 @@ func (e *RevisionConflictError) Error() string {
 
 // Is makes a RevisionConflictError match ErrRevisionConflict.
 func (e *RevisionConflictError) Is(target error) bool { return target == ErrRevisionConflict }
+
+// ValidationError is a refused input: nothing was sent or written. It
+// matches ErrInvalid, and errors.Is(err, &ValidationError{Field: f})
+// tells which input.
+type ValidationError struct {
+	// Field names the input: "client" (a nil Redis client), "options" (an
+	// Options field out of range: a prefix with braces, whitespace or glob
+	// characters, negative durations or sizes, minor digits outside 0..9;
+	// Detail names it), "id" (a promotion ID gradient.ValidateID refuses;
+	// the error also matches gradient.ErrBadID), "query" (an unknown
+	// metric, or a negative or out-of-range value, which also matches
+	// gradient.ErrBadValue), "batch" (more than MaxCartLines queries or
+	// MaxRefreshBatch promotions in one call) or "promotions" (one
+	// Refresh naming a promotion twice).
+	Field string
+	// Detail says what was refused and what is allowed.
+	Detail string
+	// Cause is the underlying error, such as gradient's, or nil.
+	Cause error
+}
+
+func (e *ValidationError) Error() string {
+	return "cache: invalid " + e.Field + ": " + e.Detail
+}
+
+func (e *ValidationError) Unwrap() error { return e.Cause }
+
+// Is makes every ValidationError match ErrInvalid, and a
+// *ValidationError target match when its Field is empty or the same.
+func (e *ValidationError) Is(target error) bool {
+	if target == ErrInvalid {
+		return true
+	}
+	t, ok := target.(*ValidationError)
+	return ok && (t.Field == "" || t.Field == e.Field)
+}
+
+// invalid returns the *ValidationError for field; format and args make
+// Detail as fmt.Errorf would, and a %w verb sets Cause.
+func invalid(field, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &ValidationError{Field: field, Detail: err.Error(), Cause: errors.Unwrap(err)}
+}

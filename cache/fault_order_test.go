@@ -91,8 +91,8 @@ func loadRace(t *testing.T, b *testredis.Backend, name string, del, ordered bool
 		return 0
 	}
 	v1, v2 := revPromotion(id, rev(1), 1), revPromotion(id, rev(2), 2)
-	ver1, _ := Version(&v1)
-	ver2, _ := Version(&v2)
+	ver1, _ := Version(&v1, Options{})
+	ver2, _ := Version(&v2, Options{})
 	src := &gatedLoader{promo: &v1, read: make(chan struct{}), release: make(chan struct{})}
 	obs := &countingObserver{}
 	near := &NearCacheOptions{MaxStaleness: 500 * time.Millisecond}

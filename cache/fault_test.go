@@ -103,7 +103,7 @@ func readEvery(ctx context.Context, c *Cache, ms map[string]*gradient.Matcher, v
 // storedState says how p is stored: "whole" (its version, nothing
 // missing), "absent" (ErrNotFound), or what else Info says.
 func storedState(ctx context.Context, c *Cache, p *gradient.Promotion) string {
-	want, err := Version(p)
+	want, err := Version(p, Options{})
 	if err != nil {
 		return err.Error()
 	}
@@ -271,7 +271,7 @@ func TestFaultReadCutReply(t *testing.T) {
 	// Info.
 	env.proxy.CutNext(1, faultproxy.Contains("hgetall"))
 	in, err := env.cut.Info(ctx, ps[0].ID)
-	want, _ := Version(&ps[0])
+	want, _ := Version(&ps[0], Options{})
 	switch {
 	case err == nil && in.Version == want && in.Damage == "":
 	case err != nil && !errors.Is(err, ErrDamaged) && !errors.Is(err, ErrNotFound):

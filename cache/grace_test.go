@@ -23,7 +23,7 @@ func TestDeleteGrace(t *testing.T) {
 		oracle := map[string]*gradient.Matcher{}
 		tags := map[string]string{}
 		for _, p := range []gradient.Promotion{v1, v2} {
-			v, err := Version(&p)
+			v, err := Version(&p, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -49,7 +49,7 @@ type Info struct {
 // promotion has gifts.
 func (c *Cache) Info(ctx context.Context, id string) (Info, error) {
 	if err := gradient.ValidateID(id); err != nil {
-		return Info{}, fmt.Errorf("%w: %w", ErrBadID, err)
+		return Info{}, invalid("id", "%w", err)
 	}
 	ins, err := c.infos(ctx, []string{id}, OpInfo)
 	if err != nil {

@@ -85,7 +85,7 @@ func (o LoadOptions) withDefaults() (LoadOptions, error) {
 		case *d == 0:
 			*d = def
 		case *d < time.Millisecond:
-			return fmt.Errorf("%w: Load.%s %v (must be ≥ 1ms)", ErrInvalidOptions, name, *d)
+			return invalid("options", "Load.%s %v (must be ≥ 1ms)", name, *d)
 		}
 		return nil
 	}
@@ -101,13 +101,13 @@ func (o LoadOptions) withDefaults() (LoadOptions, error) {
 		}
 	}
 	if o.LeaseTTL <= o.Timeout {
-		return o, fmt.Errorf("%w: Load.LeaseTTL %v must exceed Load.Timeout %v", ErrInvalidOptions, o.LeaseTTL, o.Timeout)
+		return o, invalid("options", "Load.LeaseTTL %v must exceed Load.Timeout %v", o.LeaseTTL, o.Timeout)
 	}
 	switch {
 	case o.MaxMisses == 0:
 		o.MaxMisses = DefaultLoadMaxMisses
 	case o.MaxMisses < 0:
-		return o, fmt.Errorf("%w: Load.MaxMisses %d", ErrInvalidOptions, o.MaxMisses)
+		return o, invalid("options", "Load.MaxMisses %d", o.MaxMisses)
 	}
 	return o, nil
 }
@@ -484,10 +484,10 @@ func (c *Cache) withNearAndLoader(o Options) error {
 			// Tracking covers the masters: a ladder read from a lagging
 			// replica after an invalidation would be installed as current.
 			if o := cl.Options(); o.ReadOnly || o.RouteByLatency || o.RouteRandomly {
-				return fmt.Errorf("%w: NearCache needs a ClusterClient that reads from masters (not ReadOnly, RouteByLatency or RouteRandomly)", ErrInvalidOptions)
+				return invalid("options", "NearCache needs a ClusterClient that reads from masters (not ReadOnly, RouteByLatency or RouteRandomly)")
 			}
 		default:
-			return fmt.Errorf("%w: NearCache needs a *redis.Client or *redis.ClusterClient, not %T", ErrInvalidOptions, c.client)
+			return invalid("options", "NearCache needs a *redis.Client or *redis.ClusterClient, not %T", c.client)
 		}
 		no, err := o.NearCache.withDefaults()
 		if err != nil {
@@ -501,8 +501,8 @@ func (c *Cache) withNearAndLoader(o Options) error {
 			return err
 		}
 		if o.TombstoneTTL <= lo.LeaseTTL {
-			return fmt.Errorf("%w: TombstoneTTL %v must exceed Load.LeaseTTL %v (a tombstone must outlive every load in flight)",
-				ErrInvalidOptions, o.TombstoneTTL, lo.LeaseTTL)
+			return invalid("options", "TombstoneTTL %v must exceed Load.LeaseTTL %v (a tombstone must outlive every load in flight)",
+				o.TombstoneTTL, lo.LeaseTTL)
 		}
 		c.rt = &readThrough{loader: o.Loader, opt: lo, trust: lo.MissTTL, flights: map[string]*flight{}, misses: map[string]mark{},
 			failures: map[string]failure{}}

@@ -422,12 +422,12 @@ func TestReadThroughFailures(t *testing.T) {
 	}
 }
 
-// TestReadThroughOptions: bad load options are ErrInvalidOptions.
+// TestReadThroughOptions: bad load options are invalid options.
 func TestReadThroughOptions(t *testing.T) {
 	b := testredis.Mini(t)
 	ld := &countingLoader{}
 	for _, o := range []LoadOptions{{Timeout: -1}, {LeaseTTL: time.Second, Timeout: 2 * time.Second}, {MissTTL: time.Microsecond}, {MaxMisses: -1}} {
-		if _, err := New(b.Client, Options{Loader: ld, Load: o}); !errors.Is(err, ErrInvalidOptions) {
+		if _, err := New(b.Client, Options{Loader: ld, Load: o}); !errors.Is(err, &ValidationError{Field: "options"}) {
 			t.Errorf("%+v: %v", o, err)
 		}
 	}

@@ -62,12 +62,13 @@ type Result struct {
 	// Version is the promotion version that answered.
 	Version string
 	// Err is nil for a hit, else ErrNoTier, ErrNotFound, ErrNotActive,
-	// ErrDamaged, ErrMetricMismatch, ErrBadQuery, ErrBadID or ErrCorrupt
-	// (errors.Is).
+	// ErrDamaged, ErrMetricMismatch, ErrInvalid (a *ValidationError, Field
+	// "query" or "id") or ErrCorrupt (errors.Is).
 	Err error
 }
 
-// TierHit is a tier as stored in Redis.
+// TierHit is the tier a query reached (Result.Tier) or the next one up
+// (Result.Next): its ID, threshold and reward, and its gifts once fetched.
 type TierHit struct {
 	ID string
 	// Score is the tier's threshold score (count, or minor units).
@@ -120,11 +121,11 @@ func (c *Cache) Match(ctx context.Context, q Query, opt MatchOptions) (Result, e
 // sent in parallel), plus one more only when MatchOptions.Gifts is set and
 // some hit has gifts. Results are in query order; per-line failures
 // (ErrNoTier, ErrNotFound, a bad query, ...) are in Result.Err. The call's
-// error is only for the batch itself (ErrBatchTooLarge) or for transport
+// error is only for the batch itself (ErrInvalid, Field "batch") or for transport
 // and context failures.
 func (c *Cache) MatchCart(ctx context.Context, qs []Query, opt MatchOptions) ([]Result, error) {
 	if len(qs) > MaxCartLines {
-		return nil, fmt.Errorf("%w: %d lines (max %d)", ErrBatchTooLarge, len(qs), MaxCartLines)
+		return nil, invalid("batch", "%d lines (max %d)", len(qs), MaxCartLines)
 	}
 	rs := make([]Result, len(qs))
 	start := c.loadStart()
@@ -140,7 +141,7 @@ func (c *Cache) MatchCart(ctx context.Context, qs []Query, opt MatchOptions) ([]
 // encodeQuery checks a query and turns its value into a score.
 func (c *Cache) encodeQuery(q *Query) (int64, error) {
 	if err := validateID(q.Promotion); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrBadID, err)
+		return 0, invalid("id", "%w", err)
 	}
 	return c.queryScore(q)
 }
@@ -154,14 +155,14 @@ func (c *Cache) queryScore(q *Query) (int64, error) {
 	case gradient.Amount:
 		digits = c.digits
 	default:
-		return 0, fmt.Errorf("%w: metric %d", ErrBadQuery, q.Metric)
+		return 0, invalid("query", "metric %d", q.Metric)
 	}
 	s, err := gradient.QueryScore(q.Metric, digits, q.Value)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrBadQuery, err)
+		return 0, invalid("query", "%w", err)
 	}
 	if s >= ceilingScore {
-		return 0, fmt.Errorf("%w: %w: value %s is ≥ 2^53 in score units", ErrBadQuery, gradient.ErrBadValue, q.Value.String())
+		return 0, invalid("query", "%w: value %s is ≥ 2^53 in score units", gradient.ErrBadValue, q.Value.String())
 	}
 	return s, nil
 }

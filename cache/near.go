@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"sync"
@@ -69,25 +68,25 @@ func (o *NearCacheOptions) withDefaults() (NearCacheOptions, error) {
 	case n.MaxPromotions == 0:
 		n.MaxPromotions = DefaultNearMaxPromotions
 	case n.MaxPromotions < 0:
-		return n, fmt.Errorf("%w: NearCache.MaxPromotions %d", ErrInvalidOptions, n.MaxPromotions)
+		return n, invalid("options", "NearCache.MaxPromotions %d", n.MaxPromotions)
 	}
 	switch {
 	case n.MaxBytes == 0:
 		n.MaxBytes = DefaultNearMaxBytes
 	case n.MaxBytes < 0:
-		return n, fmt.Errorf("%w: NearCache.MaxBytes %d", ErrInvalidOptions, n.MaxBytes)
+		return n, invalid("options", "NearCache.MaxBytes %d", n.MaxBytes)
 	}
 	switch {
 	case n.MaxStaleness == 0:
 		n.MaxStaleness = DefaultNearMaxStaleness
 	case n.MaxStaleness < 10*time.Millisecond:
-		return n, fmt.Errorf("%w: NearCache.MaxStaleness %v (must be ≥ 10ms)", ErrInvalidOptions, n.MaxStaleness)
+		return n, invalid("options", "NearCache.MaxStaleness %v (must be ≥ 10ms)", n.MaxStaleness)
 	}
 	switch {
 	case n.MaxTiers == 0:
 		n.MaxTiers = DefaultNearMaxTiers
 	case n.MaxTiers < 0:
-		return n, fmt.Errorf("%w: NearCache.MaxTiers %d", ErrInvalidOptions, n.MaxTiers)
+		return n, invalid("options", "NearCache.MaxTiers %d", n.MaxTiers)
 	}
 	return n, nil
 }

@@ -43,7 +43,7 @@ func flipVersions(t testing.TB) ([2]gradient.Promotion, map[string]*gradient.Mat
 	ps := [2]gradient.Promotion{versioned("v1", 2, 4, 6, 8), versioned("v2", 3, 5, 7, 9, 11)}
 	oracle, tags := map[string]*gradient.Matcher{}, map[string]string{}
 	for _, p := range ps {
-		v, err := Version(&p)
+		v, err := Version(&p, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +233,7 @@ func TestNearTwoProcesses(t *testing.T) {
 				cond.Wait()
 			}
 		}
-		v0, _ := Version(&ps[0])
+		v0, _ := Version(&ps[0], Options{})
 		if !waitAll(v0) {
 			t.Fatalf("readers never served the first version: %+v", states)
 		}

@@ -422,23 +422,23 @@ func TestNearMemoryBounded(t *testing.T) {
 	})
 }
 
-// TestNearOptions: bad bounds are ErrInvalidOptions; a client the tracker
+// TestNearOptions: bad bounds are invalid options; a client the tracker
 // cannot follow is refused.
 func TestNearOptions(t *testing.T) {
 	cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	for _, o := range []NearCacheOptions{{MaxPromotions: -1}, {MaxBytes: -1}, {MaxStaleness: time.Millisecond}, {MaxTiers: -1}} {
-		if _, err := New(cl, Options{NearCache: &o}); !errorsIs(err, ErrInvalidOptions) {
+		if _, err := New(cl, Options{NearCache: &o}); !errorsIs(err, &ValidationError{Field: "options"}) {
 			t.Errorf("%+v: %v", o, err)
 		}
 	}
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
-	if _, err := New(ring, Options{NearCache: &NearCacheOptions{}}); !errorsIs(err, ErrInvalidOptions) {
+	if _, err := New(ring, Options{NearCache: &NearCacheOptions{}}); !errorsIs(err, &ValidationError{Field: "options"}) {
 		t.Errorf("ring: %v", err)
 	}
 	for _, o := range []redis.ClusterOptions{{ReadOnly: true}, {RouteByLatency: true}, {RouteRandomly: true}} {
 		o.Addrs, o.ContextTimeoutEnabled = []string{"127.0.0.1:1"}, true
 		cc := redis.NewClusterClient(&o)
-		if _, err := New(cc, Options{NearCache: &NearCacheOptions{}}); !errorsIs(err, ErrInvalidOptions) {
+		if _, err := New(cc, Options{NearCache: &NearCacheOptions{}}); !errorsIs(err, &ValidationError{Field: "options"}) {
 			t.Errorf("cluster reading replicas %+v: %v", o, err)
 		}
 		_ = cc.Close()

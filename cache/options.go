@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/tierset/tierset/internal/keyname"
@@ -24,7 +23,7 @@ const (
 
 // Defaults applied by New to zero Options fields.
 const (
-	DefaultPrefix         = keyname.DefaultPrefix
+	DefaultPrefix         = "tierset"
 	DefaultMinorDigits    = 2
 	DefaultGrace          = 24 * time.Hour
 	DefaultMaxRecordBytes = 64 << 10
@@ -86,7 +85,7 @@ type Options struct {
 	// AllowNoContextTimeout accepts a *redis.Client, *redis.ClusterClient
 	// or *redis.Ring built with ContextTimeoutEnabled false, reporting it
 	// once to Observer.OnWarning. Default false: New refuses such a client
-	// with ErrInvalidOptions, because with it go-redis ignores ctx deadlines
+	// with ErrInvalid (Field "options"), because with it go-redis ignores ctx deadlines
 	// on the socket and a Redis stall holds a cart lookup for ReadTimeout
 	// (3 s by default) instead of the caller's budget; a refusal shows at
 	// the first start, a silent stall only in an incident.
@@ -107,7 +106,7 @@ type Options struct {
 	// in process, kept true by Redis client tracking; see NearCacheOptions
 	// for its bounds and defaults. Default nil: off. It needs a
 	// *redis.Client or a *redis.ClusterClient that reads from masters
-	// (else ErrInvalidOptions), and Close, which stops its tracking
+	// (else ErrInvalid), and Close, which stops its tracking
 	// connections.
 	NearCache *NearCacheOptions
 	// Loader, when set, loads a promotion a read finds missing from the
@@ -124,16 +123,16 @@ func (o Options) withDefaults() (Options, error) {
 		o.Prefix = DefaultPrefix
 	}
 	if err := keyname.Check(o.Prefix); err != nil {
-		return o, fmt.Errorf("%w: prefix: %w", ErrInvalidOptions, err)
+		return o, invalid("options", "prefix: %w", err)
 	}
 	switch {
 	case o.NoMinorUnits && o.MinorDigits != 0:
-		return o, fmt.Errorf("%w: NoMinorUnits with MinorDigits %d", ErrInvalidOptions, o.MinorDigits)
+		return o, invalid("options", "NoMinorUnits with MinorDigits %d", o.MinorDigits)
 	case o.NoMinorUnits:
 	case o.MinorDigits == 0:
 		o.MinorDigits = DefaultMinorDigits
 	case o.MinorDigits < 0 || o.MinorDigits > score.MaxMinorDigits:
-		return o, fmt.Errorf("%w: MinorDigits %d (allowed 1..%d, or NoMinorUnits)", ErrInvalidOptions, o.MinorDigits, score.MaxMinorDigits)
+		return o, invalid("options", "MinorDigits %d (allowed 1..%d, or NoMinorUnits)", o.MinorDigits, score.MaxMinorDigits)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -142,25 +141,25 @@ func (o Options) withDefaults() (Options, error) {
 	case o.Grace == 0:
 		o.Grace = DefaultGrace
 	case o.Grace < time.Millisecond:
-		return o, fmt.Errorf("%w: Grace %v (must be ≥ 1ms)", ErrInvalidOptions, o.Grace)
+		return o, invalid("options", "Grace %v (must be ≥ 1ms)", o.Grace)
 	}
 	switch {
 	case o.MaxRecordBytes == 0:
 		o.MaxRecordBytes = DefaultMaxRecordBytes
 	case o.MaxRecordBytes < 0:
-		return o, fmt.Errorf("%w: MaxRecordBytes %d", ErrInvalidOptions, o.MaxRecordBytes)
+		return o, invalid("options", "MaxRecordBytes %d", o.MaxRecordBytes)
 	}
 	switch {
 	case o.RefreshRetries == 0:
 		o.RefreshRetries = DefaultRefreshRetries
 	case o.RefreshRetries < 0:
-		return o, fmt.Errorf("%w: RefreshRetries %d", ErrInvalidOptions, o.RefreshRetries)
+		return o, invalid("options", "RefreshRetries %d", o.RefreshRetries)
 	}
 	switch {
 	case o.TombstoneTTL == 0:
 		o.TombstoneTTL = DefaultTombstoneTTL
 	case o.TombstoneTTL < time.Millisecond:
-		return o, fmt.Errorf("%w: TombstoneTTL %v (must be ≥ 1ms)", ErrInvalidOptions, o.TombstoneTTL)
+		return o, invalid("options", "TombstoneTTL %v (must be ≥ 1ms)", o.TombstoneTTL)
 	}
 	if o.Observer == nil {
 		o.Observer = NopObserver{}

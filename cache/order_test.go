@@ -106,7 +106,7 @@ func TestRefreshOrdered(t *testing.T) {
 					return
 				}
 				want := revPromotion(id, 0, tt.final)
-				v, _ := Version(&want)
+				v, _ := Version(&want, Options{})
 				if err != nil || in.Version != v {
 					t.Fatalf("Info after: %+v %v, want content %d (version %s)", in, err, tt.final, v)
 				}
@@ -133,7 +133,7 @@ func TestRefreshOrderedBadInput(t *testing.T) {
 		t.Fatalf("%d keys written", n)
 	}
 	_, err := New(b.Client, Options{Prefix: b.Prefix, TombstoneTTL: 5 * time.Second, Loader: &countingLoader{}})
-	if !errors.Is(err, ErrInvalidOptions) {
+	if !errors.Is(err, &ValidationError{Field: "options"}) {
 		t.Fatalf("TombstoneTTL under LeaseTTL: %v", err)
 	}
 }

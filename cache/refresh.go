@@ -148,14 +148,14 @@ func (c *Cache) refreshObserved(ctx context.Context, promos []gradient.Promotion
 // promotion).
 func (c *Cache) refreshWith(ctx context.Context, promos []gradient.Promotion, fl *fill) (RefreshReport, error) {
 	if len(promos) > MaxRefreshBatch {
-		return RefreshReport{}, fmt.Errorf("%w: %d promotions (max %d)", ErrBatchTooLarge, len(promos), MaxRefreshBatch)
+		return RefreshReport{}, invalid("batch", "%d promotions (max %d)", len(promos), MaxRefreshBatch)
 	}
 	all := make([]*encoded, len(promos))
 	seen := make(map[string]int, len(promos))
 	for i := range promos {
 		p := &promos[i]
 		if j, dup := seen[p.ID]; dup {
-			return RefreshReport{}, fmt.Errorf("%w: %q at positions %d and %d", ErrDuplicatePromotion, p.ID, j, i)
+			return RefreshReport{}, invalid("promotions", "%q at positions %d and %d", p.ID, j, i)
 		}
 		seen[p.ID] = i
 		e, err := encodePromotion(p, c.maxBytes)

@@ -204,16 +204,13 @@ func (e *encoded) metaFields(prev string, now time.Time) []any {
 
 // Version returns the content hash Refresh stores for p
 // (RefreshResult.Version, Info.Version), after the same checks, for a
-// Cache with the default Options.MaxRecordBytes: an error is exactly the
-// one Refresh would refuse p with. It writes nothing and needs no Redis,
-// so a dry run can tell Unchanged from Updated by comparing it with
-// [Cache.Info]. The hash does not depend on the key prefix.
-func Version(p *gradient.Promotion) (string, error) { return VersionFor(p, Options{}) }
-
-// VersionFor is [Version] for a Cache built with opts; only
-// opts.MaxRecordBytes changes what is refused, never the hash. Bad opts are
-// ErrInvalidOptions.
-func VersionFor(p *gradient.Promotion, opts Options) (string, error) {
+// Cache built with opts (zero Options: the defaults): an error is exactly
+// the one Refresh would refuse p with. Only opts.MaxRecordBytes changes
+// what is refused, never the hash, and the hash does not depend on the key
+// prefix. Bad opts are ErrInvalid. It writes nothing and needs no
+// Redis, so a dry run can tell Unchanged from Updated by comparing it
+// with [Cache.Info].
+func Version(p *gradient.Promotion, opts Options) (string, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return "", err

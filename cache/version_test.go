@@ -22,7 +22,7 @@ func TestVersionIsWhatRefreshStores(t *testing.T) {
 		rng := rand.New(rand.NewSource(11))
 		for i := 0; i < 6; i++ {
 			p := randPromotion(rng, "ver"+strconv.Itoa(i), gradient.Metric(1+i%2), 1+rng.Intn(30))
-			v, err := Version(&p)
+			v, err := Version(&p, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,14 +49,14 @@ func TestVersionIsWhatRefreshStores(t *testing.T) {
 			{"record over the limit", simplePromotion("small", 1), Options{MaxRecordBytes: 16}, gradient.ErrInvalid},
 			{"sub-cent threshold", gradient.Promotion{ID: "cents", Metric: gradient.Amount, MinorDigits: 2, Tiers: []gradient.Tier{{
 				ID: "t", Threshold: decimal.RequireFromString("1.001"), Reward: gradient.Reward{Kind: gradient.AmountOff, Amount: decimal.NewFromInt(1)}}}}, Options{}, gradient.ErrInvalid},
-			{"bad options", simplePromotion("ok", 1), Options{MaxRecordBytes: -1}, ErrInvalidOptions},
+			{"bad options", simplePromotion("ok", 1), Options{MaxRecordBytes: -1}, &ValidationError{Field: "options"}},
 		}
 		for _, tc := range cases {
-			_, verr := VersionFor(&tc.p, tc.opts)
+			_, verr := Version(&tc.p, tc.opts)
 			if !errors.Is(verr, tc.match) {
-				t.Fatalf("%s: VersionFor error %v, want %v", tc.name, verr, tc.match)
+				t.Fatalf("%s: Version error %v, want %v", tc.name, verr, tc.match)
 			}
-			if errors.Is(verr, ErrInvalidOptions) {
+			if errors.Is(verr, &ValidationError{Field: "options"}) {
 				continue
 			}
 			opts := tc.opts

@@ -38,7 +38,7 @@ func TestConsoleActions(t *testing.T) {
 				}
 				for _, tk := range batch.Tasks {
 					if tk.ID == id {
-						if _, err := f.q.Kill(ctx, tk.Lease, errors.New("boom")); err != nil {
+						if _, err := f.q.Kill(ctx, tk, errors.New("boom")); err != nil {
 							t.Fatal(err)
 						}
 						return id

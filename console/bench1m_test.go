@@ -17,6 +17,7 @@ import (
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/keyname"
 )
 
 // benchURLEnv names the private, empty Redis BenchmarkConsole1M fills
@@ -60,7 +61,7 @@ func BenchmarkConsole1M(b *testing.B) {
 	}
 	hs := httptest.NewServer(srv)
 	b.Cleanup(hs.Close)
-	deep, err := client.ZRangeWithScores(ctx, prefix+":"+delay.HashTag("bench")+":due", 800_000, 800_000).Result()
+	deep, err := client.ZRangeWithScores(ctx, prefix+":"+keyname.QueueTag("bench")+":due", 800_000, 800_000).Result()
 	if err != nil || len(deep) != 1 {
 		b.Fatalf("deep cursor: %v, %v", deep, err)
 	}
@@ -132,7 +133,7 @@ func fill1M(b *testing.B, client redis.UniversalClient, q *delay.Queue) {
 		errs := make(chan error, 500)
 		for _, t := range batch.Tasks[:500] {
 			wg.Go(func() {
-				if _, err := q.Kill(ctx, t.Lease, killErr); err != nil {
+				if _, err := q.Kill(ctx, t, killErr); err != nil {
 					errs <- err
 				}
 			})

@@ -56,7 +56,7 @@ func BenchmarkWebPages(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if _, err := q.Kill(ctx, t.Lease, killErr); err != nil {
+					if _, err := q.Kill(ctx, t, killErr); err != nil {
 						errs <- err
 					}
 				}()

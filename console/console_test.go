@@ -69,10 +69,10 @@ func seedConsoleWith(t *testing.T, b *testredis.Backend, loopback bool, edit fun
 	if err != nil || len(batch.Tasks) != 3 {
 		t.Fatalf("take: %d tasks, %v", len(batch.Tasks), err)
 	}
-	if _, err := f.q.Kill(ctx, batch.Tasks[0].Lease, errors.New(xssError)); err != nil {
+	if _, err := f.q.Kill(ctx, batch.Tasks[0], errors.New(xssError)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.q.Kill(ctx, batch.Tasks[1].Lease, errors.New("payment service said 503")); err != nil {
+	if _, err := f.q.Kill(ctx, batch.Tasks[1], errors.New("payment service said 503")); err != nil {
 		t.Fatal(err)
 	}
 	f.deadID = []string{batch.Tasks[0].ID, batch.Tasks[1].ID}

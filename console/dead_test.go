@@ -80,7 +80,7 @@ func TestWebDeadOrder(t *testing.T) {
 			t.Fatalf("take: %d, %v", len(batch.Tasks), err)
 		}
 		for _, tk := range batch.Tasks {
-			if _, err := f.q.Kill(ctx, tk.Lease, errors.New("gave up")); err != nil {
+			if _, err := f.q.Kill(ctx, tk, errors.New("gave up")); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -47,7 +47,7 @@ func pageRows(ctx context.Context, c *cache.Cache, ids []string, now time.Time) 
 // promoErr reports whether err is about the promotion itself (shown on
 // its row) rather than about reaching Redis.
 func promoErr(err error) bool {
-	for _, e := range []error{cache.ErrNotFound, cache.ErrDamaged, cache.ErrCorrupt, cache.ErrBadID} {
+	for _, e := range []error{cache.ErrNotFound, cache.ErrDamaged, cache.ErrCorrupt, &cache.ValidationError{Field: "id"}} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -439,7 +439,7 @@ func (s *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, cache.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, delay.ErrInvalidBatch), errors.Is(err, delay.ErrInvalidName), errors.Is(err, delay.ErrInvalidKey), errors.Is(err, cache.ErrBadID),
+	case errors.Is(err, &delay.ValidationError{Field: "batch"}), errors.Is(err, &delay.ValidationError{Field: "name"}), errors.Is(err, &delay.ValidationError{Field: "key"}), errors.Is(err, &cache.ValidationError{Field: "id"}),
 		errors.Is(err, errBadParam):
 		code = http.StatusBadRequest
 	}

@@ -3,6 +3,7 @@ package delay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -50,54 +51,59 @@ func TestBadInput(t *testing.T) {
 			call func() error
 			want error
 		}{
-			{"empty key", enq(Job{Key: ""}), ErrInvalidKey},
-			{"oversized key", enq(Job{Key: strings.Repeat("k", MaxKeyBytes+1)}), ErrInvalidKey},
-			{"key with control char", enq(Job{Key: "a\nb"}), ErrInvalidKey},
-			{"key with invalid utf8", enq(Job{Key: "a\xffb"}), ErrInvalidKey},
-			{"oversized token", enq(Job{Key: "k", Token: strings.Repeat("t", MaxTokenBytes+1)}), ErrInvalidToken},
-			{"token with control char", enq(Job{Key: "k", Token: "a\x00"}), ErrInvalidToken},
-			{"token with comma", enq(Job{Key: "k", Token: "a,b"}), ErrInvalidToken},
-			{"payload over cap", enq(Job{Key: "k", Payload: make([]byte, 17)}), ErrPayloadTooLarge},
+			{"empty key", enq(Job{Key: ""}), &ValidationError{Field: "key"}},
+			{"oversized key", enq(Job{Key: strings.Repeat("k", MaxKeyBytes+1)}), &ValidationError{Field: "key"}},
+			{"key with control char", enq(Job{Key: "a\nb"}), &ValidationError{Field: "key"}},
+			{"key with invalid utf8", enq(Job{Key: "a\xffb"}), &ValidationError{Field: "key"}},
+			{"oversized token", enq(Job{Key: "k", Token: strings.Repeat("t", MaxTokenBytes+1)}), &ValidationError{Field: "token"}},
+			{"token with control char", enq(Job{Key: "k", Token: "a\x00"}), &ValidationError{Field: "token"}},
+			{"token with comma", enq(Job{Key: "k", Token: "a,b"}), &ValidationError{Field: "token"}},
+			{"payload over cap", enq(Job{Key: "k", Payload: make([]byte, 17)}), &ValidationError{Field: "payload"}},
 			{"due beyond codec range", enq(Job{Key: "k", When: At(codec.MaxTime().Add(time.Hour))}), score.ErrOutOfRange},
 			{"due before epoch", enq(Job{Key: "k", When: At(epoch.Add(-time.Hour))}), score.ErrBeforeEpoch},
 			{"delay beyond codec range", func() error {
 				_, err := q20.Enqueue(ctx, Job{Key: "k", When: After(200 * 24 * time.Hour)})
 				return err
 			}, score.ErrOutOfRange},
-			{"negative delay", enq(Job{Key: "k", When: After(-time.Second)}), ErrNegativeDelay},
-			{"both At and After", enq(Job{Key: "k", When: When{At: time.Now(), After: time.Second}}), ErrInvalidWhen},
-			{"take 0", func() error { _, err := q.Take(ctx, 0); return err }, ErrInvalidBatch},
-			{"take -1", func() error { _, err := q.Take(ctx, -1); return err }, ErrInvalidBatch},
-			{"take 1001", func() error { _, err := q.Take(ctx, 1001); return err }, ErrInvalidBatch},
-			{"ack empty lease", func() error { return q.Ack(ctx, Lease{}) }, ErrInvalidLease},
-			{"ack empty id", func() error { return q.Ack(ctx, Lease{Fence: flying.Lease.Fence}) }, ErrInvalidLease},
-			{"ack wrong fence", func() error { return q.Ack(ctx, Lease{ID: flying.ID, Fence: flying.Lease.Fence + 1}) }, ErrLeaseLost},
+			{"negative delay", enq(Job{Key: "k", When: After(-time.Second)}), &ValidationError{Field: "delay"}},
+			{"both At and After", enq(Job{Key: "k", When: When{At: time.Now(), After: time.Second}}), &ValidationError{Field: "when"}},
+			{"take 0", func() error { _, err := q.Take(ctx, 0); return err }, &ValidationError{Field: "batch"}},
+			{"take -1", func() error { _, err := q.Take(ctx, -1); return err }, &ValidationError{Field: "batch"}},
+			{"take 1001", func() error { _, err := q.Take(ctx, 1001); return err }, &ValidationError{Field: "batch"}},
+			{"ack empty lease", func() error { return q.Ack(ctx, &Task{Lease: Lease{}}) }, &ValidationError{Field: "lease"}},
+			{"ack empty id", func() error { return q.Ack(ctx, &Task{Lease: Lease{Fence: flying.Lease.Fence}}) }, &ValidationError{Field: "lease"}},
+			{"ack nil task", func() error { return q.Ack(ctx, nil) }, &ValidationError{Field: "task"}},
+			{"ack many nil task", func() error { errs, err := q.AckMany(ctx, []*Task{nil}); return errors.Join(err, errors.Join(errs...)) }, &ValidationError{Field: "task"}},
+			{"kill nil task", func() error { _, err := q.Kill(ctx, nil, nil); return err }, &ValidationError{Field: "task"}},
+			{"retry nil task", func() error { _, err := q.Retry(ctx, nil, nil); return err }, &ValidationError{Field: "task"}},
+			{"extend nil task", func() error { _, err := q.Extend(ctx, nil, time.Second); return err }, &ValidationError{Field: "task"}},
+			{"ack wrong fence", func() error { return q.Ack(ctx, &Task{Lease: Lease{ID: flying.ID, Fence: flying.Lease.Fence + 1}}) }, ErrLeaseLost},
 			{"retry wrong fence", func() error {
-				_, err := q.RetryAfter(ctx, Lease{ID: flying.ID, Fence: 999999}, 1, 0, nil)
+				_, err := q.RetryAfter(ctx, &Task{Attempt: 1, Lease: Lease{ID: flying.ID, Fence: 999999}}, 0, nil)
 				return err
 			}, ErrLeaseLost},
-			{"ack unknown task", func() error { return q.Ack(ctx, Lease{ID: "nosuch", Fence: 1}) }, ErrNotFound},
-			{"extend zero", func() error { _, err := q.Extend(ctx, flying.Lease, 0); return err }, ErrInvalidLease},
-			{"sweep 0", func() error { _, err := q.Sweep(ctx, 0); return err }, ErrInvalidBatch},
-			{"list dead 0", func() error { _, err := q.ListDead(ctx, 0, 0); return err }, ErrInvalidBatch},
-			{"requeue 1001 ids", func() error { _, err := q.Requeue(ctx, make([]string, 1001)...); return err }, ErrInvalidBatch},
-			{"cancel empty key", func() error { _, err := q.Cancel(ctx, ""); return err }, ErrInvalidKey},
-			{"reschedule negative", func() error { _, err := q.Reschedule(ctx, "pending", After(-1)); return err }, ErrNegativeDelay},
-			{"queue name with braces", newQueue("a{b}", Options{}), ErrInvalidName},
-			{"queue name with space", newQueue("a b", Options{}), ErrInvalidName},
-			{"queue name empty", newQueue("", Options{}), ErrInvalidName},
-			{"queue name too long", newQueue(strings.Repeat("n", MaxNameBytes+1), Options{}), ErrInvalidName},
-			{"prefix with brace", newQueue("q", Options{Prefix: "x{"}), ErrInvalidPrefix},
-			{"negative max payload", newQueue("q", Options{MaxPayload: -1}), ErrInvalidOptions},
-			{"reschedule empty key", func() error { _, err := q.Reschedule(ctx, "", After(time.Minute)); return err }, ErrInvalidKey},
-			{"lookup key with control char", func() error { _, err := q.Lookup(ctx, "a\tb"); return err }, ErrInvalidKey},
-			{"cancel token with comma", func() error { _, err := q.CancelToken(ctx, "pending", "a,b"); return err }, ErrInvalidToken},
+			{"ack unknown task", func() error { return q.Ack(ctx, &Task{Lease: Lease{ID: "nosuch", Fence: 1}}) }, ErrNotFound},
+			{"extend zero", func() error { _, err := q.Extend(ctx, flying, 0); return err }, &ValidationError{Field: "lease"}},
+			{"sweep 0", func() error { _, err := q.Sweep(ctx, 0); return err }, &ValidationError{Field: "batch"}},
+			{"list dead 0", func() error { _, err := q.ListDead(ctx, 0, 0); return err }, &ValidationError{Field: "batch"}},
+			{"requeue 1001 ids", func() error { _, err := q.Requeue(ctx, make([]string, 1001)...); return err }, &ValidationError{Field: "batch"}},
+			{"cancel empty key", func() error { _, err := q.Cancel(ctx, ""); return err }, &ValidationError{Field: "key"}},
+			{"reschedule negative", func() error { _, err := q.Reschedule(ctx, "pending", After(-1)); return err }, &ValidationError{Field: "delay"}},
+			{"queue name with braces", newQueue("a{b}", Options{}), &ValidationError{Field: "name"}},
+			{"queue name with space", newQueue("a b", Options{}), &ValidationError{Field: "name"}},
+			{"queue name empty", newQueue("", Options{}), &ValidationError{Field: "name"}},
+			{"queue name too long", newQueue(strings.Repeat("n", MaxNameBytes+1), Options{}), &ValidationError{Field: "name"}},
+			{"prefix with brace", newQueue("q", Options{Prefix: "x{"}), &ValidationError{Field: "prefix"}},
+			{"negative max payload", newQueue("q", Options{MaxPayload: -1}), &ValidationError{Field: "options"}},
+			{"reschedule empty key", func() error { _, err := q.Reschedule(ctx, "", After(time.Minute)); return err }, &ValidationError{Field: "key"}},
+			{"lookup key with control char", func() error { _, err := q.Lookup(ctx, "a\tb"); return err }, &ValidationError{Field: "key"}},
+			{"cancel token with comma", func() error { _, err := q.CancelToken(ctx, "pending", "a,b"); return err }, &ValidationError{Field: "token"}},
 			{"batch job with empty key", func() error {
 				res, err := q.EnqueueBatch(ctx, []Job{{Key: ""}, {Key: "k", Token: "a,b"}})
 				return errors.Join(err, res[0].Err, res[1].Err)
-			}, ErrInvalidKey},
+			}, &ValidationError{Field: "key"}},
 			{"extend wrong fence", func() error {
-				_, err := q.Extend(ctx, Lease{ID: flying.ID, Fence: flying.Lease.Fence + 1}, time.Minute)
+				_, err := q.Extend(ctx, &Task{Lease: Lease{ID: flying.ID, Fence: flying.Lease.Fence + 1}}, time.Minute)
 				return err
 			}, ErrLeaseLost},
 			{"cancelled context", func() error { _, err := q.Enqueue(cancelled, Job{Key: "k"}); return err }, context.Canceled},
@@ -205,4 +211,32 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("accepted %q", s)
 		}
 	})
+}
+
+// TestValidationErrorIs: a refused input matches ErrInvalid, a target of
+// its own Field or of no Field, not another Field, and unwraps to its cause.
+func TestValidationErrorIs(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("cause")
+	err := fmt.Errorf("wrapped: %w", invalid("key", "length %d: %w", 0, cause))
+	rows := []struct {
+		name   string
+		target error
+		want   bool
+	}{
+		{"ErrInvalid", ErrInvalid, true},
+		{"same field", &ValidationError{Field: "key"}, true},
+		{"any field", &ValidationError{}, true},
+		{"other field", &ValidationError{Field: "token"}, false},
+		{"cause", cause, true},
+		{"state sentinel", ErrNotFound, false},
+	}
+	for _, r := range rows {
+		if got := errors.Is(err, r.target); got != r.want {
+			t.Errorf("%s: errors.Is = %v, want %v", r.name, got, r.want)
+		}
+	}
+	if want := "wrapped: delay: invalid key: length 0: cause"; err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err.Error(), want)
+	}
 }

@@ -2,7 +2,6 @@ package delay
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -44,7 +43,7 @@ func (q *Queue) Browse(ctx context.Context, o BrowseOptions) (Overview, error) {
 	case o.Tasks < 0:
 		o.Tasks = 0
 	case o.Tasks > MaxBatch:
-		return Overview{}, fmt.Errorf("%w: %d tasks", ErrInvalidBatch, o.Tasks)
+		return Overview{}, invalid("batch", "%d tasks", o.Tasks)
 	}
 	if o.Horizon <= 0 {
 		o.Horizon = time.Minute

@@ -63,8 +63,8 @@ func TestBrowse(t *testing.T) {
 		if err != nil || bad.Corrupt != 1 || len(bad.Due) != 2 || bad.Due[0].Key != "k1" {
 			t.Errorf("Browse over a corrupt record = %+v, %v; want Corrupt 1 and [k1 k2]", bad, err)
 		}
-		if _, err := q.Browse(ctx, BrowseOptions{Tasks: MaxBatch + 1}); !errors.Is(err, ErrInvalidBatch) {
-			t.Errorf("Browse(MaxBatch+1) err %v, want ErrInvalidBatch", err)
+		if _, err := q.Browse(ctx, BrowseOptions{Tasks: MaxBatch + 1}); !errors.Is(err, &ValidationError{Field: "batch"}) {
+			t.Errorf("Browse(MaxBatch+1) err %v, want invalid batch", err)
 		}
 	})
 }
@@ -83,8 +83,8 @@ func TestDiscover(t *testing.T) {
 		if err != nil || fmt.Sprint(names) != "[alpha orders:1 zeta]" {
 			t.Errorf("Discover = %v, %v; want [alpha orders:1 zeta]", names, err)
 		}
-		if _, err := Discover(ctx, b.Client, "a*b"); !errors.Is(err, ErrInvalidPrefix) {
-			t.Errorf("Discover(glob prefix) err %v, want ErrInvalidPrefix", err)
+		if _, err := Discover(ctx, b.Client, "a*b"); !errors.Is(err, &ValidationError{Field: "prefix"}) {
+			t.Errorf("Discover(glob prefix) err %v, want invalid prefix", err)
 		}
 	})
 }

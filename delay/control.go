@@ -70,8 +70,8 @@ const MaxRatePerSecond = 1e6
 
 func (r Rate) withDefaults() (Rate, error) {
 	if math.IsNaN(r.PerSecond) || r.PerSecond < 0 || r.PerSecond > MaxRatePerSecond || r.Burst < 0 || r.Burst > MaxBatch {
-		return r, fmt.Errorf("%w: rate %v a second, burst %d (allowed 0..%g, 0..%d)",
-			ErrInvalidOptions, r.PerSecond, r.Burst, MaxRatePerSecond, MaxBatch)
+		return r, invalid("options", "rate %v a second, burst %d (allowed 0..%g, 0..%d)",
+			r.PerSecond, r.Burst, MaxRatePerSecond, MaxBatch)
 	}
 	if r.PerSecond == 0 {
 		return Rate{}, nil

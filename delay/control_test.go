@@ -21,7 +21,7 @@ func TestPauseResume(t *testing.T) {
 		ctx := testCtx(t)
 		q := newQ(t, b, Options{Lease: 50 * time.Millisecond})
 		held := takeOne(t, ctx, q, Job{Key: "held"}) // in flight across the pause
-		if _, err := q.Extend(ctx, held.Lease, time.Minute); err != nil {
+		if _, err := q.Extend(ctx, held, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		expiring := takeOne(t, ctx, q, Job{Key: "expiring"})
@@ -62,7 +62,7 @@ func TestPauseResume(t *testing.T) {
 		if r, err := q.Reschedule(ctx, "k1", After(time.Hour)); err != nil || r.Moved != 1 {
 			t.Fatalf("Reschedule while paused: %+v %v", r, err)
 		}
-		if err := q.Ack(ctx, held.Lease); err != nil {
+		if err := q.Ack(ctx, held); err != nil {
 			t.Fatalf("ack of a task taken before the pause: %v", err)
 		}
 		// on miniredis the clock is set, never moved back past a due time
@@ -207,7 +207,7 @@ func TestRateTokenBucket(t *testing.T) {
 }
 
 // TestRateBadInput: a rate outside its range is refused with
-// ErrInvalidOptions and writes nothing; a zero burst takes its default.
+// an invalid-options error and writes nothing; a zero burst takes its default.
 func TestRateBadInput(t *testing.T) {
 	b := testredis.Mini(t)
 	ctx := testCtx(t)
@@ -216,8 +216,8 @@ func TestRateBadInput(t *testing.T) {
 		{PerSecond: -1}, {PerSecond: math.NaN()}, {PerSecond: math.Inf(1)}, {PerSecond: MaxRatePerSecond * 2},
 		{PerSecond: 5, Burst: -1}, {PerSecond: 5, Burst: MaxBatch + 1},
 	} {
-		if err := q.SetRate(ctx, r); !errors.Is(err, ErrInvalidOptions) {
-			t.Errorf("SetRate(%+v): %v, want ErrInvalidOptions", r, err)
+		if err := q.SetRate(ctx, r); !errors.Is(err, &ValidationError{Field: "options"}) {
+			t.Errorf("SetRate(%+v): %v, want invalid options", r, err)
 		}
 	}
 	if n := b.Client.Exists(ctx, q.k.ctl).Val(); n != 0 {
@@ -238,8 +238,8 @@ func TestRateBadInput(t *testing.T) {
 			t.Errorf("SetRate(%+v): Stats.Rate %+v, want %+v", c.in, got, c.want)
 		}
 	}
-	if _, err := New(b.Client, "q", Options{HighWaterWarn: 1.5}); !errors.Is(err, ErrInvalidOptions) {
-		t.Errorf("HighWaterWarn 1.5: %v, want ErrInvalidOptions", err)
+	if _, err := New(b.Client, "q", Options{HighWaterWarn: 1.5}); !errors.Is(err, &ValidationError{Field: "options"}) {
+		t.Errorf("HighWaterWarn 1.5: %v, want invalid options", err)
 	}
 }
 

@@ -14,9 +14,10 @@
 //
 // [New] builds a [Queue] (no I/O). [Queue.Enqueue] and [Queue.EnqueueBatch]
 // (one pipeline per [MaxBatch] jobs) add tasks; [At] and [After] build the
-// due time ([When]). [Queue.Take] takes a [Batch] of due [Task]s; each has a
-// [Lease] for [Queue.Ack], [Queue.AckMany], [Queue.Retry], [Queue.RetryAfter],
-// [Queue.Kill] and [Queue.Extend] (see also [Queue.KeepAlive]).
+// due time ([When]). [Queue.Take] takes a [Batch] of due [Task]s, each
+// under a [Lease]; [Queue.Ack], [Queue.AckMany], [Queue.Retry],
+// [Queue.RetryAfter], [Queue.Kill] and [Queue.Extend] take the *Task (see
+// also [Queue.KeepAlive]), as the same methods of [Sharded] do.
 // [Queue.Sweep] returns expired leases. [Queue.Cancel], [Queue.CancelToken],
 // [Queue.Reschedule], [Queue.RescheduleToken] and [Queue.Lookup] work by
 // business key. [Queue.ListDead], [Queue.Requeue], [Queue.Purge] and
@@ -31,7 +32,9 @@
 // ([ListWorkers], [Queue.Workers]); [Queue.Health] tells "no live worker"
 // from "workers behind".
 // [Queue.Pause], [Queue.Resume] and [Queue.SetRate] ([Rate]) control a
-// queue for every worker of every process.
+// queue for every worker of every process. A refused input is a
+// [*ValidationError] naming it, matching [ErrInvalid]; the other sentinels
+// name states ([ErrNotFound], [ErrLeaseLost], ...).
 //
 // # Guarantees, and the tests that prove them
 //
@@ -160,7 +163,7 @@
 //
 // # Keys
 //
-// All keys of a queue share the hash tag {q:<name>} ([HashTag]), so every
+// All keys of a queue share the hash tag {q:<name>}, so every
 // script touches one slot (TestKeysShareOneSlot, TestBucketLayout on a
 // cluster); a sharded queue composes K queues named <name>:0..<name>:K-1.
 // The table of every key, its type and what it holds is written once, on
@@ -257,7 +260,7 @@
 // logical queue over K shard queues named <name>:0 … <name>:K-1, so their
 // tags {q:<name>:i} land on different slots and masters. The shard of a
 // task is [Sharded.ShardOf] its business key, so Cancel, Reschedule and Lookup by
-// key go to one shard in O(1); [NewShardedWorker] runs one taker per
+// key go to one shard in O(1) through [Sharded.For]; [NewShardedWorker] runs one taker per
 // shard, each with its own wake-up and backoff, feeding one set of
 // handlers, so every shard drains and a shard that is down holds back no
 // other. [Sharded.Reconcile] routes each source task to its shard; a
@@ -308,7 +311,7 @@
 // # For benchmarks
 //
 //   - Batched enqueue: Queue.EnqueueBatch (one pipeline per 1000 jobs).
-//   - Take+ack loop: b, _ := q.Take(ctx, 100); q.AckMany(ctx, leases).
+//   - Take+ack loop: b, _ := q.Take(ctx, 100); q.AckMany(ctx, b.Tasks).
 //   - Lateness: Task.Lateness (Redis TIME at take minus due time), or a
 //     Recorder as Options.Observer and Recorder.Lateness.Percentile(99).
 //   - Memory: measure INFO used_memory around an EnqueueBatch of N tasks

@@ -35,7 +35,7 @@ func TestDoneTTL(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustAckMany(t, ctx, q, bt.Tasks)
-		if err := q.Ack(ctx, bt.Tasks[0].Lease); !errors.Is(err, ErrNotFound) {
+		if err := q.Ack(ctx, bt.Tasks[0]); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("second ack: %v, want ErrNotFound", err)
 		}
 
@@ -94,7 +94,7 @@ func TestDoneTTL(t *testing.T) {
 				break
 			}
 			for _, tk := range bt.Tasks {
-				if err := q.Ack(ctx, tk.Lease); err != nil {
+				if err := q.Ack(ctx, tk); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -128,8 +128,8 @@ func TestDoneTTL(t *testing.T) {
 func TestDoneTTLOption(t *testing.T) {
 	b := testredis.Mini(t)
 	for _, d := range []time.Duration{-time.Millisecond, time.Microsecond} {
-		if _, err := New(b.Client, "q", Options{DoneTTL: d}); !errors.Is(err, ErrInvalidOptions) {
-			t.Fatalf("DoneTTL %v: %v, want ErrInvalidOptions", d, err)
+		if _, err := New(b.Client, "q", Options{DoneTTL: d}); !errors.Is(err, &ValidationError{Field: "options"}) {
+			t.Fatalf("DoneTTL %v: %v, want invalid options", d, err)
 		}
 	}
 	if flagDone != 4 {

@@ -1,35 +1,19 @@
 package delay
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Every error this package returns wraps one of these (or a
 // score/ sentinel for due times out of the codec's range, or the context's
-// error on cancellation), so callers branch with errors.Is.
+// error on cancellation), so callers branch with errors.Is. Bad input is
+// one sentinel, ErrInvalid, carried by a *ValidationError that names the
+// input; the others name states.
 var (
-	// ErrInvalidName: a queue name that is empty, longer than MaxNameBytes,
-	// or holds braces, whitespace or control characters.
-	ErrInvalidName = errors.New("delay: invalid queue name")
-	// ErrInvalidPrefix: a key prefix holding braces, whitespace or control characters.
-	ErrInvalidPrefix = errors.New("delay: invalid key prefix")
-	// ErrInvalidKey: a business key that is empty, longer than MaxKeyBytes or
-	// holds control characters.
-	ErrInvalidKey = errors.New("delay: invalid business key")
-	// ErrInvalidToken: a token longer than MaxTokenBytes or holding control
-	// characters or a comma.
-	ErrInvalidToken = errors.New("delay: invalid token")
-	// ErrPayloadTooLarge: a payload above Options.MaxPayload.
-	ErrPayloadTooLarge = errors.New("delay: payload too large")
-	// ErrNegativeDelay: a negative After duration.
-	ErrNegativeDelay = errors.New("delay: negative delay")
-	// ErrInvalidWhen: At and After both set.
-	ErrInvalidWhen = errors.New("delay: set either At or After, not both")
-	// ErrInvalidBatch: a batch size outside 1..MaxBatch.
-	ErrInvalidBatch = errors.New("delay: batch size outside 1..1000")
-	// ErrInvalidLease: an empty lease (no task ID or fence), or a
-	// non-positive lease duration.
-	ErrInvalidLease = errors.New("delay: invalid lease")
-	// ErrInvalidOptions: an option outside its documented range.
-	ErrInvalidOptions = errors.New("delay: invalid options")
+	// ErrInvalid: a refused input (argument or option). Every such error
+	// is a *ValidationError naming the input; it matches ErrInvalid.
+	ErrInvalid = errors.New("delay: invalid input")
 	// ErrLeaseLost: the lease is no longer held: it expired and the task was
 	// swept back or handed to another consumer (new fence).
 	ErrLeaseLost = errors.New("delay: lease lost")
@@ -107,3 +91,47 @@ type permanentError struct{ err error }
 
 func (e *permanentError) Error() string   { return e.err.Error() }
 func (e *permanentError) Unwrap() []error { return []error{ErrSkipRetry, e.err} }
+
+// ValidationError is a refused input: nothing was sent or written. It
+// matches ErrInvalid, and errors.Is(err, &ValidationError{Field: f})
+// tells which input.
+type ValidationError struct {
+	// Field names the input: "name" (a queue name: empty, longer than
+	// MaxNameBytes, or holding braces, glob characters, whitespace or
+	// control characters), "prefix" (a key prefix, same rules), "key" (a
+	// business key: empty, longer than MaxKeyBytes or holding control
+	// characters), "token" (longer than MaxTokenBytes, or holding control
+	// characters or a comma), "payload" (above Options.MaxPayload),
+	// "when" (At and After both set), "delay" (a negative delay), "batch"
+	// (a count, limit, cursor or page state out of range), "lease" (an
+	// empty lease, or a lease duration under 1ms), "task" (a nil task) or
+	// "options" (an option outside its documented range; Detail names it).
+	Field string
+	// Detail says what was refused and what is allowed.
+	Detail string
+	// Cause is the underlying error, or nil.
+	Cause error
+}
+
+func (e *ValidationError) Error() string {
+	return "delay: invalid " + e.Field + ": " + e.Detail
+}
+
+func (e *ValidationError) Unwrap() error { return e.Cause }
+
+// Is makes every ValidationError match ErrInvalid, and a
+// *ValidationError target match when its Field is empty or the same.
+func (e *ValidationError) Is(target error) bool {
+	if target == ErrInvalid {
+		return true
+	}
+	t, ok := target.(*ValidationError)
+	return ok && (t.Field == "" || t.Field == e.Field)
+}
+
+// invalid returns the *ValidationError for field; format and args make
+// Detail as fmt.Errorf would, and a %w verb sets Cause.
+func invalid(field, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &ValidationError{Field: field, Detail: err.Error(), Cause: errors.Unwrap(err)}
+}

@@ -56,8 +56,8 @@ func ExampleQueue_Take() {
 	b, _ = q.Take(ctx, 10)
 	t := b.Tasks[0]
 	fmt.Println(t.Key, string(t.Payload), "attempt", t.Attempt, "late", t.Lateness())
-	fmt.Println(q.Ack(ctx, t.Lease))
-	fmt.Println(errors.Is(q.Ack(ctx, t.Lease), delay.ErrNotFound))
+	fmt.Println(q.Ack(ctx, t))
+	fmt.Println(errors.Is(q.Ack(ctx, t), delay.ErrNotFound))
 	// Output:
 	// due now: 0 next: 12:10:00
 	// order:1 remind attempt 1 late 0s
@@ -181,7 +181,7 @@ func ExampleOptions_doneTTL() {
 	job := delay.Job{Key: "order:42", Token: "expire"}
 	q.Enqueue(ctx, job)
 	b, _ := q.Take(ctx, 10)
-	fmt.Println(q.Ack(ctx, b.Tasks[0].Lease))
+	fmt.Println(q.Ack(ctx, b.Tasks[0]))
 
 	again, _ := q.Enqueue(ctx, job) // the producer retries
 	fmt.Println(again.Duplicate, again.State)
@@ -196,4 +196,25 @@ func ExampleOptions_doneTTL() {
 	// true done
 	// tombstones ended: 1
 	// false pending
+}
+
+// A refused input is a *ValidationError naming it; nothing is sent.
+func ExampleValidationError() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	q, _ := delay.New(rdb, "orders", delay.Options{})
+	_, err := q.Enqueue(ctx, delay.Job{Key: "order:42", Token: "a,b"})
+	var ve *delay.ValidationError
+	fmt.Println(errors.Is(err, delay.ErrInvalid), errors.As(err, &ve) && ve.Field == "token")
+	fmt.Println(errors.Is(err, &delay.ValidationError{Field: "key"}))
+	// Output:
+	// true true
+	// false
 }

@@ -77,7 +77,7 @@ func takeOne(t *testing.T, ctx context.Context, q *Queue, j Job) *Task {
 func deadOne(t *testing.T, ctx context.Context, q *Queue, key string) string {
 	t.Helper()
 	tk := takeOne(t, ctx, q, Job{Key: key})
-	if out, err := q.Kill(ctx, tk.Lease, errors.New("boom")); err != nil || out != Dead {
+	if out, err := q.Kill(ctx, tk, errors.New("boom")); err != nil || out != Dead {
 		t.Fatalf("kill: %v %v", out, err)
 	}
 	return tk.ID
@@ -169,7 +169,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "ack", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			tk := takeOne(t, ctx, q, Job{Key: "k"})
 			arm()
-			if err := q.Ack(ctx, tk.Lease); err != nil {
+			if err := q.Ack(ctx, tk); err != nil {
 				t.Fatalf("Ack: %v, want success", err)
 			}
 			if infos, _ := q.Lookup(ctx, "k"); len(infos) != 0 {
@@ -182,7 +182,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "ack keeping tombstones", opts: Options{DoneTTL: time.Hour}, run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			tk := takeOne(t, ctx, q, Job{Key: "k", Token: "t"})
 			arm()
-			if err := q.Ack(ctx, tk.Lease); err != nil {
+			if err := q.Ack(ctx, tk); err != nil {
 				t.Fatalf("Ack: %v, want success", err)
 			}
 			if ti := lookupOne(t, ctx, q, "k"); ti.State != StateDone {
@@ -195,7 +195,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "retry", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			tk := takeOne(t, ctx, q, Job{Key: "k"})
 			arm()
-			if out, err := q.RetryAfter(ctx, tk.Lease, 1, time.Hour, errors.New("again")); err != nil || out != Retried {
+			if out, err := q.RetryAfter(ctx, tk, time.Hour, errors.New("again")); err != nil || out != Retried {
 				t.Fatalf("RetryAfter: %v %v, want retried", out, err)
 			}
 			if ti := lookupOne(t, ctx, q, "k"); ti.State != StatePending || ti.Attempt != 1 || ti.LastError != "again" {
@@ -208,7 +208,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "kill", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			tk := takeOne(t, ctx, q, Job{Key: "k"})
 			arm()
-			if out, err := q.Kill(ctx, tk.Lease, errors.New("bad")); err != nil || out != Dead {
+			if out, err := q.Kill(ctx, tk, errors.New("bad")); err != nil || out != Dead {
 				t.Fatalf("Kill: %v %v, want dead", out, err)
 			}
 			if ti := lookupOne(t, ctx, q, "k"); ti.State != StateDead {
@@ -221,7 +221,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "extend", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			tk := takeOne(t, ctx, q, Job{Key: "k"})
 			arm()
-			d, err := q.Extend(ctx, tk.Lease, time.Hour)
+			d, err := q.Extend(ctx, tk, time.Hour)
 			if err != nil || !d.After(tk.Deadline) {
 				t.Fatalf("Extend: %v %v, want a deadline after %v", d, err, tk.Deadline)
 			}

@@ -98,23 +98,23 @@ func TestDueByServerTime(t *testing.T) {
 	if r, err := q.Sweep(ctx, 10); err != nil || r.Returned != 1 {
 		t.Fatalf("sweep = %+v, %v", r, err)
 	}
-	if err := q.Ack(ctx, tk.Lease); !errors.Is(err, ErrLeaseLost) {
+	if err := q.Ack(ctx, tk); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("ack after sweep = %v, want ErrLeaseLost", err)
 	}
 	bt2 := mustTake(t, ctx, q, 1)
 	if len(bt2.Tasks) != 1 || bt2.Tasks[0].Attempt != 2 || bt2.Tasks[0].Lease.Fence == tk.Lease.Fence {
 		t.Fatalf("redelivery = %+v", bt2.Tasks)
 	}
-	if _, err := q.RetryAfter(ctx, tk.Lease, 1, 0, nil); !errors.Is(err, ErrLeaseLost) {
+	if _, err := q.RetryAfter(ctx, tk, 0, nil); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("stale retry = %v", err)
 	}
-	if _, err := q.Kill(ctx, tk.Lease, nil); !errors.Is(err, ErrLeaseLost) {
+	if _, err := q.Kill(ctx, tk, nil); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("stale kill = %v", err)
 	}
-	if _, err := q.Extend(ctx, tk.Lease, time.Second); !errors.Is(err, ErrLeaseLost) {
+	if _, err := q.Extend(ctx, tk, time.Second); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("stale extend = %v", err)
 	}
-	if err := q.Ack(ctx, bt2.Tasks[0].Lease); err != nil {
+	if err := q.Ack(ctx, bt2.Tasks[0]); err != nil {
 		t.Fatalf("ack of the new delivery: %v", err)
 	}
 }
@@ -131,7 +131,7 @@ func TestFencing(t *testing.T) {
 			t.Fatalf("second consumer got %d during the lease", n)
 		}
 		// Extend keeps it past the first deadline, up to the new one.
-		extended, err := q.Extend(ctx, first.Lease, 400*time.Millisecond)
+		extended, err := q.Extend(ctx, first, 400*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,15 +154,15 @@ func TestFencing(t *testing.T) {
 		}
 		second := mustTake(t, ctx, q, 5).Tasks[0]
 		for name, err := range map[string]error{
-			"ack":   q.Ack(ctx, first.Lease),
-			"retry": func() error { _, e := q.RetryAfter(ctx, first.Lease, 1, 0, nil); return e }(),
-			"kill":  func() error { _, e := q.Kill(ctx, first.Lease, nil); return e }(),
+			"ack":   q.Ack(ctx, first),
+			"retry": func() error { _, e := q.RetryAfter(ctx, first, 0, nil); return e }(),
+			"kill":  func() error { _, e := q.Kill(ctx, first, nil); return e }(),
 		} {
 			if !errors.Is(err, ErrLeaseLost) {
 				t.Fatalf("stale %s = %v, want ErrLeaseLost", name, err)
 			}
 		}
-		if err := q.Ack(ctx, second.Lease); err != nil {
+		if err := q.Ack(ctx, second); err != nil {
 			t.Fatal(err)
 		}
 		assertOnlyCounters(t, b, q)
@@ -221,7 +221,7 @@ func TestRetryDeadLetter(t *testing.T) {
 		if len(bt.Tasks) != 1 || bt.Tasks[0].Attempt != 1 {
 			t.Fatalf("requeued task %+v", bt.Tasks)
 		}
-		if out, err := q.Kill(ctx, bt.Tasks[0].Lease, Permanent(errors.New("bad"))); err != nil || out != Dead {
+		if out, err := q.Kill(ctx, bt.Tasks[0], Permanent(errors.New("bad"))); err != nil || out != Dead {
 			t.Fatalf("kill %v %v", out, err)
 		}
 		if n, err := q.PurgeAll(ctx); err != nil || n != 1 {
@@ -272,7 +272,7 @@ func TestCancelReschedule(t *testing.T) {
 		if res, _ := q.Cancel(ctx, "o:2"); res.InFlight != 1 {
 			t.Fatalf("cancel o:2 = %+v", res)
 		}
-		if err := q.Ack(ctx, got[0].Lease); err != nil {
+		if err := q.Ack(ctx, got[0]); err != nil {
 			t.Fatalf("ack of cancelled: %v", err)
 		}
 		if res, _ := q.Cancel(ctx, "nothing"); res.Found() != 0 {

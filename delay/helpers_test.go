@@ -47,11 +47,7 @@ func mustTake(t *testing.T, ctx context.Context, q *Queue, n int) Batch {
 // mustAckMany acks the leases of tasks in one AckMany and fails on any error.
 func mustAckMany(t *testing.T, ctx context.Context, q *Queue, tasks []*Task) {
 	t.Helper()
-	leases := make([]Lease, len(tasks))
-	for i, tk := range tasks {
-		leases[i] = tk.Lease
-	}
-	errs, err := q.AckMany(ctx, leases)
+	errs, err := q.AckMany(ctx, tasks)
 	if err != nil || errors.Join(errs...) != nil {
 		t.Fatalf("ack: %v %v", err, errs)
 	}

@@ -63,11 +63,7 @@ func newTally() *faultTally {
 // or the lease is held).
 func (f *faultTally) ack(t *testing.T, ctx context.Context, q *Queue, tasks []*Task) {
 	t.Helper()
-	leases := make([]Lease, len(tasks))
-	for i, tk := range tasks {
-		leases[i] = tk.Lease
-	}
-	errs, err := q.AckMany(ctx, leases)
+	errs, err := q.AckMany(ctx, tasks)
 	if err != nil {
 		t.Fatalf("ack: %v", err)
 	}

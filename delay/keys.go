@@ -1,7 +1,6 @@
 package delay
 
 import (
-	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -12,7 +11,7 @@ import (
 // Name and key limits, checked in Go before anything is sent.
 const (
 	// MaxNameBytes is the longest queue name (and key prefix).
-	MaxNameBytes = keyname.MaxBytes
+	MaxNameBytes = 128
 	// MaxKeyBytes is the longest business key.
 	MaxKeyBytes = 512
 	// MaxTokenBytes is the longest idempotency token.
@@ -21,38 +20,32 @@ const (
 	// which bounds every per-key script loop.
 	MaxTasksPerKey = 64
 	// DefaultPrefix is the key prefix when Options.Prefix is empty.
-	DefaultPrefix = keyname.DefaultPrefix
+	DefaultPrefix = "tierset"
 )
-
-// HashTag returns the Redis Cluster hash tag of a queue: "{q:<name>}". Every
-// key of the queue carries it, so every script of the queue runs on one slot.
-// A sharded queue of K shards composes K queues named "<name>:0".."<name>:K-1",
-// each on its own tag.
-func HashTag(name string) string { return "{q:" + name + "}" }
 
 // ValidateName reports whether name is a usable queue name: 1..MaxNameBytes
 // bytes of valid UTF-8 with no braces, glob characters, whitespace or
 // control characters (the one check of internal/keyname).
 func ValidateName(name string) error {
 	if err := keyname.Check(name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidName, err)
+		return invalid("name", "%w", err)
 	}
 	return nil
 }
 
 func validatePrefix(p string) error {
 	if err := keyname.Check(p); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidPrefix, err)
+		return invalid("prefix", "%w", err)
 	}
 	return nil
 }
 
 func validateKey(k string) error {
 	if k == "" || len(k) > MaxKeyBytes {
-		return fmt.Errorf("%w: length %d (allowed 1..%d)", ErrInvalidKey, len(k), MaxKeyBytes)
+		return invalid("key", "length %d (allowed 1..%d)", len(k), MaxKeyBytes)
 	}
 	if r, bad := badRune(k); bad {
-		return fmt.Errorf("%w: holds %q", ErrInvalidKey, r)
+		return invalid("key", "holds %q", r)
 	}
 	return nil
 }
@@ -61,14 +54,14 @@ func validateKey(k string) error {
 // so a token can never look like an index list.
 func validateToken(tok string) error {
 	if len(tok) > MaxTokenBytes {
-		return fmt.Errorf("%w: length %d (max %d)", ErrInvalidToken, len(tok), MaxTokenBytes)
+		return invalid("token", "length %d (max %d)", len(tok), MaxTokenBytes)
 	}
 	if r, bad := badRune(tok); bad || r == ',' {
-		return fmt.Errorf("%w: holds %q", ErrInvalidToken, r)
+		return invalid("token", "holds %q", r)
 	}
 	for _, r := range tok {
 		if r == ',' {
-			return fmt.Errorf("%w: holds ','", ErrInvalidToken)
+			return invalid("token", "holds ','")
 		}
 	}
 	return nil
@@ -183,7 +176,7 @@ func digest(key string) string {
 }
 
 func newKeys(prefix, name string) keys {
-	base := prefix + ":" + HashTag(name) + ":"
+	base := prefix + ":" + keyname.QueueTag(name) + ":"
 	return keys{
 		due:      base + "due",
 		inflight: base + "inflight",

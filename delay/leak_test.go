@@ -102,22 +102,22 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 				}
 				continue
 			}
-			var acks []Lease
+			var acks []*Task
 			for _, tk := range bt.Tasks {
 				if tk.Deadline.After(lastDeadline) {
 					lastDeadline = tk.Deadline
 				}
 				switch p := pathOf(tk); {
 				case p == "ack", p == "reschedule":
-					acks = append(acks, tk.Lease)
+					acks = append(acks, tk)
 				case p == "retry":
 					if tk.Attempt == 1 {
 						mustRetry(t, q, tk, Retried)
 					} else {
-						acks = append(acks, tk.Lease)
+						acks = append(acks, tk)
 					}
 				case p == "dead", p == "purge":
-					if _, err := q.Kill(ctx, tk.Lease, errors.New("dead")); err != nil {
+					if _, err := q.Kill(ctx, tk, errors.New("dead")); err != nil {
 						t.Fatal(err)
 					}
 					if p == "purge" {
@@ -129,14 +129,14 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 					} else if tk.Attempt == 2 {
 						mustRetry(t, q, tk, Dead) // MaxAttempts 2: dead, then requeued below
 					} else {
-						acks = append(acks, tk.Lease)
+						acks = append(acks, tk)
 					}
 				case p == "cancelflight", p == "cancelflightretry":
 					if r, err := q.CancelToken(ctx, tk.Key, tk.Token); err != nil || r.InFlight != 1 {
 						t.Fatalf("cancel in flight %+v %v", r, err)
 					}
 					if p == "cancelflight" {
-						acks = append(acks, tk.Lease)
+						acks = append(acks, tk)
 					} else {
 						mustRetry(t, q, tk, Cancelled)
 					}
@@ -144,7 +144,7 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 					if tk.Attempt == 1 {
 						expired++ // leave it: the lease expires and the sweep returns it
 					} else {
-						acks = append(acks, tk.Lease)
+						acks = append(acks, tk)
 					}
 				}
 			}

@@ -10,7 +10,9 @@ import (
 )
 
 // Lease identifies one delivery of a task: its ID and fencing token. Ack,
-// Retry, Kill and Extend succeed only with the current lease.
+// Retry, Kill and Extend take the *Task and succeed only with its current
+// lease; a consumer that keeps deliveries elsewhere rebuilds the Task from
+// its ID, Key (which a Sharded routes by) and Lease.
 type Lease struct {
 	ID    string
 	Fence int64
@@ -19,9 +21,18 @@ type Lease struct {
 	dg string
 }
 
+// leaseOf returns t's lease, or the *ValidationError for a nil task or
+// an empty lease.
+func leaseOf(t *Task) (Lease, error) {
+	if t == nil {
+		return Lease{}, invalid("task", "nil task")
+	}
+	return t.Lease, t.Lease.valid()
+}
+
 func (l Lease) valid() error {
 	if l.ID == "" || l.Fence <= 0 {
-		return fmt.Errorf("%w: id %q fence %d", ErrInvalidLease, l.ID, l.Fence)
+		return invalid("lease", "id %q fence %d", l.ID, l.Fence)
 	}
 	return nil
 }
@@ -92,7 +103,7 @@ func (q *Queue) Take(ctx context.Context, n int) (Batch, error) {
 // its tasks instead of leaving them to their leases.
 func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
 	if n < 1 || n > MaxBatch {
-		return Batch{}, fmt.Errorf("%w: %d", ErrInvalidBatch, n)
+		return Batch{}, invalid("batch", "%d", n)
 	}
 	sent := q.o.Now()
 	r, err := q.mutate(ctx, scriptTake, "take", req,
@@ -160,7 +171,7 @@ func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
 	// What Go cannot read goes to the dead set now, under the lease it was
 	// just taken with, rather than cycling through sweeps to MaxAttempts.
 	for _, l := range parked {
-		if _, err := q.Kill(ctx, l, ErrCorrupt); err == nil {
+		if _, err := q.kill(ctx, l, ErrCorrupt); err == nil {
 			b.Corrupt++
 		}
 	}
@@ -180,19 +191,31 @@ func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
 
 // Ack completes a task: its record and index entry are deleted. A task
 // cancelled in flight is deleted the same way.
-func (q *Queue) Ack(ctx context.Context, l Lease) error {
-	errs, err := q.AckMany(ctx, []Lease{l})
+func (q *Queue) Ack(ctx context.Context, t *Task) error {
+	errs, err := q.AckMany(ctx, []*Task{t})
 	if err != nil {
 		return err
 	}
 	return errs[0]
 }
 
-// AckMany acks up to any number of leases, MaxBatch per script (one round
-// trip per MaxBatch). errs[i] is the outcome of leases[i]; err is a
-// transport error (then errs is nil).
-func (q *Queue) AckMany(ctx context.Context, leases []Lease) (errs []error, err error) {
-	return q.ackMany(ctx, leases, q.req.next())
+// AckMany acks any number of tasks, MaxBatch per script (one round trip
+// per MaxBatch). errs[i] is the outcome of tasks[i]; err is a transport
+// error (then errs is nil).
+func (q *Queue) AckMany(ctx context.Context, tasks []*Task) (errs []error, err error) {
+	leases := make([]Lease, len(tasks))
+	for i, t := range tasks {
+		if t != nil {
+			leases[i] = t.Lease
+		}
+	}
+	errs, err = q.ackMany(ctx, leases, q.req.next())
+	for i, t := range tasks {
+		if t == nil && errs != nil {
+			_, errs[i] = leaseOf(t)
+		}
+	}
+	return errs, err
 }
 
 // ackMany is AckMany as the call req (the Worker re-sends a failed ack
@@ -285,16 +308,21 @@ func errText(cause error) string {
 // Retry gives t back with the delay Options.Backoff(t.Attempt), or
 // dead-letters it when t.Attempt ≥ MaxAttempts. cause is kept as the last error.
 func (q *Queue) Retry(ctx context.Context, t *Task, cause error) (Outcome, error) {
-	return q.RetryAfter(ctx, t.Lease, t.Attempt, q.o.Backoff(t.Attempt), cause)
+	if t == nil {
+		return 0, invalid("task", "nil task")
+	}
+	return q.RetryAfter(ctx, t, q.o.Backoff(t.Attempt), cause)
 }
 
-// RetryAfter is Retry with an explicit delay; attempt is only reported to the Observer.
-func (q *Queue) RetryAfter(ctx context.Context, l Lease, attempt int, delay time.Duration, cause error) (Outcome, error) {
-	if err := l.valid(); err != nil {
+// RetryAfter is Retry with an explicit delay.
+func (q *Queue) RetryAfter(ctx context.Context, t *Task, delay time.Duration, cause error) (Outcome, error) {
+	l, err := leaseOf(t)
+	if err != nil {
 		return 0, err
 	}
+	attempt := t.Attempt // only reported to the Observer
 	if delay < 0 {
-		return 0, fmt.Errorf("%w: %v", ErrNegativeDelay, delay)
+		return 0, invalid("delay", "%v", delay)
 	}
 	r, err := q.mutate(ctx, scriptRetry, "retry", q.req.next(),
 		[]string{q.k.tasks, q.k.inflight, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake, q.k.lease},
@@ -318,7 +346,17 @@ func (q *Queue) RetryAfter(ctx context.Context, l Lease, attempt int, delay time
 }
 
 // Kill dead-letters a leased task now, keeping cause as its last error.
-func (q *Queue) Kill(ctx context.Context, l Lease, cause error) (Outcome, error) {
+func (q *Queue) Kill(ctx context.Context, t *Task, cause error) (Outcome, error) {
+	l, err := leaseOf(t)
+	if err != nil {
+		return 0, err
+	}
+	return q.kill(ctx, l, cause)
+}
+
+// kill is Kill by lease: Take parks an unreadable record, which has no
+// Task, under the lease it was just taken with.
+func (q *Queue) kill(ctx context.Context, l Lease, cause error) (Outcome, error) {
 	if err := l.valid(); err != nil {
 		return 0, err
 	}
@@ -340,12 +378,13 @@ func (q *Queue) Kill(ctx context.Context, l Lease, cause error) (Outcome, error)
 }
 
 // Extend sets the lease deadline to Redis TIME + lease and returns it.
-func (q *Queue) Extend(ctx context.Context, l Lease, lease time.Duration) (time.Time, error) {
-	if err := l.valid(); err != nil {
+func (q *Queue) Extend(ctx context.Context, t *Task, lease time.Duration) (time.Time, error) {
+	l, err := leaseOf(t)
+	if err != nil {
 		return time.Time{}, err
 	}
 	if lease < time.Millisecond {
-		return time.Time{}, fmt.Errorf("%w: duration %v", ErrInvalidLease, lease)
+		return time.Time{}, invalid("lease", "duration %v", lease)
 	}
 	r, err := q.mutate(ctx, scriptExtend, "extend", q.req.next(), []string{q.k.tasks, q.k.inflight, q.k.lease},
 		l.ID, strconv.FormatInt(l.Fence, 10), ceilMs(lease))
@@ -381,7 +420,7 @@ func (q *Queue) KeepAlive(ctx context.Context, t *Task, interval time.Duration) 
 				return
 			case <-tick.C:
 			}
-			_, err := q.Extend(ctx, t.Lease, q.o.Lease)
+			_, err := q.Extend(ctx, t, q.o.Lease)
 			if err != nil && ctx.Err() == nil {
 				mu.Lock()
 				if firstErr == nil {

@@ -83,7 +83,7 @@ func (q *Queue) ListTasks(ctx context.Context, o PageOptions) (TaskPage, error) 
 		o.Limit = 50
 	}
 	if o.Limit < 1 || o.Limit > MaxBatch {
-		return TaskPage{}, fmt.Errorf("%w: limit %d", ErrInvalidBatch, o.Limit)
+		return TaskPage{}, invalid("batch", "limit %d", o.Limit)
 	}
 	if o.ScanLimit <= 0 {
 		o.ScanLimit = 10_000
@@ -181,7 +181,7 @@ func (q *Queue) pageRange(st PageState) (key, lo, hi string, err error) {
 	case PageDone:
 		return q.k.done, "-inf", "+inf", nil
 	}
-	return "", "", "", fmt.Errorf("%w: state %q (want due, scheduled, inflight, dead or done)", ErrInvalidBatch, st)
+	return "", "", "", invalid("batch", "state %q (want due, scheduled, inflight, dead or done)", st)
 }
 
 // zwindow reads count entries from score from (inclusive; the bound when
@@ -247,7 +247,7 @@ func parseCursor(c string) (float64, string, error) {
 	s, id, ok := strings.Cut(c, ":")
 	f, err := strconv.ParseFloat(s, 64)
 	if !ok || err != nil || id == "" || isNaN(f) {
-		return 0, "", fmt.Errorf("%w: cursor %q", ErrInvalidBatch, c)
+		return 0, "", invalid("batch", "cursor %q", c)
 	}
 	return f, id, nil
 }

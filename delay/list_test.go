@@ -53,11 +53,11 @@ func TestListTasks(t *testing.T) {
 		// 9 taken in one script share one lease deadline: ties in inflight.
 		batch := mustTake(t, ctx, q, 9)
 		for i, tk := range batch.Tasks[:3] {
-			if _, err := q.Kill(ctx, tk.Lease, fmt.Errorf("gateway said %d", 500+i)); err != nil {
+			if _, err := q.Kill(ctx, tk, fmt.Errorf("gateway said %d", 500+i)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := q.Ack(ctx, batch.Tasks[3].Lease); err != nil {
+		if err := q.Ack(ctx, batch.Tasks[3]); err != nil {
 			t.Fatal(err)
 		}
 		inflight := []string{}
@@ -132,8 +132,8 @@ func TestListTasks(t *testing.T) {
 			t.Errorf("Task of an unknown ID: %v, want ErrNotFound", err)
 		}
 		for _, o := range []PageOptions{{State: "nope"}, {State: PageDue, Limit: MaxBatch + 1}, {State: PageDue, Cursor: "x"}} {
-			if _, err := q.ListTasks(ctx, o); !errors.Is(err, ErrInvalidBatch) {
-				t.Errorf("ListTasks(%+v): %v, want ErrInvalidBatch", o, err)
+			if _, err := q.ListTasks(ctx, o); !errors.Is(err, &ValidationError{Field: "batch"}) {
+				t.Errorf("ListTasks(%+v): %v, want invalid batch", o, err)
 			}
 		}
 	})

@@ -165,7 +165,7 @@ type DeadPage struct {
 // ListDead lists count (1..MaxBatch) dead tasks from offset, oldest first.
 func (q *Queue) ListDead(ctx context.Context, offset, count int) (DeadPage, error) {
 	if count < 1 || count > MaxBatch || offset < 0 {
-		return DeadPage{}, fmt.Errorf("%w: offset %d count %d", ErrInvalidBatch, offset, count)
+		return DeadPage{}, invalid("batch", "offset %d count %d", offset, count)
 	}
 	r, err := run(ctx, q.c, scriptDeadlist, "list dead", []string{q.k.dead, q.k.tasks}, offset, count)
 	if err != nil {
@@ -197,7 +197,7 @@ func (q *Queue) ListDead(ctx context.Context, offset, count int) (DeadPage, erro
 
 func checkIDs(ids []string) error {
 	if len(ids) > MaxBatch {
-		return fmt.Errorf("%w: %d IDs", ErrInvalidBatch, len(ids))
+		return invalid("batch", "%d IDs", len(ids))
 	}
 	for _, id := range ids {
 		if id == "" || len(id) > 32 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/testredis"
 	"github.com/tierset/tierset/score"
 )
@@ -127,7 +128,7 @@ func moveCases(stopped time.Time) []moveCase {
 				if err != nil {
 					return err
 				}
-				_, err = q.RetryAfter(ctx, Lease{ID: info[0].ID, Fence: fence}, 1, 200*24*time.Hour, errors.New("boom"))
+				_, err = q.RetryAfter(ctx, &Task{Attempt: 1, Lease: Lease{ID: info[0].ID, Fence: fence}}, 200*24*time.Hour, errors.New("boom"))
 				return err
 			},
 			want: score.ErrOutOfRange,
@@ -139,7 +140,7 @@ func moveCases(stopped time.Time) []moveCase {
 					mustEnqueue(t, ctx, q, Job{Key: "victim", Token: tok})
 				}
 				for _, tk := range mustTake(t, ctx, q, 2).Tasks {
-					if _, err := q.Kill(ctx, tk.Lease, errors.New("boom")); err != nil {
+					if _, err := q.Kill(ctx, tk, errors.New("boom")); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -246,7 +247,7 @@ func movesAllOrNothing(t *testing.T, b *testredis.Backend) {
 				t.Logf("setup outrun (%v): made again", err)
 				// the outrun attempt's keys go, so the next snapshot is of
 				// what the next attempt made
-				stale, err := testredis.Keys(ctx, b.Client, b.Prefix+":"+HashTag(name))
+				stale, err := testredis.Keys(ctx, b.Client, b.Prefix+":"+keyname.QueueTag(name))
 				if err != nil {
 					t.Fatal(err)
 				}

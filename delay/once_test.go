@@ -196,8 +196,8 @@ func TestRepairFilesReplies(t *testing.T) {
 func TestReplyTTLOption(t *testing.T) {
 	b := testredis.Mini(t)
 	for _, d := range []time.Duration{-time.Millisecond, time.Microsecond} {
-		if _, err := New(b.Client, "q", Options{ReplyTTL: d}); !errors.Is(err, ErrInvalidOptions) {
-			t.Fatalf("ReplyTTL %v: %v, want ErrInvalidOptions", d, err)
+		if _, err := New(b.Client, "q", Options{ReplyTTL: d}); !errors.Is(err, &ValidationError{Field: "options"}) {
+			t.Fatalf("ReplyTTL %v: %v, want invalid options", d, err)
 		}
 	}
 	q, err := New(b.Client, "q", Options{})

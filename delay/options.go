@@ -1,7 +1,6 @@
 package delay
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -66,7 +65,7 @@ type Options struct {
 	// AllowNoContextTimeout accepts a *redis.Client, *redis.ClusterClient
 	// or *redis.Ring built with ContextTimeoutEnabled false, reporting it
 	// to Observer.OnWarning. Default false: New refuses such a
-	// client with ErrInvalidOptions, because go-redis then ignores ctx
+	// client with ErrInvalid, because go-redis then ignores ctx
 	// deadlines on the socket and a Redis stall holds Enqueue for
 	// ReadTimeout (3 s by default) whatever the caller's ctx says.
 	AllowNoContextTimeout bool
@@ -131,34 +130,34 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	switch {
 	case o.MaxPayload < 0:
-		return o, fmt.Errorf("%w: MaxPayload %d", ErrInvalidOptions, o.MaxPayload)
+		return o, invalid("options", "MaxPayload %d", o.MaxPayload)
 	case o.MaxPayload == 0:
 		o.MaxPayload = DefaultMaxPayload
 	}
 	switch {
 	case o.Lease < 0 || (o.Lease > 0 && o.Lease < time.Millisecond):
-		return o, fmt.Errorf("%w: Lease %v", ErrInvalidOptions, o.Lease)
+		return o, invalid("options", "Lease %v", o.Lease)
 	case o.Lease == 0:
 		o.Lease = DefaultLease
 	}
 	switch {
 	case o.MaxAttempts < 0:
-		return o, fmt.Errorf("%w: MaxAttempts %d", ErrInvalidOptions, o.MaxAttempts)
+		return o, invalid("options", "MaxAttempts %d", o.MaxAttempts)
 	case o.MaxAttempts == 0:
 		o.MaxAttempts = DefaultMaxAttempts
 	}
 	if o.DoneTTL < 0 || (o.DoneTTL > 0 && o.DoneTTL < time.Millisecond) {
-		return o, fmt.Errorf("%w: DoneTTL %v", ErrInvalidOptions, o.DoneTTL)
+		return o, invalid("options", "DoneTTL %v", o.DoneTTL)
 	}
 	switch {
 	case o.ReplyTTL < 0 || (o.ReplyTTL > 0 && o.ReplyTTL < time.Millisecond):
-		return o, fmt.Errorf("%w: ReplyTTL %v", ErrInvalidOptions, o.ReplyTTL)
+		return o, invalid("options", "ReplyTTL %v", o.ReplyTTL)
 	case o.ReplyTTL == 0:
 		o.ReplyTTL = DefaultReplyTTL
 	}
 	switch {
 	case math.IsNaN(o.HighWaterWarn) || o.HighWaterWarn < 0 || o.HighWaterWarn > 1:
-		return o, fmt.Errorf("%w: HighWaterWarn %v (allowed (0, 1])", ErrInvalidOptions, o.HighWaterWarn)
+		return o, invalid("options", "HighWaterWarn %v (allowed (0, 1])", o.HighWaterWarn)
 	case o.HighWaterWarn == 0:
 		o.HighWaterWarn = DefaultHighWaterWarn
 	}

@@ -3,7 +3,6 @@ package delay
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,10 +137,10 @@ type Pool struct {
 func NewPool(opts PoolOptions) (*Pool, error) {
 	o := opts
 	if o.Concurrency < 0 || o.SweepBatch < 0 || o.SweepBatch > MaxBatch {
-		return nil, fmt.Errorf("%w: concurrency %d sweep %d", ErrInvalidOptions, o.Concurrency, o.SweepBatch)
+		return nil, invalid("options", "concurrency %d sweep %d", o.Concurrency, o.SweepBatch)
 	}
 	if o.Mode != Weighted && o.Mode != Strict {
-		return nil, fmt.Errorf("%w: pool mode %d", ErrInvalidOptions, o.Mode)
+		return nil, invalid("options", "pool mode %d", o.Mode)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 8
@@ -158,7 +157,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		{&o.ReconnectMax, 2 * time.Second},
 	} {
 		if *d.v < 0 {
-			return nil, fmt.Errorf("%w: negative duration %v", ErrInvalidOptions, *d.v)
+			return nil, invalid("options", "negative duration %v", *d.v)
 		}
 		if *d.v == 0 {
 			*d.v = d.def
@@ -171,7 +170,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	if o.ID == "" {
 		o.ID = newPoolID()
 	} else if err := keyname.Check(o.ID); err != nil {
-		return nil, fmt.Errorf("%w: pool ID: %w", ErrInvalidOptions, err)
+		return nil, invalid("options", "pool ID: %w", err)
 	}
 	return &Pool{o: o}, nil
 }
@@ -183,11 +182,11 @@ func (p *Pool) ID() string { return p.o.ID }
 // one of its shards) added twice is refused.
 func (p *Pool) Add(l Line, h Handler, opts QueueOptions) error {
 	if l == nil || h == nil || len(l.lineQueues()) == 0 {
-		return fmt.Errorf("%w: nil line or handler", ErrInvalidOptions)
+		return invalid("options", "nil line or handler")
 	}
 	o := opts
 	if o.Weight < 0 || o.MaxConcurrent < 0 || o.BatchSize < 0 || o.BatchSize > MaxBatch {
-		return fmt.Errorf("%w: weight %d max concurrent %d batch %d", ErrInvalidOptions, o.Weight, o.MaxConcurrent, o.BatchSize)
+		return invalid("options", "weight %d max concurrent %d batch %d", o.Weight, o.MaxConcurrent, o.BatchSize)
 	}
 	if o.Weight == 0 {
 		o.Weight = 1
@@ -212,14 +211,14 @@ func (p *Pool) Add(l Line, h Handler, opts QueueOptions) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.running.Load() {
-		return fmt.Errorf("%w: Add while the pool runs", ErrInvalidOptions)
+		return invalid("options", "Add while the pool runs")
 	}
 	ln := &line{name: l.lineName(), h: h, o: o}
 	for _, q := range l.lineQueues() {
 		for _, old := range p.lines {
 			for _, tk := range old.takers {
 				if tk.q.k.due == q.k.due {
-					return fmt.Errorf("%w: queue %s added twice", ErrInvalidOptions, q.name)
+					return invalid("options", "queue %s added twice", q.name)
 				}
 			}
 		}
@@ -287,14 +286,14 @@ func (e errFatal) Error() string { return e.err.Error() }
 // pool has no line or is already running.
 func (p *Pool) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
-		return fmt.Errorf("%w: pool already running", ErrInvalidOptions)
+		return invalid("options", "pool already running")
 	}
 	defer p.running.Store(false)
 	p.mu.Lock()
 	lines := append([]*line(nil), p.lines...)
 	p.mu.Unlock()
 	if len(lines) == 0 {
-		return fmt.Errorf("%w: pool has no line", ErrInvalidOptions)
+		return invalid("options", "pool has no line")
 	}
 	p.started.Store(time.Now().UnixMilli())
 	// Takers stop on tctx, which also ends on a fatal configuration error.

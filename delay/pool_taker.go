@@ -367,7 +367,7 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 		tk.releaseAll(cctx, []*Task{t})
 	case HandleSkipRetry:
 		var kerr error
-		if out, kerr = q.Kill(cctx, t.Lease, err); kerr != nil {
+		if out, kerr = q.Kill(cctx, t, err); kerr != nil {
 			q.o.Observer.OnError(q.name, "kill", kerr)
 		}
 	default:

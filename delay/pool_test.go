@@ -314,7 +314,7 @@ func TestPoolSharded(t *testing.T) {
 		if err := p.Add(q, record("plain"), QueueOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Add(s.Shard(1), record("x"), QueueOptions{}); !errors.Is(err, ErrInvalidOptions) {
+		if err := p.Add(s.Shard(1), record("x"), QueueOptions{}); !errors.Is(err, &ValidationError{Field: "options"}) {
 			t.Fatalf("a shard added twice: %v", err)
 		}
 		stop := runPool(t, p)
@@ -352,7 +352,7 @@ func TestPoolBadOptions(t *testing.T) {
 		{"negative timeout", PoolOptions{ShutdownTimeout: -time.Second}},
 		{"bad ID", PoolOptions{ID: "a b"}},
 	} {
-		if _, err := NewPool(tc.o); !errors.Is(err, ErrInvalidOptions) {
+		if _, err := NewPool(tc.o); !errors.Is(err, &ValidationError{Field: "options"}) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
@@ -369,11 +369,11 @@ func TestPoolBadOptions(t *testing.T) {
 		{"negative cap", q, h, QueueOptions{MaxConcurrent: -1}},
 		{"batch too big", q, h, QueueOptions{BatchSize: MaxBatch + 1}},
 	} {
-		if err := p.Add(tc.l, tc.h, tc.o); !errors.Is(err, ErrInvalidOptions) {
+		if err := p.Add(tc.l, tc.h, tc.o); !errors.Is(err, &ValidationError{Field: "options"}) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
-	if err := p.Run(testCtx(t)); !errors.Is(err, ErrInvalidOptions) {
+	if err := p.Run(testCtx(t)); !errors.Is(err, &ValidationError{Field: "options"}) {
 		t.Errorf("Run with no line: %v", err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // Queue is one named delay queue. All of its state lives under one hash tag
-// (see HashTag), so a sharded queue is K Queues side by side. A Queue is safe
+// (see keys.go), so a sharded queue is K Queues side by side. A Queue is safe
 // for concurrent use.
 type Queue struct {
 	c     redis.UniversalClient
@@ -49,7 +49,7 @@ type Queue struct {
 // *redis.Client and a *redis.ClusterClient both work.
 func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
 	if c == nil {
-		return nil, fmt.Errorf("%w: nil client", ErrInvalidOptions)
+		return nil, invalid("options", "nil client")
 	}
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
 	}
 	if err := redisconf.CheckDeadlines(c); err != nil {
 		if !o.AllowNoContextTimeout {
-			return nil, fmt.Errorf("%w: %w (or set Options.AllowNoContextTimeout)", ErrInvalidOptions, err)
+			return nil, invalid("options", "%w (or set Options.AllowNoContextTimeout)", err)
 		}
 		o.Observer.OnWarning(name, fmt.Errorf("delay: %w", err))
 	}
@@ -180,7 +180,7 @@ func ceilUnixMs(t time.Time) int64 {
 // script's mode and value.
 func (q *Queue) whenArgs(w When) (string, int64, error) {
 	if !w.At.IsZero() && w.After != 0 {
-		return "", 0, ErrInvalidWhen
+		return "", 0, invalid("when", "set either At or After, not both")
 	}
 	if !w.At.IsZero() {
 		ms := ceilUnixMs(w.At)
@@ -190,7 +190,7 @@ func (q *Queue) whenArgs(w When) (string, int64, error) {
 		return "at", ms, nil
 	}
 	if w.After < 0 {
-		return "", 0, fmt.Errorf("%w: %v", ErrNegativeDelay, w.After)
+		return "", 0, invalid("delay", "%v", w.After)
 	}
 	d := ceilMs(w.After)
 	if _, err := q.o.Codec.Encode(q.ServerNow().UnixMilli()+d, 0); err != nil {
@@ -207,7 +207,7 @@ func (q *Queue) checkJob(j Job) (string, int64, error) {
 		return "", 0, err
 	}
 	if len(j.Payload) > q.o.MaxPayload {
-		return "", 0, fmt.Errorf("%w: %d bytes (max %d)", ErrPayloadTooLarge, len(j.Payload), q.o.MaxPayload)
+		return "", 0, invalid("payload", "%d bytes (max %d)", len(j.Payload), q.o.MaxPayload)
 	}
 	return q.whenArgs(j.When)
 }

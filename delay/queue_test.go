@@ -32,10 +32,10 @@ func TestEnqueueTakeAck(t *testing.T) {
 		if again := mustTake(t, ctx, q, 10); len(again.Tasks) != 0 {
 			t.Fatalf("second take got %d tasks", len(again.Tasks))
 		}
-		if err := q.Ack(ctx, tk.Lease); err != nil {
+		if err := q.Ack(ctx, tk); err != nil {
 			t.Fatalf("ack: %v", err)
 		}
-		if err := q.Ack(ctx, tk.Lease); !errors.Is(err, ErrNotFound) {
+		if err := q.Ack(ctx, tk); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("second ack: %v, want ErrNotFound", err)
 		}
 		assertOnlyCounters(t, b, q)

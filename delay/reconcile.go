@@ -110,10 +110,10 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 	enqueue func(context.Context, []Job) ([]Enqueued, error), src Source, before time.Time, opts ReconcileOptions) (ReconcileResult, error) {
 	var res ReconcileResult
 	if src == nil {
-		return res, fmt.Errorf("%w: nil source", ErrInvalidOptions)
+		return res, invalid("options", "nil source")
 	}
 	if opts.PageSize < 0 || opts.PageSize > MaxBatch || opts.MaxSourceTasks < 0 {
-		return res, fmt.Errorf("%w: page size %d, max source tasks %d", ErrInvalidOptions, opts.PageSize, opts.MaxSourceTasks)
+		return res, invalid("options", "page size %d, max source tasks %d", opts.PageSize, opts.MaxSourceTasks)
 	}
 	if opts.PageSize == 0 {
 		opts.PageSize = 500
@@ -151,7 +151,7 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 			if st.Token == "" {
 				res.Invalid++
 				if res.FirstInvalid == nil {
-					res.FirstInvalid = fmt.Errorf("%w: source task %q has no token", ErrInvalidToken, st.Key)
+					res.FirstInvalid = invalid("token", "source task %q has no token", st.Key)
 				}
 				continue
 			}
@@ -163,7 +163,7 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 			jobs = append(jobs, Job{Key: st.Key, Token: st.Token, Payload: st.Payload, When: At(st.At)})
 		}
 		if len(known) > opts.MaxSourceTasks {
-			return res, fmt.Errorf("%w: source lists more than MaxSourceTasks (%d)", ErrInvalidOptions, opts.MaxSourceTasks)
+			return res, invalid("options", "source lists more than MaxSourceTasks (%d)", opts.MaxSourceTasks)
 		}
 		out, err := enqueue(ctx, jobs)
 		if err != nil {

@@ -153,7 +153,7 @@ func TestReconcileMoveDue(t *testing.T) {
 		if err != nil || len(bt.Tasks) != 1 {
 			t.Fatalf("Take = %+v, %v", bt, err)
 		}
-		if _, err := q.RetryAfter(ctx, bt.Tasks[0].Lease, bt.Tasks[0].Attempt, 2*time.Hour, fmt.Errorf("boom")); err != nil {
+		if _, err := q.RetryAfter(ctx, bt.Tasks[0], 2*time.Hour, fmt.Errorf("boom")); err != nil {
 			t.Fatal(err)
 		}
 		due := func(key string) time.Time {

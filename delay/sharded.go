@@ -118,14 +118,14 @@ func NewSharded(c redis.UniversalClient, name string, opts ShardedOptions) (*Sha
 	case k == 0:
 		k = DefaultShards
 	case k < 0 || k > MaxShards:
-		return nil, fmt.Errorf("%w: Shards %d (allowed 1..%d)", ErrInvalidOptions, k, MaxShards)
+		return nil, invalid("options", "Shards %d (allowed 1..%d)", k, MaxShards)
 	}
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
 	s := &Sharded{name: name, shards: make([]*Queue, k)}
 	for i := range s.shards {
-		q, err := New(c, ShardName(name, i), opts.Queue)
+		q, err := New(c, shardName(name, i), opts.Queue)
 		if err != nil {
 			return nil, err
 		}
@@ -135,8 +135,8 @@ func NewSharded(c redis.UniversalClient, name string, opts ShardedOptions) (*Sha
 	return s, nil
 }
 
-// ShardName is the queue name of shard i of the sharded queue name.
-func ShardName(name string, i int) string { return name + ":" + strconv.Itoa(i) }
+// shardName is the queue name of shard i of the sharded queue name.
+func shardName(name string, i int) string { return name + ":" + strconv.Itoa(i) }
 
 // Name returns the logical queue name.
 func (s *Sharded) Name() string { return s.name }
@@ -183,7 +183,10 @@ func (s *Sharded) Reconcile(ctx context.Context, src Source, before time.Time, o
 	return reconcile(ctx, s.shards, s.ShardOf, s.EnqueueBatch, src, before, opts)
 }
 
-// For returns the shard queue that holds the tasks of a business key.
+// For returns the shard queue that holds the tasks of a business key. The
+// calls by key go there: s.For(key).Cancel(ctx, key), and likewise
+// CancelToken, Reschedule, RescheduleToken and Lookup, each one shard and
+// one round trip.
 func (s *Sharded) For(key string) *Queue { return s.shards[s.ShardOf(key)] }
 
 // Enqueue adds j to the shard of j.Key (see Queue.Enqueue).
@@ -244,49 +247,36 @@ func (s *Sharded) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, err
 	return out, errors.Join(errs...)
 }
 
-// Cancel cancels every task of key, in its one shard (see Queue.Cancel).
-func (s *Sharded) Cancel(ctx context.Context, key string) (CancelResult, error) {
-	return s.For(key).Cancel(ctx, key)
-}
-
-// CancelToken cancels the task (key, token) in the shard of key.
-func (s *Sharded) CancelToken(ctx context.Context, key, token string) (CancelResult, error) {
-	return s.For(key).CancelToken(ctx, key, token)
-}
-
-// Reschedule moves every pending task of key to w, in its one shard.
-func (s *Sharded) Reschedule(ctx context.Context, key string, w When) (RescheduleResult, error) {
-	return s.For(key).Reschedule(ctx, key, w)
-}
-
-// RescheduleToken is Reschedule for the task (key, token).
-func (s *Sharded) RescheduleToken(ctx context.Context, key, token string, w When) (RescheduleResult, error) {
-	return s.For(key).RescheduleToken(ctx, key, token, w)
-}
-
-// Lookup lists the tasks of key, from its one shard.
-func (s *Sharded) Lookup(ctx context.Context, key string) ([]TaskInfo, error) {
-	return s.For(key).Lookup(ctx, key)
-}
-
 // Ack completes t in its shard (routed by t.Key).
 func (s *Sharded) Ack(ctx context.Context, t *Task) error {
-	return s.For(t.Key).Ack(ctx, t.Lease)
+	if t == nil {
+		return invalid("task", "nil task")
+	}
+	return s.For(t.Key).Ack(ctx, t)
 }
 
 // Retry gives t back to its shard with backoff (see Queue.Retry).
 func (s *Sharded) Retry(ctx context.Context, t *Task, cause error) (Outcome, error) {
+	if t == nil {
+		return 0, invalid("task", "nil task")
+	}
 	return s.For(t.Key).Retry(ctx, t, cause)
 }
 
 // Kill dead-letters t in its shard (see Queue.Kill).
 func (s *Sharded) Kill(ctx context.Context, t *Task, cause error) (Outcome, error) {
-	return s.For(t.Key).Kill(ctx, t.Lease, cause)
+	if t == nil {
+		return 0, invalid("task", "nil task")
+	}
+	return s.For(t.Key).Kill(ctx, t, cause)
 }
 
 // Extend extends t's lease in its shard (see Queue.Extend).
 func (s *Sharded) Extend(ctx context.Context, t *Task, lease time.Duration) (time.Time, error) {
-	return s.For(t.Key).Extend(ctx, t.Lease, lease)
+	if t == nil {
+		return time.Time{}, invalid("task", "nil task")
+	}
+	return s.For(t.Key).Extend(ctx, t, lease)
 }
 
 // Sweep runs one bounded sweep (limit per shard) on every shard and adds
@@ -370,7 +360,7 @@ type ShardedWorker struct {
 // apply to each shard (so Concurrency is per shard).
 func NewShardedWorker(s *Sharded, h Handler, opts WorkerOptions) (*ShardedWorker, error) {
 	if s == nil || h == nil {
-		return nil, fmt.Errorf("%w: nil sharded queue or handler", ErrInvalidOptions)
+		return nil, invalid("options", "nil sharded queue or handler")
 	}
 	p, err := newWorkerPool(s, h, opts, len(s.shards))
 	if err != nil {

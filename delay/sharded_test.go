@@ -68,11 +68,11 @@ func TestShardedBadOptions(t *testing.T) {
 		shards int
 		want   error
 	}{
-		{"negative_shards", "q", -1, ErrInvalidOptions},
-		{"too_many_shards", "q", MaxShards + 1, ErrInvalidOptions},
-		{"brace_in_name", "q{x}", 2, ErrInvalidName},
-		{"empty_name", "", 2, ErrInvalidName},
-		{"shard_name_too_long", strings.Repeat("n", MaxNameBytes-1), 10, ErrInvalidName},
+		{"negative_shards", "q", -1, &ValidationError{Field: "options"}},
+		{"too_many_shards", "q", MaxShards + 1, &ValidationError{Field: "options"}},
+		{"brace_in_name", "q{x}", 2, &ValidationError{Field: "name"}},
+		{"empty_name", "", 2, &ValidationError{Field: "name"}},
+		{"shard_name_too_long", strings.Repeat("n", MaxNameBytes-1), 10, &ValidationError{Field: "name"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +88,32 @@ func TestShardedBadOptions(t *testing.T) {
 	}
 	if n, _ := testredis.CountKeys(context.Background(), b.Client, b.Prefix); n != 0 {
 		t.Fatalf("NewSharded wrote %d keys", n)
+	}
+}
+
+// TestShardedNilTask: the calls that route by the task refuse a nil one
+// as Queue's do, instead of panicking on its key.
+func TestShardedNilTask(t *testing.T) {
+	t.Parallel()
+	b := testredis.Mini(t)
+	ctx := testCtx(t)
+	s, err := NewSharded(b.Client, "q", ShardedOptions{Shards: 2, Queue: Options{Prefix: b.Prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []struct {
+		name string
+		call func() error
+	}{
+		{"ack", func() error { return s.Ack(ctx, nil) }},
+		{"retry", func() error { _, err := s.Retry(ctx, nil, nil); return err }},
+		{"kill", func() error { _, err := s.Kill(ctx, nil, nil); return err }},
+		{"extend", func() error { _, err := s.Extend(ctx, nil, time.Second); return err }},
+	}
+	for _, r := range rows {
+		if err := r.call(); !errors.Is(err, &ValidationError{Field: "task"}) {
+			t.Errorf("%s(nil): %v, want an invalid task", r.name, err)
+		}
 	}
 }
 
@@ -265,7 +291,7 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 		// Load the scripts on every node first, so EVALSHA is not retried
 		// as EVAL inside the measured calls.
 		for _, ks := range shKeysPerShard(s, 1) {
-			if _, err := s.Cancel(ctx, ks[0]+"-absent"); err != nil {
+			if _, err := s.For(ks[0]+"-absent").Cancel(ctx, ks[0]+"-absent"); err != nil {
 				t.Fatalf("warm-up Cancel: %v", err)
 			}
 		}
@@ -275,7 +301,7 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 		}
 		for _, k := range keys {
 			rt.Reset()
-			r, err := s.Cancel(ctx, k)
+			r, err := s.For(k).Cancel(ctx, k)
 			if err != nil {
 				t.Fatalf("Cancel(%s): %v", k, err)
 			}
@@ -288,7 +314,7 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 			if per := rt.PerNode(); b.IsCluster() && len(per) != 1 {
 				t.Errorf("Cancel(%s) reached nodes %v, want one", k, per)
 			}
-			if infos, err := s.Lookup(ctx, k); err != nil || (!inflight[k] && len(infos) != 0) {
+			if infos, err := s.For(k).Lookup(ctx, k); err != nil || (!inflight[k] && len(infos) != 0) {
 				t.Errorf("Lookup(%s) after Cancel = %v, %v", k, infos, err)
 			}
 		}

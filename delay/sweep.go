@@ -21,7 +21,7 @@ type SweepResult struct {
 // Sweep handles at most limit (1..MaxBatch) leases that expired by Redis TIME.
 func (q *Queue) Sweep(ctx context.Context, limit int) (SweepResult, error) {
 	if limit < 1 || limit > MaxBatch {
-		return SweepResult{}, fmt.Errorf("%w: %d", ErrInvalidBatch, limit)
+		return SweepResult{}, invalid("batch", "%d", limit)
 	}
 	r, err := q.mutate(ctx, scriptSweep, "sweep", q.req.next(),
 		[]string{q.k.inflight, q.k.tasks, q.k.idx, q.k.due, q.k.dead, q.k.ctr, q.k.stats, q.k.wake, q.k.lease, q.k.done},

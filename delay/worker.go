@@ -2,7 +2,6 @@ package delay
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -74,7 +73,7 @@ type Worker struct {
 // NewWorker returns a worker for q running h.
 func NewWorker(q *Queue, h Handler, opts WorkerOptions) (*Worker, error) {
 	if q == nil || h == nil {
-		return nil, fmt.Errorf("%w: nil queue or handler", ErrInvalidOptions)
+		return nil, invalid("options", "nil queue or handler")
 	}
 	p, err := newWorkerPool(q, h, opts, 1)
 	if err != nil {
@@ -88,7 +87,7 @@ func NewWorker(q *Queue, h Handler, opts WorkerOptions) (*Worker, error) {
 func newWorkerPool(l Line, h Handler, opts WorkerOptions, shards int) (*Pool, error) {
 	o := opts
 	if o.Concurrency < 0 || o.BatchSize < 0 || o.BatchSize > MaxBatch || o.SweepBatch < 0 || o.SweepBatch > MaxBatch {
-		return nil, fmt.Errorf("%w: concurrency %d batch %d sweep %d", ErrInvalidOptions, o.Concurrency, o.BatchSize, o.SweepBatch)
+		return nil, invalid("options", "concurrency %d batch %d sweep %d", o.Concurrency, o.BatchSize, o.SweepBatch)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 8

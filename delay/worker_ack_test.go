@@ -63,13 +63,13 @@ func TestAckManyBulkSemantics(t *testing.T) {
 			{"solo", solo.Lease, nil},
 			// a Lease kept outside the process has no key digest: the ack reads it from the record
 			{"built by hand", Lease{ID: hand.ID, Fence: hand.Lease.Fence}, nil},
-			{"empty", Lease{}, ErrInvalidLease},
+			{"empty", Lease{}, &ValidationError{Field: "lease"}},
 		}
-		leases := make([]Lease, len(rows))
+		tasks := make([]*Task, len(rows))
 		for i, r := range rows {
-			leases[i] = r.lease
+			tasks[i] = &Task{Lease: r.lease}
 		}
-		errs, err := q.AckMany(ctx, leases)
+		errs, err := q.AckMany(ctx, tasks)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestAckManyBulkSemantics(t *testing.T) {
 				t.Errorf("%s after ack: %+v %v", k, infos, err)
 			}
 		}
-		if err := q.Ack(ctx, byTok["shared/b"].Lease); err != nil {
+		if err := q.Ack(ctx, byTok["shared/b"]); err != nil {
 			t.Fatal(err)
 		}
 		st, err := q.Stats(ctx)

@@ -190,7 +190,7 @@ func TestOutboxReconcileMovesDue(t *testing.T) {
 	if err != nil || len(b.Tasks) != 1 || b.Tasks[0].Key != "retried" {
 		t.Fatalf("Take = %+v, %v; want the retried task", b, err)
 	}
-	if _, err := q.RetryAfter(ctx, b.Tasks[0].Lease, b.Tasks[0].Attempt, 2*time.Hour, errors.New("boom")); err != nil {
+	if _, err := q.RetryAfter(ctx, b.Tasks[0], 2*time.Hour, errors.New("boom")); err != nil {
 		t.Fatal(err)
 	}
 	retryDue := redisDue(t, q, "retried")["t"]

@@ -99,26 +99,26 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, job delay.Job) (token s
 }
 
 func (o *Outbox) checkJob(job *delay.Job) (time.Time, error) {
-	bad := func(sentinel error, format string, args ...any) (time.Time, error) {
-		return time.Time{}, fmt.Errorf("%w: %w: %s", ErrBadJob, sentinel, fmt.Sprintf(format, args...))
+	bad := func(field, format string, args ...any) (time.Time, error) {
+		return time.Time{}, fmt.Errorf("%w: %w", ErrBadJob, &delay.ValidationError{Field: field, Detail: fmt.Sprintf(format, args...)})
 	}
 	if job.Key == "" || len(job.Key) > delay.MaxKeyBytes || !printable(job.Key) {
-		return bad(delay.ErrInvalidKey, "key %q (1..%d bytes of UTF-8, no control characters)", job.Key, delay.MaxKeyBytes)
+		return bad("key", "key %q (1..%d bytes of UTF-8, no control characters)", job.Key, delay.MaxKeyBytes)
 	}
 	if job.Token == "" {
 		job.Token = NewToken()
 	}
 	if len(job.Token) > delay.MaxTokenBytes || !printable(job.Token) || strings.Contains(job.Token, ",") {
-		return bad(delay.ErrInvalidToken, "token %q (at most %d bytes, no control characters or commas)", job.Token, delay.MaxTokenBytes)
+		return bad("token", "token %q (at most %d bytes, no control characters or commas)", job.Token, delay.MaxTokenBytes)
 	}
 	if max := o.q.Options().MaxPayload; len(job.Payload) > max {
-		return bad(delay.ErrPayloadTooLarge, "%d bytes (max %d)", len(job.Payload), max)
+		return bad("payload", "%d bytes (max %d)", len(job.Payload), max)
 	}
 	switch {
 	case !job.At.IsZero() && job.After != 0:
-		return bad(delay.ErrInvalidWhen, "key %q", job.Key)
+		return bad("when", "key %q", job.Key)
 	case job.After < 0:
-		return bad(delay.ErrNegativeDelay, "%v", job.After)
+		return bad("delay", "%v", job.After)
 	case !job.At.IsZero():
 		return job.At, nil
 	}
@@ -209,7 +209,7 @@ type RescheduleResult struct {
 func (o *Outbox) Reschedule(ctx context.Context, key string, w delay.When) (RescheduleResult, error) {
 	res := RescheduleResult{Due: w.At}
 	if !w.At.IsZero() && w.After != 0 || w.After < 0 {
-		return res, fmt.Errorf("%w: %w: reschedule %q", ErrBadJob, delay.ErrInvalidWhen, key)
+		return res, fmt.Errorf("%w: %w", ErrBadJob, &delay.ValidationError{Field: "when", Detail: fmt.Sprintf("reschedule %q: At or a non-negative After, not both", key)})
 	}
 	if w.At.IsZero() {
 		res.Due = o.now().Add(w.After)

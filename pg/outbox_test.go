@@ -53,12 +53,12 @@ func TestOutboxEnqueue(t *testing.T) {
 		{"same key and token again", delay.Job{Key: "order:1", Token: "t1", When: delay.After(time.Hour)}, false, nil},
 		{"generated token", delay.Job{Key: "order:2", When: delay.At(time.Now())}, false, nil},
 		{"rolled back", delay.Job{Key: "order:3", Token: "t3"}, true, nil},
-		{"empty key", delay.Job{Token: "x"}, false, delay.ErrInvalidKey},
-		{"control character in key", delay.Job{Key: "a\nb"}, false, delay.ErrInvalidKey},
-		{"comma in token", delay.Job{Key: "k", Token: "a,b"}, false, delay.ErrInvalidToken},
-		{"payload too large", delay.Job{Key: "k", Payload: make([]byte, 17)}, false, delay.ErrPayloadTooLarge},
-		{"At and After", delay.Job{Key: "k", When: delay.When{At: time.Now(), After: time.Second}}, false, delay.ErrInvalidWhen},
-		{"negative After", delay.Job{Key: "k", When: delay.After(-time.Second)}, false, delay.ErrNegativeDelay},
+		{"empty key", delay.Job{Token: "x"}, false, &delay.ValidationError{Field: "key"}},
+		{"control character in key", delay.Job{Key: "a\nb"}, false, &delay.ValidationError{Field: "key"}},
+		{"comma in token", delay.Job{Key: "k", Token: "a,b"}, false, &delay.ValidationError{Field: "token"}},
+		{"payload too large", delay.Job{Key: "k", Payload: make([]byte, 17)}, false, &delay.ValidationError{Field: "payload"}},
+		{"At and After", delay.Job{Key: "k", When: delay.When{At: time.Now(), After: time.Second}}, false, &delay.ValidationError{Field: "when"}},
+		{"negative After", delay.Job{Key: "k", When: delay.After(-time.Second)}, false, &delay.ValidationError{Field: "delay"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

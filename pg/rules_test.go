@@ -56,7 +56,7 @@ func testCache(t testing.TB) *cache.Cache {
 
 func version(t testing.TB, p gradient.Promotion) string {
 	t.Helper()
-	v, err := cache.Version(&p)
+	v, err := cache.Version(&p, cache.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -294,7 +294,7 @@ func schedule(t *testing.T, b *testredis.Backend, runs int) {
 				t.Fatalf("run %d: %s at revision %d, Redis holds revision %d (%v)", run, id, e.rev, in.Revision, err)
 			case e.alive:
 				p := schedPromo(id, e.rev)
-				if v, _ := cache.Version(&p); v != in.Version {
+				if v, _ := cache.Version(&p, cache.Options{}); v != in.Version {
 					t.Fatalf("run %d: %s revision %d stored with version %s, want %s", run, id, e.rev, in.Version, v)
 				}
 			}
@@ -306,7 +306,7 @@ func schedule(t *testing.T, b *testredis.Backend, runs int) {
 				var want string
 				if e.alive {
 					p := schedPromo(id, e.rev)
-					want, _ = cache.Version(&p)
+					want, _ = cache.Version(&p, cache.Options{})
 				}
 				for {
 					r, err := c.Match(ctx, cache.QuantityQuery(id, 4), cache.MatchOptions{})

@@ -270,7 +270,7 @@ func (s *Summary) refreshChunk(ctx context.Context, refresh refreshFunc, chunk [
 // refusal tells a promotion the cache will not store from a failure to
 // store it.
 func refusal(err error) bool {
-	return errors.Is(err, gradient.ErrInvalid) || errors.Is(err, cache.ErrBadID) || errors.Is(err, cache.ErrRevisionConflict)
+	return errors.Is(err, gradient.ErrInvalid) || errors.Is(err, &cache.ValidationError{Field: "id"}) || errors.Is(err, cache.ErrRevisionConflict)
 }
 
 // conflicts splits a Refresh's joined revision conflicts.
@@ -312,7 +312,7 @@ func (s *Summary) record(rep cache.RefreshReport) {
 	}
 }
 
-// dryRun computes each promotion's version with cache.VersionFor (the
+// dryRun computes each promotion's version with cache.Version (the
 // hash and the checks of Refresh, without writing anything) and
 // classifies it against the real cache's Info.
 type dryRun struct {
@@ -322,7 +322,7 @@ type dryRun struct {
 
 func newDryRun(real Cache, maxRecordBytes int) (*dryRun, error) {
 	if maxRecordBytes < 0 {
-		return nil, fmt.Errorf("warm: dry run: %w: MaxRecordBytes %d", cache.ErrInvalidOptions, maxRecordBytes)
+		return nil, fmt.Errorf("warm: dry run: %w", &cache.ValidationError{Field: "options", Detail: fmt.Sprintf("MaxRecordBytes %d", maxRecordBytes)})
 	}
 	return &dryRun{real: real, opts: cache.Options{MaxRecordBytes: maxRecordBytes}}, nil
 }
@@ -332,16 +332,16 @@ func newDryRun(real Cache, maxRecordBytes int) (*dryRun, error) {
 // Refresh would do to each promotion.
 func (d *dryRun) refresh(ctx context.Context, ps ...gradient.Promotion) (cache.RefreshReport, error) {
 	if len(ps) > cache.MaxRefreshBatch {
-		return cache.RefreshReport{}, fmt.Errorf("%w: %d promotions (max %d)", cache.ErrBatchTooLarge, len(ps), cache.MaxRefreshBatch)
+		return cache.RefreshReport{}, &cache.ValidationError{Field: "batch", Detail: fmt.Sprintf("%d promotions (max %d)", len(ps), cache.MaxRefreshBatch)}
 	}
 	versions := make([]string, len(ps))
 	seen := make(map[string]int, len(ps))
 	for i := range ps {
 		if j, dup := seen[ps[i].ID]; dup {
-			return cache.RefreshReport{}, fmt.Errorf("%w: %q at positions %d and %d", cache.ErrDuplicatePromotion, ps[i].ID, j, i)
+			return cache.RefreshReport{}, &cache.ValidationError{Field: "promotions", Detail: fmt.Sprintf("%q at positions %d and %d", ps[i].ID, j, i)}
 		}
 		seen[ps[i].ID] = i
-		v, err := cache.VersionFor(&ps[i], d.opts)
+		v, err := cache.Version(&ps[i], d.opts)
 		if err != nil {
 			return cache.RefreshReport{}, err
 		}

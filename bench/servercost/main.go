@@ -86,14 +86,14 @@ func run(addr, pid string, n int) error {
 	if err := dump(fmt.Sprintf("batch4:%d", ones)); err != nil {
 		return err
 	}
-	leases, err := takeAll(ctx, q, n)
+	taken, err := takeAll(ctx, q, n)
 	if err != nil {
 		return err
 	}
 	if err := dump("take"); err != nil {
 		return err
 	}
-	if err := ackAll(ctx, q, leases); err != nil {
+	if err := ackAll(ctx, q, taken); err != nil {
 		return err
 	}
 	if err := dump("ack"); err != nil {
@@ -147,28 +147,26 @@ func enqueueAll(ctx context.Context, q *delay.Queue, jobs []delay.Job, per int) 
 	return nil
 }
 
-// takeAll takes n tasks from q, 100 a call, and returns their leases.
-func takeAll(ctx context.Context, q *delay.Queue, n int) ([]delay.Lease, error) {
-	var leases []delay.Lease
-	for len(leases) < n {
+// takeAll takes n tasks from q, 100 a call, and returns them.
+func takeAll(ctx context.Context, q *delay.Queue, n int) ([]*delay.Task, error) {
+	var taken []*delay.Task
+	for len(taken) < n {
 		b, err := q.Take(ctx, 100)
 		if err != nil {
 			return nil, err
 		}
 		if len(b.Tasks) == 0 {
-			return nil, fmt.Errorf("take: nothing due after %d of %d", len(leases), n)
+			return nil, fmt.Errorf("take: nothing due after %d of %d", len(taken), n)
 		}
-		for _, t := range b.Tasks {
-			leases = append(leases, t.Lease)
-		}
+		taken = append(taken, b.Tasks...)
 	}
-	return leases, nil
+	return taken, nil
 }
 
-// ackAll acks leases, 100 a call.
-func ackAll(ctx context.Context, q *delay.Queue, leases []delay.Lease) error {
-	for i := 0; i < len(leases); i += 100 {
-		errs, err := q.AckMany(ctx, leases[i:min(i+100, len(leases))])
+// ackAll acks tasks, 100 a call.
+func ackAll(ctx context.Context, q *delay.Queue, taken []*delay.Task) error {
+	for i := 0; i < len(taken); i += 100 {
+		errs, err := q.AckMany(ctx, taken[i:min(i+100, len(taken))])
 		if err != nil {
 			return err
 		}

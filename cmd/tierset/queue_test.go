@@ -27,7 +27,7 @@ func deadQueue(t *testing.T, s *server) (*delay.Queue, string) {
 	if err != nil || len(b.Tasks) != 1 {
 		t.Fatalf("take: %v, %d tasks", err, len(b.Tasks))
 	}
-	if _, err := q.Kill(ctx, b.Tasks[0].Lease, errors.New("payment service said 503")); err != nil {
+	if _, err := q.Kill(ctx, b.Tasks[0], errors.New("payment service said 503")); err != nil {
 		t.Fatal(err)
 	}
 	return q, b.Tasks[0].ID
@@ -77,7 +77,7 @@ func TestQueueCommands(t *testing.T) {
 		if err != nil || len(b.Tasks) != 1 {
 			t.Fatalf("take: %v", err)
 		}
-		if _, err := q.Kill(ctx, b.Tasks[0].Lease, errors.New("bad payload")); err != nil {
+		if _, err := q.Kill(ctx, b.Tasks[0], errors.New("bad payload")); err != nil {
 			t.Fatal(err)
 		}
 		r = tierset(t, qargs("purge", "-yes", "-ids", b.Tasks[0].ID)...)
@@ -99,7 +99,7 @@ func TestQueueCommands(t *testing.T) {
 			{[]string{"queue", "cancel", "-queue", "q", "-redis", "127.0.0.1:1"}, "cancel needs -key"},
 			{[]string{"queue", "drain", "-queue", "q"}, `unknown queue subcommand "drain"`},
 			{[]string{"queue", "stats"}, "-queue is required"},
-			{[]string{"queue", "stats", "-queue", "a b"}, `-queue "a b": delay: invalid queue name`},
+			{[]string{"queue", "stats", "-queue", "a b"}, `-queue "a b": delay: invalid name`},
 			{[]string{"queue", "stats", "-queue", "q"}, "-redis is required"},
 		} {
 			r := tierset(t, tc.args...)

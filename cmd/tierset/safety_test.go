@@ -102,7 +102,7 @@ func TestQueueDeadEscapesStoredText(t *testing.T) {
 			t.Fatalf("take: %v, %d tasks", err, len(b.Tasks))
 		}
 		hostile := "boom\x1b[2J\x1b]0;pwned\x07\r\n  fake-id  key \"x\"  error: all good\u202e\xff"
-		if _, err := q.Kill(ctx, b.Tasks[0].Lease, errors.New(hostile)); err != nil {
+		if _, err := q.Kill(ctx, b.Tasks[0], errors.New(hostile)); err != nil {
 			t.Fatal(err)
 		}
 		r := tierset(t, s.args("queue", "dead", "-queue", "esc")...)

@@ -23,6 +23,7 @@ import (
 	tsprom "github.com/tierset/tierset/contrib/prometheus"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/testredis"
 	"github.com/tierset/tierset/score"
 )
@@ -177,14 +178,14 @@ func TestQueueAndDelayCollectorScrape(t *testing.T) {
 		t.Fatalf("take: %d tasks, %v", len(batch.Tasks), err)
 	}
 	for _, tk := range batch.Tasks[:3] { // 3 acked
-		if err := q.Ack(ctx, tk.Lease); err != nil {
+		if err := q.Ack(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := q.Retry(ctx, batch.Tasks[3], errors.New("boom")); err != nil { // MaxAttempts 1: dead
 		t.Fatal(err)
 	}
-	if _, err := q.Kill(ctx, batch.Tasks[4].Lease, errors.New("bad")); err != nil { // dead
+	if _, err := q.Kill(ctx, batch.Tasks[4], errors.New("bad")); err != nil { // dead
 		t.Fatal(err)
 	}
 	// batch.Tasks[5] stays in flight.
@@ -467,7 +468,7 @@ func TestDelayCollectorLossAndWarning(t *testing.T) {
 	if _, err := q.Enqueue(ctx, delay.Job{Key: "k", When: delay.At(time.Now().Add(-time.Second))}); err != nil {
 		t.Fatal(err)
 	}
-	buckets, err := b.Client.Keys(ctx, b.Prefix+":"+delay.HashTag("lossy")+":tasks:*").Result()
+	buckets, err := b.Client.Keys(ctx, b.Prefix+":"+keyname.QueueTag("lossy")+":tasks:*").Result()
 	if err != nil || len(buckets) == 0 {
 		t.Fatalf("record buckets: %v %v", buckets, err)
 	}
@@ -545,7 +546,7 @@ func TestQueueCollectorRetriesExpired(t *testing.T) {
 	}
 	// The third lease is cut to 1 ms (the queue's own Lease is 30 s) so it
 	// expires now; the sweep is polled until it has returned it.
-	if _, err := q.Extend(ctx, batch.Tasks[2].Lease, time.Millisecond); err != nil {
+	if _, err := q.Extend(ctx, batch.Tasks[2], time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	returned := 0
@@ -692,7 +693,7 @@ func TestQueueCollectorLossCounters(t *testing.T) {
 					t.Errorf("%s = %g before any loss, want 0", s, v)
 				}
 			}
-			row.provoke(t, q, func(suffix string) string { return b.Prefix + ":" + delay.HashTag(name) + ":" + suffix })
+			row.provoke(t, q, func(suffix string) string { return b.Prefix + ":" + keyname.QueueTag(name) + ":" + suffix })
 			st, err := q.Stats(ctx)
 			if err != nil {
 				t.Fatal(err)

@@ -147,12 +147,12 @@ func run(ctx context.Context, rulesPath string, w io.Writer) error {
 	}
 	for i, t := range b.Tasks {
 		if i == 0 {
-			if _, err := q.Kill(ctx, t.Lease, errors.New("payment service unavailable")); err != nil {
+			if _, err := q.Kill(ctx, t, errors.New("payment service unavailable")); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := q.Ack(ctx, t.Lease); err != nil {
+		if err := q.Ack(ctx, t); err != nil {
 			return err
 		}
 	}

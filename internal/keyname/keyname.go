@@ -12,6 +12,12 @@ import (
 // DefaultPrefix is the key prefix of every package when none is given.
 const DefaultPrefix = "tierset"
 
+// QueueTag returns the Redis Cluster hash tag of a delay queue:
+// "{q:<name>}". Every key of the queue carries it, so every script of the
+// queue runs on one slot. A sharded queue of K shards composes K queues
+// named "<name>:0".."<name>:K-1", each on its own tag.
+func QueueTag(name string) string { return "{q:" + name + "}" }
+
 // MaxBytes is the longest name.
 const MaxBytes = 128
 

@@ -77,13 +77,13 @@ func seed(t *testing.T) *fixture {
 		if i == 0 {
 			cause = errors.New(xssError)
 		}
-		if _, err := f.q.Kill(ctx, tk.Lease, cause); err != nil {
+		if _, err := f.q.Kill(ctx, tk, cause); err != nil {
 			t.Fatal(err)
 		}
 		f.dead = append(f.dead, tk.ID)
 	}
 	for _, tk := range batch.Tasks[5:6] {
-		if err := f.q.Ack(ctx, tk.Lease); err != nil {
+		if err := f.q.Ack(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
 	}

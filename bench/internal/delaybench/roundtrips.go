@@ -63,11 +63,7 @@ func (b *delayBench) roundTrips(ctx context.Context) error {
 		if len(bt.Tasks) != 100 {
 			return fmt.Errorf("take: %d tasks, want 100", len(bt.Tasks))
 		}
-		leases := make([]delay.Lease, len(bt.Tasks))
-		for i, t := range bt.Tasks {
-			leases[i] = t.Lease
-		}
-		errs, err := q.AckMany(ctx, leases)
+		errs, err := q.AckMany(ctx, bt.Tasks)
 		if err != nil {
 			return err
 		}

@@ -293,7 +293,7 @@ func lineProblem(promo string, err error) problem {
 		return problem{Type: probMetricMismatch, Title: "Wrong metric", Detail: "promotion " + q + " counts the other metric (quantity or amount)"}
 	case errors.Is(err, cache.ErrGiftsGone):
 		return problem{Type: probGiftsGone, Title: "Gifts unavailable", Detail: "the gift list of promotion " + q + " changed while it was read; try again"}
-	case errors.Is(err, cache.ErrBadQuery), errors.Is(err, cache.ErrBadID):
+	case errors.Is(err, &cache.ValidationError{Field: "query"}), errors.Is(err, &cache.ValidationError{Field: "id"}):
 		return problem{Type: probBadLine, Title: "Bad line", Detail: "the line's value cannot be matched against promotion " + q}
 	}
 	return problem{Type: probLineFailed, Title: "Line not priced", Detail: "promotion " + q + " could not be read; try again"}
