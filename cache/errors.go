@@ -10,7 +10,10 @@ import (
 // Sentinel errors. Every error this package returns wraps one of these (or
 // a gradient validation error, which matches [gradient.ErrInvalid]), so
 // callers branch with errors.Is. Redis and network errors are wrapped with
-// %w, and a cancelled call also matches ctx.Err().
+// %w, and a cancelled call also matches ctx.Err(). On a client given to
+// tierset.KeepDialErrors, a call whose ctx ends while Redis refuses
+// connections also names the client's last dial error (a tierset.DialError
+// inside the chain), still matching ctx.Err().
 var (
 	// ErrNilClient: New was given a nil Redis client.
 	ErrNilClient = errors.New("cache: nil redis client")

@@ -4,7 +4,10 @@ import "errors"
 
 // Sentinel errors. Every error this package returns wraps one of these (or a
 // score/ sentinel for due times out of the codec's range, or the context's
-// error on cancellation), so callers branch with errors.Is.
+// error on cancellation), so callers branch with errors.Is. On a client
+// given to tierset.KeepDialErrors, a call whose ctx ends while Redis refuses
+// connections also names the client's last dial error (a tierset.DialError
+// inside the chain), still matching the context's error.
 var (
 	// ErrInvalidName: a queue name that is empty, longer than MaxNameBytes,
 	// or holds braces, whitespace or control characters.
