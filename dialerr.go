@@ -40,15 +40,15 @@ func (e *DialError) Unwrap() []error { return []error{e.Ctx, e.Dial} }
 // own context. It is opt-in because it adds a hook to the caller's client:
 // call it once per client, not once per Cache or Queue (each call adds
 // one more hook). c must be a *redis.Client; any other type is
-// ErrUnsupportedClient and c is left unchanged. A *redis.ClusterClient is not covered yet: its
-// retry loop ends in the bare ctx error above its node clients' hooks, so
-// the dial error of the node that failed would have to travel up to a
-// hook of the cluster's, per call.
+// ErrUnsupportedClient and c is left unchanged. A *redis.ClusterClient is
+// not covered yet: its retry loop ends in the bare ctx error above its
+// node clients' hooks, so the dial error of the node that failed would
+// have to travel up to a hook of the cluster's, per call.
 //
 // The dial error attached is the client's last one, when no dial has
 // succeeded since and it is at most 10 s old; a call whose ctx ends
-// before any dial failed has nothing to add. A dial that failed because
-// its own ctx ended is not kept: it says nothing new.
+// before any dial failed (a dial to an unanswering host still waiting
+// out DialTimeout) has nothing to add, though the calls after it do.
 // Errors of a WATCH transaction's own connection (cache.Refresh) are not
 // covered: go-redis takes that connection outside the command hooks.
 func KeepDialErrors(c redis.UniversalClient) error {
@@ -63,9 +63,9 @@ func KeepDialErrors(c redis.UniversalClient) error {
 
 // dialErrorFreshness bounds the age of the last dial error KeepDialErrors
 // attaches, so that one failed dial long ago is not blamed for a slow
-// command on healthy pooled connections. A down
-// server keeps it fresh: go-redis's background probe dials once a second
-// (plus its DialTimeout, 5 s by default, when dials hang).
+// command on healthy pooled connections. A down server keeps it fresh:
+// go-redis's background probe dials once a second (plus its DialTimeout,
+// 5 s by default, when dials hang).
 const dialErrorFreshness = 10 * time.Second
 
 // dialHook is the hook KeepDialErrors installs. Its state belongs to the
@@ -87,10 +87,9 @@ type dialOutcome struct {
 
 func (h *dialHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		// Every outcome is kept, a dial that ran out of its DialTimeout
+		// included: that timeout is what an unanswering host looks like.
 		conn, err := next(ctx, network, addr)
-		if err != nil && ctx.Err() != nil {
-			return conn, err // ended by its own ctx: nothing to tell
-		}
 		h.last.Store(&dialOutcome{err: err, at: time.Now()})
 		return conn, err
 	}

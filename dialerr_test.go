@@ -165,3 +165,47 @@ func TestKeepDialErrorsClientTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultDialErrorClearedByRedial: once a dial succeeds again, a call
+// whose ctx ends for another reason is not blamed on the dial error from
+// before. A call with a ctx already cancelled ends in the ctx error at
+// once whatever the server does: it names the dial error while the
+// server is down, and not once a dial got through again.
+func TestFaultDialErrorClearedByRedial(t *testing.T) {
+	t.Parallel()
+	s := testredis.StartServer(t)
+	c := s.Client(nil)
+	if err := tierset.KeepDialErrors(c); err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(testredis.Ctx(t))
+	cancel()
+	s.Kill()
+	ctx, cancel := context.WithTimeout(testredis.Ctx(t), time.Second)
+	err := c.Ping(ctx).Err()
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "last dial error") {
+		t.Fatalf("ping with the server stopped: %v; want the dial error named", err)
+	}
+	if err := c.Ping(cancelled).Err(); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "last dial error") {
+		t.Fatalf("cancelled ping with the server stopped: %v; want the dial error named", err)
+	}
+	s.Start()
+	// go-redis stops dialing after PoolSize failures and probes in the
+	// background, once a second: poll until a ping gets through.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(testredis.Ctx(t), time.Second)
+		err = c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ping through 10 s after the restart: %v", err)
+		}
+	}
+	if err := c.Ping(cancelled).Err(); !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "last dial error") {
+		t.Errorf("cancelled ping after a good dial: %v; want context.Canceled without a dial error", err)
+	}
+}
