@@ -12,7 +12,10 @@ import (
 // callers branch with errors.Is. Bad input is one sentinel, ErrInvalid,
 // carried by a *ValidationError that names the input; the others name
 // states. Redis and network errors are wrapped with %w, and a cancelled
-// call also matches ctx.Err().
+// call also matches ctx.Err(). On a client given to
+// tierset.KeepDialErrors, a call whose ctx ends while Redis refuses
+// connections also names the client's last dial error (a tierset.DialError
+// inside the chain), still matching ctx.Err().
 var (
 	// ErrInvalid: a refused input (argument, query or option). Every such
 	// error is a *ValidationError naming the input. A promotion that

@@ -131,10 +131,29 @@ func (s *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	data := map[string]any{"Queue": q.Name(), "T": t, "Row": entryRow(t, q.ServerNow()), "PageState": st,
 		"Actions": actionsFor(st), "Size": len(t.Payload)}
 	data["Payload"], data["JSON"] = showPayload(t.Payload)
+	data["Earlier"] = earlierErrors(t.LastErrors)
 	if t.Err != nil {
 		data["Err"] = t.Err.Error()
 	}
 	s.render(w, r, "task.html", "Task "+t.ID, data)
+}
+
+// earlierErrors are a task's errors before its last, newest first, as the
+// task page lists them under the last one; a retry or kill without a
+// cause left an empty text, shown as such rather than as a blank line.
+func earlierErrors(errs []string) []string {
+	if len(errs) < 2 {
+		return nil
+	}
+	out := make([]string, 0, len(errs)-1)
+	for i := len(errs) - 2; i >= 0; i-- {
+		e := errs[i]
+		if e == "" {
+			e = "(no error given)"
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // pageStateOf is the browse tab a task is listed under.

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -253,4 +254,47 @@ func newServer(t *testing.T, h http.Handler) string {
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	return hs.URL
+}
+
+// TestConsoleTaskErrors: the task page shows the last error and, under
+// it, the earlier ones the record keeps, newest first and escaped; a task
+// with one error or none has no earlier list.
+func TestConsoleTaskErrors(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := seedConsole(t, b, true)
+		c := browser(t)
+		ctx := t.Context()
+		// The seed left no task due: this one is the only one Take finds.
+		e, err := f.q.Enqueue(ctx, delay.Job{Key: "errors", When: delay.After(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := []error{errors.New("stock <service> timed out"), nil, errors.New("stock service said 503")}
+		for i, cause := range steps {
+			batch, err := f.q.Take(ctx, 1)
+			if err != nil || len(batch.Tasks) != 1 || batch.Tasks[0].ID != e.ID {
+				t.Fatalf("take %d: %+v, %v; want task %s", i, batch.Tasks, err, e.ID)
+			}
+			if i < len(steps)-1 {
+				_, err = f.q.RetryAfter(ctx, batch.Tasks[0], 0, cause)
+			} else {
+				_, err = f.q.Kill(ctx, batch.Tasks[0], cause)
+			}
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+		}
+		code, body := get(t, c, f.url+"/task?queue=orders&id="+e.ID)
+		want := `<td class="error" data-field="error">stock service said 503</td>` +
+			`</tr>
+  <tr><th>earlier errors<br><small>newest first</small></th><td><ol class="errors" data-field="errors">` +
+			`<li class="error">(no error given)</li><li class="error">stock &lt;service&gt; timed out</li></ol>`
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("task with three errors: %d, want %q in\n%s", code, want, body)
+		}
+		code, body = get(t, c, f.url+"/task?queue=orders&id="+f.deadID[1])
+		if code != http.StatusOK || !strings.Contains(body, "payment service said 503") || strings.Contains(body, `data-field="errors"`) {
+			t.Errorf("task with one error: %d, want it alone in\n%s", code, body)
+		}
+	})
 }

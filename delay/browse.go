@@ -67,7 +67,7 @@ func (q *Queue) Browse(ctx context.Context, o BrowseOptions) (Overview, error) {
 			ov.Corrupt++
 			continue
 		}
-		ti := TaskInfo{ID: r.str(i), Key: rec.key, Token: rec.token, State: st, Attempt: rec.attempt, LastError: rec.err}
+		ti := TaskInfo{ID: r.str(i), Key: rec.key, Token: rec.token, State: st, Attempt: rec.attempt, LastError: rec.err, LastErrors: rec.errs}
 		if ti.Token == "" {
 			ti.Token = ti.ID
 		}

@@ -175,8 +175,9 @@ func TestLibConstantsMatchGo(t *testing.T) {
 		"codeIdxLost": codeIdxLost, "codeRestored": codeRestored, "codePaused": codePaused,
 		"flagCancelled": flagCancelled, "flagSole": flagSole, "flagDone": flagDone,
 		"digestLen": digestLen, "highWaterWindowMs": highWaterWindowMs,
+		"errsKept": errsKept, "errsBytes": errsBytes, "errMark": errMark,
 	}
-	goNames := goConstNames(t, regexp.MustCompile(`^(code|flag)[A-Z]|^digestLen$|^highWaterWindowMs$`))
+	goNames := goConstNames(t, regexp.MustCompile(`^(code|flag)[A-Z]|^digestLen$|^highWaterWindowMs$|^errsKept$|^errsBytes$|^errMark$`))
 	for _, n := range goNames {
 		if _, ok := goVals[n]; !ok {
 			t.Errorf("Go constant %s is missing from this test's table", n)
@@ -198,14 +199,19 @@ func TestLibConstantsMatchGo(t *testing.T) {
 		vals := strings.Split(strings.TrimSpace(strings.SplitN(m[2], "--", 2)[0]), ",")
 		for i, n := range names {
 			n = strings.TrimSpace(n)
-			if !strings.HasPrefix(n, "C_") && !strings.HasPrefix(n, "F_") && n != "DIGEST_LEN" && n != "HIGH_WATER_WINDOW_MS" {
+			if !strings.HasPrefix(n, "C_") && !strings.HasPrefix(n, "F_") && !strings.HasPrefix(n, "ERRS_") &&
+				n != "DIGEST_LEN" && n != "HIGH_WATER_WINDOW_MS" && n != "ERR_MARK" {
 				continue
 			}
 			if i >= len(vals) {
 				t.Errorf("lib.lua: %s has no value in %q", n, m[0])
 				continue
 			}
-			v, err := strconv.ParseInt(strings.TrimSpace(vals[i]), 10, 64)
+			val := strings.TrimSpace(vals[i])
+			if n == "ERR_MARK" { // a one-byte string in Lua's decimal escape
+				val = strings.TrimPrefix(strings.Trim(val, "'"), `\`)
+			}
+			v, err := strconv.ParseInt(val, 10, 64)
 			if err != nil {
 				t.Errorf("lib.lua: %s = %q is not an integer", n, vals[i])
 				continue

@@ -9,7 +9,10 @@ import (
 // score/ sentinel for due times out of the codec's range, or the context's
 // error on cancellation), so callers branch with errors.Is. Bad input is
 // one sentinel, ErrInvalid, carried by a *ValidationError that names the
-// input; the others name states.
+// input; the others name states. On a client given to
+// tierset.KeepDialErrors, a call whose ctx ends while Redis refuses
+// connections also names the client's last dial error (a tierset.DialError
+// inside the chain), still matching the context's error.
 var (
 	// ErrInvalid: a refused input (argument or option). Every such error
 	// is a *ValidationError naming the input; it matches ErrInvalid.

@@ -311,7 +311,7 @@ func (q *Queue) entry(id string, st PageState, sc int64, blob string, fence any)
 		e.Err = err
 		return e
 	}
-	e.Key, e.Token, e.Attempt, e.LastError, e.Payload = rec.key, rec.token, rec.attempt, rec.err, rec.payload
+	e.Key, e.Token, e.Attempt, e.LastError, e.LastErrors, e.Payload = rec.key, rec.token, rec.attempt, rec.err, rec.errs, rec.payload
 	if e.Token == "" {
 		e.Token = id
 	}

@@ -96,9 +96,16 @@ type TaskInfo struct {
 	Attempt int
 	// When is the due time (pending), the lease deadline (in flight or
 	// cancelled) or the dead-letter time (dead).
-	When      time.Time
+	When time.Time
+	// LastError is the newest of LastErrors ("" when none).
 	LastError string
-	Payload   []byte
+	// LastErrors are the task's last errors, oldest first: up to 3, the
+	// oldest dropped when they pass 2 KiB together (the newest is always
+	// kept). Each retry, kill or expired lease adds one; a retry or kill
+	// with a nil cause adds "". A record written before lists were kept
+	// has its one error here.
+	LastErrors []string
+	Payload    []byte
 }
 
 // Lookup lists the tasks of a business key. An unreadable record gives an
@@ -125,7 +132,7 @@ func (q *Queue) Lookup(ctx context.Context, key string) ([]TaskInfo, error) {
 			continue
 		}
 		ti := TaskInfo{ID: id, Key: rec.key, Token: rec.token, State: st, Attempt: rec.attempt,
-			LastError: rec.err, Payload: rec.payload}
+			LastError: rec.err, LastErrors: rec.errs, Payload: rec.payload}
 		if st == StateInFlight || st == StateCancelled {
 			ti.Attempt++ // the record counts finished deliveries
 		}
@@ -149,8 +156,10 @@ type DeadTask struct {
 	ID, Key, Token string
 	Attempt        int
 	LastError      string
-	DiedAt         time.Time
-	Payload        []byte
+	// LastErrors are its last errors, oldest first, as TaskInfo.LastErrors.
+	LastErrors []string
+	DiedAt     time.Time
+	Payload    []byte
 	// Err is set (wrapping ErrCorrupt) when the record does not decode,
 	// or wrapping ErrRecordLost when Redis lost it; Purge still removes it.
 	Err error
@@ -185,7 +194,7 @@ func (q *Queue) ListDead(ctx context.Context, offset, count int) (DeadPage, erro
 		case err != nil:
 			d.Err = err
 		default:
-			d.Key, d.Token, d.Attempt, d.LastError, d.Payload = rec.key, rec.token, rec.attempt, rec.err, rec.payload
+			d.Key, d.Token, d.Attempt, d.LastError, d.LastErrors, d.Payload = rec.key, rec.token, rec.attempt, rec.err, rec.errs, rec.payload
 			if d.Token == "" {
 				d.Token = d.ID
 			}

@@ -10,6 +10,11 @@ import (
 //
 //	"<flags><digest><attempt>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
 //
+// err holds the task's last errors (decodeErrs): one text bare, as every
+// record held before more were kept, or up to errsKept texts as a list.
+// The header did not change, so a process of either version reads the
+// other's records whole (an older one shows a list as one raw text).
+//
 // flags is one digit (flagCancelled, flagSole) and digest the key's
 // digestLen characters, at fixed places so that Lua's hot paths (ack) read
 // them without a pattern match. attempt counts the deliveries that ended
@@ -24,8 +29,65 @@ type record struct {
 	digest  string
 	key     string
 	token   string
-	err     string
+	err     string   // the newest of errs, "" when none
+	errs    []string // the last errors, oldest first (decodeErrs)
 	payload []byte
+}
+
+// The err field's list, written by push_err in lib.lua: each text is
+// errMark, its length in decimal, ':' and the text. The oldest text is
+// dropped beyond errsKept texts or errsBytes bytes of text, so a record
+// grows by at most that much (each text is capped at maxErrText).
+const (
+	errsKept  = 3
+	errsBytes = 2048
+	errMark   = '\x1e'
+)
+
+// decodeErrs reads an err field: its texts, oldest first, and nil for an
+// empty field. A field that is not a whole list is one bare text, as
+// every record held before lists were kept.
+func decodeErrs(f string) []string {
+	if f == "" {
+		return nil
+	}
+	if f[0] != errMark {
+		return []string{f}
+	}
+	var out []string
+	for p := 0; p < len(f); {
+		if f[p] != errMark {
+			return []string{f}
+		}
+		colon := strings.IndexByte(f[p+1:min(len(f), p+7)], ':')
+		if colon < 1 {
+			return []string{f}
+		}
+		n, err := strconv.Atoi(f[p+1 : p+1+colon])
+		start := p + 2 + colon
+		if err != nil || n < 0 || n > len(f)-start {
+			return []string{f}
+		}
+		out = append(out, f[start:start+n])
+		p = start + n
+	}
+	return out
+}
+
+// encodeErrs is the Go twin of push_err's output for a list already
+// bounded (used by tests to plant data).
+func encodeErrs(errs []string) string {
+	if len(errs) == 1 && (errs[0] == "" || errs[0][0] != errMark) {
+		return errs[0]
+	}
+	var b strings.Builder
+	for _, e := range errs {
+		b.WriteByte(errMark)
+		b.WriteString(strconv.Itoa(len(e)))
+		b.WriteByte(':')
+		b.WriteString(e)
+	}
+	return b.String()
 }
 
 const (
@@ -93,8 +155,10 @@ func decodeRecord(blob string, maxPayload int) (rec record, err error) {
 		digest:  dg,
 		key:     body[:kl],
 		token:   body[kl : kl+tl],
-		err:     body[kl+tl : kl+tl+el],
 		payload: []byte(body[kl+tl+el:]),
+	}
+	if rec.errs = decodeErrs(body[kl+tl : kl+tl+el]); len(rec.errs) > 0 {
+		rec.err = rec.errs[len(rec.errs)-1]
 	}
 	if err := validateKey(rec.key); err != nil {
 		return record{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
@@ -118,10 +182,15 @@ func isDigest(s string) bool {
 	return true
 }
 
-// encodeRecord is the Go twin of lib.lua's build (used by tests to plant data).
+// encodeRecord is the Go twin of lib.lua's build (used by tests to plant
+// data). Its err field is r.errs as a list when set, else r.err as it is.
 func encodeRecord(r record) string {
+	ef := r.err
+	if r.errs != nil {
+		ef = encodeErrs(r.errs)
+	}
 	return fmt.Sprintf("%d%s%d,%d,%d,%d;%s%s%s%s", r.flags, r.digest, r.attempt,
-		len(r.key), len(r.token), len(r.err), r.key, r.token, r.err, r.payload)
+		len(r.key), len(r.token), len(ef), r.key, r.token, ef, r.payload)
 }
 
 // freshRecord is the record of a new task as the enqueue scripts store it:

@@ -70,10 +70,15 @@ func connect(ctx context.Context, rawURL string, e *env) (*backend, error) {
 const dialTimeout = 3 * time.Second
 
 // newClient builds the client of a parsed -redis value: a cluster's with
-// the library's tuned options.
+// the library's tuned options. A single server's client keeps its dial
+// errors (tierset.KeepDialErrors), so that a server lost after the first
+// dial is named by its refusal, not only by a deadline, in the CLI's
+// line and on the console's pages.
 func newClient(t redisconf.Target) redis.UniversalClient {
 	if t.Single != nil {
-		return redis.NewClient(t.Single)
+		c := redis.NewClient(t.Single)
+		_ = tierset.KeepDialErrors(c) // never refuses a *redis.Client
+		return c
 	}
 	return redis.NewClusterClient(t.ClusterOptions(tierset.ClusterOptions()))
 }

@@ -17,10 +17,10 @@ import (
 	"github.com/tierset/tierset/internal/text"
 )
 
-const queueSynopsis = "tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-state S] [-ids ID,...] [-key K [-token T]] [-at TIME | -in D] [-limit N] [-yes]"
+const queueSynopsis = "tierset queue ls|stats|tasks|task|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-state S] [-id ID] [-ids ID,...] [-key K [-token T]] [-at TIME | -in D] [-limit N] [-yes]"
 
 // queueSubs are the queue subcommands, in the order help lists them.
-var queueSubs = []string{"ls", "stats", "tasks", "dead", "requeue", "purge", "cancel", "reschedule", "run", "pause", "resume"}
+var queueSubs = []string{"ls", "stats", "tasks", "task", "dead", "requeue", "purge", "cancel", "reschedule", "run", "pause", "resume"}
 
 func cmdQueue(ctx context.Context, args []string, e *env) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
@@ -66,6 +66,9 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 			return usagef("%s needs -key (the business key of the task)", sub)
 		}
 	}
+	if sub == "task" && str("id") == "" {
+		return usagef("task needs -id (the task's ID, as tasks and dead list it)")
+	}
 	if sub == "reschedule" {
 		w, err := parseWhen(str("at"), str("in"))
 		if err != nil {
@@ -102,6 +105,8 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 		return queueStats(ctx, q, e.stdout)
 	case "tasks":
 		return queueTasks(ctx, q, str("state"), limit, e.stdout)
+	case "task":
+		return queueTask(ctx, q, str("id"), e.stdout)
 	case "dead":
 		return queueDead(ctx, q, limit, e.stdout)
 	case "pause", "resume":
@@ -122,6 +127,7 @@ func queueFlags() *cmdFlags {
 	fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds; required")
 	fs.String("prefix", delay.DefaultPrefix, "key `prefix`")
 	fs.String("state", "due", "tasks: which tasks to list: due (soonest first), inflight (oldest lease first) or dead")
+	fs.String("id", "", "task: the task `ID` to show whole, its earlier errors included")
 	fs.String("ids", "", "requeue/purge only these dead task `IDs` (comma-separated); default all")
 	fs.String("key", "", "cancel/reschedule/run: the task's business `key`")
 	fs.String("token", "", "cancel: only the task of this `token` (default every task of -key)")
@@ -248,6 +254,52 @@ func queueTasks(ctx context.Context, q *delay.Queue, state string, limit int, w 
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", text.Escape(t.ID), strconv.Quote(t.Key), t.Attempt, t.When.UTC().Format(time.RFC3339Nano), text.Escape(t.LastError))
 	}
 	return tw.Flush()
+}
+
+// queueTask prints one task whole: its fields, its last error and the
+// earlier ones its record keeps (newest first), and its payload's size.
+func queueTask(ctx context.Context, q *delay.Queue, id string, w io.Writer) error {
+	t, err := q.Task(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "queue %s: task %s: %s\n", text.Escape(q.Name()), text.Escape(t.ID), t.State)
+	if t.Err != nil {
+		return fmt.Errorf("task %s: %w", text.Escape(t.ID), t.Err)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	when := map[delay.State]string{delay.StatePending: "due", delay.StateInFlight: "lease ends", delay.StateCancelled: "lease ends",
+		delay.StateDead: "died", delay.StateDone: "forgotten at"}[t.State]
+	fmt.Fprintf(tw, "key\t%s\n", strconv.Quote(t.Key))
+	fmt.Fprintf(tw, "token\t%s\n", strconv.Quote(t.Token))
+	fmt.Fprintf(tw, "attempts\t%d\n", t.Attempt)
+	fmt.Fprintf(tw, "%s\t%s\n", when, t.When.UTC().Format(time.RFC3339Nano))
+	if t.Fence != 0 {
+		fmt.Fprintf(tw, "fence\t%d\n", t.Fence)
+	}
+	fmt.Fprintf(tw, "payload\t%d bytes\n", len(t.Payload))
+	last := "-"
+	if len(t.LastErrors) > 0 {
+		last = errLine(t.LastError)
+	}
+	fmt.Fprintf(tw, "last error\t%s\n", last)
+	for i := len(t.LastErrors) - 2; i >= 0; i-- {
+		label := ""
+		if i == len(t.LastErrors)-2 {
+			label = "earlier errors"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", label, errLine(t.LastErrors[i]))
+	}
+	return tw.Flush()
+}
+
+// errLine is one stored error text for a terminal line: escaped, and
+// named when a retry or kill gave none.
+func errLine(s string) string {
+	if s == "" {
+		return "(no error given)"
+	}
+	return text.Escape(s)
 }
 
 // queueKeyChange cancels, reschedules or runs now the tasks of a key; a

@@ -94,7 +94,7 @@ func TestQueueCommands(t *testing.T) {
 			args []string
 			msg  string
 		}{
-			{[]string{"queue"}, "want a subcommand: ls, stats, tasks, dead, requeue, purge, cancel, reschedule, run, pause, resume"},
+			{[]string{"queue"}, "want a subcommand: ls, stats, tasks, task, dead, requeue, purge, cancel, reschedule, run, pause, resume"},
 			{[]string{"queue", "reschedule", "-queue", "q", "-redis", "127.0.0.1:1", "-key", "k"}, "exactly one of -at TIME or -in DELAY"},
 			{[]string{"queue", "cancel", "-queue", "q", "-redis", "127.0.0.1:1"}, "cancel needs -key"},
 			{[]string{"queue", "drain", "-queue", "q"}, `unknown queue subcommand "drain"`},
@@ -107,6 +107,58 @@ func TestQueueCommands(t *testing.T) {
 			if !strings.Contains(r.stderr, tc.msg) {
 				t.Errorf("%v: stderr %q lacks %q", tc.args, r.stderr, tc.msg)
 			}
+		}
+	})
+}
+
+// TestQueueTask: queue task prints one task whole, its earlier errors
+// under the last one, newest first and escaped; no -id is a usage error
+// and an unknown ID a failure.
+func TestQueueTask(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *server) {
+		ctx := context.Background()
+		q, err := delay.New(s.client, "orders", delay.Options{Prefix: s.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := q.Enqueue(ctx, delay.Job{Key: "order-7", Payload: []byte("expire"), When: delay.After(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := []error{errors.New("stock service\x1b[2J timed out"), nil, errors.New("payment service said 503")}
+		for i, cause := range steps {
+			b, err := q.Take(ctx, 1)
+			if err != nil || len(b.Tasks) != 1 || b.Tasks[0].ID != e.ID {
+				t.Fatalf("take %d: %+v, %v", i, b.Tasks, err)
+			}
+			if i < len(steps)-1 {
+				_, err = q.RetryAfter(ctx, b.Tasks[0], 0, cause)
+			} else {
+				_, err = q.Kill(ctx, b.Tasks[0], cause)
+			}
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+		}
+		r := tierset(t, s.args("queue", "task", "-queue", "orders", "-id", e.ID)...)
+		r.expect(t, 0)
+		for _, want := range []string{
+			"queue orders: task " + e.ID + ": dead\n",
+			"key             \"order-7\"\n",
+			"attempts        3\n",
+			"payload         6 bytes\n",
+			"last error      payment service said 503\nearlier errors  (no error given)\n                stock service\\x1b[2J timed out\n",
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("queue task lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		r = tierset(t, s.args("queue", "task", "-queue", "orders")...)
+		r.expect(t, 2)
+		r = tierset(t, s.args("queue", "task", "-queue", "orders", "-id", "zzzz")...)
+		r.expect(t, 1)
+		if !strings.Contains(r.stderr, "not found") {
+			t.Errorf("unknown ID: %q", r.stderr)
 		}
 	})
 }

@@ -2,7 +2,8 @@
 -- unreadable record under a held lease is parked in dead as it is.
 -- KEYS[1] -> tasks base   KEYS[2] -> inflight ZSET   KEYS[3] -> idx HASH
 -- KEYS[4] -> dead ZSET    KEYS[5] -> stats HASH      KEYS[6] -> lease HASH
--- ARGV[1] -> task ID   ARGV[2] -> fence   ARGV[3] -> last error text
+-- ARGV[1] -> task ID   ARGV[2] -> fence   ARGV[3] -> error text (added to the
+--   record's last ones)
 -- Returns {C_DEAD, now} | {C_CANCELLED} (was cancelled: removed) | {error code}
 local tasks, inflight, idx, dead, stats, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]

@@ -51,6 +51,14 @@ local IDX_MARK = '~'
 -- The high-water mark of the per-ms score space (hw_note) is kept per
 -- window of this many ms of Redis TIME (highWaterWindowMs in Go).
 local HIGH_WATER_WINDOW_MS = 60000
+-- A record's err field keeps its task's last ERRS_KEPT error texts,
+-- oldest first, each as ERR_MARK <len> ':' <text>, the oldest dropped
+-- while they add up to more than ERRS_BYTES (the newest is always kept;
+-- Go caps one text at 1024 bytes). One text that does not start with
+-- ERR_MARK is stored bare, as every record before this list was, so a
+-- bare field is that one text.
+local ERRS_KEPT, ERRS_BYTES = 3, 2048 -- errsKept, errsBytes in record.go
+local ERR_MARK = '\030'
 local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
 local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
 
@@ -98,6 +106,38 @@ local function build(t)
   return fmt(t.flags) .. t.dg .. fmt(t.attempt) .. ',' ..
     fmt(#t.key) .. ',' .. fmt(#t.token) .. ',' .. fmt(#t.err) .. ';' ..
     t.key .. t.token .. t.err .. payload_of(t)
+end
+
+-- err_list reads an err field: its texts, oldest first. A field that is
+-- not a whole list is one bare text (an older record's).
+local function err_list(f)
+  if f == '' then return {} end
+  if string.sub(f, 1, 1) ~= ERR_MARK then return {f} end
+  local out, p = {}, 1
+  while p <= #f do
+    local n, q = string.match(f, '^' .. ERR_MARK .. '(%d+):()', p)
+    if not n or #n > 5 or q + tonumber(n) - 1 > #f then return {f} end
+    out[#out + 1] = string.sub(f, q, q + tonumber(n) - 1)
+    p = q + tonumber(n)
+  end
+  return out
+end
+
+-- push_err returns the err field f with the text e added as the newest,
+-- dropping the oldest beyond ERRS_KEPT texts or ERRS_BYTES bytes.
+local function push_err(f, e)
+  local l = err_list(f)
+  l[#l + 1] = e
+  local first, total = 1, 0
+  for i = 1, #l do total = total + #l[i] end
+  while #l - first + 1 > ERRS_KEPT or (total > ERRS_BYTES and first < #l) do
+    total = total - #l[first]
+    first = first + 1
+  end
+  if first == #l and string.sub(e, 1, 1) ~= ERR_MARK then return e end
+  local parts = {}
+  for i = first, #l do parts[#parts + 1] = ERR_MARK .. fmt(#l[i]) .. ':' .. l[i] end
+  return table.concat(parts)
 end
 
 -- flags_of reads the flags digit of a record (nil: not a digit), and
@@ -419,12 +459,12 @@ local function end_lease(inflight, lease, id)
 end
 
 -- to_dead moves a leased task to the dead set, its last delivery
--- counted and its last error kept.
+-- counted and its error added to the last ones kept.
 local function to_dead(inflight, lease, dead, tasks, stats, id, t, err, now)
   end_lease(inflight, lease, id)
   redis.call('ZADD', dead, fmt(now), id)
   t.attempt = t.attempt + 1
-  t.err = err
+  t.err = push_err(t.err, err)
   put_rec(tasks, id, build(t))
   redis.call('HINCRBY', stats, 'dead', 1)
 end

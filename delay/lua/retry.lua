@@ -3,7 +3,8 @@
 -- KEYS[4] -> due ZSET     KEYS[5] -> dead ZSET       KEYS[6] -> ctr HASH
 -- KEYS[7] -> stats HASH   KEYS[8] -> wake LIST       KEYS[9] -> lease HASH
 -- ARGV[1] -> task ID   ARGV[2] -> fence   ARGV[3] -> delay ms
--- ARGV[4] -> max attempts   ARGV[5] -> last error text
+-- ARGV[4] -> max attempts   ARGV[5] -> this attempt's error text (added to
+--   the record's last ones)
 -- ARGV[6] -> codec epoch ms   ARGV[7] -> 2^bits   ARGV[8] -> codec max ms offset
 -- Returns {C_OK, score, now} (back in due) | {C_DEAD, now} | {C_CANCELLED} | {error code}
 local tasks, inflight, idx, due, dead, ctr, stats, wake, lease =
@@ -26,7 +27,7 @@ local score, c = assign_score(due, ctr, stats, now + tonumber(ARGV[3]),
 if not score then return {c} end
 end_lease(inflight, lease, id)
 t.attempt = t.attempt + 1
-t.err = ARGV[5]
+t.err = push_err(t.err, ARGV[5])
 put_rec(tasks, id, build(t))
 add_due(due, wake, id, score)
 redis.call('HINCRBY', stats, 'retries', 1)

@@ -37,7 +37,7 @@ for _, id in ipairs(ids) do
     if score then
       end_lease(inflight, lease, id)
       t.attempt = t.attempt + 1
-      t.err = 'delay: lease expired'
+      t.err = push_err(t.err, 'delay: lease expired')
       put_rec(tasks, id, build(t))
       add_due(due, wake, id, score)
       back = back + 1

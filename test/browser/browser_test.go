@@ -28,6 +28,10 @@ const (
 	xssError = `<script>alert("dead")</script> & 503`
 )
 
+// earlierErrors are the causes of the first dead task's retries before
+// it died of xssError, oldest first.
+var earlierErrors = []error{errors.New(`stock <img src=x onerror=alert(1)> timed out`), errors.New("stock service said 502")}
+
 // chromium finds the browser: $CHROMIUM, else chromium or chromium-browser on PATH.
 func chromium(t *testing.T) string {
 	t.Helper()
@@ -65,6 +69,21 @@ func seed(t *testing.T) *fixture {
 	for i := range 40 {
 		d := time.Duration(i-20) * 3 * time.Second // 20 overdue, 20 due within the minute or so
 		if _, err := f.q.Enqueue(ctx, delay.Job{Key: fmt.Sprintf("order-%03d", i), Payload: []byte(`{"order":` + strconv.Itoa(i) + `}`), When: delay.At(now.Add(d))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first task to die (order-000, the soonest due) fails twice
+	// before, so its page has earlier errors to list; a reschedule puts
+	// it back at the head of the due set after each retry.
+	for _, cause := range earlierErrors {
+		b, err := f.q.Take(ctx, 1)
+		if err != nil || len(b.Tasks) != 1 || b.Tasks[0].Key != "order-000" {
+			t.Fatalf("take order-000: %+v, %v", b.Tasks, err)
+		}
+		if _, err := f.q.RetryAfter(ctx, b.Tasks[0], 0, cause); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.q.Reschedule(ctx, "order-000", delay.At(now.Add(-20*3*time.Second))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -97,6 +97,14 @@ func TestBrowserOperator(t *testing.T) {
 		if errText != xssError || payload == "" || payload[0] != '{' {
 			t.Errorf("task page: error %q, payload %q", errText, payload)
 		}
+		// The earlier errors the record keeps, newest first, as text.
+		earlier := get(t, ctx, "earlier errors", chromedp.Evaluate[[]string](
+			`Array.from(document.querySelectorAll('[data-field="errors"] li')).map(li => li.textContent)`))
+		injected := get(t, ctx, "injected", chromedp.Evaluate[int](`document.querySelectorAll('#task img, #task script').length`))
+		want := []string{earlierErrors[1].Error(), earlierErrors[0].Error()}
+		if !slices.Equal(earlier, want) || injected != 0 {
+			t.Errorf("task page: earlier errors %q with %d injected elements; want %q and none", earlier, injected, want)
+		}
 		screenshot(t, ctx, dir, "task")
 	})
 

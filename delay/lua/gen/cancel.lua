@@ -59,6 +59,14 @@ local IDX_MARK = '~'
 -- The high-water mark of the per-ms score space (hw_note) is kept per
 -- window of this many ms of Redis TIME (highWaterWindowMs in Go).
 local HIGH_WATER_WINDOW_MS = 60000
+-- A record's err field keeps its task's last ERRS_KEPT error texts,
+-- oldest first, each as ERR_MARK <len> ':' <text>, the oldest dropped
+-- while they add up to more than ERRS_BYTES (the newest is always kept;
+-- Go caps one text at 1024 bytes). One text that does not start with
+-- ERR_MARK is stored bare, as every record before this list was, so a
+-- bare field is that one text.
+local ERRS_KEPT, ERRS_BYTES = 3, 2048 -- errsKept, errsBytes in record.go
+local ERR_MARK = '\030'
 local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
 local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
 
