@@ -42,8 +42,8 @@ func TestPoolLineIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	type sample struct {
-		due  time.Time
-		late time.Duration
+		due       time.Time
+		late, srv time.Duration // srv: at the take (Redis TIME ms)
 	}
 	var mu sync.Mutex
 	var samples []sample
@@ -55,7 +55,7 @@ func TestPoolLineIsolation(t *testing.T) {
 	if err := p.Add(bq, func(_ context.Context, tk *Task) error {
 		late := time.Now().Add(offset).Sub(tk.Due)
 		mu.Lock()
-		samples = append(samples, sample{tk.Due, late})
+		samples = append(samples, sample{tk.Due, late, tk.DeliveredAt.Sub(tk.Due)})
 		mu.Unlock()
 		return nil
 	}, QueueOptions{}); err != nil {
@@ -113,24 +113,36 @@ func TestPoolLineIsolation(t *testing.T) {
 		}
 		return int64(len(samples)) == produced.Load()
 	})
-	var idle, during measure.Samples
+	// Each window's lateness, and its two parts: at the take (Redis TIME
+	// at the take minus due, ms resolution: the taker's timer and the
+	// take's wait in the server) and after it (the reply, the buffer, the
+	// handler's start).
+	var idle, during, idleTake, duringTake, idleAfter, duringAfter measure.Samples
 	mu.Lock()
 	for _, s := range samples {
+		all, take, after := &idle, &idleTake, &idleAfter
 		switch {
 		case s.due.Before(idleFrom):
-		case s.due.Before(resumed):
-			idle.Add(s.late)
-		case s.due.Before(drained):
-			during.Add(s.late)
-		default:
-			idle.Add(s.late)
+			continue
+		case !s.due.Before(resumed) && s.due.Before(drained):
+			all, take, after = &during, &duringTake, &duringAfter
 		}
+		all.Add(s.late)
+		take.Add(s.srv)
+		after.Add(s.late - s.srv)
 	}
 	mu.Unlock()
 	is, ds := idle.Summary(), during.Summary()
 	t.Logf("line A: %d tasks drained in %v (%.0f/s)", burst, drained.Sub(resumed).Round(time.Millisecond), burst/drained.Sub(resumed).Seconds())
 	t.Logf("line B at 100/s, A idle:      n=%d p50 %v p99 %v max %v", is.N, is.P50, is.P99, is.Max)
 	t.Logf("line B at 100/s, A bursting:  n=%d p50 %v p99 %v max %v (p99 ratio %.2f)", ds.N, ds.P50, ds.P99, ds.Max, float64(ds.P99)/float64(is.P99))
+	for _, w := range []struct {
+		name        string
+		take, after *measure.Samples
+	}{{"A idle", &idleTake, &idleAfter}, {"A bursting", &duringTake, &duringAfter}} {
+		tk, af := w.take.Summary(), w.after.Summary()
+		t.Logf("line B, %s: at the take p50 %v p99 %v; after it p50 %v p99 %v", w.name, tk.P50, tk.P99, af.P50, af.P99)
+	}
 	if ds.N < 50 {
 		t.Fatalf("only %d B tasks during the burst", ds.N)
 	}
@@ -144,11 +156,16 @@ func TestPoolLineIsolation(t *testing.T) {
 		return
 	}
 	// The target is 2× the idle p99. Quiet plain runs meet it (ratios
-	// 0.78-1.18), but with A draining 20-30k tasks/s both cores of the
-	// shared machine are busy with Redis and the worker, and B's takes
-	// queue behind A's scripts on the one server thread: CI rehearsals
-	// gave 21.7 ms against 8.2 ms idle, and 138 ms against 41 ms with
-	// another test running. A B held back by A's backlog is late by A's
+	// 0.78-1.18), but with A draining 15-35k tasks/s both cores of the
+	// shared machine are busy with Redis and the worker. Split, B's
+	// extra lateness is not in the pool (take reply to handler start
+	// under 0.2 ms at p99, burst or not) nor, since the offset estimate
+	// keeps the narrowest bound, in its timer (it was ±5 ms, now 0 at
+	// ms resolution): it is B's take waiting in the server, behind A's
+	// scripts at p50 and behind the CPU the machine leaves Redis at
+	// p99. At load averages of 4-8 that gave ratios 1.9-3.9 (e.g. 23 ms
+	// against 6 ms idle), at 15-20 ratios 0.6-1.8 with the idle p99
+	// itself at 43-153 ms. A B held back by A's backlog is late by A's
 	// drain, seconds. So the judged bound is 2× or, past that, 250 ms
 	// over the idle p99, and a missed 2× target is printed.
 	target := 2 * max(is.P99, 2*time.Millisecond)
