@@ -160,6 +160,11 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 		return invalid("options", "relay batch %d (allowed 1..%d), poll %v, retry max %v, reconcile horizon %v (want non-negative)",
 			opts.Batch, delay.MaxBatch, opts.Poll, opts.RetryMax, opts.ReconcileHorizon)
 	}
+	onError := func(err error) {
+		if opts.OnError != nil {
+			opts.OnError(err)
+		}
+	}
 	backoff := opts.Poll
 	var nextReconcile time.Time // zero: at start
 	for {
@@ -173,9 +178,7 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 			case ctx.Err() != nil:
 				return ctx.Err()
 			case err != nil:
-				if opts.OnError != nil {
-					opts.OnError(err)
-				}
+				onError(err)
 			case ran && opts.OnReconcile != nil:
 				opts.OnReconcile(res)
 			}
@@ -186,9 +189,7 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil:
-			if opts.OnError != nil {
-				opts.OnError(err)
-			}
+			onError(err)
 			wait = backoff
 			backoff = min(2*backoff, opts.RetryMax)
 		case res.Total() < opts.Batch:
