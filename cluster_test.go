@@ -56,7 +56,7 @@ func TestClusterIsReal(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("%s: CLUSTER INFO: %w", m.Options().Addr, err)
 		}
-		fields := infoFields(info)
+		fields := testredis.InfoFields(info)
 		if fields["cluster_state"] != "ok" {
 			return fmt.Errorf("%s: cluster_state:%s", m.Options().Addr, fields["cluster_state"])
 		}
@@ -303,14 +303,4 @@ func requireAbsent(t *testing.T, ctx context.Context, cc *redis.ClusterClient, k
 			t.Errorf("%q was written by a refused operation", k)
 		}
 	}
-}
-
-func infoFields(info string) map[string]string {
-	out := map[string]string{}
-	for _, line := range strings.Split(info, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			out[k] = v
-		}
-	}
-	return out
 }

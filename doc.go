@@ -88,7 +88,9 @@
 //   - internal/text: outside input quoted and escaped for messages and
 //     terminals.
 //
-// The root package holds this documentation, [ClusterOptions] (go-redis
-// Cluster settings that follow a failover in seconds), and the end-to-end
-// test that checks the Redis-backed match against the in-memory oracle.
+// The root package holds this documentation and [ClusterOptions] (go-redis
+// Cluster settings that follow a failover in seconds). The end-to-end
+// tests, of several packages together on real Redis (the match against
+// the in-memory oracle, deadlines during a stalled server, failovers on a
+// 3+3 cluster), are in test/e2e.
 package tierset

@@ -140,6 +140,22 @@ func TestBadInput(t *testing.T) {
 				_, err := New(c.client, Options{Grace: -time.Second})
 				return err
 			}, []error{&ValidationError{Field: "options"}}},
+			{"grace under 1ms", func(ctx context.Context, c *Cache) error {
+				_, err := New(c.client, Options{Grace: time.Microsecond})
+				return err
+			}, []error{&ValidationError{Field: "options"}}},
+			{"negative MaxRecordBytes", func(ctx context.Context, c *Cache) error {
+				_, err := New(c.client, Options{MaxRecordBytes: -1})
+				return err
+			}, []error{&ValidationError{Field: "options"}}},
+			{"negative RefreshRetries", func(ctx context.Context, c *Cache) error {
+				_, err := New(c.client, Options{RefreshRetries: -1})
+				return err
+			}, []error{&ValidationError{Field: "options"}}},
+			{"TombstoneTTL under 1ms", func(ctx context.Context, c *Cache) error {
+				_, err := New(c.client, Options{TombstoneTTL: time.Microsecond})
+				return err
+			}, []error{&ValidationError{Field: "options"}}},
 			{"cancelled context refresh", func(ctx context.Context, c *Cache) error {
 				ctx, cancel := context.WithCancel(ctx)
 				cancel()

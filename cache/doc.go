@@ -19,7 +19,7 @@
 //	}
 //
 // Errors name states ([ErrNotFound], [ErrNoTier], [ErrDamaged], ...) and
-// are checked with errors.Is; a promotion [gradient.Validate] refuses is a
+// are checked with errors.Is; a promotion [gradient.Promotion.Validate] refuses is a
 // [*gradient.ValidationError].
 //
 // # Key layout

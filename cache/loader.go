@@ -80,34 +80,22 @@ type LoadOptions struct {
 }
 
 func (o LoadOptions) withDefaults() (LoadOptions, error) {
-	set := func(d *time.Duration, def time.Duration, name string) error {
-		switch {
-		case *d == 0:
-			*d = def
-		case *d < time.Millisecond:
-			return invalid("options", "Load.%s %v (must be ≥ 1ms)", name, *d)
-		}
-		return nil
-	}
 	for _, f := range []struct {
 		d    *time.Duration
 		def  time.Duration
 		name string
-	}{{&o.Timeout, DefaultLoadTimeout, "Timeout"}, {&o.LeaseTTL, DefaultLoadLeaseTTL, "LeaseTTL"},
-		{&o.MissTTL, DefaultLoadMissTTL, "MissTTL"}, {&o.PollEvery, DefaultLoadPollEvery, "PollEvery"},
-		{&o.FailTTL, DefaultLoadFailTTL, "FailTTL"}} {
-		if err := set(f.d, f.def, f.name); err != nil {
+	}{{&o.Timeout, DefaultLoadTimeout, "Load.Timeout"}, {&o.LeaseTTL, DefaultLoadLeaseTTL, "Load.LeaseTTL"},
+		{&o.MissTTL, DefaultLoadMissTTL, "Load.MissTTL"}, {&o.PollEvery, DefaultLoadPollEvery, "Load.PollEvery"},
+		{&o.FailTTL, DefaultLoadFailTTL, "Load.FailTTL"}} {
+		if err := orDefault(f.name, f.d, f.def, time.Millisecond); err != nil {
 			return o, err
 		}
 	}
 	if o.LeaseTTL <= o.Timeout {
 		return o, invalid("options", "Load.LeaseTTL %v must exceed Load.Timeout %v", o.LeaseTTL, o.Timeout)
 	}
-	switch {
-	case o.MaxMisses == 0:
-		o.MaxMisses = DefaultLoadMaxMisses
-	case o.MaxMisses < 0:
-		return o, invalid("options", "Load.MaxMisses %d", o.MaxMisses)
+	if err := orDefault("Load.MaxMisses", &o.MaxMisses, DefaultLoadMaxMisses, 0); err != nil {
+		return o, err
 	}
 	return o, nil
 }

@@ -64,29 +64,17 @@ const nearShards = 8
 
 func (o *NearCacheOptions) withDefaults() (NearCacheOptions, error) {
 	n := *o
-	switch {
-	case n.MaxPromotions == 0:
-		n.MaxPromotions = DefaultNearMaxPromotions
-	case n.MaxPromotions < 0:
-		return n, invalid("options", "NearCache.MaxPromotions %d", n.MaxPromotions)
+	if err := orDefault("NearCache.MaxPromotions", &n.MaxPromotions, DefaultNearMaxPromotions, 0); err != nil {
+		return n, err
 	}
-	switch {
-	case n.MaxBytes == 0:
-		n.MaxBytes = DefaultNearMaxBytes
-	case n.MaxBytes < 0:
-		return n, invalid("options", "NearCache.MaxBytes %d", n.MaxBytes)
+	if err := orDefault("NearCache.MaxBytes", &n.MaxBytes, DefaultNearMaxBytes, 0); err != nil {
+		return n, err
 	}
-	switch {
-	case n.MaxStaleness == 0:
-		n.MaxStaleness = DefaultNearMaxStaleness
-	case n.MaxStaleness < 10*time.Millisecond:
-		return n, invalid("options", "NearCache.MaxStaleness %v (must be ≥ 10ms)", n.MaxStaleness)
+	if err := orDefault("NearCache.MaxStaleness", &n.MaxStaleness, DefaultNearMaxStaleness, 10*time.Millisecond); err != nil {
+		return n, err
 	}
-	switch {
-	case n.MaxTiers == 0:
-		n.MaxTiers = DefaultNearMaxTiers
-	case n.MaxTiers < 0:
-		return n, invalid("options", "NearCache.MaxTiers %d", n.MaxTiers)
+	if err := orDefault("NearCache.MaxTiers", &n.MaxTiers, DefaultNearMaxTiers, 0); err != nil {
+		return n, err
 	}
 	return n, nil
 }

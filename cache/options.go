@@ -137,29 +137,17 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	switch {
-	case o.Grace == 0:
-		o.Grace = DefaultGrace
-	case o.Grace < time.Millisecond:
-		return o, invalid("options", "Grace %v (must be ≥ 1ms)", o.Grace)
+	if err := orDefault("Grace", &o.Grace, DefaultGrace, time.Millisecond); err != nil {
+		return o, err
 	}
-	switch {
-	case o.MaxRecordBytes == 0:
-		o.MaxRecordBytes = DefaultMaxRecordBytes
-	case o.MaxRecordBytes < 0:
-		return o, invalid("options", "MaxRecordBytes %d", o.MaxRecordBytes)
+	if err := orDefault("MaxRecordBytes", &o.MaxRecordBytes, DefaultMaxRecordBytes, 0); err != nil {
+		return o, err
 	}
-	switch {
-	case o.RefreshRetries == 0:
-		o.RefreshRetries = DefaultRefreshRetries
-	case o.RefreshRetries < 0:
-		return o, invalid("options", "RefreshRetries %d", o.RefreshRetries)
+	if err := orDefault("RefreshRetries", &o.RefreshRetries, DefaultRefreshRetries, 0); err != nil {
+		return o, err
 	}
-	switch {
-	case o.TombstoneTTL == 0:
-		o.TombstoneTTL = DefaultTombstoneTTL
-	case o.TombstoneTTL < time.Millisecond:
-		return o, invalid("options", "TombstoneTTL %v (must be ≥ 1ms)", o.TombstoneTTL)
+	if err := orDefault("TombstoneTTL", &o.TombstoneTTL, DefaultTombstoneTTL, time.Millisecond); err != nil {
+		return o, err
 	}
 	if o.Observer == nil {
 		o.Observer = NopObserver{}
@@ -168,4 +156,16 @@ func (o Options) withDefaults() (Options, error) {
 		o.DecodeCacheSize = DefaultDecodeCacheSize
 	}
 	return o, nil
+}
+
+// orDefault sets the option *v to def when it is zero (the zero value
+// is the default) and refuses a value under least, naming the option.
+func orDefault[T ~int | ~int64](name string, v *T, def, least T) error {
+	switch {
+	case *v == 0:
+		*v = def
+	case *v < least:
+		return invalid("options", "%s %v (must be ≥ %v)", name, *v, least)
+	}
+	return nil
 }

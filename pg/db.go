@@ -2,7 +2,6 @@ package pg
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"strconv"
 	"time"
@@ -40,7 +39,7 @@ func checkSchema(s string) (string, error) {
 		return DefaultSchema, nil
 	}
 	if !schemaRE.MatchString(s) {
-		return "", fmt.Errorf("%w: %q (want [a-z_][a-z0-9_]*, at most 63 bytes)", ErrBadSchema, s)
+		return "", invalid("schema", "%q (want [a-z_][a-z0-9_]*, at most 63 bytes)", s)
 	}
 	return s, nil
 }

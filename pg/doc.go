@@ -15,9 +15,9 @@
 //     revisions, and the tombstones as warm.Deletion, from one snapshot,
 //     and implements warm.Source, so warm.FromSource warms Redis from the
 //     database as the CLI warms it from a file. A promotion gradient
-//     refuses is reported by its ID ([RowError]) and skipped, and its
-//     stored version is kept; the others warm. [Rules.Save] validates
-//     before it writes.
+//     refuses is reported by its ID (a [ValidationError] with Field
+//     "row") and skipped, and its stored version is kept; the others
+//     warm. [Rules.Save] validates before it writes.
 //   - [Watch] keeps Redis in step: a trigger NOTIFYs [RulesChannel] on
 //     every committed change to a promotion, its tiers or its gifts, and
 //     Watch refreshes just that promotion, or deletes it (cache.Delete at

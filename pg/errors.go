@@ -1,38 +1,71 @@
 package pg
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
-// Sentinel errors.
+// Sentinel errors. Bad input is one sentinel, ErrInvalid, carried by a
+// *ValidationError that names the input; the others name states.
 var (
-	// ErrBadSchema: a schema name that is empty, too long or not a plain
-	// identifier (letters, digits, underscores, not starting with a digit).
-	ErrBadSchema = errors.New("pg: bad schema name")
+	// ErrInvalid: a refused input (argument, option, outbox job, schema
+	// name or promotion row). Every such error is a *ValidationError
+	// naming the input; it matches ErrInvalid.
+	ErrInvalid = errors.New("pg: invalid input")
 	// ErrMigration: a migration failed; nothing of it was applied.
 	ErrMigration = errors.New("pg: migration failed")
-	// ErrInvalidRow: a database row that does not make a valid promotion
-	// (an unknown enum, an unparsable number, or a promotion gradient
-	// refuses). The error is a *RowError naming the promotion.
-	ErrInvalidRow = errors.New("pg: invalid row")
-	// ErrBadJob: an outbox job the delay queue would refuse (empty key,
-	// oversized payload, no due time).
-	ErrBadJob = errors.New("pg: bad job")
 	// ErrNotPending: the outbox row is not pending (already done,
 	// cancelled, or never committed).
 	ErrNotPending = errors.New("pg: task not pending")
-	// ErrInvalidOptions: an option out of range.
-	ErrInvalidOptions = errors.New("pg: invalid options")
 )
 
-// RowError names the promotion a bad row belongs to.
-type RowError struct {
+// ValidationError is a refused input: nothing was written. It matches
+// ErrInvalid, and errors.Is(err, &ValidationError{Field: f}) tells which
+// input.
+type ValidationError struct {
+	// Field names the input: "schema" (empty, longer than 63 bytes or not
+	// [a-z_][a-z0-9_]*), "options" (a nil DB, queue, pool, rules or cache,
+	// or an option out of range; Detail names it), "limit" or "cursor" (a
+	// Purge or Pending argument out of range), "key", "token", "payload" or
+	// "when" (an outbox job the delay queue would refuse; Cause is the
+	// *delay.ValidationError, so the error matches delay.ErrInvalid too) or
+	// "row" (a promotion's database rows that do not make a valid
+	// promotion: an unknown enum, an unparsable number or a promotion
+	// gradient refuses; Promotion names it and Cause, often a
+	// *gradient.ValidationError, says why).
+	Field string
+	// Promotion is the ID of the refused promotion when Field is "row".
 	Promotion string
-	Err       error
+	// Detail says what was refused and what is allowed.
+	Detail string
+	// Cause is the underlying error, or nil.
+	Cause error
 }
 
-func (e *RowError) Error() string {
-	return "pg: promotion " + quote(e.Promotion) + ": " + e.Err.Error()
+func (e *ValidationError) Error() string {
+	return "pg: invalid " + e.Field + ": " + e.Detail
 }
 
-// Unwrap returns ErrInvalidRow and the cause (often a
-// *gradient.ValidationError).
-func (e *RowError) Unwrap() []error { return []error{ErrInvalidRow, e.Err} }
+func (e *ValidationError) Unwrap() error { return e.Cause }
+
+// Is makes every ValidationError match ErrInvalid, and a
+// *ValidationError target match when its Field is empty or the same.
+func (e *ValidationError) Is(target error) bool {
+	if target == ErrInvalid {
+		return true
+	}
+	t, ok := target.(*ValidationError)
+	return ok && (t.Field == "" || t.Field == e.Field)
+}
+
+// invalid returns the *ValidationError for field; format and args make
+// Detail as fmt.Errorf would, and a %w verb sets Cause.
+func invalid(field, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &ValidationError{Field: field, Detail: err.Error(), Cause: errors.Unwrap(err)}
+}
+
+// rowError is the *ValidationError of promotion id's rows, refused for err.
+func rowError(id string, err error) *ValidationError {
+	return &ValidationError{Field: "row", Promotion: id, Detail: "promotion " + quote(id) + ": " + err.Error(), Cause: err}
+}

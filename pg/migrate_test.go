@@ -68,8 +68,8 @@ func TestMigrateFreshSchemaConcurrent(t *testing.T) {
 
 func TestMigrateBadSchema(t *testing.T) {
 	for _, s := range []string{"Upper", "has-dash", "1digit", "x; DROP TABLE y", strings.Repeat("a", 64)} {
-		if _, err := Migrate(t.Context(), nil, s); !errors.Is(err, ErrBadSchema) {
-			t.Errorf("Migrate(%q) = %v, want ErrBadSchema", s, err)
+		if _, err := Migrate(t.Context(), nil, s); !errors.Is(err, &ValidationError{Field: "schema"}) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("Migrate(%q) = %v, want a *ValidationError with Field schema", s, err)
 		}
 	}
 }

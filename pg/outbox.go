@@ -56,7 +56,7 @@ func NewOutbox(db DB, schema string, q *delay.Queue, opts OutboxOptions) (*Outbo
 		return nil, err
 	}
 	if db == nil || q == nil {
-		return nil, fmt.Errorf("%w: nil DB or queue", ErrInvalidOptions)
+		return nil, invalid("options", "nil DB or queue")
 	}
 	now := opts.Now
 	if now == nil {
@@ -79,8 +79,8 @@ func NewToken() string {
 // reaches Redis through the relay. An empty Token gets NewToken; the
 // token is returned. Enqueueing the same (Key, Token) twice is a no-op.
 // job.After counts from Options.Now at this call. A job the queue would
-// refuse returns an error wrapping ErrBadJob and the delay sentinel, and
-// writes nothing.
+// refuse returns a *ValidationError (matching ErrInvalid) whose Cause is
+// the *delay.ValidationError (matching delay.ErrInvalid), and writes nothing.
 func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, job delay.Job) (token string, err error) {
 	due, err := o.checkJob(&job)
 	if err != nil {
@@ -100,7 +100,8 @@ func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, job delay.Job) (token s
 
 func (o *Outbox) checkJob(job *delay.Job) (time.Time, error) {
 	bad := func(field, format string, args ...any) (time.Time, error) {
-		return time.Time{}, fmt.Errorf("%w: %w", ErrBadJob, &delay.ValidationError{Field: field, Detail: fmt.Sprintf(format, args...)})
+		d := &delay.ValidationError{Field: field, Detail: fmt.Sprintf(format, args...)}
+		return time.Time{}, &ValidationError{Field: field, Detail: d.Detail, Cause: d}
 	}
 	if job.Key == "" || len(job.Key) > delay.MaxKeyBytes || !printable(job.Key) {
 		return bad("key", "key %q (1..%d bytes of UTF-8, no control characters)", job.Key, delay.MaxKeyBytes)
@@ -209,7 +210,8 @@ type RescheduleResult struct {
 func (o *Outbox) Reschedule(ctx context.Context, key string, w delay.When) (RescheduleResult, error) {
 	res := RescheduleResult{Due: w.At}
 	if !w.At.IsZero() && w.After != 0 || w.After < 0 {
-		return res, fmt.Errorf("%w: %w", ErrBadJob, &delay.ValidationError{Field: "when", Detail: fmt.Sprintf("reschedule %q: At or a non-negative After, not both", key)})
+		d := &delay.ValidationError{Field: "when", Detail: fmt.Sprintf("reschedule %q: At or a non-negative After, not both", key)}
+		return res, &ValidationError{Field: "when", Detail: d.Detail, Cause: d}
 	}
 	if w.At.IsZero() {
 		res.Due = o.now().Add(w.After)
@@ -281,7 +283,7 @@ func (o *Outbox) changeRows(ctx context.Context, key, set string, locked func([]
 // at most limit of them, and returns how many it deleted.
 func (o *Outbox) Purge(ctx context.Context, before time.Time, limit int) (int, error) {
 	if limit <= 0 {
-		return 0, fmt.Errorf("%w: purge limit %d", ErrInvalidOptions, limit)
+		return 0, invalid("limit", "purge limit %d (want at least 1)", limit)
 	}
 	tag, err := o.db.Exec(ctx, `DELETE FROM `+o.schema+`.delay_outbox WHERE id IN (
 		SELECT id FROM `+o.schema+`.delay_outbox WHERE queue = $1 AND state IN ('done', 'cancelled', 'refused')

@@ -47,7 +47,7 @@ func TestOutboxEnqueue(t *testing.T) {
 		name     string
 		job      delay.Job
 		rollback bool
-		want     error // nil: the row exists after commit
+		want     *delay.ValidationError // nil: the row exists after commit
 	}{
 		{"committed", delay.Job{Key: "order:1", Token: "t1", When: delay.After(time.Minute)}, false, nil},
 		{"same key and token again", delay.Job{Key: "order:1", Token: "t1", When: delay.After(time.Hour)}, false, nil},
@@ -69,8 +69,8 @@ func TestOutboxEnqueue(t *testing.T) {
 			tok, err := o.Enqueue(ctx, tx, tt.job)
 			if tt.want != nil {
 				_ = tx.Rollback(ctx)
-				if !errors.Is(err, ErrBadJob) || !errors.Is(err, tt.want) {
-					t.Fatalf("Enqueue = %v, want ErrBadJob and %v", err, tt.want)
+				if !errors.Is(err, &ValidationError{Field: tt.want.Field}) || !errors.Is(err, ErrInvalid) || !errors.Is(err, tt.want) {
+					t.Fatalf("Enqueue = %v, want a pg and a delay *ValidationError with Field %q", err, tt.want.Field)
 				}
 				return
 			}

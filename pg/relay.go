@@ -59,7 +59,7 @@ func (r RelayResult) Total() int { return r.Moved + r.Duplicate + r.Refused }
 func (o *Outbox) RelayOnce(ctx context.Context, batch int) (RelayResult, error) {
 	var res RelayResult
 	if batch < 1 || batch > delay.MaxBatch {
-		return res, fmt.Errorf("%w: relay batch %d (allowed 1..%d)", ErrInvalidOptions, batch, delay.MaxBatch)
+		return res, invalid("options", "relay batch %d (allowed 1..%d)", batch, delay.MaxBatch)
 	}
 	tx, err := o.db.Begin(ctx)
 	if err != nil {
@@ -157,8 +157,13 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 		opts.ReconcileEvery = 5 * time.Minute
 	}
 	if opts.Batch < 1 || opts.Batch > delay.MaxBatch || opts.Poll < 0 || opts.RetryMax < 0 || opts.ReconcileHorizon < 0 {
-		return fmt.Errorf("%w: relay batch %d, poll %v, retry max %v, reconcile horizon %v",
-			ErrInvalidOptions, opts.Batch, opts.Poll, opts.RetryMax, opts.ReconcileHorizon)
+		return invalid("options", "relay batch %d (allowed 1..%d), poll %v, retry max %v, reconcile horizon %v (want non-negative)",
+			opts.Batch, delay.MaxBatch, opts.Poll, opts.RetryMax, opts.ReconcileHorizon)
+	}
+	onError := func(err error) {
+		if opts.OnError != nil {
+			opts.OnError(err)
+		}
 	}
 	backoff := opts.Poll
 	var nextReconcile time.Time // zero: at start
@@ -173,9 +178,7 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 			case ctx.Err() != nil:
 				return ctx.Err()
 			case err != nil:
-				if opts.OnError != nil {
-					opts.OnError(err)
-				}
+				onError(err)
 			case ran && opts.OnReconcile != nil:
 				opts.OnReconcile(res)
 			}
@@ -186,9 +189,7 @@ func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil:
-			if opts.OnError != nil {
-				opts.OnError(err)
-			}
+			onError(err)
 			wait = backoff
 			backoff = min(2*backoff, opts.RetryMax)
 		case res.Total() < opts.Batch:
@@ -277,12 +278,12 @@ func (s Source) Pending(ctx context.Context, before time.Time, cursor string, li
 	if cursor != "" {
 		v, err := strconv.ParseInt(cursor, 10, 64)
 		if err != nil {
-			return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidOptions, cursor)
+			return nil, "", invalid("cursor", "cursor %q (want a row id)", cursor)
 		}
 		after = v
 	}
 	if limit <= 0 {
-		return nil, "", fmt.Errorf("%w: limit %d", ErrInvalidOptions, limit)
+		return nil, "", invalid("limit", "limit %d (want at least 1)", limit)
 	}
 	o := s.o
 	rows, err := o.db.Query(ctx, `SELECT id, key, token, payload, due_at FROM `+o.schema+`.delay_outbox

@@ -44,7 +44,7 @@ func NewRules(db DB, schema string) (*Rules, error) {
 		return nil, err
 	}
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil DB", ErrInvalidOptions)
+		return nil, invalid("options", "nil DB")
 	}
 	return &Rules{db: db, schema: s}, nil
 }
@@ -56,13 +56,13 @@ func (r *Rules) Schema() string { return r.schema }
 // tombstones keep, with theirs, from one consistent snapshot (a
 // repeatable read, read-only transaction). A promotion whose rows
 // gradient refuses, or that cannot be parsed, is reported in Skipped by
-// its ID, as a *RowError, and left out; the rest are returned valid.
+// its ID, as a *ValidationError with Field "row", and left out; the rest are returned valid.
 // warm.FromSource applies the deletions as ordered deletes, so a warm-up
 // that read the table before a change never undoes what a newer writer
 // (Watch) stored.
 func (r *Rules) Load(ctx context.Context) (warm.Loaded, error) {
 	var out warm.Loaded
-	err := r.read(ctx, nil, func(ps []gradient.Promotion, bad []*RowError, gone []warm.Deletion) {
+	err := r.read(ctx, nil, func(ps []gradient.Promotion, bad []*ValidationError, gone []warm.Deletion) {
 		out.Promotions = ps
 		for _, e := range bad {
 			out.Skipped = append(out.Skipped, warm.Skipped{ID: e.Promotion, Err: e})
@@ -75,10 +75,11 @@ func (r *Rules) Load(ctx context.Context) (warm.Loaded, error) {
 // LoadOne reads one promotion and its revision. found is false when no
 // row has that ID: p.ID is then id and p.Revision the revision of its
 // deletion (0 when no tombstone is kept for it, see PurgeTombstones), for
-// cache.Delete. A promotion gradient refuses is returned as a *RowError.
+// cache.Delete. A promotion gradient refuses is returned as a *ValidationError with
+// Field "row".
 func (r *Rules) LoadOne(ctx context.Context, id string) (p gradient.Promotion, found bool, err error) {
 	var rowErr error
-	err = r.read(ctx, &id, func(ps []gradient.Promotion, bad []*RowError, gone []warm.Deletion) {
+	err = r.read(ctx, &id, func(ps []gradient.Promotion, bad []*ValidationError, gone []warm.Deletion) {
 		switch {
 		case len(bad) > 0:
 			found, rowErr = true, bad[0]
@@ -114,7 +115,7 @@ type tierRow struct {
 	tier  gradient.Tier
 }
 
-func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promotion, []*RowError, []warm.Deletion)) error {
+func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promotion, []*ValidationError, []warm.Deletion)) error {
 	tx, err := r.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("pg: rules: begin: %w", err)
@@ -222,7 +223,7 @@ func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promoti
 		return fmt.Errorf("pg: rules: tombstones: %w", err)
 	}
 	var good []gradient.Promotion
-	var refused []*RowError
+	var refused []*ValidationError
 	for _, pid := range order {
 		p := promos[pid]
 		err := bad[pid]
@@ -230,7 +231,7 @@ func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promoti
 			err = p.Validate()
 		}
 		if err != nil {
-			refused = append(refused, &RowError{Promotion: pid, Err: err})
+			refused = append(refused, rowError(pid, err))
 			continue
 		}
 		good = append(good, *p)

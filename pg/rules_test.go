@@ -152,10 +152,10 @@ func TestRulesLoadSkipsRefused(t *testing.T) {
 			if !errors.Is(err, warm.ErrRefused) {
 				t.Fatalf("FromSource = %v, want ErrRefused", err)
 			}
-			var re *RowError
-			if len(sum.Refused) != 1 || sum.Refused[0] != tt.promo || !errors.As(sum.Errors[0], &re) || re.Promotion != tt.promo ||
-				!errors.Is(sum.Errors[0], ErrInvalidRow) || !errors.Is(sum.Errors[0], tt.sentinel) {
-				t.Fatalf("Refused %v, errors %v; want %q refused as a RowError wrapping %v", sum.Refused, sum.Errors, tt.promo, tt.sentinel)
+			var ve *ValidationError
+			if len(sum.Refused) != 1 || sum.Refused[0] != tt.promo || !errors.As(sum.Errors[0], &ve) || ve.Field != "row" || ve.Promotion != tt.promo ||
+				!errors.Is(sum.Errors[0], ErrInvalid) || !errors.Is(sum.Errors[0], tt.sentinel) {
+				t.Fatalf("Refused %v, errors %v; want %q refused as a *ValidationError with Field row wrapping %v", sum.Refused, sum.Errors, tt.promo, tt.sentinel)
 			}
 			if len(sum.Unchanged) != len(ps)-1 || len(sum.Pruned) != 0 {
 				t.Fatalf("unchanged %v, pruned %v; want the other %d unchanged and nothing pruned", sum.Unchanged, sum.Pruned, len(ps)-1)

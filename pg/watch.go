@@ -110,7 +110,7 @@ type notice struct{ Schema, ID string }
 // When the listener's connection drops, Watch reconnects with backoff.
 func Watch(ctx context.Context, pool *pgxpool.Pool, r *Rules, c warm.Cache, opts WatchOptions) error {
 	if pool == nil || r == nil || c == nil {
-		return fmt.Errorf("%w: nil pool, rules or cache", ErrInvalidOptions)
+		return invalid("options", "nil pool, rules or cache")
 	}
 	if opts.FullEvery == 0 {
 		opts.FullEvery = 5 * time.Minute
@@ -125,7 +125,7 @@ func Watch(ctx context.Context, pool *pgxpool.Pool, r *Rules, c warm.Cache, opts
 		opts.KeepTombstones = DefaultKeepTombstones
 	}
 	if opts.FullEvery < 0 || opts.ReconnectMin < 0 || opts.ReconnectMax < opts.ReconnectMin {
-		return fmt.Errorf("%w: full every %v, reconnect %v..%v", ErrInvalidOptions, opts.FullEvery, opts.ReconnectMin, opts.ReconnectMax)
+		return invalid("options", "full every %v, reconnect %v..%v (want non-negative, min <= max)", opts.FullEvery, opts.ReconnectMin, opts.ReconnectMax)
 	}
 	w := watcher{pool: pool, r: r, c: c, o: opts}
 	backoff := opts.ReconnectMin
@@ -219,9 +219,8 @@ func (w *watcher) fullPass(ctx context.Context) {
 // is reported; the next full pass repairs it.
 func (w *watcher) refreshOne(ctx context.Context, id string) {
 	p, found, err := w.r.LoadOne(ctx, id)
-	var rowErr *RowError
 	switch {
-	case errors.As(err, &rowErr):
+	case errors.Is(err, &ValidationError{Field: "row"}):
 		w.emit(WatchEvent{Kind: WatchSkipped, ID: id, Err: err})
 	case err != nil:
 		w.emit(WatchEvent{Kind: WatchError, ID: id, Err: err})

@@ -80,7 +80,10 @@ func (f File) Load(ctx context.Context) (Loaded, error) {
 // A promotion listed with revision 0 is pruned unordered.
 func FromSource(ctx context.Context, c Cache, src Source, opts Options) (Summary, error) {
 	if src == nil {
-		return Summary{}, fmt.Errorf("%w: nil source", ErrInvalidOptions)
+		return Summary{}, invalid("source", "nil source")
+	}
+	if err := opts.check(); err != nil {
+		return Summary{}, err
 	}
 	var stored []cache.Info
 	if opts.Prune {

@@ -11,19 +11,6 @@ import (
 	"github.com/tierset/tierset/gradient"
 )
 
-// Sentinel errors.
-var (
-	// ErrRefused: the cache refused one or more promotions (the error
-	// also wraps each refusal); the others were written.
-	ErrRefused = errors.New("warm: promotions refused")
-	// ErrInvalidOptions: a negative Batch or MaxPrune.
-	ErrInvalidOptions = errors.New("warm: invalid options")
-	// ErrPruneLimit: Prune would delete more promotions than MaxPrune
-	// allows. Nothing was written or deleted; Summary.WouldPrune lists
-	// the promotions that would have gone.
-	ErrPruneLimit = errors.New("warm: prune limit exceeded")
-)
-
 // DefaultBatch is the number of promotions per Refresh call when
 // Options.Batch is zero.
 const DefaultBatch = 100
@@ -65,7 +52,7 @@ type Options struct {
 	// and returns ErrPruneLimit (a dry run too): a truncated or wrong
 	// file must not empty the cache. Default DefaultMaxPrune of the
 	// promotions stored before the run (10%, at least 1). Negative is
-	// ErrInvalidOptions.
+	// refused (a *ValidationError with Field "options").
 	MaxPrune int
 }
 
@@ -114,14 +101,22 @@ func Warm(ctx context.Context, c Cache, promos []gradient.Promotion, opts Option
 	return warmWith(ctx, c, promos, nil, nil, opts)
 }
 
+// check refuses options out of range, before anything is read.
+func (o Options) check() error {
+	if o.Batch < 0 {
+		return invalid("options", "Batch %d (want 0 for the default, or positive)", o.Batch)
+	}
+	if o.MaxPrune < 0 {
+		return invalid("options", "MaxPrune %d (want 0 for the default, or positive)", o.MaxPrune)
+	}
+	return nil
+}
+
 // warmWith is Warm with source-side deletions, and with the stored
 // promotions listed before the source was read (nil: list now).
 func warmWith(ctx context.Context, c Cache, promos []gradient.Promotion, deleted []Deletion, stored []cache.Info, opts Options) (Summary, error) {
-	if opts.Batch < 0 {
-		return Summary{}, fmt.Errorf("%w: Batch %d", ErrInvalidOptions, opts.Batch)
-	}
-	if opts.MaxPrune < 0 {
-		return Summary{}, fmt.Errorf("%w: MaxPrune %d", ErrInvalidOptions, opts.MaxPrune)
+	if err := opts.check(); err != nil {
+		return Summary{}, err
 	}
 	batch := opts.Batch
 	if batch == 0 {

@@ -40,6 +40,22 @@ func (r *Result) find(impl string, tiers, conc int) *stats {
 	return nil
 }
 
+// ordered returns the rows in table order: by concurrency, then tier
+// count, then implementation as implOrder lists them.
+func (r *Result) ordered() []*stats {
+	var out []*stats
+	for _, conc := range r.concurrencies() {
+		for _, tiers := range r.tierCounts() {
+			for _, impl := range implOrder {
+				if s := r.find(impl, tiers, conc); s != nil {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	return out
+}
+
 func (r *Result) tierCounts() []int { return r.distinct(func(s *stats) int { return s.Tiers }) }
 
 func (r *Result) concurrencies() []int {
@@ -126,17 +142,9 @@ func (r *Result) PrintTable(w io.Writer) {
 	fmt.Fprintf(w, "cart = %d lines, each on its own promotion of that tier count; lookups/s = lines × carts/s\n\n", r.Lines)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "impl\ttiers\tconc\tops/s\tlookups/s\tp50\tp99\tops\tallocs/line\t")
-	for _, conc := range r.concurrencies() {
-		for _, tiers := range r.tierCounts() {
-			for _, impl := range implOrder {
-				s := r.find(impl, tiers, conc)
-				if s == nil {
-					continue
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%.2f\t\n", s.Impl, s.Tiers, s.Concurrency,
-					fmtRate(s.OpsPerSec()), fmtRate(s.LookupsPerSec()), fmtDur(s.Quantile(0.5)), fmtDur(s.Quantile(0.99)), s.Ops, s.AllocsPerLine())
-			}
-		}
+	for _, s := range r.ordered() {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%.2f\t\n", s.Impl, s.Tiers, s.Concurrency,
+			fmtRate(s.OpsPerSec()), fmtRate(s.LookupsPerSec()), fmtDur(s.Quantile(0.5)), fmtDur(s.Quantile(0.99)), s.Ops, s.AllocsPerLine())
 	}
 	tw.Flush()
 	for _, s := range r.Rows {
@@ -299,23 +307,15 @@ func (r *Result) WriteCSV(w io.Writer) error {
 	us := func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d)/float64(time.Microsecond), 'f', 2, 64)
 	}
-	for _, conc := range r.concurrencies() {
-		for _, tiers := range r.tierCounts() {
-			for _, impl := range implOrder {
-				s := r.find(impl, tiers, conc)
-				if s == nil {
-					continue
-				}
-				err := cw.Write([]string{r.Backend, s.Impl, strconv.Itoa(s.Tiers), strconv.Itoa(s.Concurrency),
-					strconv.Itoa(s.Lines), strconv.FormatInt(s.Ops, 10), strconv.FormatFloat(s.Wall.Seconds(), 'f', 3, 64),
-					strconv.FormatFloat(s.OpsPerSec(), 'f', 1, 64),
-					strconv.FormatFloat(s.LookupsPerSec(), 'f', 1, 64),
-					us(s.Quantile(0.5)), us(s.Quantile(0.99)), r.GoVersion, strconv.Itoa(r.GOMAXPROCS), r.Date.Format(time.RFC3339),
-					strconv.FormatFloat(s.AllocsPerLine(), 'f', 2, 64), s.invalid})
-				if err != nil {
-					return err
-				}
-			}
+	for _, s := range r.ordered() {
+		err := cw.Write([]string{r.Backend, s.Impl, strconv.Itoa(s.Tiers), strconv.Itoa(s.Concurrency),
+			strconv.Itoa(s.Lines), strconv.FormatInt(s.Ops, 10), strconv.FormatFloat(s.Wall.Seconds(), 'f', 3, 64),
+			strconv.FormatFloat(s.OpsPerSec(), 'f', 1, 64),
+			strconv.FormatFloat(s.LookupsPerSec(), 'f', 1, 64),
+			us(s.Quantile(0.5)), us(s.Quantile(0.99)), r.GoVersion, strconv.Itoa(r.GOMAXPROCS), r.Date.Format(time.RFC3339),
+			strconv.FormatFloat(s.AllocsPerLine(), 'f', 2, 64), s.invalid})
+		if err != nil {
+			return err
 		}
 	}
 	cw.Flush()

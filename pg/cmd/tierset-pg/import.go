@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/tierset/tierset/gradient"
-	"github.com/tierset/tierset/pg"
 	"github.com/tierset/tierset/rules"
 	"github.com/tierset/tierset/warm"
 )
@@ -38,15 +37,11 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	pool, err := f.connect(ctx, stdout)
+	pool, r, err := f.rules(ctx, stdout)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	r, err := pg.NewRules(pool, *f.schema)
-	if err != nil {
-		return usagef("%v", err)
-	}
 	stored, err := r.Load(ctx)
 	if err != nil {
 		return err

@@ -164,6 +164,21 @@ func (c commonFlags) connect(ctx context.Context, stdout io.Writer) (*pgxpool.Po
 	return pool, nil
 }
 
+// rules connects and returns the pool, for the caller to close, and the
+// rules in -schema.
+func (c commonFlags) rules(ctx context.Context, stdout io.Writer) (*pgxpool.Pool, *pg.Rules, error) {
+	pool, err := c.connect(ctx, stdout)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := pg.NewRules(pool, *c.schema)
+	if err != nil {
+		pool.Close()
+		return nil, nil, usagef("%v", err)
+	}
+	return pool, r, nil
+}
+
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlags("migrate", stderr)
 	if err := f.parse(args); err != nil {
@@ -223,15 +238,11 @@ func cmdWarm(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usagef("%v", err)
 	}
-	pool, err := f.connect(ctx, stdout)
+	pool, r, err := f.rules(ctx, stdout)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	r, err := pg.NewRules(pool, *f.schema)
-	if err != nil {
-		return usagef("%v", err)
-	}
 	opts := warm.Options{Prune: *prune, DryRun: *dryRun, MaxPrune: *maxPrune}
 	start := time.Now()
 	sum, err := warm.FromSource(ctx, c, r, opts)

@@ -1,4 +1,4 @@
-package tierset_test
+package e2e_test
 
 import (
 	"bufio"
@@ -282,7 +282,7 @@ func startCluster(t *testing.T) *cluster {
 	// 6 s bound assumes the script's node timeout of 2000 ms.
 	env := append(os.Environ(), "TIERSET_CLUSTER_BASE_PORT="+base, "TIERSET_CLUSTER_DIR="+dir,
 		"TIERSET_CLUSTER_NODE_TIMEOUT=2000")
-	script, err := filepath.Abs(filepath.Join("scripts", "redis-cluster.sh"))
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "redis-cluster.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func masterPID(t *testing.T, ctx context.Context, cc *redis.ClusterClient, cl *c
 		if err != nil {
 			return err
 		}
-		pid, err = strconv.Atoi(infoFields(info)["process_id"])
+		pid, err = strconv.Atoi(testredis.InfoFields(info)["process_id"])
 		return err
 	})
 	if err != nil {
@@ -692,7 +692,7 @@ func (p *producer) run(ctx context.Context, t *testing.T) {
 					time.Sleep(100 * time.Millisecond)
 					continue
 				}
-				replicas, _ = strconv.Atoi(infoFields(info)["connected_slaves"])
+				replicas, _ = strconv.Atoi(testredis.InfoFields(info)["connected_slaves"])
 			}
 			if p.enqueue(ctx, conn, q, key, replicas) {
 				break
