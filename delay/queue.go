@@ -21,9 +21,9 @@ type Queue struct {
 	o     Options
 	epoch int64 // codec epoch, Unix ms
 	mult  int64 // 2^bits
-	// clock estimates Redis TIME minus the client clock, from the TIME
+	// offsetMs estimates Redis TIME minus the client clock, from the TIME
 	// every script reply carries. Only the worker's timer uses it.
-	clock clockEst
+	offsetMs atomic.Int64
 	// enqueueLoaded records that this queue loaded the enqueue script. A
 	// pipeline that met NOSCRIPT halfway (another client loading the script
 	// while it ran) would resend its first jobs after its last ones and
@@ -153,13 +153,17 @@ type Enqueued struct {
 }
 
 func (q *Queue) observeTime(nowMs int64, sent, recv time.Time) {
-	q.clock.observe(nowMs, sent, recv)
+	if nowMs <= 0 {
+		return
+	}
+	mid := sent.Add(recv.Sub(sent) / 2)
+	q.offsetMs.Store(nowMs - mid.UnixMilli())
 }
 
 // ServerNow estimates Redis TIME from the client clock and the last
 // measured offset.
 func (q *Queue) ServerNow() time.Time {
-	return q.o.Now().Add(q.clock.offset())
+	return q.o.Now().Add(time.Duration(q.offsetMs.Load()) * time.Millisecond)
 }
 
 func ceilMs(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
