@@ -163,9 +163,9 @@ func TestPoolLineIsolation(t *testing.T) {
 	// 0.78-1.18), but with A draining 15-35k tasks/s both cores of the
 	// shared machine are busy with Redis and the worker. Split, B's
 	// extra lateness is not in the pool (take reply to handler start
-	// under 0.2 ms at p99, burst or not) nor, since the offset estimate
-	// keeps the narrowest bound, in its timer (it was ±5 ms, now 0 at
-	// ms resolution): it is B's take waiting in the server, behind A's
+	// under 0.2 ms at p99, burst or not); some is in its timer (the
+	// offset estimate moves by ±5 ms, design.md), and most is B's take
+	// waiting in the server, behind A's
 	// scripts at p50 and behind the CPU the machine leaves Redis at
 	// p99. At load averages of 4-8 that gave ratios 1.9-3.9 (e.g. 23 ms
 	// against 6 ms idle), at 15-20 ratios 0.6-1.8 with the idle p99
