@@ -150,33 +150,25 @@ func TestPoolLineIsolation(t *testing.T) {
 	if ds.N < 50 {
 		t.Fatalf("only %d B tasks during the burst", ds.N)
 	}
-	if raceEnabled {
-		// Under -race both cores are saturated by A's drain (the ratio
-		// reached 2.29 with B never waiting on A); a B held back by A
-		// would be late by A's drain time, seconds, so 1 s still fails it.
-		if ds.P99 > time.Second {
-			t.Fatalf("B's p99 during A's burst %v > 1 s under -race (idle p99 %v)", ds.P99, is.P99)
-		}
-		return
-	}
 	// The target is 2× the idle p99. Quiet plain runs meet it (ratios
 	// 0.78-1.18), but with A draining 15-35k tasks/s both cores of the
 	// shared machine are busy with Redis and the worker. Split, B's
 	// extra lateness is not in the pool (take reply to handler start
-	// under 0.2 ms at p99, burst or not); some is in its timer (the
-	// offset estimate moves by ±5 ms, design.md), and most is B's take
-	// waiting in the server, behind A's
-	// scripts at p50 and behind the CPU the machine leaves Redis at
-	// p99. At load averages of 4-8 that gave ratios 1.9-3.9 (e.g. 23 ms
-	// against 6 ms idle), at 15-20 ratios 0.6-1.8 with the idle p99
-	// itself at 43-153 ms. A B held back by A's backlog is late by A's
-	// drain, seconds. So the judged bound is 2× or, past that, 250 ms
-	// over the idle p99, and a missed 2× target is printed.
+	// under 0.2 ms at p99, burst or not); B's take scripts do not wait
+	// long behind A's (a SLOWLOG at 2 ms over a whole drain held about
+	// ten of A's takes and acks), so it is the CPU the machine leaves B's
+	// taker and Redis. At load averages of 4-8 that gave ratios 1.9-3.9
+	// (e.g. 23 ms against 6 ms idle), at 14-20 0.6-5.3 with the idle p99
+	// itself at 43-153 ms and the burst's up to 291 ms, -race alike. A B
+	// held back by A's backlog is late by A's drain, 5-15 s. So the
+	// judged bound is 2× or, past that, 1 s over the idle p99, and a
+	// missed 2× target is printed.
 	target := 2 * max(is.P99, 2*time.Millisecond)
+	bound := max(target, is.P99+time.Second)
 	if ds.P99 > target {
-		t.Logf("B's p99 during A's burst %v is past the 2× target %v (allowed up to %v)", ds.P99, target, is.P99+250*time.Millisecond)
+		t.Logf("B's p99 during A's burst %v is past the 2× target %v (allowed up to %v)", ds.P99, target, bound)
 	}
-	if ds.P99 > target && ds.P99 > is.P99+250*time.Millisecond {
-		t.Fatalf("B's p99 during A's burst %v > 2 × its idle p99 %v and > idle + 250 ms", ds.P99, is.P99)
+	if ds.P99 > bound {
+		t.Fatalf("B's p99 during A's burst %v > 2 × its idle p99 %v and > idle + 1 s", ds.P99, is.P99)
 	}
 }

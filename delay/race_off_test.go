@@ -1,5 +1,0 @@
-//go:build !race
-
-package delay
-
-const raceEnabled = false
