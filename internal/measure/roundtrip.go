@@ -3,6 +3,7 @@ package measure
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -100,9 +101,25 @@ func (h rtHook) DialHook(next redis.DialHook) redis.DialHook {
 
 func (h rtHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.rt.add(h.addr)
+		if !clusterReload(cmd) {
+			h.rt.add(h.addr)
+		}
 		return next(ctx, cmd)
 	}
+}
+
+// clusterReload reports whether cmd is the CLUSTER SLOTS or SHARDS that a
+// go-redis ClusterClient sends on its own, in the background, whenever its
+// slot map is older than its reload interval: to a random node, replicas
+// included. It is not a round trip of the call being counted (a -race run
+// counted one inside a single Cancel, on a replica).
+func clusterReload(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 || cmd.Name() != "cluster" {
+		return false
+	}
+	sub, _ := args[1].(string)
+	return strings.EqualFold(sub, "slots") || strings.EqualFold(sub, "shards")
 }
 
 func (h rtHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
