@@ -160,14 +160,7 @@ func startConsoleOn(t *testing.T, redisURL, prefix string) string {
 	}
 	cmd := exec.Command(bin, "web", "-redis", redisURL, "-listen", "127.0.0.1:0", "-token", token,
 		"-prefix", prefix, "-cache-prefix", prefix, "-ids-ttl", "0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	stderr := testredis.StartChildPipe(t, cmd, cmd.StderrPipe)
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
