@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -71,7 +72,7 @@ func TestConsolePages(t *testing.T) {
 				}
 			}
 		}
-		if !deadIDs(t, f.q)[dead] {
+		if !delaytest.DeadIDs(t, f.q)[dead] {
 			t.Errorf("the confirm page changed the task")
 		}
 	})

@@ -260,19 +260,6 @@ func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Actio
 // css is a CSS selector for the first matching element.
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
-func deadSet(t *testing.T, q *delay.Queue) map[string]bool {
-	t.Helper()
-	p, err := q.ListDead(t.Context(), 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, d := range p.Tasks {
-		out[d.ID] = true
-	}
-	return out
-}
-
 // deadOrder is the dead set's IDs as ListDead pages them, oldest first.
 func deadOrder(t *testing.T, q *delay.Queue) []string {
 	t.Helper()
