@@ -214,14 +214,7 @@ func TestConsoleNoWorkerVersusBehind(t *testing.T) {
 		if err := f.q.Pause(ctx); err != nil {
 			t.Fatal(err)
 		}
-		w, err := delay.NewWorker(f.q, func(context.Context, *delay.Task) error { return nil }, delay.WorkerOptions{Heartbeat: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- w.Run(wctx) }()
-		t.Cleanup(func() { stop(); <-done })
+		w, _ := delaytest.StartWorker(t, ctx, f.q, func(context.Context, *delay.Task) error { return nil }, delay.WorkerOptions{Heartbeat: time.Second})
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			ws, err := delay.ListWorkers(ctx, b.Client, b.Prefix)

@@ -6,6 +6,7 @@ package delaytest
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,40 +31,51 @@ func HandleAll(t testing.TB, ctx context.Context, q *delay.Queue, keys []string,
 	if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
-	w, err := delay.NewWorker(q, func(_ context.Context, tk *delay.Task) error {
+	_, stop := StartWorker(t, ctx, q, func(_ context.Context, tk *delay.Task) error {
 		if bad[tk.Key] {
 			return delay.Permanent(errors.New(why))
 		}
 		return nil
 	}, delay.WorkerOptions{Heartbeat: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
 	deadline := time.Now().Add(within)
 	for {
 		st, err := q.Stats(ctx)
 		if err != nil {
-			stop()
-			<-done
 			t.Fatal(err)
 		}
 		if st.Dead == int64(dead) && st.Pending == 0 && st.InFlight == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			stop()
-			<-done
 			t.Fatalf("queue %s: %d tasks not handled within %v: %+v", q.Name(), len(keys), within, st)
 		}
 		time.Sleep(20 * time.Millisecond) // poll, with the deadline above
 	}
-	stop()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := stop(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("worker Run = %v", err)
 	}
+}
+
+// StartWorker starts a worker of q running h, and returns it with a stop
+// that cancels its Run and returns Run's error; cleanup stops it too, so
+// a test that fails midway leaves no worker running.
+func StartWorker(t testing.TB, ctx context.Context, q *delay.Queue, h delay.Handler, o delay.WorkerOptions) (w *delay.Worker, stop func() error) {
+	t.Helper()
+	w, err := delay.NewWorker(q, h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return w, stop
 }
 
 // DeadIDs is the set of the IDs of q's dead letters (the first 100).
