@@ -16,20 +16,6 @@ import (
 	"github.com/tierset/tierset/internal/testredis"
 )
 
-// closedAddr returns a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // TestFaultDialErrorKept: with Redis down, a cache Match and delay calls
 // under a 50 ms ctx end in an error that still matches
 // context.DeadlineExceeded and now also names the refused dial. The rows
@@ -76,7 +62,7 @@ func TestFaultDialErrorKept(t *testing.T) {
 	}{
 		{"closed port", func(t *testing.T, opt *redis.Options, prefix string, _ func(context.Context, redis.UniversalClient, string) error) *redis.Client {
 			o := *opt
-			o.Addr = closedAddr(t)
+			o.Addr = testredis.ClosedAddr(t)
 			o.ContextTimeoutEnabled = true
 			c := redis.NewClient(&o)
 			t.Cleanup(func() { _ = c.Close() })
@@ -153,9 +139,9 @@ func TestKeepDialErrorsClientTypes(t *testing.T) {
 		c    redis.UniversalClient
 		ok   bool
 	}{
-		{"client", redis.NewClient(&redis.Options{Addr: closedAddr(t)}), true},
-		{"cluster", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{closedAddr(t)}}), false},
-		{"ring", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": closedAddr(t)}}), false},
+		{"client", redis.NewClient(&redis.Options{Addr: testredis.ClosedAddr(t)}), true},
+		{"cluster", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{testredis.ClosedAddr(t)}}), false},
+		{"ring", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": testredis.ClosedAddr(t)}}), false},
 	}
 	for _, tt := range tests {
 		t.Cleanup(func() { _ = tt.c.Close() })

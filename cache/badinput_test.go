@@ -17,18 +17,6 @@ import (
 	"github.com/tierset/tierset/score"
 )
 
-// closedAddr returns a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
-
 func amountPromo(id string, thresholds ...string) gradient.Promotion {
 	p := gradient.Promotion{ID: id, Metric: gradient.Amount, MinorDigits: 2}
 	for i, th := range thresholds {
@@ -286,7 +274,7 @@ func mustMember(t *testing.T, c *Cache, tier string) string {
 // TestUnreachable: a Redis nobody listens on gives errors that wrap the
 // network cause, on every call, and no panic.
 func TestUnreachable(t *testing.T) {
-	rc := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
+	rc := redis.NewClient(&redis.Options{Addr: testredis.ClosedAddr(t), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rc.Close() })
 	c, err := New(rc, Options{})
 	if err != nil {

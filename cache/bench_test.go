@@ -26,6 +26,23 @@ var matchGiftsScript = redis.NewScript(matchGiftsLua)
 // errScriptNotFound is the script's "promotion does not exist" code.
 var errScriptNotFound = ErrNotFound
 
+// benchLoop runs run once untimed (its first call may warm up what the
+// loop measures), then times it over the benchmark loop; any error
+// fails b.
+func benchLoop(b *testing.B, run func() error) {
+	b.Helper()
+	if err := run(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // scriptReply maps the script's reply to (member, gifts, error): the one
 // place its return codes are interpreted.
 func scriptReply(v any) (member string, gifts string, hasGifts bool, err error) {
@@ -258,16 +275,7 @@ func BenchmarkMatchOverhead(b *testing.B) {
 					default:
 						run = rawRun(ctx, be, c, qs)
 					}
-					if err := run(); err != nil {
-						b.Fatal(err)
-					}
-					b.ReportAllocs()
-					b.ResetTimer()
-					for b.Loop() {
-						if err := run(); err != nil {
-							b.Fatal(err)
-						}
-					}
+					benchLoop(b, run)
 				})
 			}
 		}

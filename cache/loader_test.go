@@ -202,14 +202,7 @@ func TestReadThroughProcesses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			out := testredis.StartChildPipe(t, cmd, cmd.StdoutPipe)
 			procs[i] = &proc{cmd: cmd, in: in, out: bufio.NewScanner(out)}
 		}
 		next := func(p *proc, prefix string) string {

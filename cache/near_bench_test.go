@@ -62,16 +62,7 @@ func benchNear(b *testing.B, be *testredis.Backend, tiers, lines int, impl strin
 	default:
 		run = rawRun(ctx, be, c, qs)
 	}
-	if err := run(); err != nil { // warms the ladders
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if err := run(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchLoop(b, run) // its first run warms the ladders
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(lines), "ns/line")
 	if impl == "near" {

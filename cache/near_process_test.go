@@ -178,15 +178,8 @@ func TestNearTwoProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stdout, err := child.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
 		child.Stderr = os.Stderr
-		if err := child.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+		stdout := testredis.StartChildPipe(t, child, child.StdoutPipe)
 		var childReads, childMixed atomic.Int64
 		childDone := make(chan struct{})
 		go func() {

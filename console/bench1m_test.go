@@ -1,22 +1,18 @@
 package console
 
 import (
-	"errors"
 	"fmt"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/shopspring/decimal"
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
-	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/keyname"
 )
 
@@ -108,55 +104,19 @@ func fill1M(b *testing.B, client redis.UniversalClient, q *delay.Queue) {
 	}
 	start := time.Now()
 	past := time.Now().Add(-2 * time.Hour)
-	jobs := make([]delay.Job, 0, delay.MaxBatch)
-	for i := range 1_000_000 {
+	enqueueBench(b, ctx, q, 1_000_000, func(i int) delay.Job {
 		w := delay.At(past.Add(time.Duration(i) * 5 * time.Millisecond)) // due: 0 to 79 min ago
 		if i >= 950_000 {
 			w = delay.After(time.Hour + time.Duration(i)*time.Millisecond) // the last 50k scheduled
 		}
-		jobs = append(jobs, delay.Job{Key: fmt.Sprintf("order-%07d", i), Payload: []byte(`{"order":42,"sku":"tote"}`), When: w})
-		if len(jobs) == cap(jobs) {
-			if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
-				b.Fatal(err)
-			}
-			jobs = jobs[:0]
-		}
-	}
-	// 100k taken: half killed, half left in flight.
-	killErr := errors.New("payment service said 503")
-	for range 100 {
-		batch, err := q.Take(ctx, delay.MaxBatch)
-		if err != nil || len(batch.Tasks) != delay.MaxBatch {
-			b.Fatalf("take: %d, %v", len(batch.Tasks), err)
-		}
-		var wg sync.WaitGroup
-		errs := make(chan error, 500)
-		for _, t := range batch.Tasks[:500] {
-			wg.Go(func() {
-				if _, err := q.Kill(ctx, t, killErr); err != nil {
-					errs <- err
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		if err := <-errs; err != nil {
-			b.Fatal(err)
-		}
-	}
+		return delay.Job{Key: fmt.Sprintf("order-%07d", i), Payload: []byte(`{"order":42,"sku":"tote"}`), When: w}
+	})
+	killHalves(b, ctx, q, 100) // 100k taken: half killed, half left in flight
 	c, err := cache.New(client, cache.Options{Prefix: "cb"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	promos := make([]gradient.Promotion, 10_000)
-	for i := range promos {
-		p := gradient.Promotion{ID: fmt.Sprintf("promo-%05d", i), Metric: gradient.Quantity}
-		for k := range 5 {
-			p.Tiers = append(p.Tiers, gradient.Tier{ID: fmt.Sprintf("t%d", k), Threshold: decimal.NewFromInt(int64(2 + 3*k)),
-				Reward: gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(int64(5 + 5*k))}})
-		}
-		promos[i] = p
-	}
+	promos := benchPromotions(10_000)
 	for i := 0; i < len(promos); i += 500 {
 		if _, err := c.Refresh(ctx, promos[i:i+500]...); err != nil {
 			b.Fatal(err)

@@ -1,17 +1,13 @@
 package console
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/shopspring/decimal"
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
@@ -32,55 +28,18 @@ func BenchmarkWebPages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	jobs := make([]delay.Job, 0, 1000)
 	past := time.Now().Add(-time.Minute)
-	for i := range 100_000 {
-		jobs = append(jobs, delay.Job{Key: fmt.Sprintf("order-%d", i), Payload: []byte("reservation 42"), When: delay.At(past.Add(time.Duration(i) * time.Millisecond))})
-		if len(jobs) == cap(jobs) {
-			if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
-				b.Fatal(err)
-			}
-			jobs = jobs[:0]
-		}
-	}
-	killErr := errors.New("payment service said 503")
-	for range 10 {
-		batch, err := q.Take(ctx, 1000)
-		if err != nil || len(batch.Tasks) != 1000 {
-			b.Fatalf("take: %d, %v", len(batch.Tasks), err)
-		}
-		{ // half of each batch dies, the other half stays in flight
-			var wg sync.WaitGroup
-			errs := make(chan error, len(batch.Tasks))
-			for _, t := range batch.Tasks[:500] {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if _, err := q.Kill(ctx, t, killErr); err != nil {
-						errs <- err
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			if err := <-errs; err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	enqueueBench(b, ctx, q, 100_000, func(i int) delay.Job {
+		return delay.Job{Key: fmt.Sprintf("order-%d", i), Payload: []byte("reservation 42"), When: delay.At(past.Add(time.Duration(i) * time.Millisecond))}
+	})
+	killHalves(b, ctx, q, 10) // 10k taken: half killed, half left in flight
 	c, err := cache.New(be.Client, cache.Options{Prefix: be.Prefix})
 	if err != nil {
 		b.Fatal(err)
 	}
-	promos := make([]gradient.Promotion, 10_000)
+	promos := benchPromotions(10_000)
 	for i := range promos {
-		p := gradient.Promotion{ID: fmt.Sprintf("promo-%05d", i), Metric: gradient.Quantity}
-		for k := range 5 {
-			p.Tiers = append(p.Tiers, gradient.Tier{ID: fmt.Sprintf("t%d", k), Threshold: decimal.NewFromInt(int64(2 + 3*k)),
-				Reward: gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(int64(5 + 5*k))}})
-		}
-		p.Tiers[4].Gifts = []gradient.Gift{{SKU: "tote", Qty: 1, Name: "Tote bag"}}
-		promos[i] = p
+		promos[i].Tiers[4].Gifts = []gradient.Gift{{SKU: "tote", Qty: 1, Name: "Tote bag"}}
 	}
 	if _, err := c.Refresh(ctx, promos...); err != nil {
 		b.Fatal(err)

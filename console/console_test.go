@@ -20,6 +20,7 @@ import (
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -169,19 +170,6 @@ func csrfOf(t *testing.T, c *http.Client, u string) string {
 	return m[1]
 }
 
-func deadIDs(t *testing.T, q *delay.Queue) map[string]bool {
-	t.Helper()
-	p, err := q.ListDead(t.Context(), 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, d := range p.Tasks {
-		out[d.ID] = true
-	}
-	return out
-}
-
 // TestWebEscapesEverything: a promotion ID, a gift name and a dead task's
 // error holding markup reach every page escaped, never as markup.
 func TestWebEscapesEverything(t *testing.T) {
@@ -231,7 +219,7 @@ func TestWebChangesNeedPostCSRFAndToken(t *testing.T) {
 			if code, _ := post(t, c, f.url+"/dead/requeue", tc.form); code != tc.want {
 				t.Errorf("%s: status %d, want %d", tc.name, code, tc.want)
 			}
-			if !deadIDs(t, f.q)[id] {
+			if !delaytest.DeadIDs(t, f.q)[id] {
 				t.Fatalf("%s: the task left the dead set", tc.name)
 			}
 		}
@@ -244,8 +232,8 @@ func TestWebChangesNeedPostCSRFAndToken(t *testing.T) {
 			t.Errorf("foreign csrf: status %d, want 403", code)
 		}
 		code, _ := post(t, c, f.url+"/dead/requeue", url.Values{"queue": {"orders"}, "id": {id}, "csrf": {csrf}, "token": {webToken}})
-		if code != http.StatusSeeOther || deadIDs(t, f.q)[id] {
-			t.Fatalf("requeue with csrf and token: status %d, still dead %v", code, deadIDs(t, f.q)[id])
+		if code != http.StatusSeeOther || delaytest.DeadIDs(t, f.q)[id] {
+			t.Fatalf("requeue with csrf and token: status %d, still dead %v", code, delaytest.DeadIDs(t, f.q)[id])
 		}
 		tasks, err := f.q.Lookup(t.Context(), "order-1")
 		if err != nil || len(tasks) != 1 || tasks[0].State != delay.StatePending {
@@ -256,8 +244,8 @@ func TestWebChangesNeedPostCSRFAndToken(t *testing.T) {
 			t.Fatalf("login: status %d", code)
 		}
 		code, _ = post(t, c, f.url+"/dead/requeue-all", url.Values{"queue": {"orders"}, "csrf": {csrf}, "confirm": {"orders"}})
-		if code != http.StatusSeeOther || len(deadIDs(t, f.q)) != 0 {
-			t.Errorf("requeue all when logged in: status %d, %d still dead", code, len(deadIDs(t, f.q)))
+		if code != http.StatusSeeOther || len(delaytest.DeadIDs(t, f.q)) != 0 {
+			t.Errorf("requeue all when logged in: status %d, %d still dead", code, len(delaytest.DeadIDs(t, f.q)))
 		}
 	})
 }
@@ -274,21 +262,21 @@ func TestWebPurgeNeedsConfirmation(t *testing.T) {
 		}
 		csrf := csrfRe.FindStringSubmatch(body)[1]
 		form := url.Values{"queue": {"orders"}, "csrf": {csrf}, "token": {webToken}}
-		if code, _ := post(t, c, f.url+"/dead/purge", form); code != http.StatusBadRequest || len(deadIDs(t, f.q)) != 2 {
-			t.Fatalf("purge without confirm: status %d, %d dead left", code, len(deadIDs(t, f.q)))
+		if code, _ := post(t, c, f.url+"/dead/purge", form); code != http.StatusBadRequest || len(delaytest.DeadIDs(t, f.q)) != 2 {
+			t.Fatalf("purge without confirm: status %d, %d dead left", code, len(delaytest.DeadIDs(t, f.q)))
 		}
 		form.Set("confirm", "other")
-		if code, _ := post(t, c, f.url+"/dead/purge", form); code != http.StatusBadRequest || len(deadIDs(t, f.q)) != 2 {
-			t.Fatalf("purge with the wrong name: status %d, %d dead left", code, len(deadIDs(t, f.q)))
+		if code, _ := post(t, c, f.url+"/dead/purge", form); code != http.StatusBadRequest || len(delaytest.DeadIDs(t, f.q)) != 2 {
+			t.Fatalf("purge with the wrong name: status %d, %d dead left", code, len(delaytest.DeadIDs(t, f.q)))
 		}
 		form.Set("confirm", "orders")
 		form.Set("id", f.deadID[0])
-		if code, _ := post(t, c, f.url+"/dead/purge", form); code != http.StatusSeeOther || len(deadIDs(t, f.q)) != 1 {
-			t.Fatalf("purge one: status %d, %d dead left", code, len(deadIDs(t, f.q)))
+		if code, _ := post(t, c, f.url+"/dead/purge", form); code != http.StatusSeeOther || len(delaytest.DeadIDs(t, f.q)) != 1 {
+			t.Fatalf("purge one: status %d, %d dead left", code, len(delaytest.DeadIDs(t, f.q)))
 		}
 		form.Del("id")
-		if code, _ := post(t, c, f.url+"/dead/purge", form); code != http.StatusSeeOther || len(deadIDs(t, f.q)) != 0 {
-			t.Fatalf("purge all: status %d, %d dead left", code, len(deadIDs(t, f.q)))
+		if code, _ := post(t, c, f.url+"/dead/purge", form); code != http.StatusSeeOther || len(delaytest.DeadIDs(t, f.q)) != 0 {
+			t.Fatalf("purge all: status %d, %d dead left", code, len(delaytest.DeadIDs(t, f.q)))
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -27,8 +28,8 @@ func TestWebRequeueAllNeedsConfirmation(t *testing.T) {
 			t.Errorf("the dead page does not link requeue-all to its confirmation:\n%s", body)
 		}
 		code, body := get(t, c, f.url+"/dead/requeue-all?queue=orders&confirm=orders&token="+webToken)
-		if code != http.StatusOK || !strings.Contains(body, "Requeue all <strong>2</strong> dead letters") || len(deadIDs(t, f.q)) != 2 {
-			t.Fatalf("confirmation page: %d, %d dead left\n%s", code, len(deadIDs(t, f.q)), body)
+		if code != http.StatusOK || !strings.Contains(body, "Requeue all <strong>2</strong> dead letters") || len(delaytest.DeadIDs(t, f.q)) != 2 {
+			t.Fatalf("confirmation page: %d, %d dead left\n%s", code, len(delaytest.DeadIDs(t, f.q)), body)
 		}
 		if code, _ := get(t, c, f.url+"/dead/requeue-all?queue=nope"); code != http.StatusNotFound {
 			t.Errorf("confirmation for an unknown queue: status %d, want 404", code)
@@ -44,13 +45,13 @@ func TestWebRequeueAllNeedsConfirmation(t *testing.T) {
 			{"no token", url.Values{"queue": {"orders"}, "csrf": {csrf}, "confirm": {"orders"}}, http.StatusForbidden},
 			{"no csrf", url.Values{"queue": {"orders"}, "token": {webToken}, "confirm": {"orders"}}, http.StatusForbidden},
 		} {
-			if code, _ := post(t, c, f.url+"/dead/requeue-all", tc.form); code != tc.want || len(deadIDs(t, f.q)) != 2 {
-				t.Fatalf("%s: status %d (want %d), %d dead left (want 2)", tc.name, code, tc.want, len(deadIDs(t, f.q)))
+			if code, _ := post(t, c, f.url+"/dead/requeue-all", tc.form); code != tc.want || len(delaytest.DeadIDs(t, f.q)) != 2 {
+				t.Fatalf("%s: status %d (want %d), %d dead left (want 2)", tc.name, code, tc.want, len(delaytest.DeadIDs(t, f.q)))
 			}
 		}
 		code, _ = post(t, c, f.url+"/dead/requeue-all", url.Values{"queue": {"orders"}, "csrf": {csrf}, "token": {webToken}, "confirm": {"orders"}})
-		if code != http.StatusSeeOther || len(deadIDs(t, f.q)) != 0 {
-			t.Fatalf("confirmed requeue-all: status %d, %d dead left", code, len(deadIDs(t, f.q)))
+		if code != http.StatusSeeOther || len(delaytest.DeadIDs(t, f.q)) != 0 {
+			t.Fatalf("confirmed requeue-all: status %d, %d dead left", code, len(delaytest.DeadIDs(t, f.q)))
 		}
 		for _, key := range []string{"order-0", "order-1"} {
 			if tasks, err := f.q.Lookup(t.Context(), key); err != nil || len(tasks) != 1 || tasks[0].State != delay.StatePending {

@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -76,41 +76,11 @@ func runHistoryWorker(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		t.Fatal(err)
 	}
 	const histTasks, histBad = 7, 2
-	for i := range histTasks {
-		if _, err := q.Enqueue(ctx, delay.Job{Key: "h" + strconv.Itoa(i)}); err != nil {
-			t.Fatal(err)
-		}
+	keys := make([]string, histTasks)
+	for i := range keys {
+		keys[i] = "h" + strconv.Itoa(i)
 	}
-	w, err := delay.NewWorker(q, func(_ context.Context, tk *delay.Task) error {
-		if tk.Key < "h"+strconv.Itoa(histBad) {
-			return delay.Permanent(errors.New("refused"))
-		}
-		return nil
-	}, delay.WorkerOptions{Heartbeat: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := q.Stats(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Dead == histBad && st.Pending == 0 && st.InFlight == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not handled within 10 s: %+v", st)
-		}
-		time.Sleep(20 * time.Millisecond) // poll, with the deadline above
-	}
-	stop()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run = %v", err)
-	}
+	delaytest.HandleAll(t, ctx, q, keys, histBad, "refused", 10*time.Second)
 }
 
 // historyOf draws each series on one scale from 0 to the maximum: the

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -71,7 +72,7 @@ func TestConsolePages(t *testing.T) {
 				}
 			}
 		}
-		if !deadIDs(t, f.q)[dead] {
+		if !delaytest.DeadIDs(t, f.q)[dead] {
 			t.Errorf("the confirm page changed the task")
 		}
 	})
@@ -213,14 +214,7 @@ func TestConsoleNoWorkerVersusBehind(t *testing.T) {
 		if err := f.q.Pause(ctx); err != nil {
 			t.Fatal(err)
 		}
-		w, err := delay.NewWorker(f.q, func(context.Context, *delay.Task) error { return nil }, delay.WorkerOptions{Heartbeat: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- w.Run(wctx) }()
-		t.Cleanup(func() { stop(); <-done })
+		w, _ := delaytest.StartWorker(t, ctx, f.q, func(context.Context, *delay.Task) error { return nil }, delay.WorkerOptions{Heartbeat: time.Second})
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			ws, err := delay.ListWorkers(ctx, b.Client, b.Prefix)

@@ -251,14 +251,8 @@ func TestBucketLayout(t *testing.T) {
 		for i := range jobs {
 			jobs[i] = Job{Key: fmt.Sprintf("order:2026-12-01:%08d", i), Payload: []byte("0123456789abcdef")}
 		}
-		res, err := q.EnqueueBatch(ctx, jobs)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustEnqueueBatch(t, ctx, q, jobs)
 		for _, r := range res {
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
 			if ok, err := b.Client.HExists(ctx, q.k.taskBucket(r.ID), r.ID).Result(); err != nil || !ok {
 				t.Fatalf("record of %s not in %s (%v)", r.ID, q.k.taskBucket(r.ID), err)
 			}

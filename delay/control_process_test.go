@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"os/signal"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,12 +90,7 @@ func TestLineHelperProcess(t *testing.T) {
 	if os.Getenv(envLineHelper) != "1" {
 		t.Skip("helper process only")
 	}
-	opt, err := redis.ParseURL(testredis.URL()) // the parent's server (testredis.ChildEnv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	opt.ContextTimeoutEnabled = true
+	opt := childOptions()
 	c := redis.NewClient(opt)
 	prefix, who := os.Getenv(envLinePrefix), os.Getenv(envLineWho)
 	c.AddHook(takeLogger{c: redis.NewClient(opt), key: takeLog(prefix), who: who, onError: func(err error) {
@@ -105,10 +99,7 @@ func TestLineHelperProcess(t *testing.T) {
 	}})
 	work, _ := strconv.Atoi(os.Getenv(envLineWork))
 	q, err := New(c, "line", Options{Prefix: prefix})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
+	exitOn(err)
 	h := func(ctx context.Context, tk *Task) error {
 		entry := fmt.Sprintf("%s|%s|%d|%d|%d", who, tk.ID, time.Now().UnixNano(), tk.DeliveredAt.UnixMilli(), tk.Due.UnixMilli())
 		if err := c.RPush(ctx, lineLog(prefix), entry).Err(); err != nil {
@@ -118,14 +109,8 @@ func TestLineHelperProcess(t *testing.T) {
 		return nil
 	}
 	w, err := NewWorker(q, h, WorkerOptions{Concurrency: 4})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	_ = w.Run(ctx)
-	os.Exit(0)
+	exitOn(err)
+	runChild(w)
 }
 
 // startLineWorkers starts n worker processes on the queue "line" under
@@ -208,15 +193,8 @@ func enqueueLineKeys(t *testing.T, ctx context.Context, q *Queue, from, n int) m
 	for i := range jobs {
 		jobs[i] = Job{Key: "line:" + strconv.Itoa(from+i)}
 	}
-	res, err := q.EnqueueBatch(ctx, jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ids := make(map[string]bool, n)
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
+	for _, r := range mustEnqueueBatch(t, ctx, q, jobs) {
 		ids[r.ID] = true
 	}
 	return ids

@@ -46,31 +46,46 @@ func crashHandler(c redis.UniversalClient, logKey, who string) Handler {
 	}
 }
 
+// exitOn ends a helper process with status 2 when err is not nil: the
+// process has no test of its own to fail, and its parent reads the status.
+func exitOn(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+}
+
+// childOptions are a helper process's client options for its parent's
+// server (testredis.ChildEnv).
+func childOptions() *redis.Options {
+	opt, err := redis.ParseURL(testredis.URL())
+	exitOn(err)
+	opt.ContextTimeoutEnabled = true
+	return opt
+}
+
+// runChild runs a helper process's worker until SIGTERM, then ends the
+// process with status 0.
+func runChild(w *Worker) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	_ = w.Run(ctx)
+	os.Exit(0)
+}
+
 // TestHelperProcess is the child of TestSIGKILLMidHandler; it does nothing
 // unless started by it.
 func TestHelperProcess(t *testing.T) {
 	if os.Getenv(envHelper) != "1" {
 		t.Skip("helper process only")
 	}
-	opt, err := redis.ParseURL(testredis.URL()) // the parent's server (testredis.ChildEnv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	opt.ContextTimeoutEnabled = true
-	c := redis.NewClient(opt)
+	c := redis.NewClient(childOptions())
 	prefix := os.Getenv(envHelperPrefix)
 	q, err := crashQueue(c, prefix)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
+	exitOn(err)
 	beat, _ := time.ParseDuration(os.Getenv(envHelperBeat))
 	w, _ := NewWorker(q, crashHandler(c, prefix+":testlog", "child"), WorkerOptions{Concurrency: 4, Heartbeat: beat})
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	_ = w.Run(ctx)
-	os.Exit(0)
+	runChild(w)
 }
 
 // At-least-once delivery through a crash: a consumer SIGKILLed mid-handler
@@ -90,15 +105,8 @@ func TestSIGKILLMidHandler(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = Job{Key: "crash:" + strconv.Itoa(i)}
 	}
-	res, err := q.EnqueueBatch(ctx, jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ids := map[string]bool{}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
+	for _, r := range mustEnqueueBatch(t, ctx, q, jobs) {
 		ids[r.ID] = true
 	}
 	logKey := b.Prefix + ":testlog"

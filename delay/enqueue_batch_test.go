@@ -352,15 +352,7 @@ func TestEnqueueBatchOneRoundTrip(t *testing.T) {
 			jobs[i] = Job{Key: "rt" + strconv.Itoa(i), When: After(time.Hour)}
 		}
 		rt.Reset()
-		res, err := q.EnqueueBatch(ctx, jobs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range res {
-			if r.Err != nil {
-				t.Fatalf("job %d: %v", i, r.Err)
-			}
-		}
+		mustEnqueueBatch(t, ctx, q, jobs)
 		if n := rt.Total(); n != 1 {
 			t.Fatalf("%d round trips for %d jobs, want 1", n, MaxBatch)
 		}

@@ -44,6 +44,22 @@ func mustTake(t *testing.T, ctx context.Context, q *Queue, n int) Batch {
 	return b
 }
 
+// mustEnqueueBatch enqueues jobs in one EnqueueBatch and fails on the
+// call's error or on any job's.
+func mustEnqueueBatch(t *testing.T, ctx context.Context, q *Queue, jobs []Job) []Enqueued {
+	t.Helper()
+	res, err := q.EnqueueBatch(ctx, jobs)
+	if err != nil {
+		t.Fatalf("EnqueueBatch: %v", err)
+	}
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("EnqueueBatch job %d: %v", i, r.Err)
+		}
+	}
+	return res
+}
+
 // mustAckMany acks the leases of tasks in one AckMany and fails on any error.
 func mustAckMany(t *testing.T, ctx context.Context, q *Queue, tasks []*Task) {
 	t.Helper()

@@ -45,15 +45,7 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 			jobs[i] = Job{Key: fmt.Sprintf("%s:%d", p, i/2), Token: fmt.Sprintf("t%d", i%2), Payload: []byte("payload"), When: w}
 		}
 		for i := 0; i < n; i += 200 {
-			res, err := q.EnqueueBatch(ctx, jobs[i:min(i+200, n)])
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range res {
-				if r.Err != nil {
-					t.Fatal(r.Err)
-				}
-			}
+			mustEnqueueBatch(t, ctx, q, jobs[i:min(i+200, n)])
 		}
 		pathOf := func(tk *Task) string {
 			for _, p := range paths {

@@ -48,15 +48,7 @@ func TestLuaScoreArithmeticNear2p53(t *testing.T) {
 		for i := range jobs { // at most MaxTasksPerKey tokens per business key
 			jobs[i] = Job{Key: "fill:" + strconv.Itoa(i/60), Token: "t" + strconv.Itoa(i), When: At(last)}
 		}
-		res, err := q.EnqueueBatch(ctx, jobs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range res {
-			if r.Err != nil {
-				t.Fatalf("fill %d: %v", i, r.Err)
-			}
-		}
+		mustEnqueueBatch(t, ctx, q, jobs)
 		before := snapshot(t, ctx, b)
 		if _, err := q.Enqueue(ctx, Job{Key: "spill", When: At(last)}); !errors.Is(err, score.ErrOutOfRange) {
 			t.Fatalf("spill past MaxTime: %v, want ErrOutOfRange", err)

@@ -44,15 +44,7 @@ func fillDue(t *testing.T, ctx context.Context, q *Queue, n int) {
 		for i := range jobs {
 			jobs[i] = Job{Key: fmt.Sprintf("k%d", from+i)}
 		}
-		res, err := q.EnqueueBatch(ctx, jobs)
-		if err != nil {
-			t.Fatalf("EnqueueBatch: %v", err)
-		}
-		for _, r := range res {
-			if r.Err != nil {
-				t.Fatalf("EnqueueBatch: %v", r.Err)
-			}
-		}
+		mustEnqueueBatch(t, ctx, q, jobs)
 	}
 }
 

@@ -88,14 +88,8 @@ func TestOrderingSameMillisecond(t *testing.T) {
 		for i := range jobs {
 			jobs[i] = Job{Key: fmt.Sprintf("k%d", i), When: At(at)}
 		}
-		res, err := q.EnqueueBatch(ctx, jobs)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustEnqueueBatch(t, ctx, q, jobs)
 		for i, r := range res {
-			if r.Err != nil {
-				t.Fatalf("job %d: %v", i, r.Err)
-			}
 			wantMs, wantSeq := at, int64(i)
 			if i >= 1024 {
 				wantMs, wantSeq = at.Add(time.Millisecond), int64(i-1024)

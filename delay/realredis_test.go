@@ -161,15 +161,7 @@ func TestEightConsumers100k(t *testing.T) {
 			jobs = append(jobs, Job{Key: "k" + strconv.Itoa(i)})
 		}
 		start := time.Now()
-		res, err := q.EnqueueBatch(ctx, jobs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range res {
-			if r.Err != nil {
-				t.Fatalf("job %d: %v", i, r.Err)
-			}
-		}
+		mustEnqueueBatch(t, ctx, q, jobs)
 		enqDone := time.Now()
 		var handled atomic.Int64
 		h := func(ctx context.Context, tk *Task) error {

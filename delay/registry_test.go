@@ -83,10 +83,7 @@ func TestFaultHeartbeatKilledWorker(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 	cmd.Env = testredis.ChildEnv(envHelper+"=1", envHelperPrefix+"="+b.Prefix, envHelperBeat+"="+beat.String())
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testredis.StartChild(t, cmd)
 	listed := func() []WorkerInfo {
 		ws, err := ListWorkers(ctx, b.Client, b.Prefix)
 		if err != nil {

@@ -19,17 +19,7 @@ import (
 // returns Run's error.
 func runWorker(t *testing.T, w *Worker) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() { cancel(); err = <-done })
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
+	return runFunc(t, w.Run)
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {

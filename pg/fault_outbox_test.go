@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/testredis"
 )
 
 // The relay child: the test binary re-executed with these variables set
@@ -178,14 +179,7 @@ func TestFaultOutboxRelaySIGKILL(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envRelayChild+"="+schema, envRelayRedis+"="+srv.Addr(), envRelayHangAt+"="+strconv.Itoa(hang))
 		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		out := testredis.StartChildPipe(t, cmd, cmd.StdoutPipe)
 		return cmd, bufio.NewScanner(out)
 	}
 	const hangAt = 5

@@ -36,8 +36,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,7 +43,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +50,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/bench/peers/internal/cli"
 	"github.com/tierset/tierset/internal/measure"
 )
 
@@ -106,33 +104,10 @@ func main() {
 	flag.StringVar(&cfg.floorsPath, "floors", "", "also write the floor rows as JSON to this file (go run ./bench -peers reads them)")
 	flag.BoolVar(&cfg.strict, "strict", false, "exit 1 when a robust floor fails or cannot be judged")
 	flag.Parse()
-	for _, r := range strings.Split(rates, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(r))
-		if err != nil || v < 1 {
-			fmt.Fprintf(os.Stderr, "peers: -rates: %q is not a positive integer\n", r)
-			os.Exit(2)
-		}
-		cfg.rates = append(cfg.rates, v)
-	}
+	cfg.rates = cli.PositiveInts("peers", "rates", rates)
 	cfg.libs = strings.Split(libs, ",")
 	floors, err := run(cfg, os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "peers:", err)
-		os.Exit(1)
-	}
-	if cfg.floorsPath != "" {
-		f, err := os.Create(cfg.floorsPath)
-		if err == nil {
-			err = errors.Join(floors.WriteJSON(f), f.Close())
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "peers: -floors:", err)
-			os.Exit(1)
-		}
-	}
-	if cfg.strict && len(floors.Failures(true)) > 0 {
-		os.Exit(1)
-	}
+	cli.Finish("peers", floors, err, cfg.floorsPath, cfg.strict)
 }
 
 // outcome is everything one system measured over the rounds.
@@ -176,7 +151,7 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 		}
 	}
 
-	runID := randomID()
+	runID := cli.RandomID()
 	skipped := map[string]string{} // product → why it did not run
 	var systems []system
 	want := func(lib string) bool { return slices.Contains(cfg.libs, lib) }
@@ -235,7 +210,7 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 		runID, cfg.rounds, cfg.n, cfg.burstLead, cfg.rates, cfg.steady, cfg.lead, cfg.memN, cfg.wait)
 	fmt.Fprintf(out, "peers: redis %s (tierset, BullMQ DB %d; asynq DB %d), PostgreSQL %s; no-op handlers; lateness = handled − intended due time, one clock (everything runs on this host)\n",
 		opt.Addr, opt.DB, aopt.DB, redactPG(cfg.pgURL))
-	fmt.Fprintf(out, "peers: load average at start %s (a shared machine: every number is noisy)\n", loadAvg())
+	fmt.Fprintf(out, "peers: load average at start %s (a shared machine: every number is noisy)\n", cli.LoadAvg())
 	for p, why := range skipped {
 		fmt.Fprintf(out, "peers: %s SKIPPED: %s\n", p, why)
 	}
@@ -275,7 +250,7 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	floors := peerFloors(cfg, outs, skipped)
 	fmt.Fprintln(out, "\nfloors (robust: -strict fails on them; tight: printed only):")
 	floors.Print(out)
-	fmt.Fprintf(out, "\npeers: done in %v, load average at end %s\n", time.Since(began).Round(time.Second), loadAvg())
+	fmt.Fprintf(out, "\npeers: done in %v, load average at end %s\n", time.Since(began).Round(time.Second), cli.LoadAvg())
 	return floors, nil
 }
 
@@ -325,22 +300,4 @@ func redactPG(url string) string {
 		return fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	}
 	return "(unparsable URL)"
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func randomID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

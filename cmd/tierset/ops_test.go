@@ -3,7 +3,6 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os/exec"
 	"strings"
 	"testing"
@@ -118,12 +117,7 @@ func TestRedisAddressForms(t *testing.T) {
 		r := tierset(t, "queue", "stats", "-queue", "orders", "-redis", addr, "-prefix", s.prefix)
 		r.expect(t, 0)
 	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	l.Close()
+	closed := testredis.ClosedAddr(t)
 	start := time.Now()
 	r := tierset(t, "queue", "ls", "-redis", closed)
 	took := time.Since(start)

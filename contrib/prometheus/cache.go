@@ -217,21 +217,13 @@ func (c *CacheCollector) OnRefreshDone(_ int, d time.Duration, _ error) {
 	c.refreshDur.Observe(d.Seconds())
 }
 
-func (c *CacheCollector) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.lookups, c.duration, c.hits, c.roundTrips, c.gifts, c.refreshes, c.corrupt,
+func (c *CacheCollector) collectors() parts {
+	return parts{c.lookups, c.duration, c.hits, c.roundTrips, c.gifts, c.refreshes, c.corrupt,
 		c.warnings, c.near, c.loads, c.refreshDur}
 }
 
 // Describe implements prometheus.Collector.
-func (c *CacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, m := range c.collectors() {
-		m.Describe(ch)
-	}
-}
+func (c *CacheCollector) Describe(ch chan<- *prometheus.Desc) { c.collectors().Describe(ch) }
 
 // Collect implements prometheus.Collector.
-func (c *CacheCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.collectors() {
-		m.Collect(ch)
-	}
-}
+func (c *CacheCollector) Collect(ch chan<- prometheus.Metric) { c.collectors().Collect(ch) }

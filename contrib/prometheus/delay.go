@@ -215,21 +215,13 @@ func (c *DelayCollector) OnHandled(queue string, took time.Duration, res delay.H
 	c.handle.WithLabelValues(queue, res.String()).Observe(took.Seconds())
 }
 
-func (c *DelayCollector) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.enqueued, c.delivered, c.acked, c.retries, c.dead, c.swept, c.sweptDead, c.errors,
+func (c *DelayCollector) collectors() parts {
+	return parts{c.enqueued, c.delivered, c.acked, c.retries, c.dead, c.swept, c.sweptDead, c.errors,
 		c.losses, c.warnings, c.lateness, c.handle}
 }
 
 // Describe implements prometheus.Collector.
-func (c *DelayCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, m := range c.collectors() {
-		m.Describe(ch)
-	}
-}
+func (c *DelayCollector) Describe(ch chan<- *prometheus.Desc) { c.collectors().Describe(ch) }
 
 // Collect implements prometheus.Collector.
-func (c *DelayCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.collectors() {
-		m.Collect(ch)
-	}
-}
+func (c *DelayCollector) Collect(ch chan<- prometheus.Metric) { c.collectors().Collect(ch) }

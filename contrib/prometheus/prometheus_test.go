@@ -23,6 +23,7 @@ import (
 	tsprom "github.com/tierset/tierset/contrib/prometheus"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/testredis"
 	"github.com/tierset/tierset/score"
@@ -794,7 +795,7 @@ func TestDelayCollectorHandleSeconds(t *testing.T) {
 	}
 	var mu sync.Mutex
 	seen := 0
-	w, err := delay.NewWorker(q, func(ctx context.Context, tk *delay.Task) error {
+	_, stop := delaytest.StartWorker(t, ctx, q, func(ctx context.Context, tk *delay.Task) error {
 		mu.Lock()
 		seen++
 		mu.Unlock()
@@ -803,12 +804,6 @@ func TestDelayCollectorHandleSeconds(t *testing.T) {
 		}
 		return nil
 	}, delay.WorkerOptions{Heartbeat: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mu.Lock()
@@ -826,8 +821,7 @@ func TestDelayCollectorHandleSeconds(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	<-done
+	_ = stop() // the worker ends before the final scrape
 	_, body := scrape(t, reg)
 	for _, want := range []string{
 		`tierset_delay_handle_seconds_count{queue="handled",result="ok"} 2`,

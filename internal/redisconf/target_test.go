@@ -2,7 +2,6 @@ package redisconf_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/tierset/tierset/internal/redisconf"
+	"github.com/tierset/tierset/internal/testredis"
 )
 
 func TestParse(t *testing.T) {
@@ -65,12 +65,7 @@ func TestParse(t *testing.T) {
 // Redis is named as a TLS failure, each well within the timeout.
 func TestProbe(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	l.Close()
+	closed := testredis.ClosedAddr(t)
 	tgt, err := redisconf.Parse(closed)
 	if err != nil {
 		t.Fatal(err)

@@ -23,14 +23,7 @@ func TestFallbackServerDiesWithItsBinary(t *testing.T) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFallbackChild$", "-test.v")
 	cmd.Env = append(filterEnv(os.Environ(), EnvURL, EnvNoServer), envChild+"=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	out := StartChildPipe(t, cmd, cmd.StdoutPipe)
 	var url string
 	lines := make(chan string)
 	go func() {

@@ -160,14 +160,7 @@ func startConsoleOn(t *testing.T, redisURL, prefix string) string {
 	}
 	cmd := exec.Command(bin, "web", "-redis", redisURL, "-listen", "127.0.0.1:0", "-token", token,
 		"-prefix", prefix, "-cache-prefix", prefix, "-ids-ttl", "0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	stderr := testredis.StartChildPipe(t, cmd, cmd.StderrPipe)
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -266,19 +259,6 @@ func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Actio
 
 // css is a CSS selector for the first matching element.
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
-
-func deadSet(t *testing.T, q *delay.Queue) map[string]bool {
-	t.Helper()
-	p, err := q.ListDead(t.Context(), 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, d := range p.Tasks {
-		out[d.ID] = true
-	}
-	return out
-}
 
 // deadOrder is the dead set's IDs as ListDead pages them, oldest first.
 func deadOrder(t *testing.T, q *delay.Queue) []string {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/delaytest"
 )
 
 type kv struct {
@@ -106,8 +107,8 @@ func TestBrowserConsole(t *testing.T) {
 		do(t, ctx, "forged requeue", chromedp.Navigate(base+"/dead?queue=orders"), chromedp.WaitVisible(css(`#dead-table`)),
 			chromedp.RemoveAttribute(btn, "disabled"), chromedp.Click(btn), chromedp.WaitNotPresent(css(`#dead-table`)))
 		body := get(t, ctx, "refusal", chromedp.Text(css(`body`)))
-		if !strings.Contains(body, "refused") || !deadSet(t, f.q)[id] {
-			t.Errorf("requeue without the token: page %q, still dead %v", body, deadSet(t, f.q)[id])
+		if !strings.Contains(body, "refused") || !delaytest.DeadIDs(t, f.q)[id] {
+			t.Errorf("requeue without the token: page %q, still dead %v", body, delaytest.DeadIDs(t, f.q)[id])
 		}
 	})
 
@@ -121,7 +122,7 @@ func TestBrowserConsole(t *testing.T) {
 		if !strings.Contains(msg, "requeued task "+id) {
 			t.Errorf("message %q", msg)
 		}
-		if deadSet(t, f.q)[id] {
+		if delaytest.DeadIDs(t, f.q)[id] {
 			t.Errorf("task %s is still in the dead set after the requeue", id)
 		}
 		tasks, err := f.q.Lookup(t.Context(), "order-001")
@@ -135,7 +136,7 @@ func TestBrowserConsole(t *testing.T) {
 	})
 
 	t.Run("purge confirmation page", func(t *testing.T) {
-		dead := deadSet(t, f.q)
+		dead := delaytest.DeadIDs(t, f.q)
 		do(t, ctx, "open purge all", chromedp.Navigate(base+"/dead?queue=orders"), chromedp.WaitVisible(css(`#purge-all`)),
 			chromedp.Click(css(`#purge-all`)), chromedp.WaitVisible(css(`#purge-form`)))
 		form := get(t, ctx, "purge form", chromedp.Evaluate[confirmForm](confirmFormJS(`#purge-form`, `#purge-submit`)))
@@ -147,8 +148,8 @@ func TestBrowserConsole(t *testing.T) {
 		do(t, ctx, "purge with the wrong name", chromedp.SendKeys(css(`#confirm`), "not-orders"), chromedp.Click(css(`#purge-submit`)),
 			chromedp.WaitNotPresent(css(`#purge-form`)))
 		body := get(t, ctx, "refusal", chromedp.Text(css(`body`)))
-		if !strings.Contains(body, "not confirmed") || len(deadSet(t, f.q)) != len(dead) {
-			t.Errorf("purge with the wrong name: page %q, %d dead left of %d", body, len(deadSet(t, f.q)), len(dead))
+		if !strings.Contains(body, "not confirmed") || len(delaytest.DeadIDs(t, f.q)) != len(dead) {
+			t.Errorf("purge with the wrong name: page %q, %d dead left of %d", body, len(delaytest.DeadIDs(t, f.q)), len(dead))
 		}
 		id := f.dead[2]
 		do(t, ctx, "open purge one", chromedp.Navigate(base+"/dead?queue=orders"), chromedp.WaitVisible(css(`#dead-table`)),
@@ -160,7 +161,7 @@ func TestBrowserConsole(t *testing.T) {
 	})
 
 	t.Run("requeue all through its confirmation page", func(t *testing.T) {
-		dead := deadSet(t, f.q)
+		dead := delaytest.DeadIDs(t, f.q)
 		do(t, ctx, "open requeue all", chromedp.Navigate(base+"/dead?queue=orders"), chromedp.WaitVisible(css(`#requeue-all`)),
 			chromedp.Click(css(`#requeue-all`)), chromedp.WaitVisible(css(`#requeue-form`)))
 		form := get(t, ctx, "requeue form", chromedp.Evaluate[confirmForm](confirmFormJS(`#requeue-form`, `#requeue-submit`)))
@@ -168,15 +169,15 @@ func TestBrowserConsole(t *testing.T) {
 			form.Queue != "orders" || !form.ConfirmRequired || form.SubmitDisabled || form.CSRF == "" {
 			t.Errorf("requeue-all page %+v; want question %q, queue orders, a required confirm, an enabled button, a CSRF token", form, want)
 		}
-		if len(deadSet(t, f.q)) != len(dead) {
+		if len(delaytest.DeadIDs(t, f.q)) != len(dead) {
 			t.Fatalf("opening the confirmation page requeued letters")
 		}
 		do(t, ctx, "confirm requeue all", chromedp.SendKeys(css(`#confirm`), "orders"), chromedp.Click(css(`#requeue-submit`)),
 			chromedp.WaitVisible(css(`#msg`)))
 		msg := get(t, ctx, "message", chromedp.Text(css(`#msg`)))
 		total := get(t, ctx, "total after", chromedp.AttributeValue(css(`#dead-total`), "data-total"))
-		if !strings.Contains(msg, "requeued "+strconv.Itoa(len(dead))+" dead letters") || total.Value != "0" || len(deadSet(t, f.q)) != 0 {
-			t.Errorf("after requeue-all: message %q, page total %q, %d still dead", msg, total.Value, len(deadSet(t, f.q)))
+		if !strings.Contains(msg, "requeued "+strconv.Itoa(len(dead))+" dead letters") || total.Value != "0" || len(delaytest.DeadIDs(t, f.q)) != 0 {
+			t.Errorf("after requeue-all: message %q, page total %q, %d still dead", msg, total.Value, len(delaytest.DeadIDs(t, f.q)))
 		}
 	})
 

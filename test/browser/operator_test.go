@@ -1,8 +1,6 @@
 package browser
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -14,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delaytest"
 )
 
 // TestBrowserOperator drives the operator's pages in headless Chromium:
@@ -120,12 +119,12 @@ func TestBrowserOperator(t *testing.T) {
 			`Array.from(document.querySelectorAll('#confirm-table tr[data-id]')).map(r => r.dataset.id)`))
 		slices.Sort(listed)
 		want := slices.Sorted(slices.Values(ids))
-		if !slices.Equal(listed, want) || !deadSet(t, f.q)[ids[0]] {
+		if !slices.Equal(listed, want) || !delaytest.DeadIDs(t, f.q)[ids[0]] {
 			t.Fatalf("confirm page lists %v, want %v, and changes nothing", listed, ids)
 		}
 		screenshot(t, ctx, dir, "confirm")
 		do(t, ctx, "confirm", chromedp.Click(css(`#confirm-submit`)), chromedp.WaitVisible(css(`#msg`)))
-		dead := deadSet(t, f.q)
+		dead := delaytest.DeadIDs(t, f.q)
 		if dead[ids[0]] || dead[ids[1]] {
 			t.Errorf("after the confirmed requeue %v are still dead", ids)
 		}
@@ -204,43 +203,9 @@ func seedHistory(t *testing.T, f *fixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := make([]delay.Job, historyTasks)
-	for i := range jobs {
-		jobs[i] = delay.Job{Key: fmt.Sprintf("report-%02d", i)}
+	keys := make([]string, historyTasks)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("report-%02d", i)
 	}
-	if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
-		t.Fatal(err)
-	}
-	w, err := delay.NewWorker(q, func(_ context.Context, tk *delay.Task) error {
-		if tk.Key < fmt.Sprintf("report-%02d", historyDead) {
-			return delay.Permanent(errors.New("report template missing"))
-		}
-		return nil
-	}, delay.WorkerOptions{Heartbeat: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, err := q.Stats(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Dead == historyDead && st.Pending == 0 && st.InFlight == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			stop()
-			<-done
-			t.Fatalf("the history queue was not handled within 30 s: %+v", st)
-		}
-		time.Sleep(20 * time.Millisecond) // poll, with the deadline above
-	}
-	stop()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("worker Run = %v", err)
-	}
+	delaytest.HandleAll(t, ctx, q, keys, historyDead, "report template missing", 30*time.Second)
 }

@@ -2,14 +2,11 @@ package e2e_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/tierset/tierset"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/measure"
 	"github.com/tierset/tierset/internal/slot"
@@ -28,20 +25,10 @@ import (
 //   - line A is served again once its replica took over;
 //   - no acknowledged task of either line is lost.
 func TestFailoverLines(t *testing.T) {
-	if os.Getenv(EnvFailover) != "1" {
-		t.Skipf("%s not set to 1", EnvFailover)
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not on PATH")
-	}
 	cl := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cc := tierset.NewClusterClient(cl.seeds...)
-	t.Cleanup(func() { _ = cc.Close() })
-	if err := cc.Ping(ctx).Err(); err != nil {
-		t.Fatalf("ping: %v", err)
-	}
+	cc := cl.client(t, ctx)
 	owner := slotOwners(t, ctx, cc)
 	prefix := testredis.Prefix(t)
 	opts := delay.Options{Prefix: prefix, Lease: 2 * time.Second}

@@ -61,21 +61,11 @@ const EnvFailover = "TIERSET_FAILOVER"
 // cluster that other packages' tests use in parallel must never lose a
 // master.
 func TestFailover(t *testing.T) {
-	if os.Getenv(EnvFailover) != "1" {
-		t.Skipf("%s not set to 1", EnvFailover)
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not on PATH")
-	}
 	cl := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	cc := tierset.NewClusterClient(cl.seeds...)
-	t.Cleanup(func() { _ = cc.Close() })
-	if err := cc.Ping(ctx).Err(); err != nil {
-		t.Fatalf("ping: %v", err)
-	}
+	cc := cl.client(t, ctx)
 	owner := slotOwners(t, ctx, cc)
 	prefix := testredis.Prefix(t)
 
@@ -271,8 +261,16 @@ type cluster struct {
 	pids  map[string]int // "127.0.0.1:port" -> pid, from nodes.tsv
 }
 
+// startCluster starts the test's own cluster, or skips the test unless
+// EnvFailover is 1 and redis-server is on PATH.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
+	if os.Getenv(EnvFailover) != "1" {
+		t.Skipf("%s not set to 1", EnvFailover)
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not on PATH")
+	}
 	dir := filepath.Join(t.TempDir(), "cluster")
 	base := os.Getenv("TIERSET_FAILOVER_BASE_PORT")
 	if base == "" {
@@ -324,6 +322,17 @@ func startCluster(t *testing.T) *cluster {
 	}
 	t.Logf("own cluster up in %v: %s", time.Since(start).Round(time.Millisecond), strings.Join(cl.seeds, ","))
 	return cl
+}
+
+// client is a cluster client of cl that answered a PING, closed at cleanup.
+func (cl *cluster) client(t *testing.T, ctx context.Context) *redis.ClusterClient {
+	t.Helper()
+	cc := tierset.NewClusterClient(cl.seeds...)
+	t.Cleanup(func() { _ = cc.Close() })
+	if err := cc.Ping(ctx).Err(); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	return cc
 }
 
 // masterPID reads the victim's pid from INFO server and checks it against

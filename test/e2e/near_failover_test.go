@@ -2,8 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"sort"
 	"sync"
 	"syscall"
@@ -28,12 +26,6 @@ import (
 // after the failover the near cache tracks the new master and answers
 // from memory again.
 func TestFaultNearFailover(t *testing.T) {
-	if os.Getenv(EnvFailover) != "1" {
-		t.Skipf("%s not set to 1", EnvFailover)
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not on PATH")
-	}
 	cl := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

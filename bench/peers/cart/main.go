@@ -26,16 +26,11 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -43,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/bench/peers/internal/cli"
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/internal/measure"
 	"github.com/tierset/tierset/pg"
@@ -71,32 +67,9 @@ func main() {
 	flag.StringVar(&cfg.floorsPath, "floors", "", "also write the floor rows as JSON to this file (go run ./bench -service reads them)")
 	flag.BoolVar(&cfg.strict, "strict", false, "exit 1 when a robust floor fails or cannot be judged")
 	flag.Parse()
-	for _, c := range strings.Split(clients, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(c))
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "cart: -clients: %q is not a positive integer\n", c)
-			os.Exit(2)
-		}
-		cfg.clients = append(cfg.clients, n)
-	}
+	cfg.clients = cli.PositiveInts("cart", "clients", clients)
 	floors, err := run(cfg, os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cart:", err)
-		os.Exit(1)
-	}
-	if cfg.floorsPath != "" {
-		f, err := os.Create(cfg.floorsPath)
-		if err == nil {
-			err = errors.Join(floors.WriteJSON(f), f.Close())
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "cart: -floors:", err)
-			os.Exit(1)
-		}
-	}
-	if cfg.strict && len(floors.Failures(true)) > 0 {
-		os.Exit(1)
-	}
+	cli.Finish("cart", floors, err, cfg.floorsPath, cfg.strict)
 }
 
 func run(cfg config, out io.Writer) (*measure.Floors, error) {
@@ -104,7 +77,7 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	defer stop()
 	ctx, cancel := context.WithTimeout(sctx, 10*time.Minute)
 	defer cancel()
-	id := randomID()
+	id := cli.RandomID()
 	w, err := newWorkload(cfg.carts, 1)
 	if err != nil {
 		return nil, err
@@ -193,7 +166,7 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	fmt.Fprintf(out, "cart: %d promotions (%s tiers; amount and count), %d-line carts, %d distinct; every way's answers to all of them matched the oracle before timing\n",
 		len(w.promos), w.tierCounts(), len(w.promos), len(w.carts))
 	fmt.Fprintf(out, "cart: redis %s, PostgreSQL %s:%d/%s, %d rounds × %v per case, clients %v; load average %s\n",
-		opt.Addr, pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, pcfg.ConnConfig.Database, cfg.rounds, cfg.d, cfg.clients, loadAvg())
+		opt.Addr, pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, pcfg.ConnConfig.Database, cfg.rounds, cfg.d, cfg.clients, cli.LoadAvg())
 
 	res, err := measureAll(ctx, cfg, w, ways, rdb, backends)
 	if err != nil {
@@ -204,24 +177,6 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	fmt.Fprintln(out, "\nfloors (robust: -strict fails on them):")
 	floors.Print(out)
 	return floors, nil
-}
-
-func randomID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // loadSQL migrates pg's schema and saves the promotions through pg.Rules.

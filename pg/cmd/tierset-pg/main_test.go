@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 	"github.com/tierset/tierset/internal/testredis"
@@ -97,18 +98,33 @@ func seededPool(t *testing.T) (string, string, *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := pg.NewRules(pool, schema)
-	ctx := t.Context()
-	tx, _ := pool.Begin(ctx)
-	for _, p := range ps {
-		if err := r.Save(ctx, tx, p); err != nil {
-			t.Fatal(err)
+	rulesTx(t, t.Context(), pool, schema, func(ctx context.Context, r *pg.Rules, tx pgx.Tx) {
+		for _, p := range ps {
+			if err := r.Save(ctx, tx, p); err != nil {
+				t.Fatal(err)
+			}
 		}
+	})
+	return url, schema, pool
+}
+
+// rulesTx runs fn with schema's rules in one transaction on pool and
+// commits it; it returns the rules for calls after the commit.
+func rulesTx(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string, fn func(ctx context.Context, r *pg.Rules, tx pgx.Tx)) *pg.Rules {
+	t.Helper()
+	r, err := pg.NewRules(pool, schema)
+	if err != nil {
+		t.Fatal(err)
 	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn(ctx, r, tx)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return url, schema, pool
+	return r
 }
 
 func TestWarmFromPostgres(t *testing.T) {
@@ -170,17 +186,14 @@ func TestWarmWatch(t *testing.T) {
 	}()
 	waitFor(t, &out, "full pass:")
 	pool, _ := pgtest.Schema(t) // a second pool on the same database
-	r, _ := pg.NewRules(pool, schema)
 	ps, _ := rules.ParseFile(filepath.Join("..", "..", "..", "examples", "rules.json"), rules.Options{})
 	p := ps[0]
 	p.Tiers[0].Reward.Percent = decimal.RequireFromString("9")
-	tx, _ := pool.Begin(ctx)
-	if err := r.Save(ctx, tx, p); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rulesTx(t, ctx, pool, schema, func(ctx context.Context, r *pg.Rules, tx pgx.Tx) {
+		if err := r.Save(ctx, tx, p); err != nil {
+			t.Fatal(err)
+		}
+	})
 	waitFor(t, &out, p.ID+": updated")
 	cancel()
 	select {
@@ -203,21 +216,11 @@ func TestWarmAppliesDeletions(t *testing.T) {
 	if code, out := runCLI(t, args...); code != 0 {
 		t.Fatalf("first warm: exit %d\n%s", code, out)
 	}
-	r, err := pg.NewRules(pool, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := r.Delete(ctx, tx, "10086"); err != nil || !ok {
-		t.Fatalf("delete: %v %v", ok, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rulesTx(t, t.Context(), pool, schema, func(ctx context.Context, r *pg.Rules, tx pgx.Tx) {
+		if ok, err := r.Delete(ctx, tx, "10086"); err != nil || !ok {
+			t.Fatalf("delete: %v %v", ok, err)
+		}
+	})
 	code, out := runCLI(t, args...)
 	if code != 0 || !strings.Contains(out, "deleted (their rows are gone): 10086") || !strings.Contains(out, "unchanged 5, deleted 1, pruned 0") {
 		t.Fatalf("exit %d, want 10086 deleted without -prune\n%s", code, out)
@@ -237,23 +240,14 @@ func TestWarmPruneLimit(t *testing.T) {
 	if code, out := runCLI(t, warmArgs()...); code != 0 {
 		t.Fatalf("first warm: exit %d\n%s", code, out)
 	}
-	r, err := pg.NewRules(pool, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"qty-3-5-10", "10086"} {
-		if ok, err := r.Delete(ctx, tx, id); err != nil || !ok {
-			t.Fatalf("delete %s: %v %v", id, ok, err)
+	r := rulesTx(t, ctx, pool, schema, func(ctx context.Context, r *pg.Rules, tx pgx.Tx) {
+		for _, id := range []string{"qty-3-5-10", "10086"} {
+			if ok, err := r.Delete(ctx, tx, id); err != nil || !ok {
+				t.Fatalf("delete %s: %v %v", id, ok, err)
+			}
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	})
 	// Deletions older than the tombstones kept are known only by absence.
 	if n, err := r.PurgeTombstones(ctx, time.Now().Add(time.Hour)); err != nil || n != 2 {
 		t.Fatalf("PurgeTombstones = %d, %v; want 2", n, err)

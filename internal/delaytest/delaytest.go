@@ -1,0 +1,93 @@
+// Package delaytest holds test helpers over delay queues that tests of
+// several packages and modules share (the console's and the browser
+// tests'). Package delay's own tests cannot use it: it imports delay.
+package delaytest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/delay"
+)
+
+// HandleAll enqueues a task per key on q and runs a worker (no registry
+// entry) until every one is handled: the tasks of the first dead keys
+// are dead-lettered with the error why, the others acked. It fails t
+// when that takes longer than within, or when the worker's Run does not
+// end with the cancel.
+func HandleAll(t testing.TB, ctx context.Context, q *delay.Queue, keys []string, dead int, why string, within time.Duration) {
+	t.Helper()
+	jobs := make([]delay.Job, len(keys))
+	bad := make(map[string]bool, dead)
+	for i, k := range keys {
+		jobs[i] = delay.Job{Key: k}
+		if i < dead {
+			bad[k] = true
+		}
+	}
+	if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	_, stop := StartWorker(t, ctx, q, func(_ context.Context, tk *delay.Task) error {
+		if bad[tk.Key] {
+			return delay.Permanent(errors.New(why))
+		}
+		return nil
+	}, delay.WorkerOptions{Heartbeat: -1})
+	deadline := time.Now().Add(within)
+	for {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Dead == int64(dead) && st.Pending == 0 && st.InFlight == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %s: %d tasks not handled within %v: %+v", q.Name(), len(keys), within, st)
+		}
+		time.Sleep(20 * time.Millisecond) // poll, with the deadline above
+	}
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("worker Run = %v", err)
+	}
+}
+
+// StartWorker starts a worker of q running h, and returns it with a stop
+// that cancels its Run and returns Run's error; cleanup stops it too, so
+// a test that fails midway leaves no worker running.
+func StartWorker(t testing.TB, ctx context.Context, q *delay.Queue, h delay.Handler, o delay.WorkerOptions) (w *delay.Worker, stop func() error) {
+	t.Helper()
+	w, err := delay.NewWorker(q, h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return w, stop
+}
+
+// DeadIDs is the set of the IDs of q's dead letters (the first 100).
+func DeadIDs(t testing.TB, q *delay.Queue) map[string]bool {
+	t.Helper()
+	p, err := q.ListDead(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, d := range p.Tasks {
+		out[d.ID] = true
+	}
+	return out
+}
