@@ -62,12 +62,16 @@
 //
 //   - bench/internal/tiers, bench/internal/delaybench: the tier and delay
 //     benchmarks of go run ./bench.
+//   - bench/peers/internal/cli: what the peer benchmark commands share
+//     around a run (count lists, run names, the machine's load, floors).
 //   - delay/internal/luacompose: the one list of the delay scripts and how
 //     each is composed from lib.lua and its body.
 //   - delay/internal/luagen: go generate ./delay: writes the composed
 //     scripts and scripts_gen.go.
 //   - internal/deadletters: every dead letter's ID, and requeueing a list
 //     of IDs, for the CLI and the console.
+//   - internal/delaytest: test helpers over delay queues that the
+//     console's and the browser tests share.
 //   - internal/doccheck: tests that every doc link resolves and that this
 //     map is complete.
 //   - internal/faultproxy: a TCP proxy that cuts a reply, adds latency or
