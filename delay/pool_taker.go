@@ -326,8 +326,6 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 		res = HandleError
 	}
 	q.o.Observer.OnHandled(q.name, took, res)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
 	var out Outcome
 	defer func() { tk.hist.record(q.ServerNow(), res, out, t.Lateness()) }()
 	switch res {
@@ -364,18 +362,31 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 		// Interrupted by the shutdown, not failed: back to due at its
 		// score, the attempt not counted.
 		q.o.Observer.OnError(q.name, "handle", err)
-		tk.releaseAll(cctx, []*Task{t})
+		tk.releaseAll(ctx, []*Task{t}) // with a bounded ctx of its own
 	case HandleSkipRetry:
+		cctx, cancel := completionCtx(ctx)
+		defer cancel()
 		var kerr error
 		if out, kerr = q.Kill(cctx, t, err); kerr != nil {
 			q.o.Observer.OnError(q.name, "kill", kerr)
 		}
 	default:
+		cctx, cancel := completionCtx(ctx)
+		defer cancel()
 		var rerr error
 		if out, rerr = q.Retry(cctx, t, err); rerr != nil {
 			q.o.Observer.OnError(q.name, "retry", rerr)
 		}
 	}
+}
+
+// completionCtx bounds one outcome's call to Redis (5 s), whatever ctx
+// has become. It is made only where a call goes out: the ack of a task
+// handled without error goes to the ack loop, which bounds its own calls,
+// and a timer-backed ctx made for every task anyway was about half of a
+// handler goroutine's CPU with a no-op handler (BenchmarkTakeAck).
+func completionCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 }
 
 func (tk *taker) call(ctx context.Context, t *Task) (err error, panicked bool) {
