@@ -246,7 +246,7 @@ func (tk *taker) releaseAll(ctx context.Context, tasks []*Task) {
 		return
 	}
 	q := tk.q
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	rctx, cancel := completionCtx(ctx)
 	defer cancel()
 	errs, err := q.release(rctx, tasks)
 	if err != nil {
@@ -343,7 +343,7 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 		// then answers with its kept reply, not "not found".
 		req := q.req.next()
 		for attempt := 1; ; attempt++ {
-			actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			actx, acancel := completionCtx(ctx)
 			errs, aerr := q.ackMany(actx, []Lease{t.Lease}, req)
 			acancel()
 			if aerr == nil {
@@ -380,11 +380,13 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 	}
 }
 
-// completionCtx bounds one outcome's call to Redis (5 s), whatever ctx
-// has become. It is made only where a call goes out: the ack of a task
-// handled without error goes to the ack loop, which bounds its own calls,
-// and a timer-backed ctx made for every task anyway was about half of a
-// handler goroutine's CPU with a no-op handler (BenchmarkTakeAck).
+// completionCtx bounds one call that records work already done (an ack,
+// retry, kill, release or history write) at 5 s, whatever ctx has become:
+// after a shutdown the worker's ctx has ended, and the outcome must still
+// reach Redis. It is made only where a call goes out: a timer-backed ctx
+// made for every handled task was about half of a handler goroutine's
+// CPU with a no-op handler (BenchmarkTakeAck), though its ack goes to the
+// ack loop, which bounds its own calls.
 func completionCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 }

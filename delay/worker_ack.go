@@ -61,7 +61,7 @@ func (tk *taker) ackLoop(ctx context.Context) {
 		}
 		req := q.req.next() // every attempt is the same call
 		for attempt := 1; ; attempt++ {
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			actx, cancel := completionCtx(ctx)
 			errs, err := q.ackMany(actx, batch, req)
 			cancel()
 			if err == nil {
@@ -86,7 +86,7 @@ func (tk *taker) ackLoop(ctx context.Context) {
 // flushHistory writes the history counts held, with a bounded ctx of its
 // own (ctx ends at the ShutdownTimeout, before the last write).
 func (tk *taker) flushHistory(ctx context.Context) {
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	hctx, cancel := completionCtx(ctx)
 	defer cancel()
 	if err := tk.hist.flush(hctx, tk.q); err != nil {
 		tk.onError("history", err)
