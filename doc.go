@@ -63,7 +63,7 @@
 //   - bench/internal/tiers, bench/internal/delaybench: the tier and delay
 //     benchmarks of go run ./bench.
 //   - bench/peers/internal/cli: what the peer benchmark commands share
-//     around a run (count lists, run names, the machine's load, floors).
+//     around a run (count lists, the machine's load, floors).
 //   - delay/internal/luacompose: the one list of the delay scripts and how
 //     each is composed from lib.lua and its body.
 //   - delay/internal/luagen: go generate ./delay: writes the composed

@@ -151,7 +151,7 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 		}
 	}
 
-	runID := cli.RandomID()
+	runID := measure.RunID()
 	skipped := map[string]string{} // product → why it did not run
 	var systems []system
 	want := func(lib string) bool { return slices.Contains(cfg.libs, lib) }

@@ -8,9 +8,7 @@ package delaybench
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/csv"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -116,7 +114,7 @@ func Run(ctx context.Context, cfg Config, floors *measure.Floors) error {
 	if p.out == nil {
 		p.out = os.Stdout
 	}
-	b := &delayBench{p: p, sizes: delaySizesFor(p), runID: randomID(), floors: floors}
+	b := &delayBench{p: p, sizes: delaySizesFor(p), runID: measure.RunID(), floors: floors}
 	b.prefix = "tsbench-delay-" + b.runID
 	label := p.backend
 	if !p.meaningful {
@@ -227,12 +225,6 @@ func (b *delayBench) writeCSV(path string) error {
 func deletePrefix(ctx context.Context, c redis.UniversalClient, prefix string) error {
 	_, err := measure.DeleteKeys(ctx, c, prefix+":*")
 	return err
-}
-
-func randomID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // businessKey is a 25-byte business key: "order:<6 hex>:<12 digits>".

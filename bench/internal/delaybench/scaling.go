@@ -18,6 +18,7 @@ import (
 
 	"github.com/tierset/tierset"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/measure"
 )
 
 // RunScaling measures the sharded delay queue on a Redis Cluster with K=1
@@ -41,7 +42,7 @@ func RunScaling(ctx context.Context, addrs []string, quick bool, out io.Writer) 
 	if quick {
 		n = 30_000
 	}
-	prefix := "tierset-scaling-" + randomID()
+	prefix := "tierset-scaling-" + measure.RunID()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()

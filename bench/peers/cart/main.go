@@ -77,7 +77,7 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	defer stop()
 	ctx, cancel := context.WithTimeout(sctx, 10*time.Minute)
 	defer cancel()
-	id := cli.RandomID()
+	id := measure.RunID()
 	w, err := newWorkload(cfg.carts, 1)
 	if err != nil {
 		return nil, err

@@ -1,11 +1,9 @@
 // Package cli holds what the peer benchmark commands (peers and cart)
-// share around their runs: reading their count lists, naming a run,
-// reporting the machine's load, and ending with the floors.
+// share around their runs: reading their count lists, reporting the
+// machine's load, and ending with the floors.
 package cli
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -67,11 +65,4 @@ func LoadAvg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
-}
-
-// RandomID is a short random hex name for one run's keys and schemas.
-func RandomID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
