@@ -200,8 +200,7 @@ func TestFaultNearProxyCut(t *testing.T) {
 	st := startStaleness(t, nc, 4)
 	// Each round cuts until the loss is seen: a cut that lands while the
 	// tracking connection is still being re-dialled after the last one
-	// reaches a socket already counted lost (29 losses for 30 rounds in
-	// one loaded run).
+	// reaches a socket already counted lost.
 	again := 0
 	faults := faultRounds(t, st, nc, writer, 30, func(k int) {
 		switch k % 3 {

@@ -383,10 +383,10 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 // completionCtx bounds one call that records work already done (an ack,
 // retry, kill, release or history write) at 5 s, whatever ctx has become:
 // after a shutdown the worker's ctx has ended, and the outcome must still
-// reach Redis. It is made only where a call goes out: a timer-backed ctx
-// made for every handled task was about half of a handler goroutine's
-// CPU with a no-op handler (BenchmarkTakeAck), though its ack goes to the
-// ack loop, which bounds its own calls.
+// reach Redis. It is made only where a call goes out, not for every
+// handled task: a timer-backed ctx is a real share of a cheap handler's
+// cost (docs/benchmarks.md, "One queue, before and after the business
+// lines"), and an ack goes to the ack loop, which bounds its own calls.
 func completionCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 }

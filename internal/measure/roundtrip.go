@@ -111,8 +111,7 @@ func (h rtHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // clusterReload reports whether cmd is the CLUSTER SLOTS or SHARDS that a
 // go-redis ClusterClient sends on its own, in the background, whenever its
 // slot map is older than its reload interval: to a random node, replicas
-// included. It is not a round trip of the call being counted (a -race run
-// counted one inside a single Cancel, on a replica).
+// included. It is not a round trip of the call being counted.
 func clusterReload(cmd redis.Cmder) bool {
 	args := cmd.Args()
 	if len(args) < 2 || cmd.Name() != "cluster" {
