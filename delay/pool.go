@@ -74,6 +74,15 @@ type PoolOptions struct {
 	// ID names the pool in the registry. Default: host, pid and a random
 	// suffix.
 	ID string
+	// SharedBatch caps the tasks one take or ack script of a line carries
+	// while another line of the pool has a task due within the next
+	// second. Redis runs one script at a time, so every line's take waits
+	// behind the script running when it arrives: a bursting line's
+	// BatchSize-sized scripts would set the other lines' lateness (see
+	// docs/benchmarks.md, "One line's burst beside another"). A line alone,
+	// or beside idle lines, keeps its BatchSize. Default 32; negative: no
+	// cap.
+	SharedBatch int
 }
 
 // QueueOptions configure one line of a Pool. The zero value of every
@@ -136,8 +145,8 @@ type Pool struct {
 // NewPool returns an empty pool; Add lines, then Run it.
 func NewPool(opts PoolOptions) (*Pool, error) {
 	o := opts
-	if o.Concurrency < 0 || o.SweepBatch < 0 || o.SweepBatch > MaxBatch {
-		return nil, invalid("options", "concurrency %d sweep %d", o.Concurrency, o.SweepBatch)
+	if o.Concurrency < 0 || o.SweepBatch < 0 || o.SweepBatch > MaxBatch || o.SharedBatch > MaxBatch {
+		return nil, invalid("options", "concurrency %d sweep %d shared batch %d", o.Concurrency, o.SweepBatch, o.SharedBatch)
 	}
 	if o.Mode != Weighted && o.Mode != Strict {
 		return nil, invalid("options", "pool mode %d", o.Mode)
@@ -147,6 +156,12 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	}
 	if o.SweepBatch == 0 {
 		o.SweepBatch = 100
+	}
+	switch {
+	case o.SharedBatch == 0:
+		o.SharedBatch = 32
+	case o.SharedBatch < 0:
+		o.SharedBatch = 0
 	}
 	for _, d := range []struct {
 		v   *time.Duration

@@ -29,7 +29,12 @@ type taker struct {
 	refill int // free places that trigger the next take
 	maybe  bool
 
-	held  atomic.Int64
+	held atomic.Int64
+	// dueBy is when the taker next has a task due, local Unix ms: now
+	// after a take that brought tasks, the next due task's time after a
+	// short one, 0 when nothing is known due (paused, empty, failing).
+	// Other lines' takers read it to size their scripts (scriptCap).
+	dueBy atomic.Int64
 	freed chan struct{}
 	wake  chan struct{}
 	acks  chan Lease
@@ -47,6 +52,7 @@ func (tk *taker) reset(s *sched) {
 	tk.s = s
 	tk.maybe = false
 	tk.held.Store(0)
+	tk.dueBy.Store(0)
 	tk.freed = make(chan struct{}, 1)
 	tk.wake = make(chan struct{}, 1)
 	// Every held task sends at most one ack, and a send happens before
@@ -85,6 +91,32 @@ func backoffDelay(lo, hi time.Duration, failures int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// sharedHorizon is how soon another line's next due task must be for a
+// line's scripts to be capped at SharedBatch.
+const sharedHorizon = time.Second
+
+// scriptCap returns how many of n tasks one take or ack script may carry:
+// SharedBatch while another line of the pool has a task due within
+// sharedHorizon, so that line's take does not wait behind a long script.
+func (tk *taker) scriptCap(n int) int {
+	c := tk.p.o.SharedBatch
+	if c == 0 || n <= c {
+		return n
+	}
+	by := time.Now().Add(sharedHorizon).UnixMilli()
+	for _, l := range tk.s.lines {
+		if l == tk.l {
+			continue
+		}
+		for _, o := range l.takers {
+			if d := o.dueBy.Load(); d != 0 && d <= by {
+				return c
+			}
+		}
+	}
+	return n
+}
+
 // start runs the queue's start-up Check until it passes: a transport
 // error is reported and retried with backoff; a configuration error
 // (ErrEvictionPolicy) ends the pool's Run, named. It returns false when
@@ -115,6 +147,7 @@ func (tk *taker) start(ctx context.Context, fail context.CancelCauseFunc) bool {
 // run is the take loop of one queue.
 func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 	defer tk.s.setMaybe(tk, false)
+	defer tk.dueBy.Store(0)
 	if !tk.start(ctx, fail) {
 		return
 	}
@@ -137,7 +170,7 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 				return
 			}
 		}
-		n := min(lo.BatchSize, tk.limit-int(tk.held.Load()))
+		n := tk.scriptCap(min(lo.BatchSize, tk.limit-int(tk.held.Load())))
 		if !nextExpiry.IsZero() && !q.ServerNow().Before(nextExpiry) {
 			if _, err := q.Sweep(ctx, o.SweepBatch); err != nil && ctx.Err() == nil {
 				tk.onError("sweep", err)
@@ -158,6 +191,7 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 				takeReq = "" // refused, not lost: the next take is a new call
 			}
 			tk.s.setMaybe(tk, false) // as at start-up: a failing queue holds no line back
+			tk.dueBy.Store(0)
 			tk.onError("take", err)
 			failures++
 			sleepCtx(ctx, tk.reconnectDelay(failures))
@@ -170,6 +204,7 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 		failures = 0
 		tk.held.Add(int64(len(b.Tasks)))
 		if len(b.Tasks) > 0 {
+			tk.dueBy.Store(time.Now().UnixMilli())
 			tk.s.push(tk, b.Tasks)
 		}
 		nextExpiry = b.NextExpiry
@@ -192,6 +227,9 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 		}
 		if !next.IsZero() {
 			wait = min(wait, next.Sub(now))
+			tk.dueBy.Store(time.Now().Add(max(next.Sub(now), 0)).UnixMilli())
+		} else {
+			tk.dueBy.Store(0)
 		}
 		if !b.NextExpiry.IsZero() {
 			wait = min(wait, b.NextExpiry.Sub(now)+time.Millisecond)

@@ -343,6 +343,7 @@ func TestPoolBadOptions(t *testing.T) {
 		{"bad mode", PoolOptions{Mode: 7}},
 		{"negative timeout", PoolOptions{ShutdownTimeout: -time.Second}},
 		{"bad ID", PoolOptions{ID: "a b"}},
+		{"shared batch too big", PoolOptions{SharedBatch: MaxBatch + 1}},
 	} {
 		if _, err := NewPool(tc.o); !errors.Is(err, &ValidationError{Field: "options"}) {
 			t.Errorf("%s: %v", tc.name, err)
@@ -367,5 +368,63 @@ func TestPoolBadOptions(t *testing.T) {
 	}
 	if err := p.Run(testCtx(t)); !errors.Is(err, &ValidationError{Field: "options"}) {
 		t.Errorf("Run with no line: %v", err)
+	}
+}
+
+// scriptCap caps a line's scripts only while another line has a task due
+// within sharedHorizon.
+func TestPoolScriptCap(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, c := range []struct {
+		name       string
+		shared     int           // PoolOptions.SharedBatch after defaults (0: off)
+		otherLine  time.Duration // another line's next due from now (0: none)
+		sameLine   time.Duration // another shard of the same line (0: none)
+		n, wantCap int
+	}{
+		{"alone", 32, 0, 0, 100, 100},
+		{"other line due now", 32, time.Millisecond, 0, 100, 32},
+		{"other line overdue", 32, -time.Second, 0, 100, 32},
+		{"other line due within the horizon", 32, 900 * time.Millisecond, 0, 100, 32},
+		{"other line due past the horizon", 32, 2 * time.Second, 0, 100, 100},
+		{"own shard due", 32, 0, time.Millisecond, 100, 100},
+		{"batch under the cap", 32, time.Millisecond, 0, 20, 20},
+		{"cap off", 0, time.Millisecond, 0, 100, 100},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &Pool{o: PoolOptions{SharedBatch: c.shared}}
+			a, b := &line{name: "a"}, &line{name: "b"}
+			tk, shard := &taker{p: p, l: a}, &taker{p: p, l: a}
+			other := &taker{p: p, l: b}
+			a.takers, b.takers = []*taker{tk, shard}, []*taker{other}
+			s := newSched([]*line{a, b}, false)
+			for _, x := range []*taker{tk, shard, other} {
+				x.reset(s)
+			}
+			if c.otherLine != 0 {
+				other.dueBy.Store(now.Add(c.otherLine).UnixMilli())
+			}
+			if c.sameLine != 0 {
+				shard.dueBy.Store(now.Add(c.sameLine).UnixMilli())
+			}
+			if got := tk.scriptCap(c.n); got != c.wantCap {
+				t.Fatalf("scriptCap(%d) = %d, want %d", c.n, got, c.wantCap)
+			}
+		})
+	}
+}
+
+// The ack loop's batch stops at the cap it is given; the rest stays queued.
+func TestAckDrainStopsAtCap(t *testing.T) {
+	t.Parallel()
+	acks := make(chan Lease, 100)
+	for range 100 {
+		acks <- Lease{}
+	}
+	batch := []Lease{{}}
+	drain(acks, &batch, 32)
+	if len(batch) != 32 || len(acks) != 69 {
+		t.Fatalf("batch %d, %d left queued; want 32 and 69", len(batch), len(acks))
 	}
 }

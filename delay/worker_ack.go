@@ -40,17 +40,20 @@ func (tk *taker) ackLoop(ctx context.Context) {
 				return
 			}
 		}
+		// Beside a line with work due, scripts stay short (scriptCap);
+		// what is left stays queued for the next script.
+		most := tk.scriptCap(MaxBatch)
 		batch = append(batch[:0], l)
-		drain(acks, &batch)
-		if len(batch) < ackEnough {
+		drain(acks, &batch, most)
+		if enough := min(ackEnough, most); len(batch) < enough {
 			// Linger briefly: handlers finishing together share one script.
 			t := time.NewTimer(ackLinger)
 		linger:
-			for len(batch) < ackEnough {
+			for len(batch) < enough {
 				select {
 				case l := <-acks:
 					batch = append(batch, l)
-					drain(acks, &batch)
+					drain(acks, &batch, most)
 				case <-t.C:
 					break linger
 				case <-quit:
@@ -93,9 +96,9 @@ func (tk *taker) flushHistory(ctx context.Context) {
 	}
 }
 
-// drain appends what is queued on acks, up to MaxBatch in all.
-func drain(acks <-chan Lease, batch *[]Lease) {
-	for len(*batch) < MaxBatch {
+// drain appends what is queued on acks, up to most in all.
+func drain(acks <-chan Lease, batch *[]Lease, most int) {
+	for len(*batch) < most {
 		select {
 		case l := <-acks:
 			*batch = append(*batch, l)
