@@ -94,9 +94,10 @@ func TestPoolWeightedShares(t *testing.T) {
 				if n := seq.Add(1); n <= total {
 					starts[n-1] = int32(i)
 				}
-				// slow enough that the takes (500 a batch, the next
-				// one when 250 are free) keep every line's buffer from
-				// running dry even under -race on a busy machine
+				// slow enough that the takes (refilling 500 held once
+				// 250 are free, in scripts of SharedBatch while the other
+				// lines are due) keep every line's buffer from running
+				// dry even under -race on a busy machine
 				time.Sleep(2 * time.Millisecond)
 				return nil
 			}, QueueOptions{Weight: w, BatchSize: 500})
