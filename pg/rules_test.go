@@ -153,7 +153,7 @@ func TestRulesLoadSkipsRefused(t *testing.T) {
 				t.Fatalf("FromSource = %v, want ErrRefused", err)
 			}
 			var ve *ValidationError
-			if len(sum.Refused) != 1 || sum.Refused[0] != tt.promo || !errors.As(sum.Errors[0], &ve) || ve.Field != "row" || ve.Promotion != tt.promo ||
+			if len(sum.Refused) != 1 || sum.Refused[0] != tt.promo || !errors.As(sum.Errors[0], &ve) || ve.Field != "row" ||
 				!errors.Is(sum.Errors[0], ErrInvalid) || !errors.Is(sum.Errors[0], tt.sentinel) {
 				t.Fatalf("Refused %v, errors %v; want %q refused as a *ValidationError with Field row wrapping %v", sum.Refused, sum.Errors, tt.promo, tt.sentinel)
 			}
