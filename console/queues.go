@@ -356,12 +356,8 @@ func (s *Console) requeue(w http.ResponseWriter, r *http.Request) {
 // thousands of letters that died of one outage can cause the next one.
 // The POST must repeat the queue's name in "confirm".
 func (s *Console) requeueAll(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet {
-		s.confirmPage(w, r, "requeue.html", "Requeue dead letters")
-		return
-	}
-	q, ok := s.changeQueue(w, r)
-	if !ok || !confirmed(w, r, q, "requeue") {
+	q, ok := s.confirmedQueue(w, r, "requeue.html", "Requeue dead letters", "requeue")
+	if !ok {
 		return
 	}
 	ids, err := deadletters.AllIDs(r.Context(), q)
@@ -380,12 +376,8 @@ func (s *Console) requeueAll(w http.ResponseWriter, r *http.Request) {
 // purge shows a confirmation page on GET; the POST must repeat the
 // queue's name in "confirm".
 func (s *Console) purge(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet {
-		s.confirmPage(w, r, "purge.html", "Purge dead letters")
-		return
-	}
-	q, ok := s.changeQueue(w, r)
-	if !ok || !confirmed(w, r, q, "purge") {
+	q, ok := s.confirmedQueue(w, r, "purge.html", "Purge dead letters", "purge")
+	if !ok {
 		return
 	}
 	var n int
@@ -400,6 +392,19 @@ func (s *Console) purge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.done(w, r, q, fmt.Sprintf("purged %d dead letters", n))
+}
+
+// confirmedQueue serves a change that asks for confirmation: on GET it
+// renders the confirmation page tmpl and returns false; on a POST that
+// repeats the queue's name in "confirm" it returns the queue to change.
+// Otherwise it writes the refusal and returns false.
+func (s *Console) confirmedQueue(w http.ResponseWriter, r *http.Request, tmpl, title, verb string) (*delay.Queue, bool) {
+	if r.Method == http.MethodGet {
+		s.confirmPage(w, r, tmpl, title)
+		return nil, false
+	}
+	q, ok := s.changeQueue(w, r)
+	return q, ok && confirmed(w, r, q, verb)
 }
 
 // confirmPage renders a change's confirmation page for ?queue (and ?id)
