@@ -212,9 +212,8 @@ func (s *Console) deadPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, "dead.html", "Dead letters", data)
 		return
 	}
-	q, err := s.queue(ctx, name)
-	if err != nil {
-		s.fail(w, r, err)
+	q, ok := s.namedQueue(w, r, name)
+	if !ok {
 		return
 	}
 	order := r.URL.Query().Get("order")
@@ -280,9 +279,8 @@ func listDead(ctx context.Context, q *delay.Queue, page int, newest bool) (delay
 // lookupPage lists the tasks of one business key (Queue.Lookup).
 func (s *Console) lookupPage(w http.ResponseWriter, r *http.Request) {
 	name, key := r.URL.Query().Get("queue"), r.URL.Query().Get("key")
-	q, err := s.queue(r.Context(), name)
-	if err != nil {
-		s.fail(w, r, err)
+	q, ok := s.namedQueue(w, r, name)
+	if !ok {
 		return
 	}
 	tasks, err := q.Lookup(r.Context(), key)
@@ -322,12 +320,7 @@ func (s *Console) changeQueue(w http.ResponseWriter, r *http.Request) (*delay.Qu
 	if !s.checkPost(w, r) {
 		return nil, false
 	}
-	q, err := s.queue(r.Context(), r.PostForm.Get("queue"))
-	if err != nil {
-		s.fail(w, r, err)
-		return nil, false
-	}
-	return q, true
+	return s.namedQueue(w, r, r.PostForm.Get("queue"))
 }
 
 func (s *Console) done(w http.ResponseWriter, r *http.Request, q *delay.Queue, msg string) {
@@ -411,9 +404,8 @@ func (s *Console) confirmedQueue(w http.ResponseWriter, r *http.Request, tmpl, t
 // with the queue's dead-letter count.
 func (s *Console) confirmPage(w http.ResponseWriter, r *http.Request, tmpl, title string) {
 	name, id := r.URL.Query().Get("queue"), r.URL.Query().Get("id")
-	q, err := s.queue(r.Context(), name)
-	if err != nil {
-		s.fail(w, r, err)
+	q, ok := s.namedQueue(w, r, name)
+	if !ok {
 		return
 	}
 	dp, err := q.ListDead(r.Context(), 0, 1)
