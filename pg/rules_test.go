@@ -44,6 +44,17 @@ func saveAll(t testing.TB, pool *pgxpool.Pool, r *Rules, ps ...gradient.Promotio
 	}
 }
 
+// testRules is Rules on a fresh schema, with the schema's pool.
+func testRules(t testing.TB) (*pgxpool.Pool, *Rules) {
+	t.Helper()
+	pool, schema := testDB(t)
+	r, err := NewRules(pool, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, r
+}
+
 func testCache(t testing.TB) *cache.Cache {
 	t.Helper()
 	srv := testredis.StartServer(t)
