@@ -122,4 +122,6 @@ func (input) Package() (string, error) { return "delay", ErrInvalid }
 
 // invalid returns the *ValidationError for field; format and args make
 // Detail as fmt.Errorf would, and a %w verb sets Cause.
-var invalid = inputerr.New[input]
+func invalid(field, format string, args ...any) error {
+	return inputerr.New[input](field, format, args...)
+}

@@ -46,7 +46,9 @@ func (input) Package() (string, error) { return "pg", ErrInvalid }
 
 // invalid returns the *ValidationError for field; format and args make
 // Detail as fmt.Errorf would, and a %w verb sets Cause.
-var invalid = inputerr.New[input]
+func invalid(field, format string, args ...any) error {
+	return inputerr.New[input](field, format, args...)
+}
 
 // rowError is the *ValidationError of promotion id's rows, refused for err.
 func rowError(id string, err error) *ValidationError {
