@@ -60,6 +60,8 @@
 //
 // Internal packages:
 //
+//   - bench/internal/callgrind: what bench/cachecost and bench/servercost
+//     share: their command line and the callgrind dump of a phase.
 //   - bench/internal/tiers, bench/internal/delaybench: the tier and delay
 //     benchmarks of go run ./bench.
 //   - bench/peers/internal/cli: what the peer benchmark commands share
@@ -74,8 +76,11 @@
 //     console's and the browser tests share.
 //   - internal/doccheck: tests that every doc link resolves and that this
 //     map is complete.
+//   - internal/exampleredis: the embedded Redis the Examples run on.
 //   - internal/faultproxy: a TCP proxy that cuts a reply, adds latency or
 //     kills connections, for fault tests.
+//   - internal/inputerr: the one refused-input error that cache, delay,
+//     pg and warm each export as ValidationError.
 //   - internal/keyname: the check of key prefixes and queue names, and the
 //     default prefix.
 //   - internal/keyscan: the one SCAN over every master.
@@ -89,6 +94,8 @@
 //   - internal/slot: Redis Cluster hash slots, checked on the client.
 //   - internal/testredis: the test backends: miniredis, a real Redis, a
 //     cluster.
+//   - internal/testrun: a worker's or pool's Run started in a test and
+//     stopped at cleanup.
 //   - internal/text: outside input quoted and escaped for messages and
 //     terminals.
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/inputerr"
 )
 
 // Sentinel errors. Every error this package returns wraps one of these (or
@@ -95,42 +96,28 @@ func (e *RevisionConflictError) Is(target error) bool { return target == ErrRevi
 // ValidationError is a refused input: nothing was sent or written. It
 // matches ErrInvalid, and errors.Is(err, &ValidationError{Field: f})
 // tells which input.
-type ValidationError struct {
-	// Field names the input: "client" (a nil Redis client), "options" (an
-	// Options field out of range: a prefix with braces, whitespace or glob
-	// characters, negative durations or sizes, minor digits outside 0..9;
-	// Detail names it), "id" (a promotion ID gradient.ValidateID refuses;
-	// the error also matches gradient.ErrBadID), "query" (an unknown
-	// metric, or a negative or out-of-range value, which also matches
-	// gradient.ErrBadValue), "batch" (more than MaxCartLines queries or
-	// MaxRefreshBatch promotions in one call) or "promotions" (one
-	// Refresh naming a promotion twice).
-	Field string
-	// Detail says what was refused and what is allowed.
-	Detail string
-	// Cause is the underlying error, such as gradient's, or nil.
-	Cause error
-}
+//
+// Field names the input: "client" (a nil Redis client), "options" (an
+// Options field out of range: a prefix with braces, whitespace or glob
+// characters, negative durations or sizes, minor digits outside 0..9;
+// Detail names it), "id" (a promotion ID gradient.ValidateID refuses;
+// the error also matches gradient.ErrBadID), "query" (an unknown
+// metric, or a negative or out-of-range value, which also matches
+// gradient.ErrBadValue), "batch" (more than MaxCartLines queries or
+// MaxRefreshBatch promotions in one call) or "promotions" (one
+// Refresh naming a promotion twice).
+//
+// Detail says what was refused and what is allowed; Cause is the
+// underlying error, or nil.
+type ValidationError = inputerr.Error[input]
 
-func (e *ValidationError) Error() string {
-	return "cache: invalid " + e.Field + ": " + e.Detail
-}
+// input ties ValidationError to this package's name and ErrInvalid.
+type input struct{}
 
-func (e *ValidationError) Unwrap() error { return e.Cause }
-
-// Is makes every ValidationError match ErrInvalid, and a
-// *ValidationError target match when its Field is empty or the same.
-func (e *ValidationError) Is(target error) bool {
-	if target == ErrInvalid {
-		return true
-	}
-	t, ok := target.(*ValidationError)
-	return ok && (t.Field == "" || t.Field == e.Field)
-}
+func (input) Package() (string, error) { return "cache", ErrInvalid }
 
 // invalid returns the *ValidationError for field; format and args make
 // Detail as fmt.Errorf would, and a %w verb sets Cause.
 func invalid(field, format string, args ...any) error {
-	err := fmt.Errorf(format, args...)
-	return &ValidationError{Field: field, Detail: err.Error(), Cause: errors.Unwrap(err)}
+	return inputerr.New[input](field, format, args...)
 }

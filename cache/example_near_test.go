@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/exampleredis"
 )
 
 // A near cache is opt-in. Once tracking is established (Redis client
@@ -20,12 +19,8 @@ import (
 // Until then, and here on miniredis, which has no CLIENT TRACKING, every
 // read goes to Redis: the answers are the same either way.
 func ExampleOptions_nearCache() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 
@@ -69,12 +64,8 @@ func ExampleOptions_nearCache() {
 // once, written through Refresh. An ID the source does not know is
 // remembered, so asking again costs no Load.
 func ExampleLoader() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 

@@ -6,22 +6,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/exampleredis"
 )
 
 // Warm up two promotions, then match a three-line cart in one round trip.
 func Example() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 
@@ -82,12 +77,8 @@ func Example() {
 // A promotion warmed before its sale starts answers ErrNotActive until
 // the caller's clock reaches Start.
 func ExampleOptions_now() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 
@@ -125,12 +116,8 @@ func (o expvarObserver) OnLookup(_ string, out cache.Outcome, _ time.Duration) {
 func (o expvarObserver) OnRoundTrips(_ cache.Op, n int) { o.roundTrips.Add(int64(n)) }
 
 func ExampleObserver() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 

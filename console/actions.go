@@ -32,9 +32,8 @@ var actionWords = map[string]string{
 // POSTs to /act with the CSRF token.
 func (s *Console) confirmAction(w http.ResponseWriter, r *http.Request) {
 	ctx, qv := r.Context(), r.URL.Query()
-	q, err := s.queue(ctx, qv.Get("queue"))
-	if err != nil {
-		s.fail(w, r, err)
+	q, ok := s.namedQueue(w, r, qv.Get("queue"))
+	if !ok {
 		return
 	}
 	action, ids, at, err := actionArgs(qv)

@@ -242,6 +242,17 @@ func (s *Console) queue(ctx context.Context, name string) (*delay.Queue, error) 
 	return nil, fmt.Errorf("%w: %q under prefix %q", errNoQueue, name, s.cfg.queuePrefix)
 }
 
+// namedQueue is queue for a request: the queue name names, or false
+// after it showed the error page (404 for an unknown queue).
+func (s *Console) namedQueue(w http.ResponseWriter, r *http.Request, name string) (*delay.Queue, bool) {
+	q, err := s.queue(r.Context(), name)
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return q, true
+}
+
 // cacheFor returns the Cache that encodes amount queries with digits minor
 // digits, as a cart of that currency would.
 func (s *Console) cacheFor(digits int) (*cache.Cache, error) {

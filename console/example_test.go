@@ -9,24 +9,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tierset/tierset/console"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/exampleredis"
 )
 
 // A console over a queue holding one due task: its browse page lists it.
 func Example() {
 	ctx := context.Background()
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
-	mr.SetTime(time.Now())
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
+	mr.SetTime(time.Now())
 	q, err := delay.New(rdb, "orders", delay.Options{})
 	if err != nil {
 		panic(err)

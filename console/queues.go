@@ -212,9 +212,8 @@ func (s *Console) deadPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, "dead.html", "Dead letters", data)
 		return
 	}
-	q, err := s.queue(ctx, name)
-	if err != nil {
-		s.fail(w, r, err)
+	q, ok := s.namedQueue(w, r, name)
+	if !ok {
 		return
 	}
 	order := r.URL.Query().Get("order")
@@ -280,9 +279,8 @@ func listDead(ctx context.Context, q *delay.Queue, page int, newest bool) (delay
 // lookupPage lists the tasks of one business key (Queue.Lookup).
 func (s *Console) lookupPage(w http.ResponseWriter, r *http.Request) {
 	name, key := r.URL.Query().Get("queue"), r.URL.Query().Get("key")
-	q, err := s.queue(r.Context(), name)
-	if err != nil {
-		s.fail(w, r, err)
+	q, ok := s.namedQueue(w, r, name)
+	if !ok {
 		return
 	}
 	tasks, err := q.Lookup(r.Context(), key)
@@ -322,12 +320,7 @@ func (s *Console) changeQueue(w http.ResponseWriter, r *http.Request) (*delay.Qu
 	if !s.checkPost(w, r) {
 		return nil, false
 	}
-	q, err := s.queue(r.Context(), r.PostForm.Get("queue"))
-	if err != nil {
-		s.fail(w, r, err)
-		return nil, false
-	}
-	return q, true
+	return s.namedQueue(w, r, r.PostForm.Get("queue"))
 }
 
 func (s *Console) done(w http.ResponseWriter, r *http.Request, q *delay.Queue, msg string) {
@@ -356,12 +349,8 @@ func (s *Console) requeue(w http.ResponseWriter, r *http.Request) {
 // thousands of letters that died of one outage can cause the next one.
 // The POST must repeat the queue's name in "confirm".
 func (s *Console) requeueAll(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet {
-		s.confirmPage(w, r, "requeue.html", "Requeue dead letters")
-		return
-	}
-	q, ok := s.changeQueue(w, r)
-	if !ok || !confirmed(w, r, q, "requeue") {
+	q, ok := s.confirmedQueue(w, r, "requeue.html", "Requeue dead letters", "requeue")
+	if !ok {
 		return
 	}
 	ids, err := deadletters.AllIDs(r.Context(), q)
@@ -380,12 +369,8 @@ func (s *Console) requeueAll(w http.ResponseWriter, r *http.Request) {
 // purge shows a confirmation page on GET; the POST must repeat the
 // queue's name in "confirm".
 func (s *Console) purge(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet {
-		s.confirmPage(w, r, "purge.html", "Purge dead letters")
-		return
-	}
-	q, ok := s.changeQueue(w, r)
-	if !ok || !confirmed(w, r, q, "purge") {
+	q, ok := s.confirmedQueue(w, r, "purge.html", "Purge dead letters", "purge")
+	if !ok {
 		return
 	}
 	var n int
@@ -402,13 +387,25 @@ func (s *Console) purge(w http.ResponseWriter, r *http.Request) {
 	s.done(w, r, q, fmt.Sprintf("purged %d dead letters", n))
 }
 
+// confirmedQueue serves a change that asks for confirmation: on GET it
+// renders the confirmation page tmpl and returns false; on a POST that
+// repeats the queue's name in "confirm" it returns the queue to change.
+// Otherwise it writes the refusal and returns false.
+func (s *Console) confirmedQueue(w http.ResponseWriter, r *http.Request, tmpl, title, verb string) (*delay.Queue, bool) {
+	if r.Method == http.MethodGet {
+		s.confirmPage(w, r, tmpl, title)
+		return nil, false
+	}
+	q, ok := s.changeQueue(w, r)
+	return q, ok && confirmed(w, r, q, verb)
+}
+
 // confirmPage renders a change's confirmation page for ?queue (and ?id)
 // with the queue's dead-letter count.
 func (s *Console) confirmPage(w http.ResponseWriter, r *http.Request, tmpl, title string) {
 	name, id := r.URL.Query().Get("queue"), r.URL.Query().Get("id")
-	q, err := s.queue(r.Context(), name)
-	if err != nil {
-		s.fail(w, r, err)
+	q, ok := s.namedQueue(w, r, name)
+	if !ok {
 		return
 	}
 	dp, err := q.ListDead(r.Context(), 0, 1)

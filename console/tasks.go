@@ -50,9 +50,8 @@ func actionsFor(st delay.PageState) []string {
 // [&cursor][&order=newest][&key=prefix][&err=text].
 func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 	ctx, qv := r.Context(), r.URL.Query()
-	q, err := s.queue(ctx, qv.Get("queue"))
-	if err != nil {
-		s.fail(w, r, err)
+	q, ok := s.namedQueue(w, r, qv.Get("queue"))
+	if !ok {
 		return
 	}
 	st := delay.PageState(qv.Get("state"))
@@ -117,9 +116,8 @@ func entryRow(t delay.TaskEntry, now time.Time) taskRow {
 // taskPage shows one task: GET /task?queue&id.
 func (s *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 	ctx, qv := r.Context(), r.URL.Query()
-	q, err := s.queue(ctx, qv.Get("queue"))
-	if err != nil {
-		s.fail(w, r, err)
+	q, ok := s.namedQueue(w, r, qv.Get("queue"))
+	if !ok {
 		return
 	}
 	t, err := q.Task(ctx, qv.Get("id"))

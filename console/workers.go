@@ -72,9 +72,8 @@ func (s *Console) workersPage(w http.ResponseWriter, r *http.Request) {
 // queuePage is one queue: its health verdict, card, workers and pause
 // control: GET /queue?name.
 func (s *Console) queuePage(w http.ResponseWriter, r *http.Request) {
-	q, err := s.queue(r.Context(), r.URL.Query().Get("name"))
-	if err != nil {
-		s.fail(w, r, err)
+	q, ok := s.namedQueue(w, r, r.URL.Query().Get("name"))
+	if !ok {
 		return
 	}
 	v := s.queueCard(r.Context(), q)

@@ -481,22 +481,6 @@ func TestRateAcrossProcesses(t *testing.T) {
 	if len(perWho) != 3 {
 		t.Errorf("deliveries by %d processes, want 3", len(perWho))
 	}
-	for _, w := range []int64{10, 100, 1000, span, ds[len(ds)-1] - ds[0]} {
-		bound := perSecond*w/1000 + burst
-		worst, j := 0, 0
-		for i := range ds {
-			if i > 0 && ds[i] == ds[i-1] {
-				continue // the window starts at the ms's first delivery
-			}
-			for j < len(ds) && ds[j]-ds[i] <= w {
-				j++
-			}
-			worst = max(worst, j-i)
-		}
-		t.Logf("window %d ms: at most %d deliveries (bound %d)", w, worst, bound)
-		if int64(worst) > bound {
-			t.Errorf("window %d ms: %d deliveries, above the bound %d", w, worst, bound)
-		}
-	}
+	checkRateWindows(t, ds, perSecond, burst, "", 10, 100, 1000, span, ds[len(ds)-1]-ds[0])
 	b.Client.Del(ctx, lineLog(b.Prefix), takeLog(b.Prefix))
 }

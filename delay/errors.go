@@ -2,7 +2,8 @@ package delay
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/tierset/tierset/internal/inputerr"
 )
 
 // Sentinel errors. Every error this package returns wraps one of these (or a
@@ -98,43 +99,29 @@ func (e *permanentError) Unwrap() []error { return []error{ErrSkipRetry, e.err} 
 // ValidationError is a refused input: nothing was sent or written. It
 // matches ErrInvalid, and errors.Is(err, &ValidationError{Field: f})
 // tells which input.
-type ValidationError struct {
-	// Field names the input: "name" (a queue name: empty, longer than
-	// MaxNameBytes, or holding braces, glob characters, whitespace or
-	// control characters), "prefix" (a key prefix, same rules), "key" (a
-	// business key: empty, longer than MaxKeyBytes or holding control
-	// characters), "token" (longer than MaxTokenBytes, or holding control
-	// characters or a comma), "payload" (above Options.MaxPayload),
-	// "when" (At and After both set), "delay" (a negative delay), "batch"
-	// (a count, limit, cursor or page state out of range), "lease" (an
-	// empty lease, or a lease duration under 1ms), "task" (a nil task) or
-	// "options" (an option outside its documented range; Detail names it).
-	Field string
-	// Detail says what was refused and what is allowed.
-	Detail string
-	// Cause is the underlying error, or nil.
-	Cause error
-}
+//
+// Field names the input: "name" (a queue name: empty, longer than
+// MaxNameBytes, or holding braces, glob characters, whitespace or
+// control characters), "prefix" (a key prefix, same rules), "key" (a
+// business key: empty, longer than MaxKeyBytes or holding control
+// characters), "token" (longer than MaxTokenBytes, or holding control
+// characters or a comma), "payload" (above Options.MaxPayload),
+// "when" (At and After both set), "delay" (a negative delay), "batch"
+// (a count, limit, cursor or page state out of range), "lease" (an
+// empty lease, or a lease duration under 1ms), "task" (a nil task) or
+// "options" (an option outside its documented range; Detail names it).
+//
+// Detail says what was refused and what is allowed; Cause is the
+// underlying error, or nil.
+type ValidationError = inputerr.Error[input]
 
-func (e *ValidationError) Error() string {
-	return "delay: invalid " + e.Field + ": " + e.Detail
-}
+// input ties ValidationError to this package's name and ErrInvalid.
+type input struct{}
 
-func (e *ValidationError) Unwrap() error { return e.Cause }
-
-// Is makes every ValidationError match ErrInvalid, and a
-// *ValidationError target match when its Field is empty or the same.
-func (e *ValidationError) Is(target error) bool {
-	if target == ErrInvalid {
-		return true
-	}
-	t, ok := target.(*ValidationError)
-	return ok && (t.Field == "" || t.Field == e.Field)
-}
+func (input) Package() (string, error) { return "delay", ErrInvalid }
 
 // invalid returns the *ValidationError for field; format and args make
 // Detail as fmt.Errorf would, and a %w verb sets Cause.
 func invalid(field, format string, args ...any) error {
-	err := fmt.Errorf(format, args...)
-	return &ValidationError{Field: field, Detail: err.Error(), Cause: errors.Unwrap(err)}
+	return inputerr.New[input](field, format, args...)
 }

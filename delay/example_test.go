@@ -6,21 +6,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/exampleredis"
 )
 
 func ExampleQueue_Enqueue() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
-	mr.SetTime(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)) // Redis TIME
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
+	mr.SetTime(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)) // Redis TIME
 	ctx := context.Background()
 
 	q, _ := delay.New(rdb, "orders", delay.Options{})
@@ -35,15 +29,11 @@ func ExampleQueue_Enqueue() {
 }
 
 func ExampleQueue_Take() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
+	defer rdb.Close()
 	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	mr.SetTime(start)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	defer rdb.Close()
 	ctx := context.Background()
 
 	q, _ := delay.New(rdb, "orders", delay.Options{Lease: 10 * time.Second})
@@ -66,12 +56,8 @@ func ExampleQueue_Take() {
 }
 
 func ExampleQueue_Cancel() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 
@@ -86,12 +72,8 @@ func ExampleQueue_Cancel() {
 }
 
 func ExampleWorker_Run() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 
@@ -114,15 +96,11 @@ func ExampleWorker_Run() {
 }
 
 func ExampleQueue_History() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
+	defer rdb.Close()
 	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	mr.SetTime(start) // Redis TIME, which the history's minutes follow
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	defer rdb.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 
 	q, _ := delay.New(rdb, "orders", delay.Options{})
@@ -166,15 +144,11 @@ func ExampleHistogram() {
 // late retry of the same enqueue is a duplicate in state done, not a
 // second run.
 func ExampleOptions_doneTTL() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
+	defer rdb.Close()
 	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	mr.SetTime(start)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	defer rdb.Close()
 	ctx := context.Background()
 
 	q, _ := delay.New(rdb, "orders", delay.Options{DoneTTL: 24 * time.Hour})
@@ -200,12 +174,8 @@ func ExampleOptions_doneTTL() {
 
 // A refused input is a *ValidationError naming it; nothing is sent.
 func ExampleValidationError() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 

@@ -60,6 +60,30 @@ func (r *controlRun) run(t *testing.T) {
 }
 
 // times is every delivery time, sorted.
+// checkRateWindows fails t where a window of w ms, for each of windows,
+// holds more of the deliveries ds (their times in ms, sorted) than a
+// limit of perSecond with burst lets through; when says when they ran.
+func checkRateWindows(t *testing.T, ds []int64, perSecond, burst int64, when string, windows ...int64) {
+	t.Helper()
+	for _, w := range windows {
+		bound := perSecond*w/1000 + burst
+		worst, j := 0, 0
+		for i := range ds {
+			if i > 0 && ds[i] == ds[i-1] {
+				continue // the window starts at the ms's first delivery
+			}
+			for j < len(ds) && ds[j]-ds[i] <= w {
+				j++
+			}
+			worst = max(worst, j-i)
+		}
+		t.Logf("window %d ms: at most %d deliveries (bound %d)", w, worst, bound)
+		if int64(worst) > bound {
+			t.Errorf("window %d ms: %d deliveries%s, above the bound %d", w, worst, when, bound)
+		}
+	}
+}
+
 func (r *controlRun) times() []int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -233,23 +257,7 @@ func TestFaultRateLimitRestart(t *testing.T) {
 	waitFor(t, 60*time.Second, "every task handled", func() bool { return r.handled.Load() == n })
 	_ = r.stop()
 	ds := r.times()
-	for _, w := range []int64{100, 1000, 3000} {
-		bound := perSecond*w/1000 + burst
-		worst, j := 0, 0
-		for i := range ds {
-			if i > 0 && ds[i] == ds[i-1] {
-				continue
-			}
-			for j < len(ds) && ds[j]-ds[i] <= w {
-				j++
-			}
-			worst = max(worst, j-i)
-		}
-		t.Logf("window %d ms: at most %d deliveries (bound %d)", w, worst, bound)
-		if int64(worst) > bound {
-			t.Errorf("window %d ms: %d deliveries across restarts, above the bound %d", w, worst, bound)
-		}
-	}
+	checkRateWindows(t, ds, perSecond, burst, " across restarts", 100, 1000, 3000)
 	t.Logf("%d tasks in %d ms across 2 restarts", n, ds[len(ds)-1]-ds[0])
 	r.check(t, n)
 }

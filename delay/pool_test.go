@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/internal/testredis"
+	"github.com/tierset/tierset/internal/testrun"
 )
 
 // runPool starts p.Run and returns a stop func that cancels it and returns
@@ -24,17 +25,7 @@ func runPool(t *testing.T, p *Pool) (stop func() error) {
 // it and returns run's error.
 func runFunc(t *testing.T, run func(context.Context) error) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() { cancel(); err = <-done })
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
+	return testrun.Start(t, context.Background(), run)
 }
 
 // fillDue enqueues n tasks due now on q, in batches.

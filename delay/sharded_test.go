@@ -15,6 +15,7 @@ import (
 	"github.com/tierset/tierset/internal/keyscan"
 	"github.com/tierset/tierset/internal/slot"
 	"github.com/tierset/tierset/internal/testredis"
+	"github.com/tierset/tierset/internal/testrun"
 )
 
 func shNew(t *testing.T, b *testredis.Backend, name string, k int, o Options) *Sharded {
@@ -471,13 +472,10 @@ func TestShardWorkerFairDraining(t *testing.T) {
 		if err != nil {
 			t.Fatalf("NewShardedWorker: %v", err)
 		}
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- w.Run(rctx) }()
+		stop := testrun.Start(t, ctx, w.Run)
 		total := deep + 3*shallow
 		ok := shWaitFor(t, time.Minute, func() bool { return h.total() >= total })
-		stop()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := stop(); !errors.Is(err, context.Canceled) {
 			t.Errorf("Run = %v, want context.Canceled", err)
 		}
 		if !ok {

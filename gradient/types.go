@@ -18,15 +18,9 @@ const (
 	Amount Metric = 2
 )
 
-func (m Metric) String() string {
-	switch m {
-	case Quantity:
-		return "quantity"
-	case Amount:
-		return "amount"
-	}
-	return "metric(" + strconv.Itoa(int(m)) + ")"
-}
+var metricNames = [...]string{Quantity: "quantity", Amount: "amount"}
+
+func (m Metric) String() string { return enumName(metricNames[:], m, "metric") }
 
 // RuleKind says which field of a tier is matched against the cart value.
 // All kinds map their match field to the one score, so the read side only
@@ -44,17 +38,9 @@ const (
 	ParityDiscount RuleKind = 2
 )
 
-func (k RuleKind) String() string {
-	switch k {
-	case Threshold:
-		return "threshold"
-	case ParityPrice:
-		return "parity-price"
-	case ParityDiscount:
-		return "parity-discount"
-	}
-	return "rule(" + strconv.Itoa(int(k)) + ")"
-}
+var ruleKindNames = [...]string{Threshold: "threshold", ParityPrice: "parity-price", ParityDiscount: "parity-discount"}
+
+func (k RuleKind) String() string { return enumName(ruleKindNames[:], k, "rule") }
 
 // RewardKind is what a hit tier gives.
 type RewardKind uint8
@@ -72,18 +58,16 @@ const (
 	EveryN RewardKind = 4
 )
 
-func (k RewardKind) String() string {
-	switch k {
-	case PercentOff:
-		return "percent-off"
-	case AmountOff:
-		return "amount-off"
-	case FixedPrice:
-		return "fixed-price"
-	case EveryN:
-		return "every-n"
+var rewardKindNames = [...]string{PercentOff: "percent-off", AmountOff: "amount-off", FixedPrice: "fixed-price", EveryN: "every-n"}
+
+func (k RewardKind) String() string { return enumName(rewardKindNames[:], k, "reward") }
+
+// enumName is v's name in names, or kind(v) for a value without one.
+func enumName[T ~uint8](names []string, v T, kind string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return "reward(" + strconv.Itoa(int(k)) + ")"
+	return kind + "(" + strconv.Itoa(int(v)) + ")"
 }
 
 // Reward is what a tier gives. Amounts are in major units (99.99), exact.

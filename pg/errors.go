@@ -2,7 +2,8 @@ package pg
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/tierset/tierset/internal/inputerr"
 )
 
 // Sentinel errors. Bad input is one sentinel, ErrInvalid, carried by a
@@ -22,50 +23,34 @@ var (
 // ValidationError is a refused input: nothing was written. It matches
 // ErrInvalid, and errors.Is(err, &ValidationError{Field: f}) tells which
 // input.
-type ValidationError struct {
-	// Field names the input: "schema" (empty, longer than 63 bytes or not
-	// [a-z_][a-z0-9_]*), "options" (a nil DB, queue, pool, rules or cache,
-	// or an option out of range; Detail names it), "limit" or "cursor" (a
-	// Purge or Pending argument out of range), "key", "token", "payload" or
-	// "when" (an outbox job the delay queue would refuse; Cause is the
-	// *delay.ValidationError, so the error matches delay.ErrInvalid too) or
-	// "row" (a promotion's database rows that do not make a valid
-	// promotion: an unknown enum, an unparsable number or a promotion
-	// gradient refuses; Promotion names it and Cause, often a
-	// *gradient.ValidationError, says why).
-	Field string
-	// Promotion is the ID of the refused promotion when Field is "row".
-	Promotion string
-	// Detail says what was refused and what is allowed.
-	Detail string
-	// Cause is the underlying error, or nil.
-	Cause error
-}
+//
+// Field names the input: "schema" (empty, longer than 63 bytes or not
+// [a-z_][a-z0-9_]*), "options" (a nil DB, queue, pool, rules or cache,
+// or an option out of range; Detail names it), "limit" or "cursor" (a
+// Purge or Pending argument out of range), "key", "token", "payload" or
+// "when" (an outbox job the delay queue would refuse; Cause is the
+// *delay.ValidationError, so the error matches delay.ErrInvalid too) or
+// "row" (a promotion's database rows that do not make a valid
+// promotion: an unknown enum, an unparsable number or a promotion
+// gradient refuses; Detail names it and Cause, often a
+// *gradient.ValidationError, says why).
+//
+// Detail says what was refused and what is allowed; Cause is the
+// underlying error, or nil.
+type ValidationError = inputerr.Error[input]
 
-func (e *ValidationError) Error() string {
-	return "pg: invalid " + e.Field + ": " + e.Detail
-}
+// input ties ValidationError to this package's name and ErrInvalid.
+type input struct{}
 
-func (e *ValidationError) Unwrap() error { return e.Cause }
-
-// Is makes every ValidationError match ErrInvalid, and a
-// *ValidationError target match when its Field is empty or the same.
-func (e *ValidationError) Is(target error) bool {
-	if target == ErrInvalid {
-		return true
-	}
-	t, ok := target.(*ValidationError)
-	return ok && (t.Field == "" || t.Field == e.Field)
-}
+func (input) Package() (string, error) { return "pg", ErrInvalid }
 
 // invalid returns the *ValidationError for field; format and args make
 // Detail as fmt.Errorf would, and a %w verb sets Cause.
 func invalid(field, format string, args ...any) error {
-	err := fmt.Errorf(format, args...)
-	return &ValidationError{Field: field, Detail: err.Error(), Cause: errors.Unwrap(err)}
+	return inputerr.New[input](field, format, args...)
 }
 
 // rowError is the *ValidationError of promotion id's rows, refused for err.
 func rowError(id string, err error) *ValidationError {
-	return &ValidationError{Field: "row", Promotion: id, Detail: "promotion " + quote(id) + ": " + err.Error(), Cause: err}
+	return &ValidationError{Field: "row", Detail: "promotion " + quote(id) + ": " + err.Error(), Cause: err}
 }

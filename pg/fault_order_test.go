@@ -81,11 +81,7 @@ func (w watchCache) Delete(ctx context.Context, id string, revision int64) (cach
 // revision older than one Watch had applied when the read began.
 func TestFaultWarmRacesWatch(t *testing.T) {
 	t.Parallel()
-	pool, schema := testDB(t)
-	r, err := NewRules(pool, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, r := testRules(t)
 	c := testCache(t)
 	const promos, rounds = 20, 10
 	base := examplePromotions(t)[0]

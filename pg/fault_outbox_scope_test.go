@@ -69,12 +69,7 @@ func rowDue(t *testing.T, o *Outbox, key string) map[string]time.Time {
 // time, while the first task is cancelled or moved.
 func TestFaultOutboxCancelRescheduleOnlyTheirRows(t *testing.T) {
 	t.Parallel()
-	pool, schema := testDB(t)
-	q, _ := testQueue(t, delay.Options{})
-	o, err := NewOutbox(pool, schema, q, OutboxOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, q, _ := testOutbox(t, delay.Options{})
 	ctx := testCtx(t, time.Minute)
 	base := time.Now().Truncate(time.Millisecond)
 	later := base.Add(24 * time.Hour)
@@ -166,12 +161,7 @@ func TestFaultOutboxCancelRescheduleOnlyTheirRows(t *testing.T) {
 // its Redis step), and leaves a retried task at its retry's time.
 func TestOutboxReconcileMovesDue(t *testing.T) {
 	t.Parallel()
-	pool, schema := testDB(t)
-	q, _ := testQueue(t, delay.Options{})
-	o, err := NewOutbox(pool, schema, q, OutboxOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, q, _ := testOutbox(t, delay.Options{})
 	ctx := testCtx(t, time.Minute)
 	due := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	if err := enqueueCommitted(ctx, o, delay.Job{Key: "drifted", Token: "t", When: delay.At(due)}); err != nil {
@@ -215,12 +205,7 @@ func TestOutboxReconcileMovesDue(t *testing.T) {
 // of its (private) Redis; nothing else is called.
 func TestFaultOutboxPeriodicReconcileAfterFlushAll(t *testing.T) {
 	t.Parallel()
-	pool, schema := testDB(t)
-	q, srv := testQueue(t, delay.Options{})
-	o, err := NewOutbox(pool, schema, q, OutboxOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, q, srv := testOutbox(t, delay.Options{})
 	const rows, period = 200, 2 * time.Second
 	ctx, stop := context.WithCancel(testCtx(t, 2*time.Minute))
 	defer stop()
@@ -306,14 +291,9 @@ func TestFaultOutboxPeriodicReconcileAfterFlushAll(t *testing.T) {
 // while another process holds the turn.
 func TestOutboxPeriodicReconcileOneAtATime(t *testing.T) {
 	t.Parallel()
-	pool, schema := testDB(t)
-	q, _ := testQueue(t, delay.Options{})
-	o, err := NewOutbox(pool, schema, q, OutboxOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, _, _ := testOutbox(t, delay.Options{})
 	ctx := testCtx(t, time.Minute)
-	tx, err := pool.Begin(ctx)
+	tx, err := o.db.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

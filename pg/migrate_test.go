@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -8,22 +9,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func TestMigrateIdempotent(t *testing.T) {
 	pool, schema := testDB(t) // applied once here
 	ctx := testCtx(t, 30*time.Second)
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	res := make([]MigrateResult, 4)
-	for i := range errs {
-		wg.Go(func() { res[i], errs[i] = Migrate(ctx, pool, schema) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("Migrate #%d: %v", i, err)
-		}
+	res := migrateConcurrently(t, ctx, pool, schema, 4)
+	for i := range res {
 		if len(res[i].Applied) != 0 {
 			t.Errorf("Migrate #%d applied %v again", i, res[i].Applied)
 		}
@@ -46,24 +39,33 @@ func TestMigrateFreshSchemaConcurrent(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	fresh := schema + "_b"
 	t.Cleanup(func() { _, _ = pool.Exec(testCtx(t, 10*time.Second), `DROP SCHEMA IF EXISTS `+fresh+` CASCADE`) })
-	var wg sync.WaitGroup
-	res := make([]MigrateResult, 3)
-	errs := make([]error, 3)
-	for i := range res {
-		wg.Go(func() { res[i], errs[i] = Migrate(ctx, pool, fresh) })
-	}
-	wg.Wait()
 	total := 0
-	for i := range res {
-		if errs[i] != nil {
-			t.Fatalf("Migrate #%d: %v", i, errs[i])
-		}
-		total += len(res[i].Applied)
+	for _, r := range migrateConcurrently(t, ctx, pool, fresh, 3) {
+		total += len(r.Applied)
 	}
 	ms, _ := migrations()
 	if total != len(ms) {
 		t.Errorf("concurrent Migrate applied %d migrations in all, want each of the %d exactly once", total, len(ms))
 	}
+}
+
+// migrateConcurrently runs n Migrates of schema at once and returns their
+// results; an error fails t.
+func migrateConcurrently(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string, n int) []MigrateResult {
+	t.Helper()
+	var wg sync.WaitGroup
+	res := make([]MigrateResult, n)
+	errs := make([]error, n)
+	for i := range res {
+		wg.Go(func() { res[i], errs[i] = Migrate(ctx, pool, schema) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Migrate #%d: %v", i, err)
+		}
+	}
+	return res
 }
 
 func TestMigrateBadSchema(t *testing.T) {

@@ -26,6 +26,19 @@ func testQueue(t testing.TB, opts delay.Options) (*delay.Queue, *testredis.Serve
 	return q, srv
 }
 
+// testOutbox is an Outbox on a fresh schema (o.db, o.schema) over the
+// queue "orders" with opts on a private Redis, srv.
+func testOutbox(t testing.TB, opts delay.Options) (o *Outbox, q *delay.Queue, srv *testredis.Server) {
+	t.Helper()
+	pool, schema := testDB(t)
+	q, srv = testQueue(t, opts)
+	o, err := NewOutbox(pool, schema, q, OutboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, q, srv
+}
+
 func countRows(t testing.TB, o *Outbox, where string, args ...any) int {
 	t.Helper()
 	var n int

@@ -209,11 +209,7 @@ func waitBlocked(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid uint
 // revision and each tombstone's; once purged, a deletion has none.
 func TestRulesLoadRevisionsAndDeletions(t *testing.T) {
 	t.Parallel()
-	pool, schema := testDB(t)
-	r, err := NewRules(pool, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, r := testRules(t)
 	ctx := testCtx(t, 30*time.Second)
 	ps := examplePromotions(t)[:2]
 	saveAll(t, pool, r, ps...)
@@ -227,8 +223,8 @@ func TestRulesLoadRevisionsAndDeletions(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	liveRev, _ := revisionOf(t, pool, schema, ps[0].ID)
-	tombRev, tomb := revisionOf(t, pool, schema, ps[1].ID)
+	liveRev, _ := revisionOf(t, pool, r.schema, ps[0].ID)
+	tombRev, tomb := revisionOf(t, pool, r.schema, ps[1].ID)
 	if !tomb || tombRev <= liveRev {
 		t.Fatalf("tombstone %v revision %d, live revision %d", tomb, tombRev, liveRev)
 	}

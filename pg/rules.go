@@ -62,12 +62,8 @@ func (r *Rules) Schema() string { return r.schema }
 // (Watch) stored.
 func (r *Rules) Load(ctx context.Context) (warm.Loaded, error) {
 	var out warm.Loaded
-	err := r.read(ctx, nil, func(ps []gradient.Promotion, bad []*ValidationError, gone []warm.Deletion) {
-		out.Promotions = ps
-		for _, e := range bad {
-			out.Skipped = append(out.Skipped, warm.Skipped{ID: e.Promotion, Err: e})
-		}
-		out.Deleted = gone
+	err := r.read(ctx, nil, func(ps []gradient.Promotion, bad []warm.Skipped, gone []warm.Deletion) {
+		out.Promotions, out.Skipped, out.Deleted = ps, bad, gone
 	})
 	return out, err
 }
@@ -79,10 +75,10 @@ func (r *Rules) Load(ctx context.Context) (warm.Loaded, error) {
 // Field "row".
 func (r *Rules) LoadOne(ctx context.Context, id string) (p gradient.Promotion, found bool, err error) {
 	var rowErr error
-	err = r.read(ctx, &id, func(ps []gradient.Promotion, bad []*ValidationError, gone []warm.Deletion) {
+	err = r.read(ctx, &id, func(ps []gradient.Promotion, bad []warm.Skipped, gone []warm.Deletion) {
 		switch {
 		case len(bad) > 0:
-			found, rowErr = true, bad[0]
+			found, rowErr = true, bad[0].Err
 		case len(ps) > 0:
 			p, found = ps[0], true
 		case len(gone) > 0:
@@ -115,7 +111,7 @@ type tierRow struct {
 	tier  gradient.Tier
 }
 
-func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promotion, []*ValidationError, []warm.Deletion)) error {
+func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promotion, []warm.Skipped, []warm.Deletion)) error {
 	tx, err := r.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("pg: rules: begin: %w", err)
@@ -223,7 +219,7 @@ func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promoti
 		return fmt.Errorf("pg: rules: tombstones: %w", err)
 	}
 	var good []gradient.Promotion
-	var refused []*ValidationError
+	var refused []warm.Skipped
 	for _, pid := range order {
 		p := promos[pid]
 		err := bad[pid]
@@ -231,7 +227,7 @@ func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promoti
 			err = p.Validate()
 		}
 		if err != nil {
-			refused = append(refused, rowError(pid, err))
+			refused = append(refused, warm.Skipped{ID: pid, Err: rowError(pid, err)})
 			continue
 		}
 		good = append(good, *p)

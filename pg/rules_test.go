@@ -44,6 +44,17 @@ func saveAll(t testing.TB, pool *pgxpool.Pool, r *Rules, ps ...gradient.Promotio
 	}
 }
 
+// testRules is Rules on a fresh schema, with the schema's pool.
+func testRules(t testing.TB) (*pgxpool.Pool, *Rules) {
+	t.Helper()
+	pool, schema := testDB(t)
+	r, err := NewRules(pool, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, r
+}
+
 func testCache(t testing.TB) *cache.Cache {
 	t.Helper()
 	srv := testredis.StartServer(t)
@@ -153,7 +164,7 @@ func TestRulesLoadSkipsRefused(t *testing.T) {
 				t.Fatalf("FromSource = %v, want ErrRefused", err)
 			}
 			var ve *ValidationError
-			if len(sum.Refused) != 1 || sum.Refused[0] != tt.promo || !errors.As(sum.Errors[0], &ve) || ve.Field != "row" || ve.Promotion != tt.promo ||
+			if len(sum.Refused) != 1 || sum.Refused[0] != tt.promo || !errors.As(sum.Errors[0], &ve) || ve.Field != "row" ||
 				!errors.Is(sum.Errors[0], ErrInvalid) || !errors.Is(sum.Errors[0], tt.sentinel) {
 				t.Fatalf("Refused %v, errors %v; want %q refused as a *ValidationError with Field row wrapping %v", sum.Refused, sum.Errors, tt.promo, tt.sentinel)
 			}

@@ -10,7 +10,8 @@
 # It starts its own redis-server under valgrind on port 6394 (or
 # TIERSET_COST_PORT), never touches another server, and removes its files.
 # TIERSET_COST_TREE builds bench/cachecost from another source tree (an
-# older commit, to compare), with this tree's bench/cachecost copied in.
+# older commit, to compare), with this tree's bench/cachecost (and
+# bench/internal/callgrind) copied in.
 #
 # Per phase it prints three counts per operation: "total" (everything the
 # server ran meanwhile, including serverCron and expiry, which grow with
@@ -25,24 +26,17 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${1:-2000}
 PORT=${TIERSET_COST_PORT:-6394}
 TREE=${TIERSET_COST_TREE:-$ROOT}
-command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 2; }
-DIR=$(mktemp -d)
-cleanup() {
-	redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-	rm -rf "$DIR"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/callgrind-server.sh
+. "$ROOT/scripts/callgrind-server.sh"
 if [ "$TREE" != "$ROOT" ]; then
-	mkdir -p "$TREE/bench/cachecost" && cp "$ROOT/bench/cachecost/main.go" "$TREE/bench/cachecost/"
+	mkdir -p "$TREE/bench/cachecost" "$TREE/bench/internal/callgrind"
+	cp "$ROOT/bench/cachecost/main.go" "$TREE/bench/cachecost/"
+	cp "$ROOT/bench/internal/callgrind/callgrind.go" "$TREE/bench/internal/callgrind/"
 fi
 (cd "$TREE" && go build -o "$DIR/cachecost" ./bench/cachecost)
-valgrind --tool=callgrind --callgrind-out-file="$DIR/cg.out" \
-	redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$DIR" >"$DIR/valgrind.log" 2>&1 &
-for _ in $(seq 1 150); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
-PID=$(redis-cli -p "$PORT" info server | tr -d '\r' | sed -n 's/^process_id://p')
+callgrind_start
 "$DIR/cachecost" -addr "127.0.0.1:$PORT" -pid "$PID" -n "$N"
-redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-sleep 2
+callgrind_stop
 incl() { # incl FILE FUNCTION: the function's inclusive instruction count
 	callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
 		awk -v fn="$2" '{ gsub(",", "", $1) } $0 ~ ":" fn " " && $1 ~ /^[0-9]+$/ { n += $1 } END { print n + 0 }'

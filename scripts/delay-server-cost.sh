@@ -14,21 +14,12 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${1:-20000}
 PORT=${TIERSET_COST_PORT:-6393}
-command -v valgrind >/dev/null || { echo "valgrind not found (apt-get install valgrind)" >&2; exit 2; }
-DIR=$(mktemp -d)
-cleanup() {
-	redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-	rm -rf "$DIR"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/callgrind-server.sh
+. "$ROOT/scripts/callgrind-server.sh"
 (cd "$ROOT" && go build -o "$DIR/servercost" ./bench/servercost)
-valgrind --tool=callgrind --callgrind-out-file="$DIR/cg.out" \
-	redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$DIR" >"$DIR/valgrind.log" 2>&1 &
-for _ in $(seq 1 150); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
-PID=$(redis-cli -p "$PORT" info server | tr -d '\r' | sed -n 's/^process_id://p')
+callgrind_start
 "$DIR/servercost" -addr "127.0.0.1:$PORT" -pid "$PID" -n "$N"
-redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-sleep 2
+callgrind_stop
 for f in "$DIR"/cg.out.*; do
 	phase=$(sed -n 's/^desc: Trigger: dump //p' "$f")
 	[ -n "$phase" ] || continue

@@ -2,7 +2,8 @@ package warm
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/tierset/tierset/internal/inputerr"
 )
 
 // Sentinel errors. Bad input is one sentinel, ErrInvalid, carried by a
@@ -23,35 +24,21 @@ var (
 // ValidationError is a refused input: nothing was read, written or
 // deleted. It matches ErrInvalid, and errors.Is(err,
 // &ValidationError{Field: f}) tells which input.
-type ValidationError struct {
-	// Field names the input: "options" (a negative Batch or MaxPrune;
-	// Detail names it) or "source" (a nil Source).
-	Field string
-	// Detail says what was refused and what is allowed.
-	Detail string
-	// Cause is the underlying error, or nil.
-	Cause error
-}
+//
+// Field names the input: "options" (a negative Batch or MaxPrune;
+// Detail names it) or "source" (a nil Source).
+//
+// Detail says what was refused and what is allowed; Cause is the
+// underlying error, or nil.
+type ValidationError = inputerr.Error[input]
 
-func (e *ValidationError) Error() string {
-	return "warm: invalid " + e.Field + ": " + e.Detail
-}
+// input ties ValidationError to this package's name and ErrInvalid.
+type input struct{}
 
-func (e *ValidationError) Unwrap() error { return e.Cause }
-
-// Is makes every ValidationError match ErrInvalid, and a
-// *ValidationError target match when its Field is empty or the same.
-func (e *ValidationError) Is(target error) bool {
-	if target == ErrInvalid {
-		return true
-	}
-	t, ok := target.(*ValidationError)
-	return ok && (t.Field == "" || t.Field == e.Field)
-}
+func (input) Package() (string, error) { return "warm", ErrInvalid }
 
 // invalid returns the *ValidationError for field; format and args make
 // Detail as fmt.Errorf would, and a %w verb sets Cause.
 func invalid(field, format string, args ...any) error {
-	err := fmt.Errorf(format, args...)
-	return &ValidationError{Field: field, Detail: err.Error(), Cause: errors.Unwrap(err)}
+	return inputerr.New[input](field, format, args...)
 }

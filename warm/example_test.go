@@ -5,21 +5,15 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/internal/exampleredis"
 	"github.com/tierset/tierset/rules"
 	"github.com/tierset/tierset/warm"
 )
 
 func ExampleWarm() {
-	m := miniredis.NewMiniRedis()
-	if err := m.Start(); err != nil {
-		panic(err)
-	}
+	client, m := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer m.Close()
-	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer client.Close()
 	c, err := cache.New(client, cache.Options{})
 	if err != nil {

@@ -12,11 +12,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"reflect"
 	"strconv"
 	"sync/atomic"
@@ -25,20 +22,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
+	"github.com/tierset/tierset/bench/internal/callgrind"
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
 )
 
-func main() {
-	addr := flag.String("addr", "127.0.0.1:6394", "the redis-server under callgrind")
-	pid := flag.String("pid", "", "its process ID (for callgrind_control)")
-	n := flag.Int("n", 2000, "promotions, and carts")
-	flag.Parse()
-	if err := run(*addr, *pid, *n); err != nil {
-		fmt.Fprintln(os.Stderr, "cachecost:", err)
-		os.Exit(1)
-	}
-}
+func main() { callgrind.Main("cachecost", "127.0.0.1:6394", 2000, "promotions, and carts", run) }
 
 // counted counts the bytes of every connection it dials.
 type counted struct {
@@ -96,10 +85,7 @@ func run(addr, pid string, n int) error {
 		if pid == "" {
 			return nil
 		}
-		if out, err := exec.Command("callgrind_control", "-d", phase, pid).CombinedOutput(); err != nil {
-			return fmt.Errorf("callgrind_control: %w: %s", err, out)
-		}
-		return nil
+		return callgrind.Dump(pid, phase)
 	}
 	phase := func(name string, ops int, fn func(i int) error) error {
 		in0, out0 := in.Load(), out.Load()

@@ -9,27 +9,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"os/exec"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/bench/internal/callgrind"
 	"github.com/tierset/tierset/delay"
 )
 
-func main() {
-	addr := flag.String("addr", "127.0.0.1:6393", "the redis-server under callgrind")
-	pid := flag.String("pid", "", "its process ID (for callgrind_control)")
-	n := flag.Int("n", 20000, "tasks (a multiple of 100)")
-	flag.Parse()
-	if err := run(*addr, *pid, *n); err != nil {
-		fmt.Fprintln(os.Stderr, "servercost:", err)
-		os.Exit(1)
-	}
-}
+func main() { callgrind.Main("servercost", "127.0.0.1:6393", 20000, "tasks (a multiple of 100)", run) }
 
 func run(addr, pid string, n int) error {
 	ctx := context.Background()
@@ -44,12 +33,7 @@ func run(addr, pid string, n int) error {
 	for i := range jobs {
 		jobs[i] = delay.Job{Key: fmt.Sprintf("order:servercost:%012d", i), Payload: payload}
 	}
-	dump := func(phase string) error {
-		if out, err := exec.Command("callgrind_control", "-d", phase, pid).CombinedOutput(); err != nil {
-			return fmt.Errorf("callgrind_control: %w: %s", err, out)
-		}
-		return nil
-	}
+	dump := func(phase string) error { return callgrind.Dump(pid, phase) }
 	if err := dump("start"); err != nil {
 		return err
 	}

@@ -6,24 +6,19 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/cache"
 	tsprom "github.com/tierset/tierset/contrib/prometheus"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/exampleredis"
 )
 
 // Wire the cache and a queue to a registry and serve /metrics.
 func Example() {
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	ctx := context.Background()
 

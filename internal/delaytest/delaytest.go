@@ -6,11 +6,11 @@ package delaytest
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/testrun"
 )
 
 // HandleAll enqueues a task per key on q and runs a worker (no registry
@@ -65,17 +65,7 @@ func StartWorker(t testing.TB, ctx context.Context, q *delay.Queue, h delay.Hand
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() { cancel(); runErr = <-done })
-		return runErr
-	}
-	t.Cleanup(func() { _ = stop() })
-	return w, stop
+	return w, testrun.Start(t, ctx, w.Run)
 }
 
 // DeadIDs is the set of the IDs of q's dead letters (the first 100).
