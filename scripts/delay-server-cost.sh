@@ -28,5 +28,5 @@ for f in "$DIR"/cg.out.*; do
 	n=$N
 	case $phase in *:*) n=${phase#*:}; phase=${phase%%:*} ;; esac
 	awk -v p="$phase" -v ir="$ir" -v n="$n" 'BEGIN { printf "%-8s %12d instructions  %8.0f per task (%d tasks)\n", p, ir, ir / n, n }'
-	[ -n "${TIERSET_COST_KEEP:-}" ] && cp "$f" "$TIERSET_COST_KEEP.$phase"
+	if [ -n "${TIERSET_COST_KEEP:-}" ]; then cp "$f" "$TIERSET_COST_KEEP.$phase"; fi
 done
