@@ -16,6 +16,7 @@ import (
 // TestLadderEqualsOracle: Ladder returns the tiers the in-memory matcher
 // orders, with their rewards and gift lists.
 func TestLadderEqualsOracle(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		c := newCache(t, b, Options{})
@@ -65,6 +66,7 @@ func TestLadderEqualsOracle(t *testing.T) {
 // TestIDsAndInfos: IDs lists every stored promotion sorted; Infos reads
 // a page of them in order with per-promotion errors, damage included.
 func TestIDsAndInfos(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		c := newCache(t, b, Options{})

@@ -60,6 +60,7 @@ func matchers(t testing.TB, ps ...gradient.Promotion) map[string]*gradient.Match
 // (Repaired, or Added when the meta hash went), after which every read
 // equals the oracle, Info is clean and the next Refresh is Unchanged.
 func TestDamageHealed(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		checkDamageHealed(t, b, newCache(t, b, Options{}))
 	})
@@ -166,6 +167,7 @@ func checkDamageHealed(t *testing.T, b *testredis.Backend, c *Cache) {
 // promotion B's tiers key, where a query of B reaches it: the read is
 // ErrCorrupt (never A's tier served as B's), counted by the Observer.
 func TestMemberOfAnotherPromotion(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		obs := &countingObserver{}
@@ -214,6 +216,7 @@ func TestMemberOfAnotherPromotion(t *testing.T) {
 // and a member in the layout before it decodes to the same record,
 // marked as having no owner.
 func TestMemberOwnerBytes(t *testing.T) {
+	t.Parallel()
 	p := simplePromotion("bytes-promo", 3, 5, 10)
 	e, err := encodePromotion(&p, DefaultMaxRecordBytes)
 	if err != nil {
@@ -244,6 +247,7 @@ func TestMemberOwnerBytes(t *testing.T) {
 // same rules sees a different version and rewrites it in the new layout
 // (Updated, not Unchanged); reads equal the oracle before and after.
 func TestLegacyFormatRewritten(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		c := newCache(t, b, Options{})

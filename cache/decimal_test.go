@@ -12,6 +12,7 @@ import (
 // The fast path must give exactly what decimal.NewFromString gives, and
 // must step aside for everything it does not handle.
 func TestParsePlainDecimalAgreesWithNewFromString(t *testing.T) {
+	t.Parallel()
 	cases := []string{"0", "10", "99.99", "-1.5", "0.001", "100.00", "123456789012345678", "1.234567890123456", "007.50"}
 	rng := rand.New(rand.NewPCG(9, 9))
 	for range 5000 {

@@ -10,6 +10,7 @@ import (
 )
 
 func TestDecodeTierReadsWhatRefreshWrote(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	ctx := t.Context()
 	c, err := New(b.Client, Options{Prefix: b.Prefix})

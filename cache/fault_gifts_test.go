@@ -17,6 +17,7 @@ import (
 // fresh hit) whose keys are removed between its hit and its gift fetch,
 // and a Cache.Gifts of a kept hit.
 func TestFaultEvictionGiftsDamaged(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// after the hit was read: what happens to the promotion before

@@ -85,6 +85,7 @@ func TestWindow(t *testing.T) {
 // TestNotFoundMismatchNext covers ErrNotFound, metric and digits
 // mismatches, Next at the top and the upsell on ErrNoTier.
 func TestNotFoundMismatchNext(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		c := newCache(t, b, Options{})

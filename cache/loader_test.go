@@ -94,6 +94,7 @@ func coldPromotion() gradient.Promotion { return simplePromotion("cold", 2, 4, 8
 // and without a near cache, make one Load, and every line gets the
 // oracle's answer.
 func TestReadThroughOneLoadPerProcess(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		for _, tc := range []struct{ near, damaged bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 			near := tc.near
@@ -417,6 +418,7 @@ func TestReadThroughFailures(t *testing.T) {
 
 // TestReadThroughOptions: bad load options are invalid options.
 func TestReadThroughOptions(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	ld := &countingLoader{}
 	for _, o := range []LoadOptions{{Timeout: -1}, {LeaseTTL: time.Second, Timeout: 2 * time.Second}, {MissTTL: time.Microsecond}, {MaxMisses: -1}} {
@@ -429,6 +431,7 @@ func TestReadThroughOptions(t *testing.T) {
 // TestReadThroughMissesBounded: the in-process marks and failures never
 // exceed MaxMisses however many IDs arrive, and the newest is always kept.
 func TestReadThroughMissesBounded(t *testing.T) {
+	t.Parallel()
 	for _, limit := range []int{1, 8, 100} {
 		rt := &readThrough{opt: LoadOptions{MaxMisses: limit, FailTTL: time.Minute}, trust: time.Minute, misses: map[string]mark{},
 			failures: map[string]failure{}}

@@ -16,6 +16,7 @@ var errorsIs = errors.Is
 // metrics) and checks boundary and random queries, single and as carts,
 // with and without Next, against gradient.Matcher.
 func TestMatchAgainstOracle(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		c := newCache(t, b, Options{})

@@ -69,6 +69,7 @@ func (a *argsRecorder) take() [][]string {
 // build themselves are, argument for argument, what redis.ZRangeArgs sends
 // for hitArgs and nextArgs.
 func TestHotPathSendsTheZRangeArgsCommands(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		c := newCache(t, b, Options{})
@@ -121,6 +122,7 @@ func btoi(b bool) int {
 // read (failures are not memoized), and a memoized record is the same on
 // every read whatever the caller did to an earlier Result.
 func TestMemoNeverServesCorruptRecords(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		obs := &countingObserver{}
@@ -168,6 +170,7 @@ func TestMemoNeverServesCorruptRecords(t *testing.T) {
 // Results with the memo, without it, and with a memo so small it is
 // emptied all the time.
 func TestMemoOnAndOffAgree(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		caches := []*Cache{newCache(t, b, Options{}), newCache(t, b, Options{DecodeCacheSize: -1}), newCache(t, b, Options{DecodeCacheSize: 3})}
@@ -225,6 +228,7 @@ func deref(rs []Result) []string {
 // TestMemoComparesBytes: an entry is only served for its own bytes, even
 // when another record lands on its hash slot.
 func TestMemoComparesBytes(t *testing.T) {
+	t.Parallel()
 	mo := newMemo(64)
 	d := &decoded{raw: "record-a"}
 	mo.put(d)
@@ -239,6 +243,7 @@ func TestMemoComparesBytes(t *testing.T) {
 }
 
 func TestMemoIsBounded(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int{1, 5, 16, 100, 1000} {
 		mo := newMemo(size)
 		for i := 0; i < 20*size+100; i++ {
@@ -260,6 +265,7 @@ func TestMemoIsBounded(t *testing.T) {
 // TestValidateIDFastPathAgrees: the ASCII fast path accepts exactly what
 // gradient.ValidateID accepts.
 func TestValidateIDFastPathAgrees(t *testing.T) {
+	t.Parallel()
 	ids := []string{"", "a", "promo-1", "a b", "a\tb", "a\nb", "{x}", "x}", "\x7f", "\x00", "é", "a\u00a0b", "a\u0085b",
 		"\xff", strings.Repeat("a", gradient.MaxIDLen), strings.Repeat("a", gradient.MaxIDLen+1), "促销-1", "~!@#$%^&*()"}
 	rng := rand.New(rand.NewSource(3))

@@ -233,6 +233,7 @@ func TestObserverLoadOutcomes(t *testing.T) {
 // TestObserverRefreshDone: one OnRefreshDone per Refresh call, with its
 // promotion count and its error.
 func TestObserverRefreshDone(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		obs := &countingObserver{}

@@ -119,6 +119,7 @@ func TestRefreshOrdered(t *testing.T) {
 // error naming the field, for Refresh and Delete, and writes nothing; a
 // TombstoneTTL a load could outlive is refused.
 func TestRefreshOrderedBadInput(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	ctx := testCtx(t)
 	c := newCache(t, b, Options{})

@@ -27,6 +27,7 @@ var hostile = []string{
 }
 
 func TestMemberRoundTrip(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(7))
 	for _, metric := range []gradient.Metric{gradient.Quantity, gradient.Amount} {
 		p := randPromotion(rng, "rt", metric, 200)
@@ -82,6 +83,7 @@ func TestMemberRoundTrip(t *testing.T) {
 // TestVersionIsContentHash: the version depends on content only, not on
 // tier order or decimal spelling, and changes with any field that matters.
 func TestVersionIsContentHash(t *testing.T) {
+	t.Parallel()
 	version := func(p gradient.Promotion) string {
 		t.Helper()
 		e, err := encodePromotion(&p, DefaultMaxRecordBytes)

@@ -11,6 +11,7 @@ import (
 // transaction refuses keys of two promotions (two hash tags) with
 // ErrCrossSlot and accepts one promotion's layout.
 func TestSameSlotGuard(t *testing.T) {
+	t.Parallel()
 	c := &Cache{prefix: "tierset"}
 	tests := []struct {
 		name string
@@ -23,6 +24,7 @@ func TestSameSlotGuard(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			err := sameSlot(tc.keys...)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("sameSlot = %v, want %v", err, tc.want)

@@ -173,6 +173,7 @@ func csrfOf(t *testing.T, c *http.Client, u string) string {
 // TestWebEscapesEverything: a promotion ID, a gift name and a dead task's
 // error holding markup reach every page escaped, never as markup.
 func TestWebEscapesEverything(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := seedConsole(t, b, true)
 		c := browser(t)
@@ -201,6 +202,7 @@ func TestWebEscapesEverything(t *testing.T) {
 // without the console's token or by GET is refused and changes nothing;
 // with both (form token or login cookie) it moves the task out of the dead set.
 func TestWebChangesNeedPostCSRFAndToken(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := seedConsole(t, b, true)
 		c := browser(t)
@@ -253,6 +255,7 @@ func TestWebChangesNeedPostCSRFAndToken(t *testing.T) {
 // TestWebPurgeNeedsConfirmation: purge shows a confirmation page and runs
 // only when the POST repeats the queue's name.
 func TestWebPurgeNeedsConfirmation(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := seedConsole(t, b, true)
 		c := browser(t)
@@ -284,6 +287,7 @@ func TestWebPurgeNeedsConfirmation(t *testing.T) {
 // TestWebAccess: on loopback a foreign Host header is refused (DNS
 // rebinding); off loopback every page but the login needs the login cookie.
 func TestWebAccess(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := seedConsole(t, b, true)
 		req, _ := http.NewRequest(http.MethodGet, f.url+"/queues", nil)
@@ -371,6 +375,7 @@ func TestWebQueuesPageEqualsStats(t *testing.T) {
 // its due entry, found when the task is enqueued again) shows on the
 // queues page as a warning and in the counters, equal to Stats.
 func TestWebQueuesShowLosses(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := seedConsole(t, b, true)
 		ctx := t.Context()
@@ -405,6 +410,7 @@ var simRe = regexp.MustCompile(`id="sim-tier">([^<]*)<`)
 
 // TestWebSimulatorEqualsMatch: the simulator answers what Cache.Match does.
 func TestWebSimulatorEqualsMatch(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := seedConsole(t, b, true)
 		c := browser(t)
@@ -440,6 +446,7 @@ func TestWebSimulatorEqualsMatch(t *testing.T) {
 // TestWebLookupAndRefresh: the key lookup lists a key's tasks with their
 // state and escaped error; ?refresh=N reloads the Queues page every N s.
 func TestWebLookupAndRefresh(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := seedConsole(t, b, true)
 		c := browser(t)

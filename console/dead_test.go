@@ -20,6 +20,7 @@ import (
 // page on GET and runs only on a POST that repeats the queue's name and
 // carries the CSRF token and the console's token.
 func TestWebRequeueAllNeedsConfirmation(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := seedConsole(t, b, true)
 		c := browser(t)

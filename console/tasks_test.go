@@ -143,6 +143,7 @@ func TestConsoleBrowsePaging(t *testing.T) {
 // TestConsoleTaskPayload: a JSON payload is shown indented, anything
 // else escaped.
 func TestConsoleTaskPayload(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := seedConsole(t, b, true)
 		c := browser(t)

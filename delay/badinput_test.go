@@ -182,6 +182,7 @@ func TestCorruptRecords(t *testing.T) {
 }
 
 func TestDecodeRecordNeverPanics(t *testing.T) {
+	t.Parallel()
 	ok := encodeRecord(record{attempt: 2, flags: flagSole, digest: digest("order:1"), key: "order:1", token: "tok", err: "e", payload: []byte("pp")})
 	rec, err := decodeRecord(ok, 0)
 	if err != nil || rec.key != "order:1" || rec.token != "tok" || rec.err != "e" || string(rec.payload) != "pp" || rec.attempt != 2 || rec.flags != flagSole {

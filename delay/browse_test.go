@@ -70,6 +70,7 @@ func TestBrowse(t *testing.T) {
 }
 
 func TestDiscover(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		for _, name := range []string{"zeta", "alpha", "orders:1"} {

@@ -244,6 +244,7 @@ func TestDigestCollisions(t *testing.T) {
 // of each key holds its task, and in a cluster every bucket is on the
 // index's slot.
 func TestBucketLayout(t *testing.T) {
+	t.Parallel()
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		q := newQ(t, b, Options{})

@@ -165,6 +165,7 @@ func TestComposeKeepsWhatScriptsUse(t *testing.T) {
 // flag*, digestLen, highWaterWindowMs),
 // each side with nothing the other lacks.
 func TestLibConstantsMatchGo(t *testing.T) {
+	t.Parallel()
 	// The package's constants by value; the scan below finds them by name
 	// in the source, so one missing here fails too.
 	goVals := map[string]int64{

@@ -113,6 +113,7 @@ func TestPauseResume(t *testing.T) {
 // TestPauseReportsChange: the script says whether the call changed the
 // state, which is what a kept reply must carry over a re-send.
 func TestPauseReportsChange(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		q := newQ(t, b, Options{})
@@ -209,6 +210,7 @@ func TestRateTokenBucket(t *testing.T) {
 // TestRateBadInput: a rate outside its range is refused with
 // an invalid-options error and writes nothing; a zero burst takes its default.
 func TestRateBadInput(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	ctx := testCtx(t)
 	q := newQ(t, b, Options{})
@@ -314,6 +316,7 @@ func TestHighWater(t *testing.T) {
 // TestShardedPauseAndRate: Sharded pauses and resumes every shard, and
 // splits a rate limit evenly over them (burst rounded up).
 func TestShardedPauseAndRate(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		s, err := NewSharded(b.Client, "sh", ShardedOptions{Shards: 4, Queue: Options{Prefix: b.Prefix}})

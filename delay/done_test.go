@@ -126,6 +126,7 @@ func TestDoneTTL(t *testing.T) {
 
 // TestDoneTTLOption: the option's bad values are refused.
 func TestDoneTTLOption(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	for _, d := range []time.Duration{-time.Millisecond, time.Microsecond} {
 		if _, err := New(b.Client, "q", Options{DoneTTL: d}); !errors.Is(err, &ValidationError{Field: "options"}) {

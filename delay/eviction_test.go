@@ -18,6 +18,7 @@ import (
 // answer (a policy that keeps the queue's keys) or refuse CONFIG, which
 // is a warning and never an error.
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		obs := &lossRecorder{}

@@ -99,6 +99,7 @@ func lineUp(t *testing.T, ctx context.Context, q *Queue, g *gate, jobs []Job, ct
 // TestEnqueueGroup: calls that arrive while others are on their way go
 // together in one batch, with the outcome each would have had alone.
 func TestEnqueueGroup(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		g := newGate(maxGroupFlying)
@@ -188,6 +189,7 @@ func waitQueued(t *testing.T, q *Queue, want int) {
 // TestEnqueueGroupTransportFailure: a batch that fails on the wire fails
 // every call in it, with the transport's error, and writes nothing.
 func TestEnqueueGroupTransportFailure(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		g := newGate(maxGroupFlying)

@@ -13,6 +13,7 @@ import (
 
 // Enqueue is idempotent by (business key, token).
 func TestIdempotentEnqueue(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		q := newQ(t, b, Options{})
@@ -233,6 +234,7 @@ func TestRetryDeadLetter(t *testing.T) {
 
 // Cancel and reschedule by business key, in any state.
 func TestCancelReschedule(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		q := newQ(t, b, Options{MaxAttempts: 1})

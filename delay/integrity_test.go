@@ -303,6 +303,7 @@ func TestKeyLoss(t *testing.T) {
 
 // Repair on an intact queue changes nothing and reports nothing.
 func TestRepairIntact(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		obs := &lossRecorder{}

@@ -194,6 +194,7 @@ func TestRepairFilesReplies(t *testing.T) {
 
 // TestReplyTTLOption: bad values are refused, zero is the default.
 func TestReplyTTLOption(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	for _, d := range []time.Duration{-time.Millisecond, time.Microsecond} {
 		if _, err := New(b.Client, "q", Options{ReplyTTL: d}); !errors.Is(err, &ValidationError{Field: "options"}) {

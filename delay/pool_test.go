@@ -341,6 +341,7 @@ func TestPoolSharded(t *testing.T) {
 }
 
 func TestPoolBadOptions(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	q := newQ(t, b, Options{})
 	h := func(context.Context, *Task) error { return nil }

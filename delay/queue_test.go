@@ -225,6 +225,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 }
 
 func TestExpBackoff(t *testing.T) {
+	t.Parallel()
 	bo := ExpBackoff(100*time.Millisecond, 5*time.Second)
 	for attempt := 1; attempt <= 40; attempt++ {
 		full := min(100*time.Millisecond<<min(attempt-1, 30), 5*time.Second)

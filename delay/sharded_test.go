@@ -62,6 +62,7 @@ func shServerSlot(t *testing.T, ctx context.Context, b *testredis.Backend, key s
 }
 
 func TestShardedBadOptions(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	tests := []struct {
 		name   string
@@ -612,6 +613,7 @@ func shBlockingClient(t *testing.T, b *testredis.Backend) redis.UniversalClient 
 // FNV's low bits only see the low bits of each byte), and the mapping is
 // pinned: it is part of the data layout, so a change would strand tasks.
 func TestShardOfSpreadsAndIsStable(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	for _, k := range []int{2, 3, 4, 8, 16, 64} {
 		t.Run(fmt.Sprintf("shards=%d", k), func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 // gives: fenced, duplicates acked once, cancelled tasks deleted, index
 // entries of other tasks of the same key kept.
 func TestAckManyBulkSemantics(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := testCtx(t)
 		q := newQ(t, b, Options{})

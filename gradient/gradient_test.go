@@ -43,6 +43,7 @@ func amountPromo() gradient.Promotion {
 }
 
 func TestValidateAcceptsGoodPromotions(t *testing.T) {
+	t.Parallel()
 	for _, p := range []gradient.Promotion{qtyPromo(), amountPromo()} {
 		if err := p.Validate(); err != nil {
 			t.Errorf("%s: %v", p.ID, err)
@@ -53,6 +54,7 @@ func TestValidateAcceptsGoodPromotions(t *testing.T) {
 // The table of bad promotions: each must fail with its own sentinel, match
 // ErrInvalid, and name the promotion, the tier and the field.
 func TestValidateRefusesBadPromotions(t *testing.T) {
+	t.Parallel()
 	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name    string
@@ -145,6 +147,7 @@ func TestValidateRefusesBadPromotions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			p := qtyPromo()
 			c.mutate(&p)
 			err := p.Validate()
@@ -197,6 +200,7 @@ func TestQueryScoreRefusesHugeValueFast(t *testing.T) {
 }
 
 func TestMatcherBoundaries(t *testing.T) {
+	t.Parallel()
 	m, err := gradient.NewMatcher(qtyPromo())
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +245,7 @@ func TestMatcherBoundaries(t *testing.T) {
 }
 
 func TestMatcherAmountFloorsQueries(t *testing.T) {
+	t.Parallel()
 	m, err := gradient.NewMatcher(amountPromo())
 	if err != nil {
 		t.Fatal(err)
@@ -268,6 +273,7 @@ func TestMatcherAmountFloorsQueries(t *testing.T) {
 // The matcher is the oracle of every other test, so it is itself checked
 // against the plainest possible implementation: a linear scan.
 func TestMatcherAgreesWithLinearScan(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 50; round++ {
 		n := 1 + rng.IntN(300)
@@ -307,6 +313,7 @@ func TestMatcherAgreesWithLinearScan(t *testing.T) {
 }
 
 func TestMatcherCopiesTheTiers(t *testing.T) {
+	t.Parallel()
 	p := qtyPromo()
 	m, _ := gradient.NewMatcher(p)
 	p.Tiers[0].ID = "changed"
@@ -317,6 +324,7 @@ func TestMatcherCopiesTheTiers(t *testing.T) {
 }
 
 func TestParityKindsMatchOnMatchValue(t *testing.T) {
+	t.Parallel()
 	p := gradient.Promotion{ID: "parity", Metric: gradient.Amount, MinorDigits: 2, Kind: gradient.ParityPrice,
 		Tiers: []gradient.Tier{
 			{ID: "odd", Threshold: dec("1"), MatchValue: dec("50.00"), Reward: gradient.Reward{Kind: gradient.FixedPrice, Amount: dec("45")}},
@@ -336,6 +344,7 @@ func TestParityKindsMatchOnMatchValue(t *testing.T) {
 }
 
 func TestActiveWindow(t *testing.T) {
+	t.Parallel()
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	p := qtyPromo()
 	p.Start, p.End = start, start.Add(24*time.Hour)
@@ -360,6 +369,7 @@ func TestActiveWindow(t *testing.T) {
 }
 
 func TestDiscount(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name        string
 		r           gradient.Reward
@@ -387,6 +397,7 @@ func TestDiscount(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			got, err := c.r.Discount(dec(c.base), dec(c.value), c.digits, c.mode)
 			if err != nil {
 				t.Fatal(err)

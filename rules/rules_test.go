@@ -19,6 +19,7 @@ import (
 // typed *rules.Error naming promotion/tier/field, the right sentinel, and
 // no promotions.
 func TestParseBadFiles(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		file   string
 		msg    string
@@ -129,6 +130,7 @@ func TestParseBadFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.TrimSuffix(tc.file, ".json"), func(t *testing.T) {
+			t.Parallel()
 			path := filepath.Join("testdata", "bad", tc.file)
 			promos, err := rules.ParseFile(path, rules.Options{})
 			if promos != nil {
@@ -164,6 +166,7 @@ func TestParseBadFiles(t *testing.T) {
 // TestValidationErrorReachable: a check done by gradient comes back as the
 // *gradient.ValidationError itself, reachable with errors.As.
 func TestValidationErrorReachable(t *testing.T) {
+	t.Parallel()
 	_, err := rules.ParseFile(filepath.Join("testdata", "bad", "duplicate_threshold.json"), rules.Options{})
 	var ve *gradient.ValidationError
 	if !errors.As(err, &ve) {
@@ -233,6 +236,7 @@ func itoa(n int) string { return decimal.NewFromInt(int64(n)).String() }
 
 // TestParseSeveralErrors: problems in different promotions are all reported.
 func TestParseSeveralErrors(t *testing.T) {
+	t.Parallel()
 	in := `{"version":1,"promotions":[
  {"id":"a","metric":"amount","minor_digits":2,"tiers":[{"id":"t","threshold":"1.001","reward":{"kind":"amount_off","amount":"1"}}]},
  {"id":"b","metric":"litres","minor_digits":2,"tiers":[{"id":"t","threshold":"1","reward":{"kind":"amount_off","amount":"1"}}]},
@@ -252,6 +256,7 @@ func TestParseSeveralErrors(t *testing.T) {
 // TestParseExact: numbers given as JSON numbers or strings are read from
 // their text: values float64 cannot hold come through digit for digit.
 func TestParseExact(t *testing.T) {
+	t.Parallel()
 	in := `{"version":1,"promotions":[{"id":"p","metric":"amount","minor_digits":2,"tiers":[
  {"id":"a","threshold":9007199254740.99,"reward":{"kind":"amount_off","amount":0.1}},
  {"id":"b","threshold":"0.30","reward":{"kind":"percent_off","percent":12.3456}},
@@ -285,6 +290,7 @@ func TestParseExact(t *testing.T) {
 
 // TestParseSample: the shipped sample parses into what it says.
 func TestParseSample(t *testing.T) {
+	t.Parallel()
 	promos, err := rules.ParseFile(filepath.Join("..", "examples", "rules.json"), rules.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -358,6 +364,7 @@ func BenchmarkParseRefusesLongNumber(b *testing.B) {
 // absent (unordered), and a negative or fractional one is refused with
 // the promotion and field named.
 func TestParseRevision(t *testing.T) {
+	t.Parallel()
 	doc := func(rev string) string {
 		field := ""
 		if rev != "" {
@@ -380,6 +387,7 @@ func TestParseRevision(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run("rev="+tt.rev, func(t *testing.T) {
+			t.Parallel()
 			ps, err := rules.Parse(strings.NewReader(doc(tt.rev)), "r.json", rules.Options{})
 			if tt.field == "" {
 				if err != nil || len(ps) != 1 || ps[0].Revision != tt.want {

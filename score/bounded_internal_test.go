@@ -10,6 +10,7 @@ import (
 // TestCoefWordsMatchesCoefficient pins the in-place read in coefWords to
 // what decimal's own (copying) accessor says.
 func TestCoefWordsMatchesCoefficient(t *testing.T) {
+	t.Parallel()
 	if !layout.ok {
 		t.Fatal("decimal.Decimal or big.Int changed layout; coefWords falls back to copying")
 	}

@@ -59,6 +59,7 @@ func TestRefusesOverlongInputFast(t *testing.T) {
 }
 
 func TestBoundsKeepRealValues(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in     string
 		digits int

@@ -60,6 +60,7 @@ func fastCases() []decimal.Decimal {
 }
 
 func TestScoreFastPathAgreesWithDecimal(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	values := fastCases()
 	for i := 0; i < 20000; i++ {

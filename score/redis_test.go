@@ -14,6 +14,7 @@ import (
 // equal, both as the float64 go-redis parses and as the string Redis
 // prints, and the boundary cases behave as the design card records.
 func TestScoresSurviveRealRedis(t *testing.T) {
+	t.Parallel()
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
 		key := b.Prefix + ":{s}:z"

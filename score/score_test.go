@@ -11,6 +11,7 @@ import (
 )
 
 func TestCheckTheTwoTo53Rule(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in      int64
 		wantErr error
@@ -36,6 +37,7 @@ func TestCheckTheTwoTo53Rule(t *testing.T) {
 }
 
 func TestEveryAcceptedScoreRoundTripsThroughFloat64(t *testing.T) {
+	t.Parallel()
 	// The 2^53 rule exists because Redis stores scores as doubles: every
 	// value Check accepts must survive float64 and come back equal.
 	for _, s := range []int64{0, 1, 99, 9999, 1 << 40, score.MaxExact - 1, score.MaxExact, -score.MaxExact} {
@@ -51,6 +53,7 @@ func TestEveryAcceptedScoreRoundTripsThroughFloat64(t *testing.T) {
 }
 
 func TestCount(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in      int64
 		want    int64
@@ -71,6 +74,7 @@ func TestCount(t *testing.T) {
 }
 
 func TestAmountIsExactOrRefused(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in      string
 		digits  int
@@ -104,6 +108,7 @@ func TestAmountIsExactOrRefused(t *testing.T) {
 }
 
 func TestAmountFloorMatchesLargestThresholdAtOrBelow(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in     string
 		digits int
@@ -130,6 +135,7 @@ func TestAmountFloorMatchesLargestThresholdAtOrBelow(t *testing.T) {
 }
 
 func TestParseAmount(t *testing.T) {
+	t.Parallel()
 	if got, err := score.ParseAmount(" 99.99 ", 2); err != nil || got != 9999 {
 		t.Errorf("ParseAmount = %d, %v", got, err)
 	}
@@ -144,6 +150,7 @@ func TestParseAmount(t *testing.T) {
 }
 
 func TestBounds(t *testing.T) {
+	t.Parallel()
 	if got := score.Inclusive(9999); got != "9999" {
 		t.Errorf("Inclusive = %q", got)
 	}
@@ -156,6 +163,7 @@ func TestBounds(t *testing.T) {
 }
 
 func TestParseScoresReadBack(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in      any
 		want    int64
@@ -191,6 +199,7 @@ func TestParseScoresReadBack(t *testing.T) {
 }
 
 func TestTimeCodecDefault(t *testing.T) {
+	t.Parallel()
 	var c score.TimeCodec
 	if c.Bits() != 10 || c.MaxSeq() != 1023 || c.EpochMs() != 0 {
 		t.Fatalf("zero codec: bits %d maxseq %d epoch %d", c.Bits(), c.MaxSeq(), c.EpochMs())
@@ -217,6 +226,7 @@ func TestTimeCodecDefault(t *testing.T) {
 }
 
 func TestTimeCodecOrdersByTimeThenSeq(t *testing.T) {
+	t.Parallel()
 	var c score.TimeCodec
 	ms := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	prev := int64(-1)
@@ -241,6 +251,7 @@ func TestTimeCodecOrdersByTimeThenSeq(t *testing.T) {
 }
 
 func TestTimeCodecRange(t *testing.T) {
+	t.Parallel()
 	epoch := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name    string
@@ -260,6 +271,7 @@ func TestTimeCodecRange(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			c, err := score.NewTimeCodec(epoch, tc.bits)
 			if err != nil {
 				t.Fatal(err)

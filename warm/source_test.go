@@ -22,6 +22,7 @@ type fakeSource struct {
 func (f fakeSource) Load(context.Context) (warm.Loaded, error) { return f.ld, f.err }
 
 func TestFromSourceFile(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		c := newCache(t, b)
 		src := warm.File{Path: filepath.Join("..", "examples", "rules.json")}

@@ -75,6 +75,7 @@ func snapshot(t *testing.T, c redis.UniversalClient, prefix string) map[string]s
 }
 
 func TestWarmIdempotent(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
 		c := newCache(t, b)
@@ -111,6 +112,7 @@ func TestWarmIdempotent(t *testing.T) {
 }
 
 func TestWarmDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
 		c := newCache(t, b)
@@ -245,6 +247,7 @@ func TestWarmRefusedAndEnded(t *testing.T) {
 // default 10% of what is stored, at least 1) writes and deletes nothing,
 // in a dry run too, and lists what would have gone.
 func TestWarmPruneLimit(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
 		c := newCache(t, b)
@@ -291,6 +294,7 @@ func TestWarmPruneLimit(t *testing.T) {
 // TestWarmRepairsDamage: a promotion whose tiers key is gone is reported
 // Repaired (also by a dry run, which writes nothing) and healed by a run.
 func TestWarmRepairsDamage(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
 		c := newCache(t, b)

@@ -142,6 +142,7 @@ func summary(t *testing.T, stdout string) string {
 }
 
 func TestHelpAndUsage(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		args   []string
@@ -170,6 +171,7 @@ func TestHelpAndUsage(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := tierset(t, tc.args...)
 			r.expect(t, tc.code)
 			if !strings.Contains(r.stdout, tc.stdout) {
@@ -188,6 +190,7 @@ func TestHelpAndUsage(t *testing.T) {
 // TestBadFiles: a bad rules file exits 1 with the precise message and
 // writes nothing.
 func TestBadFiles(t *testing.T) {
+	t.Parallel()
 	bad := filepath.Join("rules", "testdata", "bad")
 	tests := []struct {
 		file  string
@@ -266,6 +269,7 @@ func variant(t *testing.T) string {
 }
 
 func TestWarmEndToEnd(t *testing.T) {
+	t.Parallel()
 	eachServer(t, func(t *testing.T, s *server) {
 		sample := filepath.Join("examples", "rules.json")
 		r := tierset(t, s.args("warm", "-rules", sample)...)
@@ -341,6 +345,7 @@ func TestWarmEndToEnd(t *testing.T) {
 var versionRE = regexp.MustCompile(`version [0-9a-f]{16}`)
 
 func TestMatchOutput(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -381,6 +386,7 @@ func TestMatchOutput(t *testing.T) {
 	t.Run("backend=embedded", func(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
 				r := tierset(t, append([]string{"match", "-at", matchAt}, tc.args...)...)
 				check(t, r, tc.code, tc.want)
 				if !strings.Contains(r.stderr, "nothing persists") || !strings.Contains(r.stderr, "warmed 6 promotions from examples/rules.json") {
@@ -419,6 +425,7 @@ func TestMatchOutput(t *testing.T) {
 }
 
 func TestEmbeddedWarmAndDemo(t *testing.T) {
+	t.Parallel()
 	r := tierset(t, "warm", "-rules", filepath.Join("examples", "rules.json"))
 	r.expect(t, 0)
 	if r.stderr != "tierset: warning: no -redis given: using an embedded in-memory Redis; nothing persists after this command exits\n" {
@@ -447,6 +454,7 @@ func TestEmbeddedWarmAndDemo(t *testing.T) {
 // file's copy of a promotion is reported stale and leaves Redis as it
 // was; a newer one updates it.
 func TestWarmRevisions(t *testing.T) {
+	t.Parallel()
 	eachServer(t, func(t *testing.T, s *server) {
 		file := func(rev int, percent string) string {
 			doc := `{"version": 1, "promotions": [{"id": "rev-p", "metric": "quantity", "minor_digits": 2, "revision": ` + strconv.Itoa(rev) +

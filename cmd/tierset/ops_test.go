@@ -17,6 +17,7 @@ import (
 // TestQueueMistakesFail: an unknown queue or task ID is an error (exit 1)
 // that changes nothing, never a quiet zero.
 func TestQueueMistakesFail(t *testing.T) {
+	t.Parallel()
 	eachServer(t, func(t *testing.T, s *server) {
 		q, deadID := deadQueue(t, s)
 		for _, tc := range []struct {
@@ -137,6 +138,7 @@ func TestRedisAddressForms(t *testing.T) {
 
 // TestTLSAgainstPlainServer: rediss:// to a plain server names TLS.
 func TestTLSAgainstPlainServer(t *testing.T) {
+	t.Parallel()
 	eachServer(t, func(t *testing.T, s *server) {
 		addr := strings.TrimSuffix(strings.TrimPrefix(s.url, "redis://"), "/0")
 		if strings.Contains(addr, "/") || strings.Contains(addr, "@") {
@@ -192,6 +194,7 @@ func TestVersionAndAnywhere(t *testing.T) {
 // scores, a large member, no TTL) and a damaged tierset promotion, and
 // checks audit's JSON report and exit codes.
 func TestAudit(t *testing.T) {
+	t.Parallel()
 	eachServer(t, auditCase)
 	t.Run("backend=cluster", func(t *testing.T) {
 		b := testredis.Cluster(t) // skips without TIERSET_REDIS_CLUSTER

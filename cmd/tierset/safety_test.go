@@ -29,6 +29,7 @@ func (r result) noSecret(t *testing.T) {
 // TestNoSecretInOutput: every command, in every way it can fail before
 // or while reaching Redis, prints the URL with its password redacted.
 func TestNoSecretInOutput(t *testing.T) {
+	t.Parallel()
 	down := "redis://:" + secret + "@127.0.0.1:1/0"
 	rules := filepath.Join("examples", "rules.json")
 	tests := []struct {
@@ -52,6 +53,7 @@ func TestNoSecretInOutput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := tierset(t, tc.args...)
 			r.expect(t, tc.code)
 			r.noSecret(t)
@@ -127,6 +129,7 @@ func TestQueueDeadEscapesStoredText(t *testing.T) {
 // two "promotions" lists, which once warmed the second and pruned the
 // rest, is refused before Redis is touched.
 func TestWarmPruneLimitCLI(t *testing.T) {
+	t.Parallel()
 	eachServer(t, func(t *testing.T, s *server) {
 		sample := filepath.Join("examples", "rules.json")
 		tierset(t, s.args("warm", "-rules", sample)...).expect(t, 0)

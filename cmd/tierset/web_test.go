@@ -7,6 +7,7 @@ import (
 )
 
 func TestWebShownURL(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"redis://:s3cret@db:6379/0":            "redis://:xxxxx@db:6379/0",
 		"rediss://user:s3cret@db:6380/1?x=key": "rediss://user:xxxxx@db:6380/1",
@@ -20,6 +21,7 @@ func TestWebShownURL(t *testing.T) {
 
 // TestWebFlags: bad flag combinations are usage errors (exit 2) before anything listens.
 func TestWebFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -6,6 +6,7 @@ import (
 )
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		ok   bool

@@ -14,6 +14,7 @@ import (
 )
 
 func TestQuantile(t *testing.T) {
+	t.Parallel()
 	ms := func(v ...int) []time.Duration {
 		out := make([]time.Duration, len(v))
 		for i, x := range v {
@@ -51,6 +52,7 @@ func TestQuantile(t *testing.T) {
 // TestFloorsFailures: only robust floors fail a run; under strict a robust
 // floor that was skipped fails it too; tight and not-judged rows never do.
 func TestFloorsFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name         string
 		add          func(f *measure.Floors)

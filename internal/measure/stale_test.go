@@ -11,6 +11,7 @@ import (
 // sent, that was served another version; reads that began before the
 // return, or once the next write was under way, may serve either.
 func TestStaleWindows(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	writes := []Write{{at(9), at(10), "b"}, {at(19), at(20), "a"}}
@@ -27,6 +28,7 @@ func TestStaleWindows(t *testing.T) {
 		{"stale up to the next sending", []Read{{at(18), "a"}, {at(30), "b"}}, []time.Duration{8 * ms, 10 * ms}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			if got := StaleWindows(writes, [][]Read{tc.log}); !slices.Equal(got, tc.want) {
 				t.Fatalf("windows %v, want %v", got, tc.want)
 			}

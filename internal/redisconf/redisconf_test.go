@@ -41,6 +41,7 @@ func TestCheckDeadlines(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want string }{
 		{"redis://:s3cr3t@host:6379/0", "redis://:xxxxx@host:6379/0"},
 		{"rediss://alice:s3cr3t@host:6380/1", "rediss://alice:xxxxx@host:6380/1"},

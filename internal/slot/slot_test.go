@@ -10,6 +10,7 @@ import (
 )
 
 func TestTag(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ key, tag string }{
 		{"tierset:{p:10086}:tiers", "p:10086"},
 		{"plain", "plain"},
@@ -28,6 +29,7 @@ func TestTag(t *testing.T) {
 
 // Known slots from the Redis Cluster specification and CLUSTER KEYSLOT.
 func TestOfKnownSlots(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		key  string
 		slot int
@@ -46,6 +48,7 @@ func TestOfKnownSlots(t *testing.T) {
 }
 
 func TestSame(t *testing.T) {
+	t.Parallel()
 	if err := slot.Same("t:{p:1}:tiers", "t:{p:1}:meta", "t:{p:1}:gifts:ab"); err != nil {
 		t.Errorf("same tag refused: %v", err)
 	}
@@ -61,6 +64,7 @@ func TestSame(t *testing.T) {
 // the client-side computation; miniredis always answers 163, so it proves
 // nothing here.
 func TestOfAgreesWithRedis(t *testing.T) {
+	t.Parallel()
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		if !b.IsCluster() {
 			t.Skip("CLUSTER KEYSLOT needs cluster mode")

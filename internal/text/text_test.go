@@ -8,6 +8,7 @@ import (
 )
 
 func TestEscape(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want string }{
 		{"plain text 1.5", "plain text 1.5"},
 		{"Tote bag 托特包", "Tote bag 托特包"},
@@ -33,6 +34,7 @@ func TestEscape(t *testing.T) {
 }
 
 func TestQuote(t *testing.T) {
+	t.Parallel()
 	if got := text.Quote("short"); got != `"short"` {
 		t.Errorf("Quote(short) = %s", got)
 	}

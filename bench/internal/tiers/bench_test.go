@@ -294,6 +294,7 @@ func TestVerifyCatchesDisagreement(t *testing.T) {
 // tight floors are met/missed, robust ones PASS/FAIL, a floor this run
 // cannot evaluate is SKIP, and nothing is judged where timing is not.
 func TestFloors(t *testing.T) {
+	t.Parallel()
 	mk := func(impl string, tiers, conc int, ops int64, p50 time.Duration) *stats {
 		return &stats{Impl: impl, Tiers: tiers, Concurrency: conc, Lines: 1, Ops: ops, Wall: time.Second, rounds: []float64{float64(ops)}, lat: []time.Duration{p50}, roundP50: []time.Duration{p50}}
 	}
@@ -344,6 +345,7 @@ func TestFloors(t *testing.T) {
 // grows with the tier count, a full scan reads little, or a cart takes
 // more than one round trip.
 func TestWireFloors(t *testing.T) {
+	t.Parallel()
 	good := []wireRow{
 		{Tiers: 3, RangeBytes: 80, FullScanBytes: 400, MatchTrips: 1, CartTrips: 1, CartTripsNode: 1, CartLines: 20},
 		{Tiers: 3000, RangeBytes: 85, FullScanBytes: 250000, MatchTrips: 1, CartTrips: 1, CartTripsNode: 1, CartLines: 20},
@@ -399,6 +401,7 @@ func replace(rows []*stats, s *stats) []*stats {
 // of the per-round p50 ratio, so one stalled round of one case does not
 // decide it, while a case slower in every round does.
 func TestP50RatioOutvotesAStalledRound(t *testing.T) {
+	t.Parallel()
 	us := func(xs ...int) []time.Duration {
 		out := make([]time.Duration, len(xs))
 		for i, x := range xs {
@@ -430,6 +433,7 @@ func TestP50RatioOutvotesAStalledRound(t *testing.T) {
 // TestFlatnessFloorUsesPairedSample: with a paired sample the range
 // flatness floor is judged on it, not on the cases measured apart.
 func TestFlatnessFloorUsesPairedSample(t *testing.T) {
+	t.Parallel()
 	us := time.Microsecond
 	rows := []*stats{
 		{Impl: implRange, Tiers: 3, Concurrency: 4, lat: []time.Duration{100 * us}, roundP50: []time.Duration{100 * us}},

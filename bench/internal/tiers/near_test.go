@@ -18,6 +18,7 @@ import (
 // nothing is judged, nor fails -strict, where there are no near rows
 // because the backend has no client tracking.
 func TestNearFloors(t *testing.T) {
+	t.Parallel()
 	mk := func(impl string, tiers, lines int, p50 time.Duration, valid bool) *stats {
 		s := &stats{Impl: impl, Tiers: tiers, Concurrency: 1, Lines: lines, Ops: 1000, Wall: time.Second,
 			rounds: []float64{1000}, lat: []time.Duration{p50}, roundP50: []time.Duration{p50}, hitsCounted: impl == implNear || impl == implNearCart}
@@ -130,6 +131,7 @@ func backendName(be *testredis.Backend) string {
 // (failing -strict), judged only on a single Redis, not judged where the
 // near cache cannot run.
 func TestConvergeFloor(t *testing.T) {
+	t.Parallel()
 	ms := time.Millisecond
 	for _, tc := range []struct {
 		name    string

@@ -13,6 +13,7 @@ const prelude = "-- lib\nlocal C_OK = 0\n\n"
 // directly or through another function, in lib's order, each with the
 // comment above it; the others are left out.
 func TestComposeSelects(t *testing.T) {
+	t.Parallel()
 	lib := prelude +
 		"-- a is called by b\nlocal function a() return 1 end\n\n" +
 		"local function unused() return 2 end\n" +
@@ -34,6 +35,7 @@ func TestComposeSelects(t *testing.T) {
 // in no function and is not blank or a comment is an error, where cutting
 // lib at its functions would have made it part of the function above.
 func TestComposeRefusesStrayLines(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, lib string
 		bad       bool
@@ -52,6 +54,7 @@ func TestComposeRefusesStrayLines(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, err := Compose(tc.lib, "return a()\n")
 			if tc.bad != errors.Is(err, ErrLayout) {
 				t.Fatalf("Compose: %v, want ErrLayout: %v", err, tc.bad)
@@ -66,6 +69,7 @@ func TestComposeRefusesStrayLines(t *testing.T) {
 // TestReadLibNamesTheFile: a misplaced line in reply.lua is reported as
 // reply.lua's, and Generate fails with it.
 func TestReadLibNamesTheFile(t *testing.T) {
+	t.Parallel()
 	fsys := fstest.MapFS{
 		"lib.lua":       {Data: []byte(prelude + "local function a() return 1 end\n")},
 		"reply.lua":     {Data: []byte("local function rp_run(f) return f() end\nlocal X = 1\n")},
@@ -83,6 +87,7 @@ func TestReadLibNamesTheFile(t *testing.T) {
 // TestBuildMovesHeaderUp: the body's leading comment comes right after
 // the generated line, and the code after it is the composed script.
 func TestBuildMovesHeaderUp(t *testing.T) {
+	t.Parallel()
 	fsys := fstest.MapFS{
 		"lib.lua":       {Data: []byte(prelude + "local function a() return 1 end\n")},
 		"reply.lua":     {Data: []byte("local function rp_run(f) return f() end\n")},
