@@ -29,6 +29,9 @@
 #   TIERSET_CLUSTER_WAIT       seconds to wait for a healthy cluster (default 30).
 #   TIERSET_CLUSTER_PORT_TRIES number of blocks of 6 to try (default 10).
 #   TIERSET_CLUSTER_NODE_TIMEOUT cluster-node-timeout in ms (default 2000).
+#   TIERSET_CLUSTER_FULL_COVERAGE cluster-require-full-coverage, yes (the
+#                              default, Redis's) or no: with no, the other
+#                              masters keep serving their slots while one fails over.
 #   TIERSET_CLUSTER_DEBUG=1    log every failed health probe while waiting.
 #   TIERSET_CLUSTER_KEEP_ON_FAIL=1 keep the dir (logs) when `up` fails.
 #
@@ -80,6 +83,8 @@ PORT_TRIES=${TIERSET_CLUSTER_PORT_TRIES:-10}
 is_uint "$PORT_TRIES" || die "TIERSET_CLUSTER_PORT_TRIES must be a number"
 NODE_TIMEOUT=${TIERSET_CLUSTER_NODE_TIMEOUT:-2000}
 is_uint "$NODE_TIMEOUT" || die "TIERSET_CLUSTER_NODE_TIMEOUT must be a number (ms)"
+FULL_COVERAGE=${TIERSET_CLUSTER_FULL_COVERAGE:-yes}
+[[ $FULL_COVERAGE == yes || $FULL_COVERAGE == no ]] || die "TIERSET_CLUSTER_FULL_COVERAGE must be yes or no"
 
 DIR=${TIERSET_CLUSTER_DIR:-${TMPDIR:-/tmp}/tierset-cluster-$REQ_BASE}
 [[ -n $DIR ]] || die "empty TIERSET_CLUSTER_DIR"
@@ -372,6 +377,7 @@ start_node() {
 		--cluster-config-file nodes.conf \
 		--cluster-node-timeout "$NODE_TIMEOUT" \
 		--cluster-allow-reads-when-down no \
+		--cluster-require-full-coverage "$FULL_COVERAGE" \
 		--save "" \
 		--appendonly no \
 		--repl-diskless-sync-delay 0 \
@@ -502,6 +508,7 @@ cmd_up() {
 	printf '%s\n' "${PORTS[@]}" >"$DIR/ports"
 
 	printf '%s\n' "$NODE_TIMEOUT" >"$DIR/node_timeout"
+	printf '%s\n' "$FULL_COVERAGE" >"$DIR/full_coverage"
 	for p in "${PORTS[@]}"; do
 		start_node "$p"
 		LAUNCHED+=("$p")
@@ -593,6 +600,10 @@ cmd_revive() {
 	if [[ -r $DIR/node_timeout ]]; then
 		NODE_TIMEOUT=$(tr -dc '0-9' <"$DIR/node_timeout")
 		[[ -n $NODE_TIMEOUT ]] || NODE_TIMEOUT=2000
+	fi
+	if [[ -r $DIR/full_coverage ]]; then
+		FULL_COVERAGE=$(tr -dc 'yesno' <"$DIR/full_coverage")
+		[[ $FULL_COVERAGE == yes || $FULL_COVERAGE == no ]] || FULL_COVERAGE=yes
 	fi
 	local -a want=("$@") dead=()
 	((${#want[@]})) || want=("${PORTS[@]}")

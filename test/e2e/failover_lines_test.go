@@ -25,7 +25,12 @@ import (
 //   - line A is served again once its replica took over;
 //   - no acknowledged task of either line is lost.
 func TestFailoverLines(t *testing.T) {
-	cl := startCluster(t)
+	// Each line degrades on its own only if the other masters keep serving
+	// while one fails over: with cluster-require-full-coverage yes (Redis's
+	// default) every master answers CLUSTERDOWN from the moment the cluster
+	// marks the master failed until a replica is promoted (0.7 s here), and
+	// go-redis's retries then held B's takes 70-230 ms.
+	cl := startCluster(t, "TIERSET_CLUSTER_FULL_COVERAGE=no")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cc := cl.client(t, ctx)
@@ -148,10 +153,13 @@ func TestFailoverLines(t *testing.T) {
 	}
 	// Within 2× of B's p99 before the kill, with a noise floor of 100 ms
 	// for the baseline: the failover's own CPU (an election, go-redis
-	// reloading slots, redials) lands on the same 2 shared cores, and under
-	// -race it moved B's p99 from 9 ms to 82 ms with B never waiting on A.
-	// A B held back by A's failover would be late by the failover itself
-	// (about 4 s here), 20× this bound.
+	// reloading slots, redials) lands on the same 2 shared cores, which
+	// matters under -race on a loaded machine. A B held back by A's
+	// failover would be late by the failover itself (about 4 s here), 20×
+	// this bound. The 2× target itself is printed when missed.
+	if ds.P99 > 2*bs.P99 {
+		t.Logf("B's p99 during A's failover %v is past 2× its p99 before the kill %v", ds.P99, bs.P99)
+	}
 	const noiseFloor = 100 * time.Millisecond
 	if ds.P99 > 2*max(bs.P99, noiseFloor) {
 		t.Errorf("B's p99 during A's failover %v > 2 × max(%v before it, noise floor %v)", ds.P99, bs.P99, noiseFloor)

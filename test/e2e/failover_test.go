@@ -262,8 +262,9 @@ type cluster struct {
 }
 
 // startCluster starts the test's own cluster, or skips the test unless
-// EnvFailover is 1 and redis-server is on PATH.
-func startCluster(t *testing.T) *cluster {
+// EnvFailover is 1 and redis-server is on PATH. env adds settings of
+// scripts/redis-cluster.sh (NAME=value) to its defaults.
+func startCluster(t *testing.T, env ...string) *cluster {
 	t.Helper()
 	if os.Getenv(EnvFailover) != "1" {
 		t.Skipf("%s not set to 1", EnvFailover)
@@ -278,8 +279,8 @@ func startCluster(t *testing.T) *cluster {
 	}
 	// Later entries win, so CI's own TIERSET_CLUSTER_* never leak in; the
 	// 6 s bound assumes the script's node timeout of 2000 ms.
-	env := append(os.Environ(), "TIERSET_CLUSTER_BASE_PORT="+base, "TIERSET_CLUSTER_DIR="+dir,
-		"TIERSET_CLUSTER_NODE_TIMEOUT=2000")
+	env = append(append(os.Environ(), "TIERSET_CLUSTER_BASE_PORT="+base, "TIERSET_CLUSTER_DIR="+dir,
+		"TIERSET_CLUSTER_NODE_TIMEOUT=2000"), env...)
 	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "redis-cluster.sh"))
 	if err != nil {
 		t.Fatal(err)
