@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/measure"
 	"github.com/tierset/tierset/internal/slot"
@@ -94,6 +96,9 @@ func TestFailoverLines(t *testing.T) {
 	prodB := &producer{cc: cc, name: nameB, opts: opts, acked: map[string]time.Time{}}
 	prodCtx, stopProd := context.WithCancel(runCtx)
 	defer stopProd()
+	probe := &stallProbe{}
+	wg.Add(1)
+	go func() { defer wg.Done(); probe.run(prodCtx, owner(slot.Of(b.Keys()[0]))) }()
 	for _, pr := range []*producer{prodA, prodB} {
 		wg.Add(1)
 		go func() { defer wg.Done(); pr.run(prodCtx, t) }()
@@ -140,31 +145,88 @@ func TestFailoverLines(t *testing.T) {
 	}
 	mu.Unlock()
 	bs, ds := before.Summary(), during.Summary()
+	stallBefore, stallDuring := probe.max(warm, killAt), probe.max(killAt, recoveredA)
 	t.Logf("line A served again %v after the kill", recoveredA.Sub(killAt).Round(time.Millisecond))
 	t.Logf("line B p99 lateness: before the kill %v (n=%d, p50 %v), while A failed over %v (n=%d, p50 %v, max %v)",
 		bs.P99, bs.N, bs.P50, ds.P99, ds.N, ds.P50, ds.Max)
+	t.Logf("this process's longest stall reaching B's master: before the kill %v, while A failed over %v", stallBefore, stallDuring)
 	t.Logf("acknowledged: A %d (retried %d), B %d (retried %d); lost: A %d, B %d",
 		len(ackedA), prodA.retries.Load(), len(ackedB), prodB.retries.Load(), logA.missing(ackedA), logB.missing(ackedB))
 	if n := logA.missing(ackedA) + logB.missing(ackedB); n > 0 {
 		t.Errorf("lost %d acknowledged tasks: A %v, B %v", n, logA.missingSample(ackedA, 5), logB.missingSample(ackedB, 5))
 	}
-	if ds.N < 100 {
-		t.Errorf("only %d B tasks handled during A's failover", ds.N)
+	// Every acknowledged B task is handled (above); this floor only makes
+	// the p99 below mean something. It is not B's rate times the window:
+	// on a loaded machine the producer itself is starved and enqueues a
+	// third of its 100/s, which says nothing about the pool.
+	if ds.N < 50 {
+		t.Errorf("only %d B tasks due during A's failover: too few to judge B's p99", ds.N)
 	}
-	// Within 2× of B's p99 before the kill, with a noise floor of 100 ms
-	// for the baseline: the failover's own CPU (an election, go-redis
-	// reloading slots, redials) lands on the same 2 shared cores, which
-	// matters under -race on a loaded machine. A B held back by A's
-	// failover would be late by the failover itself (about 4 s here), 20×
-	// this bound. The 2× target itself is printed when missed.
+	// The 2× target is printed when missed; the judged bound tells a B held
+	// back by A's failover from a process the machine starved:
+	//   - 2× B's p99 before the kill, with a 100 ms floor for the baseline
+	//     (the failover's election and go-redis's slot reloads and redials
+	//     land on the same 2 shared cores);
+	//   - plus the longest stall the probe saw in the window: a PING to B's
+	//     master every 5 ms from this process, timed from when it was due,
+	//     so it holds what descheduling this process or B's master cost and
+	//     nothing of A's.
+	// A B held back by A would be late by the failover itself (seconds
+	// here), which neither term explains.
 	if ds.P99 > 2*bs.P99 {
 		t.Logf("B's p99 during A's failover %v is past 2× its p99 before the kill %v", ds.P99, bs.P99)
 	}
 	const noiseFloor = 100 * time.Millisecond
-	if ds.P99 > 2*max(bs.P99, noiseFloor) {
-		t.Errorf("B's p99 during A's failover %v > 2 × max(%v before it, noise floor %v)", ds.P99, bs.P99, noiseFloor)
+	if bound := 2*max(bs.P99, noiseFloor) + stallDuring; ds.P99 > bound {
+		t.Errorf("B's p99 during A's failover %v > 2 × max(%v before it, noise floor %v) + the probe's longest stall %v",
+			ds.P99, bs.P99, noiseFloor, stallDuring)
 	}
 	if logA.concurrent+logB.concurrent > 0 {
 		t.Errorf("a task in two handlers at once: A %d, B %d", logA.concurrent, logB.concurrent)
 	}
+}
+
+// stallProbe PINGs one node every 5 ms from the test's process and keeps,
+// for each probe, when it was due and how long after that its reply came:
+// the scheduling and server delays any goroutine of the process would
+// have had reaching that node at that moment.
+type stallProbe struct {
+	mu     sync.Mutex
+	due    []time.Time
+	stalls []time.Duration
+}
+
+func (p *stallProbe) run(ctx context.Context, addr string) {
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer c.Close()
+	const every = 5 * time.Millisecond
+	for next := time.Now().Add(every); ctx.Err() == nil; next = next.Add(every) {
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d)
+		}
+		if err := c.Ping(ctx).Err(); err != nil && ctx.Err() != nil {
+			return
+		}
+		stall := time.Since(next)
+		p.mu.Lock()
+		p.due = append(p.due, next)
+		p.stalls = append(p.stalls, stall)
+		p.mu.Unlock()
+		if now := time.Now(); next.Before(now.Add(-every)) {
+			next = now // behind after a stall: resume the 5 ms cadence from now
+		}
+	}
+}
+
+// max is the longest stall of the probes due in [from, to).
+func (p *stallProbe) max(from, to time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var m time.Duration
+	for i, d := range p.due {
+		if !d.Before(from) && d.Before(to) {
+			m = max(m, p.stalls[i])
+		}
+	}
+	return m
 }
