@@ -193,7 +193,7 @@
 // which Redis keeps listpack-encoded while a record fits
 // hash-max-listpack-value (64 B by default); larger records still work, at
 // a higher cost per task. The measured figures are in docs/benchmarks.md
-// (TestMemoryPerPendingTask).
+// (TestMemoryPerPendingTask; TestMemoryPerPart by part).
 //
 // # Pool: several lines, one set of handlers
 //

@@ -35,7 +35,9 @@ return r`, "rp_codes", "rp_uncodes", '#'},
 		{"codes falling back", `return {n, 300, 'x'}`, "rp_codes", "rp_uncodes", '*'},
 		{"ints", `local r = {n, 9007199254740992, -5}
 for i = 1, 998 do r[#r + 1] = 1839268000000000 + i end
-return r`, "rp_ints", "rp_unints", '='},
+r[#r + 1] = 9007199254740991
+r[#r + 1] = 7
+return r`, "rp_ints", "rp_unints", '+'},
 		{"take, nothing due", `return {0, n, '', '1796158162753', 0, 0, ''}`, "take_keep", "take_grow", '0'},
 		{"take, lost records", `return {0, n, '1839265927938048', '', {2, 1}, '17', ''}`, "take_keep", "take_grow", '0'},
 		{"take, paused", `return {14, n, '1839265927938048', '', 0, 0, '1796158162000'}`, "take_keep", "take_grow", '1'},
@@ -81,6 +83,35 @@ return r`, "rp_ints", "rp_unints", '='},
 					t.Fatalf("an error reply was kept: body ran %s times in all, want 3", got)
 				}
 			})
+		}
+	})
+}
+
+// TestReplyIntsOlderForm: a reply an older version kept of enqueue_batch
+// ('=' and every integer whole) is what a call re-sent across an upgrade
+// gets back, read by this version's rp_unints, without the body running.
+func TestReplyIntsOlderForm(t *testing.T) {
+	t.Parallel()
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := testCtx(t)
+		q := newQ(t, b, Options{})
+		s := redis.NewScript(testOnce(t, "return {redis.call('INCR', KEYS[1])}", "rp_ints", "rp_unints"))
+		counter := q.k.rp + "test:older"
+		req := q.req.next()
+		hash, field := q.k.replyAt(req)
+		if err := b.Client.HSet(ctx, hash, field, "=:1796158162753;:41;:1839268000000001;:-3;:1839268000000000;").Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := q.mutate(ctx, s, "test", req, []string{counter}, "ok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := reply{int64(1796158162753), int64(41), int64(1839268000000001), int64(-3), int64(1839268000000000)}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("reply %#v, want %#v", got, want)
+		}
+		if n := b.Client.Exists(ctx, counter).Val(); n != 0 {
+			t.Fatal("the body ran for a call whose reply was kept")
 		}
 	})
 }
