@@ -183,8 +183,7 @@ func TestDigestCollisions(t *testing.T) {
 	if keyA == keyB || digest(keyA) != digest(keyB) {
 		t.Fatalf("keys %q %q do not collide", keyA, keyB)
 	}
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		a1 := mustEnqueue(t, ctx, q, Job{Key: keyA, Token: "t", When: After(time.Hour)})
 		b1 := mustEnqueue(t, ctx, q, Job{Key: keyB, Token: "t", When: After(time.Hour)})
@@ -245,8 +244,7 @@ func TestDigestCollisions(t *testing.T) {
 // index's slot.
 func TestBucketLayout(t *testing.T) {
 	t.Parallel()
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		jobs := make([]Job, 300)
 		for i := range jobs {

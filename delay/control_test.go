@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -17,8 +18,7 @@ import (
 // pause, and the sweep, whose expired leases wait in due. A second Pause
 // keeps the first start; Resume pushes the wake list and takes resume.
 func TestPauseResume(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{Lease: 50 * time.Millisecond})
 		held := takeOne(t, ctx, q, Job{Key: "held"}) // in flight across the pause
 		if _, err := q.Extend(ctx, held, time.Minute); err != nil {
@@ -114,8 +114,7 @@ func TestPauseResume(t *testing.T) {
 // state, which is what a kept reply must carry over a re-send.
 func TestPauseReportsChange(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		for _, step := range []struct {
 			mode    string
@@ -317,8 +316,7 @@ func TestHighWater(t *testing.T) {
 // splits a rate limit evenly over them (burst rounded up).
 func TestShardedPauseAndRate(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s, err := NewSharded(b.Client, "sh", ShardedOptions{Shards: 4, Queue: Options{Prefix: b.Prefix}})
 		if err != nil {
 			t.Fatal(err)

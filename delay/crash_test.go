@@ -135,7 +135,7 @@ func TestSIGKILLMidHandler(t *testing.T) {
 	}
 	// final drain in this process
 	w, _ := NewWorker(q, crashHandler(b.Client, logKey, "drain"), WorkerOptions{Concurrency: 16})
-	stop := runWorker(t, w)
+	stop := runFunc(t, w.Run)
 	waitFor(t, 60*time.Second, "drain", func() bool {
 		n, err := testredis.CountKeys(ctx, b.Client, q.k.tasks+":") // an emptied bucket is deleted
 		return err == nil && n == 0

@@ -100,8 +100,7 @@ func lineUp(t *testing.T, ctx context.Context, q *Queue, g *gate, jobs []Job, ct
 // together in one batch, with the outcome each would have had alone.
 func TestEnqueueGroup(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		g := newGate(maxGroupFlying)
 		b.Client.AddHook(g)
 		q := newQ(t, b, Options{})
@@ -190,8 +189,7 @@ func waitQueued(t *testing.T, q *Queue, want int) {
 // every call in it, with the transport's error, and writes nothing.
 func TestEnqueueGroupTransportFailure(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		g := newGate(maxGroupFlying)
 		b.Client.AddHook(g)
 		q := newQ(t, b, Options{})
@@ -222,8 +220,7 @@ func TestEnqueueGroupTransportFailure(t *testing.T) {
 // TestEnqueueGroupConcurrent: many goroutines, no gate: every call gets
 // its own task, and fewer script calls than Enqueue calls reach Redis.
 func TestEnqueueGroupConcurrent(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		rt, err := testredis.CountRoundTrips(ctx, b.Client)
 		if err != nil {
 			t.Fatal(err)

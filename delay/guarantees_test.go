@@ -14,8 +14,7 @@ import (
 // Enqueue is idempotent by (business key, token).
 func TestIdempotentEnqueue(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		first := mustEnqueue(t, ctx, q, Job{Key: "order:7", Token: "cancel", When: After(time.Hour)})
 		again := mustEnqueue(t, ctx, q, Job{Key: "order:7", Token: "cancel", When: After(2 * time.Hour)})
@@ -123,8 +122,7 @@ func TestDueByServerTime(t *testing.T) {
 // Leases and fencing, on every backend: a lease is exclusive; the stale
 // holder is fenced.
 func TestFencing(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{Lease: 200 * time.Millisecond})
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
 		first := mustTake(t, ctx, q, 5).Tasks[0]
@@ -173,8 +171,7 @@ func TestFencing(t *testing.T) {
 // Retries back off into a dead-letter set after MaxAttempts; the dead set
 // can be listed, requeued and purged.
 func TestRetryDeadLetter(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		var delays []int
 		q := newQ(t, b, Options{MaxAttempts: 3, Backoff: func(a int) time.Duration {
 			delays = append(delays, a)
@@ -235,8 +232,7 @@ func TestRetryDeadLetter(t *testing.T) {
 // Cancel and reschedule by business key, in any state.
 func TestCancelReschedule(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{MaxAttempts: 1})
 		mustEnqueue(t, ctx, q, Job{Key: "o:1", Token: "a"})                         // will be in flight
 		mustEnqueue(t, ctx, q, Job{Key: "o:1", Token: "b", When: After(time.Hour)}) // pending
@@ -286,8 +282,7 @@ func TestCancelReschedule(t *testing.T) {
 
 // A cancelled in-flight task whose lease expires is deleted by the sweep.
 func TestSweepDeletesCancelled(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{Lease: 100 * time.Millisecond})
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
 		tk := mustTake(t, ctx, q, 1).Tasks[0]
@@ -304,8 +299,7 @@ func TestSweepDeletesCancelled(t *testing.T) {
 
 // Expired at MaxAttempts → dead on sweep.
 func TestSweepDeadLetters(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{Lease: 50 * time.Millisecond, MaxAttempts: 1})
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
 		tk := mustTake(t, ctx, q, 1).Tasks[0]

@@ -16,14 +16,21 @@ import (
 
 func testCtx(t *testing.T) context.Context { return testredis.Ctx(t) }
 
-func newQ(t *testing.T, b *testredis.Backend, o Options) *Queue {
+// namedQ is queue name under the backend's prefix.
+func namedQ(t *testing.T, b *testredis.Backend, name string, o Options) *Queue {
 	t.Helper()
 	o.Prefix = b.Prefix
-	q, err := New(b.Client, "q1", o)
+	q, err := New(b.Client, name, o)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("New(%s): %v", name, err)
 	}
 	return q
+}
+
+// newQ is the queue most tests use: "q1" under the backend's prefix.
+func newQ(t *testing.T, b *testredis.Backend, o Options) *Queue {
+	t.Helper()
+	return namedQ(t, b, "q1", o)
 }
 
 func mustEnqueue(t *testing.T, ctx context.Context, q *Queue, j Job) Enqueued {

@@ -104,8 +104,7 @@ func TestHistoryLateBuckets(t *testing.T) {
 // within a minute add up.
 func TestHistoryFlushRollover(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		now, err := b.Client.Time(ctx).Result()
 		if err != nil {
@@ -162,8 +161,7 @@ func TestHistoryFlushRollover(t *testing.T) {
 // and dead-lettered, with every lateness counted once.
 func TestHistoryWorkerCounts(t *testing.T) {
 	t.Parallel()
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{Backoff: func(int) time.Duration { return time.Millisecond }})
 		start, err := b.Client.Time(ctx).Result()
 		if err != nil {
@@ -196,7 +194,7 @@ func TestHistoryWorkerCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stop := runWorker(t, w)
+		stop := runFunc(t, w.Run)
 		waitFor(t, 30*time.Second, "every task acked or dead", func() bool {
 			st, err := q.Stats(ctx)
 			return err == nil && st.Dead == n/10 && st.Pending == 0 && st.InFlight == 0

@@ -296,8 +296,7 @@ func TestMoveFailsMini(t *testing.T) {
 
 // A reschedule of several tokens that fits moves them all, in token order.
 func TestRescheduleSeveralTokens(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		for _, tok := range []string{"a", "b", "c"} {
 			mustEnqueue(t, ctx, q, Job{Key: "k", Token: tok, When: After(time.Hour)})

@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"sort"
@@ -42,8 +43,7 @@ return r`, "rp_ints", "rp_unints", '='},
 		{"take, waiting for a token", `return {0, n, '1839265927938048', '', 0, 0, '1796158162753'}`, "take_keep", "take_grow", '0'},
 		{"ints falling back", `return {n, 5, {1, 'dup', 'pending', '123'}, {6}}`, "rp_ints", "rp_unints", '*'},
 	}
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
@@ -90,8 +90,7 @@ return r`, "rp_ints", "rp_unints", '='},
 // reply's ReplyTTL has passed by Redis TIME, and the calls that file new
 // hashes delete the ones past it, two each, whichever Queue made them.
 func TestReplySweptByTime(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{ReplyTTL: time.Second})
 		hashes := func() []string {
 			t.Helper()
@@ -164,8 +163,7 @@ func TestReplySweptByTime(t *testing.T) {
 // (a stray DEL) would never be swept; Repair files them again, and on an
 // intact index files nothing.
 func TestRepairFilesReplies(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &lossRecorder{}
 		q := newQ(t, b, Options{Observer: obs})
 		for i := range 2 * replyBucket {

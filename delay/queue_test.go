@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -11,8 +12,7 @@ import (
 )
 
 func TestEnqueueTakeAck(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{Lease: time.Second})
 		e := mustEnqueue(t, ctx, q, Job{Key: "order:1", Payload: []byte("hello")})
 		if e.Duplicate || e.ID == "" || e.Token != e.ID || e.State != StatePending {
@@ -79,8 +79,7 @@ func indexEntries(t *testing.T, b *testredis.Backend, q *Queue) int64 {
 }
 
 func TestOrderingSameMillisecond(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		at := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 		const n = 1100 // more than 1024 in one ms: spills, counted
@@ -137,8 +136,7 @@ func TestOrderingSameMillisecond(t *testing.T) {
 // and then one by one: the order holds across both, and so does the
 // count of spilled tasks.
 func TestBurstBeyond64FullMs(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 		const n = 64*1024 + 1500
@@ -177,8 +175,7 @@ func TestBurstBeyond64FullMs(t *testing.T) {
 }
 
 func TestInterleavedDueTimesKeepOrder(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		t1 := time.Now().Add(-2 * time.Second).Truncate(time.Millisecond)
 		t2 := t1.Add(5 * time.Millisecond)

@@ -179,7 +179,7 @@ func TestEightConsumers100k(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stops = append(stops, runWorker(t, w))
+			stops = append(stops, runFunc(t, w.Run))
 		}
 		// judged on progress, not speed: a loaded machine under -race
 		// drains 100k in a minute or more, a stuck queue stops acking
@@ -230,7 +230,7 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}, WorkerOptions{Concurrency: 4, ReconnectMax: 300 * time.Millisecond})
-	stop := runWorker(t, w)
+	stop := runFunc(t, w.Run)
 	has := func(keys ...string) func() bool {
 		return func() bool {
 			mu.Lock()

@@ -38,8 +38,7 @@ func (s *sliceSource) Pending(_ context.Context, before time.Time, cursor string
 // Reconcile from the source of truth re-adds what Redis lacks and removes
 // what the source lacks.
 func TestReconcile(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		now := time.Now()
 		var src sliceSource
@@ -110,8 +109,7 @@ func (s *countingSource) Pending(ctx context.Context, before time.Time, cursor s
 // TestReconcileKeepsTasksEnqueuedMeanwhile: a task enqueued after the
 // listing began is never removed as one the source dropped.
 func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		now := time.Now()
 		mustEnqueue(t, ctx, q, Job{Key: "gone", Token: "t", When: At(now.Add(time.Minute))})
@@ -137,8 +135,7 @@ func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
 // moved to the source's due time; a delivered (retried) one keeps its
 // retry's time; without it nothing present moves.
 func TestReconcileMoveDue(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		now := time.Now().Truncate(time.Millisecond)
 		src := sliceSource{tasks: []SourceTask{

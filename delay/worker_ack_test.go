@@ -18,8 +18,7 @@ import (
 // entries of other tasks of the same key kept.
 func TestAckManyBulkSemantics(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		mustEnqueue(t, ctx, q, Job{Key: "shared", Token: "a"})
 		mustEnqueue(t, ctx, q, Job{Key: "shared", Token: "b"})
@@ -104,8 +103,7 @@ func TestAckManyBulkSemantics(t *testing.T) {
 // that vanished parked in dead and reported as lost, counters, states and the lateness histogram kept,
 // a fresh fence per take.
 func TestTakeBulkEffects(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		type result struct {
 			keys                    string
 			attempts                string
