@@ -246,10 +246,9 @@ func TestBucketLayout(t *testing.T) {
 	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
-		jobs := make([]Job, 300)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("order:2026-12-01:%08d", i), Payload: []byte("0123456789abcdef")}
-		}
+		jobs := jobsOf(300, func(i int) Job {
+			return Job{Key: fmt.Sprintf("order:2026-12-01:%08d", i), Payload: []byte("0123456789abcdef")}
+		})
 		res := mustEnqueueBatch(t, ctx, q, jobs)
 		for _, r := range res {
 			if ok, err := b.Client.HExists(ctx, q.k.taskBucket(r.ID), r.ID).Result(); err != nil || !ok {

@@ -142,10 +142,7 @@ func TestRateTokenBucket(t *testing.T) {
 	q := newQ(t, b, Options{})
 	t0 := time.UnixMilli(time.Now().UnixMilli())
 	b.Mini.SetTime(t0)
-	jobs := make([]Job, 200)
-	for i := range jobs {
-		jobs[i] = Job{Key: fmt.Sprint("k", i)}
-	}
+	jobs := jobsOf(200, func(i int) Job { return Job{Key: fmt.Sprint("k", i)} })
 	if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
@@ -274,10 +271,7 @@ func TestHighWater(t *testing.T) {
 		t.Fatalf("7 tasks in one ms: mark %d of %d, observer %d, %d warnings; want 7 of 16, 7, none",
 			st.HighWater, st.HighWaterSpace, obs.HighWater.Load(), len(obs.warnings))
 	}
-	jobs := make([]Job, 3)
-	for i := range jobs {
-		jobs[i] = Job{Key: fmt.Sprint("b", i), When: at}
-	}
+	jobs := jobsOf(3, func(i int) Job { return Job{Key: fmt.Sprint("b", i), When: at} })
 	if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}

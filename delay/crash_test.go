@@ -101,10 +101,7 @@ func TestSIGKILLMidHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 1500
-	jobs := make([]Job, n)
-	for i := range jobs {
-		jobs[i] = Job{Key: "crash:" + strconv.Itoa(i)}
-	}
+	jobs := jobsOf(n, func(i int) Job { return Job{Key: "crash:" + strconv.Itoa(i)} })
 	ids := map[string]bool{}
 	for _, r := range mustEnqueueBatch(t, ctx, q, jobs) {
 		ids[r.ID] = true

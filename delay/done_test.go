@@ -148,10 +148,7 @@ func TestDoneTTLWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 		stop := runFunc(t, w.Run)
-		jobs := make([]Job, 50)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("order:%d", i), Token: "expire"}
-		}
+		jobs := jobsOf(50, func(i int) Job { return Job{Key: fmt.Sprintf("order:%d", i), Token: "expire"} })
 		if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
 			t.Fatal(err)
 		}

@@ -343,10 +343,7 @@ func TestEnqueueBatchOneRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		jobs := make([]Job, MaxBatch)
-		for i := range jobs {
-			jobs[i] = Job{Key: "rt" + strconv.Itoa(i), When: After(time.Hour)}
-		}
+		jobs := jobsOf(MaxBatch, func(i int) Job { return Job{Key: "rt" + strconv.Itoa(i), When: After(time.Hour)} })
 		rt.Reset()
 		mustEnqueueBatch(t, ctx, q, jobs)
 		if n := rt.Total(); n != 1 {

@@ -106,10 +106,9 @@ func TestEnqueueGroup(t *testing.T) {
 		q := newQ(t, b, Options{})
 
 		const n = 60
-		jobs := make([]Job, n)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("order:%03d", i), Payload: []byte{byte(i)}, When: After(time.Hour)}
-		}
+		jobs := jobsOf(n, func(i int) Job {
+			return Job{Key: fmt.Sprintf("order:%03d", i), Payload: []byte{byte(i)}, When: After(time.Hour)}
+		})
 		// the last two share (key, token): one task, one duplicate
 		jobs[n-2] = Job{Key: "order:dup", Token: "t1", When: After(time.Hour)}
 		jobs[n-1] = Job{Key: "order:dup", Token: "t1", When: After(2 * time.Hour)}
@@ -193,10 +192,7 @@ func TestEnqueueGroupTransportFailure(t *testing.T) {
 		g := newGate(maxGroupFlying)
 		b.Client.AddHook(g)
 		q := newQ(t, b, Options{})
-		jobs := make([]Job, 20)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("order:%03d", i)}
-		}
+		jobs := jobsOf(20, func(i int) Job { return Job{Key: fmt.Sprintf("order:%03d", i)} })
 		res, errs, wg := lineUp(t, ctx, q, g, jobs, nil)
 		g.failPipe.Store(true)
 		close(g.open)

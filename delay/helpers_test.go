@@ -33,6 +33,15 @@ func newQ(t *testing.T, b *testredis.Backend, o Options) *Queue {
 	return namedQ(t, b, "q1", o)
 }
 
+// jobsOf is n jobs, job i made by mk(i).
+func jobsOf(n int, mk func(i int) Job) []Job {
+	jobs := make([]Job, n)
+	for i := range jobs {
+		jobs[i] = mk(i)
+	}
+	return jobs
+}
+
 func mustEnqueue(t *testing.T, ctx context.Context, q *Queue, j Job) Enqueued {
 	t.Helper()
 	e, err := q.Enqueue(ctx, j)

@@ -168,10 +168,7 @@ func TestHistoryWorkerCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 		const n = 300
-		jobs := make([]Job, n)
-		for i := range jobs {
-			jobs[i] = Job{Key: "k" + strconv.Itoa(i)}
-		}
+		jobs := jobsOf(n, func(i int) Job { return Job{Key: "k" + strconv.Itoa(i)} })
 		if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
 			t.Fatal(err)
 		}

@@ -35,10 +35,7 @@ type moveCase struct {
 // they fill n/2^bits consecutive milliseconds from at.
 func fill(t *testing.T, ctx context.Context, q *Queue, at time.Time, n int) {
 	t.Helper()
-	jobs := make([]Job, n)
-	for i := range jobs {
-		jobs[i] = Job{Key: "fill:" + strconv.Itoa(i), When: At(at)}
-	}
+	jobs := jobsOf(n, func(i int) Job { return Job{Key: "fill:" + strconv.Itoa(i), When: At(at)} })
 	out, err := q.EnqueueBatch(ctx, jobs)
 	if err != nil {
 		t.Fatal(err)

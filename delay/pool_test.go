@@ -25,10 +25,7 @@ func runFunc(t *testing.T, run func(context.Context) error) (stop func() error) 
 func fillDue(t *testing.T, ctx context.Context, q *Queue, n int) {
 	t.Helper()
 	for from := 0; from < n; from += MaxBatch {
-		jobs := make([]Job, min(MaxBatch, n-from))
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("k%d", from+i)}
-		}
+		jobs := jobsOf(min(MaxBatch, n-from), func(i int) Job { return Job{Key: fmt.Sprintf("k%d", from+i)} })
 		mustEnqueueBatch(t, ctx, q, jobs)
 	}
 }
@@ -261,10 +258,7 @@ func TestPoolSharded(t *testing.T) {
 		seen := map[string]int{}
 		var running, peak atomic.Int32
 		var handled atomic.Int64
-		jobs := make([]Job, n)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("s%d", i)}
-		}
+		jobs := jobsOf(n, func(i int) Job { return Job{Key: fmt.Sprintf("s%d", i)} })
 		if _, err := s.EnqueueBatch(ctx, jobs); err != nil {
 			t.Fatal(err)
 		}

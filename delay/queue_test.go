@@ -83,10 +83,7 @@ func TestOrderingSameMillisecond(t *testing.T) {
 		q := newQ(t, b, Options{})
 		at := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 		const n = 1100 // more than 1024 in one ms: spills, counted
-		jobs := make([]Job, n)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("k%d", i), When: At(at)}
-		}
+		jobs := jobsOf(n, func(i int) Job { return Job{Key: fmt.Sprintf("k%d", i), When: At(at)} })
 		res := mustEnqueueBatch(t, ctx, q, jobs)
 		for i, r := range res {
 			wantMs, wantSeq := at, int64(i)
@@ -140,10 +137,7 @@ func TestBurstBeyond64FullMs(t *testing.T) {
 		q := newQ(t, b, Options{})
 		at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 		const n = 64*1024 + 1500
-		jobs := make([]Job, n)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("k%d", i), When: At(at)}
-		}
+		jobs := jobsOf(n, func(i int) Job { return Job{Key: fmt.Sprintf("k%d", i), When: At(at)} })
 		res, err := q.EnqueueBatch(ctx, jobs)
 		if err != nil {
 			t.Fatal(err)

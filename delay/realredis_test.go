@@ -255,10 +255,9 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 	r.Start()
 	// EnqueueBatch pipelines EVALSHA: the restarted server has no scripts, so
 	// this also proves the NOSCRIPT reload path.
-	jobs := make([]Job, 3)
-	for i := range jobs {
-		jobs[i] = Job{Key: fmt.Sprintf("after%d", i), Token: "t", When: After(time.Duration(i*50) * time.Millisecond)}
-	}
+	jobs := jobsOf(3, func(i int) Job {
+		return Job{Key: fmt.Sprintf("after%d", i), Token: "t", When: After(time.Duration(i*50) * time.Millisecond)}
+	})
 	waitFor(t, 5*time.Second, "enqueue after restart", func() bool {
 		res, err := q.EnqueueBatch(ctx, jobs)
 		if err != nil {
