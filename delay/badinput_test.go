@@ -130,8 +130,7 @@ func TestBadInput(t *testing.T) {
 // Corrupt bytes planted in Redis give typed errors, never a panic, and
 // never block the queue head.
 func TestCorruptRecords(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		good := mustEnqueue(t, ctx, q, Job{Key: "good"})
 		past, _ := q.o.Codec.EncodeTime(time.Now().Add(-time.Minute), 0)
 		planted := map[string]string{

@@ -11,8 +11,7 @@ import (
 )
 
 func TestBrowse(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		now := q.ServerNow()
 		if b.Mini != nil {
 			now = time.Now()

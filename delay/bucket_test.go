@@ -183,8 +183,7 @@ func TestDigestCollisions(t *testing.T) {
 	if keyA == keyB || digest(keyA) != digest(keyB) {
 		t.Fatalf("keys %q %q do not collide", keyA, keyB)
 	}
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		a1 := mustEnqueue(t, ctx, q, Job{Key: keyA, Token: "t", When: After(time.Hour)})
 		b1 := mustEnqueue(t, ctx, q, Job{Key: keyB, Token: "t", When: After(time.Hour)})
 		if b1.Duplicate || b1.ID == a1.ID {

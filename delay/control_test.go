@@ -18,8 +18,7 @@ import (
 // pause, and the sweep, whose expired leases wait in due. A second Pause
 // keeps the first start; Resume pushes the wake list and takes resume.
 func TestPauseResume(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{Lease: 50 * time.Millisecond})
+	eachQueue(t, Options{Lease: 50 * time.Millisecond}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		held := takeOne(t, ctx, q, Job{Key: "held"}) // in flight across the pause
 		if _, err := q.Extend(ctx, held, time.Minute); err != nil {
 			t.Fatal(err)
@@ -114,8 +113,7 @@ func TestPauseResume(t *testing.T) {
 // state, which is what a kept reply must carry over a re-send.
 func TestPauseReportsChange(t *testing.T) {
 	t.Parallel()
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		for _, step := range []struct {
 			mode    string
 			changed int64

@@ -251,8 +251,7 @@ func TestEnqueueBatchSpillEqualsOneByOne(t *testing.T) {
 
 // At and After mixed in one batch: After(D) is Redis TIME + D, At exact.
 func TestEnqueueBatchMixesAtAndAfter(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		at := time.Now().Add(time.Minute).Truncate(time.Millisecond)
 		serverNow := func() time.Time {
 			if b.Mini != nil {
@@ -303,8 +302,7 @@ func TestEnqueueBatchMixesAtAndAfter(t *testing.T) {
 // Large payloads split a batch into several script calls (bounded
 // arguments); order and contents are kept.
 func TestEnqueueBatchLargePayloads(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		at := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 		var jobs []Job
 		for i := range 5 {
@@ -333,8 +331,7 @@ func TestEnqueueBatchLargePayloads(t *testing.T) {
 
 // MaxBatch jobs go in one round trip once the script is loaded.
 func TestEnqueueBatchOneRoundTrip(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "warm"})
 		if _, err := q.EnqueueBatch(ctx, []Job{{Key: "warm2"}}); err != nil {
 			t.Fatal(err)

@@ -33,6 +33,15 @@ func newQ(t *testing.T, b *testredis.Backend, o Options) *Queue {
 	return namedQ(t, b, "q1", o)
 }
 
+// eachQueue runs fn as a subtest per backend (testredis.EachCtx) with a
+// queue newQ built there from o.
+func eachQueue(t *testing.T, o Options, fn func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue)) {
+	t.Helper()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		fn(t, ctx, b, newQ(t, b, o))
+	})
+}
+
 // jobsOf is n jobs, job i made by mk(i).
 func jobsOf(n int, mk func(i int) Job) []Job {
 	jobs := make([]Job, n)

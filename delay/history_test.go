@@ -104,8 +104,7 @@ func TestHistoryLateBuckets(t *testing.T) {
 // within a minute add up.
 func TestHistoryFlushRollover(t *testing.T) {
 	t.Parallel()
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		now, err := b.Client.Time(ctx).Result()
 		if err != nil {
 			t.Fatal(err)

@@ -293,8 +293,7 @@ func TestMoveFailsMini(t *testing.T) {
 
 // A reschedule of several tokens that fits moves them all, in token order.
 func TestRescheduleSeveralTokens(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		for _, tok := range []string{"a", "b", "c"} {
 			mustEnqueue(t, ctx, q, Job{Key: "k", Token: tok, When: After(time.Hour)})
 		}

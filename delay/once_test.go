@@ -43,8 +43,7 @@ return r`, "rp_ints", "rp_unints", '='},
 		{"take, waiting for a token", `return {0, n, '1839265927938048', '', 0, 0, '1796158162753'}`, "take_keep", "take_grow", '0'},
 		{"ints falling back", `return {n, 5, {1, 'dup', 'pending', '123'}, {6}}`, "rp_ints", "rp_unints", '*'},
 	}
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				s := redis.NewScript(testOnce(t, counted+tc.body, tc.keep, tc.grow))
@@ -90,8 +89,7 @@ return r`, "rp_ints", "rp_unints", '='},
 // reply's ReplyTTL has passed by Redis TIME, and the calls that file new
 // hashes delete the ones past it, two each, whichever Queue made them.
 func TestReplySweptByTime(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{ReplyTTL: time.Second})
+	eachQueue(t, Options{ReplyTTL: time.Second}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		hashes := func() []string {
 			t.Helper()
 			keys, err := testredis.Keys(ctx, b.Client, q.k.rp)

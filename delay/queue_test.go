@@ -12,8 +12,7 @@ import (
 )
 
 func TestEnqueueTakeAck(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{Lease: time.Second})
+	eachQueue(t, Options{Lease: time.Second}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		e := mustEnqueue(t, ctx, q, Job{Key: "order:1", Payload: []byte("hello")})
 		if e.Duplicate || e.ID == "" || e.Token != e.ID || e.State != StatePending {
 			t.Fatalf("enqueued = %+v", e)
@@ -79,8 +78,7 @@ func indexEntries(t *testing.T, b *testredis.Backend, q *Queue) int64 {
 }
 
 func TestOrderingSameMillisecond(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		at := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 		const n = 1100 // more than 1024 in one ms: spills, counted
 		jobs := jobsOf(n, func(i int) Job { return Job{Key: fmt.Sprintf("k%d", i), When: At(at)} })
@@ -169,8 +167,7 @@ func TestBurstBeyond64FullMs(t *testing.T) {
 }
 
 func TestInterleavedDueTimesKeepOrder(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		t1 := time.Now().Add(-2 * time.Second).Truncate(time.Millisecond)
 		t2 := t1.Add(5 * time.Millisecond)
 		order := []time.Time{t1, t2, t1, t2, t1}

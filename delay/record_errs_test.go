@@ -80,8 +80,7 @@ func TestLastErrorsKept(t *testing.T) {
 		{"old record", "gateway said 501", []error{errors.New("e1")}, nil, []string{"gateway said 501", "e1"}},
 		{"old record with a mark", string(rune(errMark)) + "x", []error{errors.New("e1")}, nil, []string{string(rune(errMark)) + "x", "e1"}},
 	}
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{MaxAttempts: 100})
+	eachQueue(t, Options{MaxAttempts: 100}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		for _, tc := range tests {
 			key := "k-" + strings.ReplaceAll(tc.name, " ", "-")
 			e := mustEnqueue(t, ctx, q, Job{Key: key})

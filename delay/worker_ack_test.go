@@ -18,8 +18,7 @@ import (
 // entries of other tasks of the same key kept.
 func TestAckManyBulkSemantics(t *testing.T) {
 	t.Parallel()
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "shared", Token: "a"})
 		mustEnqueue(t, ctx, q, Job{Key: "shared", Token: "b"})
 		mustEnqueue(t, ctx, q, Job{Key: "solo"})

@@ -16,8 +16,7 @@ import (
 // A prefetching worker gives its unstarted buffered tasks back at shutdown
 // at once, attempt count restored, instead of leaving them to the lease.
 func TestWorkerPrefetchReleasedOnShutdown(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{Lease: time.Minute})
+	eachQueue(t, Options{Lease: time.Minute}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		const n = 6
 		for i := range n {
 			mustEnqueue(t, ctx, q, Job{Key: "k" + strconv.Itoa(i)})

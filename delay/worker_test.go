@@ -246,8 +246,7 @@ func (h *idleWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 
 // An earlier task enqueued while the worker sleeps for a later one wakes it.
 func TestWorkerWakeEarlier(t *testing.T) {
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		got := make(chan *Task, 2)
 		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error { got <- tk; return nil }, WorkerOptions{IdleCheck: time.Minute})
 		mustEnqueue(t, ctx, q, Job{Key: "later", When: After(time.Hour)})
