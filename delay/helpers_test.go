@@ -16,7 +16,7 @@ import (
 
 func testCtx(t *testing.T) context.Context { return testredis.Ctx(t) }
 
-// namedQ is queue name under the backend's prefix.
+// namedQ is a queue called name under the backend's prefix, built from o.
 func namedQ(t *testing.T, b *testredis.Backend, name string, o Options) *Queue {
 	t.Helper()
 	o.Prefix = b.Prefix
