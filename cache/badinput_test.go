@@ -196,8 +196,7 @@ func TestBadInput(t *testing.T) {
 // read gives ErrCorrupt (never a panic), reported to the Observer, and
 // that the read wrote nothing.
 func TestCorruptData(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &countingObserver{}
 		c := newCache(t, b, Options{Observer: obs})
 		if _, err := c.Refresh(ctx, simplePromotion("g", 2)); err != nil {

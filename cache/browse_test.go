@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -17,8 +18,7 @@ import (
 // orders, with their rewards and gift lists.
 func TestLadderEqualsOracle(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		rng := rand.New(rand.NewSource(7))
 		for i, metric := range []gradient.Metric{gradient.Quantity, gradient.Amount} {
@@ -67,8 +67,7 @@ func TestLadderEqualsOracle(t *testing.T) {
 // a page of them in order with per-promotion errors, damage included.
 func TestIDsAndInfos(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		for _, id := range []string{"zz", "aa", "<script>alert(1)</script>", "mm", "dd"} {
 			if _, err := c.Refresh(ctx, simplePromotion(id, 2, 5)); err != nil {

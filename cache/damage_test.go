@@ -168,8 +168,7 @@ func checkDamageHealed(t *testing.T, b *testredis.Backend, c *Cache) {
 // ErrCorrupt (never A's tier served as B's), counted by the Observer.
 func TestMemberOfAnotherPromotion(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &countingObserver{}
 		c := newCache(t, b, Options{Observer: obs})
 		a, bb := simplePromotion("own-a", 15), simplePromotion("own-b", 3, 5)
@@ -248,8 +247,7 @@ func TestMemberOwnerBytes(t *testing.T) {
 // (Updated, not Unchanged); reads equal the oracle before and after.
 func TestLegacyFormatRewritten(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		p := simplePromotion("legacy", 3, 5, 10)
 		if _, err := c.Refresh(ctx, p); err != nil {
@@ -294,8 +292,7 @@ func TestLegacyFormatRewritten(t *testing.T) {
 // read can see is repaired by one Load (through Refresh), with and
 // without the near cache, and every read answers like the oracle.
 func TestReadThroughRepairsDamage(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		vals := []int64{0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 50}
 		for _, near := range []bool{false, true} {

@@ -20,8 +20,7 @@ import (
 // read goes to Redis: the answers are the same either way.
 func ExampleOptions_nearCache() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	ctx := context.Background()
 
 	c, err := cache.New(rdb, cache.Options{NearCache: &cache.NearCacheOptions{
@@ -65,8 +64,7 @@ func ExampleOptions_nearCache() {
 // remembered, so asking again costs no Load.
 func ExampleLoader() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	ctx := context.Background()
 
 	source := map[string]gradient.Promotion{

@@ -16,8 +16,7 @@ import (
 // Warm up two promotions, then match a three-line cart in one round trip.
 func Example() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	ctx := context.Background()
 
 	c, err := cache.New(rdb, cache.Options{Prefix: "shop"})
@@ -78,8 +77,7 @@ func Example() {
 // the caller's clock reaches Start.
 func ExampleOptions_now() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	ctx := context.Background()
 
 	start := time.Date(2030, 11, 11, 0, 0, 0, 0, time.UTC)
@@ -117,8 +115,7 @@ func (o expvarObserver) OnRoundTrips(_ cache.Op, n int) { o.roundTrips.Add(int64
 
 func ExampleObserver() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	ctx := context.Background()
 
 	obs := expvarObserver{lookups: new(expvar.Map).Init(), roundTrips: new(expvar.Int)}

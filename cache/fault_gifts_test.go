@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -37,8 +38,7 @@ func TestFaultEvictionGiftsDamaged(t *testing.T) {
 		{"deleted, its grace over", func(c *Cache, id, v string) []string { return []string{c.giftsKey(id, v)} },
 			func(c *Cache, id string) error { _, err := c.Delete(testCtx(t), id, 2); return err }, ErrGiftsGone, ErrGiftsGone},
 	}
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		for k, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {

@@ -29,8 +29,7 @@ func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 // hits inside [Start, End), and is ErrNotActive again from End on, by the
 // caller's clock (not Redis's).
 func TestWindow(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		start := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 		end := start.Add(2 * time.Hour)
 		clk := &clock{t: start.Add(-time.Minute)}
@@ -86,8 +85,7 @@ func TestWindow(t *testing.T) {
 // mismatches, Next at the top and the upsell on ErrNoTier.
 func TestNotFoundMismatchNext(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		jpy := newCache(t, b, Options{NoMinorUnits: true})
 		amt := gradient.Promotion{ID: "amt", Metric: gradient.Amount, MinorDigits: 2, Tiers: []gradient.Tier{
@@ -147,8 +145,7 @@ func TestNotFoundMismatchNext(t *testing.T) {
 // whole, the old version's gifts stay readable for Grace and then
 // expire, an identical refresh is Unchanged and writes nothing.
 func TestRefreshVersions(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		grace := time.Hour
 		if b.Real() {
 			grace = 700 * time.Millisecond // real TTLs run on wall time
@@ -313,8 +310,7 @@ func (w *writeRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // every master of a cluster; Delete removes tiers and meta at once and
 // leaves the gift lists to expire within Grace.
 func TestDeleteInfoList(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		var ids []string
 		var promos []gradient.Promotion

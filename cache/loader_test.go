@@ -187,8 +187,7 @@ func TestReadThroughChild(t *testing.T) {
 // 200 goroutines on a cold promotion make exactly 1 Load between them,
 // and all 800 lines get the oracle's answer.
 func TestReadThroughProcesses(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		type proc struct {
 			cmd *exec.Cmd
 			in  interface{ Write([]byte) (int, error) }
@@ -322,8 +321,7 @@ func TestReadThroughRememberedMiss(t *testing.T) {
 // remembered-missing ID in another process clears this process's mark
 // as soon as the invalidation arrives.
 func TestReadThroughMissClearedByTracking(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		ld := &countingLoader{promos: map[string]gradient.Promotion{}}
 		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{Loader: ld})
 		writer := newCache(t, b, Options{})
@@ -460,8 +458,7 @@ func TestReadThroughMissesBounded(t *testing.T) {
 // asking the source; a warm of the ID forgets the failure at once, and
 // after FailTTL the source is asked again.
 func TestReadThroughFailureRemembered(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		errSource := errors.New("source down")
 		for _, tc := range []struct {
 			name    string
@@ -534,8 +531,7 @@ func known(rt *readThrough, id string) bool {
 // every line, and is remembered like an unknown ID: a second cart and a
 // second process make no load until MissTTL.
 func TestReadThroughEnded(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		p := simplePromotion("ended", 2, 4)
 		p.Start = time.Now().Add(-72 * time.Hour)
 		p.End = time.Now().Add(-48 * time.Hour) // Grace (24h) is over too

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"math/rand"
 	"strconv"
@@ -17,8 +18,7 @@ var errorsIs = errors.Is
 // with and without Next, against gradient.Matcher.
 func TestMatchAgainstOracle(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		rng := rand.New(rand.NewSource(42))
 		var promos []gradient.Promotion

@@ -70,8 +70,7 @@ func (a *argsRecorder) take() [][]string {
 // for hitArgs and nextArgs.
 func TestHotPathSendsTheZRangeArgsCommands(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		ps := []gradient.Promotion{simplePromotion("args-a", 5, 300, 7000), simplePromotion("args-b", 2, 9)}
 		if _, err := c.Refresh(ctx, ps...); err != nil {
@@ -123,8 +122,7 @@ func btoi(b bool) int {
 // every read whatever the caller did to an earlier Result.
 func TestMemoNeverServesCorruptRecords(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &countingObserver{}
 		c := newCache(t, b, Options{Observer: obs})
 		if _, err := c.Refresh(ctx, simplePromotion("memo", 3, 10)); err != nil {
@@ -171,8 +169,7 @@ func TestMemoNeverServesCorruptRecords(t *testing.T) {
 // emptied all the time.
 func TestMemoOnAndOffAgree(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		caches := []*Cache{newCache(t, b, Options{}), newCache(t, b, Options{DecodeCacheSize: -1}), newCache(t, b, Options{DecodeCacheSize: 3})}
 		if caches[1].memo != nil {
 			t.Fatal("DecodeCacheSize -1 kept a memo")

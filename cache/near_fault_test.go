@@ -252,8 +252,7 @@ func untilLost(t *testing.T, nc *Cache, round int, what string, fault func()) in
 // TestFaultNearClientKill: CLIENT KILL of the tracking connection, then a
 // write: the same bound, and every kill seen as lost tracking.
 func TestFaultNearClientKill(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		if _, err := writer.Refresh(ctx, stalePromotion(0)); err != nil {
 			t.Fatal(err)
@@ -323,8 +322,7 @@ func TestFaultNearRestart(t *testing.T) {
 // stops every read from being served a replaced version MaxStaleness
 // after the write returned.
 func TestFaultNearLostInvalidation(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		if _, err := writer.Refresh(ctx, stalePromotion(0)); err != nil {
 			t.Fatal(err)

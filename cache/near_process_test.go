@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -147,8 +148,7 @@ func TestNearChildReader(t *testing.T) {
 // old version; the 5 ms p99 floor on it is judged by the main job's
 // convergence run, go run ./bench) and each reader's first new read.
 func TestNearTwoProcesses(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		ps, oracle, tags := flipVersions(t)
 		writer := newCache(t, b, Options{})
 		if _, err := writer.Refresh(ctx, ps[0]); err != nil {

@@ -53,8 +53,7 @@ func (h *holdReply) reads(cmds []redis.Cmder) bool {
 // served the new version. MaxStaleness is a minute, so only the
 // generation check keeps the old ladder out.
 func TestNearReadRacingInvalidation(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		old, next := versioned("old", 2, 4, 6), versioned("new", 3, 5, 7)
 		rep, err := writer.Refresh(ctx, old)

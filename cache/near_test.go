@@ -217,8 +217,7 @@ func TestNearGenerationCheck(t *testing.T) {
 // carts (every option, missing promotions, bad queries) exactly as the
 // Redis path does, and the second time with no round trip at all.
 func TestNearAgreesWithRedisPath(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		rng := rand.New(rand.NewSource(7))
 		plain := newCache(t, b, Options{})
 		var promos []gradient.Promotion
@@ -299,8 +298,7 @@ func TestNearAgreesWithRedisPath(t *testing.T) {
 // another process would be) within the time its invalidation takes; a
 // Delete likewise.
 func TestNearRefreshInvalidates(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		other := newCache(t, b, Options{})
 		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: time.Minute}})
 		v1, v2 := versioned("v1", 2, 4, 6), versioned("v2", 3, 5, 7)
@@ -457,8 +455,7 @@ func TestNearOptions(t *testing.T) {
 // Cache.Gifts on a near answer) gives the caller a copy, so the held hit
 // never gains a list and a caller's write to its list reaches nobody else.
 func TestNearSharedHitsStayUnwritten(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{})
 		p := versioned("v1", 2, 4, 6)
 		if _, err := nc.Refresh(ctx, p); err != nil {

@@ -29,8 +29,7 @@ func waitCount(t *testing.T, what string, v interface{ Load() int64 }, want int6
 // invalidates, a second promotion past MaxPromotions evicts the first, and
 // a killed tracking connection drops everything.
 func TestObserverNearEvents(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		if _, err := writer.Refresh(ctx, simplePromotion("x", 1, 2), simplePromotion("y", 1)); err != nil {
 			t.Fatal(err)
@@ -79,8 +78,7 @@ func TestObserverNearEvents(t *testing.T) {
 // the Redis path (here a promotion over MaxTiers) is one OnLookup, not
 // one from each path.
 func TestObserverNearDirectLineLookedUpOnce(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		if _, err := writer.Refresh(ctx, simplePromotion("wide", 1, 2, 3, 4)); err != nil {
 			t.Fatal(err)
@@ -103,8 +101,7 @@ func TestObserverNearDirectLineLookedUpOnce(t *testing.T) {
 // as OpGifts round trips, apart from its OpMatch ones, on the Redis path
 // and on the near path (where the held version's gift lists cost none).
 func TestObserverGiftRoundTrips(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		if _, err := writer.Refresh(ctx, simplePromotion("g", 1, 2)); err != nil {
 			t.Fatal(err)
@@ -147,8 +144,7 @@ func TestObserverGiftRoundTrips(t *testing.T) {
 // TestObserverLoadOutcomes: each way a read-through ends reaches OnLoad
 // once, with its outcome.
 func TestObserverLoadOutcomes(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &countingObserver{}
 		ld := LoaderFunc(func(_ context.Context, id string) (*gradient.Promotion, error) {
 			switch id {
@@ -234,8 +230,7 @@ func TestObserverLoadOutcomes(t *testing.T) {
 // promotion count and its error.
 func TestObserverRefreshDone(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &countingObserver{}
 		c := newCache(t, b, Options{Observer: obs})
 		if _, err := c.Refresh(ctx, simplePromotion("r1", 1), simplePromotion("r2", 1)); err != nil {

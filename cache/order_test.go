@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"testing"
@@ -58,8 +59,7 @@ func TestRefreshOrdered(t *testing.T) {
 			{rev: 1, content: 1, want: Added, held: 1}}, 1},
 		{"unordered write passes a tombstone", []step{{del: true, rev: 4, want: Absent, held: 4}, {rev: 0, content: 1, want: Added, held: 0}}, 1},
 	}
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &countingObserver{}
 		c := newCache(t, b, Options{Observer: obs})
 		for k, tt := range tests {
@@ -142,8 +142,7 @@ func TestRefreshOrderedBadInput(t *testing.T) {
 // TestRefreshOrderedTombstoneExpires: the tombstone lives TombstoneTTL,
 // then an old revision is written again (the documented bound).
 func TestRefreshOrderedTombstoneExpires(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{TombstoneTTL: 300 * time.Millisecond})
 		if res, err := c.Delete(ctx, "tomb", 5); err != nil || res.Outcome != Absent {
 			t.Fatalf("Delete: %+v %v", res, err)
@@ -174,8 +173,7 @@ func TestRefreshOrderedTombstoneExpires(t *testing.T) {
 // content is Unchanged and writes nothing, an ordered one records its
 // revision alone; Info reads it at revision 0.
 func TestRefreshOrderedUpgrade(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		if _, err := c.Refresh(ctx, revPromotion("old", 0, 1)); err != nil {
 			t.Fatal(err)

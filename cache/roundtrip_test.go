@@ -16,8 +16,7 @@ import (
 // round trip whatever its size (1..200 lines) and tier count (3..3000),
 // with or without Next, and exactly one more when some hit has gifts.
 func TestCartRoundTrips(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &countingObserver{}
 		c := newCache(t, b, Options{Observer: obs})
 		var promos []gradient.Promotion
@@ -182,8 +181,7 @@ func TestClusterCartPerMaster(t *testing.T) {
 // all such lines together, and tells the two apart; a cart whose lines
 // all find something never pays it.
 func TestRecheckRoundTrips(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		var promos []gradient.Promotion
 		for i := 0; i < 10; i++ {

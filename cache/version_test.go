@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"math/rand"
 	"strconv"
@@ -16,8 +17,7 @@ import (
 // and Info reads back, for any prefix, and refuses what Refresh refuses
 // with the same error.
 func TestVersionIsWhatRefreshStores(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		rng := rand.New(rand.NewSource(11))
 		for i := 0; i < 6; i++ {

@@ -11,15 +11,13 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/delay"
-	"github.com/tierset/tierset/internal/testredis"
 )
 
 // TestConsoleActions: each action, one task and in bulk, goes through its
 // confirm page (which changes nothing) and a POST with the CSRF token and
 // the console's token, and does what it says to the tasks in Redis.
 func TestConsoleActions(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		ctx := t.Context()
 		at := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Minute)
 		enq := func(key string, w delay.When) string {

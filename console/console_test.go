@@ -48,6 +48,13 @@ func seedConsole(t *testing.T, b *testredis.Backend, loopback bool) *consoleFixt
 	return seedConsoleWith(t, b, loopback, nil)
 }
 
+// eachConsole runs fn as a subtest per backend (testredis.Each) on a
+// console seeded there (seedConsole).
+func eachConsole(t *testing.T, loopback bool, fn func(t *testing.T, f *consoleFixture)) {
+	t.Helper()
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) { fn(t, seedConsole(t, b, loopback)) })
+}
+
 // seedConsoleWith is seedConsole with the console's config changed by edit.
 func seedConsoleWith(t *testing.T, b *testredis.Backend, loopback bool, edit func(*Options)) *consoleFixture {
 	t.Helper()
@@ -174,8 +181,7 @@ func csrfOf(t *testing.T, c *http.Client, u string) string {
 // error holding markup reach every page escaped, never as markup.
 func TestWebEscapesEverything(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		c := browser(t)
 		for _, page := range []string{"/queues", "/dead?queue=orders", "/promotions", "/promotions?q=" + url.QueryEscape("<script"),
 			"/promotion?id=" + url.QueryEscape(xssName) + "&value=5", "/promotion?id=" + url.QueryEscape(xssName) + "&value=" + url.QueryEscape("<b>"),
@@ -203,8 +209,7 @@ func TestWebEscapesEverything(t *testing.T) {
 // with both (form token or login cookie) it moves the task out of the dead set.
 func TestWebChangesNeedPostCSRFAndToken(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		c := browser(t)
 		csrf := csrfOf(t, c, f.url+"/dead?queue=orders")
 		id := f.deadID[1]
@@ -256,8 +261,7 @@ func TestWebChangesNeedPostCSRFAndToken(t *testing.T) {
 // only when the POST repeats the queue's name.
 func TestWebPurgeNeedsConfirmation(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		c := browser(t)
 		code, body := get(t, c, f.url+"/dead/purge?queue=orders")
 		if code != http.StatusOK || !strings.Contains(body, "Purge all <strong>2</strong> dead letters") {
@@ -341,8 +345,7 @@ func pageStats(body string) map[string]string {
 // TestWebQueuesPageEqualsStats: the numbers on the Queues page are the
 // queue's Stats and Browse.
 func TestWebQueuesPageEqualsStats(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		_, body := get(t, browser(t), f.url+"/queues")
 		st, err := f.q.Stats(t.Context())
 		if err != nil {
@@ -376,15 +379,14 @@ func TestWebQueuesPageEqualsStats(t *testing.T) {
 // queues page as a warning and in the counters, equal to Stats.
 func TestWebQueuesShowLosses(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		ctx := t.Context()
 		info, err := f.q.Lookup(ctx, "order-3")
 		if err != nil || len(info) != 1 {
 			t.Fatalf("lookup: %+v %v", info, err)
 		}
-		due := b.Prefix + ":{q:orders}:due" // the key layout of docs/cluster.md
-		if n, err := b.Client.ZRem(ctx, due, info[0].ID).Result(); err != nil || n != 1 {
+		due := f.b.Prefix + ":{q:orders}:due" // the key layout of docs/cluster.md
+		if n, err := f.b.Client.ZRem(ctx, due, info[0].ID).Result(); err != nil || n != 1 {
 			t.Fatalf("removing the due entry: %d %v", n, err)
 		}
 		e, err := f.q.Enqueue(ctx, delay.Job{Key: "order-3", Token: info[0].Token, When: delay.At(info[0].When)})
@@ -411,8 +413,7 @@ var simRe = regexp.MustCompile(`id="sim-tier">([^<]*)<`)
 // TestWebSimulatorEqualsMatch: the simulator answers what Cache.Match does.
 func TestWebSimulatorEqualsMatch(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		c := browser(t)
 		for _, tc := range []struct {
 			id    string
@@ -447,8 +448,7 @@ func TestWebSimulatorEqualsMatch(t *testing.T) {
 // state and escaped error; ?refresh=N reloads the Queues page every N s.
 func TestWebLookupAndRefresh(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		c := browser(t)
 		code, body := get(t, c, f.url+"/lookup?queue=orders&key=order-0")
 		if code != http.StatusOK || !strings.Contains(body, `data-count="1"`) || !strings.Contains(body, "<td>dead</td>") ||

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/delaytest"
-	"github.com/tierset/tierset/internal/testredis"
 )
 
 // TestWebRequeueAllNeedsConfirmation: requeue-all shows a confirmation
@@ -21,8 +20,7 @@ import (
 // carries the CSRF token and the console's token.
 func TestWebRequeueAllNeedsConfirmation(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		c := browser(t)
 		_, body := get(t, c, f.url+"/dead?queue=orders")
 		if !strings.Contains(body, `href="/dead/requeue-all?queue=orders" id="requeue-all"`) {
@@ -67,8 +65,7 @@ var deadRowRe = regexp.MustCompile(`<tr data-id="([^"]+)">`)
 // TestWebDeadOrder: the dead page lists newest first by default, pages
 // toward older letters, and ?order=oldest lists as ListDead does.
 func TestWebDeadOrder(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		ctx := t.Context()
 		const extra = 118 // 120 dead in all: two full pages and a partial one
 		past := time.Now().Add(-time.Hour)

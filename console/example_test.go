@@ -18,8 +18,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	mr.SetTime(time.Now())
 	q, err := delay.New(rdb, "orders", delay.Options{})
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/tierset/tierset/gradient"
-	"github.com/tierset/tierset/internal/testredis"
 )
 
 var promoRowRe = regexp.MustCompile(`(?s)<tr data-id="([^"]*)" data-state="([a-z]+)">(.*?)</tr>`)
@@ -35,8 +34,7 @@ func promoRows(t *testing.T, c *http.Client, u string) map[string][2]string {
 // as damaged, with Info's Damage, and its page shows what could be read
 // under a damage banner: a 200, never the 502 error page.
 func TestWebShowsDamage(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		ctx := t.Context()
 		metaGone := gradient.Promotion{ID: "meta-gone", Metric: gradient.Quantity, Tiers: []gradient.Tier{
 			{ID: "2+", Threshold: decimal.NewFromInt(2), Reward: gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(5)}}}}
@@ -55,7 +53,7 @@ func TestWebShowsDamage(t *testing.T) {
 		}
 		// The cache package exports no key names; these follow its layout
 		// (cache/keys.go), as the other suites that damage promotions do.
-		key := func(id, suffix string) string { return b.Prefix + ":{p:" + id + "}:" + suffix }
+		key := func(id, suffix string) string { return f.b.Prefix + ":{p:" + id + "}:" + suffix }
 		tests := []struct {
 			id, del, damage string
 			listed          bool // the listing finds promotions by their meta key
@@ -65,7 +63,7 @@ func TestWebShowsDamage(t *testing.T) {
 			{"meta-gone", key("meta-gone", "meta"), "meta hash missing, tiers key holds 3 members", false},
 		}
 		for _, tc := range tests {
-			if n, err := b.Client.Del(ctx, tc.del).Result(); err != nil || n != 1 {
+			if n, err := f.b.Client.Del(ctx, tc.del).Result(); err != nil || n != 1 {
 				t.Fatalf("DEL %s: %d, %v", tc.del, n, err)
 			}
 		}

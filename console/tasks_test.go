@@ -16,7 +16,6 @@ import (
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/delaytest"
-	"github.com/tierset/tierset/internal/testredis"
 )
 
 var (
@@ -29,8 +28,7 @@ var (
 // TestConsolePages: every page answers its status and shows what it is
 // for; bad parameters are 400, unknown IDs and queues 404.
 func TestConsolePages(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		c := browser(t)
 		dead := f.deadID[0]
 		for _, tc := range []struct {
@@ -81,8 +79,7 @@ func TestConsolePages(t *testing.T) {
 // TestConsoleBrowsePaging: following "next" through a state lists each
 // task once, in ListTasks's order; the key filter keeps its matches only.
 func TestConsoleBrowsePaging(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		ctx := t.Context()
 		past := time.Now().Add(-time.Hour)
 		for i := range 120 {
@@ -144,8 +141,7 @@ func TestConsoleBrowsePaging(t *testing.T) {
 // else escaped.
 func TestConsoleTaskPayload(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		c := browser(t)
 		for _, tc := range []struct {
 			payload string
@@ -195,8 +191,7 @@ func TestConsoleRedisDown(t *testing.T) {
 // worker"; a live worker that does not take them (the queue is paused)
 // and a task waiting over a minute read "behind".
 func TestConsoleNoWorkerVersusBehind(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		ctx := t.Context()
 		if _, err := f.q.Enqueue(ctx, delay.Job{Key: "late", When: delay.At(time.Now().Add(-2 * time.Minute))}); err != nil {
 			t.Fatal(err)
@@ -218,7 +213,7 @@ func TestConsoleNoWorkerVersusBehind(t *testing.T) {
 		w, _ := delaytest.StartWorker(t, ctx, f.q, func(context.Context, *delay.Task) error { return nil }, delay.WorkerOptions{Heartbeat: time.Second})
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			ws, err := delay.ListWorkers(ctx, b.Client, b.Prefix)
+			ws, err := delay.ListWorkers(ctx, f.b.Client, f.b.Prefix)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,8 +250,7 @@ func newServer(t *testing.T, h http.Handler) string {
 // it, the earlier ones the record keeps, newest first and escaped; a task
 // with one error or none has no earlier list.
 func TestConsoleTaskErrors(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := seedConsole(t, b, true)
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		c := browser(t)
 		ctx := t.Context()
 		// The seed left no task due: this one is the only one Take finds.

@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -10,9 +11,7 @@ import (
 )
 
 func TestBrowse(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		now := q.ServerNow()
 		if b.Mini != nil {
 			now = time.Now()
@@ -71,8 +70,7 @@ func TestBrowse(t *testing.T) {
 
 func TestDiscover(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		for _, name := range []string{"zeta", "alpha", "orders:1"} {
 			q, err := New(b.Client, name, Options{Prefix: b.Prefix})
 			if err != nil {

@@ -183,9 +183,7 @@ func TestDigestCollisions(t *testing.T) {
 	if keyA == keyB || digest(keyA) != digest(keyB) {
 		t.Fatalf("keys %q %q do not collide", keyA, keyB)
 	}
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		a1 := mustEnqueue(t, ctx, q, Job{Key: keyA, Token: "t", When: After(time.Hour)})
 		b1 := mustEnqueue(t, ctx, q, Job{Key: keyB, Token: "t", When: After(time.Hour)})
 		if b1.Duplicate || b1.ID == a1.ID {
@@ -245,13 +243,11 @@ func TestDigestCollisions(t *testing.T) {
 // index's slot.
 func TestBucketLayout(t *testing.T) {
 	t.Parallel()
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
-		jobs := make([]Job, 300)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("order:2026-12-01:%08d", i), Payload: []byte("0123456789abcdef")}
-		}
+		jobs := jobsOf(300, func(i int) Job {
+			return Job{Key: fmt.Sprintf("order:2026-12-01:%08d", i), Payload: []byte("0123456789abcdef")}
+		})
 		res := mustEnqueueBatch(t, ctx, q, jobs)
 		for _, r := range res {
 			if ok, err := b.Client.HExists(ctx, q.k.taskBucket(r.ID), r.ID).Result(); err != nil || !ok {

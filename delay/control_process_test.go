@@ -189,10 +189,7 @@ func enqueueLineBacklog(t *testing.T, ctx context.Context, q *Queue, n int) map[
 // and returns their IDs.
 func enqueueLineKeys(t *testing.T, ctx context.Context, q *Queue, from, n int) map[string]bool {
 	t.Helper()
-	jobs := make([]Job, n)
-	for i := range jobs {
-		jobs[i] = Job{Key: "line:" + strconv.Itoa(from+i)}
-	}
+	jobs := jobsOf(n, func(i int) Job { return Job{Key: "line:" + strconv.Itoa(from+i)} })
 	ids := make(map[string]bool, n)
 	for _, r := range mustEnqueueBatch(t, ctx, q, jobs) {
 		ids[r.ID] = true

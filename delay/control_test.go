@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -17,9 +18,7 @@ import (
 // pause, and the sweep, whose expired leases wait in due. A second Pause
 // keeps the first start; Resume pushes the wake list and takes resume.
 func TestPauseResume(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{Lease: 50 * time.Millisecond})
+	eachQueue(t, Options{Lease: 50 * time.Millisecond}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		held := takeOne(t, ctx, q, Job{Key: "held"}) // in flight across the pause
 		if _, err := q.Extend(ctx, held, time.Minute); err != nil {
 			t.Fatal(err)
@@ -114,9 +113,7 @@ func TestPauseResume(t *testing.T) {
 // state, which is what a kept reply must carry over a re-send.
 func TestPauseReportsChange(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		for _, step := range []struct {
 			mode    string
 			changed int64
@@ -143,10 +140,7 @@ func TestRateTokenBucket(t *testing.T) {
 	q := newQ(t, b, Options{})
 	t0 := time.UnixMilli(time.Now().UnixMilli())
 	b.Mini.SetTime(t0)
-	jobs := make([]Job, 200)
-	for i := range jobs {
-		jobs[i] = Job{Key: fmt.Sprint("k", i)}
-	}
+	jobs := jobsOf(200, func(i int) Job { return Job{Key: fmt.Sprint("k", i)} })
 	if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
@@ -275,10 +269,7 @@ func TestHighWater(t *testing.T) {
 		t.Fatalf("7 tasks in one ms: mark %d of %d, observer %d, %d warnings; want 7 of 16, 7, none",
 			st.HighWater, st.HighWaterSpace, obs.HighWater.Load(), len(obs.warnings))
 	}
-	jobs := make([]Job, 3)
-	for i := range jobs {
-		jobs[i] = Job{Key: fmt.Sprint("b", i), When: at}
-	}
+	jobs := jobsOf(3, func(i int) Job { return Job{Key: fmt.Sprint("b", i), When: at} })
 	if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
@@ -317,8 +308,7 @@ func TestHighWater(t *testing.T) {
 // splits a rate limit evenly over them (burst rounded up).
 func TestShardedPauseAndRate(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s, err := NewSharded(b.Client, "sh", ShardedOptions{Shards: 4, Queue: Options{Prefix: b.Prefix}})
 		if err != nil {
 			t.Fatal(err)

@@ -101,10 +101,7 @@ func TestSIGKILLMidHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 1500
-	jobs := make([]Job, n)
-	for i := range jobs {
-		jobs[i] = Job{Key: "crash:" + strconv.Itoa(i)}
-	}
+	jobs := jobsOf(n, func(i int) Job { return Job{Key: "crash:" + strconv.Itoa(i)} })
 	ids := map[string]bool{}
 	for _, r := range mustEnqueueBatch(t, ctx, q, jobs) {
 		ids[r.ID] = true
@@ -135,7 +132,7 @@ func TestSIGKILLMidHandler(t *testing.T) {
 	}
 	// final drain in this process
 	w, _ := NewWorker(q, crashHandler(b.Client, logKey, "drain"), WorkerOptions{Concurrency: 16})
-	stop := runWorker(t, w)
+	stop := runFunc(t, w.Run)
 	waitFor(t, 60*time.Second, "drain", func() bool {
 		n, err := testredis.CountKeys(ctx, b.Client, q.k.tasks+":") // an emptied bucket is deleted
 		return err == nil && n == 0

@@ -17,8 +17,7 @@ import (
 // DoneTTL the sweep deletes the tombstone, record and index entry alike,
 // and the pair makes a new task.
 func TestDoneTTL(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		const ttl = 400 * time.Millisecond
 		now := time.Now()
 		setTime(b, now)
@@ -142,18 +141,14 @@ func TestDoneTTLOption(t *testing.T) {
 // (armed by the take's NextExpiry, which includes the first tombstone's
 // end) deletes them once they end, with nothing else running.
 func TestDoneTTLWorker(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{DoneTTL: 2 * time.Second})
 		w, err := NewWorker(q, func(context.Context, *Task) error { return nil }, WorkerOptions{Concurrency: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
-		stop := runWorker(t, w)
-		jobs := make([]Job, 50)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("order:%d", i), Token: "expire"}
-		}
+		stop := runFunc(t, w.Run)
+		jobs := jobsOf(50, func(i int) Job { return Job{Key: fmt.Sprintf("order:%d", i), Token: "expire"} })
 		if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
 			t.Fatal(err)
 		}

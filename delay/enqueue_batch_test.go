@@ -2,6 +2,7 @@ package delay
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -137,8 +138,7 @@ func twoQueues(t *testing.T, b *testredis.Backend) (single, batch *Queue) {
 // pending and in-flight tasks, of a generated token), the per-key cap,
 // per-job validation errors, and everything stored.
 func TestEnqueueBatchEqualsOneByOne(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		single, batch := twoQueues(t, b)
 		m := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 		ms := func(d int) When { return At(m.Add(time.Duration(d) * time.Millisecond)) }
@@ -215,8 +215,7 @@ func TestEnqueueBatchEqualsOneByOne(t *testing.T) {
 // due in it: the spill continues after them and the overflow is counted,
 // exactly as one by one.
 func TestEnqueueBatchSpillEqualsOneByOne(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		single, batch := twoQueues(t, b)
 		m := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 		next := m.Add(time.Millisecond)
@@ -252,9 +251,7 @@ func TestEnqueueBatchSpillEqualsOneByOne(t *testing.T) {
 
 // At and After mixed in one batch: After(D) is Redis TIME + D, At exact.
 func TestEnqueueBatchMixesAtAndAfter(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		at := time.Now().Add(time.Minute).Truncate(time.Millisecond)
 		serverNow := func() time.Time {
 			if b.Mini != nil {
@@ -305,9 +302,7 @@ func TestEnqueueBatchMixesAtAndAfter(t *testing.T) {
 // Large payloads split a batch into several script calls (bounded
 // arguments); order and contents are kept.
 func TestEnqueueBatchLargePayloads(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		at := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 		var jobs []Job
 		for i := range 5 {
@@ -336,9 +331,7 @@ func TestEnqueueBatchLargePayloads(t *testing.T) {
 
 // MaxBatch jobs go in one round trip once the script is loaded.
 func TestEnqueueBatchOneRoundTrip(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "warm"})
 		if _, err := q.EnqueueBatch(ctx, []Job{{Key: "warm2"}}); err != nil {
 			t.Fatal(err)
@@ -347,10 +340,7 @@ func TestEnqueueBatchOneRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		jobs := make([]Job, MaxBatch)
-		for i := range jobs {
-			jobs[i] = Job{Key: "rt" + strconv.Itoa(i), When: After(time.Hour)}
-		}
+		jobs := jobsOf(MaxBatch, func(i int) Job { return Job{Key: "rt" + strconv.Itoa(i), When: After(time.Hour)} })
 		rt.Reset()
 		mustEnqueueBatch(t, ctx, q, jobs)
 		if n := rt.Total(); n != 1 {

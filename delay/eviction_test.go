@@ -19,8 +19,7 @@ import (
 // is a warning and never an error.
 func TestCheck(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &lossRecorder{}
 		q := newQ(t, b, Options{Observer: obs})
 		res, err := q.Check(ctx)

@@ -12,8 +12,7 @@ import (
 
 func ExampleQueue_Enqueue() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	mr.SetTime(time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)) // Redis TIME
 	ctx := context.Background()
 
@@ -30,8 +29,7 @@ func ExampleQueue_Enqueue() {
 
 func ExampleQueue_Take() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	mr.SetTime(start)
 	ctx := context.Background()
@@ -57,8 +55,7 @@ func ExampleQueue_Take() {
 
 func ExampleQueue_Cancel() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	ctx := context.Background()
 
 	q, _ := delay.New(rdb, "orders", delay.Options{})
@@ -73,8 +70,7 @@ func ExampleQueue_Cancel() {
 
 func ExampleWorker_Run() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	ctx, cancel := context.WithCancel(context.Background())
 
 	q, _ := delay.New(rdb, "orders", delay.Options{})
@@ -97,8 +93,7 @@ func ExampleWorker_Run() {
 
 func ExampleQueue_History() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	mr.SetTime(start) // Redis TIME, which the history's minutes follow
 	ctx, cancel := context.WithCancel(context.Background())
@@ -145,8 +140,7 @@ func ExampleHistogram() {
 // second run.
 func ExampleOptions_doneTTL() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	mr.SetTime(start)
 	ctx := context.Background()
@@ -175,8 +169,7 @@ func ExampleOptions_doneTTL() {
 // A refused input is a *ValidationError naming it; nothing is sent.
 func ExampleValidationError() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	ctx := context.Background()
 
 	q, _ := delay.New(rdb, "orders", delay.Options{})

@@ -56,7 +56,7 @@ func (r *controlRun) run(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.stop = runWorker(t, w)
+	r.stop = runFunc(t, w.Run)
 }
 
 // times is every delivery time, sorted.

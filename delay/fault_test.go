@@ -366,10 +366,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 			if e, err := s.Enqueue(ctx, Job{Key: "one"}); err != nil || e.Duplicate {
 				t.Fatalf("Sharded.Enqueue: %+v %v", e, err)
 			}
-			jobs := make([]Job, 16)
-			for i := range jobs {
-				jobs[i] = Job{Key: fmt.Sprint("key", i)}
-			}
+			jobs := jobsOf(16, func(i int) Job { return Job{Key: fmt.Sprint("key", i)} })
 			arm()
 			res, err := s.EnqueueBatch(ctx, jobs)
 			if err != nil {

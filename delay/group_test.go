@@ -100,17 +100,15 @@ func lineUp(t *testing.T, ctx context.Context, q *Queue, g *gate, jobs []Job, ct
 // together in one batch, with the outcome each would have had alone.
 func TestEnqueueGroup(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		g := newGate(maxGroupFlying)
 		b.Client.AddHook(g)
 		q := newQ(t, b, Options{})
 
 		const n = 60
-		jobs := make([]Job, n)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("order:%03d", i), Payload: []byte{byte(i)}, When: After(time.Hour)}
-		}
+		jobs := jobsOf(n, func(i int) Job {
+			return Job{Key: fmt.Sprintf("order:%03d", i), Payload: []byte{byte(i)}, When: After(time.Hour)}
+		})
 		// the last two share (key, token): one task, one duplicate
 		jobs[n-2] = Job{Key: "order:dup", Token: "t1", When: After(time.Hour)}
 		jobs[n-1] = Job{Key: "order:dup", Token: "t1", When: After(2 * time.Hour)}
@@ -190,15 +188,11 @@ func waitQueued(t *testing.T, q *Queue, want int) {
 // every call in it, with the transport's error, and writes nothing.
 func TestEnqueueGroupTransportFailure(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		g := newGate(maxGroupFlying)
 		b.Client.AddHook(g)
 		q := newQ(t, b, Options{})
-		jobs := make([]Job, 20)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("order:%03d", i)}
-		}
+		jobs := jobsOf(20, func(i int) Job { return Job{Key: fmt.Sprintf("order:%03d", i)} })
 		res, errs, wg := lineUp(t, ctx, q, g, jobs, nil)
 		g.failPipe.Store(true)
 		close(g.open)
@@ -222,8 +216,7 @@ func TestEnqueueGroupTransportFailure(t *testing.T) {
 // TestEnqueueGroupConcurrent: many goroutines, no gate: every call gets
 // its own task, and fewer script calls than Enqueue calls reach Redis.
 func TestEnqueueGroupConcurrent(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		rt, err := testredis.CountRoundTrips(ctx, b.Client)
 		if err != nil {
 			t.Fatal(err)

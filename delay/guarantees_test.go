@@ -14,9 +14,7 @@ import (
 // Enqueue is idempotent by (business key, token).
 func TestIdempotentEnqueue(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		first := mustEnqueue(t, ctx, q, Job{Key: "order:7", Token: "cancel", When: After(time.Hour)})
 		again := mustEnqueue(t, ctx, q, Job{Key: "order:7", Token: "cancel", When: After(2 * time.Hour)})
 		if !again.Duplicate || again.ID != first.ID || !again.Due.Equal(first.Due) || again.State != StatePending {
@@ -123,9 +121,7 @@ func TestDueByServerTime(t *testing.T) {
 // Leases and fencing, on every backend: a lease is exclusive; the stale
 // holder is fenced.
 func TestFencing(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{Lease: 200 * time.Millisecond})
+	eachQueue(t, Options{Lease: 200 * time.Millisecond}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
 		first := mustTake(t, ctx, q, 5).Tasks[0]
 		if n := len(mustTake(t, ctx, q, 5).Tasks); n != 0 {
@@ -173,8 +169,7 @@ func TestFencing(t *testing.T) {
 // Retries back off into a dead-letter set after MaxAttempts; the dead set
 // can be listed, requeued and purged.
 func TestRetryDeadLetter(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		var delays []int
 		q := newQ(t, b, Options{MaxAttempts: 3, Backoff: func(a int) time.Duration {
 			delays = append(delays, a)
@@ -235,9 +230,7 @@ func TestRetryDeadLetter(t *testing.T) {
 // Cancel and reschedule by business key, in any state.
 func TestCancelReschedule(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{MaxAttempts: 1})
+	eachQueue(t, Options{MaxAttempts: 1}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "o:1", Token: "a"})                         // will be in flight
 		mustEnqueue(t, ctx, q, Job{Key: "o:1", Token: "b", When: After(time.Hour)}) // pending
 		mustEnqueue(t, ctx, q, Job{Key: "o:2", When: After(time.Hour)})
@@ -286,9 +279,7 @@ func TestCancelReschedule(t *testing.T) {
 
 // A cancelled in-flight task whose lease expires is deleted by the sweep.
 func TestSweepDeletesCancelled(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{Lease: 100 * time.Millisecond})
+	eachQueue(t, Options{Lease: 100 * time.Millisecond}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
 		tk := mustTake(t, ctx, q, 1).Tasks[0]
 		if r, _ := q.Cancel(ctx, "k"); r.InFlight != 1 {
@@ -304,9 +295,7 @@ func TestSweepDeletesCancelled(t *testing.T) {
 
 // Expired at MaxAttempts → dead on sweep.
 func TestSweepDeadLetters(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{Lease: 50 * time.Millisecond, MaxAttempts: 1})
+	eachQueue(t, Options{Lease: 50 * time.Millisecond, MaxAttempts: 1}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
 		tk := mustTake(t, ctx, q, 1).Tasks[0]
 		passServerTime(t, ctx, b, tk.Deadline)

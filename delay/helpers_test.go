@@ -16,14 +16,39 @@ import (
 
 func testCtx(t *testing.T) context.Context { return testredis.Ctx(t) }
 
-func newQ(t *testing.T, b *testredis.Backend, o Options) *Queue {
+// namedQ is a queue called name under the backend's prefix, built from o.
+func namedQ(t *testing.T, b *testredis.Backend, name string, o Options) *Queue {
 	t.Helper()
 	o.Prefix = b.Prefix
-	q, err := New(b.Client, "q1", o)
+	q, err := New(b.Client, name, o)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("New(%s): %v", name, err)
 	}
 	return q
+}
+
+// newQ is the queue most tests use: "q1" under the backend's prefix.
+func newQ(t *testing.T, b *testredis.Backend, o Options) *Queue {
+	t.Helper()
+	return namedQ(t, b, "q1", o)
+}
+
+// eachQueue runs fn as a subtest per backend (testredis.EachCtx) with a
+// queue newQ built there from o.
+func eachQueue(t *testing.T, o Options, fn func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue)) {
+	t.Helper()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		fn(t, ctx, b, newQ(t, b, o))
+	})
+}
+
+// jobsOf is n jobs, job i made by mk(i).
+func jobsOf(n int, mk func(i int) Job) []Job {
+	jobs := make([]Job, n)
+	for i := range jobs {
+		jobs[i] = mk(i)
+	}
+	return jobs
 }
 
 func mustEnqueue(t *testing.T, ctx context.Context, q *Queue, j Job) Enqueued {

@@ -104,9 +104,7 @@ func TestHistoryLateBuckets(t *testing.T) {
 // within a minute add up.
 func TestHistoryFlushRollover(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		now, err := b.Client.Time(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -162,18 +160,14 @@ func TestHistoryFlushRollover(t *testing.T) {
 // and dead-lettered, with every lateness counted once.
 func TestHistoryWorkerCounts(t *testing.T) {
 	t.Parallel()
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{Backoff: func(int) time.Duration { return time.Millisecond }})
 		start, err := b.Client.Time(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		const n = 300
-		jobs := make([]Job, n)
-		for i := range jobs {
-			jobs[i] = Job{Key: "k" + strconv.Itoa(i)}
-		}
+		jobs := jobsOf(n, func(i int) Job { return Job{Key: "k" + strconv.Itoa(i)} })
 		if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +190,7 @@ func TestHistoryWorkerCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stop := runWorker(t, w)
+		stop := runFunc(t, w.Run)
 		waitFor(t, 30*time.Second, "every task acked or dead", func() bool {
 			st, err := q.Stats(ctx)
 			return err == nil && st.Dead == n/10 && st.Pending == 0 && st.InFlight == 0

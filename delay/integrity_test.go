@@ -304,8 +304,7 @@ func TestKeyLoss(t *testing.T) {
 // Repair on an intact queue changes nothing and reports nothing.
 func TestRepairIntact(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &lossRecorder{}
 		q := newQ(t, b, Options{Observer: obs})
 		for i := range 50 {

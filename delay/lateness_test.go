@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -11,9 +12,7 @@ import (
 // The take script files every delivery under its lateness by the server's
 // clock, so Stats reports percentiles across every worker of the queue.
 func TestStatsLatenessBucketsByServerClock(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		var now time.Time
 		if b.Mini != nil {
 			now = time.Now().Truncate(time.Millisecond)

@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -24,8 +25,7 @@ func TestNothingLeaks10k(t *testing.T) {
 }
 
 func nothingLeaks(t *testing.T, doneTTL time.Duration) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{Lease: 300 * time.Millisecond, MaxAttempts: 2,
 			Backoff: func(int) time.Duration { return 0 }, DoneTTL: doneTTL})
 		paths := []string{"ack", "retry", "dead", "requeue", "purge", "cancelpending", "cancelflight", "reschedule", "expire", "cancelflightretry"}

@@ -35,10 +35,7 @@ type moveCase struct {
 // they fill n/2^bits consecutive milliseconds from at.
 func fill(t *testing.T, ctx context.Context, q *Queue, at time.Time, n int) {
 	t.Helper()
-	jobs := make([]Job, n)
-	for i := range jobs {
-		jobs[i] = Job{Key: "fill:" + strconv.Itoa(i), When: At(at)}
-	}
+	jobs := jobsOf(n, func(i int) Job { return Job{Key: "fill:" + strconv.Itoa(i), When: At(at)} })
 	out, err := q.EnqueueBatch(ctx, jobs)
 	if err != nil {
 		t.Fatal(err)
@@ -296,9 +293,7 @@ func TestMoveFailsMini(t *testing.T) {
 
 // A reschedule of several tokens that fits moves them all, in token order.
 func TestRescheduleSeveralTokens(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		for _, tok := range []string{"a", "b", "c"} {
 			mustEnqueue(t, ctx, q, Job{Key: "k", Token: tok, When: After(time.Hour)})
 		}

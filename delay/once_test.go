@@ -1,7 +1,9 @@
 package delay
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sort"
 	"strconv"
@@ -44,9 +46,7 @@ return r`, "rp_ints", "rp_unints", '+'},
 		{"take, waiting for a token", `return {0, n, '1839265927938048', '', 0, 0, '1796158162753'}`, "take_keep", "take_grow", '0'},
 		{"ints falling back", `return {n, 5, {1, 'dup', 'pending', '123'}, {6}}`, "rp_ints", "rp_unints", '*'},
 	}
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				s := redis.NewScript(testOnce(t, counted+tc.body, tc.keep, tc.grow))
@@ -121,9 +121,7 @@ func TestReplyIntsOlderForm(t *testing.T) {
 // reply's ReplyTTL has passed by Redis TIME, and the calls that file new
 // hashes delete the ones past it, two each, whichever Queue made them.
 func TestReplySweptByTime(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{ReplyTTL: time.Second})
+	eachQueue(t, Options{ReplyTTL: time.Second}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		hashes := func() []string {
 			t.Helper()
 			keys, err := testredis.Keys(ctx, b.Client, q.k.rp)
@@ -195,8 +193,7 @@ func TestReplySweptByTime(t *testing.T) {
 // (a stray DEL) would never be swept; Repair files them again, and on an
 // intact index files nothing.
 func TestRepairFilesReplies(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &lossRecorder{}
 		q := newQ(t, b, Options{Observer: obs})
 		for i := range 2 * replyBucket {
@@ -235,5 +232,79 @@ func TestReplyTTLOption(t *testing.T) {
 	q, err := New(b.Client, "q", Options{})
 	if err != nil || q.Options().ReplyTTL != DefaultReplyTTL || q.keepMs != "30000" {
 		t.Fatalf("default: %v %v %q", q.Options().ReplyTTL, err, q.keepMs)
+	}
+}
+
+// TestMemoryPerKeptReply: what a kept reply holds while Options.ReplyTTL
+// runs, by INFO used_memory on a private redis-server, with the replies
+// and after dropping them (so the tasks themselves cancel out): a
+// one-job Enqueue, a 250-job batch call, a 100-task Take and a 100-lease
+// ack. The budgets are the figures measured on Redis 7.0 plus a quarter.
+func TestMemoryPerKeptReply(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fills a private redis-server with 2000 kept replies per case")
+	}
+	r := testredis.StartServer(t)
+	ctx := testCtx(t)
+	c := r.Client(nil)
+	q, err := New(c, "kept", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls = 2000
+	var leases []*Task
+	cases := []struct {
+		name   string
+		budget float64 // B per kept reply
+		call   func(i int)
+	}{
+		{"enqueue", 57, func(i int) {
+			mustEnqueue(t, ctx, q, Job{Key: fmt.Sprintf("order:2024-12-01:%08d", i)})
+		}},
+		{"enqueue batch of 250", 6600, func(i int) {
+			if i >= 200 {
+				return
+			}
+			jobs := make([]Job, 250)
+			for k := range jobs {
+				jobs[k] = Job{Key: fmt.Sprintf("order:2024-12-02:%08d", i*250+k)}
+			}
+			if _, err := q.EnqueueBatch(ctx, jobs); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"take of 100", 3400, func(i int) {
+			if i >= 200 {
+				return
+			}
+			leases = append(leases, mustTake(t, ctx, q, 100).Tasks...)
+		}},
+		{"ack of 100", 210, func(i int) {
+			if i >= 200 {
+				return
+			}
+			mustAckMany(t, ctx, q, leases[i*100:(i+1)*100])
+		}},
+	}
+	for _, tc := range cases {
+		dropReplies(t, ctx, c, q)
+		for i := range calls {
+			tc.call(i)
+		}
+		keys, err := testredis.Keys(ctx, c, q.k.rp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replies := int64(0) // fields: a hash keeps the replies of up to replyBucket calls
+		for _, k := range keys {
+			replies += c.HLen(ctx, k).Val()
+		}
+		with := usedMemory(t, ctx, c)
+		dropReplies(t, ctx, c, q)
+		per := float64(with-usedMemory(t, ctx, c)) / float64(replies)
+		t.Logf("%s: %.0f B per kept reply (%d replies in %d hashes)", tc.name, per, replies, len(keys))
+		if per > tc.budget {
+			t.Errorf("%s: %.0f B per kept reply, budget %.0f", tc.name, per, tc.budget)
+		}
 	}
 }

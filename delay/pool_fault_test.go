@@ -118,8 +118,7 @@ func TestFaultWorkerStartOutage(t *testing.T) {
 // Handlers that outlive ShutdownTimeout by 0-500 ms and then return nil
 // are acked (directly, the ack loop having stopped): nothing runs again.
 func TestFaultShutdownAcks(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		rec := &Recorder{}
 		// The default 30 s lease: on a loaded machine the 20 handlers may
 		// take seconds to start, and a lease that ends before the late
@@ -137,7 +136,7 @@ func TestFaultShutdownAcks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stop := runWorker(t, w)
+		stop := runFunc(t, w.Run)
 		fillDue(t, ctx, q, n)
 		waitFor(t, 10*time.Second, "every handler started", func() bool { return started.Load() == n })
 		if err := stop(); !errors.Is(err, ErrShutdownTimeout) {
@@ -200,7 +199,7 @@ func TestFaultShutdownAckCutReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runWorker(t, w)
+	stop := runFunc(t, w.Run)
 	if _, err := q.Enqueue(ctx, Job{Key: "order:1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +278,7 @@ func TestFaultPoolStrictDownLine(t *testing.T) {
 	if err := p.Add(low, func(context.Context, *Task) error { handled.Add(1); return nil }, QueueOptions{Weight: 1}); err != nil {
 		t.Fatal(err)
 	}
-	stop := runPool(t, p)
+	stop := runFunc(t, p.Run)
 	waitFor(t, 20*time.Second, "the low line served while the high one is down", func() bool { return handled.Load() == 50 })
 	_ = stop()
 	if obs.count("check") == 0 {

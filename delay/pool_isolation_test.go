@@ -75,7 +75,7 @@ func TestPoolLineIsolation(t *testing.T) {
 	}, QueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	runPool(t, p)
+	runFunc(t, p.Run)
 
 	// B: 100 tasks/s, each due 20 ms after its enqueue.
 	pctx, stopB := context.WithCancel(ctx)

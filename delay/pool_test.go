@@ -14,13 +14,6 @@ import (
 	"github.com/tierset/tierset/internal/testrun"
 )
 
-// runPool starts p.Run and returns a stop func that cancels it and returns
-// Run's error.
-func runPool(t *testing.T, p *Pool) (stop func() error) {
-	t.Helper()
-	return runFunc(t, p.Run)
-}
-
 // runFunc starts run (a Run method) and returns a stop func that cancels
 // it and returns run's error.
 func runFunc(t *testing.T, run func(context.Context) error) (stop func() error) {
@@ -32,22 +25,9 @@ func runFunc(t *testing.T, run func(context.Context) error) (stop func() error) 
 func fillDue(t *testing.T, ctx context.Context, q *Queue, n int) {
 	t.Helper()
 	for from := 0; from < n; from += MaxBatch {
-		jobs := make([]Job, min(MaxBatch, n-from))
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("k%d", from+i)}
-		}
+		jobs := jobsOf(min(MaxBatch, n-from), func(i int) Job { return Job{Key: fmt.Sprintf("k%d", from+i)} })
 		mustEnqueueBatch(t, ctx, q, jobs)
 	}
-}
-
-func namedQ(t *testing.T, b *testredis.Backend, name string, o Options) *Queue {
-	t.Helper()
-	o.Prefix = b.Prefix
-	q, err := New(b.Client, name, o)
-	if err != nil {
-		t.Fatalf("New(%s): %v", name, err)
-	}
-	return q
 }
 
 // With every line backlogged, the handler starts follow the weights
@@ -56,8 +36,7 @@ func namedQ(t *testing.T, b *testredis.Backend, name string, o Options) *Queue {
 // shares hold while each line's takes keep its buffer from running dry,
 // which miniredis under -race (a Lua interpreter in Go) cannot do.
 func TestPoolWeightedShares(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		const total = 20000
 		weights := []int{6, 3, 1}
 		p, err := NewPool(PoolOptions{Concurrency: 4, Heartbeat: -1})
@@ -97,7 +76,7 @@ func TestPoolWeightedShares(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		stop := runPool(t, p)
+		stop := runFunc(t, p.Run)
 		waitFor(t, 90*time.Second, "20,000 starts", func() bool { return seq.Load() >= total })
 		_ = stop()
 		counts := make([]int, len(weights))
@@ -161,8 +140,7 @@ func TestPoolWeightedShares(t *testing.T) {
 // let in while high tasks were still buffered or being taken would put a
 // whole batch (50) after it.
 func TestPoolStrict(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		const n, conc = 500, 4
 		p, err := NewPool(PoolOptions{Concurrency: conc, Mode: Strict, Heartbeat: -1})
 		if err != nil {
@@ -190,7 +168,7 @@ func TestPoolStrict(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		stop := runPool(t, p)
+		stop := runFunc(t, p.Run)
 		// miniredis under -race on a loaded machine needs minutes
 		waitFor(t, 3*time.Minute, "every task", func() bool { return handled.Load() == 2*n })
 		_ = stop()
@@ -218,8 +196,7 @@ func TestPoolStrict(t *testing.T) {
 // Each line's cap holds at every instant: a counter of its running
 // handlers never passes it, and reaches it (the test is not vacuous).
 func TestPoolCaps(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		const n = 300
 		caps := []int{1, 2, 3, 0}
 		p, err := NewPool(PoolOptions{Concurrency: 10, Heartbeat: -1})
@@ -249,7 +226,7 @@ func TestPoolCaps(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		stop := runPool(t, p)
+		stop := runFunc(t, p.Run)
 		waitFor(t, 60*time.Second, "every task", func() bool { return handled.Load() == int64(n*len(caps)) })
 		_ = stop()
 		for i, c := range caps {
@@ -270,8 +247,7 @@ func TestPoolCaps(t *testing.T) {
 // handled once, the sharded line's cap holds over all its shards (on a
 // cluster the shards and the queue sit on different masters).
 func TestPoolSharded(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s, err := NewSharded(b.Client, "ps", ShardedOptions{Shards: 4, Queue: Options{Prefix: b.Prefix}})
 		if err != nil {
 			t.Fatal(err)
@@ -282,10 +258,7 @@ func TestPoolSharded(t *testing.T) {
 		seen := map[string]int{}
 		var running, peak atomic.Int32
 		var handled atomic.Int64
-		jobs := make([]Job, n)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("s%d", i)}
-		}
+		jobs := jobsOf(n, func(i int) Job { return Job{Key: fmt.Sprintf("s%d", i)} })
 		if _, err := s.EnqueueBatch(ctx, jobs); err != nil {
 			t.Fatal(err)
 		}
@@ -318,7 +291,7 @@ func TestPoolSharded(t *testing.T) {
 		if err := p.Add(s.Shard(1), record("x"), QueueOptions{}); !errors.Is(err, &ValidationError{Field: "options"}) {
 			t.Fatalf("a shard added twice: %v", err)
 		}
-		stop := runPool(t, p)
+		stop := runFunc(t, p.Run)
 		// miniredis under -race on a loaded machine needs minutes
 		waitFor(t, 3*time.Minute, "every task", func() bool { return handled.Load() == 2*n })
 		_ = stop()

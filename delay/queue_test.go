@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -11,9 +12,7 @@ import (
 )
 
 func TestEnqueueTakeAck(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{Lease: time.Second})
+	eachQueue(t, Options{Lease: time.Second}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		e := mustEnqueue(t, ctx, q, Job{Key: "order:1", Payload: []byte("hello")})
 		if e.Duplicate || e.ID == "" || e.Token != e.ID || e.State != StatePending {
 			t.Fatalf("enqueued = %+v", e)
@@ -79,15 +78,10 @@ func indexEntries(t *testing.T, b *testredis.Backend, q *Queue) int64 {
 }
 
 func TestOrderingSameMillisecond(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		at := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 		const n = 1100 // more than 1024 in one ms: spills, counted
-		jobs := make([]Job, n)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("k%d", i), When: At(at)}
-		}
+		jobs := jobsOf(n, func(i int) Job { return Job{Key: fmt.Sprintf("k%d", i), When: At(at)} })
 		res := mustEnqueueBatch(t, ctx, q, jobs)
 		for i, r := range res {
 			wantMs, wantSeq := at, int64(i)
@@ -137,15 +131,11 @@ func TestOrderingSameMillisecond(t *testing.T) {
 // and then one by one: the order holds across both, and so does the
 // count of spilled tasks.
 func TestBurstBeyond64FullMs(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 		const n = 64*1024 + 1500
-		jobs := make([]Job, n)
-		for i := range jobs {
-			jobs[i] = Job{Key: fmt.Sprintf("k%d", i), When: At(at)}
-		}
+		jobs := jobsOf(n, func(i int) Job { return Job{Key: fmt.Sprintf("k%d", i), When: At(at)} })
 		res, err := q.EnqueueBatch(ctx, jobs)
 		if err != nil {
 			t.Fatal(err)
@@ -177,9 +167,7 @@ func TestBurstBeyond64FullMs(t *testing.T) {
 }
 
 func TestInterleavedDueTimesKeepOrder(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		t1 := time.Now().Add(-2 * time.Second).Truncate(time.Millisecond)
 		t2 := t1.Add(5 * time.Millisecond)
 		order := []time.Time{t1, t2, t1, t2, t1}

@@ -179,7 +179,7 @@ func TestEightConsumers100k(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stops = append(stops, runWorker(t, w))
+			stops = append(stops, runFunc(t, w.Run))
 		}
 		// judged on progress, not speed: a loaded machine under -race
 		// drains 100k in a minute or more, a stuck queue stops acking
@@ -230,7 +230,7 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}, WorkerOptions{Concurrency: 4, ReconnectMax: 300 * time.Millisecond})
-	stop := runWorker(t, w)
+	stop := runFunc(t, w.Run)
 	has := func(keys ...string) func() bool {
 		return func() bool {
 			mu.Lock()
@@ -255,10 +255,9 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 	r.Start()
 	// EnqueueBatch pipelines EVALSHA: the restarted server has no scripts, so
 	// this also proves the NOSCRIPT reload path.
-	jobs := make([]Job, 3)
-	for i := range jobs {
-		jobs[i] = Job{Key: fmt.Sprintf("after%d", i), Token: "t", When: After(time.Duration(i*50) * time.Millisecond)}
-	}
+	jobs := jobsOf(3, func(i int) Job {
+		return Job{Key: fmt.Sprintf("after%d", i), Token: "t", When: After(time.Duration(i*50) * time.Millisecond)}
+	})
 	waitFor(t, 5*time.Second, "enqueue after restart", func() bool {
 		res, err := q.EnqueueBatch(ctx, jobs)
 		if err != nil {

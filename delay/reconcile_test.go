@@ -38,9 +38,7 @@ func (s *sliceSource) Pending(_ context.Context, before time.Time, cursor string
 // Reconcile from the source of truth re-adds what Redis lacks and removes
 // what the source lacks.
 func TestReconcile(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		now := time.Now()
 		var src sliceSource
 		for i := range 250 {
@@ -110,9 +108,7 @@ func (s *countingSource) Pending(ctx context.Context, before time.Time, cursor s
 // TestReconcileKeepsTasksEnqueuedMeanwhile: a task enqueued after the
 // listing began is never removed as one the source dropped.
 func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		now := time.Now()
 		mustEnqueue(t, ctx, q, Job{Key: "gone", Token: "t", When: At(now.Add(time.Minute))})
 		src := &countingSource{sliceSource: sliceSource{tasks: []SourceTask{{Key: "kept", Token: "t", At: now.Add(time.Minute)}}}}
@@ -137,9 +133,7 @@ func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
 // moved to the source's due time; a delivered (retried) one keeps its
 // retry's time; without it nothing present moves.
 func TestReconcileMoveDue(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		now := time.Now().Truncate(time.Millisecond)
 		src := sliceSource{tasks: []SourceTask{
 			{Key: "drifted", Token: "t", At: now.Add(time.Hour)},

@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -79,9 +80,7 @@ func TestLastErrorsKept(t *testing.T) {
 		{"old record", "gateway said 501", []error{errors.New("e1")}, nil, []string{"gateway said 501", "e1"}},
 		{"old record with a mark", string(rune(errMark)) + "x", []error{errors.New("e1")}, nil, []string{string(rune(errMark)) + "x", "e1"}},
 	}
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{MaxAttempts: 100})
+	eachQueue(t, Options{MaxAttempts: 100}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		for _, tc := range tests {
 			key := "k-" + strings.ReplaceAll(tc.name, " ", "-")
 			e := mustEnqueue(t, ctx, q, Job{Key: key})

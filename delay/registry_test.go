@@ -15,8 +15,7 @@ import (
 // handlers; it leaves the list when Run returns; Health tells a queue
 // with no live worker from one whose workers are behind.
 func TestPoolRegistry(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := namedQ(t, b, "reg-a", Options{})
 		other := namedQ(t, b, "reg-b", Options{})
 		mustEnqueue(t, ctx, q, Job{Key: "first"})
@@ -39,7 +38,7 @@ func TestPoolRegistry(t *testing.T) {
 		if err := p.Add(other, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		stop := runPool(t, p)
+		stop := runFunc(t, p.Run)
 		var w WorkerInfo
 		waitFor(t, 5*time.Second, "the pool listed with one handler running", func() bool {
 			ws, err := q.Workers(ctx)

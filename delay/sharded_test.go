@@ -123,8 +123,7 @@ func TestShardedNilTask(t *testing.T) {
 // {q:<name>:i} and hashes to one slot (by the server's own CLUSTER
 // KEYSLOT on the cluster), and different shards use different slots.
 func TestShardKeysShareOneSlot(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s := shNew(t, b, "orders", 8, Options{})
 		for i, keys := range shKeysPerShard(s, 5) {
 			for _, k := range keys {
@@ -253,8 +252,7 @@ func shSortedInts(v []int) []int {
 // one shard in one round trip (one node on the cluster) and finds the
 // task, pending or in flight; duplicates of (key, token) stay in one shard.
 func TestShardCancelByKeyFindsItsTask(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s := shNew(t, b, "carts", 4, Options{})
 		const n = 100
 		keys := make([]string, n)
@@ -339,8 +337,7 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 // batch path come out of each shard in enqueue order, including many in
 // the same millisecond (sequence assigned by the shard's script).
 func TestShardOrderingWithinShard(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s := shNew(t, b, "ordered", 4, Options{})
 		base := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 		const n = 600
@@ -445,8 +442,7 @@ func shWaitFor(t *testing.T, d time.Duration, cond func() bool) bool {
 // starve the others: the shallow shards are drained completely while the
 // deep one still has most of its backlog.
 func TestShardWorkerFairDraining(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s := shNew(t, b, "fair", 4, Options{})
 		const deep, shallow = 400, 40
 		perShard := shKeysPerShard(s, deep)
@@ -512,8 +508,7 @@ func TestShardWorkerFairDraining(t *testing.T) {
 // run: every task is shHandled exactly once (leases never expire here, so
 // a second delivery would be a bug), none is lost, and the shards end empty.
 func TestShardNoLossEightConsumers(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		n := 2000
 		if b.Real() {
 			n = 6000

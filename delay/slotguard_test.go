@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -13,8 +14,7 @@ import (
 // trips), on every backend, so the refusal does not depend on Redis
 // answering CROSSSLOT (miniredis never does).
 func TestSlotGuardRefusesCrossSlotScript(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		rt, err := testredis.CountRoundTrips(ctx, b.Client)
 		if err != nil {
 			t.Fatalf("CountRoundTrips: %v", err)

@@ -18,9 +18,7 @@ import (
 // entries of other tasks of the same key kept.
 func TestAckManyBulkSemantics(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "shared", Token: "a"})
 		mustEnqueue(t, ctx, q, Job{Key: "shared", Token: "b"})
 		mustEnqueue(t, ctx, q, Job{Key: "solo"})
@@ -104,8 +102,7 @@ func TestAckManyBulkSemantics(t *testing.T) {
 // that vanished parked in dead and reported as lost, counters, states and the lateness histogram kept,
 // a fresh fence per take.
 func TestTakeBulkEffects(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		type result struct {
 			keys                    string
 			attempts                string

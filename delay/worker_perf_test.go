@@ -16,9 +16,7 @@ import (
 // A prefetching worker gives its unstarted buffered tasks back at shutdown
 // at once, attempt count restored, instead of leaving them to the lease.
 func TestWorkerPrefetchReleasedOnShutdown(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{Lease: time.Minute})
+	eachQueue(t, Options{Lease: time.Minute}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		const n = 6
 		for i := range n {
 			mustEnqueue(t, ctx, q, Job{Key: "k" + strconv.Itoa(i)})
@@ -33,7 +31,7 @@ func TestWorkerPrefetchReleasedOnShutdown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stop := runWorker(t, w)
+		stop := runFunc(t, w.Run)
 		first := <-started
 		// one running, the other five held in the buffer (one Take of all six)
 		waitFor(t, 5*time.Second, "all six in flight", func() bool {
@@ -69,8 +67,7 @@ func TestWorkerPrefetchReleasedOnShutdown(t *testing.T) {
 // is released and taken again with a fresh lease. Every task is handled
 // exactly once, each with at least half its lease ahead.
 func TestWorkerPrefetchNeverStartsNearlyExpired(t *testing.T) {
-	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		// a second-scale lease: a handler stalled by a loaded machine must
 		// not outlive it (the run is the same, five times slower)
 		const lease = 2 * time.Second
@@ -95,7 +92,7 @@ func TestWorkerPrefetchNeverStartsNearlyExpired(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stop := runWorker(t, w)
+		stop := runFunc(t, w.Run)
 		waitFor(t, 20*time.Second, "all acked", func() bool {
 			st, err := q.Stats(ctx)
 			return err == nil && st.Acked == n

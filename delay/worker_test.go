@@ -15,13 +15,6 @@ import (
 	"github.com/tierset/tierset/internal/testredis"
 )
 
-// runWorker starts w.Run and returns a stop func that cancels it and
-// returns Run's error.
-func runWorker(t *testing.T, w *Worker) (stop func() error) {
-	t.Helper()
-	return runFunc(t, w.Run)
-}
-
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -57,8 +50,7 @@ func waitProgress(t *testing.T, stall time.Duration, what string, cond func() (c
 func TestWorkerClockSkew(t *testing.T) {
 	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(fmt.Sprintf("skew=%v", skew), func(t *testing.T) {
-			testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-				ctx := testCtx(t)
+			testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 				rec := &Recorder{}
 				// a 30 s lease outlasts any stall of a loaded machine, so each
 				// task is delivered once; a skew leaked into the lease would
@@ -77,7 +69,7 @@ func TestWorkerClockSkew(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				stop := runWorker(t, w)
+				stop := runFunc(t, w.Run)
 				const n = 20
 				for i := range n {
 					mustEnqueue(t, ctx, q, Job{Key: fmt.Sprintf("k%d", i), When: After(time.Duration(100+10*i) * time.Millisecond)})
@@ -108,8 +100,7 @@ func TestWorkerClockSkew(t *testing.T) {
 
 // Handler errors retry with backoff, panics retry, Permanent dead-letters.
 func TestWorkerOutcomes(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		rec := &Recorder{}
 		// the lease (30 s) outlasts any stall, so every attempt counted
 		// below is a handler outcome, never an expired lease
@@ -135,7 +126,7 @@ func TestWorkerOutcomes(t *testing.T) {
 			}
 			return nil
 		}, WorkerOptions{Concurrency: 2})
-		stop := runWorker(t, w)
+		stop := runFunc(t, w.Run)
 		for _, k := range []string{"ok", "flaky", "panics", "permanent", "always"} {
 			mustEnqueue(t, ctx, q, Job{Key: k})
 		}
@@ -162,8 +153,7 @@ func TestWorkerOutcomes(t *testing.T) {
 // Graceful shutdown: running handlers finish; a handler past the timeout is
 // left to its lease and comes back later.
 func TestWorkerShutdown(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		// 2 s: the release after ShutdownTimeout must land within the
 		// lease even on a loaded machine
 		q := newQ(t, b, Options{Lease: 2 * time.Second})
@@ -183,7 +173,7 @@ func TestWorkerShutdown(t *testing.T) {
 				return hctx.Err()
 			}
 		}, WorkerOptions{Concurrency: 2, ShutdownTimeout: 200 * time.Millisecond})
-		stop := runWorker(t, w)
+		stop := runFunc(t, w.Run)
 		mustEnqueue(t, ctx, q, Job{Key: "quick"})
 		mustEnqueue(t, ctx, q, Job{Key: "slow"})
 		<-started
@@ -256,14 +246,12 @@ func (h *idleWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 
 // An earlier task enqueued while the worker sleeps for a later one wakes it.
 func TestWorkerWakeEarlier(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
-		q := newQ(t, b, Options{})
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		got := make(chan *Task, 2)
 		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error { got <- tk; return nil }, WorkerOptions{IdleCheck: time.Minute})
 		mustEnqueue(t, ctx, q, Job{Key: "later", When: After(time.Hour)})
 		idle := watchIdle(b.Client)
-		runWorker(t, w)
+		runFunc(t, w.Run)
 		select { // the worker took, found only "later", and waits on its wake list
 		case <-idle.ch:
 		case <-time.After(5 * time.Second):
@@ -283,8 +271,7 @@ func TestWorkerWakeEarlier(t *testing.T) {
 
 // AutoExtend keeps a handler longer than the lease from being redelivered.
 func TestWorkerAutoExtend(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := testCtx(t)
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		const lease = 2 * time.Second
 		q := newQ(t, b, Options{Lease: lease})
 		var calls atomic.Int32
@@ -303,7 +290,7 @@ func TestWorkerAutoExtend(t *testing.T) {
 			}
 			return errors.New("lease never extended past two leases")
 		}, WorkerOptions{Concurrency: 2, AutoExtend: true})
-		stop := runWorker(t, w)
+		stop := runFunc(t, w.Run)
 		mustEnqueue(t, ctx, q, Job{Key: "long"})
 		waitFor(t, 30*time.Second, "ack", func() bool { st, _ := q.Stats(ctx); return st.Acked == 1 })
 		_ = stop()

@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -144,18 +145,10 @@ func (o *Outbox) RelayOnce(ctx context.Context, batch int) (RelayResult, error) 
 // full, sleeping Poll when none is pending, backing off after an error. It
 // returns ctx's error.
 func (o *Outbox) Relay(ctx context.Context, opts RelayOptions) error {
-	if opts.Batch == 0 {
-		opts.Batch = 500
-	}
-	if opts.Poll == 0 {
-		opts.Poll = 100 * time.Millisecond
-	}
-	if opts.RetryMax == 0 {
-		opts.RetryMax = 5 * time.Second
-	}
-	if opts.ReconcileEvery == 0 {
-		opts.ReconcileEvery = 5 * time.Minute
-	}
+	opts.Batch = cmp.Or(opts.Batch, 500)
+	opts.Poll = cmp.Or(opts.Poll, 100*time.Millisecond)
+	opts.RetryMax = cmp.Or(opts.RetryMax, 5*time.Second)
+	opts.ReconcileEvery = cmp.Or(opts.ReconcileEvery, 5*time.Minute)
 	if opts.Batch < 1 || opts.Batch > delay.MaxBatch || opts.Poll < 0 || opts.RetryMax < 0 || opts.ReconcileHorizon < 0 {
 		return invalid("options", "relay batch %d (allowed 1..%d), poll %v, retry max %v, reconcile horizon %v (want non-negative)",
 			opts.Batch, delay.MaxBatch, opts.Poll, opts.RetryMax, opts.ReconcileHorizon)

@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,18 +113,10 @@ func Watch(ctx context.Context, pool *pgxpool.Pool, r *Rules, c warm.Cache, opts
 	if pool == nil || r == nil || c == nil {
 		return invalid("options", "nil pool, rules or cache")
 	}
-	if opts.FullEvery == 0 {
-		opts.FullEvery = 5 * time.Minute
-	}
-	if opts.ReconnectMin == 0 {
-		opts.ReconnectMin = 100 * time.Millisecond
-	}
-	if opts.ReconnectMax == 0 {
-		opts.ReconnectMax = 5 * time.Second
-	}
-	if opts.KeepTombstones == 0 {
-		opts.KeepTombstones = DefaultKeepTombstones
-	}
+	opts.FullEvery = cmp.Or(opts.FullEvery, 5*time.Minute)
+	opts.ReconnectMin = cmp.Or(opts.ReconnectMin, 100*time.Millisecond)
+	opts.ReconnectMax = cmp.Or(opts.ReconnectMax, 5*time.Second)
+	opts.KeepTombstones = cmp.Or(opts.KeepTombstones, DefaultKeepTombstones)
 	if opts.FullEvery < 0 || opts.ReconnectMin < 0 || opts.ReconnectMax < opts.ReconnectMin {
 		return invalid("options", "full every %v, reconnect %v..%v (want non-negative, min <= max)", opts.FullEvery, opts.ReconnectMin, opts.ReconnectMax)
 	}

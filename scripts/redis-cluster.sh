@@ -208,24 +208,27 @@ stop_nodes() {
 	done
 	((${#pids[@]})) || return 0
 	kill -TERM "${pids[@]}" 2>/dev/null || true
-	local i left
-	for ((i = 0; i < 50; i++)); do
-		left=()
-		for pid in "${pids[@]}"; do pid_alive "$pid" && left+=("$pid"); done
-		((${#left[@]})) || return 0
-		sleep 0.1
-	done
+	local left
+	wait_gone 50 "${pids[@]}" && return 0
 	log "nodes still alive after 5s, sending SIGKILL: ${left[*]}"
 	kill -KILL "${left[@]}" 2>/dev/null || true
-	for ((i = 0; i < 30; i++)); do
-		pids=("${left[@]}")
+	wait_gone 30 "${left[@]}" && return 0
+	log "warning: could not kill: ${left[*]}"
+	return 0
+}
+
+# wait_gone N PID...: polls up to N times, 0.1 s apart, until every PID has
+# exited; fails with the ones still alive in the caller's $left.
+wait_gone() {
+	local n=$1 i pid
+	shift
+	for ((i = 0; i < n; i++)); do
 		left=()
-		for pid in "${pids[@]}"; do pid_alive "$pid" && left+=("$pid"); done
+		for pid in "$@"; do pid_alive "$pid" && left+=("$pid"); done
 		((${#left[@]})) || return 0
 		sleep 0.1
 	done
-	log "warning: could not kill: ${left[*]}"
-	return 0
+	return 1
 }
 
 remove_dir() {

@@ -13,8 +13,7 @@ import (
 
 func ExampleWarm() {
 	client, m := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer m.Close()
-	defer client.Close()
+	defer exampleredis.Stop(client, m)
 	c, err := cache.New(client, cache.Options{})
 	if err != nil {
 		panic(err)

@@ -35,8 +35,7 @@ func (f funcSource) Load(context.Context) (warm.Loaded, error) {
 // content is refused as a conflict while the rest is written; a dry run
 // reports deletions and writes nothing.
 func TestFromSourceOrdered(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := context.Background()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b)
 		other := newCache(t, b) // a watcher in another process
 		put := func(id string, rev int64) {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/internal/testredis"
@@ -27,7 +26,7 @@ func TestFromSourceFile(t *testing.T) {
 		c := newCache(t, b)
 		src := warm.File{Path: filepath.Join("..", "examples", "rules.json")}
 		want := sample(t)
-		sum, err := warm.FromSource(t.Context(), c, src, warm.Options{Now: func() time.Time { return testNow }})
+		sum, err := warm.FromSource(t.Context(), c, src, warm.Options{Now: clock})
 		if err != nil || len(sum.Added) != len(want) {
 			t.Fatalf("FromSource(File) = added %v, %v; want the %d promotions of the file", sum.Added, err, len(want))
 		}
@@ -44,10 +43,8 @@ func TestFromSourceKeepsSkipped(t *testing.T) {
 		c := newCache(t, b)
 		ctx := t.Context()
 		ps := sample(t)
-		opts := warm.Options{Now: func() time.Time { return testNow }}
-		if _, err := warm.Warm(ctx, c, ps, opts); err != nil {
-			t.Fatal(err)
-		}
+		mustWarm(t, ctx, c, ps)
+		opts := warm.Options{Now: clock}
 		bad, gone := ps[0].ID, ps[1].ID
 		skipErr := errors.New("row refused")
 		src := fakeSource{ld: warm.Loaded{Promotions: ps[2:], Skipped: []warm.Skipped{{ID: bad, Err: skipErr}}}}

@@ -22,6 +22,17 @@ import (
 
 var testNow = time.Date(2026, 12, 15, 0, 0, 0, 0, time.UTC)
 
+// clock is the tests' Now: always testNow.
+func clock() time.Time { return testNow }
+
+// mustWarm warms promos into c as of testNow, failing the test on error.
+func mustWarm(t *testing.T, ctx context.Context, c *cache.Cache, promos []gradient.Promotion) {
+	t.Helper()
+	if _, err := warm.Warm(ctx, c, promos, warm.Options{Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func sample(t *testing.T) []gradient.Promotion {
 	t.Helper()
 	ps, err := rules.ParseFile(filepath.Join("..", "examples", "rules.json"), rules.Options{})
@@ -41,7 +52,7 @@ func ids(ps []gradient.Promotion) []string {
 
 func newCache(t *testing.T, b *testredis.Backend) *cache.Cache {
 	t.Helper()
-	c, err := cache.New(b.Client, cache.Options{Prefix: b.Prefix, Now: func() time.Time { return testNow }})
+	c, err := cache.New(b.Client, cache.Options{Prefix: b.Prefix, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +87,11 @@ func snapshot(t *testing.T, c redis.UniversalClient, prefix string) map[string]s
 
 func TestWarmIdempotent(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := context.Background()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b)
 		promos := sample(t)
 		var calls [][2]int
-		opts := warm.Options{Now: func() time.Time { return testNow }, Batch: 4,
+		opts := warm.Options{Now: clock, Batch: 4,
 			Progress: func(done, total int) { calls = append(calls, [2]int{done, total}) }}
 		s1, err := warm.Warm(ctx, c, promos, opts)
 		if err != nil {
@@ -98,7 +108,7 @@ func TestWarmIdempotent(t *testing.T) {
 		if len(before) == 0 {
 			t.Fatal("nothing stored")
 		}
-		s2, err := warm.Warm(ctx, c, promos, warm.Options{Now: func() time.Time { return testNow }})
+		s2, err := warm.Warm(ctx, c, promos, warm.Options{Now: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,13 +123,11 @@ func TestWarmIdempotent(t *testing.T) {
 
 func TestWarmDryRunWritesNothing(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := context.Background()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b)
-		now := func() time.Time { return testNow }
 		promos := sample(t)
 		// Nothing stored yet: a dry run says "all added" and writes nothing.
-		s, err := warm.Warm(ctx, c, promos, warm.Options{DryRun: true, Now: now})
+		s, err := warm.Warm(ctx, c, promos, warm.Options{DryRun: true, Now: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,16 +137,14 @@ func TestWarmDryRunWritesNothing(t *testing.T) {
 		if n, _ := testredis.CountKeys(ctx, b.Client, b.Prefix); n != 0 {
 			t.Fatalf("dry run wrote %d keys", n)
 		}
-		if _, err := warm.Warm(ctx, c, promos[:5], warm.Options{Now: now}); err != nil {
-			t.Fatal(err)
-		}
+		mustWarm(t, ctx, c, promos[:5])
 		before := snapshot(t, b.Client, b.Prefix)
 		// Change one, drop one, add one: the dry run names each and writes nothing.
 		changed := append([]gradient.Promotion(nil), promos[1:]...)
 		changed[0].Tiers = append([]gradient.Tier(nil), changed[0].Tiers...)
 		changed[0].Tiers[0].Reward.Amount = decimal.NewFromInt(11)
 		for _, prune := range []bool{false, true} {
-			s, err := warm.Warm(ctx, c, changed, warm.Options{DryRun: true, Prune: prune, Now: now})
+			s, err := warm.Warm(ctx, c, changed, warm.Options{DryRun: true, Prune: prune, Now: clock})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +162,7 @@ func TestWarmDryRunWritesNothing(t *testing.T) {
 			}
 		}
 		// The real run then does exactly what the dry run said.
-		s, err = warm.Warm(ctx, c, changed, warm.Options{Prune: true, Now: now})
+		s, err = warm.Warm(ctx, c, changed, warm.Options{Prune: true, Now: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,18 +174,14 @@ func TestWarmDryRunWritesNothing(t *testing.T) {
 }
 
 func TestWarmPrune(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := context.Background()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b)
-		now := func() time.Time { return testNow }
 		promos := sample(t)
-		if _, err := warm.Warm(ctx, c, promos, warm.Options{Now: now}); err != nil {
-			t.Fatal(err)
-		}
+		mustWarm(t, ctx, c, promos)
 		kept := promos[2:]
 		gone := ids(promos[:2])
 		sort.Strings(gone)
-		s, err := warm.Warm(ctx, c, kept, warm.Options{Now: now})
+		s, err := warm.Warm(ctx, c, kept, warm.Options{Now: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +193,7 @@ func TestWarmPrune(t *testing.T) {
 				t.Errorf("%s deleted without -prune: %v", id, err)
 			}
 		}
-		s, err = warm.Warm(ctx, c, kept, warm.Options{Prune: true, Now: now, MaxPrune: len(gone)})
+		s, err = warm.Warm(ctx, c, kept, warm.Options{Prune: true, Now: clock, MaxPrune: len(gone)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,8 +217,7 @@ func TestWarmPrune(t *testing.T) {
 // gradient's validation also refuses) is refused alone and writes
 // nothing; the rest is written. An ended promotion is skipped.
 func TestWarmRefusedAndEnded(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := context.Background()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b)
 		promos := sample(t)
 		huge := gradient.Promotion{ID: "huge", Metric: gradient.Amount, MinorDigits: 2, Tiers: []gradient.Tier{{
@@ -227,7 +228,7 @@ func TestWarmRefusedAndEnded(t *testing.T) {
 		ended.End = testNow.Add(-time.Hour)
 		ended.Start = time.Time{}
 		in := append([]gradient.Promotion{huge, ended}, promos...)
-		s, err := warm.Warm(ctx, c, in, warm.Options{Now: func() time.Time { return testNow }})
+		s, err := warm.Warm(ctx, c, in, warm.Options{Now: clock})
 		if !errors.Is(err, warm.ErrRefused) || !errors.Is(err, gradient.ErrThreshold) {
 			t.Fatalf("err = %v, want ErrRefused wrapping gradient.ErrThreshold", err)
 		}
@@ -248,14 +249,10 @@ func TestWarmRefusedAndEnded(t *testing.T) {
 // in a dry run too, and lists what would have gone.
 func TestWarmPruneLimit(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := context.Background()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b)
-		now := func() time.Time { return testNow }
 		promos := sample(t)
-		if _, err := warm.Warm(ctx, c, promos, warm.Options{Now: now}); err != nil {
-			t.Fatal(err)
-		}
+		mustWarm(t, ctx, c, promos)
 		before := snapshot(t, b.Client, b.Prefix)
 		changed := append([]gradient.Promotion(nil), promos[2:]...)
 		changed[0].Tiers = changed[0].Tiers[:1] // an update that must not be written either
@@ -271,7 +268,7 @@ func TestWarmPruneLimit(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				tc.opts.Now = now
+				tc.opts.Now = clock
 				s, err := warm.Warm(ctx, c, changed, tc.opts)
 				if !errors.Is(err, warm.ErrPruneLimit) {
 					t.Fatalf("err = %v, want ErrPruneLimit", err)
@@ -284,7 +281,7 @@ func TestWarmPruneLimit(t *testing.T) {
 				}
 			})
 		}
-		s, err := warm.Warm(ctx, c, changed, warm.Options{Prune: true, MaxPrune: len(gone), Now: now})
+		s, err := warm.Warm(ctx, c, changed, warm.Options{Prune: true, MaxPrune: len(gone), Now: clock})
 		if err != nil || !reflect.DeepEqual(s.Pruned, gone) {
 			t.Errorf("at the limit: %+v, %v", s, err)
 		}
@@ -295,14 +292,11 @@ func TestWarmPruneLimit(t *testing.T) {
 // Repaired (also by a dry run, which writes nothing) and healed by a run.
 func TestWarmRepairsDamage(t *testing.T) {
 	t.Parallel()
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		ctx := context.Background()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b)
 		promos := sample(t)
-		opts := warm.Options{Now: func() time.Time { return testNow }}
-		if _, err := warm.Warm(ctx, c, promos, opts); err != nil {
-			t.Fatal(err)
-		}
+		opts := warm.Options{Now: clock}
+		mustWarm(t, ctx, c, promos)
 		victim := promos[0].ID
 		if err := b.Client.Del(ctx, b.Prefix+":{p:"+victim+"}:tiers").Err(); err != nil {
 			t.Fatal(err)
@@ -311,7 +305,7 @@ func TestWarmRepairsDamage(t *testing.T) {
 			t.Fatalf("match of the damaged promotion: %v, want ErrDamaged", err)
 		}
 		before := snapshot(t, b.Client, b.Prefix)
-		dry, err := warm.Warm(ctx, c, promos, warm.Options{Now: opts.Now, DryRun: true})
+		dry, err := warm.Warm(ctx, c, promos, warm.Options{Now: clock, DryRun: true})
 		if err != nil || !reflect.DeepEqual(dry.Repaired, []string{victim}) || len(dry.Unchanged) != len(promos)-1 {
 			t.Fatalf("dry run: %+v %v, want %s repaired", dry, err, victim)
 		}

@@ -18,8 +18,7 @@ import (
 // Wire the cache and a queue to a registry and serve /metrics.
 func Example() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer mr.Close()
-	defer rdb.Close()
+	defer exampleredis.Stop(rdb, mr)
 	ctx := context.Background()
 
 	cacheMetrics := tsprom.NewCacheCollector(tsprom.CacheOptions{MaxPromotions: 500})

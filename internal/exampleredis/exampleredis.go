@@ -22,3 +22,9 @@ func Start() (rdb *redis.Client, mr *miniredis.Miniredis) {
 	}
 	return redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true}), mr
 }
+
+// Stop closes what Start returned: the client, then the server.
+func Stop(rdb *redis.Client, mr *miniredis.Miniredis) {
+	_ = rdb.Close()
+	mr.Close()
+}

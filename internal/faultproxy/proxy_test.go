@@ -14,15 +14,11 @@ import (
 // TestFaultProxyCutsOneReply: the cut command ran on the server, the
 // client saw an error, and the next command goes through.
 func TestFaultProxyCutsOneReply(t *testing.T) {
-	srv := testredis.StartServer(t)
-	p, err := faultproxy.Start(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+	f := testredis.StartFaulty(t)
+	p := f.Proxy
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1}) // no re-send: the cut reply is the client's error
 	t.Cleanup(func() { _ = c.Close() })
-	direct := srv.Client(nil)
+	direct := f.Server.Client(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -44,14 +40,8 @@ func TestFaultProxyCutsOneReply(t *testing.T) {
 // TestFaultProxyRetriedByGoRedis shows the fault the library must survive:
 // with default options go-redis re-sends the command, so it runs twice.
 func TestFaultProxyRetriedByGoRedis(t *testing.T) {
-	srv := testredis.StartServer(t)
-	p, err := faultproxy.Start(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
+	f := testredis.StartFaulty(t)
+	p, c := f.Proxy, f.Cut
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	p.CutNext(1, faultproxy.Contains("INCR"))
@@ -65,14 +55,8 @@ func TestFaultProxyRetriedByGoRedis(t *testing.T) {
 }
 
 func TestFaultProxyLatency(t *testing.T) {
-	srv := testredis.StartServer(t)
-	p, err := faultproxy.Start(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
+	f := testredis.StartFaulty(t)
+	p, c := f.Proxy, f.Cut
 	ctx := context.Background()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)

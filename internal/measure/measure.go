@@ -38,30 +38,44 @@ func eachMaster(ctx context.Context, c redis.UniversalClient, fn func(ctx contex
 // UsedMemory sums INFO memory used_memory over the masters. ok is false
 // where the server does not report it (miniredis).
 func UsedMemory(ctx context.Context, c redis.UniversalClient) (total int64, ok bool, err error) {
+	ok, err = eachMasterInfo(ctx, c, "memory", func(info string) (bool, error) {
+		for line := range strings.SplitSeq(info, "\n") {
+			if v, found := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); found {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return false, fmt.Errorf("used_memory %q: %w", v, err)
+				}
+				total += n
+				return true, nil
+			}
+		}
+		return false, nil // miniredis answers INFO memory without used_memory
+	})
+	return total, ok, err
+}
+
+// eachMasterInfo calls fn with INFO section of each master; fn says
+// whether it found its fields there. ok is false where a server does not
+// answer the section (miniredis) or lacks a field.
+func eachMasterInfo(ctx context.Context, c redis.UniversalClient, section string, fn func(info string) (found bool, err error)) (ok bool, err error) {
 	ok = true
 	err = eachMaster(ctx, c, func(ctx context.Context, node redis.Cmdable) error {
-		info, err := node.Info(ctx, "memory").Result()
+		info, err := node.Info(ctx, section).Result()
 		if err != nil && strings.Contains(err.Error(), "not supported") { // miniredis
 			ok = false
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("INFO memory: %w", err)
+			return fmt.Errorf("INFO %s: %w", section, err)
 		}
-		for line := range strings.SplitSeq(info, "\n") {
-			if v, found := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); found {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return fmt.Errorf("INFO memory: used_memory %q: %w", v, err)
-				}
-				total += n
-				return nil
-			}
+		found, err := fn(info)
+		if err != nil {
+			return fmt.Errorf("INFO %s: %w", section, err)
 		}
-		ok = false // miniredis answers INFO memory without used_memory
+		ok = ok && found
 		return nil
 	})
-	return total, ok && err == nil, err
+	return ok && err == nil, err
 }
 
 // Keys lists the keys matching pattern, on every master, without
@@ -159,16 +173,7 @@ func ClockOffset(ctx context.Context, c redis.Cmdable) (offset, rtt time.Duratio
 // of two readings is the server's CPU over the phase between them, other
 // clients' work included on a shared server.
 func ServerCPU(ctx context.Context, c redis.UniversalClient) (seconds float64, ok bool, err error) {
-	ok = true
-	err = eachMaster(ctx, c, func(ctx context.Context, node redis.Cmdable) error {
-		info, err := node.Info(ctx, "cpu").Result()
-		if err != nil && strings.Contains(err.Error(), "not supported") { // miniredis
-			ok = false
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("INFO cpu: %w", err)
-		}
+	ok, err = eachMasterInfo(ctx, c, "cpu", func(info string) (bool, error) {
 		found := 0
 		for line := range strings.SplitSeq(info, "\n") {
 			line = strings.TrimSpace(line)
@@ -176,17 +181,14 @@ func ServerCPU(ctx context.Context, c redis.UniversalClient) (seconds float64, o
 				if v, hit := strings.CutPrefix(line, field); hit {
 					x, err := strconv.ParseFloat(v, 64)
 					if err != nil {
-						return fmt.Errorf("INFO cpu: %s %q: %w", field, v, err)
+						return false, fmt.Errorf("%s %q: %w", field, v, err)
 					}
 					seconds += x
 					found++
 				}
 			}
 		}
-		if found != 2 {
-			ok = false
-		}
-		return nil
+		return found == 2, nil
 	})
-	return seconds, ok && err == nil, err
+	return seconds, ok, err
 }

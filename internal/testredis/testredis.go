@@ -177,14 +177,7 @@ func Redis(t testing.TB) *Backend {
 		t.Fatalf("testredis: %s=%q: %v", EnvURL, url, err)
 	}
 	opt.ContextTimeoutEnabled = true // as cache.New and delay.New require
-	c := redis.NewClient(opt)
-	b := &Backend{Name: NameRedis, Client: c, Prefix: Prefix(t)}
-	ping(t, c)
-	t.Cleanup(func() {
-		cleanup(t, c, b.Prefix)
-		_ = c.Close()
-	})
-	return b
+	return attach(t, NameRedis, redis.NewClient(opt))
 }
 
 // Cluster returns a backend on the cluster at TIERSET_REDIS_CLUSTER, or skips.
@@ -195,23 +188,25 @@ func Cluster(t testing.TB) *Backend {
 		t.Skipf("%s not set", EnvCluster)
 	}
 	// The suites use the settings the library ships, so they are what is tested.
-	c := tierset.NewClusterClient(addrs...)
-	b := &Backend{Name: NameCluster, Client: c, Prefix: Prefix(t)}
-	ping(t, c)
-	t.Cleanup(func() {
-		cleanup(t, c, b.Prefix)
-		_ = c.Close()
-	})
-	return b
+	return attach(t, NameCluster, tierset.NewClusterClient(addrs...))
 }
 
-func ping(t testing.TB, c redis.UniversalClient) {
+// attach is backend name on the real server(s) behind c, under a fresh
+// prefix: it pings c, and at cleanup deletes the prefix's keys and
+// closes c.
+func attach(t testing.TB, name string, c redis.UniversalClient) *Backend {
 	t.Helper()
+	b := &Backend{Name: name, Client: c, Prefix: Prefix(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("testredis: ping: %v", err)
 	}
+	t.Cleanup(func() {
+		cleanup(t, c, b.Prefix)
+		_ = c.Close()
+	})
+	return b
 }
 
 // Each runs fn as a subtest per available backend: backend=miniredis
@@ -220,12 +215,14 @@ func ping(t testing.TB, c redis.UniversalClient) {
 func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
 	t.Run("backend="+NameMini, func(t *testing.T) { fn(t, Mini(t)) })
-	if URL() != "" {
-		t.Run("backend="+NameRedis, func(t *testing.T) { fn(t, Redis(t)) })
-	}
-	if len(ClusterAddrs()) > 0 {
-		t.Run("backend="+NameCluster, func(t *testing.T) { fn(t, Cluster(t)) })
-	}
+	eachReal(t, fn)
+}
+
+// EachCtx is Each with the subtest's context (Ctx) handed to fn: the
+// opening almost every backend test starts with.
+func EachCtx(t *testing.T, fn func(t *testing.T, ctx context.Context, b *Backend)) {
+	t.Helper()
+	Each(t, func(t *testing.T, b *Backend) { fn(t, Ctx(t), b) })
 }
 
 // EachReal is Each without miniredis: for Lua semantics, score parsing and
@@ -236,12 +233,24 @@ func EachReal(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	if URL() == "" && len(ClusterAddrs()) == 0 {
 		t.Skipf("%s, and %s unset", NoRealWhy(), EnvCluster)
 	}
+	eachReal(t, fn)
+}
+
+// eachReal runs fn as a subtest on each real backend there is.
+func eachReal(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	t.Helper()
 	if URL() != "" {
 		t.Run("backend="+NameRedis, func(t *testing.T) { fn(t, Redis(t)) })
 	}
 	if len(ClusterAddrs()) > 0 {
 		t.Run("backend="+NameCluster, func(t *testing.T) { fn(t, Cluster(t)) })
 	}
+}
+
+// EachRealCtx is EachReal with the subtest's context (Ctx) handed to fn.
+func EachRealCtx(t *testing.T, fn func(t *testing.T, ctx context.Context, b *Backend)) {
+	t.Helper()
+	EachReal(t, func(t *testing.T, b *Backend) { fn(t, Ctx(t), b) })
 }
 
 // cleanup deletes every key under prefix, on every master of a cluster.

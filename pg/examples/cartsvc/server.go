@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,12 +53,8 @@ type server struct {
 }
 
 func newServer(c Pricer, o serverOptions) http.Handler {
-	if o.Rounding == 0 {
-		o.Rounding = gradient.RoundHalfUp
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 2 * time.Second
-	}
+	o.Rounding = cmp.Or(o.Rounding, gradient.RoundHalfUp)
+	o.Timeout = cmp.Or(o.Timeout, 2*time.Second)
 	s := &server{c: c, o: o}
 	routes := map[string]map[string]http.HandlerFunc{
 		"/v1/cart/price": {http.MethodPost: s.price},
