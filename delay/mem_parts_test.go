@@ -13,24 +13,22 @@ import (
 	"github.com/tierset/tierset/internal/testredis"
 )
 
-// memPart is one row of TestMemoryPerPart: the keys of a queue that make
-// up one part of what a pending task costs.
-type memPart struct {
-	name  string
-	match func(k keys, key string) bool
-}
-
-var memParts = []memPart{
-	{"due ZSET", func(k keys, key string) bool { return key == k.due }},
-	{"idx (index entry)", func(k keys, key string) bool { return key == k.idx || strings.HasPrefix(key, k.idx+":") }},
-	{"tasks buckets (record)", func(k keys, key string) bool { return strings.HasPrefix(key, k.tasks+":") }},
-	{"rp (kept replies)", func(k keys, key string) bool { return strings.HasPrefix(key, k.rp) }},
-	{"ctr, stats, wake, other", func(keys, string) bool { return true }},
+// memParts are the rows of TestMemoryPerPart: each part of what a pending
+// task costs, as the glob pattern of its keys. Every key of the queue not
+// matched by one of them is counted under "ctr, stats, wake, other".
+var memParts = []struct {
+	name    string
+	pattern func(k keys) string
+}{
+	{"due ZSET", func(k keys) string { return k.due }},
+	{"idx (index entry)", func(k keys) string { return k.idx }},
+	{"tasks buckets (record)", func(k keys) string { return k.tasks + ":*" }},
+	{"rp (kept replies)", func(k keys) string { return k.rp + "*" }},
 }
 
 // TestMemoryPerPart is the measurement behind the per-part table in
 // docs/benchmarks.md ("Memory per pending task, by part"): the bench's
-// memory phase (bench/internal/delaybench: EnqueueBatch of 1000, 25-byte
+// memory phase (bench/internal/delaybench: EnqueueBatch, 1000 a pipeline, 25-byte
 // business key "order:<6>:<12 digits>", generated token, 16 B payload, due
 // in an hour) on a private redis-server, then MEMORY USAGE of every key of
 // the queue grouped by part, and INFO used_memory against the empty server.
@@ -54,25 +52,21 @@ func TestMemoryPerPart(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := usedMemory(t, ctx, c)
-			jobs := make([]Job, 0, MaxBatch)
 			p := make([]byte, payload)
-			for i := 0; i < n; i += MaxBatch {
-				jobs = jobs[:0]
-				for k := i; k < min(i+MaxBatch, n); k++ {
-					jobs = append(jobs, Job{Key: fmt.Sprintf("order:%s:%012d", "a1b2c3", k), Payload: p, When: After(time.Hour)})
-				}
-				res, err := q.EnqueueBatch(ctx, jobs)
-				if err != nil || res[0].Err != nil {
-					t.Fatalf("enqueue: %v %v", err, res)
-				}
-			}
+			mustEnqueueBatch(t, ctx, q, jobsOf(n, func(k int) Job {
+				return Job{Key: fmt.Sprintf("order:%s:%012d", "a1b2c3", k), Payload: p, When: After(time.Hour)}
+			}))
 			used := float64(usedMemory(t, ctx, c)-before)/float64(n) - payload
-			perPart, total, nkeys := memoryByPart(t, ctx, c, q)
 			var b strings.Builder
 			fmt.Fprintf(&b, "%d tasks, 25 B key, generated token, %d B payload (in the record):\n", n, payload)
-			for i, part := range memParts {
-				fmt.Fprintf(&b, "  %-26s %7.1f B/task  (%d keys)\n", part.name, float64(perPart[i].bytes)/float64(n), perPart[i].keys)
+			total, nkeys := keysMemory(t, ctx, c, strings.TrimSuffix(q.k.due, "due")+"*")
+			rest, restKeys := total, nkeys
+			for _, part := range memParts {
+				bytes, keys := keysMemory(t, ctx, c, part.pattern(q.k))
+				rest, restKeys = rest-bytes, restKeys-keys
+				fmt.Fprintf(&b, "  %-26s %7.1f B/task  (%d keys)\n", part.name, float64(bytes)/float64(n), keys)
 			}
+			fmt.Fprintf(&b, "  %-26s %7.1f B/task  (%d keys)\n", "ctr, stats, wake, other", float64(rest)/float64(n), restKeys)
 			byKeys := float64(total)/float64(n) - payload
 			fmt.Fprintf(&b, "  MEMORY USAGE, payload excluded: %.1f B/task over %d keys; INFO used_memory: %.1f B/task", byKeys, nkeys, used)
 			t.Log(b.String())
@@ -83,38 +77,13 @@ func TestMemoryPerPart(t *testing.T) {
 	}
 }
 
-type partSize struct {
-	bytes int64
-	keys  int
-}
-
-// memoryByPart sums MEMORY USAGE (every element: SAMPLES 0) of the queue's
-// keys by memParts row, each key in the first row that matches it.
-func memoryByPart(t *testing.T, ctx context.Context, c redis.UniversalClient, q *Queue) ([]partSize, int64, int) {
+// keysMemory is measure.KeysMemory (MEMORY USAGE, every element) of the
+// keys matching pattern, failing the test where it is not reported.
+func keysMemory(t *testing.T, ctx context.Context, c redis.UniversalClient, pattern string) (bytes int64, keys int) {
 	t.Helper()
-	ks, err := measure.Keys(ctx, c, strings.TrimSuffix(q.k.due, "due")+"*")
-	if err != nil {
-		t.Fatal(err)
+	bytes, keys, ok, err := measure.KeysMemory(ctx, c, pattern)
+	if err != nil || !ok {
+		t.Fatalf("MEMORY USAGE of %s: reported %v, %v", pattern, ok, err)
 	}
-	out := make([]partSize, len(memParts))
-	var total int64
-	pipe := c.Pipeline()
-	cmds := make([]*redis.IntCmd, len(ks))
-	for i, key := range ks {
-		cmds[i] = pipe.MemoryUsage(ctx, key, 0)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatalf("MEMORY USAGE: %v", err)
-	}
-	for i, key := range ks {
-		for j, part := range memParts {
-			if part.match(q.k, key) {
-				out[j].bytes += cmds[i].Val()
-				out[j].keys++
-				break
-			}
-		}
-		total += cmds[i].Val()
-	}
-	return out, total, len(ks)
+	return bytes, keys
 }

@@ -66,21 +66,13 @@ func TestMemoryPerPendingTask(t *testing.T) {
 			}
 			n := tc.n
 			before := usedMemory(t, ctx, c)
-			jobs := make([]Job, 0, 1000)
 			p := make([]byte, tc.payload)
-			for i := 0; i < n; i += 1000 {
-				jobs = jobs[:0]
-				for k := i; k < i+1000; k++ {
-					key := fmt.Sprintf("order:2024-12-01:%08d", k) // 25 bytes
-					jobs = append(jobs, Job{Key: key, Payload: p, When: After(time.Hour + time.Duration(k)*time.Millisecond)})
-				}
-				res, err := q.EnqueueBatch(ctx, jobs)
-				if err != nil || res[0].Err != nil {
-					t.Fatalf("enqueue: %v %v", err, res[0].Err)
-				}
-				if got := len(res[0].ID); i == 0 && tc.idDigits > 0 && got != tc.idDigits {
-					t.Fatalf("first ID %q has %d digits, want %d", res[0].ID, got, tc.idDigits)
-				}
+			res := mustEnqueueBatch(t, ctx, q, jobsOf(n, func(k int) Job {
+				key := fmt.Sprintf("order:2024-12-01:%08d", k) // 25 bytes
+				return Job{Key: key, Payload: p, When: After(time.Hour + time.Duration(k)*time.Millisecond)}
+			}))
+			if got := len(res[0].ID); tc.idDigits > 0 && got != tc.idDigits {
+				t.Fatalf("first ID %q has %d digits, want %d", res[0].ID, got, tc.idDigits)
 			}
 			dropReplies(t, ctx, c, q)
 			after := usedMemory(t, ctx, c)
