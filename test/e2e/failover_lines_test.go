@@ -145,7 +145,7 @@ func TestFailoverLines(t *testing.T) {
 	}
 	mu.Unlock()
 	bs, ds := before.Summary(), during.Summary()
-	stallBefore, stallDuring := probe.max(warm, killAt), probe.max(killAt, recoveredA)
+	stallBefore, stallDuring := probe.longest(warm, killAt), probe.longest(killAt, recoveredA)
 	t.Logf("line A served again %v after the kill", recoveredA.Sub(killAt).Round(time.Millisecond))
 	t.Logf("line B p99 lateness: before the kill %v (n=%d, p50 %v), while A failed over %v (n=%d, p50 %v, max %v)",
 		bs.P99, bs.N, bs.P50, ds.P99, ds.N, ds.P50, ds.Max)
@@ -218,8 +218,8 @@ func (p *stallProbe) run(ctx context.Context, addr string) {
 	}
 }
 
-// max is the longest stall of the probes due in [from, to).
-func (p *stallProbe) max(from, to time.Time) time.Duration {
+// longest is the longest stall of the probes due in [from, to).
+func (p *stallProbe) longest(from, to time.Time) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var m time.Duration
