@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -276,3 +277,19 @@ func deadOrder(t *testing.T, q *delay.Queue) []string {
 
 // delayBrowse is what the Queues page asks Browse for.
 func delayBrowse() delay.BrowseOptions { return delay.BrowseOptions{Tasks: 5, Horizon: time.Minute} }
+
+// steady calls visit between two reads of the queue and returns the read
+// once both agree. Seeded tasks fall due every 3 s, so a page is compared
+// only with a state that held throughout its visit; it tries 5 times.
+func steady(t *testing.T, read func() []string, visit func()) []string {
+	t.Helper()
+	for range 5 {
+		before := read()
+		visit()
+		if slices.Equal(before, read()) {
+			return before
+		}
+	}
+	t.Fatalf("the queue changed during each of 5 visits of the page")
+	return nil
+}
