@@ -30,7 +30,10 @@ type encoded struct {
 // formatTag starts every canonical encoding. Changing the member or key
 // format changes it, so every version changes and the next Refresh
 // rewrites promotions stored in the old format instead of calling them
-// Unchanged. v2: members carry their promotion's owner tag.
+// Unchanged. v2: members carry their promotion's owner tag. The ceiling's
+// padding (skiplistAbove) left it alone on purpose: a padded and an
+// unpadded ceiling read the same, so a stored unpadded ladder is still
+// right and need not be rewritten.
 const formatTag = "tierset.cache/v2"
 
 // canonical writes the content that defines a promotion version: every
@@ -89,7 +92,7 @@ func canonical(p *gradient.Promotion, order []int, scores []int64) ([]byte, erro
 // longer than zset-max-listpack-value (64 B), is a listpack, where a
 // reverse BYSCORE range walks from the tail entry by entry; as a skiplist
 // the same ZRANGE costs the server the same at every ladder size, less
-// than a listpack's at every size, at 2.5-4x the memory (docs/design.md,
+// than a listpack's at every size, at 2.5-4.4x the memory (docs/design.md,
 // "Skiplist ladders"). The cache cannot choose a key's encoding, but one
 // member longer than 64 B makes Redis convert the ZSET, so the ceiling
 // sentinel of a ladder with more than skiplistAbove tiers carries padding
