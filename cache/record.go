@@ -20,7 +20,9 @@ import (
 // (it carries the tier ID):
 //
 //	0 kind      uint  1 tier, 2 floor sentinel, 3 ceiling sentinel
-//	1 tier ID   str   "" for sentinels
+//	1 tier ID   str   "" for sentinels, but padding ("-" repeated) on the
+//	                  ceiling of a ladder of more than skiplistAbove
+//	                  tiers (version.go); a sentinel's is never read
 //	2 version   str   content hash of the promotion (16 hex)
 //	3 metric    uint  gradient.Metric
 //	4 digits    uint  minor digits

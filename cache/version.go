@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -29,7 +30,10 @@ type encoded struct {
 // formatTag starts every canonical encoding. Changing the member or key
 // format changes it, so every version changes and the next Refresh
 // rewrites promotions stored in the old format instead of calling them
-// Unchanged. v2: members carry their promotion's owner tag.
+// Unchanged. v2: members carry their promotion's owner tag. The ceiling's
+// padding (skiplistAbove) left it alone on purpose: a padded and an
+// unpadded ceiling read the same, so a stored unpadded ladder is still
+// right and need not be rewritten.
 const formatTag = "tierset.cache/v2"
 
 // canonical writes the content that defines a promotion version: every
@@ -83,6 +87,28 @@ func canonical(p *gradient.Promotion, order []int, scores []int64) ([]byte, erro
 	}
 	return buf.Bytes(), nil
 }
+
+// A tiers ZSET of at most zset-max-listpack-entries (128) members, none
+// longer than zset-max-listpack-value (64 B), is a listpack, where a
+// reverse BYSCORE range walks from the tail entry by entry; as a skiplist
+// the same ZRANGE costs the server the same at every ladder size, less
+// than a listpack's at every size, at 2.5-4.4x the memory (docs/design.md,
+// "Skiplist ladders"). The cache cannot choose a key's encoding, but one
+// member longer than 64 B makes Redis convert the ZSET, so the ceiling
+// sentinel of a ladder with more than skiplistAbove tiers carries padding
+// in its otherwise empty tier ID field, up to listpackMaxValue+1 bytes.
+// The padding is not part of the version (canonical does not see it): a
+// ladder written unpadded by an older version reads the same and is
+// Unchanged by a Refresh of the same content. Readers accept any tier ID
+// on a sentinel, as older readers did.
+const (
+	skiplistAbove = 16
+	// listpackMaxValue is Redis's default zset-max-listpack-value. A
+	// server configured higher keeps padded ladders as listpacks: still
+	// correct, only slower.
+	listpackMaxValue = 64
+	ceilingPad       = "-"
+)
 
 // encodePromotion validates p (gradient rules plus the cache's own: the
 // score 2^53 is reserved for the ceiling sentinel, records must fit
@@ -159,6 +185,14 @@ func encodePromotion(p *gradient.Promotion, maxBytes int) (*encoded, error) {
 	floor, ceiling := base, base
 	floor.kind, floor.score = kindFloor, floorScore
 	ceiling.kind, ceiling.score = kindCeiling, ceilingScore
+	if len(p.Tiers) > skiplistAbove {
+		if err := encodeMember(&buf, &ceiling); err != nil {
+			return nil, fmt.Errorf("cache: encode promotion %q: %w", p.ID, err)
+		}
+		if n := listpackMaxValue + 1 - buf.Len(); n > 0 && listpackMaxValue+1 <= maxBytes {
+			ceiling.tierID = strings.Repeat(ceilingPad, n)
+		}
+	}
 	if err := add(&floor, floorScore); err != nil {
 		return nil, err
 	}
