@@ -268,11 +268,16 @@ func deadOrder(t *testing.T, q *delay.Queue) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := make([]string, len(p.Tasks))
-	for i, d := range p.Tasks {
-		ids[i] = d.ID
+	return idsOf(p.Tasks, func(d delay.DeadTask) string { return d.ID })
+}
+
+// idsOf is the IDs of a page's entries, in the page's order.
+func idsOf[E any](entries []E, id func(E) string) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = id(e)
 	}
-	return ids
+	return out
 }
 
 // delayBrowse is what the Queues page asks Browse for.

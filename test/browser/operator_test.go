@@ -57,11 +57,7 @@ func TestBrowserOperator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ids := make([]string, len(p.Tasks))
-			for i, e := range p.Tasks {
-				ids[i] = e.ID
-			}
-			return ids
+			return idsOf(p.Tasks, func(e delay.TaskEntry) string { return e.ID })
 		}
 		var seen []string
 		want := steady(t, due, func() {
