@@ -124,6 +124,18 @@ local function dg_of(blob) return string.sub(blob, 2, 1 + DIGEST_LEN) end
 local function tkey(tasks, id) return tasks .. ':' .. string.sub(id, 1, -2) end
 
 local function get_rec(tasks, id) return redis.call('HGET', tkey(tasks, id), id) end
+-- group returns the list groups[k], making it (and noting k in order)
+-- on first sight: the per-bucket batching of every bulk call.
+local function group(groups, order, k)
+  local g = groups[k]
+  if not g then
+    g = {}
+    groups[k] = g
+    order[#order + 1] = k
+  end
+  return g
+end
+
 -- buckets groups positions of ids by tasks bucket (the bucket key), in
 -- first-seen order. Runs of IDs from one bucket (the common case: IDs are
 -- handed out in order) cost one lookup and one key per run, not per ID.
@@ -231,23 +243,32 @@ local function entry(tasks, idx, dg, key, pre)
   return ids, mine, recs
 end
 
--- idx_drop removes gone[dg] (one ID, or a set of IDs) from the index
--- entries of the digests in dgs (distinct): one read and at most two
--- writes in all. An entry already gone is left so.
-local function idx_drop(idx, dgs, gone)
+-- idx_unlist removes ids[k] from the index entry of digest dgs[k], k = 1
+-- to #dgs (the IDs distinct; a digest repeats when tasks share a key):
+-- one read and at most two writes in all. An entry that is exactly its ID
+-- (the common case) is dropped whole with no table keyed per task (one
+-- cost 3% of an ack); only entries of several IDs are grouped by digest.
+-- An entry already gone is left so.
+local function idx_unlist(idx, dgs, ids)
   local lists = redis.call('HMGET', idx, unpack(dgs))
-  local empty, kept, ne = {}, {}, 0
-  for k, dg in ipairs(dgs) do
-    local drop, v = gone[dg], lists[k]
-    local single = type(drop) == 'string'
-    if v and ((single and v == drop) or (not single and drop[v])) then
-      -- the entry is one dropped ID (the common case): no split, no rewrite
+  local empty, ne, drops, order, vals = {}, 0, nil, nil, nil
+  for k = 1, #dgs do
+    local v = lists[k]
+    if v == ids[k] then
       ne = ne + 1
-      empty[ne] = dg
+      empty[ne] = dgs[k]
     elseif v and string.find(v, ',', 1, true) then
-      if single then drop = {[drop] = true} end
-      local left = {}
-      for _, x in ipairs(entry_ids(v)) do
+      if not drops then drops, order, vals = {}, {}, {} end
+      local dg = dgs[k]
+      group(drops, order, dg)[ids[k]] = true
+      vals[dg] = v
+    end
+  end
+  local kept = {}
+  if drops then
+    for _, dg in ipairs(order) do
+      local drop, left = drops[dg], {}
+      for _, x in ipairs(entry_ids(vals[dg])) do
         if not drop[x] then left[#left + 1] = x end
       end
       if #left == 0 then
@@ -259,7 +280,7 @@ local function idx_drop(idx, dgs, gone)
       end
     end
   end
-  if #empty > 0 then redis.call('HDEL', idx, unpack(empty)) end
+  if ne > 0 then redis.call('HDEL', idx, unpack(empty)) end
   if #kept > 0 then redis.call('HSET', idx, unpack(kept)) end
 end
 
@@ -435,51 +456,77 @@ local function rp_run(body, keep, grow)
 end
 local function rp_body()
 local tasks, inflight, idx, stats, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local n = #ARGV / 3
+local argv = ARGV
+local n = #argv / 3
 local ids = {}
-for i = 1, n do ids[i] = ARGV[3 * i - 2] end
+for i = 1, n do ids[i] = argv[3 * i - 2] end
 local fences = redis.call('HMGET', lease, unpack(ids))
-local out, gone, byDg, dgs, removed = {}, {}, {}, {}, {}
-local nr, nd = 0, 0
+-- removed and rdg: the IDs acked and their key digests (false: none to
+-- drop), in batch order. No table keyed by ID (one cost 3% of an ack): a
+-- repeated ID is found after the ZREM, below.
+local out, removed, rdg = {}, {}, {}
+local nr, nodg, refused = 0, false, false
 for i = 1, n do
   local id, code = ids[i], C_OK
-  local dg = nil
-  if gone[id] then
-    code = C_NOT_FOUND
-  elseif fences[i] ~= ARGV[3 * i - 1] then
+  if fences[i] ~= argv[3 * i - 1] then
     -- not under this fence: lost if the task still exists, else done
     code = C_LEASE_LOST
+    refused = true
     if not fences[i] and not get_rec(tasks, id) then code = C_NOT_FOUND end
   else
-    dg = ARGV[3 * i]
+    local dg = argv[3 * i]
     if dg == '' then
       local blob = get_rec(tasks, id)
-      if blob then dg = dg_of(blob) else dg = nil end
+      if blob then dg = dg_of(blob) else dg, nodg = false, true end
     end
-    gone[id] = true
     nr = nr + 1
     removed[nr] = id
-  end
-  -- inline, not a lib function: a call per task cost 2% of the ack
-  if dg then -- byDg[dg]: the ID (one, the common case) or a set of IDs
-    local g = byDg[dg]
-    if not g then
-      byDg[dg] = id
-      nd = nd + 1
-      dgs[nd] = dg
-    elseif type(g) == 'string' then
-      byDg[dg] = {[g] = true, [id] = true}
-    else
-      g[id] = true
-    end
+    rdg[nr] = dg
   end
   out[i] = code
 end
 if nr > 0 then
-  redis.call('ZREM', inflight, unpack(removed))
+  if redis.call('ZREM', inflight, unpack(removed)) < nr or refused then
+    -- fewer removed than acked (an ID acked twice, or one not in
+    -- inflight), or a pair refused (it may follow an ack of its ID): an
+    -- ID is acked at its first pair under its fence, and every later pair
+    -- of it gets C_NOT_FOUND.
+    local first, seen, k = {}, {}, 0
+    for i = 1, n do
+      local id = ids[i]
+      if first[id] then out[i] = C_NOT_FOUND
+      elseif out[i] == C_OK then first[id] = true end
+    end
+    for j = 1, nr do
+      local id = removed[j]
+      if not seen[id] then
+        seen[id] = true
+        k = k + 1
+        removed[k] = id
+        rdg[k] = rdg[j]
+      end
+    end
+    for j = k + 1, nr do
+      removed[j] = nil
+      rdg[j] = nil
+    end
+    nr = k
+  end
   redis.call('HDEL', lease, unpack(removed))
   del_recs(tasks, removed)
-  if nd > 0 then idx_drop(idx, dgs, byDg) end
+  if nodg then
+    local d, r, m = {}, {}, 0
+    for j = 1, nr do
+      if rdg[j] then
+        m = m + 1
+        d[m] = rdg[j]
+        r[m] = removed[j]
+      end
+    end
+    if m > 0 then idx_unlist(idx, d, r) end
+  else
+    idx_unlist(idx, rdg, removed)
+  end
   redis.call('HINCRBY', stats, 'acked', nr)
 end
 return out

@@ -138,6 +138,18 @@ local function cancelled(t) return t.flags % 2 == 1 end
 -- without its payload so that its (key, token) stays known.
 local function is_done(flags) return math.floor(flags / 4) % 2 == 1 end
 
+-- group returns the list groups[k], making it (and noting k in order)
+-- on first sight: the per-bucket batching of every bulk call.
+local function group(groups, order, k)
+  local g = groups[k]
+  if not g then
+    g = {}
+    groups[k] = g
+    order[#order + 1] = k
+  end
+  return g
+end
+
 -- buckets groups positions of ids by tasks bucket (the bucket key), in
 -- first-seen order. Runs of IDs from one bucket (the common case: IDs are
 -- handed out in order) cost one lookup and one key per run, not per ID.
@@ -260,23 +272,32 @@ local function entry(tasks, idx, dg, key, pre)
   return ids, mine, recs
 end
 
--- idx_drop removes gone[dg] (one ID, or a set of IDs) from the index
--- entries of the digests in dgs (distinct): one read and at most two
--- writes in all. An entry already gone is left so.
-local function idx_drop(idx, dgs, gone)
+-- idx_unlist removes ids[k] from the index entry of digest dgs[k], k = 1
+-- to #dgs (the IDs distinct; a digest repeats when tasks share a key):
+-- one read and at most two writes in all. An entry that is exactly its ID
+-- (the common case) is dropped whole with no table keyed per task (one
+-- cost 3% of an ack); only entries of several IDs are grouped by digest.
+-- An entry already gone is left so.
+local function idx_unlist(idx, dgs, ids)
   local lists = redis.call('HMGET', idx, unpack(dgs))
-  local empty, kept, ne = {}, {}, 0
-  for k, dg in ipairs(dgs) do
-    local drop, v = gone[dg], lists[k]
-    local single = type(drop) == 'string'
-    if v and ((single and v == drop) or (not single and drop[v])) then
-      -- the entry is one dropped ID (the common case): no split, no rewrite
+  local empty, ne, drops, order, vals = {}, 0, nil, nil, nil
+  for k = 1, #dgs do
+    local v = lists[k]
+    if v == ids[k] then
       ne = ne + 1
-      empty[ne] = dg
+      empty[ne] = dgs[k]
     elseif v and string.find(v, ',', 1, true) then
-      if single then drop = {[drop] = true} end
-      local left = {}
-      for _, x in ipairs(entry_ids(v)) do
+      if not drops then drops, order, vals = {}, {}, {} end
+      local dg = dgs[k]
+      group(drops, order, dg)[ids[k]] = true
+      vals[dg] = v
+    end
+  end
+  local kept = {}
+  if drops then
+    for _, dg in ipairs(order) do
+      local drop, left = drops[dg], {}
+      for _, x in ipairs(entry_ids(vals[dg])) do
         if not drop[x] then left[#left + 1] = x end
       end
       if #left == 0 then
@@ -288,7 +309,7 @@ local function idx_drop(idx, dgs, gone)
       end
     end
   end
-  if #empty > 0 then redis.call('HDEL', idx, unpack(empty)) end
+  if ne > 0 then redis.call('HDEL', idx, unpack(empty)) end
   if #kept > 0 then redis.call('HSET', idx, unpack(kept)) end
 end
 
@@ -471,7 +492,7 @@ local fences = redis.call('HMGET', lease, unpack(ids))
 local blobs = get_recs(tasks, ids)
 local out, gone, removed, nr = {}, {}, {}, 0
 local stones, ends, ns = {}, {}, 0
-local deleted, byDg, dgs, nd = {}, {}, {}, 0
+local deleted, dgs, dids, nd = {}, {}, {}, 0
 local until_ms = fmt(now_ms() + tonumber(ARGV[1]))
 for i = 1, n do
   local id, code = ids[i], C_OK
@@ -499,17 +520,10 @@ for i = 1, n do
       local dg = nil
       if t then dg = t.dg elseif blobs[i] then dg = dg_of(blobs[i]) end
       deleted[#deleted + 1] = id
-      if dg then -- byDg[dg]: the ID or a set of IDs, as in ack.lua
-        local g = byDg[dg]
-        if not g then
-          byDg[dg] = id
-          nd = nd + 1
-          dgs[nd] = dg
-        elseif type(g) == 'string' then
-          byDg[dg] = {[g] = true, [id] = true}
-        else
-          g[id] = true
-        end
+      if dg then
+        nd = nd + 1
+        dgs[nd] = dg
+        dids[nd] = id
       end
     end
   end
@@ -523,7 +537,7 @@ if nr > 0 then
     redis.call('ZADD', done, unpack(ends))
   end
   if #deleted > 0 then del_recs(tasks, deleted) end
-  if nd > 0 then idx_drop(idx, dgs, byDg) end
+  if nd > 0 then idx_unlist(idx, dgs, dids) end
   redis.call('HINCRBY', stats, 'acked', nr)
 end
 return out
