@@ -737,16 +737,17 @@ local function key_token(rec)
   return string.sub(rec, p, p + kl - 1), string.sub(rec, p + kl, p + kl + tl - 1)
 end
 
--- Per digest: bydg[dg] is the job number i of a fast-path task (the entry
--- will be exactly fid[i]), or the state of the slow path: ids (the live
--- IDs of the entry, in order, this batch's included), and per ID its key,
--- its effective token, its old parsed record (t, false when unreadable),
--- its new score and the list position of its new record. A fast-path
--- task keeps only its ID (fid[i]; its score is out[i + 2]): expand finds
--- the rest when its digest comes back.
+-- Per digest: bydg[dg] is the job number i of a fast-path task, or the
+-- state of the slow path: ids (the live IDs of the entry, in order, this
+-- batch's included), and per ID its key, its effective token, its old
+-- parsed record (t, false when unreadable), its new score and the list
+-- position of its new record. A fast-path task puts its index entry (its
+-- ID) in iw, the one index HSET, at once and keeps only where (fpos[i]:
+-- iw[fpos[i]] is its ID; its score is out[i + 2]); expand finds the rest
+-- when its digest comes back, and the state's entry is written over it.
 local bydg = {}
-local fid = {}
-local fast, slowdg, nfast = {}, {}, 0
+local fpos, iw, m = {}, {}, 0
+local slowdg = {}
 local function new_state(dg)
   local s = {ids = {}, key = {}, eff = {}, t = {}, score = {}, pos = {}, dirty = false}
   bydg[dg] = s
@@ -775,7 +776,8 @@ end
 -- digest comes back in the batch.
 local function expand(dg, i)
   local s = new_state(dg)
-  local id = fid[i]
+  local id = iw[fpos[i]]
+  s.iwp = fpos[i]
   s.ids[1] = id
   local key, tok = key_token(argv[3 * i + 3])
   s.key[id] = key
@@ -788,7 +790,7 @@ local function expand(dg, i)
       break
     end
   end
-  s.dirty = true -- the fast path's entry write now comes from s
+  s.dirty = true -- its entry is written over the fast path's (iwp)
   return s
 end
 
@@ -878,11 +880,12 @@ for i = 1, n do
       cur_n = cur_n + 2
       cur[cur_n - 1] = id
       cur[cur_n] = argv[j + 3]
-      fid[i] = id
+      m = m + 2
+      iw[m - 1] = dg
+      iw[m] = id
+      fpos[i] = m
       add_score(id, score)
       bydg[dg] = i
-      nfast = nfast + 1
-      fast[nfast] = i
       out[i + 2] = score
     else
       new_state(dg)
@@ -921,19 +924,11 @@ end
 -- amount to).
 for _, pre in ipairs(rorder) do redis.call('HSET', tasks .. ':' .. pre, unpack(recb[pre])) end
 if #rewrites > 0 then put_recs(tasks, rewrites) end
-local iw, m = {}, 0
-for x = 1, nfast do -- not ipairs: its iterator is a C call a step
-  local i = fast[x]
-  local dg = argv[3 * i + 2]
-  if bydg[dg] == i then
-    iw[m + 1] = dg
-    iw[m + 2] = fid[i]
-    m = m + 2
-  end
-end
 for _, dg in ipairs(slowdg) do
   local s = bydg[dg]
-  if s.dirty then
+  if s.iwp then
+    iw[s.iwp] = table.concat(s.ids, ',') -- over its fast-path entry
+  elseif s.dirty then
     iw[m + 1] = dg
     iw[m + 2] = table.concat(s.ids, ',')
     m = m + 2
