@@ -693,22 +693,25 @@ local recb, rorder = {}, {}
 -- up front cost about 6 µs a call, most of a small batch's setup.
 local DIGITS, DIG = '0123456789abcdefghijklmnopqrstuvwxyz', {}
 local gen_d, gen_prefix, cur, cur_n = 36, '', nil, 0
+-- wrap starts the prefix of ID k, returns its last digit
+local function wrap(k)
+  local q = math.floor(k / 36)
+  if q == 0 then gen_prefix = '' else gen_prefix = base36(q) end
+  cur = group(recb, rorder, gen_prefix)
+  cur_n = #cur
+  return k - 36 * q
+end
+-- digit is the text of last digit d
+local function digit(d)
+  local c = string.sub(DIGITS, d + 1, d + 1)
+  DIG[d] = c
+  return c
+end
 local function new_id(k)
   local d = gen_d + 1
-  if d >= 36 then
-    local q = math.floor(k / 36)
-    d = k - 36 * q
-    if q == 0 then gen_prefix = '' else gen_prefix = base36(q) end
-    cur = group(recb, rorder, gen_prefix)
-    cur_n = #cur
-  end
+  if d >= 36 then d = wrap(k) end
   gen_d = d
-  local c = DIG[d]
-  if not c then
-    c = string.sub(DIGITS, d + 1, d + 1)
-    DIG[d] = c
-  end
-  return gen_prefix .. c
+  return gen_prefix .. (DIG[d] or digit(d))
 end
 
 -- add_rec queues the record of id, which new_id made last.
@@ -875,8 +878,12 @@ for i = 1, n do
     local score, code = assign(ms)
     if score then
       created = created + 1
-      local id = new_id(id0 + created)
-      -- add_rec, inline: a call a job cost 1% of a batched enqueue
+      -- new_id, add_rec and add_score, inline: a Lua call a job costs
+      -- about 1% of a batched enqueue each
+      local d = gen_d + 1
+      if d >= 36 then d = wrap(id0 + created) end
+      gen_d = d
+      local id = gen_prefix .. (DIG[d] or digit(d))
       cur_n = cur_n + 2
       cur[cur_n - 1] = id
       cur[cur_n] = argv[j + 3]
@@ -884,7 +891,10 @@ for i = 1, n do
       iw[m - 1] = dg
       iw[m] = id
       fpos[i] = m
-      add_score(id, score)
+      z = z + 2
+      zadds[z - 1] = fmt(score)
+      zadds[z] = id
+      if minscore == nil or score < minscore then minscore, minid = score, id end
       bydg[dg] = i
       out[i + 2] = score
     else
