@@ -16,29 +16,42 @@ local n = #argv / 3
 local ids = {}
 for i = 1, n do ids[i] = argv[3 * i - 2] end
 local fences = redis.call('HMGET', lease, unpack(ids))
--- removed and rdg: the IDs acked and their key digests (false: none to
--- drop), in batch order. No table keyed by ID (one cost 3% of an ack): a
--- repeated ID is found after the ZREM, below.
-local out, removed, rdg = {}, {}, {}
-local nr, nodg, refused = 0, false, false
+-- rdg[i]: the key digest of pair i when it is acked (false: none to
+-- drop). While every pair is acked (the common case) ids and rdg are the
+-- lists the writes take, as they are. No table keyed by ID (one cost 3%
+-- of an ack): a repeated ID is found after the ZREM, below.
+local out, rdg = {}, {}
+local nodg, refused = false, false
 for i = 1, n do
-  local id, code = ids[i], C_OK
+  local code = C_OK
   if fences[i] ~= argv[3 * i - 1] then
     -- not under this fence: lost if the task still exists, else done
     code = C_LEASE_LOST
     refused = true
-    if not fences[i] and not get_rec(tasks, id) then code = C_NOT_FOUND end
+    if not fences[i] and not get_rec(tasks, ids[i]) then code = C_NOT_FOUND end
   else
     local dg = argv[3 * i]
     if dg == '' then
-      local blob = get_rec(tasks, id)
+      local blob = get_rec(tasks, ids[i])
       if blob then dg = dg_of(blob) else dg, nodg = false, true end
     end
-    nr = nr + 1
-    removed[nr] = id
-    rdg[nr] = dg
+    rdg[i] = dg
   end
   out[i] = code
+end
+-- removed: the IDs acked, rdg their digests, in batch order
+local removed, nr = ids, n
+if refused then
+  local d = {}
+  removed, nr = {}, 0
+  for i = 1, n do
+    if out[i] == C_OK then
+      nr = nr + 1
+      removed[nr] = ids[i]
+      d[nr] = rdg[i]
+    end
+  end
+  rdg = d
 end
 if nr > 0 then
   if redis.call('ZREM', inflight, unpack(removed)) < nr or refused then
