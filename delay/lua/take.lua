@@ -149,6 +149,10 @@ if bound >= 0 then
     end
     out[5] = np / 2 - nl
     if nl > 0 then out[5] = {np / 2 - nl, nl} end
+    -- every task taken: the kept reply's ID and score pairs are items as
+    -- they are, handed to take_keep in out[0] (no part of the reply: Redis
+    -- reads an array from 1); it joins them without a copy of its own
+    if np == 0 then out[0] = items end
   end
 end
 local h = redis.call('ZRANGE', due, '0', '0', 'WITHSCORES')
