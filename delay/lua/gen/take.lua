@@ -454,7 +454,8 @@ if bound >= 0 then
     local taken, r, o, np, nl = 0, 0, 7, 0, 0
     for i = 1, m do
       local id, blob = ids[i], blobs[i]
-      if blob and flags_of(blob) then
+      local b = blob and string.byte(blob, 1) -- flags_of, inline: a call a task cost 1%
+      if b and b >= 48 and b <= 57 then
         taken = taken + 1
         leases[r + 1] = deadline
         leases[r + 2] = id
