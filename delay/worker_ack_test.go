@@ -173,3 +173,90 @@ func TestTakeBulkEffects(t *testing.T) {
 		}
 	})
 }
+
+// An ID repeated in one AckMany batch is acked at its first pair under
+// its fence; every later pair of it is ErrNotFound, whatever its fence,
+// and a pair before that first ack keeps its own answer. The task and its
+// index entry are gone once, the other task of its key kept; a task in
+// the lease hash but missing from inflight is acked all the same.
+func TestAckManyRepeats(t *testing.T) {
+	t.Parallel()
+	type pair struct {
+		task  string // "a", "b" (both key "shared"), "c" (key "solo")
+		wrong bool   // a fence one past the task's
+		hand  bool   // a Lease built by hand: no key digest
+		want  error
+	}
+	cases := []struct {
+		name     string
+		pairs    []pair
+		noFlight string // a task dropped from inflight (not the lease hash) first
+		acked    int64
+		left     string // Lookup("shared") after the batch
+	}{
+		{"wrong fence, then right, then again", []pair{
+			{task: "a", wrong: true, want: ErrLeaseLost}, {task: "a"}, {task: "a", want: ErrNotFound},
+		}, "", 1, "b=inflight"},
+		{"right, then wrong fence", []pair{
+			{task: "a"}, {task: "a", wrong: true, want: ErrNotFound}, {task: "c"},
+		}, "", 2, "b=inflight"},
+		{"both tasks of a key, each twice", []pair{
+			{task: "a"}, {task: "b"}, {task: "b", want: ErrNotFound}, {task: "a", want: ErrNotFound},
+		}, "", 2, ""},
+		{"by hand twice", []pair{
+			{task: "c", hand: true}, {task: "c", hand: true, want: ErrNotFound}, {task: "a"},
+		}, "", 2, "b=inflight"},
+		{"missing from inflight", []pair{
+			{task: "a"}, {task: "c"},
+		}, "a", 2, "b=inflight"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
+				mustEnqueue(t, ctx, q, Job{Key: "shared", Token: "a"})
+				mustEnqueue(t, ctx, q, Job{Key: "shared", Token: "b"})
+				mustEnqueue(t, ctx, q, Job{Key: "solo", Token: "c"})
+				bt := mustTake(t, ctx, q, 10)
+				byTok := map[string]*Task{}
+				for _, tk := range bt.Tasks {
+					byTok[tk.Token] = tk
+				}
+				if len(byTok) != 3 {
+					t.Fatalf("took %d", len(bt.Tasks))
+				}
+				if tc.noFlight != "" {
+					if err := b.Client.ZRem(ctx, q.k.inflight, byTok[tc.noFlight].ID).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				tasks := make([]*Task, len(tc.pairs))
+				for i, p := range tc.pairs {
+					l := byTok[p.task].Lease
+					if p.wrong {
+						l.Fence++
+					}
+					if p.hand {
+						l = Lease{ID: l.ID, Fence: l.Fence}
+					}
+					tasks[i] = &Task{Lease: l}
+				}
+				errs, err := q.AckMany(ctx, tasks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, p := range tc.pairs {
+					if (p.want == nil) != (errs[i] == nil) || (p.want != nil && !errors.Is(errs[i], p.want)) {
+						t.Errorf("pair %d (%s): got %v, want %v", i, p.task, errs[i], p.want)
+					}
+				}
+				if got := lookupTokens(t, ctx, q, "shared"); got != tc.left {
+					t.Errorf("shared after the batch: %q, want %q", got, tc.left)
+				}
+				st, err := q.Stats(ctx)
+				if err != nil || st.Acked != tc.acked {
+					t.Errorf("acked %d (%v), want %d", st.Acked, err, tc.acked)
+				}
+			})
+		})
+	}
+}

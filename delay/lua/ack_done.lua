@@ -19,7 +19,7 @@ local fences = redis.call('HMGET', lease, unpack(ids))
 local blobs = get_recs(tasks, ids)
 local out, gone, removed, nr = {}, {}, {}, 0
 local stones, ends, ns = {}, {}, 0
-local deleted, byDg, dgs, nd = {}, {}, {}, 0
+local deleted, dgs, dids, nd = {}, {}, {}, 0
 local until_ms = fmt(now_ms() + tonumber(ARGV[1]))
 for i = 1, n do
   local id, code = ids[i], C_OK
@@ -47,17 +47,10 @@ for i = 1, n do
       local dg = nil
       if t then dg = t.dg elseif blobs[i] then dg = dg_of(blobs[i]) end
       deleted[#deleted + 1] = id
-      if dg then -- byDg[dg]: the ID or a set of IDs, as in ack.lua
-        local g = byDg[dg]
-        if not g then
-          byDg[dg] = id
-          nd = nd + 1
-          dgs[nd] = dg
-        elseif type(g) == 'string' then
-          byDg[dg] = {[g] = true, [id] = true}
-        else
-          g[id] = true
-        end
+      if dg then
+        nd = nd + 1
+        dgs[nd] = dg
+        dids[nd] = id
       end
     end
   end
@@ -71,7 +64,7 @@ if nr > 0 then
     redis.call('ZADD', done, unpack(ends))
   end
   if #deleted > 0 then del_recs(tasks, deleted) end
-  if nd > 0 then idx_drop(idx, dgs, byDg) end
+  if nd > 0 then idx_unlist(idx, dgs, dids) end
   redis.call('HINCRBY', stats, 'acked', nr)
 end
 return out

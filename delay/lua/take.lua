@@ -85,7 +85,8 @@ if bound >= 0 then
     local taken, r, o, np, nl = 0, 0, 7, 0, 0
     for i = 1, m do
       local id, blob = ids[i], blobs[i]
-      if blob and flags_of(blob) then
+      local b = blob and string.byte(blob, 1) -- flags_of, inline: a call a task cost 1%
+      if b and b >= 48 and b <= 57 then
         taken = taken + 1
         leases[r + 1] = deadline
         leases[r + 2] = id
@@ -149,6 +150,10 @@ if bound >= 0 then
     end
     out[5] = np / 2 - nl
     if nl > 0 then out[5] = {np / 2 - nl, nl} end
+    -- every task taken: the kept reply's ID and score pairs are items as
+    -- they are, handed to take_keep in out[0] (no part of the reply: Redis
+    -- reads an array from 1); it joins them without a copy of its own
+    if np == 0 then out[0] = items end
   end
 end
 local h = redis.call('ZRANGE', due, '0', '0', 'WITHSCORES')

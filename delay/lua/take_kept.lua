@@ -11,11 +11,15 @@
 -- Returns (take_grow) take's reply as take.lua documents it.
 local function take_keep(r)
   if #r < 7 then return nil end -- not take's shape: kept the generic way
-  local ids, o = {}, 0
-  for i = 8, #r, 3 do
-    ids[o + 1] = r[i]
-    ids[o + 2] = r[i + 1]
-    o = o + 2
+  local ids = r[0] -- take.lua's items when it took every one of them
+  if not ids then
+    local o = 0
+    ids = {}
+    for i = 8, #r, 3 do
+      ids[o + 1] = r[i]
+      ids[o + 2] = r[i + 1]
+      o = o + 2
+    end
   end
   -- r[1], r[2] are numbers, r[3], r[4] score text or '', r[5] the parked
   -- count or {parked, lost}, kept as "p/l", r[6] the fence text (0, a

@@ -58,6 +58,7 @@ local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
 local C_PAUSED = 14
 local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
 local DIGEST_LEN = 6 -- digestLen in keys.go
+local BUCKET_IDS = 36 -- the IDs one tasks bucket can hold (the last digit)
 -- The index holds a marker field IDX_MARK (no digest has it) from the
 -- first enqueue on, read in the same HMGET as the entries: an index
 -- without it is new, or gone (checked then), at no cost on the hot path.
@@ -123,6 +124,18 @@ local function dg_of(blob) return string.sub(blob, 2, 1 + DIGEST_LEN) end
 local function tkey(tasks, id) return tasks .. ':' .. string.sub(id, 1, -2) end
 
 local function get_rec(tasks, id) return redis.call('HGET', tkey(tasks, id), id) end
+-- group returns the list groups[k], making it (and noting k in order)
+-- on first sight: the per-bucket batching of every bulk call.
+local function group(groups, order, k)
+  local g = groups[k]
+  if not g then
+    g = {}
+    groups[k] = g
+    order[#order + 1] = k
+  end
+  return g
+end
+
 -- buckets groups positions of ids by tasks bucket (the bucket key), in
 -- first-seen order. Runs of IDs from one bucket (the common case: IDs are
 -- handed out in order) cost one lookup and one key per run, not per ID.
@@ -153,26 +166,60 @@ end
 
 -- get_recs reads the records of ids (false where absent) with one HMGET per
 -- bucket: consecutive IDs share a bucket, so a batch costs a few calls.
+-- A bucket asked for BUCKET_IDS IDs (all it can hold, unless some repeat)
+-- is read whole with HGETALL instead: HMGET scans the bucket's listpack
+-- from its start for each field, which cost 2,200 instructions a task in
+-- take, where one pass hands over every record. Its records come in
+-- insertion order, which is ID order unless a task was put back, so they
+-- are matched in step and looked up by field only past a mismatch.
 local function get_recs(tasks, ids)
   local out = {}
   local groups, order = buckets(tasks, ids)
   for _, k in ipairs(order) do
-    local g, f = groups[k], {}
-    for j = 1, g.n do f[j] = ids[g[j]] end
-    local vals = redis.call('HMGET', k, unpack(f))
-    for j = 1, g.n do out[g[j]] = vals[j] end
+    local g = groups[k]
+    if g.n == BUCKET_IDS then
+      local kv, p, byf = redis.call('HGETALL', k), 1, nil
+      for j = 1, BUCKET_IDS do
+        local at, id = g[j], ids[g[j]]
+        if kv[p] == id then
+          out[at] = kv[p + 1]
+          p = p + 2
+        else
+          if not byf then
+            byf = {}
+            for x = 1, #kv, 2 do byf[kv[x]] = kv[x + 1] end
+          end
+          out[at] = byf[id] or false
+        end
+      end
+    else
+      local f = {}
+      for j = 1, g.n do f[j] = ids[g[j]] end
+      local vals = redis.call('HMGET', k, unpack(f))
+      for j = 1, g.n do out[g[j]] = vals[j] end
+    end
   end
   return out
 end
 
--- del_recs deletes the records of ids with one HDEL per bucket.
+-- del_recs deletes the records of ids with one HDEL per bucket. It lists
+-- the IDs per bucket as it goes (buckets' positions would take a second
+-- pass: 1% of an ack).
 local function del_recs(tasks, ids)
-  local groups, order = buckets(tasks, ids)
-  for _, k in ipairs(order) do
-    local g, f = groups[k], {}
-    for j = 1, g.n do f[j] = ids[g[j]] end
-    redis.call('HDEL', k, unpack(f))
+  local lists, order = {}, {}
+  local last, f, k = nil, nil, 0
+  for i = 1, #ids do
+    local id = ids[i]
+    local pre = string.sub(id, 1, -2)
+    if pre ~= last then
+      last = pre
+      f = group(lists, order, tasks .. ':' .. pre)
+      k = #f
+    end
+    k = k + 1
+    f[k] = id
   end
+  for _, bk in ipairs(order) do redis.call('HDEL', bk, unpack(lists[bk])) end
 end
 
 -- entry_ids splits an index entry (nil: none) into its IDs.
@@ -206,23 +253,32 @@ local function entry(tasks, idx, dg, key, pre)
   return ids, mine, recs
 end
 
--- idx_drop removes gone[dg] (one ID, or a set of IDs) from the index
--- entries of the digests in dgs (distinct): one read and at most two
--- writes in all. An entry already gone is left so.
-local function idx_drop(idx, dgs, gone)
+-- idx_unlist removes ids[k] from the index entry of digest dgs[k], k = 1
+-- to #dgs (the IDs distinct; a digest repeats when tasks share a key):
+-- one read and at most two writes in all. An entry that is exactly its ID
+-- (the common case) is dropped whole with no table keyed per task (one
+-- cost 3% of an ack); only entries of several IDs are grouped by digest.
+-- An entry already gone is left so.
+local function idx_unlist(idx, dgs, ids)
   local lists = redis.call('HMGET', idx, unpack(dgs))
-  local empty, kept, ne = {}, {}, 0
-  for k, dg in ipairs(dgs) do
-    local drop, v = gone[dg], lists[k]
-    local single = type(drop) == 'string'
-    if v and ((single and v == drop) or (not single and drop[v])) then
-      -- the entry is one dropped ID (the common case): no split, no rewrite
+  local empty, ne, drops, order, vals = {}, 0, nil, nil, nil
+  for k = 1, #dgs do
+    local v = lists[k]
+    if v == ids[k] then
       ne = ne + 1
-      empty[ne] = dg
+      empty[ne] = dgs[k]
     elseif v and string.find(v, ',', 1, true) then
-      if single then drop = {[drop] = true} end
-      local left = {}
-      for _, x in ipairs(entry_ids(v)) do
+      if not drops then drops, order, vals = {}, {}, {} end
+      local dg = dgs[k]
+      group(drops, order, dg)[ids[k]] = true
+      vals[dg] = v
+    end
+  end
+  local kept = {}
+  if drops then
+    for _, dg in ipairs(order) do
+      local drop, left = drops[dg], {}
+      for _, x in ipairs(entry_ids(vals[dg])) do
         if not drop[x] then left[#left + 1] = x end
       end
       if #left == 0 then
@@ -234,7 +290,7 @@ local function idx_drop(idx, dgs, gone)
       end
     end
   end
-  if #empty > 0 then redis.call('HDEL', idx, unpack(empty)) end
+  if ne > 0 then redis.call('HDEL', idx, unpack(empty)) end
   if #kept > 0 then redis.call('HSET', idx, unpack(kept)) end
 end
 
@@ -410,51 +466,90 @@ local function rp_run(body, keep, grow)
 end
 local function rp_body()
 local tasks, inflight, idx, stats, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local n = #ARGV / 3
+local argv = ARGV
+local n = #argv / 3
 local ids = {}
-for i = 1, n do ids[i] = ARGV[3 * i - 2] end
+for i = 1, n do ids[i] = argv[3 * i - 2] end
 local fences = redis.call('HMGET', lease, unpack(ids))
-local out, gone, byDg, dgs, removed = {}, {}, {}, {}, {}
-local nr, nd = 0, 0
+-- rdg[i]: the key digest of pair i when it is acked (false: none to
+-- drop). While every pair is acked (the common case) ids and rdg are the
+-- lists the writes take, as they are. No table keyed by ID (one cost 3%
+-- of an ack): a repeated ID is found after the ZREM, below.
+local out, rdg = {}, {}
+local nodg, refused = false, false
 for i = 1, n do
-  local id, code = ids[i], C_OK
-  local dg = nil
-  if gone[id] then
-    code = C_NOT_FOUND
-  elseif fences[i] ~= ARGV[3 * i - 1] then
+  local code = C_OK
+  if fences[i] ~= argv[3 * i - 1] then
     -- not under this fence: lost if the task still exists, else done
     code = C_LEASE_LOST
-    if not fences[i] and not get_rec(tasks, id) then code = C_NOT_FOUND end
+    refused = true
+    if not fences[i] and not get_rec(tasks, ids[i]) then code = C_NOT_FOUND end
   else
-    dg = ARGV[3 * i]
+    local dg = argv[3 * i]
     if dg == '' then
-      local blob = get_rec(tasks, id)
-      if blob then dg = dg_of(blob) else dg = nil end
+      local blob = get_rec(tasks, ids[i])
+      if blob then dg = dg_of(blob) else dg, nodg = false, true end
     end
-    gone[id] = true
-    nr = nr + 1
-    removed[nr] = id
-  end
-  -- inline, not a lib function: a call per task cost 2% of the ack
-  if dg then -- byDg[dg]: the ID (one, the common case) or a set of IDs
-    local g = byDg[dg]
-    if not g then
-      byDg[dg] = id
-      nd = nd + 1
-      dgs[nd] = dg
-    elseif type(g) == 'string' then
-      byDg[dg] = {[g] = true, [id] = true}
-    else
-      g[id] = true
-    end
+    rdg[i] = dg
   end
   out[i] = code
 end
+-- removed: the IDs acked, rdg their digests, in batch order
+local removed, nr = ids, n
+if refused then
+  local d = {}
+  removed, nr = {}, 0
+  for i = 1, n do
+    if out[i] == C_OK then
+      nr = nr + 1
+      removed[nr] = ids[i]
+      d[nr] = rdg[i]
+    end
+  end
+  rdg = d
+end
 if nr > 0 then
-  redis.call('ZREM', inflight, unpack(removed))
+  if redis.call('ZREM', inflight, unpack(removed)) < nr or refused then
+    -- fewer removed than acked (an ID acked twice, or one not in
+    -- inflight), or a pair refused (it may follow an ack of its ID): an
+    -- ID is acked at its first pair under its fence, and every later pair
+    -- of it gets C_NOT_FOUND.
+    local first, seen, k = {}, {}, 0
+    for i = 1, n do
+      local id = ids[i]
+      if first[id] then out[i] = C_NOT_FOUND
+      elseif out[i] == C_OK then first[id] = true end
+    end
+    for j = 1, nr do
+      local id = removed[j]
+      if not seen[id] then
+        seen[id] = true
+        k = k + 1
+        removed[k] = id
+        rdg[k] = rdg[j]
+      end
+    end
+    for j = k + 1, nr do
+      removed[j] = nil
+      rdg[j] = nil
+    end
+    nr = k
+  end
   redis.call('HDEL', lease, unpack(removed))
   del_recs(tasks, removed)
-  if nd > 0 then idx_drop(idx, dgs, byDg) end
+  if nodg then
+    local d, r, m = {}, {}, 0
+    for j = 1, nr do
+      if rdg[j] then
+        m = m + 1
+        d[m] = rdg[j]
+        r[m] = removed[j]
+      end
+    end
+    if m > 0 then idx_unlist(idx, d, r) end
+  else
+    idx_unlist(idx, rdg, removed)
+  end
   redis.call('HINCRBY', stats, 'acked', nr)
 end
 return out

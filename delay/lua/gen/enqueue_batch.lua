@@ -75,6 +75,7 @@ local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
 local C_PAUSED = 14
 local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
 local DIGEST_LEN = 6 -- digestLen in keys.go
+local BUCKET_IDS = 36 -- the IDs one tasks bucket can hold (the last digit)
 -- The index holds a marker field IDX_MARK (no digest has it) from the
 -- first enqueue on, read in the same HMGET as the entries: an index
 -- without it is new, or gone (checked then), at no cost on the hot path.
@@ -198,14 +199,38 @@ end
 
 -- get_recs reads the records of ids (false where absent) with one HMGET per
 -- bucket: consecutive IDs share a bucket, so a batch costs a few calls.
+-- A bucket asked for BUCKET_IDS IDs (all it can hold, unless some repeat)
+-- is read whole with HGETALL instead: HMGET scans the bucket's listpack
+-- from its start for each field, which cost 2,200 instructions a task in
+-- take, where one pass hands over every record. Its records come in
+-- insertion order, which is ID order unless a task was put back, so they
+-- are matched in step and looked up by field only past a mismatch.
 local function get_recs(tasks, ids)
   local out = {}
   local groups, order = buckets(tasks, ids)
   for _, k in ipairs(order) do
-    local g, f = groups[k], {}
-    for j = 1, g.n do f[j] = ids[g[j]] end
-    local vals = redis.call('HMGET', k, unpack(f))
-    for j = 1, g.n do out[g[j]] = vals[j] end
+    local g = groups[k]
+    if g.n == BUCKET_IDS then
+      local kv, p, byf = redis.call('HGETALL', k), 1, nil
+      for j = 1, BUCKET_IDS do
+        local at, id = g[j], ids[g[j]]
+        if kv[p] == id then
+          out[at] = kv[p + 1]
+          p = p + 2
+        else
+          if not byf then
+            byf = {}
+            for x = 1, #kv, 2 do byf[kv[x]] = kv[x + 1] end
+          end
+          out[at] = byf[id] or false
+        end
+      end
+    else
+      local f = {}
+      for j = 1, g.n do f[j] = ids[g[j]] end
+      local vals = redis.call('HMGET', k, unpack(f))
+      for j = 1, g.n do out[g[j]] = vals[j] end
+    end
   end
   return out
 end
@@ -270,10 +295,24 @@ end
 -- largest number of a ms's seqs in use that an assignment met: seq + 1,
 -- or mult for a task that spilled (its ms was full); see hw_note.
 -- st.assign(ms) returns the score, or nil and a code.
+-- run_ms and run_base are the ms and base of the last assignment when it
+-- did not spill: the next task asking for that ms (a batch's tasks mostly
+-- share one) gets the next seq without the checks and look-ups a first
+-- ask needs, which cost 1,000 instructions a task of a batched enqueue.
 local function assigner(due, epoch, mult, maxrel, last_ms, last_seq, last_req)
   local st = {ms = last_ms, seq = last_seq, req = last_req, overflow = 0, hw = 0}
   local tops = {}
+  local run_ms, run_base = nil, nil
   st.assign = function(ms)
+    if ms == run_ms and st.ms == ms and st.req == ms then
+      local seq = st.seq + 1
+      if seq < mult then
+        st.seq = seq
+        tops[ms] = seq
+        if seq >= st.hw then st.hw = seq + 1 end
+        return run_base + seq
+      end
+    end
     local req, spilled = ms, false
     if st.req == ms and st.ms and st.ms > ms then
       ms = st.ms
@@ -300,11 +339,14 @@ local function assigner(due, epoch, mult, maxrel, last_ms, last_seq, last_req)
         st.seq = seq
         st.req = req
         tops[ms] = seq
+        run_ms = nil
         if spilled then
           st.overflow = st.overflow + 1
           st.hw = mult
-        elseif seq >= st.hw then
-          st.hw = seq + 1
+        else
+          run_ms = ms
+          run_base = base
+          if seq >= st.hw then st.hw = seq + 1 end
         end
         return base + seq
       end
@@ -590,6 +632,8 @@ local due, inflight, dead, tasks, idx, ctr, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local epoch, mult, maxrel, maxper = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local n = math.floor((#ARGV - 4) / 3)
+-- ARGV is a global: a local spares a table lookup at each per-job use
+local argv = ARGV
 local now = now_ms()
 
 -- variadic calls in slices of at most 1000 arguments (unpack limits)
@@ -617,7 +661,7 @@ local assign = st.assign
 local have, mark
 do
   local dgs = {}
-  for i = 1, n do dgs[i] = ARGV[3 * i + 2] end
+  for i = 1, n do dgs[i] = argv[3 * i + 2] end
   dgs[n + 1] = IDX_MARK
   if n < 1000 then
     have = redis.call('HMGET', idx, unpack(dgs))
@@ -638,36 +682,45 @@ end
 
 -- new_id is base36(k), with the prefix (all but the last digit) cached:
 -- a batch's IDs are consecutive, so most share it, and so most share a
--- tasks bucket (cur, the list of its new records, grouped as they are made).
+-- tasks bucket (cur, the list of its new records, grouped as they are made;
+-- cur_n its length). k is one past the k of the call before (id0 +
+-- created), so the last digit is counted on and the prefix worked out
+-- only when it wraps: math.floor, a C call, cost more than the rest.
 local created, restored = 0, 0
 local zadds, z, minscore, minid = {}, 0, nil, nil
 local recb, rorder = {}, {}
 -- The last digits are cut from DIGITS as first needed: building all 36
 -- up front cost about 6 µs a call, most of a small batch's setup.
 local DIGITS, DIG = '0123456789abcdefghijklmnopqrstuvwxyz', {}
-local gen_q, gen_prefix, cur = -1, '', nil
-local function new_id(k)
+local gen_d, gen_prefix, cur, cur_n = 36, '', nil, 0
+-- wrap starts the prefix of ID k, returns its last digit
+local function wrap(k)
   local q = math.floor(k / 36)
-  if q ~= gen_q then
-    gen_q = q
-    if q == 0 then gen_prefix = '' else gen_prefix = base36(q) end
-    cur = group(recb, rorder, gen_prefix)
-  end
-  local d = k % 36
-  local c = DIG[d]
-  if not c then
-    c = string.sub(DIGITS, d + 1, d + 1)
-    DIG[d] = c
-  end
-  return gen_prefix .. c
+  if q == 0 then gen_prefix = '' else gen_prefix = base36(q) end
+  cur = group(recb, rorder, gen_prefix)
+  cur_n = #cur
+  return k - 36 * q
+end
+-- digit is the text of last digit d
+local function digit(d)
+  local c = string.sub(DIGITS, d + 1, d + 1)
+  DIG[d] = c
+  return c
+end
+local function new_id(k)
+  local d = gen_d + 1
+  if d >= 36 then d = wrap(k) end
+  gen_d = d
+  return gen_prefix .. (DIG[d] or digit(d))
 end
 
 -- add_rec queues the record of id, which new_id made last.
 local function add_rec(id, rec)
-  local k = #cur
-  cur[k + 1] = id
-  cur[k + 2] = rec
-  return cur, k + 2
+  local k = cur_n + 2
+  cur[k - 1] = id
+  cur[k] = rec
+  cur_n = k
+  return cur, k
 end
 
 -- add_score queues id for the one ZADD, keeping the earliest score for
@@ -687,14 +740,17 @@ local function key_token(rec)
   return string.sub(rec, p, p + kl - 1), string.sub(rec, p + kl, p + kl + tl - 1)
 end
 
--- Per digest: bydg[dg] is the job number i of a fast-path task (the entry
--- will be exactly fid[i]), or the state of the slow path: ids (the live
--- IDs of the entry, in order, this batch's included), and per ID its key,
--- its effective token, its old parsed record (t, false when unreadable),
--- its new score and the list position of its new record.
+-- Per digest: bydg[dg] is the job number i of a fast-path task, or the
+-- state of the slow path: ids (the live IDs of the entry, in order, this
+-- batch's included), and per ID its key, its effective token, its old
+-- parsed record (t, false when unreadable), its new score and the list
+-- position of its new record. A fast-path task puts its index entry (its
+-- ID) in iw, the one index HSET, at once and keeps only where (fpos[i]:
+-- iw[fpos[i]] is its ID; its score is out[i + 2]); expand finds the rest
+-- when its digest comes back, and the state's entry is written over it.
 local bydg = {}
-local fid, flist, fidx, fscore = {}, {}, {}, {}
-local fast, slowdg = {}, {}
+local fpos, iw, m = {}, {}, 0
+local slowdg = {}
 local function new_state(dg)
   local s = {ids = {}, key = {}, eff = {}, t = {}, score = {}, pos = {}, dirty = false}
   bydg[dg] = s
@@ -723,14 +779,21 @@ end
 -- digest comes back in the batch.
 local function expand(dg, i)
   local s = new_state(dg)
-  local id = fid[i]
+  local id = iw[fpos[i]]
+  s.iwp = fpos[i]
   s.ids[1] = id
-  local key, tok = key_token(ARGV[3 * i + 3])
+  local key, tok = key_token(argv[3 * i + 3])
   s.key[id] = key
   s.eff[id] = eff_token(tok, id)
-  s.score[id] = fscore[i]
-  s.pos[id] = {flist[i], fidx[i]}
-  s.dirty = true -- the fast path's entry write now comes from s
+  s.score[id] = out[i + 2]
+  local l = recb[string.sub(id, 1, -2)]
+  for k = 2, #l, 2 do
+    if l[k - 1] == id then
+      s.pos[id] = {l, k}
+      break
+    end
+  end
+  s.dirty = true -- its entry is written over the fast path's (iwp)
   return s
 end
 
@@ -801,9 +864,9 @@ end
 local wtext, ms = nil, nil
 for i = 1, n do
   local j = 3 * i
-  local dg = ARGV[j + 2]
-  if ARGV[j + 4] ~= wtext then
-    wtext = ARGV[j + 4]
+  local dg = argv[j + 2]
+  if argv[j + 4] ~= wtext then
+    wtext = argv[j + 4]
     local w = tonumber(wtext)
     ms = epoch + w
     if w < 0 then ms = now - w - 1 end
@@ -815,12 +878,24 @@ for i = 1, n do
     local score, code = assign(ms)
     if score then
       created = created + 1
-      local id = new_id(id0 + created)
-      flist[i], fidx[i] = add_rec(id, ARGV[j + 3])
-      fid[i], fscore[i] = id, score
-      add_score(id, score)
+      -- new_id, add_rec and add_score, inline: a Lua call a job costs
+      -- about 1% of a batched enqueue each
+      local d = gen_d + 1
+      if d >= 36 then d = wrap(id0 + created) end
+      gen_d = d
+      local id = gen_prefix .. (DIG[d] or digit(d))
+      cur_n = cur_n + 2
+      cur[cur_n - 1] = id
+      cur[cur_n] = argv[j + 3]
+      m = m + 2
+      iw[m - 1] = dg
+      iw[m] = id
+      fpos[i] = m
+      z = z + 2
+      zadds[z - 1] = fmt(score)
+      zadds[z] = id
+      if minscore == nil or score < minscore then minscore, minid = score, id end
       bydg[dg] = i
-      fast[#fast + 1] = i
       out[i + 2] = score
     else
       new_state(dg)
@@ -833,7 +908,7 @@ for i = 1, n do
     elseif type(s) == 'number' then
       s = expand(dg, s)
     end
-    local r = slow(s, ARGV[j + 3], ms)
+    local r = slow(s, argv[j + 3], ms)
     if not r then return redis.error_reply('delay: unreadable fresh record in job ' .. i) end
     out[i + 2] = r
   end
@@ -859,18 +934,11 @@ end
 -- amount to).
 for _, pre in ipairs(rorder) do redis.call('HSET', tasks .. ':' .. pre, unpack(recb[pre])) end
 if #rewrites > 0 then put_recs(tasks, rewrites) end
-local iw, m = {}, 0
-for _, i in ipairs(fast) do
-  local dg = ARGV[3 * i + 2]
-  if bydg[dg] == i then
-    iw[m + 1] = dg
-    iw[m + 2] = fid[i]
-    m = m + 2
-  end
-end
 for _, dg in ipairs(slowdg) do
   local s = bydg[dg]
-  if s.dirty then
+  if s.iwp then
+    iw[s.iwp] = table.concat(s.ids, ',') -- over its fast-path entry
+  elseif s.dirty then
     iw[m + 1] = dg
     iw[m + 2] = table.concat(s.ids, ',')
     m = m + 2

@@ -57,6 +57,7 @@ local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
 local C_PAUSED = 14
 local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
 local DIGEST_LEN = 6 -- digestLen in keys.go
+local BUCKET_IDS = 36 -- the IDs one tasks bucket can hold (the last digit)
 -- The index holds a marker field IDX_MARK (no digest has it) from the
 -- first enqueue on, read in the same HMGET as the entries: an index
 -- without it is new, or gone (checked then), at no cost on the hot path.
