@@ -185,10 +185,11 @@ local function group(groups, order, k)
   return g
 end
 
--- buckets groups positions of ids by tasks bucket (the bucket key), in
--- first-seen order. Runs of IDs from one bucket (the common case: IDs are
--- handed out in order) cost one lookup and one key per run, not per ID.
-local function buckets(tasks, ids)
+-- buckets groups positions of ids (the IDs themselves, with as_ids) by
+-- tasks bucket (the bucket key), in first-seen order; each group's length
+-- is its n. Runs of IDs from one bucket (the common case: IDs are handed
+-- out in order) cost one lookup and one key per run, not per ID.
+local function buckets(tasks, ids, as_ids)
   local groups, order = {}, {}
   local last, g, k = nil, nil, 0
   for i = 1, #ids do
@@ -207,7 +208,7 @@ local function buckets(tasks, ids)
       end
     end
     k = k + 1
-    g[k] = i
+    if as_ids then g[k] = ids[i] else g[k] = i end
   end
   if g then g.n = k end
   return groups, order
@@ -266,24 +267,13 @@ local function put_recs(tasks, pairs_)
   end
 end
 
--- del_recs deletes the records of ids with one HDEL per bucket. It lists
--- the IDs per bucket as it goes (buckets' positions would take a second
--- pass: 1% of an ack).
+-- del_recs deletes the records of ids with one HDEL per bucket.
 local function del_recs(tasks, ids)
-  local lists, order = {}, {}
-  local last, f, k = nil, nil, 0
-  for i = 1, #ids do
-    local id = ids[i]
-    local pre = string.sub(id, 1, -2)
-    if pre ~= last then
-      last = pre
-      f = group(lists, order, tasks .. ':' .. pre)
-      k = #f
-    end
-    k = k + 1
-    f[k] = id
+  local groups, order = buckets(tasks, ids, true)
+  for _, k in ipairs(order) do
+    local g = groups[k]
+    redis.call('HDEL', k, unpack(g, 1, g.n))
   end
-  for _, bk in ipairs(order) do redis.call('HDEL', bk, unpack(lists[bk])) end
 end
 
 -- entry_ids splits an index entry (nil: none) into its IDs.

@@ -125,10 +125,23 @@ local function tkey(tasks, id) return tasks .. ':' .. string.sub(id, 1, -2) end
 
 local function put_rec(tasks, id, blob) redis.call('HSET', tkey(tasks, id), id, blob) end
 
--- buckets groups positions of ids by tasks bucket (the bucket key), in
--- first-seen order. Runs of IDs from one bucket (the common case: IDs are
--- handed out in order) cost one lookup and one key per run, not per ID.
-local function buckets(tasks, ids)
+-- group returns the list groups[k], making it (and noting k in order)
+-- on first sight: the per-bucket batching of every bulk call.
+local function group(groups, order, k)
+  local g = groups[k]
+  if not g then
+    g = {}
+    groups[k] = g
+    order[#order + 1] = k
+  end
+  return g
+end
+
+-- buckets groups positions of ids (the IDs themselves, with as_ids) by
+-- tasks bucket (the bucket key), in first-seen order; each group's length
+-- is its n. Runs of IDs from one bucket (the common case: IDs are handed
+-- out in order) cost one lookup and one key per run, not per ID.
+local function buckets(tasks, ids, as_ids)
   local groups, order = {}, {}
   local last, g, k = nil, nil, 0
   for i = 1, #ids do
@@ -147,7 +160,7 @@ local function buckets(tasks, ids)
       end
     end
     k = k + 1
-    g[k] = i
+    if as_ids then g[k] = ids[i] else g[k] = i end
   end
   if g then g.n = k end
   return groups, order

@@ -126,10 +126,23 @@ local function is_done(flags) return math.floor(flags / 4) % 2 == 1 end
 local function tkey(tasks, id) return tasks .. ':' .. string.sub(id, 1, -2) end
 
 local function get_rec(tasks, id) return redis.call('HGET', tkey(tasks, id), id) end
--- buckets groups positions of ids by tasks bucket (the bucket key), in
--- first-seen order. Runs of IDs from one bucket (the common case: IDs are
--- handed out in order) cost one lookup and one key per run, not per ID.
-local function buckets(tasks, ids)
+-- group returns the list groups[k], making it (and noting k in order)
+-- on first sight: the per-bucket batching of every bulk call.
+local function group(groups, order, k)
+  local g = groups[k]
+  if not g then
+    g = {}
+    groups[k] = g
+    order[#order + 1] = k
+  end
+  return g
+end
+
+-- buckets groups positions of ids (the IDs themselves, with as_ids) by
+-- tasks bucket (the bucket key), in first-seen order; each group's length
+-- is its n. Runs of IDs from one bucket (the common case: IDs are handed
+-- out in order) cost one lookup and one key per run, not per ID.
+local function buckets(tasks, ids, as_ids)
   local groups, order = {}, {}
   local last, g, k = nil, nil, 0
   for i = 1, #ids do
@@ -148,7 +161,7 @@ local function buckets(tasks, ids)
       end
     end
     k = k + 1
-    g[k] = i
+    if as_ids then g[k] = ids[i] else g[k] = i end
   end
   if g then g.n = k end
   return groups, order

@@ -176,10 +176,11 @@ local function group(groups, order, k)
   return g
 end
 
--- buckets groups positions of ids by tasks bucket (the bucket key), in
--- first-seen order. Runs of IDs from one bucket (the common case: IDs are
--- handed out in order) cost one lookup and one key per run, not per ID.
-local function buckets(tasks, ids)
+-- buckets groups positions of ids (the IDs themselves, with as_ids) by
+-- tasks bucket (the bucket key), in first-seen order; each group's length
+-- is its n. Runs of IDs from one bucket (the common case: IDs are handed
+-- out in order) cost one lookup and one key per run, not per ID.
+local function buckets(tasks, ids, as_ids)
   local groups, order = {}, {}
   local last, g, k = nil, nil, 0
   for i = 1, #ids do
@@ -198,7 +199,7 @@ local function buckets(tasks, ids)
       end
     end
     k = k + 1
-    g[k] = i
+    if as_ids then g[k] = ids[i] else g[k] = i end
   end
   if g then g.n = k end
   return groups, order
