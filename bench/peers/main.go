@@ -51,6 +51,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/bench/peers/internal/cli"
+	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/measure"
 )
 
@@ -78,6 +79,7 @@ type config struct {
 	libs       []string
 	defaults   bool
 	asynqUUID  bool
+	tsBatch    int
 	floorsPath string
 	strict     bool
 }
@@ -99,6 +101,7 @@ func main() {
 	flag.DurationVar(&cfg.wait, "wait", 10*time.Second, "how long a workload waits for stragglers after its last due time")
 	flag.StringVar(&libs, "libs", "tierset,asynq,bullmq,river", "comma-separated systems to run; the ratios need tierset")
 	flag.BoolVar(&cfg.defaults, "defaults", true, "also run each peer with its default settings, besides its best latency settings")
+	flag.IntVar(&cfg.tsBatch, "tierset-batch", 1000, "tierset's WorkerOptions.BatchSize (1..1000); above its concurrency of 8, Prefetch defaults to it")
 	flag.BoolVar(&cfg.asynqUUID, "asynq-uuid", false, "give asynq no TaskID (it makes 36-byte UUIDs) instead of the 25-byte business key")
 	flag.DurationVar(&cfg.budget, "budget", 20*time.Minute, "hard bound on the whole run")
 	flag.StringVar(&cfg.floorsPath, "floors", "", "also write the floor rows as JSON to this file (go run ./bench -peers reads them)")
@@ -121,8 +124,8 @@ type outcome struct {
 }
 
 func run(cfg config, out io.Writer) (*measure.Floors, error) {
-	if cfg.n < 2 || cfg.memN < 1 || cfg.rounds < 1 || cfg.steady <= 0 || cfg.lead <= 0 || cfg.burstLead <= 0 || cfg.wait <= 0 {
-		return nil, errors.New("-n ≥ 2, -mem-n ≥ 1, -rounds ≥ 1 and positive -steady, -lead, -burst-lead, -wait are required")
+	if cfg.n < 2 || cfg.memN < 1 || cfg.rounds < 1 || cfg.steady <= 0 || cfg.lead <= 0 || cfg.burstLead <= 0 || cfg.wait <= 0 || cfg.tsBatch < 1 || cfg.tsBatch > delay.MaxBatch {
+		return nil, errors.New("-n ≥ 2, -mem-n ≥ 1, -rounds ≥ 1, -tierset-batch in 1..1000 and positive -steady, -lead, -burst-lead, -wait are required")
 	}
 	// Ctrl-C or SIGTERM ends the run through the same cleanup (River's
 	// schemas, every key written) as its end.
@@ -156,7 +159,7 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	var systems []system
 	want := func(lib string) bool { return slices.Contains(cfg.libs, lib) }
 	if want("tierset") {
-		ts, err := newTiersetPeer(tc, "tsbench-"+runID, "peers-"+runID)
+		ts, err := newTiersetPeer(tc, "tsbench-"+runID, "peers-"+runID, cfg.tsBatch)
 		if err != nil {
 			return nil, err
 		}

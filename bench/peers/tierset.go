@@ -17,14 +17,15 @@ type tiersetPeer struct {
 	rdb    *redis.Client
 	prefix string
 	base   string
+	batch  int
 	phases int
 	queue  *delay.Queue
 	cancel context.CancelFunc
 	done   chan error
 }
 
-func newTiersetPeer(rdb *redis.Client, queue, prefix string) (*tiersetPeer, error) {
-	p := &tiersetPeer{rdb: rdb, prefix: prefix, base: queue}
+func newTiersetPeer(rdb *redis.Client, queue, prefix string, batch int) (*tiersetPeer, error) {
+	p := &tiersetPeer{rdb: rdb, prefix: prefix, base: queue, batch: batch}
 	return p, p.open()
 }
 
@@ -43,7 +44,12 @@ func (p *tiersetPeer) open() error {
 func (p *tiersetPeer) name() string    { return "tierset" }
 func (p *tiersetPeer) product() string { return "tierset" }
 func (p *tiersetPeer) settings() string {
-	return "1 worker, concurrency 8, BatchSize 100 (defaults otherwise)"
+	s := fmt.Sprintf("1 worker, concurrency 8, BatchSize %d", p.batch)
+	if p.batch > 8 {
+		// WorkerOptions.Prefetch defaults to BatchSize above Concurrency.
+		s += fmt.Sprintf(" (so Prefetch %d: a take brings up to %d tasks whatever the free handlers)", p.batch, p.batch)
+	}
+	return s + " (defaults otherwise)"
 }
 
 func (p *tiersetPeer) enqueue(ctx context.Context, t task) error {
@@ -75,7 +81,7 @@ func (p *tiersetPeer) start(ctx context.Context, deliver func([]byte)) error {
 	w, err := delay.NewWorker(p.queue, func(_ context.Context, t *delay.Task) error {
 		deliver(t.Payload)
 		return nil
-	}, delay.WorkerOptions{Concurrency: 8, BatchSize: 100, ShutdownTimeout: 2 * time.Second})
+	}, delay.WorkerOptions{Concurrency: 8, BatchSize: p.batch, ShutdownTimeout: 2 * time.Second})
 	if err != nil {
 		return fmt.Errorf("delay.NewWorker: %w", err)
 	}

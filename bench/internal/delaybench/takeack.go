@@ -80,20 +80,30 @@ func delayRunWorker(ctx context.Context, q *delay.Queue, obs *delayAckCounter, c
 }
 
 // takeAck pre-enqueues tasks due now and times one worker (concurrency 8,
-// batch 100, no-op handler) from its start to the last ack. With Full
-// it repeats at concurrency 100, for information: it shows how much of the
-// figure is the worker's concurrency rather than Redis.
+// batch 100, no-op handler) from its start to the last ack. It repeats at
+// batch 1000 (MaxBatch, the setting bench/peers compares), for
+// information: a larger take spreads each script's fixed cost over more
+// tasks, which the Redis CPU per 1,000 tasks shows. With Full it repeats
+// at concurrency 100 too: it shows how much of the figure is the worker's
+// concurrency rather than Redis.
 func (b *delayBench) takeAck(ctx context.Context) error {
-	if err := b.takeAckAt(ctx, 8, 100, true); err != nil {
-		return err
+	runs := []struct {
+		concurrency, batch int
+	}{{8, 100}, {8, delay.MaxBatch}}
+	if b.p.full {
+		runs = append(runs, struct{ concurrency, batch int }{100, 100})
 	}
-	if !b.p.full {
-		return nil
+	for i, r := range runs {
+		if i > 0 {
+			if err := deletePrefix(ctx, b.p.client, b.prefix); err != nil {
+				return err
+			}
+		}
+		if err := b.takeAckAt(ctx, r.concurrency, r.batch, i == 0); err != nil {
+			return err
+		}
 	}
-	if err := deletePrefix(ctx, b.p.client, b.prefix); err != nil {
-		return err
-	}
-	return b.takeAckAt(ctx, 100, 100, false)
+	return nil
 }
 
 func (b *delayBench) takeAckAt(ctx context.Context, concurrency, batch int, floor bool) error {
@@ -130,8 +140,8 @@ func (b *delayBench) takeAckAt(ctx context.Context, concurrency, batch int, floo
 		return fmt.Errorf("take+ack: nothing acked within %v", b.sizes.phaseBudget)
 	}
 	rate := float64(acked) / time.Unix(0, obs.last.Load()).Sub(start).Seconds()
-	if floor && cpuOK && cpu1OK {
-		b.addServerCost(cpu1-cpu0, acked, rate)
+	if concurrency == 8 && cpuOK && cpu1OK {
+		b.addServerCost(fmt.Sprintf("take+ack burst, batch %d", batch), cpu1-cpu0, acked, rate)
 	}
 	name := fmt.Sprintf("take+ack, 1 worker, concurrency %d, batch %d", concurrency, batch)
 	note := fmt.Sprintf("%d tasks due now, no-op handler, worker start to last ack%s", acked, cut(int(acked), n))
@@ -149,14 +159,14 @@ func (b *delayBench) takeAckAt(ctx context.Context, concurrency, batch int, floo
 // start and stop and any other client of a shared server count too) per
 // 1,000 tasks, and the rate that cost would allow on one fully used Redis
 // core, beside the rate reached.
-func (b *delayBench) addServerCost(cpu float64, acked int64, rate float64) {
+func (b *delayBench) addServerCost(what string, cpu float64, acked int64, rate float64) {
 	per1k := cpu / float64(acked) * 1000
-	b.add(delayRow{metric: "take+ack burst: Redis CPU per 1,000 tasks", value: per1k * 1000, unit: "ms",
+	b.add(delayRow{metric: what + ": Redis CPU per 1,000 tasks", value: per1k * 1000, unit: "ms",
 		note: fmt.Sprintf("%.4f CPU s per 1,000 (INFO used_cpu_user+used_cpu_sys over the worker's run, %d tasks)", per1k, acked)})
 	allowed := 0.0
 	if per1k > 0 {
 		allowed = 1000 / per1k
 	}
-	b.add(delayRow{metric: "take+ack burst: rate one Redis core allows at that cost", value: allowed, unit: "tasks/s",
+	b.add(delayRow{metric: what + ": rate one Redis core allows at that cost", value: allowed, unit: "tasks/s",
 		note: fmt.Sprintf("1000 / CPU s per 1,000; reached %.0f tasks/s (%.0f%% of it)", rate, 100*rate/max(allowed, 1))})
 }
