@@ -116,8 +116,16 @@ func TestPrivateServerRun(t *testing.T) {
 		t.Fatalf("first line %q does not name the private server", first)
 	}
 	addr, _, _ := strings.Cut(first[i+len(mark):], " ")
-	if !strings.Contains(out.String(), "memory per pending task, payload excluded (MEMORY USAGE)") {
-		t.Error("no memory floor row")
+	for _, want := range []string{
+		"memory per pending task, payload excluded (MEMORY USAGE)",
+		// The burst's server cost, at the batch of the floor and at
+		// the one bench/peers compares.
+		"take+ack burst, batch 100: Redis CPU per 1,000 tasks",
+		"take+ack burst, batch 1000: rate one Redis core allows at that cost",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
 	}
 	for _, line := range strings.Split(out.String(), "\n") {
 		if strings.Contains(line, "memory per pending task") && strings.Contains(line, "not judged") {
