@@ -79,6 +79,13 @@ func delayRunWorker(ctx context.Context, q *delay.Queue, obs *delayAckCounter, c
 	return nil
 }
 
+// takeAckRun is one worker run of the take+ack phase: floor judges its
+// rate, cost prints what it cost the server.
+type takeAckRun struct {
+	concurrency, batch int
+	floor, cost        bool
+}
+
 // takeAck pre-enqueues tasks due now and times one worker (concurrency 8,
 // batch 100, no-op handler) from its start to the last ack. It repeats at
 // batch 1000 (MaxBatch, the setting bench/peers compares), for
@@ -87,11 +94,12 @@ func delayRunWorker(ctx context.Context, q *delay.Queue, obs *delayAckCounter, c
 // at concurrency 100 too: it shows how much of the figure is the worker's
 // concurrency rather than Redis.
 func (b *delayBench) takeAck(ctx context.Context) error {
-	runs := []struct {
-		concurrency, batch int
-	}{{8, 100}, {8, delay.MaxBatch}}
+	runs := []takeAckRun{
+		{concurrency: 8, batch: 100, floor: true, cost: true},
+		{concurrency: 8, batch: delay.MaxBatch, cost: true},
+	}
 	if b.p.full {
-		runs = append(runs, struct{ concurrency, batch int }{100, 100})
+		runs = append(runs, takeAckRun{concurrency: 100, batch: 100})
 	}
 	for i, r := range runs {
 		if i > 0 {
@@ -99,14 +107,15 @@ func (b *delayBench) takeAck(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := b.takeAckAt(ctx, r.concurrency, r.batch, i == 0); err != nil {
+		if err := b.takeAckAt(ctx, r); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (b *delayBench) takeAckAt(ctx context.Context, concurrency, batch int, floor bool) error {
+func (b *delayBench) takeAckAt(ctx context.Context, r takeAckRun) error {
+	concurrency, batch := r.concurrency, r.batch
 	obs := newDelayAckCounter(b.sizes.takeAck)
 	q, err := b.queue(fmt.Sprintf("takeack%d", concurrency), obs)
 	if err != nil {
@@ -140,12 +149,12 @@ func (b *delayBench) takeAckAt(ctx context.Context, concurrency, batch int, floo
 		return fmt.Errorf("take+ack: nothing acked within %v", b.sizes.phaseBudget)
 	}
 	rate := float64(acked) / time.Unix(0, obs.last.Load()).Sub(start).Seconds()
-	if concurrency == 8 && cpuOK && cpu1OK {
+	if r.cost && cpuOK && cpu1OK {
 		b.addServerCost(fmt.Sprintf("take+ack burst, batch %d", batch), cpu1-cpu0, acked, rate)
 	}
 	name := fmt.Sprintf("take+ack, 1 worker, concurrency %d, batch %d", concurrency, batch)
 	note := fmt.Sprintf("%d tasks due now, no-op handler, worker start to last ack%s", acked, cut(int(acked), n))
-	if !floor {
+	if !r.floor {
 		b.add(delayRow{metric: name, value: rate, unit: "tasks/s", note: note})
 		return nil
 	}
