@@ -40,20 +40,8 @@ func TestTakeWholeBuckets(t *testing.T) {
 			}
 			return nil
 		}},
-		{"a record gone", func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue, full []string) []string {
-			t.Helper()
-			if err := b.Client.HDel(ctx, q.k.taskBucket(full[5]), full[5]).Err(); err != nil {
-				t.Fatal(err)
-			}
-			return full[5:6]
-		}},
-		{"the last record gone", func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue, full []string) []string {
-			t.Helper()
-			if err := b.Client.HDel(ctx, q.k.taskBucket(full[35]), full[35]).Err(); err != nil {
-				t.Fatal(err)
-			}
-			return full[35:]
-		}},
+		{"a record gone", dropRecord(5)},
+		{"the last record gone", dropRecord(35)},
 	}
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		for ci, tc := range cases {
@@ -100,4 +88,16 @@ func TestTakeWholeBuckets(t *testing.T) {
 			})
 		}
 	})
+}
+
+// dropRecord is an alter of TestTakeWholeBuckets that deletes the record
+// of the bucket's at-th ID.
+func dropRecord(at int) func(*testing.T, context.Context, *testredis.Backend, *Queue, []string) []string {
+	return func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue, full []string) []string {
+		t.Helper()
+		if err := b.Client.HDel(ctx, q.k.taskBucket(full[at]), full[at]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		return full[at : at+1]
+	}
 }
