@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tierset/tierset"
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
@@ -23,7 +24,8 @@ const EnvFailover = "TIERSET_FAILOVER"
 // worker fed by a steady producer are running, and measures what the
 // library's users see:
 //
-//   - cart matches recover within 6 s of the kill;
+//   - cart matches recover within 2.5 s of the replica's promotion (the
+//     cluster's own failover before it is Redis's, and is reported);
 //   - the queue resumes: tasks enqueued after the failover are handled;
 //   - no acknowledged task is lost, and no task is in two handlers while a
 //     lease that Redis still knows about is held. Redeliveries whose first
@@ -46,6 +48,15 @@ const EnvFailover = "TIERSET_FAILOVER"
 // the next free block, in a temp dir) and always stops it: the shared CI
 // cluster that other packages' tests use in parallel must never lose a
 // master.
+// How soon carts must be back: after the replica's promotion, within the
+// slot-map reload interval of tierset.ClusterOptions plus 1.5 s for the
+// reload, a cart's retry and a loaded machine's slack; from the kill, when
+// the watcher saw no promotion to judge from.
+const (
+	cartBoundFromPromotion = tierset.ClusterStateReloadInterval + 1500*time.Millisecond
+	cartBoundFromKill      = 6 * time.Second
+)
+
 func TestFailover(t *testing.T) {
 	cl := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -193,9 +204,10 @@ func TestFailover(t *testing.T) {
 	wg.Wait()
 
 	// Report.
+	var promotedAt time.Time
 	select {
-	case at := <-promoted:
-		t.Logf("server side: the replica took over the queue's slot %v after the kill (cluster-node-timeout 2000 ms)", at.Sub(killAt).Round(time.Millisecond))
+	case promotedAt = <-promoted:
+		t.Logf("server side: the replica took over the queue's slot %v after the kill (cluster-node-timeout 2000 ms)", promotedAt.Sub(killAt).Round(time.Millisecond))
 	default:
 		t.Logf("server side: no promotion seen by the watcher")
 	}
@@ -206,8 +218,18 @@ func TestFailover(t *testing.T) {
 	} else {
 		rec := cartRecovered.Sub(killAt)
 		t.Logf("cart recovery: %v after the kill", rec.Round(time.Millisecond))
-		if rec > 6*time.Second {
-			t.Errorf("cart matches recovered %v after the kill, want ≤ 6 s", rec.Round(time.Millisecond))
+		switch {
+		case promotedAt.IsZero() && rec > cartBoundFromKill:
+			t.Errorf("cart matches recovered %v after the kill, want ≤ %v (no promotion seen to judge from)", rec.Round(time.Millisecond), cartBoundFromKill)
+		case !promotedAt.IsZero():
+			// The cluster's own failover (node timeout, then the
+			// election) is Redis's, and a loaded machine stretches it;
+			// what the client adds after the promotion is the library's.
+			after := cartRecovered.Sub(promotedAt)
+			t.Logf("cart recovery: %v after the promotion", after.Round(time.Millisecond))
+			if after > cartBoundFromPromotion {
+				t.Errorf("cart matches recovered %v after the promotion, want ≤ %v", after.Round(time.Millisecond), cartBoundFromPromotion)
+			}
 		}
 		if late := carts.failuresAfter(cartRecovered); late > 0 {
 			t.Errorf("%d cart matches failed after the recovery at %v", late, rec.Round(time.Millisecond))
