@@ -24,7 +24,7 @@ const EnvFailover = "TIERSET_FAILOVER"
 // worker fed by a steady producer are running, and measures what the
 // library's users see:
 //
-//   - cart matches recover within 2.5 s of the replica's promotion (the
+//   - cart matches recover within 3 s of the replica's promotion (the
 //     cluster's own failover before it is Redis's, and is reported);
 //   - the queue resumes: tasks enqueued after the failover are handled;
 //   - no acknowledged task is lost, and no task is in two handlers while a
@@ -48,12 +48,13 @@ const EnvFailover = "TIERSET_FAILOVER"
 // the next free block, in a temp dir) and always stops it: the shared CI
 // cluster that other packages' tests use in parallel must never lose a
 // master.
-// How soon carts must be back: after the replica's promotion, within the
-// slot-map reload interval of tierset.ClusterOptions plus 1.5 s for the
-// reload, a cart's retry and a loaded machine's slack; from the kill, when
-// the watcher saw no promotion to judge from.
+// How soon carts must be back. After the replica's promotion: two slot-map
+// reload intervals of tierset.ClusterOptions (a reload may ask a node that
+// has not heard of the promotion yet, or the dead one, so the next reload
+// is the one that finds it) plus 1 s for a cart's retries and a loaded
+// machine. From the kill, when the watcher saw no promotion to judge from.
 const (
-	cartBoundFromPromotion = tierset.ClusterStateReloadInterval + 1500*time.Millisecond
+	cartBoundFromPromotion = 2*tierset.ClusterStateReloadInterval + time.Second
 	cartBoundFromKill      = 6 * time.Second
 )
 
