@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
@@ -36,8 +35,7 @@ func TestCacheCollectorScrape(t *testing.T) {
 	b := testredis.Redis(t)
 	ctx := t.Context()
 	col := tsprom.NewCacheCollector(tsprom.CacheOptions{MaxPromotions: 2})
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(col)
+	reg := pedanticRegistry(col)
 	c, err := cache.New(b.Client, cache.Options{Prefix: b.Prefix, Observer: col})
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +119,7 @@ tierset_cache_corrupt_reads_total{record="meta"} 0
 // TestCacheCollectorZeroSeries: before any event, every outcome and
 // event label value is already scraped, at 0.
 func TestCacheCollectorZeroSeries(t *testing.T) {
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(tsprom.NewCacheCollector(tsprom.CacheOptions{}))
+	reg := pedanticRegistry(tsprom.NewCacheCollector(tsprom.CacheOptions{}))
 	_, body := scrape(t, reg)
 	for _, s := range []string{
 		`tierset_cache_lookups_total{outcome="damaged"}`, `tierset_cache_lookups_total{outcome="hit"}`,
@@ -155,8 +152,7 @@ func TestCacheCollectorNearLoaderRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	col := tsprom.NewCacheCollector(tsprom.CacheOptions{})
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(col)
+	reg := pedanticRegistry(col)
 	// Its own client: the near cache's tracking connection and reads are
 	// apart from the writer's.
 	opt := *b.Client.(*redis.Client).Options()
@@ -262,8 +258,7 @@ func TestCacheCollectorDamaged(t *testing.T) {
 	b := testredis.Redis(t)
 	ctx := t.Context()
 	col := tsprom.NewCacheCollector(tsprom.CacheOptions{})
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(col)
+	reg := pedanticRegistry(col)
 	c, err := cache.New(b.Client, cache.Options{Prefix: b.Prefix, Observer: col})
 	if err != nil {
 		t.Fatal(err)

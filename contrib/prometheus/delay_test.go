@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
@@ -26,8 +25,7 @@ func TestDelayCollectorLossAndWarning(t *testing.T) {
 	b := testredis.Redis(t)
 	ctx := t.Context()
 	dc := tsprom.NewDelayCollector(tsprom.DelayOptions{})
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(dc)
+	reg := pedanticRegistry(dc)
 	q, err := delay.New(b.Client, "lossy", delay.Options{Prefix: b.Prefix, Observer: dc})
 	if err != nil {
 		t.Fatal(err)
@@ -88,8 +86,7 @@ func TestDelayCollectorHandleSeconds(t *testing.T) {
 	b := testredis.Redis(t)
 	ctx := t.Context()
 	dc := tsprom.NewDelayCollector(tsprom.DelayOptions{})
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(dc)
+	reg := pedanticRegistry(dc)
 	q, err := delay.New(b.Client, "handled", delay.Options{Prefix: b.Prefix, Observer: dc})
 	if err != nil {
 		t.Fatal(err)

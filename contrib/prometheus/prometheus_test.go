@@ -12,6 +12,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// pedanticRegistry is a registry that checks every metric it gathers for
+// consistency (prometheus.NewPedanticRegistry), holding cs.
+func pedanticRegistry(cs ...prometheus.Collector) *prometheus.Registry {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(cs...)
+	return reg
+}
+
 // scrape serves reg on a real /metrics endpoint and returns the body.
 func scrape(t *testing.T, reg *prometheus.Registry) (url, body string) {
 	t.Helper()

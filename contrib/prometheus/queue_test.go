@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	tsprom "github.com/tierset/tierset/contrib/prometheus"
@@ -26,8 +25,7 @@ func TestQueueAndDelayCollectorScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	qc := tsprom.NewQueueCollector(tsprom.QueueOptions{}, q)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(dc, qc)
+	reg := pedanticRegistry(dc, qc)
 
 	// Six tasks due 5 s ago (lateness in the [4096, 8192) ms bucket), two
 	// due in an hour, one duplicate.
@@ -158,8 +156,7 @@ func TestQueueCollectorDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	qc := tsprom.NewQueueCollector(tsprom.QueueOptions{Timeout: time.Nanosecond}, q)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(qc)
+	reg := pedanticRegistry(qc)
 	url, _ := scrape(t, reg)
 	want := `
 # HELP tierset_queue_up 1 when this scrape read the queue's Stats, 0 when the read failed.
@@ -182,8 +179,7 @@ func TestQueueCollectorRetriesExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(dc, tsprom.NewQueueCollector(tsprom.QueueOptions{}, q))
+	reg := pedanticRegistry(dc, tsprom.NewQueueCollector(tsprom.QueueOptions{}, q))
 
 	past := time.Now().Add(-time.Second)
 	for i := range 3 {
@@ -341,8 +337,7 @@ func TestQueueCollectorLossCounters(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reg := prometheus.NewPedanticRegistry()
-			reg.MustRegister(tsprom.NewQueueCollector(tsprom.QueueOptions{}, q))
+			reg := pedanticRegistry(tsprom.NewQueueCollector(tsprom.QueueOptions{}, q))
 			_, before := scrape(t, reg)
 			for s := range series(delay.Stats{}) {
 				if v := sample(t, before, s+`{queue="`+name+`"}`); v != 0 {
