@@ -44,7 +44,7 @@ func (p *asynqPeer) settings() string {
 	if p.uuidIDs {
 		ids = "asynq's UUID task IDs"
 	}
-	return "1 server, Concurrency 8, " + fwd + ", " + check + ", MaxRetry 0, " + ids
+	return fmt.Sprintf("1 server, Concurrency %d, ", handlers) + fwd + ", " + check + ", MaxRetry 0, " + ids
 }
 
 // enqueueMany: asynq has no batch enqueue; concurrent calls are its fastest path.
@@ -78,7 +78,7 @@ func (p *asynqPeer) enqueue(ctx context.Context, t task) error {
 
 func (p *asynqPeer) start(_ context.Context, deliver func([]byte)) error {
 	p.server = asynq.NewServerFromRedisClient(p.rdb, asynq.Config{
-		Concurrency:              8,
+		Concurrency:              handlers,
 		Queues:                   map[string]int{p.queue: 1},
 		DelayedTaskCheckInterval: p.forward,
 		TaskCheckInterval:        p.check,

@@ -45,7 +45,7 @@ func (p *bullmqPeer) name() string    { return p.label }
 func (p *bullmqPeer) product() string { return "BullMQ" }
 
 func (p *bullmqPeer) settings() string {
-	s := "1 Worker, concurrency 8, jobId = business key, "
+	s := fmt.Sprintf("1 Worker, concurrency %d, jobId = business key, ", handlers)
 	if p.fast {
 		return s + "removeOnComplete and removeOnFail true (auto-removal); BullMQ has no polling interval to lower: a delayed job's marker wakes the worker"
 	}
@@ -62,7 +62,7 @@ type bullmqOut struct {
 
 func (p *bullmqPeer) runNode(ctx context.Context, args map[string]any) (bullmqOut, error) {
 	args["redis"], args["prefix"], args["queue"] = p.url, p.prefix, "q"
-	args["concurrency"], args["removeOnComplete"] = 8, p.fast
+	args["concurrency"], args["removeOnComplete"] = handlers, p.fast
 	js, err := json.Marshal(args)
 	if err != nil {
 		return bullmqOut{}, err

@@ -101,7 +101,7 @@ func main() {
 	flag.DurationVar(&cfg.wait, "wait", 10*time.Second, "how long a workload waits for stragglers after its last due time")
 	flag.StringVar(&libs, "libs", "tierset,asynq,bullmq,river", "comma-separated systems to run; the ratios need tierset")
 	flag.BoolVar(&cfg.defaults, "defaults", true, "also run each peer with its default settings, besides its best latency settings")
-	flag.IntVar(&cfg.tsBatch, "tierset-batch", 1000, "tierset's WorkerOptions.BatchSize (1..1000); above its concurrency of 8, Prefetch defaults to it")
+	flag.IntVar(&cfg.tsBatch, "tierset-batch", 1000, fmt.Sprintf("tierset's WorkerOptions.BatchSize (1..%d); above its concurrency of %d, Prefetch defaults to it", delay.MaxBatch, handlers))
 	flag.BoolVar(&cfg.asynqUUID, "asynq-uuid", false, "give asynq no TaskID (it makes 36-byte UUIDs) instead of the 25-byte business key")
 	flag.DurationVar(&cfg.budget, "budget", 20*time.Minute, "hard bound on the whole run")
 	flag.StringVar(&cfg.floorsPath, "floors", "", "also write the floor rows as JSON to this file (go run ./bench -peers reads them)")
@@ -125,7 +125,7 @@ type outcome struct {
 
 func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	if cfg.n < 2 || cfg.memN < 1 || cfg.rounds < 1 || cfg.steady <= 0 || cfg.lead <= 0 || cfg.burstLead <= 0 || cfg.wait <= 0 || cfg.tsBatch < 1 || cfg.tsBatch > delay.MaxBatch {
-		return nil, errors.New("-n ≥ 2, -mem-n ≥ 1, -rounds ≥ 1, -tierset-batch in 1..1000 and positive -steady, -lead, -burst-lead, -wait are required")
+		return nil, fmt.Errorf("-n ≥ 2, -mem-n ≥ 1, -rounds ≥ 1, -tierset-batch in 1..%d and positive -steady, -lead, -burst-lead, -wait are required", delay.MaxBatch)
 	}
 	// Ctrl-C or SIGTERM ends the run through the same cleanup (River's
 	// schemas, every key written) as its end.

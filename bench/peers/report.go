@@ -199,10 +199,10 @@ func peerFloors(cfg config, outs []*outcome, skipped map[string]string) *measure
 		}
 		for i := range rows {
 			rows[i].Subject, rows[i].Kind = "peers", measure.Robust
-			// Against BullMQ the p99 at 1k/s (80-100 ms against tierset's
-			// 2 to 28 ms between runs) swings across its floor with the
-			// machine at CI size: printed, not failing, until longer
-			// phases make it robust.
+			// Against BullMQ the p99 at 1k/s swings across its floor with
+			// the machine at CI size (docs/benchmarks.md, "Against asynq,
+			// BullMQ and River"): printed, not failing, until longer phases
+			// make it robust.
 			if p == "BullMQ" && strings.HasPrefix(rows[i].Name, "p99 lateness at 1000/s") {
 				rows[i].Kind = measure.Tight
 			}

@@ -44,8 +44,8 @@ func (p *tiersetPeer) open() error {
 func (p *tiersetPeer) name() string    { return "tierset" }
 func (p *tiersetPeer) product() string { return "tierset" }
 func (p *tiersetPeer) settings() string {
-	s := fmt.Sprintf("1 worker, concurrency 8, BatchSize %d", p.batch)
-	if p.batch > 8 {
+	s := fmt.Sprintf("1 worker, concurrency %d, BatchSize %d", handlers, p.batch)
+	if p.batch > handlers {
 		// WorkerOptions.Prefetch defaults to BatchSize above Concurrency.
 		s += fmt.Sprintf(" (so Prefetch %d: a take brings up to %d tasks whatever the free handlers)", p.batch, p.batch)
 	}
@@ -81,7 +81,7 @@ func (p *tiersetPeer) start(ctx context.Context, deliver func([]byte)) error {
 	w, err := delay.NewWorker(p.queue, func(_ context.Context, t *delay.Task) error {
 		deliver(t.Payload)
 		return nil
-	}, delay.WorkerOptions{Concurrency: 8, BatchSize: p.batch, ShutdownTimeout: 2 * time.Second})
+	}, delay.WorkerOptions{Concurrency: handlers, BatchSize: p.batch, ShutdownTimeout: 2 * time.Second})
 	if err != nil {
 		return fmt.Errorf("delay.NewWorker: %w", err)
 	}

@@ -187,6 +187,11 @@ func (s goSystem) round(ctx context.Context, w workload, rates []int) (phase, []
 	return burst, steady, nil
 }
 
+// handlers is the handler concurrency of every system but River (which
+// fetches only for free workers, so it runs 100): a service whose handlers
+// call something that bounds them.
+const handlers = 8
+
 // steadyProducers enqueue side by side so that one slow call does not
 // hold back the offered rate (a service's request handlers would enqueue
 // concurrently too).
