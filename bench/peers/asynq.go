@@ -44,7 +44,7 @@ func (p *asynqPeer) settings() string {
 	if p.uuidIDs {
 		ids = "asynq's UUID task IDs"
 	}
-	return fmt.Sprintf("1 server, Concurrency %d, ", handlers) + fwd + ", " + check + ", MaxRetry 0, " + ids
+	return fmt.Sprintf("1 server, Concurrency %d, %s, %s, MaxRetry 0, %s", handlers, fwd, check, ids)
 }
 
 // enqueueMany: asynq has no batch enqueue; concurrent calls are its fastest path.
