@@ -92,6 +92,8 @@
 //   - internal/redisserver: private redis-server processes for tests and
 //     the bench.
 //   - internal/slot: Redis Cluster hash slots, checked on the client.
+//   - internal/soak: the one switch (TIERSET_SOAK=1) that runs the long
+//     tests: soaks, kill loops, fault schedules.
 //   - internal/testredis: the test backends: miniredis, a real Redis, a
 //     cluster.
 //   - internal/testrun: a worker's or pool's Run started in a test and
