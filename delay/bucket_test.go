@@ -35,6 +35,7 @@ func lookupTokens(t *testing.T, ctx context.Context, q *Queue, key string) strin
 // so each step that gives a key a second task must clear the mark of the
 // first: these sequences are the ways to get that wrong.
 func TestIndexFollowsTasks(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		op    string // enqueue, batch (two jobs in one call), take, ack, cancel
 		token string

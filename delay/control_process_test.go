@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -204,9 +205,6 @@ func enqueueLineKeys(t *testing.T, ctx context.Context, q *Queue, from, n int) m
 // (the tasks taken just before it), the tasks in flight finish and are
 // acked, the rest wait; after Resume every task is handled exactly once.
 func TestPauseStopsEveryProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: starts three worker processes (seconds)")
-	}
 	b := testredis.Redis(t) // child processes need a real server
 	ctx := testCtx(t)
 	q, err := New(b.Client, "line", Options{Prefix: b.Prefix})
@@ -375,9 +373,7 @@ func bucketReplay(takes []takeRec, from, to int64, perSecond, burst float64) (ov
 // 2-core machine under load three -race worker processes deliver well
 // under 100 tasks a second with no limit at all.
 func TestRateAcrossProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: three worker processes for 10 s")
-	}
+	soak.Require(t, "three worker processes for 10 s at the rate limit")
 	b := testredis.Redis(t)
 	ctx := testCtx(t)
 	q, err := New(b.Client, "line", Options{Prefix: b.Prefix})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -91,9 +92,7 @@ func TestHelperProcess(t *testing.T) {
 // At-least-once delivery through a crash: a consumer SIGKILLed mid-handler
 // loses nothing, and redeliveries come only after the lease expired.
 func TestSIGKILLMidHandler(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: starts a child process and SIGKILLs it mid-handler (seconds)")
-	}
+	t.Parallel()
 	b := testredis.Redis(t) // a real child process needs a real server
 	ctx := testCtx(t)
 	q, err := crashQueue(b.Client, b.Prefix)
@@ -107,7 +106,7 @@ func TestSIGKILLMidHandler(t *testing.T) {
 		ids[r.ID] = true
 	}
 	logKey := b.Prefix + ":testlog"
-	const kills = 20
+	kills := soak.Pick(20, 4) // child processes SIGKILLed mid-handler
 	for i := range kills {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 		cmd.Env = testredis.ChildEnv(envHelper+"=1", envHelperPrefix+"="+b.Prefix)

@@ -141,6 +141,7 @@ func TestDoneTTLOption(t *testing.T) {
 // (armed by the take's NextExpiry, which includes the first tombstone's
 // end) deletes them once they end, with nothing else running.
 func TestDoneTTLWorker(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{DoneTTL: 2 * time.Second})
 		w, err := NewWorker(q, func(context.Context, *Task) error { return nil }, WorkerOptions{Concurrency: 4})

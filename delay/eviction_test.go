@@ -42,6 +42,7 @@ func TestCheck(t *testing.T) {
 // Check and so by Worker.Run) unless Options.AllowEviction, which warns;
 // volatile-* and noeviction pass; a server that refuses CONFIG is a warning.
 func TestFaultEvictionPolicy(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		args    []string
 		allow   bool

@@ -232,6 +232,7 @@ func TestFaultPauseResumeClientKill(t *testing.T) {
 // (Stats.Rate), in no window W are there more than 100·W + 10 deliveries
 // across the restarts, no task is early, and every task is handled once.
 func TestFaultRateLimitRestart(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t, "--appendonly", "yes", "--appendfsync", "always")
 	ctx := testCtx(t)
 	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})

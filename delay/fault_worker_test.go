@@ -14,16 +14,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/internal/faultproxy"
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
-// faultTasks is how many tasks each Worker run under a fault handles, and
-// faultRate how many are enqueued a second: paced, so that the run lasts
-// about 4 s and faults land all along it, not after a burst.
-const (
-	faultTasks = 5000
-	faultRate  = 1250
-)
+// faultTasks is how many tasks each Worker run under a fault handles
+// (5,000 under the soak switch, 1,500 by default), and faultRate how many
+// are enqueued a second: paced, so that the run lasts about 4 s (1.2 s)
+// and faults land all along it, not after a burst. A run goes on until its
+// fault was applied as often as the test asks, whatever the count.
+const faultRate = 1250
+
+func faultTasks() int { return soak.Pick(5000, 1500) }
 
 // faultRun is one Worker run under a fault: producers enqueue faultTasks
 // tasks (half with a caller's token, all with one when the server goes
@@ -118,7 +120,7 @@ func (r faultRun) run(t *testing.T) faultFigures {
 
 	var f faultFigures
 	var enqueued, falseErrs, downErrs, unknown atomic.Int64
-	okKeys := make([]bool, faultTasks)
+	okKeys := make([]bool, faultTasks())
 	var pwg sync.WaitGroup
 	start := time.Now()
 	produceBy := start.Add(4 * time.Minute)
@@ -126,7 +128,7 @@ func (r faultRun) run(t *testing.T) faultFigures {
 		pwg.Add(1)
 		go func() {
 			defer pwg.Done()
-			for i := p; i < faultTasks; i += 8 {
+			for i := p; i < faultTasks(); i += 8 {
 				sleepCtx(ctx, time.Until(start.Add(time.Duration(i)*time.Second/faultRate)))
 				j := Job{Key: fmt.Sprintf("order:%05d", i)}
 				if r.down || i%2 == 0 {
@@ -261,14 +263,15 @@ func (f faultFigures) check(t *testing.T, what string) {
 	if f.lost != 0 || f.twice != 0 || f.falseErrs != 0 {
 		t.Errorf("%s: lost %d, twice %d, false errors %d: want 0, 0, 0", what, f.lost, f.twice, f.falseErrs)
 	}
-	if f.enqueued != faultTasks {
-		t.Errorf("%s: %d of %d tasks enqueued", what, f.enqueued, faultTasks)
+	if f.enqueued != faultTasks() {
+		t.Errorf("%s: %d of %d tasks enqueued", what, f.enqueued, faultTasks())
 	}
 }
 
 // TestFaultWorkerCutReplies: a reply cut every 200 ms, whichever script it
 // belongs to (enqueue, take, ack, sweep); go-redis re-sends each.
 func TestFaultWorkerCutReplies(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t)
 	f := faultRun{c: env.c, inject: func(int) bool {
 		env.proxy.CutNext(1, faultproxy.Contains("evalsha"))
@@ -282,6 +285,7 @@ func TestFaultWorkerCutReplies(t *testing.T) {
 // private server, which drops every connection of the queue's client
 // (the killing client is spared: SKIPME).
 func TestFaultWorkerClientKill(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
 	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
@@ -304,6 +308,7 @@ func TestFaultWorkerClientKill(t *testing.T) {
 // may not have landed: the producer re-sends it with its token, and it
 // counts as lost only if an Enqueue of it returned success.
 func TestFaultWorkerRestarts(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t, "--appendonly", "yes", "--appendfsync", "always")
 	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
 	restarts := 0
@@ -320,6 +325,7 @@ func TestFaultWorkerRestarts(t *testing.T) {
 
 // TestFaultWorkerLatency: 5 ms added to every reply.
 func TestFaultWorkerLatency(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t)
 	env.proxy.SetLatency(5 * time.Millisecond)
 	f := faultRun{c: env.c, inject: func(int) bool { return true }}.run(t)
@@ -351,6 +357,7 @@ func tookEffect(ctx context.Context, q *Queue, key string, by time.Time, handled
 // Lookup then finds nothing, yet tookEffect must say it ran, or the fault
 // runs above re-send it and count the re-send's task as handled twice.
 func TestFaultUnknownEnqueueJudged(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
 	loadScripts(t, ctx, env.direct) // a cut EVALSHA is then one that ran

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -16,9 +17,7 @@ import (
 // With DoneTTL every acked task leaves a tombstone, and once they end the
 // sweep leaves nothing either.
 func TestNothingLeaks10k(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: 10k tasks through every path, twice")
-	}
+	t.Parallel()
 	for _, doneTTL := range []time.Duration{0, 300 * time.Millisecond} {
 		t.Run(fmt.Sprintf("doneTTL=%v", doneTTL), func(t *testing.T) { nothingLeaks(t, doneTTL) })
 	}
@@ -29,7 +28,7 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 		q := newQ(t, b, Options{Lease: 300 * time.Millisecond, MaxAttempts: 2,
 			Backoff: func(int) time.Duration { return 0 }, DoneTTL: doneTTL})
 		paths := []string{"ack", "retry", "dead", "requeue", "purge", "cancelpending", "cancelflight", "reschedule", "expire", "cancelflightretry"}
-		n := 10_000
+		n := soak.Pick(10_000, 2_000)
 		if !b.Real() {
 			n = 500 // miniredis sorts a sorted set on every range query: quadratic
 			t.Logf("miniredis: %d tasks; the 10k run is backend=redis", n)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/internal/measure"
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -37,9 +38,7 @@ var memParts = []struct {
 // target needs the index or the due set in listpack buckets, whose cost in
 // Redis calls docs/benchmarks.md gives.
 func TestMemoryPerPart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: up to 100k tasks per case on a private redis-server")
-	}
+	soak.Require(t, "up to 100k tasks per case on a private redis-server")
 	r := testredis.StartServer(t)
 	ctx := testCtx(t)
 	c := r.Client(nil)

@@ -121,6 +121,7 @@ func TestReplyIntsOlderForm(t *testing.T) {
 // reply's ReplyTTL has passed by Redis TIME, and the calls that file new
 // hashes delete the ones past it, two each, whichever Queue made them.
 func TestReplySweptByTime(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{ReplyTTL: time.Second}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		hashes := func() []string {
 			t.Helper()
@@ -241,9 +242,7 @@ func TestReplyTTLOption(t *testing.T) {
 // one-job Enqueue, a 250-job batch call, a 100-task Take and a 100-lease
 // ack. The budgets are the figures measured on Redis 7.0 plus a quarter.
 func TestMemoryPerKeptReply(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: fills a private redis-server with 2000 kept replies per case")
-	}
+	t.Parallel()
 	r := testredis.StartServer(t)
 	ctx := testCtx(t)
 	c := r.Client(nil)

@@ -27,9 +27,6 @@ func (o *faultObserver) count(op string) int {
 // keep retrying their start-up Check, report the outage, and deliver
 // every task enqueued once it is back.
 func TestFaultWorkerStartOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: stops a private redis-server for 2 s")
-	}
 	for _, shards := range []int{0, 4} {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
 			t.Parallel()
@@ -255,9 +252,7 @@ func TestPoolEvictionPolicyStops(t *testing.T) {
 
 // Strict: a higher line whose server is down holds no lower line back.
 func TestFaultPoolStrictDownLine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: stops a private redis-server")
-	}
+	t.Parallel()
 	b := testredis.Redis(t)
 	r := testredis.StartServer(t)
 	dead := r.Client(&redis.Options{MaxRetries: -1, DialTimeout: 200 * time.Millisecond})

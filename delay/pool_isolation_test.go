@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/internal/measure"
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -34,9 +35,7 @@ import (
 var isoSharedBatch = flag.Int("delay.shared-batch", 0, "TestPoolLineIsolation's PoolOptions.SharedBatch (0: the default)")
 
 func TestPoolLineIsolation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: enqueues 200,000 tasks")
-	}
+	soak.Require(t, "enqueues 200,000 tasks, with 3 s idle windows before and after")
 	b := testredis.Redis(t)
 	// minutes, not testCtx's two: under -race on a loaded machine A's
 	// drain alone can take a minute, and the idle window after it as long

@@ -140,6 +140,7 @@ func TestPoolWeightedShares(t *testing.T) {
 // let in while high tasks were still buffered or being taken would put a
 // whole batch (50) after it.
 func TestPoolStrict(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		const n, conc = 500, 4
 		p, err := NewPool(PoolOptions{Concurrency: conc, Mode: Strict, Heartbeat: -1})
@@ -196,6 +197,7 @@ func TestPoolStrict(t *testing.T) {
 // Each line's cap holds at every instant: a counter of its running
 // handlers never passes it, and reaches it (the test is not vacuous).
 func TestPoolCaps(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		const n = 300
 		caps := []int{1, 2, 3, 0}
@@ -247,6 +249,7 @@ func TestPoolCaps(t *testing.T) {
 // handled once, the sharded line's cap holds over all its shards (on a
 // cluster the shards and the queue sit on different masters).
 func TestPoolSharded(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s, err := NewSharded(b.Client, "ps", ShardedOptions{Shards: 4, Queue: Options{Prefix: b.Prefix}})
 		if err != nil {

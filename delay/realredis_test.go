@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/internal/measure"
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -35,9 +36,7 @@ func usedMemory(t *testing.T, ctx context.Context, c redis.UniversalClient) int6
 // row shows what such a queue costs. "ids=6" starts the ID counter at 36^5,
 // so IDs have the six base-36 digits of a queue past 60 million tasks.
 func TestMemoryPerPendingTask(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: 100k tasks per case on a private redis-server")
-	}
+	soak.Require(t, "100k tasks per case on a private redis-server")
 	r := testredis.StartServer(t)
 	ctx := testCtx(t)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
@@ -97,9 +96,7 @@ func TestMemoryPerPendingTask(t *testing.T) {
 // keeps it (record without payload, index entry, done ZSET member), by INFO
 // used_memory on a private redis-server, against the empty queue.
 func TestMemoryPerTombstone(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: 50k tombstones on a private redis-server")
-	}
+	soak.Require(t, "50k tombstones on a private redis-server")
 	r := testredis.StartServer(t)
 	ctx := testCtx(t)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
@@ -137,20 +134,19 @@ func TestMemoryPerTombstone(t *testing.T) {
 	}
 }
 
-// 8 consumers, 100k tasks: 0 lost, 0 handled twice.
+// 8 consumers, 100k tasks (10k without the soak switch): 0 lost, 0
+// handled twice.
 func TestEightConsumers100k(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: 100k tasks through 8 consumers")
-	}
+	t.Parallel()
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		t.Cleanup(cancel)
 		q := newQ(t, b, Options{Lease: 30 * time.Second})
-		const n = 100_000
+		n := soak.Pick[int64](100_000, 10_000)
 		seen := make([]atomic.Int32, n)
 		jobs := make([]Job, 0, n)
 		for i := range n {
-			jobs = append(jobs, Job{Key: "k" + strconv.Itoa(i)})
+			jobs = append(jobs, Job{Key: "k" + strconv.Itoa(int(i))})
 		}
 		start := time.Now()
 		mustEnqueueBatch(t, ctx, q, jobs)
@@ -202,9 +198,7 @@ func TestEightConsumers100k(t *testing.T) {
 
 // Redis restart: the worker backs off, reconnects and resumes.
 func TestWorkerSurvivesRedisRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: restarts a private redis-server under a running worker")
-	}
+	t.Parallel()
 	r := testredis.StartServer(t)
 	ctx := testCtx(t)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})

@@ -73,9 +73,6 @@ func TestPoolRegistry(t *testing.T) {
 // A SIGKILLed worker process leaves the list within 3 heartbeat
 // intervals of the kill, by its entry's TTL alone.
 func TestFaultHeartbeatKilledWorker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: starts a child process and SIGKILLs it")
-	}
 	b := testredis.Redis(t) // a real child process needs a real server
 	ctx := testCtx(t)
 	const beat = 300 * time.Millisecond

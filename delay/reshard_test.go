@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/internal/slot"
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -150,7 +151,8 @@ func (pc *privateCluster) migrate(ctx context.Context, s, src, dst int) (moved i
 }
 
 // TestFaultLiveReshard moves a queue's slot between two masters of a
-// private 3-master cluster, back and forth twice, as redis-cli does it,
+// private 3-master cluster, back and forth twice (once without the soak
+// switch), as redis-cli does it,
 // while a producer enqueues 1,000 tasks a second due 100 ms later and a
 // Worker handles them. No script runs while the queue's keys are split
 // between two nodes (they all declare the never-existing tasks base name,
@@ -161,6 +163,7 @@ func (pc *privateCluster) migrate(ctx context.Context, s, src, dst int) (moved i
 // second, and p99 <= 1 s and max <= 2 s whenever every move took under
 // 0.8 s.
 func TestFaultLiveReshard(t *testing.T) {
+	t.Parallel()
 	if !testredis.HaveServer() {
 		t.Skip("redis-server not on PATH: this test starts a private 3-master cluster")
 	}
@@ -292,7 +295,8 @@ func TestFaultLiveReshard(t *testing.T) {
 		took           time.Duration
 	}
 	var moves []move
-	for i, m := range []struct{ from, to int }{{a, b}, {b, a}, {a, b}, {b, a}} {
+	// Four moves under the soak switch, two (there and back) by default.
+	for i, m := range soak.Pick([]struct{ from, to int }{{a, b}, {b, a}, {a, b}, {b, a}}, []struct{ from, to int }{{a, b}, {b, a}}) {
 		start := time.Now()
 		n, err := pc.migrate(ctx, qslot, m.from, m.to)
 		if err != nil {
@@ -389,6 +393,7 @@ func (o *reshardObserver) OnError(_ string, op string, _ error) {
 // never-existing key declared, the source answers TRYAGAIN (or ASK) and
 // the target TRYAGAIN, so no script runs on a split queue.
 func TestClusterMigrationChecksOnlyDeclaredKeys(t *testing.T) {
+	t.Parallel()
 	if !testredis.HaveServer() {
 		t.Skip("redis-server not on PATH: this test starts a private 3-master cluster")
 	}

@@ -67,6 +67,7 @@ func shWaitFor(t *testing.T, d time.Duration, cond func() bool) bool {
 // starve the others: the shallow shards are drained completely while the
 // deep one still has most of its backlog.
 func TestShardWorkerFairDraining(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s := shNew(t, b, "fair", 4, Options{})
 		const deep, shallow = 400, 40
@@ -133,6 +134,7 @@ func TestShardWorkerFairDraining(t *testing.T) {
 // run: every task is shHandled exactly once (leases never expire here, so
 // a second delivery would be a bug), none is lost, and the shards end empty.
 func TestShardNoLossEightConsumers(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		n := 2000
 		if b.Real() {

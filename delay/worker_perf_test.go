@@ -67,6 +67,7 @@ func TestWorkerPrefetchReleasedOnShutdown(t *testing.T) {
 // is released and taken again with a fresh lease. Every task is handled
 // exactly once, each with at least half its lease ahead.
 func TestWorkerPrefetchNeverStartsNearlyExpired(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		// a second-scale lease: a handler stalled by a loaded machine must
 		// not outlive it (the run is the same, five times slower)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -48,6 +49,7 @@ func waitProgress(t *testing.T, stall time.Duration, what string, cond func() (c
 // Due by Redis TIME, with a skewed client clock: delivery still follows
 // Redis TIME.
 func TestWorkerClockSkew(t *testing.T) {
+	t.Parallel()
 	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(fmt.Sprintf("skew=%v", skew), func(t *testing.T) {
 			testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
@@ -100,6 +102,7 @@ func TestWorkerClockSkew(t *testing.T) {
 
 // Handler errors retry with backoff, panics retry, Permanent dead-letters.
 func TestWorkerOutcomes(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		rec := &Recorder{}
 		// the lease (30 s) outlasts any stall, so every attempt counted
@@ -271,8 +274,9 @@ func TestWorkerWakeEarlier(t *testing.T) {
 
 // AutoExtend keeps a handler longer than the lease from being redelivered.
 func TestWorkerAutoExtend(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		const lease = 2 * time.Second
+		lease := soak.Pick(2*time.Second, time.Second)
 		q := newQ(t, b, Options{Lease: lease})
 		var calls atomic.Int32
 		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error {

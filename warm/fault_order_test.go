@@ -16,6 +16,7 @@ import (
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 	"github.com/tierset/tierset/warm"
 )
@@ -149,9 +150,11 @@ func (o *staleCounter) OnLoad(_ string, how cache.LoadOutcome, _ time.Duration) 
 // each under -race).
 func TestFaultOrderedSchedule(t *testing.T) {
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
-		runs := 1000
+		// 1,000 schedules (100 on a cluster) under the soak switch; 50 (10)
+		// by default, the same assertions.
+		runs := soak.Pick(1000, 50)
 		if b.IsCluster() {
-			runs = 100
+			runs = soak.Pick(100, 10)
 		}
 		if raceEnabled {
 			runs /= 10

@@ -25,3 +25,13 @@ func Require(t testing.TB, what string) {
 		t.Skipf("soak (%s); set %s=1 to run it", what, Env)
 	}
 }
+
+// Pick returns full when the soak switch is on and fast otherwise: the
+// same test with the same assertions, at the size the edit loop can
+// afford (fewer tasks, runs or rounds) by default.
+func Pick[T any](full, fast T) T {
+	if On() {
+		return full
+	}
+	return fast
+}
