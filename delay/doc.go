@@ -289,7 +289,7 @@
 //     no whole token tells when the next comes ([Batch.NextToken]), so a
 //     taker waits instead of asking again. It only holds due tasks back,
 //     never makes one early. Tests: TestRateTokenBucket,
-//     TestRateAcrossProcesses (3 worker processes for 10 s: within ±5% of
+//     TestRateAcrossProcesses (a soak: 3 worker processes for 10 s, within ±5% of
 //     the limit, never above it in any window), TestFaultRateLimitRestart.
 //   - High-water mark: a millisecond holds 2^bits seqs. The enqueue
 //     scripts keep the most seqs of one millisecond in use they met, per
