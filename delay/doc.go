@@ -24,7 +24,10 @@
 // [Queue.PurgeAll] manage the dead-letter set. [Queue.Reconcile] compares
 // with a [Source]. [Queue.Stats] returns [Stats]; an [Observer] (default
 // [NopObserver]; [Recorder] is a ready one with a lateness [Histogram])
-// receives events. [Worker] runs a [Handler] with [WorkerOptions]; a
+// receives events, and whatever the Observer, errors, losses and warnings
+// are logged through [log/slog] (Options.Logger, rate-limited per kind).
+// A worker that Redis refuses (NOAUTH, WRONGPASS, or NOPERM before its
+// first take) returns the refusal from Run instead of retrying. [Worker] runs a [Handler] with [WorkerOptions]; a
 // [Pool] ([NewPool], [PoolOptions], [Pool.Add] with [QueueOptions]) serves
 // several queues or sharded queues ([Line]) from one set of handlers, by
 // weight ([Weighted]) or priority ([Strict]), each with an optional cap;

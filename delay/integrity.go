@@ -240,7 +240,8 @@ type ServerCheck struct {
 // the wake list, whose loss costs a wakeup). allkeys-* can evict any key
 // and lose tasks: Check returns ErrEvictionPolicy, or only warns through
 // Observer.OnWarning when Options.AllowEviction. A server that refuses
-// CONFIG gets a warning wrapping ErrConfigUnavailable, never an error.
+// CONFIG gets a warning wrapping ErrConfigUnavailable, never an error; a
+// server that refuses the client's login (NOAUTH, WRONGPASS) an error.
 // Worker.Run calls it before its first take.
 func (q *Queue) Check(ctx context.Context) (ServerCheck, error) {
 	var res ServerCheck
@@ -252,6 +253,9 @@ func (q *Queue) Check(ctx context.Context) (ServerCheck, error) {
 	if err != nil {
 		if ctx.Err() != nil || !isRedisReplyErr(err) {
 			return res, wrapErr(ctx, "check", err)
+		}
+		if refusedLogin(err) {
+			return res, fmt.Errorf("delay: check: Redis refused the login: %w", err)
 		}
 		res.Warning = fmt.Errorf("%w: %w", ErrConfigUnavailable, err)
 		q.o.Observer.OnWarning(q.name, res.Warning)

@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -51,6 +52,11 @@ type Options struct {
 	// Observer receives events (deliveries with lateness, retries, dead
 	// letters, errors). Default: NopObserver.
 	Observer Observer
+	// Logger logs what goes wrong whatever the Observer: OnError and
+	// OnLoss at level Error, OnWarning at Warn, each kind (queue and
+	// operation) at most once every 10 s with the count suppressed since.
+	// Defaults to slog.Default(); slog.New(slog.DiscardHandler) silences it.
+	Logger *slog.Logger
 	// DoneTTL keeps a finished task's (Key, Token) known for at least this
 	// long after its ack: enqueueing the same pair again reports Duplicate
 	// with StateDone and makes no task, so a producer's late retry cannot
@@ -166,6 +172,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Observer == nil {
 		o.Observer = NopObserver{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if _, ok := o.Observer.(*logObserver); !ok {
+		o.Observer = newLogObserver(o.Observer, o.Logger)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

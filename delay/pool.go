@@ -297,8 +297,10 @@ func (e errFatal) Error() string { return e.err.Error() }
 // reports the error to its Observer.OnError and counts it in Stats, and
 // tries again, independently of the other queues. It returns early only
 // on a configuration error no retry can fix (a queue whose server may
-// evict its keys: ErrEvictionPolicy, named with the queue), or when the
-// pool has no line or is already running.
+// evict its keys: ErrEvictionPolicy, named with the queue; a server that
+// refuses the login or, before the first take, the take script: the Redis
+// error NOAUTH, WRONGPASS or NOPERM, wrapped), or when the pool has no
+// line or is already running. Every error is also logged (Options.Logger).
 func (p *Pool) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return invalid("options", "pool already running")

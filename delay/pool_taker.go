@@ -119,7 +119,8 @@ func (tk *taker) scriptCap(n int) int {
 
 // start runs the queue's start-up Check until it passes: a transport
 // error is reported and retried with backoff; a configuration error
-// (ErrEvictionPolicy) ends the pool's Run, named. It returns false when
+// (ErrEvictionPolicy, or Redis refusing the login or the command: NOAUTH,
+// WRONGPASS, NOPERM) ends the pool's Run, named. It returns false when
 // ctx ended first.
 func (tk *taker) start(ctx context.Context, fail context.CancelCauseFunc) bool {
 	for failures := 1; ctx.Err() == nil; failures++ {
@@ -131,7 +132,8 @@ func (tk *taker) start(ctx context.Context, fail context.CancelCauseFunc) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if errors.Is(err, ErrEvictionPolicy) {
+		if errors.Is(err, ErrEvictionPolicy) || refused(err) {
+			tk.onError("check", err)
 			fail(errFatal{fmt.Errorf("delay: queue %s: %w", tk.q.name, err)})
 			return false
 		}
@@ -162,6 +164,7 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 	// takeReq is the take in progress: after a Redis error the next take
 	// is the same call, so tasks a lost reply took come to this worker.
 	takeReq := ""
+	taken := false // a take of this Run succeeded
 	for ctx.Err() == nil {
 		for int64(tk.limit)-tk.held.Load() < int64(tk.refill) {
 			select {
@@ -187,6 +190,13 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 			if ctx.Err() != nil {
 				return
 			}
+			if !taken && refused(err) {
+				// Refused before any take of this Run: an ACL or a login
+				// that retrying cannot fix, as at the start-up Check.
+				tk.onError("take", err)
+				fail(errFatal{fmt.Errorf("delay: queue %s: %w", q.name, err)})
+				return
+			}
 			if !errors.Is(err, ErrRedis) {
 				takeReq = "" // refused, not lost: the next take is a new call
 			}
@@ -197,7 +207,7 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 			sleepCtx(ctx, tk.reconnectDelay(failures))
 			continue
 		}
-		takeReq = ""
+		takeReq, taken = "", true
 		if err != nil {
 			tk.onError("take", err)
 		}
