@@ -26,7 +26,7 @@ func TestQueueMistakesFail(t *testing.T) {
 		}{
 			{[]string{"queue", "stats", "-queue", "nosuch"}, `no queue "nosuch" under prefix`},
 			{[]string{"queue", "dead", "-queue", "nosuch"}, "queues: orders"},
-			{[]string{"queue", "requeue", "-queue", "orders", "-yes", "-ids", "1,999,zz"}, `-ids: "zz" is not a task ID`},
+			{[]string{"queue", "requeue", "-queue", "orders", "-yes", "-ids", "1,999,1.5"}, `-ids: "1.5" is not a task ID`},
 			{[]string{"queue", "purge", "-queue", "orders", "-yes", "-ids", "!!"}, `-ids: "!!" is not a task ID`},
 			{[]string{"queue", "requeue", "-queue", "orders", "-yes", "-ids", deadID + ",999"}, "999 is not a dead letter (nothing changed)"},
 			{[]string{"queue", "cancel", "-queue", "orders", "-key", "no-such-key"}, `no task of key "no-such-key"`},

@@ -138,8 +138,8 @@ func queueFlags() *cmdFlags {
 	return fs
 }
 
-// parseIDs reads -ids: task IDs are decimal numbers; any other text is
-// a mistake reported before Redis is reached.
+// parseIDs reads -ids, task IDs as every listing prints them; any other
+// text is a mistake reported before Redis is reached.
 func parseIDs(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -147,16 +147,27 @@ func parseIDs(s string) ([]string, error) {
 	var ids, bad []string
 	for _, id := range strings.Split(s, ",") {
 		id = strings.TrimSpace(id)
-		if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+		if !isTaskID(id) {
 			bad = append(bad, quoteArg(id))
 			continue
 		}
 		ids = append(ids, id)
 	}
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("-ids: %s %s not a task ID (task IDs are numbers)", strings.Join(bad, ", "), plural(len(bad), "is", "are"))
+		return nil, fmt.Errorf("-ids: %s %s (task IDs are lower-case base-36 numbers, as the listings print them)", strings.Join(bad, ", "), plural(len(bad), "is not a task ID", "are not task IDs"))
 	}
 	return ids, nil
+}
+
+// isTaskID reports whether s is a task ID as delay writes it: a positive
+// number in lower-case base 36 without leading zeros. "1A" or "01" would
+// name the same number but match no task, so they are refused.
+func isTaskID(s string) bool {
+	if s == "" || s[0] == '0' || strings.ToLower(s) != s {
+		return false
+	}
+	_, err := strconv.ParseUint(s, 36, 63)
+	return err == nil
 }
 
 // parseWhen reads reschedule's -at or -in (exactly one).
