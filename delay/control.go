@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // Pause stops every worker of every process from taking tasks of the
@@ -55,29 +56,61 @@ func (q *Queue) setPaused(ctx context.Context, mode string) (changed bool, err e
 // PerSecond × W + Burst tasks. The limit never makes a task early: it
 // only holds due tasks back.
 type Rate struct {
-	// PerSecond is the tasks a second; 0 turns the limit off. At most
-	// MaxRatePerSecond.
+	// PerSecond is the tasks a second; 0 turns the limit off. Otherwise
+	// MinRatePerSecond..MaxRatePerSecond; anything else (negative, NaN,
+	// ±Inf, a rate under the minimum) is refused.
 	PerSecond float64
 	// Burst is the most tasks handed out at once after an idle spell, and
 	// the largest take the limit allows. Defaults to a tenth of a
-	// second's tasks (PerSecond/10, rounded up), at least 1. At most
-	// MaxBatch.
+	// second's tasks (PerSecond/10, rounded up), at least 1 and at most
+	// MaxBatch. An explicit Burst above MaxBatch, or below 0, is refused.
 	Burst int
 }
 
-// MaxRatePerSecond is the highest Rate.PerSecond.
-const MaxRatePerSecond = 1e6
+const (
+	// MaxRatePerSecond is the highest Rate.PerSecond.
+	MaxRatePerSecond = 1e6
+	// MinRatePerSecond is the lowest Rate.PerSecond other than 0 (off):
+	// one task a day. It bounds the wait for the next token (a day), so
+	// the time a take replies in Batch.NextToken stays a plain integer of
+	// milliseconds; a rate under it would be a wait of ages, not a limit.
+	MinRatePerSecond = 1.0 / 86400
+)
+
+// maxTokenWait is the longest wait for a token a take reports
+// (1/MinRatePerSecond; take.lua's MAX_TOKEN_WAIT_MS). The take script
+// clamps to it, whatever rate a ctl hash holds, and Go reads a gate time
+// outside [now, now+maxTokenWait] as now+maxTokenWait: an absurd reply
+// waits the longest, never not at all.
+const maxTokenWait = 24 * time.Hour
+
+// tokenTime is the next token's time (Unix ms) as a take at Redis TIME
+// nowMs replied it, clamped to [nowMs, nowMs+maxTokenWait]: a reply
+// outside it (a script of a version that overflowed, a corrupt ctl hash)
+// means a wait the script could not state, so the taker waits the longest
+// (its IdleCheck bounds the sleep) instead of asking again at once.
+func tokenTime(nowMs, ms int64) int64 {
+	if ms < nowMs || ms-nowMs > maxTokenWait.Milliseconds() {
+		return nowMs + maxTokenWait.Milliseconds()
+	}
+	return ms
+}
 
 func (r Rate) withDefaults() (Rate, error) {
-	if math.IsNaN(r.PerSecond) || r.PerSecond < 0 || r.PerSecond > MaxRatePerSecond || r.Burst < 0 || r.Burst > MaxBatch {
-		return r, invalid("options", "rate %v a second, burst %d (allowed 0..%g, 0..%d)",
-			r.PerSecond, r.Burst, MaxRatePerSecond, MaxBatch)
+	// a rate of 0 turns the limit off: its Burst is not used, but a
+	// negative or oversized one is still a mistake worth telling
+	if r.Burst < 0 || r.Burst > MaxBatch {
+		return r, invalid("options", "Rate.Burst %d (allowed 0 for the default, 1..MaxBatch %d)", r.Burst, MaxBatch)
 	}
 	if r.PerSecond == 0 {
 		return Rate{}, nil
 	}
+	if !(r.PerSecond >= MinRatePerSecond && r.PerSecond <= MaxRatePerSecond) { // NaN too
+		return r, invalid("options", "Rate.PerSecond %v (allowed 0 for no limit, or MinRatePerSecond %g..MaxRatePerSecond %g)",
+			r.PerSecond, MinRatePerSecond, float64(MaxRatePerSecond))
+	}
 	if r.Burst == 0 {
-		r.Burst = max(1, int(math.Ceil(r.PerSecond/10)))
+		r.Burst = min(MaxBatch, max(1, int(math.Ceil(r.PerSecond/10))))
 	}
 	return r, nil
 }
@@ -91,8 +124,9 @@ func (q *Queue) SetRate(ctx context.Context, r Rate) error {
 	if err != nil {
 		return err
 	}
+	// 'f', not 'g': gopher-lua's tonumber (miniredis) reads no exponent
 	_, err = q.mutate(ctx, scriptRate, "rate", q.req.next(), []string{q.k.ctl, q.k.wake},
-		strconv.FormatFloat(r.PerSecond, 'g', -1, 64), r.Burst)
+		strconv.FormatFloat(r.PerSecond, 'f', -1, 64), r.Burst)
 	return err
 }
 

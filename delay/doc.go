@@ -289,11 +289,16 @@
 //   - Rate limit: [Queue.SetRate] sets a token bucket (Rate.PerSecond,
 //     Rate.Burst) judged by Redis TIME: over any window W at most
 //     PerSecond × W + Burst tasks are handed out, and a take that finds
-//     no whole token tells when the next comes ([Batch.NextToken]), so a
-//     taker waits instead of asking again. It only holds due tasks back,
-//     never makes one early. Tests: TestRateTokenBucket,
-//     TestRateAcrossProcesses (a soak: 3 worker processes for 10 s, within ±5% of
-//     the limit, never above it in any window), TestFaultRateLimitRestart.
+//     no whole token tells when the next comes ([Batch.NextToken], at
+//     most a day ahead), so a taker waits instead of asking again. It
+//     only holds due tasks back, never makes one early. PerSecond is 0
+//     (off) or [MinRatePerSecond]..[MaxRatePerSecond], Burst at most
+//     MaxBatch (the default is capped there; more is refused). Tests:
+//     TestRateTokenBucket, TestRateEdgeValues, TestRateTinyNoSpin (at the
+//     least rate a worker sends a handful of takes a second, not a spin),
+//     TestRateBurstCappedAfterIdle, TestRateAcrossProcesses (a soak: 3
+//     worker processes for 10 s, within ±5% of the limit, never above it
+//     in any window), TestFaultRateLimitRestart.
 //   - High-water mark: a millisecond holds 2^bits seqs. The enqueue
 //     scripts keep the most seqs of one millisecond in use they met, per
 //     minute of Redis TIME; Stats.HighWater shows the current and last

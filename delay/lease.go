@@ -124,7 +124,7 @@ func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
 		if code == codePaused {
 			b.Paused, b.PausedSince = true, time.UnixMilli(ms)
 		} else {
-			b.NextToken = time.UnixMilli(ms)
+			b.NextToken = time.UnixMilli(tokenTime(nowMs, ms))
 		}
 	}
 	if v, ok := r.at(4).([]any); ok { // {parked, lost}: see take.lua

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -32,8 +34,8 @@ const auditChunk = 1000
 
 // auditKey is what audit found in one sorted set.
 type auditKey struct {
-	Key     string `json:"key"`
-	Members int64  `json:"members"`
+	Key     auditText `json:"key"`
+	Members int64     `json:"members"`
 	// NonInteger counts scores with a fraction: money stored as a float
 	// (99.99 is 99.989999...), which a threshold query reads wrongly.
 	NonInteger int          `json:"non_integer_scores,omitempty"`
@@ -48,15 +50,74 @@ type auditKey struct {
 }
 
 type auditScore struct {
-	Member string  `json:"member"`
-	Score  float64 `json:"score"`
-	Bytes  int     `json:"bytes,omitempty"`
+	Member auditText  `json:"member"`
+	Score  auditFloat `json:"score"`
+	Bytes  int        `json:"bytes,omitempty"`
 }
 
+// auditTie is one run of equal scores: its size and at most -examples of
+// its members (the first by bytes), never the whole run, so a run of
+// millions costs what a run of a few does.
 type auditTie struct {
-	Score   float64  `json:"score"`
-	Members []string `json:"members"`
-	Wins    string   `json:"wins_today"`
+	Score   auditFloat  `json:"score"`
+	Count   int         `json:"count"`
+	Members []auditText `json:"members"`
+	Wins    auditText   `json:"wins_today"`
+}
+
+// auditText is a key or member as Redis holds it, bytes that need not be
+// UTF-8. JSON has no bytes, and encoding/json would turn every invalid
+// byte into U+FFFD (\xff\x01 and \xfe\x01 alike), so valid UTF-8 is
+// a JSON string and anything else an object {"base64": ...} of its exact
+// bytes (standard encoding): distinct, and reversible.
+type auditText string
+
+func (s auditText) MarshalJSON() ([]byte, error) {
+	if utf8.ValidString(string(s)) {
+		return json.Marshal(string(s))
+	}
+	return json.Marshal(struct {
+		Base64 string `json:"base64"`
+	}{base64.StdEncoding.EncodeToString([]byte(s))})
+}
+
+// auditFloat is a score. JSON has no infinities (encoding/json refuses
+// them, and the report would be lost), so ±inf, which ZADD accepts,
+// prints as the strings "+inf" and "-inf", as Redis writes them.
+type auditFloat float64
+
+func (f auditFloat) MarshalJSON() ([]byte, error) {
+	if math.IsInf(float64(f), 0) {
+		return json.Marshal(f.String())
+	}
+	return json.Marshal(float64(f))
+}
+
+// String is the score for the text report: every digit of the float
+// (99.99 reads 99.989999999999995), or +inf, -inf.
+func (f auditFloat) String() string {
+	switch {
+	case math.IsInf(float64(f), 1):
+		return "+inf"
+	case math.IsInf(float64(f), -1):
+		return "-inf"
+	}
+	return strconv.FormatFloat(float64(f), 'g', 17, 64)
+}
+
+// auditPrefix is at most max bytes of m, cut on a rune boundary when m
+// is UTF-8 (a cut rune would make a readable member print as bytes).
+func auditPrefix(m string, max int) string {
+	if len(m) <= max {
+		return m
+	}
+	cut := max
+	if utf8.ValidString(m) {
+		for cut > 0 && !utf8.RuneStart(m[cut]) {
+			cut--
+		}
+	}
+	return m[:cut]
 }
 
 func (k *auditKey) found() bool {
@@ -105,7 +166,7 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 	maxMember := fs.Int("max-member", 1024, "report members larger than this many `bytes`")
 	prefix := fs.String("tierset-prefix", cache.DefaultPrefix, "check tierset's own promotions under this key `prefix` for damage (\"\" skips it)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	examples := fs.Int("examples", 3, "list at most `N` examples of each finding per key")
+	examples := fs.Int("examples", 3, "list at most `N` examples of each finding per key, and N members of each run of equal scores")
 	if err := fs.parse(args, e); err != nil {
 		return err
 	}
@@ -210,7 +271,7 @@ func b2i(b bool) int {
 
 // auditOne reads one sorted set in slices of auditChunk, ascending.
 func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, examples int) (auditKey, error) {
-	k := auditKey{Key: key}
+	k := auditKey{Key: auditText(key)}
 	pipe := node.Pipeline()
 	card := pipe.ZCard(ctx, key)
 	ttl := pipe.TTL(ctx, key)
@@ -219,54 +280,61 @@ func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, ex
 	}
 	k.Members = card.Val()
 	k.NoTTL = ttl.Val() == -1 // -2: gone since the SCAN
-	var prev *redis.Z
-	var run []string
+	// The run of equal scores in progress: its size, and its first members
+	// while it may be listed. Its last member is prev: ZRANGE orders equal
+	// scores by member bytes, so that is the greatest, the one a REV
+	// BYSCORE LIMIT 0 1 answers. Nothing else of a run is kept.
+	var (
+		have      bool
+		prevScore float64
+		prev      string
+		runN      int
+		runEx     []auditText
+	)
 	flush := func() {
-		if len(run) > 1 {
+		if runN > 1 {
 			k.TiesTotal++
 			if len(k.Ties) < examples {
-				// REV order ranks equal scores by member bytes, greatest first.
-				wins := run[0]
-				for _, m := range run {
-					if m > wins {
-						wins = m
-					}
-				}
-				k.Ties = append(k.Ties, auditTie{Score: prev.Score, Members: append([]string(nil), run...), Wins: wins})
+				k.Ties = append(k.Ties, auditTie{Score: auditFloat(prevScore), Count: runN, Members: runEx, Wins: auditText(prev)})
 			}
 		}
-		run = run[:0]
+		runN, runEx = 0, nil
 	}
+	listed := func() bool { return len(k.Ties) < examples }
 	for off := int64(0); off < k.Members; off += auditChunk {
 		zs, err := node.ZRangeWithScores(ctx, key, off, off+auditChunk-1).Result()
 		if err != nil {
 			return k, err
 		}
-		for i := range zs {
-			z := zs[i]
+		for _, z := range zs {
 			m, _ := z.Member.(string)
 			if z.Score != math.Trunc(z.Score) {
 				k.NonInteger++
 				if len(k.Examples) < examples {
-					k.Examples = append(k.Examples, auditScore{Member: m, Score: z.Score})
+					k.Examples = append(k.Examples, auditScore{Member: auditText(m), Score: auditFloat(z.Score)})
 				}
 			}
 			if len(m) > maxMember {
 				k.LargeN++
 				if len(k.Large) < examples {
-					k.Large = append(k.Large, auditScore{Member: m[:min(len(m), 64)], Score: z.Score, Bytes: len(m)})
+					k.Large = append(k.Large, auditScore{Member: auditText(auditPrefix(m, 64)), Score: auditFloat(z.Score), Bytes: len(m)})
 				}
 			}
-			if prev != nil && prev.Score == z.Score {
-				if len(run) == 0 {
-					pm, _ := prev.Member.(string)
-					run = append(run, pm)
+			if have && prevScore == z.Score {
+				if runN == 0 {
+					runN = 1
+					if listed() {
+						runEx = append(runEx, auditText(prev))
+					}
 				}
-				run = append(run, m)
+				runN++
+				if listed() && len(runEx) < examples {
+					runEx = append(runEx, auditText(m))
+				}
 			} else {
 				flush()
 			}
-			prev = &z
+			have, prevScore, prev = true, z.Score, m
 		}
 		if len(zs) == 0 {
 			break
@@ -278,17 +346,17 @@ func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, ex
 
 func printAudit(w io.Writer, rep *auditReport, scanned int, took time.Duration) {
 	for _, k := range rep.Keys {
-		fmt.Fprintf(w, "%s (%s)\n", text.Quote(k.Key), count(int(k.Members), "member", "members"))
+		fmt.Fprintf(w, "%s (%s)\n", text.Quote(string(k.Key)), count(int(k.Members), "member", "members"))
 		if k.NonInteger > 0 {
 			fmt.Fprintf(w, "  %s with a fraction (money stored as a float?):", count(k.NonInteger, "score", "scores"))
 			for _, x := range k.Examples {
-				fmt.Fprintf(w, " %s=%s", text.Quote(x.Member), strconv.FormatFloat(x.Score, 'g', 17, 64))
+				fmt.Fprintf(w, " %s=%s", text.Quote(string(x.Member)), x.Score)
 			}
 			fmt.Fprintln(w)
 		}
 		for _, t := range k.Ties {
-			fmt.Fprintf(w, "  equal scores %s: %s; a REV BYSCORE LIMIT 0 1 answers %s today (the greatest member bytes)\n",
-				strconv.FormatFloat(t.Score, 'g', 17, 64), escapeJoin(t.Members), text.Quote(t.Wins))
+			fmt.Fprintf(w, "  equal scores %s (%s): %s; a REV BYSCORE LIMIT 0 1 answers %s today (the greatest member bytes)\n",
+				t.Score, count(t.Count, "member", "members"), quoteMembers(t.Members, t.Count), text.Quote(string(t.Wins)))
 		}
 		if more := k.TiesTotal - len(k.Ties); more > 0 {
 			fmt.Fprintf(w, "  … and %s of equal scores\n", count(more, "more run", "more runs"))
@@ -296,7 +364,8 @@ func printAudit(w io.Writer, rep *auditReport, scanned int, took time.Duration) 
 		if k.LargeN > 0 {
 			fmt.Fprintf(w, "  %s over the bound:", count(k.LargeN, "member", "members"))
 			for _, x := range k.Large {
-				fmt.Fprintf(w, " %s… (%d bytes)", text.Quote(x.Member), x.Bytes)
+				// the 64 bytes kept, whole: text.Quote would cut them again
+				fmt.Fprintf(w, " %s… (%d bytes)", strconv.Quote(string(x.Member)), x.Bytes)
 			}
 			fmt.Fprintln(w)
 		}
@@ -313,4 +382,18 @@ func printAudit(w io.Writer, rep *auditReport, scanned int, took time.Duration) 
 		count(s.Damaged, "damaged tierset promotion", "damaged tierset promotions"))
 	fmt.Fprintf(w, "scanned a keyspace of %s (%s audited) in %v\n", count(int(rep.KeyspaceKeys), "key", "keys"),
 		count(scanned, "sorted set", "sorted sets"), took.Round(time.Millisecond))
+}
+
+// quoteMembers is the members listed of a run of n, each Go-quoted (so
+// bytes that are not UTF-8 read as \xff escapes, one text per member),
+// with "…" when the run has more.
+func quoteMembers(ms []auditText, n int) string {
+	out := make([]string, len(ms), len(ms)+1)
+	for i, m := range ms {
+		out[i] = text.Quote(string(m))
+	}
+	if n > len(ms) {
+		out = append(out, "…")
+	}
+	return strings.Join(out, ", ")
 }

@@ -28,7 +28,8 @@
 -- and 'ts' are the tokens left after the last take that took some and
 -- its Redis TIME (absent: a full bucket). A take refills by the time
 -- passed, takes at most the whole tokens and pays one per task handed
--- out, so over any window W the queue hands out at most rate*W + burst.
+-- out, so over any window W the queue hands out at most rate*W + burst;
+-- burst counts as at most MaxBatch, and a token wait as at most a day.
 -- A fence counter that starts anew (ctr gone) in a queue that delivered
 -- before (stats, leases) starts from Redis TIME in µs, past any fence a
 -- consumer may still hold: a counter grows by one a take, slower than the clock.
@@ -45,19 +46,30 @@ local bound = (now - epoch) * mult + mult - 1
 local gate = redis.call('HMGET', KEYS[9], 'paused', 'rate', 'burst', 'tok', 'ts')
 local rate, tok
 local TOKEN_EPS = 1e-6
+-- MAX_BURST is MaxBatch, MAX_TOKEN_WAIT_MS maxTokenWait (1/MinRatePerSecond):
+-- whatever a ctl hash holds (an older writer's burst of 2,000, a rate of
+-- 1e-17), no take holds more than MAX_BURST tokens and the wait it
+-- replies is a whole number of ms at most a day, never a float past
+-- 2^63 that %d would turn negative (a taker that read "no wait" spun)
+local MAX_BURST, MAX_TOKEN_WAIT_MS = 1000, 86400000
+local function token_at(tok)
+  local w = (1 - tok) * 1000 / rate - TOKEN_EPS
+  if not (w < MAX_TOKEN_WAIT_MS) then return now + MAX_TOKEN_WAIT_MS end -- NaN too
+  return now + math.max(0, math.ceil(w))
+end
 if gate[1] then
   out[1], out[7], bound = C_PAUSED, gate[1], -1
 elseif gate[2] then
   rate = tonumber(gate[2])
-  local burst = tonumber(gate[3])
-  tok = tonumber(gate[4]) or burst
+  local burst = math.min(MAX_BURST, tonumber(gate[3]) or 1)
+  tok = math.min(burst, tonumber(gate[4]) or burst)
   local ts = tonumber(gate[5]) or now
   if now > ts then tok = math.min(burst, tok + (now - ts) * rate / 1000) end
   -- TOKEN_EPS absorbs the rounding of the fractions: 0.99 + 0.01 is a
   -- token, and the next one is due at the ms it completes, not one after
   n = math.min(n, math.floor(tok + TOKEN_EPS))
   if n < 1 then
-    out[7] = fmt(now + math.ceil((1 - tok) * 1000 / rate - TOKEN_EPS))
+    out[7] = fmt(token_at(tok))
     bound = -1
   end
 end
@@ -141,7 +153,7 @@ if bound >= 0 then
     if rate and taken > 0 then
       tok = tok - taken
       redis.call('HSET', KEYS[9], 'tok', string.format('%.17g', tok), 'ts', fmt(now))
-      if tok + TOKEN_EPS < 1 then out[7] = fmt(now + math.ceil((1 - tok) * 1000 / rate - TOKEN_EPS)) end
+      if tok + TOKEN_EPS < 1 then out[7] = fmt(token_at(tok)) end
     end
     if np > 0 then
       redis.call('ZADD', dead, unpack(parked))

@@ -1,0 +1,206 @@
+package main_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// auditJSON is the part of audit's -json report these tests read; keys
+// and members stay raw, for auditBytes.
+type auditJSON struct {
+	Keys []struct {
+		Key     json.RawMessage `json:"key"`
+		Members int64           `json:"members"`
+		Ties    []struct {
+			Score   json.RawMessage   `json:"score"`
+			Count   int               `json:"count"`
+			Members []json.RawMessage `json:"members"`
+			Wins    json.RawMessage   `json:"wins_today"`
+		} `json:"equal_scores"`
+		Runs  int `json:"equal_score_runs"`
+		Large []struct {
+			Member json.RawMessage `json:"member"`
+			Bytes  int             `json:"bytes"`
+		} `json:"large_members"`
+	} `json:"keys"`
+}
+
+func parseAudit(t *testing.T, out string) auditJSON {
+	t.Helper()
+	var rep auditJSON
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-json: %v\n%.2000s", err, out)
+	}
+	return rep
+}
+
+// auditBytes reads a key or member as audit's JSON documents it: a
+// string, or {"base64": ...} for bytes that are not UTF-8.
+func auditBytes(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
+	}
+	var b struct {
+		Base64 *string `json:"base64"`
+	}
+	if err := json.Unmarshal(raw, &b); err != nil || b.Base64 == nil {
+		t.Fatalf("%s: neither a string nor {\"base64\": ...}", raw)
+	}
+	v, err := base64.StdEncoding.DecodeString(*b.Base64)
+	if err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return string(v)
+}
+
+func zadd(t *testing.T, s *server, key string, zs ...redis.Z) {
+	t.Helper()
+	if err := s.client.ZAdd(t.Context(), key, zs...).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuditInfAndBinary: equal scores at ±inf print (JSON "+inf" and
+// "-inf", text +inf, -inf) instead of losing the report, and members and
+// keys that are not UTF-8 print distinctly and reversibly: in JSON as
+// {"base64": ...} of their bytes, in text Go-quoted (\xff).
+func TestAuditInfAndBinary(t *testing.T) {
+	t.Parallel()
+	type tie struct {
+		score   string // as JSON has it
+		count   int
+		members string // Go-quoted, comma-separated
+		wins    string
+	}
+	eachServer(t, func(t *testing.T, s *server) {
+		for _, c := range []struct {
+			name, key string
+			zs        []redis.Z
+			ties      []tie
+			large     string // the large member's 64 bytes kept, if any
+			text      []string
+		}{
+			{
+				name: "inf", key: s.prefix + ":inf",
+				zs: []redis.Z{{Score: math.Inf(1), Member: "a"}, {Score: math.Inf(1), Member: "b"},
+					{Score: math.Inf(-1), Member: "c"}, {Score: math.Inf(-1), Member: "d"}, {Score: 1, Member: "e"}},
+				ties: []tie{{`"-inf"`, 2, `"c","d"`, "d"}, {`"+inf"`, 2, `"a","b"`, "b"}},
+				text: []string{
+					`equal scores +inf (2 members): "a", "b"; a REV BYSCORE LIMIT 0 1 answers "b" today`,
+					`equal scores -inf (2 members): "c", "d"; a REV BYSCORE LIMIT 0 1 answers "d" today`,
+				},
+			},
+			{
+				name: "binary", key: s.prefix + ":binary\xff",
+				zs: []redis.Z{{Score: 5, Member: "\xff\x01"}, {Score: 5, Member: "\xfe\x01"},
+					{Score: 6, Member: strings.Repeat("\xfe", 70)}},
+				ties:  []tie{{"5", 2, `"\xfe\x01","\xff\x01"`, "\xff\x01"}},
+				large: strings.Repeat("\xfe", 64),
+				text: []string{
+					`equal scores 5 (2 members): "\xfe\x01", "\xff\x01"; a REV BYSCORE LIMIT 0 1 answers "\xff\x01" today`,
+					`1 member over the bound: "` + strings.Repeat(`\xfe`, 64) + `"… (70 bytes)`,
+				},
+			},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				zadd(t, s, c.key, c.zs...)
+				// a glob, not the key: miniredis's SCAN panics on a MATCH that is not UTF-8
+				args := []string{"audit", "-redis", s.url, "-match", s.prefix + ":" + c.name + "*", "-tierset-prefix", "", "-max-member", "64"}
+				r := tierset(t, append(args, "-json")...)
+				r.expect(t, 1)
+				rep := parseAudit(t, r.stdout)
+				if len(rep.Keys) != 1 || auditBytes(t, rep.Keys[0].Key) != c.key {
+					t.Fatalf("want the one key %q:\n%s", c.key, r.stdout)
+				}
+				k := rep.Keys[0]
+				var got []tie
+				for _, x := range k.Ties {
+					var ms []string
+					for _, m := range x.Members {
+						ms = append(ms, fmt.Sprintf("%q", auditBytes(t, m)))
+					}
+					got = append(got, tie{string(x.Score), x.Count, strings.Join(ms, ","), auditBytes(t, x.Wins)})
+				}
+				if fmt.Sprint(got) != fmt.Sprint(c.ties) {
+					t.Errorf("ties %#v, want %#v", got, c.ties)
+				}
+				if c.large != "" && (len(k.Large) != 1 || auditBytes(t, k.Large[0].Member) != c.large || k.Large[0].Bytes != 70) {
+					t.Errorf("large members %s", r.stdout)
+				}
+				r = tierset(t, args...)
+				r.expect(t, 1)
+				for _, want := range c.text {
+					if !strings.Contains(r.stdout, want) {
+						t.Errorf("text report lacks %s:\n%s", want, r.stdout)
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestAuditBigRun: a run of 50,000 equal scores is reported by its count
+// and at most -examples members, so the report stays small (it once
+// listed every member: 27.6 MB for 400k).
+func TestAuditBigRun(t *testing.T) {
+	t.Parallel()
+	const n = 50_000
+	b := testredis.Redis(t) // skips without a real server; miniredis sorts the whole set per ZRANGE slice
+	s := &server{url: testredis.URL(), client: b.Client, prefix: b.Prefix}
+	key := s.prefix + ":run"
+	pipe := s.client.Pipeline()
+	for from := 0; from < n; from += 5000 {
+		zs := make([]redis.Z, 5000)
+		for i := range zs {
+			zs[i] = redis.Z{Score: 7, Member: fmt.Sprintf("m%06d", from+i)}
+		}
+		pipe.ZAdd(t.Context(), key, zs...)
+	}
+	if _, err := pipe.Exec(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		examples string
+		members  []string
+	}{
+		{"3", []string{"m000000", "m000001", "m000002"}},
+		{"0", nil},
+	} {
+		r := tierset(t, "audit", "-redis", s.url, "-match", key, "-tierset-prefix", "", "-examples", c.examples, "-json")
+		r.expect(t, 1)
+		if len(r.stdout) > 2048 {
+			t.Errorf("-examples %s: a %d-byte report for one run", c.examples, len(r.stdout))
+		}
+		rep := parseAudit(t, r.stdout)
+		if len(rep.Keys) != 1 || rep.Keys[0].Members != n || rep.Keys[0].Runs != 1 {
+			t.Fatalf("-examples %s: %.2000s", c.examples, r.stdout)
+		}
+		var got []string
+		for _, x := range rep.Keys[0].Ties {
+			if x.Count != n || auditBytes(t, x.Wins) != fmt.Sprintf("m%06d", n-1) {
+				t.Errorf("-examples %s: count %d wins %s; want %d, the last member", c.examples, x.Count, x.Wins, n)
+			}
+			for _, m := range x.Members {
+				got = append(got, auditBytes(t, m))
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.members) {
+			t.Errorf("-examples %s: members listed %v, want %v", c.examples, got, c.members)
+		}
+		r = tierset(t, "audit", "-redis", s.url, "-match", key, "-tierset-prefix", "", "-examples", c.examples)
+		r.expect(t, 1)
+		if len(r.stdout) > 2048 || (c.examples != "0" && !strings.Contains(r.stdout, `(50000 members): "m000000", "m000001", "m000002", …;`)) {
+			t.Errorf("-examples %s: text report of %d bytes:\n%.2000s", c.examples, len(r.stdout), r.stdout)
+		}
+	}
+}
