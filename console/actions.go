@@ -142,7 +142,8 @@ func (s *Console) act(w http.ResponseWriter, r *http.Request) {
 // task's key and token followed by a change by key and token, which would
 // reach a task enqueued again under them in between. An ID whose task has
 // finished or gone, or that is in no state the action applies to, is
-// skipped. On an error msg says nothing was done.
+// skipped. On an error the selection is all done or none of it (one
+// script), which a lost reply leaves unknown: msg says to look.
 func (s *Console) apply(ctx context.Context, q *delay.Queue, action string, ids []string, at time.Time) (msg string, err error) {
 	switch action {
 	case "pause":
@@ -170,7 +171,7 @@ func (s *Console) apply(ctx context.Context, q *delay.Queue, action string, ids 
 		done, err = q.Requeue(ctx, ids...)
 	}
 	if err != nil {
-		return action + ": nothing done", err
+		return action + ": failed (reload the list to see whether it was done)", err
 	}
 	skipped := len(ids) - done
 	msg = fmt.Sprintf("%s: %d of %d tasks", action, done, len(ids))
