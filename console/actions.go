@@ -137,9 +137,13 @@ func (s *Console) act(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, back+sep+"msg="+url.QueryEscape(msg), http.StatusSeeOther)
 }
 
-// apply runs one action on each task (one script a task, found by ID for
-// its key and token; requeue and purge of dead tasks in one script) and
-// words the outcome; on an error msg says what was done before it.
+// apply runs one action on the tasks ids, in one script, by task ID
+// (delay.Queue.CancelIDs, RescheduleIDs, Requeue): never a read of a
+// task's key and token followed by a change by key and token, which would
+// reach a task enqueued again under them in between. An ID whose task has
+// finished or gone, or that is in no state the action applies to, is
+// skipped. On an error the selection is all done or none of it (one
+// script), which a lost reply leaves unknown: msg says to look.
 func (s *Console) apply(ctx context.Context, q *delay.Queue, action string, ids []string, at time.Time) (msg string, err error) {
 	switch action {
 	case "pause":
@@ -147,66 +151,29 @@ func (s *Console) apply(ctx context.Context, q *delay.Queue, action string, ids 
 	case "resume":
 		return "resumed " + q.Name(), q.Resume(ctx)
 	}
-	done, skipped := 0, 0
-	var dead []string
-	for _, id := range ids {
-		t, err := q.Task(ctx, id)
-		if errors.Is(err, delay.ErrNotFound) {
-			skipped++
-			continue
+	done := 0
+	switch action {
+	case "cancel", "delete":
+		// Delete and cancel are one script: a pending or dead task is
+		// removed with its record, one in flight is marked.
+		var res delay.CancelResult
+		res, err = q.CancelIDs(ctx, ids...)
+		done = res.Found()
+	case "run", "reschedule":
+		when := delay.When{}
+		if action == "reschedule" {
+			when = delay.At(at)
 		}
-		if err != nil {
-			return fmt.Sprintf("%s: %d done before", action, done), err
-		}
-		if t.Err != nil {
-			if t.State == delay.StateDead && (action == "delete" || action == "requeue") {
-				dead = append(dead, id) // purge and requeue go by ID
-				continue
-			}
-			skipped++
-			continue
-		}
-		n := 0
-		switch {
-		case t.State == delay.StateDead && (action == "delete" || action == "requeue"):
-			dead = append(dead, id)
-			continue
-		case action == "cancel" || action == "delete":
-			var res delay.CancelResult
-			if res, err = q.CancelToken(ctx, t.Key, t.Token); err == nil {
-				n = res.Found()
-			}
-		case action == "run" || action == "reschedule":
-			when := delay.When{}
-			if action == "reschedule" {
-				when = delay.At(at)
-			}
-			var res delay.RescheduleResult
-			if res, err = q.RescheduleToken(ctx, t.Key, t.Token, when); err == nil {
-				n = res.Moved
-			}
-		}
-		if err != nil {
-			return fmt.Sprintf("%s: %d done before", action, done), err
-		}
-		if n > 0 {
-			done++
-		} else {
-			skipped++
-		}
+		var res delay.RescheduleResult
+		res, err = q.RescheduleIDs(ctx, when, ids...)
+		done = res.Moved
+	case "requeue":
+		done, err = q.Requeue(ctx, ids...)
 	}
-	if len(dead) > 0 {
-		var n int
-		if action == "requeue" {
-			n, err = q.Requeue(ctx, dead...)
-		} else {
-			n, err = q.Purge(ctx, dead...)
-		}
-		if err != nil {
-			return fmt.Sprintf("%s: %d done before", action, done), err
-		}
-		done, skipped = done+n, skipped+len(dead)-n
+	if err != nil {
+		return action + ": failed (reload the list to see whether it was done)", err
 	}
+	skipped := len(ids) - done
 	msg = fmt.Sprintf("%s: %d of %d tasks", action, done, len(ids))
 	if action == "reschedule" {
 		msg += " now due " + at.UTC().Format(time.RFC3339)

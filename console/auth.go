@@ -5,26 +5,55 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// The console's safety rules, in one place:
-//   - every change is a POST carrying the CSRF token of the browser's
-//     csrf cookie, and the console's token (the login cookie, or a token
-//     form field for scripts);
+// The console's safety rules, in one place (after the OWASP session
+// management and CSRF cheat sheets):
+//   - a login is a session in Redis (session.go): a random ID per login,
+//     the only thing its cookie carries, with an absolute and an idle
+//     expiry, deleted at logout;
+//   - every change is a POST from the console's own origin (Origin and
+//     Sec-Fetch-Site, when the browser sends them, must say so) carrying
+//     a CSRF token: under a login, the token stored in its session (so a
+//     token taken elsewhere, say from an anonymous page, does not fit);
+//     without one, the console's token in a form field (for scripts) and
+//     the token of the browser's pre-session csrf cookie;
+//   - the login form's POST has the same origin and pre-session CSRF
+//     checks, a rate limit per client address and for all clients
+//     (limit.go), and compares the token in constant time;
+//   - over TLS the cookies are __Host- cookies (Secure, Path=/, no
+//     Domain), which no other site of the domain can set or overwrite;
 //   - on loopback the read-only pages are open, elsewhere they need the
-//     login cookie too;
+//     login too;
 //   - on loopback the Host header must be a loopback name, so a page on
 //     another site cannot reach the console through DNS rebinding.
 const (
 	csrfCookie = "tierset_csrf"
 	authCookie = "tierset_auth"
 )
+
+// cookieName is a cookie's name for r: with the __Host- prefix over TLS.
+func (s *Console) cookieName(r *http.Request, base string) string {
+	if s.overTLS(r) {
+		return "__Host-" + base
+	}
+	return base
+}
+
+// setCookie sets a console cookie: HttpOnly, SameSite=Strict, Path=/ and
+// no Domain, Secure over TLS (as __Host- requires); maxAge < 0 deletes it.
+func (s *Console) setCookie(w http.ResponseWriter, r *http.Request, base, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: s.cookieName(r, base), Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
+}
 
 func (s *Console) mac(parts ...string) string {
 	m := hmac.New(sha256.New, s.secret)
@@ -35,58 +64,125 @@ func (s *Console) mac(parts ...string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// csrfFor is the form token of a browser's csrf cookie value.
+// csrfFor is the form token of a browser's pre-session csrf cookie value.
 func (s *Console) csrfFor(cookie string) string { return s.mac("csrf", cookie) }
-
-// authValue is the login cookie's value: it proves the token without holding it.
-func (s *Console) authValue() string { return s.mac("auth", s.cfg.token) }
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
-// authed reports whether the request carries the login cookie.
-func (s *Console) authed(r *http.Request) bool {
-	c, err := r.Cookie(authCookie)
-	return err == nil && equal(c.Value, s.authValue())
+// tokenOK compares a token typed or sent with the console's in constant
+// time, its length included (both are hashed first).
+func (s *Console) tokenOK(got string) bool {
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(s.cfg.token))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
-// csrfToken returns the form token for r, setting the csrf cookie first
-// when the browser has none.
+// authed reports whether the request comes under a valid login.
+func (s *Console) authed(r *http.Request) bool { return sessionOf(r) != nil }
+
+// csrfToken returns the form token for r: its session's, or the one of
+// the pre-session csrf cookie, setting that cookie first when the browser
+// has none.
 func (s *Console) csrfToken(w http.ResponseWriter, r *http.Request) string {
-	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) == 32 {
+	if sess := sessionOf(r); sess != nil {
+		return sess.csrf
+	}
+	name := s.cookieName(r, csrfCookie)
+	if c, err := r.Cookie(name); err == nil && len(c.Value) == 32 {
 		return s.csrfFor(c.Value)
 	}
 	v := randomHex(16)
-	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: "/", HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
-	r.AddCookie(&http.Cookie{Name: csrfCookie, Value: v}) // the rest of this request sees it
+	s.setCookie(w, r, csrfCookie, v, 0)
+	r.AddCookie(&http.Cookie{Name: name, Value: v}) // the rest of this request sees it
 	return s.csrfFor(v)
 }
 
-// checkPost refuses a change that is not a POST with a valid CSRF token
-// and the console's token; it writes the refusal and returns false.
+// preSessionCSRF reports whether the form's csrf fits the browser's
+// pre-session csrf cookie.
+func (s *Console) preSessionCSRF(r *http.Request) bool {
+	c, err := r.Cookie(s.cookieName(r, csrfCookie))
+	return err == nil && len(c.Value) == 32 && equal(r.PostForm.Get("csrf"), s.csrfFor(c.Value))
+}
+
+// sameOrigin refuses a POST a browser sent from another origin: a
+// Sec-Fetch-Site other than same-origin (or none: typed by the user), or
+// an Origin other than the console's own (a sibling site of the same
+// domain is another origin; so is "null"). A request with neither header
+// (a script, an old browser) is left to the CSRF and token checks. It
+// writes the refusal and returns false.
+func (s *Console) sameOrigin(w http.ResponseWriter, r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		http.Error(w, "refused: a change must come from the console's own pages (Sec-Fetch-Site: "+site+")", http.StatusForbidden)
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" && !s.ownOrigin(r, o) {
+		http.Error(w, "refused: a change must come from the console's own origin, not "+o, http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
+// ownOrigin reports whether origin is the console's as r reached it: the
+// Host the browser asked for (X-Forwarded-Host behind a declared proxy),
+// over https, or http when the request did not come over TLS.
+func (s *Console) ownOrigin(r *http.Request, origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") {
+		return false
+	}
+	tls := s.overTLS(r)
+	if u.Scheme != "https" && (u.Scheme != "http" || tls) {
+		return false
+	}
+	host := r.Host
+	if s.cfg.trustProxy {
+		if fh, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Host"), ","); strings.TrimSpace(fh) != "" {
+			host = strings.TrimSpace(fh)
+		}
+	}
+	return strings.EqualFold(hostPort(u.Host, u.Scheme), hostPort(host, u.Scheme))
+}
+
+// hostPort drops the scheme's default port, which an Origin leaves out.
+func hostPort(h, scheme string) string {
+	if scheme == "https" {
+		return strings.TrimSuffix(h, ":443")
+	}
+	return strings.TrimSuffix(h, ":80")
+}
+
+// checkPost refuses a change that is not a POST from the console's
+// origin with either the CSRF token of its login's session, or the
+// console's token and the pre-session CSRF token; it writes the refusal
+// and returns false.
 func (s *Console) checkPost(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "changes are POST only", http.StatusMethodNotAllowed)
 		return false
 	}
+	if !s.sameOrigin(w, r) {
+		return false
+	}
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return false
 	}
-	c, err := r.Cookie(csrfCookie)
-	if err != nil || !equal(r.PostForm.Get("csrf"), s.csrfFor(c.Value)) {
+	if sess := sessionOf(r); sess != nil && equal(r.PostForm.Get("csrf"), sess.csrf) {
+		return true
+	}
+	if !s.preSessionCSRF(r) {
 		http.Error(w, "refused: missing or wrong CSRF token (reload the page and try again)", http.StatusForbidden)
 		return false
 	}
-	if !s.authed(r) && !equal(r.PostForm.Get("token"), s.cfg.token) {
+	if !s.tokenOK(r.PostForm.Get("token")) {
 		http.Error(w, "refused: changes need the console's token (log in first)", http.StatusForbidden)
 		return false
 	}
 	return true
 }
 
-// guard wraps every route: security headers, the Host check and, off
-// loopback, the login for reads.
+// guard wraps every route: security headers, the Host check, the
+// request's session and, off loopback, the login for reads.
 func (s *Console) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -104,7 +200,22 @@ func (s *Console) guard(next http.Handler) http.Handler {
 				http.Error(w, "refused: the console answers loopback host names only", http.StatusForbidden)
 				return
 			}
-		} else if !s.authed(r) && r.URL.Path != "/login" && r.URL.Path != "/style.css" {
+		}
+		if r.URL.Path == "/style.css" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sess, err := s.loadSession(r.Context(), r)
+		if err != nil && !s.cfg.loopback {
+			// The login cannot be checked: the banner, without the
+			// error's text (an address, say) for a browser not logged in.
+			s.renderDown(w, r, errors.New("the login cannot be checked"))
+			return
+		}
+		// On loopback a failed read is no login; the page's own ping
+		// shows the banner.
+		r = withSession(r, sess)
+		if !s.cfg.loopback && sess == nil && r.URL.Path != "/login" {
 			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
@@ -117,21 +228,44 @@ func (s *Console) login(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, "login.html", "Log in", map[string]string{"Next": safeNext(r.URL.Query().Get("next"))})
 		return
 	}
+	if !s.sameOrigin(w, r) {
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return
 	}
-	c, err := r.Cookie(csrfCookie)
-	if err != nil || !equal(r.PostForm.Get("csrf"), s.csrfFor(c.Value)) {
+	// A browser already logged in was shown its session's token.
+	if sess := sessionOf(r); (sess == nil || !equal(r.PostForm.Get("csrf"), sess.csrf)) && !s.preSessionCSRF(r) {
 		http.Error(w, "refused: missing or wrong CSRF token (reload the page and try again)", http.StatusForbidden)
 		return
 	}
-	if !equal(r.PostForm.Get("token"), s.cfg.token) {
+	addr := s.clientAddr(r)
+	if wait, ok := s.limiter.take(addr, s.cfg.now()); !ok {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		http.Error(w, fmt.Sprintf("too many login attempts: try again in %d s", secs), http.StatusTooManyRequests)
+		return
+	}
+	if !s.tokenOK(r.PostForm.Get("token")) {
 		http.Error(w, "wrong token", http.StatusForbidden)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: authCookie, Value: s.authValue(), Path: "/", MaxAge: int(s.cfg.session / time.Second),
-		HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
+	s.limiter.refund(addr)
+	// A new ID at every login, and the browser's old one ended: a session
+	// ID planted before the login is never the one logged in.
+	if old := sessionOf(r); old != nil {
+		if err := s.dropSession(r.Context(), old.id); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	sess, err := s.newSession(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.setCookie(w, r, authCookie, sess.id, int(s.cfg.session/time.Second))
 	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
@@ -139,7 +273,13 @@ func (s *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if !s.checkPost(w, r) {
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: authCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
+	if sess := sessionOf(r); sess != nil {
+		if err := s.dropSession(r.Context(), sess.id); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	s.setCookie(w, r, authCookie, "", -1)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 

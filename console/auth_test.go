@@ -151,9 +151,13 @@ func TestWebLoginRedirect(t *testing.T) {
 				t.Fatalf("login: status %d", res.StatusCode)
 			}
 			for _, ck := range res.Cookies() {
-				if ck.Name == authCookie {
-					if csrfCk.Secure != ck.Secure {
-						t.Errorf("csrf cookie Secure %v, login cookie Secure %v", csrfCk.Secure, ck.Secure)
+				if isCookie(ck, authCookie) {
+					if csrfCk.Secure != ck.Secure || csrfCk.Name != "__Host-"+csrfCookie && ck.Secure {
+						t.Errorf("csrf cookie %s Secure %v, login cookie Secure %v", csrfCk.Name, csrfCk.Secure, ck.Secure)
+					}
+					// Over TLS both are __Host- cookies: Secure, Path=/, no Domain.
+					if ck.Secure != strings.HasPrefix(ck.Name, "__Host-") || ck.Path != "/" || ck.Domain != "" {
+						t.Errorf("login cookie %s: Secure %v, Path %q, Domain %q; want __Host- exactly when Secure, Path /, no Domain", ck.Name, ck.Secure, ck.Path, ck.Domain)
 					}
 					return ck
 				}
@@ -246,10 +250,16 @@ func csrfOfHeader(t *testing.T, c *http.Client, u string, hdr http.Header) (stri
 		t.Fatalf("GET %s: %d, no csrf token", u, res.StatusCode)
 	}
 	for _, ck := range res.Cookies() {
-		if ck.Name == csrfCookie {
+		if isCookie(ck, csrfCookie) {
 			return m[1], ck
 		}
 	}
 	t.Fatalf("GET %s set no csrf cookie", u)
 	return "", nil
+}
+
+// isCookie reports whether ck is the console's cookie base, with or
+// without the __Host- prefix it has over TLS.
+func isCookie(ck *http.Cookie, base string) bool {
+	return strings.TrimPrefix(ck.Name, "__Host-") == base
 }

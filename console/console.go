@@ -53,8 +53,21 @@ type Options struct {
 	// IDsTTL is how long a listing of promotion IDs is reused (listing
 	// SCANs the keyspace). Defaults to 10s; negative lists on every request.
 	IDsTTL time.Duration
-	// Session is the login cookie's Max-Age. Defaults to 12h.
+	// Session is how long a login lasts at most: its absolute expiry,
+	// kept with the login in Redis (under QueuePrefix), and the login
+	// cookie's Max-Age. Defaults to 12h.
 	Session time.Duration
+	// SessionIdle ends a login not used for this long (a page read or a
+	// change made under it). Defaults to 30m, and never exceeds Session.
+	SessionIdle time.Duration
+	// LoginsPerAddress is how many login attempts one client address
+	// (an IPv6 address by its /64) may make per minute, a successful
+	// login not counted; more are answered 429 with Retry-After.
+	// Defaults to 10.
+	LoginsPerAddress int
+	// LoginsPerMinute is the same limit for every client together.
+	// Defaults to 100.
+	LoginsPerMinute int
 	// TrustProxy makes an X-Forwarded-Proto of https mark the cookies
 	// Secure (set it only behind a proxy you run). Defaults to false.
 	TrustProxy bool
@@ -83,13 +96,17 @@ type config struct {
 	queues      []string
 	idsTTL      time.Duration // 0: list on every request
 	session     time.Duration
+	idle        time.Duration
+	perAddr     int // login attempts a minute, per client address
+	perMinute   int // and for all clients
 	trustProxy  bool
 	now         func() time.Time
 }
 
 func (o Options) config() (config, error) {
 	c := config{client: o.Client, redisShown: o.Redis, token: o.Token, loopback: o.Loopback, queuePrefix: o.QueuePrefix,
-		cachePrefix: o.CachePrefix, idsTTL: o.IDsTTL, session: o.Session, trustProxy: o.TrustProxy, now: o.Now}
+		cachePrefix: o.CachePrefix, idsTTL: o.IDsTTL, session: o.Session, idle: o.SessionIdle, perAddr: o.LoginsPerAddress,
+		perMinute: o.LoginsPerMinute, trustProxy: o.TrustProxy, now: o.Now}
 	if c.client == nil {
 		return c, &OptionsError{"Client", errors.New("required")}
 	}
@@ -120,6 +137,16 @@ func (o Options) config() (config, error) {
 	if c.session <= 0 {
 		c.session = 12 * time.Hour
 	}
+	if c.idle <= 0 {
+		c.idle = 30 * time.Minute
+	}
+	c.idle = min(c.idle, c.session)
+	if c.perAddr <= 0 {
+		c.perAddr = 10
+	}
+	if c.perMinute <= 0 {
+		c.perMinute = 100
+	}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -144,10 +171,11 @@ func randomHex(n int) string {
 // Console is the operator console: an http.Handler over the library's
 // public API. New makes one.
 type Console struct {
-	cfg    config
-	secret []byte
-	tmpl   *template.Template
-	mux    *http.ServeMux
+	cfg     config
+	secret  []byte // keys the pre-session CSRF tokens
+	limiter *loginLimiter
+	tmpl    *template.Template
+	mux     *http.ServeMux
 
 	mu         sync.Mutex
 	queues     []*delay.Queue
@@ -170,7 +198,7 @@ func New(ctx context.Context, o Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Console{cfg: cfg, secret: []byte(randomHex(32)), tmpl: tmpl, mux: http.NewServeMux(),
+	s := &Console{cfg: cfg, secret: []byte(randomHex(32)), limiter: newLoginLimiter(cfg.perAddr, cfg.perMinute), tmpl: tmpl, mux: http.NewServeMux(),
 		caches: map[int]*cache.Cache{}, rates: map[string][]rateSample{}}
 	if _, err := s.cacheFor(cache.DefaultMinorDigits); err != nil {
 		return nil, &OptionsError{"CachePrefix", err}

@@ -250,6 +250,12 @@ func TestWebChangesNeedPostCSRFAndToken(t *testing.T) {
 		if code, _ := post(t, c, f.url+"/login", url.Values{"csrf": {csrf}, "token": {webToken}}); code != http.StatusSeeOther {
 			t.Fatalf("login: status %d", code)
 		}
+		// Under the login the page's token is the session's: the
+		// pre-session one no longer stands for the login.
+		if code, _ = post(t, c, f.url+"/dead/requeue-all", url.Values{"queue": {"orders"}, "csrf": {csrf}, "confirm": {"orders"}}); code != http.StatusForbidden {
+			t.Errorf("requeue all with the pre-session csrf under the login: status %d, want 403", code)
+		}
+		csrf = csrfOf(t, c, f.url+"/dead?queue=orders")
 		code, _ = post(t, c, f.url+"/dead/requeue-all", url.Values{"queue": {"orders"}, "csrf": {csrf}, "confirm": {"orders"}})
 		if code != http.StatusSeeOther || len(delaytest.DeadIDs(t, f.q)) != 0 {
 			t.Errorf("requeue all when logged in: status %d, %d still dead", code, len(delaytest.DeadIDs(t, f.q)))

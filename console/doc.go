@@ -18,8 +18,14 @@
 //
 // Every change (cancel, run now, reschedule, requeue, delete, one task or
 // a selection; pause and resume; the dead-letter requeue and purge) goes
-// through a confirm page, then a POST carrying the CSRF token of the
-// browser's cookie and the console's token (the login cookie, or a token
-// form field). Off loopback every page needs the login. When Redis does
-// not answer, every page is a banner and status 503.
+// through a confirm page, then a POST from the console's own origin
+// carrying the CSRF token of the login's session (or, for scripts, the
+// console's token in a form field with a pre-session CSRF token). Task
+// actions go by task ID (delay.Queue.CancelIDs, RescheduleIDs): a task
+// that moved on since the page was drawn is skipped. A login is a
+// session kept in Redis with an absolute and an idle expiry, ended at
+// logout; login attempts are rate-limited per client address and
+// globally (docs/console.md, "Login and CSRF"). Off loopback every page
+// needs the login. When Redis does not answer, every page is a banner and
+// status 503.
 package console

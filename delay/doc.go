@@ -20,7 +20,8 @@
 // also [Queue.KeepAlive]), as the same methods of [Sharded] do.
 // [Queue.Sweep] returns expired leases. [Queue.Cancel], [Queue.CancelToken],
 // [Queue.Reschedule], [Queue.RescheduleToken] and [Queue.Lookup] work by
-// business key. [Queue.ListDead], [Queue.Requeue], [Queue.Purge] and
+// business key; [Queue.CancelIDs] and [Queue.RescheduleIDs] by task ID,
+// acting only on the task an ID still names. [Queue.ListDead], [Queue.Requeue], [Queue.Purge] and
 // [Queue.PurgeAll] manage the dead-letter set. [Queue.Reconcile] compares
 // with a [Source]. [Queue.Stats] returns [Stats]; an [Observer] (default
 // [NopObserver]; [Recorder] is a ready one with a lateness [Histogram])

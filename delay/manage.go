@@ -87,6 +87,65 @@ func (q *Queue) RescheduleToken(ctx context.Context, key, token string, w When) 
 	return res, nil
 }
 
+// CancelIDs cancels tasks by ID (at most MaxBatch), in one script: a
+// pending or dead task is removed, a task in flight is marked as
+// CancelToken marks it. Unlike a read of the task followed by
+// CancelToken, it acts only on the tasks the IDs name when it runs: IDs
+// are never reused, so an ID whose task has finished or been removed is
+// skipped (counted nowhere), and a task enqueued since with the same key
+// and token, which has a new ID, is never touched. A dead ID whose
+// record is lost or unreadable is removed too, as Purge removes it.
+func (q *Queue) CancelIDs(ctx context.Context, ids ...string) (CancelResult, error) {
+	if err := checkIDs(ids); err != nil || len(ids) == 0 {
+		return CancelResult{}, err
+	}
+	r, err := q.mutate(ctx, scriptCancelIds, "cancel", q.req.next(),
+		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, anys(ids)...)
+	if err != nil {
+		return CancelResult{}, err
+	}
+	if err := codeErr(r.int(0)); err != nil {
+		return CancelResult{}, fmt.Errorf("delay: cancel: %w", err)
+	}
+	return CancelResult{Pending: int(r.int(1)), InFlight: int(r.int(2)), Dead: int(r.int(3)), Already: int(r.int(4))}, nil
+}
+
+// RescheduleIDs moves the pending tasks among ids (at most MaxBatch) to
+// w, in one script; tasks in flight or dead are counted and left alone,
+// and an ID whose task is gone is skipped, as in CancelIDs. It is all or
+// nothing, as Reschedule is.
+func (q *Queue) RescheduleIDs(ctx context.Context, w When, ids ...string) (RescheduleResult, error) {
+	if err := checkIDs(ids); err != nil || len(ids) == 0 {
+		return RescheduleResult{}, err
+	}
+	mode, v, err := q.whenArgs(w)
+	if err != nil {
+		return RescheduleResult{}, err
+	}
+	args := append([]any{mode, v, q.epoch, q.mult, q.o.Codec.MaxMs()}, anys(ids)...)
+	r, err := q.mutate(ctx, scriptRescheduleIds, "reschedule", q.req.next(),
+		[]string{q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake}, args...)
+	if err != nil {
+		return RescheduleResult{}, err
+	}
+	if err := codeErr(r.int(0)); err != nil {
+		return RescheduleResult{}, fmt.Errorf("delay: reschedule: %w", err)
+	}
+	res := RescheduleResult{Moved: int(r.int(1)), InFlight: int(r.int(2)), Dead: int(r.int(3))}
+	if sc, ok := r.score(4); ok {
+		res.Due, _, _ = q.o.Codec.DecodeTime(sc)
+	}
+	return res, nil
+}
+
+func anys(ids []string) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
 // TaskInfo describes a stored task.
 type TaskInfo struct {
 	ID, Key, Token string

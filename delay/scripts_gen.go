@@ -88,6 +88,20 @@ var scriptReschedule = redis.NewScript(luaReschedule)
 //go:embed lua/gen/reschedule.lua
 var luaReschedule string
 
+// scriptCancelIds runs lua/gen/cancel_ids.lua, composed from
+// lua/cancel_ids.lua.
+var scriptCancelIds = redis.NewScript(luaCancelIds)
+
+//go:embed lua/gen/cancel_ids.lua
+var luaCancelIds string
+
+// scriptRescheduleIds runs lua/gen/reschedule_ids.lua, composed from
+// lua/reschedule_ids.lua.
+var scriptRescheduleIds = redis.NewScript(luaRescheduleIds)
+
+//go:embed lua/gen/reschedule_ids.lua
+var luaRescheduleIds string
+
 // scriptRequeue runs lua/gen/requeue.lua, composed from
 // lua/requeue.lua.
 var scriptRequeue = redis.NewScript(luaRequeue)
@@ -168,6 +182,8 @@ var scripts = [...]struct {
 	{"sweep", scriptSweep},
 	{"cancel", scriptCancel},
 	{"reschedule", scriptReschedule},
+	{"cancel_ids", scriptCancelIds},
+	{"reschedule_ids", scriptRescheduleIds},
 	{"requeue", scriptRequeue},
 	{"purge", scriptPurge},
 	{"remove", scriptRemove},

@@ -34,7 +34,8 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	prefix := fs.String("prefix", delay.DefaultPrefix, "queue key `prefix`")
 	cachePrefix := fs.String("cache-prefix", cache.DefaultPrefix, "promotion key `prefix`")
 	idsTTL := fs.Duration("ids-ttl", 10*time.Second, "reuse a listing of promotion IDs for this `long` (0: list on every request)")
-	session := fs.Duration("session", 12*time.Hour, "a login lasts this `long` (the cookie's Max-Age)")
+	session := fs.Duration("session", 12*time.Hour, "a login lasts at most this `long` (kept in Redis; the cookie's Max-Age)")
+	idle := fs.Duration("session-idle", 30*time.Minute, "a login unused this `long` ends (at most -session)")
 	trustProxy := fs.Bool("trust-proxy", false, "the console is behind a proxy you run that sets X-Forwarded-Proto:\nits https makes the cookies Secure (without this flag the header is ignored)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate `file` (with -tls-key)")
 	tlsKey := fs.String("tls-key", "", "the private key `file` of -tls-cert")
@@ -47,11 +48,14 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	if *session < time.Minute {
 		return usagef("-session %v: want at least 1m", *session)
 	}
+	if *idle < time.Minute {
+		return usagef("-session-idle %v: want at least 1m", *idle)
+	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return usagef("-tls-cert and -tls-key go together")
 	}
 	cfg := console.Options{Token: *token, QueuePrefix: *prefix, CachePrefix: *cachePrefix, IDsTTL: *idsTTL,
-		Session: *session, TrustProxy: *trustProxy}
+		Session: *session, SessionIdle: *idle, TrustProxy: *trustProxy}
 	if cfg.IDsTTL == 0 {
 		cfg.IDsTTL = -1 // the flag's 0 is "list on every request"
 	}

@@ -65,6 +65,8 @@ func Scripts() []Script {
 		{Name: "sweep", Once: true},
 		{Name: "cancel", Once: true},
 		{Name: "reschedule", Once: true},
+		{Name: "cancel_ids", Once: true},
+		{Name: "reschedule_ids", Once: true},
 		{Name: "requeue", Once: true},
 		{Name: "purge", Once: true},
 		{Name: "remove", Once: true},

@@ -1,0 +1,482 @@
+-- Code generated from lib.lua + reply.lua + take_kept.lua + cancel_ids.lua by `go generate ./delay`; DO NOT EDIT.
+-- cancel_ids.lua: cancel tasks by ID, in any state, in one step. An ID
+-- acts only while it still names its task: IDs are never reused, so an ID
+-- whose record is gone (finished, cancelled, purged) or is a tombstone is
+-- skipped, and a task enqueued since with the same key and token (a new
+-- ID) is never touched. Pending tasks are removed, in-flight ones marked
+-- (their ack removes them, they are never retried), dead ones removed (a
+-- dead ID whose record is lost or unreadable too, as purge does).
+-- KEYS[1] -> idx HASH   KEYS[2] -> tasks base   KEYS[3] -> due ZSET
+-- KEYS[4] -> inflight ZSET   KEYS[5] -> dead ZSET   KEYS[6] -> stats HASH
+-- ARGV[1..] -> task IDs (at most 1000; a repeated ID counts once)
+-- Returns {C_OK, pending removed, in flight marked, dead removed, already cancelled}
+
+-- lib.lua: helpers shared by every delay script. go generate ./delay
+-- prepends this file's prelude and the functions a body uses to that body
+-- (lua/gen), so it declares no KEYS/ARGV of its own.
+--
+-- Records are bucketed: the tasks key a script gets in KEYS is a base name,
+-- and a record lives in the hash <tasks>:<task ID minus its last base-36
+-- digit> (36 consecutive IDs per bucket). Small hashes stay
+-- listpack-encoded, which is what keeps a pending task near 200 B; a
+-- bucket name keeps the base key's hash tag, so every key a script touches
+-- is still on the slot of its KEYS.
+--
+-- Reverse index: one hash, field = the business key's digest (6
+-- characters, computed in Go, stored in each record), value = the
+-- comma-separated IDs of the tasks of every key with that digest. Keys
+-- rarely share a digest, and whoever reads an entry tells its keys apart
+-- by the key in each record.
+--
+-- Task record (one field of a tasks bucket, field = task ID):
+--   "<flags><digest><attempt>,<keylen>,<toklen>,<errlen>;<key><token><err><payload>"
+-- flags is one digit: bit 1 (F_CANCELLED) = cancelled while in flight; bit
+-- 2 (F_SOLE) = the only task of its index entry, so the entry is exactly
+-- its ID (delete_task drops the entry without reading it). digest is the key's,
+-- DIGEST_LEN characters: both sit at fixed places, so the hot paths read
+-- them without a pattern match. attempt counts the deliveries that ended
+-- without an ack (retry, expired lease); the delivery in hand is attempt+1.
+-- toklen 0 means the token is the ID. Fresh records are built in Go
+-- (freshRecord), with F_SOLE set.
+--
+-- Leases: the lease hash maps each task in flight to the fence of its
+-- current delivery (the inflight ZSET has its deadline). Take writes the
+-- two and leaves the record alone: a record changes only when its task
+-- does (retry, expiry, cancel), not on every delivery.
+-- Scores: (ms - epoch) * mult + seq, mult = 2^bits, exactly score.TimeCodec.
+-- Return codes (mirrored in scripts.go, compared by TestLibConstantsMatchGo):
+local C_OK, C_DUP, C_NOT_FOUND, C_LEASE_LOST = 0, 1, 2, 3
+local C_BEFORE_EPOCH, C_RANGE, C_TOO_MANY, C_SEQ = 4, 5, 6, 7
+local C_CORRUPT, C_CANCELLED, C_DEAD = 8, 9, 10
+-- C_CTR_LOST: the ID counter is gone (or behind a record) while the queue
+-- holds tasks; C_IDX_LOST: the index is gone while it does; C_RESTORED: a
+-- record found in no set was put back in due. Refusals write nothing.
+local C_CTR_LOST, C_IDX_LOST, C_RESTORED = 11, 12, 13
+-- C_PAUSED: take found the queue paused (the ctl hash's 'paused') and
+-- took nothing.
+local C_PAUSED = 14
+local F_CANCELLED, F_SOLE, F_DONE = 1, 2, 4
+local DIGEST_LEN = 6 -- digestLen in keys.go
+local BUCKET_IDS = 36 -- the IDs one tasks bucket can hold (the last digit)
+-- The index holds a marker field IDX_MARK (no digest has it) from the
+-- first enqueue on, read in the same HMGET as the entries: an index
+-- without it is new, or gone (checked then), at no cost on the hot path.
+local IDX_MARK = '~'
+-- The high-water mark of the per-ms score space (hw_note) is kept per
+-- window of this many ms of Redis TIME (highWaterWindowMs in Go).
+local HIGH_WATER_WINDOW_MS = 60000
+-- A record's err field keeps its task's last ERRS_KEPT error texts,
+-- oldest first, each as ERR_MARK <len> ':' <text>, the oldest dropped
+-- while they add up to more than ERRS_BYTES (the newest is always kept;
+-- Go caps one text at 1024 bytes). One text that does not start with
+-- ERR_MARK is stored bare, as every record before this list was, so a
+-- bare field is that one text.
+local ERRS_KEPT, ERRS_BYTES = 3, 2048 -- errsKept, errsBytes in record.go
+local ERR_MARK = '\030'
+local DG = '[%w_%-][%w_%-][%w_%-][%w_%-][%w_%-][%w_%-]'
+local HEADER = '^(%d)(' .. DG .. ')(%d+),(%d+),(%d+),(%d+);()'
+
+local function fmt(n) return string.format('%d', n) end
+
+-- header is the one check of a record's header: bounded fields, lengths
+-- within the record. It returns flags and digest (text), attempt and the
+-- three lengths as numbers, and the position of the key; nil when
+-- unreadable.
+local function header(blob)
+  if type(blob) ~= 'string' then return nil end
+  local fl, dg, a, kl, tl, el, p = string.match(blob, HEADER)
+  if not fl then return nil end
+  if #a > 9 or #kl > 7 or #tl > 7 or #el > 7 then return nil end
+  kl, tl, el = tonumber(kl), tonumber(tl), tonumber(el)
+  if p - 1 + kl + tl + el > #blob then return nil end
+  return fl, dg, tonumber(a), kl, tl, el, p
+end
+
+-- parse reads the header and the key, token and error. The payload is not
+-- copied: payload_of or build take it from the original blob when needed.
+local function parse(blob)
+  local fl, dg, a, kl, tl, el, p = header(blob)
+  if not fl then return nil end
+  return {
+    attempt = a, flags = tonumber(fl), dg = dg,
+    key = string.sub(blob, p, p + kl - 1),
+    token = string.sub(blob, p + kl, p + kl + tl - 1),
+    err = string.sub(blob, p + kl + tl, p + kl + tl + el - 1),
+    blob = blob, poff = p + kl + tl + el,
+  }
+end
+
+local function payload_of(t)
+  if t.payload == nil then t.payload = string.sub(t.blob, t.poff) end
+  return t.payload
+end
+
+local function build(t)
+  return fmt(t.flags) .. t.dg .. fmt(t.attempt) .. ',' ..
+    fmt(#t.key) .. ',' .. fmt(#t.token) .. ',' .. fmt(#t.err) .. ';' ..
+    t.key .. t.token .. t.err .. payload_of(t)
+end
+
+local function cancelled(t) return t.flags % 2 == 1 end
+local function sole(t) return math.floor(t.flags / 2) % 2 == 1 end
+-- is_done: a tombstone (Options.DoneTTL), the acked task's record kept
+-- without its payload so that its (key, token) stays known.
+local function is_done(flags) return math.floor(flags / 4) % 2 == 1 end
+
+-- tkey is the tasks bucket of a task ID.
+local function tkey(tasks, id) return tasks .. ':' .. string.sub(id, 1, -2) end
+
+local function get_rec(tasks, id) return redis.call('HGET', tkey(tasks, id), id) end
+local function put_rec(tasks, id, blob) redis.call('HSET', tkey(tasks, id), id, blob) end
+
+-- group returns the list groups[k], making it (and noting k in order)
+-- on first sight: the per-bucket batching of every bulk call.
+local function group(groups, order, k)
+  local g = groups[k]
+  if not g then
+    g = {}
+    groups[k] = g
+    order[#order + 1] = k
+  end
+  return g
+end
+
+-- buckets groups positions of ids (the IDs themselves, with as_ids) by
+-- tasks bucket (the bucket key), in first-seen order; each group's length
+-- is its n. Runs of IDs from one bucket (the common case: IDs are handed
+-- out in order) cost one lookup and one key per run, not per ID.
+local function buckets(tasks, ids, as_ids)
+  local groups, order = {}, {}
+  local last, g, k = nil, nil, 0
+  for i = 1, #ids do
+    local pre = string.sub(ids[i], 1, -2)
+    if pre ~= last then
+      if g then g.n = k end
+      last = pre
+      local bk = tasks .. ':' .. pre
+      g = groups[bk]
+      if g then
+        k = g.n
+      else
+        g, k = {}, 0
+        groups[bk] = g
+        order[#order + 1] = bk
+      end
+    end
+    k = k + 1
+    if as_ids then g[k] = ids[i] else g[k] = i end
+  end
+  if g then g.n = k end
+  return groups, order
+end
+
+-- get_recs reads the records of ids (false where absent) with one HMGET per
+-- bucket: consecutive IDs share a bucket, so a batch costs a few calls.
+-- A bucket asked for BUCKET_IDS IDs (all it can hold, unless some repeat)
+-- is read whole with HGETALL instead: HMGET scans the bucket's listpack
+-- from its start for each field, which cost 2,200 instructions a task in
+-- take, where one pass hands over every record. Its records come in
+-- insertion order, which is ID order unless a task was put back, so they
+-- are matched in step and looked up by field only past a mismatch.
+local function get_recs(tasks, ids)
+  local out = {}
+  local groups, order = buckets(tasks, ids)
+  for _, k in ipairs(order) do
+    local g = groups[k]
+    if g.n == BUCKET_IDS then
+      local kv, p, byf = redis.call('HGETALL', k), 1, nil
+      for j = 1, BUCKET_IDS do
+        local at, id = g[j], ids[g[j]]
+        if kv[p] == id then
+          out[at] = kv[p + 1]
+          p = p + 2
+        else
+          if not byf then
+            byf = {}
+            for x = 1, #kv, 2 do byf[kv[x]] = kv[x + 1] end
+          end
+          out[at] = byf[id] or false
+        end
+      end
+    else
+      local f = {}
+      for j = 1, g.n do f[j] = ids[g[j]] end
+      local vals = redis.call('HMGET', k, unpack(f))
+      for j = 1, g.n do out[g[j]] = vals[j] end
+    end
+  end
+  return out
+end
+
+-- entry_ids splits an index entry (nil: none) into its IDs.
+local function entry_ids(v)
+  local out = {}
+  if v then for id in string.gmatch(v, '[^,]+') do out[#out + 1] = id end end
+  return out
+end
+
+-- entry reads the index entry of digest dg and the records of its IDs.
+-- It returns ids, the live IDs in entry order (an ID whose record is gone
+-- is stale and left out, so a rewrite drops it); mine, those whose record
+-- holds key; and recs, ID -> parsed record (false when unreadable: kept
+-- in the entry, counted for no key). pre is the entry when the caller
+-- read it already (false: none).
+local function entry(tasks, idx, dg, key, pre)
+  if pre == nil then pre = redis.call('HGET', idx, dg) end
+  local all = entry_ids(pre)
+  local ids, mine, recs = {}, {}, {}
+  if #all == 0 then return ids, mine, recs end
+  local blobs = get_recs(tasks, all)
+  for k, id in ipairs(all) do
+    local blob = blobs[k]
+    if blob then
+      ids[#ids + 1] = id
+      local t = parse(blob)
+      recs[id] = t or false
+      if t and t.key == key then mine[#mine + 1] = id end
+    end
+  end
+  return ids, mine, recs
+end
+
+-- idx_unlist removes ids[k] from the index entry of digest dgs[k], k = 1
+-- to #dgs (the IDs distinct; a digest repeats when tasks share a key):
+-- one read and at most two writes in all. An entry that is exactly its ID
+-- (the common case) is dropped whole with no table keyed per task (one
+-- cost 3% of an ack); only entries of several IDs are grouped by digest.
+-- An entry already gone is left so.
+local function idx_unlist(idx, dgs, ids)
+  local lists = redis.call('HMGET', idx, unpack(dgs))
+  local empty, ne, drops, order, vals = {}, 0, nil, nil, nil
+  for k = 1, #dgs do
+    local v = lists[k]
+    if v == ids[k] then
+      ne = ne + 1
+      empty[ne] = dgs[k]
+    elseif v and string.find(v, ',', 1, true) then
+      if not drops then drops, order, vals = {}, {}, {} end
+      local dg = dgs[k]
+      group(drops, order, dg)[ids[k]] = true
+      vals[dg] = v
+    end
+  end
+  local kept = {}
+  if drops then
+    for _, dg in ipairs(order) do
+      local drop, left = drops[dg], {}
+      for _, x in ipairs(entry_ids(vals[dg])) do
+        if not drop[x] then left[#left + 1] = x end
+      end
+      if #left == 0 then
+        ne = ne + 1
+        empty[ne] = dg
+      else
+        kept[#kept + 1] = dg
+        kept[#kept + 1] = table.concat(left, ',')
+      end
+    end
+  end
+  if ne > 0 then redis.call('HDEL', idx, unpack(empty)) end
+  if #kept > 0 then redis.call('HSET', idx, unpack(kept)) end
+end
+
+-- delete_task deletes a record and its ID in the index (the whole entry,
+-- unread, when the task is its sole ID).
+local function delete_task(tasks, idx, id, t)
+  redis.call('HDEL', tkey(tasks, id), id)
+  if not t then return end
+  if sole(t) then
+    redis.call('HDEL', idx, t.dg)
+  else
+    idx_unlist(idx, {t.dg}, {id})
+  end
+end
+
+-- end of lib.lua
+-- reply.lua: the kept reply of a mutating script. A call whose reply was
+-- lost is sent again (go-redis retries, the Worker's own re-sends) with the
+-- same KEYS and ARGV; it must not run a second time. go generate wraps
+-- each mutating body into rp_body and ends the script with rp_run (see
+-- Once in internal/luacompose), so the first run stores its reply under
+-- the call's request key and a re-run returns that reply without running
+-- the body.
+-- KEYS[#KEYS] -> the call's reply name <prefix>:{q:<name>}:rp:<nonce>:<bucket>:<slot>;
+--                removed from KEYS before the body runs. The reply is kept
+--                in the HASH named by all before the last ':' (same hash
+--                tag, so the same slot), field <slot>: one small hash per
+--                64 calls of a Queue costs a few tens of bytes a reply,
+--                where a key of its own cost about 150
+--                (TestMemoryPerKeptReply).
+-- ARGV[#ARGV] -> how long the reply is kept, ms (its hash's time in the
+--                reply index is moved to Redis TIME + this at every reply
+--                it keeps, rp_file); removed from ARGV likewise
+-- Returns the body's reply, or the kept one.
+-- Error replies (error tables, script errors) are never kept: a re-run
+-- runs the body again.
+--
+-- rp_enc appends the exact encoding of a reply value to e: '*n:' then n
+-- elements for an array (Redis stops at the first nil, so does this),
+-- ':<int>;' for a number (Redis truncates it to an integer; '%d' does the
+-- same and, unlike tostring's %.14g, stays exact up to 2^53), '$len:'
+-- then the bytes for a string, ':1;' for true, '_' for false and nil.
+-- The pieces become one string.format per 500 values (e.f the format,
+-- e.a its arguments): a format call per value, or Lua's own number to
+-- text, cost several times as much. '%s' copies a string whole unless it
+-- is shorter than 100 bytes and holds a zero byte (Lua 5.1 formats those
+-- with sprintf): such a string goes to e.out as it is.
+local function rp_flush(e)
+  if #e.f > 0 then
+    e.out[#e.out + 1] = string.format(table.concat(e.f), unpack(e.a))
+    e.f, e.a = {}, {}
+  end
+end
+local function rp_enc(v, e)
+  local t = type(v)
+  local f, a = e.f, e.a
+  if t == 'table' then
+    local n = 0
+    while v[n + 1] ~= nil do n = n + 1 end
+    f[#f + 1] = '*%d:'
+    a[#a + 1] = n
+    for i = 1, n do
+      local x = v[i]
+      local tx = type(x)
+      if tx == 'number' then
+        f[#f + 1] = ':%d;'
+        a[#a + 1] = x
+      elseif tx == 'string' and (#x >= 100 or not string.find(x, '\0', 1, true)) then
+        f[#f + 1] = '$%d:%s'
+        a[#a + 1] = #x
+        a[#a + 1] = x
+      else
+        rp_enc(x, e)
+        f, a = e.f, e.a
+      end
+      if #a >= 500 then
+        rp_flush(e)
+        f, a = e.f, e.a
+      end
+    end
+  elseif t == 'number' then
+    f[#f + 1] = ':%d;'
+    a[#a + 1] = v
+  elseif t == 'string' then
+    f[#f + 1] = '$%d:'
+    a[#a + 1] = #v
+    rp_flush(e)
+    e.out[#e.out + 1] = v
+  elseif v == true then
+    f[#f + 1] = ':1;'
+  else
+    f[#f + 1] = '_'
+  end
+end
+-- rp_dec reads the value rp_enc wrote at position p of s and returns it
+-- with the position after it (false for nil, which Redis replies as nil).
+local function rp_dec(s, p)
+  local c = string.byte(s, p)
+  if c == 42 then -- '*'
+    local e = string.find(s, ':', p, true)
+    local n, r = tonumber(string.sub(s, p + 1, e - 1)), {}
+    p = e + 1
+    for i = 1, n do r[i], p = rp_dec(s, p) end
+    return r, p
+  elseif c == 58 then -- ':'
+    local e = string.find(s, ';', p, true)
+    return tonumber(string.sub(s, p + 1, e - 1)), e + 1
+  elseif c == 36 then -- '$'
+    local e = string.find(s, ':', p, true)
+    local n = tonumber(string.sub(s, p + 1, e - 1))
+    return string.sub(s, e + 1, e + n), e + n + 1
+  end
+  return false, p + 1
+end
+-- rp_concat is table.concat(out) in runs of 1000: miniredis's Lua puts
+-- every element of one concat on its registry (about 5k slots).
+local function rp_concat(out)
+  local n = #out
+  if n <= 1000 then return table.concat(out) end
+  local runs = {}
+  for i = 1, n, 1000 do runs[#runs + 1] = table.concat(out, '', i, math.min(i + 999, n)) end
+  return table.concat(runs)
+end
+-- rp_file files a reply hash in the queue's reply index, the ZSET
+-- <prefix>:{q:<name>}:rp:idx (hash -> Redis TIME ms + ttl of its latest
+-- reply), and when the hash is new there, deletes up to RP_SWEEP hashes
+-- whose time has passed. The hashes carry no TTL, so no volatile-*
+-- eviction policy can take a reply before its call's last re-send; a
+-- call files at most one new hash, so sweeping two at each new one
+-- keeps up with any number of Queues, short-lived ones included.
+local function rp_file(key, ttl)
+  local RP_SWEEP = 2
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local idx = string.sub(key, 1, string.find(key, '}', 1, true)) .. ':rp:idx'
+  if redis.call('ZADD', idx, now + ttl, key) == 0 then return end
+  local old = redis.call('ZRANGEBYSCORE', idx, '-inf', now, 'LIMIT', 0, RP_SWEEP)
+  if #old > 0 then
+    redis.call('DEL', unpack(old))
+    redis.call('ZREM', idx, unpack(old))
+  end
+end
+-- rp_run runs body once per reply key. keep (optional) returns what is
+-- stored of the reply: a string kept as it is, or a table (or nil: the
+-- reply itself) kept through rp_enc; grow turns the stored string back
+-- into the reply.
+local function rp_run(body, keep, grow)
+  local key = table.remove(KEYS)
+  local ttl = table.remove(ARGV)
+  local cut = string.find(key, ':[^:}]*$') -- after the tag: the name has ':rp:'
+  local field = string.sub(key, cut + 1)
+  key = string.sub(key, 1, cut - 1)
+  local kept = redis.call('HGET', key, field)
+  if kept then
+    if grow then return grow(kept) end
+    return (rp_dec(kept, 1))
+  end
+  local r = body()
+  if type(r) == 'table' and (r.err or r.ok) then return r end
+  local s = keep and keep(r)
+  if type(s) ~= 'string' then
+    local e = {f = {}, a = {}, out = {}}
+    rp_enc(s or r, e)
+    rp_flush(e)
+    s = rp_concat(e.out)
+  end
+  redis.call('HSET', key, field, s)
+  rp_file(key, ttl)
+  return r
+end
+local function rp_body()
+local idx, tasks, due, inflight, dead, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local pending, flying, deadn, already = 0, 0, 0, 0
+local seen = {}
+for i = 1, #ARGV do
+  local id = ARGV[i]
+  if not seen[id] then
+    seen[id] = true
+    local t = parse(get_rec(tasks, id))
+    if t and is_done(t.flags) then
+      t = nil -- a tombstone: acked, in no set
+    elseif t and redis.call('ZREM', due, id) == 1 then
+      delete_task(tasks, idx, id, t)
+      pending = pending + 1
+    elseif t and redis.call('ZSCORE', inflight, id) then
+      if not cancelled(t) then
+        t.flags = t.flags + F_CANCELLED
+        put_rec(tasks, id, build(t))
+        flying = flying + 1
+      else
+        already = already + 1
+      end
+    elseif redis.call('ZREM', dead, id) == 1 then
+      delete_task(tasks, idx, id, t)
+      deadn = deadn + 1
+    end
+  end
+end
+if pending + flying + deadn > 0 then redis.call('HINCRBY', stats, 'cancelled', pending + flying + deadn) end
+return {C_OK, pending, flying, deadn, already}
+
+end
+return rp_run(rp_body)
