@@ -56,6 +56,15 @@ type ShardedOptions struct {
 // Which master holds a shard is decided by the CRC16 of its tag, not by
 // the library: K shards are spread over the masters like K random slots.
 // With K a few times the number of masters every master gets some shards;
+// Placement shows where they landed.
+type Sharded struct {
+	name   string
+	shards []*Queue
+	// loaded: the enqueue script is in the script cache of every master
+	// (as far as this process knows), see EnqueueBatch.
+	loaded atomic.Bool
+}
+
 // Pause pauses every shard (Queue.Pause), in shard order. On an error the
 // shards before the failing one are paused and the rest are not; Pause is
 // idempotent, so the caller sends it again.
@@ -105,15 +114,6 @@ func (s *Sharded) SetRate(ctx context.Context, r Rate) error {
 		}
 	}
 	return nil
-}
-
-// Placement shows where they landed.
-type Sharded struct {
-	name   string
-	shards []*Queue
-	// loaded: the enqueue script is in the script cache of every master
-	// (as far as this process knows), see EnqueueBatch.
-	loaded atomic.Bool
 }
 
 // NewSharded returns the sharded queue called name on c. It validates the
