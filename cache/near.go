@@ -25,14 +25,16 @@ const (
 // NearCacheOptions bounds the in-process near cache (Options.NearCache).
 // Zero fields take the defaults their comments name.
 type NearCacheOptions struct {
-	// MaxPromotions bounds the ladders held. Default 10000. When full, the
+	// MaxPromotions bounds the ladders held. Default 10000; negative is
+	// ErrInvalid, any positive value is accepted. When full, the
 	// least recently used ladder of the same shard is dropped (the cache
 	// is split into nearShards shards, each holding its share of the
 	// bounds).
 	MaxPromotions int
 	// MaxBytes bounds the memory the ladders and gift lists account for:
 	// record bytes plus a fixed overhead per tier (nearTierOverhead).
-	// Default 64 MiB. A promotion larger than MaxBytes/nearShards is not
+	// Default 64 MiB; negative is ErrInvalid, any positive value is
+	// accepted. A promotion larger than MaxBytes/nearShards is not
 	// held (its lines take the Redis path); at the default that is 8 MiB,
 	// about 25,000 tiers.
 	MaxBytes int64
@@ -41,10 +43,13 @@ type NearCacheOptions struct {
 	// ago. A background pass re-reads every held version every
 	// MaxStaleness/2 (one pipelined HGET per ladder), so hot ladders stay
 	// near; it bounds staleness even if an invalidation were lost. Default
-	// 2s; at least 10ms.
+	// 2s; at least 10ms (less, or negative, is ErrInvalid); any larger
+	// value is accepted.
 	MaxStaleness time.Duration
 	// MaxTiers: a promotion with more tiers than this is never held; its
-	// lines take the Redis path. Default 10000.
+	// lines take the Redis path. Default 10000, which is also the most it
+	// can be: a value above gradient.MaxTiers means gradient.MaxTiers,
+	// since Refresh writes no more tiers than that.
 	MaxTiers int
 }
 
@@ -71,6 +76,9 @@ func (o *NearCacheOptions) withDefaults() (NearCacheOptions, error) {
 	if err := orDefault("NearCache.MaxTiers", &n.MaxTiers, DefaultNearMaxTiers, 0); err != nil {
 		return n, err
 	}
+	// Saturated: the ladder read asks for MaxTiers+2 members, which must
+	// not overflow into a negative (empty) range.
+	n.MaxTiers = min(n.MaxTiers, gradient.MaxTiers)
 	return n, nil
 }
 
@@ -156,7 +164,7 @@ type nearFill struct {
 	key   *keyFills
 	gen   uint64 // key.gen when the read was sent
 	at    int64  // UnixNano, before the read was sent
-	done  bool
+	done  bool   // settled or abandoned; read and written only by the read's goroutine
 }
 
 func newNear(o NearCacheOptions, obs Observer) *near {
@@ -230,13 +238,15 @@ func (sh *nearShard) release(f *nearFill) {
 }
 
 // abandon ends a read whose reply never came (a transport error): it
-// answered nothing, so it changes nothing.
+// answered nothing, so it changes nothing. A settled read is left alone;
+// f.done needs no lock, as one goroutine owns a read from begin to end.
 func (nc *near) abandon(f *nearFill) {
+	if f.done {
+		return
+	}
 	sh := nc.shard(f.h)
 	sh.mu.Lock()
-	if !f.done {
-		sh.release(f)
-	}
+	sh.release(f)
 	sh.mu.Unlock()
 }
 
@@ -270,11 +280,10 @@ func (nc *near) settle(f *nearFill, l *ladder, big bool) bool {
 	sh := nc.shard(f.h)
 	var evicted []string
 	installed, dropped := false, false
-	sh.mu.Lock()
 	if f.done {
-		sh.mu.Unlock()
 		return false
 	}
+	sh.mu.Lock()
 	fresh := nc.up.Load() && nc.epoch.Load() == f.epoch && f.key.gen == f.gen
 	f.key.gen++
 	sh.release(f)
@@ -449,12 +458,12 @@ type NearStats struct {
 	TrackingLost int64
 }
 
-// NearStats returns the near cache's counters.
+// NearStats returns the near cache's counters (zero for a nil *Cache).
 func (c *Cache) NearStats() NearStats {
-	nc := c.near
-	if nc == nil {
+	if c == nil || c.near == nil {
 		return NearStats{}
 	}
+	nc := c.near
 	st := NearStats{Tracking: nc.up.Load(), Hits: nc.hits.Load(), Misses: nc.misses.Load(), Evictions: nc.drops.Load(), TrackingLost: nc.lost.Load()}
 	for i := range nc.shards {
 		sh := &nc.shards[i]
