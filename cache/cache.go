@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -39,11 +40,12 @@ type Cache struct {
 
 // New returns a Cache on c. c may be a *redis.Client or a
 // *redis.ClusterClient: every transaction and read touches one
-// promotion's hash tag. A nil client or bad Options are a
-// *ValidationError (Field "client" or "options").
+// promotion's hash tag. A nil client (or a typed nil such as a nil
+// *redis.Client) or bad Options are a *ValidationError (Field "client"
+// or "options").
 func New(c redis.UniversalClient, opts Options) (*Cache, error) {
-	if c == nil {
-		return nil, invalid("client", "nil redis client")
+	if isNil(c) {
+		return nil, invalid("client", "nil redis client (%T)", c)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -73,6 +75,20 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer,
+// func, map, channel or slice: a typed nil would pass a == nil check and
+// panic at its first use.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Slice, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 func isNop(o Observer) bool {

@@ -97,7 +97,8 @@ func (e *RevisionConflictError) Is(target error) bool { return target == ErrRevi
 // matches ErrInvalid, and errors.Is(err, &ValidationError{Field: f})
 // tells which input.
 //
-// Field names the input: "client" (a nil Redis client), "options" (an
+// Field names the input: "client" (a nil Redis client, typed nils
+// included), "cache" (a method called on a nil *Cache), "options" (an
 // Options field out of range: a prefix with braces, whitespace or glob
 // characters, negative durations or sizes, minor digits outside 0..9;
 // Detail names it), "id" (a promotion ID gradient.ValidateID refuses;

@@ -48,7 +48,10 @@ const (
 )
 
 // LoadOptions tunes the read-through (Options.Load). Zero fields take the
-// defaults their comments name.
+// defaults their comments name. A duration under 1ms (negative included)
+// is ErrInvalid; any longer one is accepted, up to the largest
+// time.Duration, and a remembered miss or failure then lasts as long as
+// the process.
 type LoadOptions struct {
 	// Timeout bounds one Loader.Load call. Default 5s. A cart line never
 	// waits longer than its own ctx allows, whatever this is.

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -38,7 +39,7 @@ func (rt *readThrough) remember(id string, ttl time.Duration, ended bool) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	makeRoom(rt.misses, rt.opt.MaxMisses, now, func(m mark) int64 { return m.until })
-	rt.misses[id] = mark{until: now + int64(ttl), ended: ended}
+	rt.misses[id] = mark{until: until(now, ttl), ended: ended}
 }
 
 // makeRoom frees room in m, when it holds limit entries, for one more:
@@ -92,7 +93,7 @@ func (rt *readThrough) forget(id string) {
 func (rt *readThrough) fail(id string, err error) {
 	now := time.Now().UnixNano()
 	makeRoom(rt.failures, rt.opt.MaxMisses, now, func(f failure) int64 { return f.until })
-	rt.failures[id] = failure{until: now + int64(rt.opt.FailTTL), err: err}
+	rt.failures[id] = failure{until: until(now, rt.opt.FailTTL), err: err}
 }
 
 // failed returns id's remembered load failure, or nil.
@@ -108,4 +109,14 @@ func (rt *readThrough) failed(id string) error {
 		return nil
 	}
 	return fmt.Errorf("%w (a load failed under %v ago; retried after Load.FailTTL)", f.err, rt.opt.FailTTL)
+}
+
+// until is now+ttl (UnixNano), saturated: a TTL as long as a
+// time.Duration can say would otherwise wrap into the past and never be
+// remembered at all.
+func until(now int64, ttl time.Duration) int64 {
+	if int64(ttl) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(ttl)
 }

@@ -149,7 +149,11 @@ func TestReadThroughFailures(t *testing.T) {
 		}, 0, 2 * time.Second, []error{ErrLoad, context.DeadlineExceeded}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The rows, and each row's backends, run side by side: the
+			// slow ones spend their seconds asleep in the loader.
+			t.Parallel()
 			testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+				t.Parallel()
 				c := newCache(t, b, Options{Loader: tc.load, Load: LoadOptions{Timeout: tc.timeout, LeaseTTL: 4 * tc.timeout}})
 				warm := simplePromotion("warm", 1, 3)
 				if _, err := c.Refresh(testCtx(t), warm); err != nil {

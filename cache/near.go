@@ -25,14 +25,16 @@ const (
 // NearCacheOptions bounds the in-process near cache (Options.NearCache).
 // Zero fields take the defaults their comments name.
 type NearCacheOptions struct {
-	// MaxPromotions bounds the ladders held. Default 10000. When full, the
+	// MaxPromotions bounds the ladders held. Default 10000; negative is
+	// ErrInvalid, any positive value is accepted. When full, the
 	// least recently used ladder of the same shard is dropped (the cache
 	// is split into nearShards shards, each holding its share of the
 	// bounds).
 	MaxPromotions int
 	// MaxBytes bounds the memory the ladders and gift lists account for:
 	// record bytes plus a fixed overhead per tier (nearTierOverhead).
-	// Default 64 MiB. A promotion larger than MaxBytes/nearShards is not
+	// Default 64 MiB; negative is ErrInvalid, any positive value is
+	// accepted. A promotion larger than MaxBytes/nearShards is not
 	// held (its lines take the Redis path); at the default that is 8 MiB,
 	// about 25,000 tiers.
 	MaxBytes int64
@@ -41,21 +43,19 @@ type NearCacheOptions struct {
 	// ago. A background pass re-reads every held version every
 	// MaxStaleness/2 (one pipelined HGET per ladder), so hot ladders stay
 	// near; it bounds staleness even if an invalidation were lost. Default
-	// 2s; at least 10ms.
+	// 2s; at least 10ms (less, or negative, is ErrInvalid); any larger
+	// value is accepted.
 	MaxStaleness time.Duration
 	// MaxTiers: a promotion with more tiers than this is never held; its
-	// lines take the Redis path. Default 10000.
+	// lines take the Redis path. Default 10000, which is also the most it
+	// can be: a value above gradient.MaxTiers means gradient.MaxTiers,
+	// since Refresh writes no more tiers than that.
 	MaxTiers int
 }
 
 // nearTierOverhead is the accounted size of one held tier beyond its
 // record bytes: the decoded record, its threshold and the slice slots.
 const nearTierOverhead = 256
-
-// nearStripes is the number of generation counters. A counter per key
-// that ever was read would grow without bound; striped counters are fixed
-// memory, and a collision only makes a read skip its install.
-const nearStripes = 4096
 
 // nearShards splits the cache into independently locked parts; each holds
 // its share of the bounds, so a shard stays large enough for a big
@@ -76,6 +76,9 @@ func (o *NearCacheOptions) withDefaults() (NearCacheOptions, error) {
 	if err := orDefault("NearCache.MaxTiers", &n.MaxTiers, DefaultNearMaxTiers, 0); err != nil {
 		return n, err
 	}
+	// Saturated: the ladder read asks for MaxTiers+2 members, which must
+	// not overflow into a negative (empty) range.
+	n.MaxTiers = min(n.MaxTiers, gradient.MaxTiers)
 	return n, nil
 }
 
@@ -104,14 +107,14 @@ type ladder struct {
 }
 
 // near is the in-process ladder cache. Entries are installed only while
-// tracking is up, and only by a read whose snapshot (epoch and its
-// promotion's generation stripe) is unchanged at install time.
+// tracking is up, and only by a read (a fill) during which nothing
+// happened to its promotion: no invalidation, no other fill settled (see
+// settle).
 type near struct {
 	opt    NearCacheOptions
 	obs    Observer
 	seed   maphash.Seed
 	shards []nearShard
-	gens   [nearStripes]atomic.Uint64
 	// epoch changes whenever tracking goes down or up, or the set of
 	// tracked nodes changes: everything installed under an older epoch is
 	// gone, and reads that started under it install nothing.
@@ -130,9 +133,13 @@ type near struct {
 }
 
 type nearShard struct {
-	mu    sync.RWMutex
-	m     map[uint64]*ladder  // by the hash of the ID, so a read hashes its ID once; a collision is a miss
-	big   map[string]struct{} // promotions over MaxTiers, until invalidated
+	mu  sync.RWMutex
+	m   map[uint64]*ladder  // by the hash of the ID, so a read hashes its ID once; a collision is a miss
+	big map[string]struct{} // promotions over MaxTiers, until invalidated
+	// fills is the generation of each promotion with a ladder read in
+	// flight, dropped when its last read settles: a counter per promotion
+	// ever read would grow without bound, one per read in flight cannot.
+	fills map[string]*keyFills
 	bytes int64
 	tick  atomic.Uint64
 	maxN  int
@@ -140,11 +147,24 @@ type nearShard struct {
 	_     [32]byte
 }
 
-// nearSnap is what a read saw before it went to Redis.
-type nearSnap struct {
+// keyFills is one promotion's generation while ladder reads of it are in
+// flight. Every invalidation of the promotion and every settled read
+// advances it, under the shard lock.
+type keyFills struct {
+	gen      uint64
+	inFlight int
+}
+
+// nearFill is one ladder read, from before it is sent until it settles:
+// what it must still find for its reply to be installed.
+type nearFill struct {
+	id    string
+	h     uint64
 	epoch uint64
-	gen   uint64
-	at    int64 // UnixNano
+	key   *keyFills
+	gen   uint64 // key.gen when the read was sent
+	at    int64  // UnixNano, before the read was sent
+	done  bool   // settled or abandoned; read and written only by the read's goroutine
 }
 
 func newNear(o NearCacheOptions, obs Observer) *near {
@@ -155,6 +175,7 @@ func newNear(o NearCacheOptions, obs Observer) *near {
 		sh := &nc.shards[i]
 		sh.m = make(map[uint64]*ladder)
 		sh.big = make(map[string]struct{})
+		sh.fills = make(map[string]*keyFills)
 		sh.maxN = max(1, o.MaxPromotions/n)
 		sh.maxB = o.MaxBytes / int64(n)
 	}
@@ -164,8 +185,6 @@ func newNear(o NearCacheOptions, obs Observer) *near {
 func (nc *near) hash(id string) uint64 { return maphash.String(nc.seed, id) }
 
 func (nc *near) shard(h uint64) *nearShard { return &nc.shards[h&uint64(len(nc.shards)-1)] }
-
-func (nc *near) stripe(h uint64) *atomic.Uint64 { return &nc.gens[(h>>32)%nearStripes] }
 
 // get returns the held ladder of id if it is fresh at nowNs. big reports a
 // promotion known to exceed MaxTiers.
@@ -192,58 +211,125 @@ func (nc *near) get(id string, nowNs int64) (l *ladder, big bool) {
 	return l, false
 }
 
-// snap records the state a read must still find when it installs.
-func (nc *near) snap(id string) nearSnap {
-	return nearSnap{epoch: nc.epoch.Load(), gen: nc.stripe(nc.hash(id)).Load(), at: time.Now().UnixNano()}
+// begin starts a ladder read of id: call it before the read is sent, and
+// settle (or abandon) the result exactly once.
+func (nc *near) begin(id string) *nearFill {
+	h := nc.hash(id)
+	sh := nc.shard(h)
+	f := &nearFill{id: id, h: h, epoch: nc.epoch.Load(), at: time.Now().UnixNano()}
+	sh.mu.Lock()
+	k := sh.fills[id]
+	if k == nil {
+		k = &keyFills{}
+		sh.fills[id] = k
+	}
+	k.inFlight++
+	f.key, f.gen = k, k.gen
+	sh.mu.Unlock()
+	return f
 }
 
-// install holds l, unless tracking is down or changed, or id was
-// invalidated, since s was taken. It evicts least recently used ladders
-// of the shard to stay within its bounds and refuses a ladder larger than
-// a shard's byte share. Its events reach the Observer after the lock is
-// released, so an Observer may call NearStats.
-func (nc *near) install(l *ladder, s nearSnap) bool {
-	h := nc.hash(l.id)
-	sh := nc.shard(h)
-	var evicted []string
+// release ends f's record; caller holds the shard lock.
+func (sh *nearShard) release(f *nearFill) {
+	f.done = true
+	if f.key.inFlight--; f.key.inFlight == 0 {
+		delete(sh.fills, f.id)
+	}
+}
+
+// abandon ends a read whose reply never came (a transport error): it
+// answered nothing, so it changes nothing. A settled read is left alone;
+// f.done needs no lock, as one goroutine owns a read from begin to end.
+func (nc *near) abandon(f *nearFill) {
+	if f.done {
+		return
+	}
+	sh := nc.shard(f.h)
 	sh.mu.Lock()
-	if !nc.up.Load() || nc.epoch.Load() != s.epoch || nc.stripe(h).Load() != s.gen || l.bytes > sh.maxB {
-		sh.mu.Unlock()
+	sh.release(f)
+	sh.mu.Unlock()
+}
+
+// settle ends read f, whose reply the caller is about to answer from: l
+// is the ladder it read, nil when the promotion was absent or the reply
+// cannot be held (a Redis error, a corrupt ladder); big reports a
+// promotion over MaxTiers. It reports whether l is now held.
+//
+// Versions are content hashes and do not order, so the order of replies
+// is known only from what happened in process while f was in flight:
+//   - Nothing (tracking up and unchanged, no invalidation of id, no other
+//     read of id settled): f's reply is at least as new as everything
+//     this process answered for id before f was sent (Redis answers in
+//     order), and as the ladder held (installed before f was sent). l
+//     replaces it; with no l, the held ladder is dropped, older than what
+//     f saw.
+//   - Something: f's reply may be older than a ladder installed since
+//     (its read reached Redis before the write the other read saw, and
+//     the invalidation is still in transit), or newer than it. l is not
+//     installed, and a held ladder of another version is dropped, so the
+//     next read asks Redis, whose answer is at least as new as both.
+//
+// Either way the promotion's generation advances, so every read of id
+// sent before this one settles finds "something": an answer f gave
+// (say revision 3) is never followed by the install of an older reply
+// (revision 2) that was in flight beside it.
+//
+// Its events reach the Observer after the lock is released, so an
+// Observer may call NearStats.
+func (nc *near) settle(f *nearFill, l *ladder, big bool) bool {
+	sh := nc.shard(f.h)
+	var evicted []string
+	installed, dropped := false, false
+	if f.done {
 		return false
 	}
-	l.h = h
-	l.validated.Store(s.at)
-	l.used.Store(sh.tick.Add(1))
-	if old := sh.m[h]; old != nil {
-		sh.bytes -= old.bytes
-		delete(sh.m, h)
+	sh.mu.Lock()
+	fresh := nc.up.Load() && nc.epoch.Load() == f.epoch && f.key.gen == f.gen
+	f.key.gen++
+	sh.release(f)
+	held := sh.m[f.h]
+	if held != nil && held.id != f.id {
+		held = nil
 	}
-	for len(sh.m) >= sh.maxN || sh.bytes+l.bytes > sh.maxB {
-		if id := sh.evictOldest(); id != "" {
-			evicted = append(evicted, id)
+	fits := l != nil && l.bytes <= sh.maxB
+	big = big || (l != nil && !fits) // never fits: later reads skip the ladder read
+	switch {
+	case fresh && fits:
+		if held != nil {
+			sh.bytes -= held.bytes
+			delete(sh.m, f.h)
 		}
-		nc.drops.Add(1)
+		l.h = f.h
+		l.validated.Store(f.at)
+		l.used.Store(sh.tick.Add(1))
+		for len(sh.m) >= sh.maxN || sh.bytes+l.bytes > sh.maxB {
+			if id := sh.evictOldest(); id != "" {
+				evicted = append(evicted, id)
+			}
+			nc.drops.Add(1)
+		}
+		sh.m[f.h] = l
+		sh.bytes += l.bytes
+		installed = true
+	case held != nil && (fresh || l == nil || held.version != l.version):
+		sh.bytes -= held.bytes
+		delete(sh.m, f.h)
+		dropped = true
 	}
-	sh.m[h] = l
-	sh.bytes += l.bytes
+	if fresh && big && len(sh.big) < sh.maxN {
+		sh.big[f.id] = struct{}{}
+	}
 	sh.mu.Unlock()
 	for _, id := range evicted {
 		nc.obs.OnNear(id, NearEvict)
 	}
-	nc.obs.OnNear(l.id, NearInstall)
-	return true
-}
-
-// markBig remembers that id exceeds MaxTiers, under the same checks as
-// install, so its lines skip the ladder read until it changes.
-func (nc *near) markBig(id string, s nearSnap) {
-	h := nc.hash(id)
-	sh := nc.shard(h)
-	sh.mu.Lock()
-	if nc.up.Load() && nc.epoch.Load() == s.epoch && nc.stripe(h).Load() == s.gen && len(sh.big) < sh.maxN {
-		sh.big[id] = struct{}{}
+	switch {
+	case installed:
+		nc.obs.OnNear(f.id, NearInstall)
+	case dropped:
+		nc.obs.OnNear(f.id, NearInvalidate)
 	}
-	sh.mu.Unlock()
+	return installed
 }
 
 // evictOldest drops the least recently used ladder and returns its ID
@@ -279,13 +365,15 @@ func (nc *near) addGifts(l *ladder, gifts map[string][]gradient.Gift, size int64
 }
 
 // invalidate drops id's ladder and makes every read of id in flight skip
-// its install. The generation is bumped before the delete, both seen by
-// install under the shard lock, so no interleaving keeps an old ladder.
+// its install: both under the shard lock, as settle checks them, so no
+// interleaving keeps an old ladder.
 func (nc *near) invalidate(id string) {
 	h := nc.hash(id)
-	nc.stripe(h).Add(1)
 	sh := nc.shard(h)
 	sh.mu.Lock()
+	if k := sh.fills[id]; k != nil {
+		k.gen++
+	}
 	l := sh.m[h]
 	if l != nil && l.id == id {
 		sh.bytes -= l.bytes
@@ -370,12 +458,12 @@ type NearStats struct {
 	TrackingLost int64
 }
 
-// NearStats returns the near cache's counters.
+// NearStats returns the near cache's counters (zero for a nil *Cache).
 func (c *Cache) NearStats() NearStats {
-	nc := c.near
-	if nc == nil {
+	if c == nil || c.near == nil {
 		return NearStats{}
 	}
+	nc := c.near
 	st := NearStats{Tracking: nc.up.Load(), Hits: nc.hits.Load(), Misses: nc.misses.Load(), Evictions: nc.drops.Load(), TrackingLost: nc.lost.Load()}
 	for i := range nc.shards {
 		sh := &nc.shards[i]

@@ -116,22 +116,30 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 func (c *Cache) nearFill(ctx context.Context, qs []Query, opt MatchOptions, rs []Result, miss []int, scores []int64, nowMs int64) (direct []int, err error) {
 	nc := c.near
 	type read struct {
-		snap nearSnap
+		fill *nearFill
 		cmd  *redis.StringSliceCmd
 		meta *redis.IntCmd // EXISTS of the meta hash, read with the ladder
 		l    *ladder
 		bad  bool // take the Redis path
 	}
 	reads := make(map[string]*read, len(miss))
+	// Every read begun is settled below, or abandoned here when its reply
+	// never came: its promotion's record lives while it is in flight.
+	defer func() {
+		for _, rd := range reads {
+			nc.abandon(rd.fill)
+		}
+	}()
 	pipe := c.client.Pipeline()
 	for _, i := range miss {
 		id := qs[i].Promotion
 		if reads[id] != nil {
 			continue
 		}
-		// The snapshot is taken before the read is sent: an invalidation
-		// that lands between the two makes install refuse the reply.
-		rd := &read{snap: nc.snap(id)}
+		// Begun before the read is sent: an invalidation, or another read
+		// of the promotion settling, between the two makes settle refuse
+		// the reply.
+		rd := &read{fill: nc.begin(id)}
 		rd.cmd = pipe.ZRange(ctx, c.tiersKey(id), 0, int64(nc.opt.MaxTiers)+2)
 		// An empty ladder is ErrNotFound only without a meta hash; with
 		// one the promotion is damaged, which the Redis path tells apart.
@@ -153,21 +161,22 @@ func (c *Cache) nearFill(ctx context.Context, qs []Query, opt MatchOptions, rs [
 		switch {
 		case err != nil || rd.meta.Err() != nil:
 			rd.bad = true // a Redis error reply: the Redis path files it per line
+			nc.settle(rd.fill, nil, false)
 		case len(raws) == 0:
 			rd.bad = rd.meta.Val() != 0
+			nc.settle(rd.fill, nil, false)
 		case len(raws) > nc.opt.MaxTiers+2:
-			nc.markBig(id, rd.snap)
 			rd.bad = true
+			nc.settle(rd.fill, nil, true)
 		default:
 			l, err := c.buildLadder(id, raws)
 			if err != nil {
 				rd.bad = true
+				nc.settle(rd.fill, nil, false)
 				continue
 			}
 			rd.l = l
-			if !nc.install(l, rd.snap) && l.bytes > nc.shards[0].maxB {
-				nc.markBig(id, rd.snap) // never fits: later reads skip the ladder read
-			}
+			nc.settle(rd.fill, l, false)
 		}
 	}
 	for _, i := range miss {

@@ -77,8 +77,7 @@ func TestNearReadRacingInvalidation(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the ladder read was not sent in 10 s")
 		}
-		gen := nc.near.stripe(nc.near.hash(old.ID))
-		before := gen.Load()
+		before := fillGen(nc.near, old.ID)
 		rep, err = writer.Refresh(ctx, next)
 		if err != nil {
 			close(hold.release)
@@ -86,7 +85,7 @@ func TestNearReadRacingInvalidation(t *testing.T) {
 		}
 		newV := rep.Promotions[0].Version
 		deadline := time.Now().Add(5 * time.Second)
-		for gen.Load() == before {
+		for fillGen(nc.near, old.ID) == before {
 			if time.Now().After(deadline) {
 				close(hold.release)
 				t.Fatal("no invalidation 5 s after the refresh")
@@ -105,4 +104,15 @@ func TestNearReadRacingInvalidation(t *testing.T) {
 			t.Fatalf("next read: version %q err %v %v, want %q", r.Version, err, r.Err, newV)
 		}
 	})
+}
+
+// fillGen is the generation of id's reads in flight (0 when none are).
+func fillGen(nc *near, id string) uint64 {
+	sh := nc.shard(nc.hash(id))
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	if k := sh.fills[id]; k != nil {
+		return k.gen
+	}
+	return 0
 }

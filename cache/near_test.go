@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,8 +161,9 @@ func TestNearLadderAgreesWithOracle(t *testing.T) {
 	}
 }
 
-// TestNearGenerationCheck: a read that took its snapshot before an
-// invalidation (or a tracking drop) installs nothing, whatever it read.
+// TestNearGenerationCheck: a read begun before an invalidation, a
+// tracking drop or another read of its promotion settling installs
+// nothing, whatever it read.
 func TestNearGenerationCheck(t *testing.T) {
 	c, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), Options{NearCache: &NearCacheOptions{}})
 	if err != nil {
@@ -169,16 +171,7 @@ func TestNearGenerationCheck(t *testing.T) {
 	}
 	nc := c.near
 	nc.up.Store(true)
-	p := simplePromotion("g", 1, 2, 3)
-	e, _ := encodePromotion(&p, c.maxBytes)
-	raws := []string{e.members[3], e.members[0], e.members[1], e.members[2], e.members[4]}
-	ladderOf := func() *ladder {
-		l, err := c.buildLadder("g", raws)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
+	ladderOf := nearLadders(t, c, "g", 1)[0]
 	for _, tc := range []struct {
 		name    string
 		between func()
@@ -189,11 +182,14 @@ func TestNearGenerationCheck(t *testing.T) {
 		{"tracking dropped and back", func() { nc.setUp(false); nc.setUp(true) }, false},
 		{"tracking down", func() { nc.setUp(false) }, false},
 		{"invalidation of another promotion", func() { nc.invalidate("other") }, true},
+		{"another read of the promotion settled", func() { nc.settle(nc.begin("g"), nil, false) }, false},
+		{"another read of the promotion abandoned", func() { nc.abandon(nc.begin("g")) }, true},
+		{"a read of another promotion settled", func() { nc.settle(nc.begin("other"), nil, false) }, true},
 	} {
 		nc.setUp(true)
-		s := nc.snap("g")
+		f := nc.begin("g")
 		tc.between()
-		if got := nc.install(ladderOf(), s); got != tc.want {
+		if got := nc.settle(f, ladderOf(), false); got != tc.want {
 			t.Errorf("%s: install %v, want %v", tc.name, got, tc.want)
 		}
 		held, _ := nc.get("g", time.Now().UnixNano())
@@ -201,15 +197,101 @@ func TestNearGenerationCheck(t *testing.T) {
 			t.Errorf("%s: held %v", tc.name, held != nil)
 		}
 	}
+	for i := range nc.shards {
+		if n := len(nc.shards[i].fills); n != 0 {
+			t.Fatalf("%d read records left after every read settled", n)
+		}
+	}
 	// An entry older than MaxStaleness is not served.
 	nc.setUp(true)
-	s := nc.snap("g")
-	s.at -= int64(nc.opt.MaxStaleness)
-	if !nc.install(ladderOf(), s) {
+	f := nc.begin("g")
+	f.at -= int64(nc.opt.MaxStaleness)
+	if !nc.settle(f, ladderOf(), false) {
 		t.Fatal("install refused")
 	}
 	if l, _ := nc.get("g", time.Now().UnixNano()); l != nil {
 		t.Fatal("an entry older than MaxStaleness was served")
+	}
+}
+
+// nearLadders returns, for k = 0..n-1, a builder of a fresh ladder of
+// version k of promotion id (each version its own content).
+func nearLadders(t *testing.T, c *Cache, id string, n int) []func() *ladder {
+	t.Helper()
+	out := make([]func() *ladder, n)
+	for k := range out {
+		p := simplePromotion(id, 1, 2, int64(3+k))
+		e, err := encodePromotion(&p, c.maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws := []string{e.members[3], e.members[0], e.members[1], e.members[2], e.members[4]}
+		out[k] = func() *ladder {
+			l, err := c.buildLadder(id, raws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}
+	}
+	return out
+}
+
+// TestNearSettleOrder: reads of one promotion in flight together, their
+// replies of an older (v2) and a newer (v3) version settling in either
+// order, with or without an invalidation between them. Whatever each
+// read answered, the ladder held afterwards is never older than an answer
+// already given: it is the newer one or nothing (the next read then asks
+// Redis).
+func TestNearSettleOrder(t *testing.T) {
+	c, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), Options{NearCache: &NearCacheOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := c.near
+	vs := nearLadders(t, c, "o", 2)
+	v2, v3 := vs[0], vs[1]
+	// Steps: "a+" begins read a, "a2"/"a3" settles it with v2/v3, "a-"
+	// settles it absent, "i" is an invalidation, "h2" installs v2 first.
+	for _, tc := range []struct {
+		steps string
+		want  string // the version held at the end: "v2", "v3" or ""
+	}{
+		{"a+ b+ b3 a2", ""},    // the order: the old reply lands after the new one was installed
+		{"a+ b+ a2 b3", ""},    // the old reply installs first; the new answer drops it
+		{"a+ b+ b3 a3", "v3"},  // the same version twice: kept
+		{"a+ i b+ a3 b2", ""},  // a refused new answer; an older read begun after the invalidation stays out
+		{"a+ i b+ b3 a2", ""},  // a read begun before the invalidation may be older or newer: it drops v3
+		{"h2 a+ a-", ""},       // the promotion is gone: the held ladder goes with it
+		{"h2 a+ b+ a3 b2", ""}, // the held v2 is replaced by v3, and v2 read beside it drops it again
+	} {
+		t.Run(tc.steps, func(t *testing.T) {
+			nc.setUp(true)
+			fills := map[byte]*nearFill{}
+			for _, st := range strings.Fields(tc.steps) {
+				switch {
+				case st == "i":
+					nc.invalidate("o")
+				case st == "h2":
+					if !nc.settle(nc.begin("o"), v2(), false) {
+						t.Fatal("first install refused")
+					}
+				case st[1] == '+':
+					fills[st[0]] = nc.begin("o")
+				case st[1] == '-':
+					nc.settle(fills[st[0]], nil, false)
+				default:
+					nc.settle(fills[st[0]], vs[st[1]-'2'](), false)
+				}
+			}
+			got := ""
+			if l, _ := nc.get("o", time.Now().UnixNano()); l != nil {
+				got = map[string]string{v2().version: "v2", v3().version: "v3"}[l.version]
+			}
+			if got != tc.want {
+				t.Fatalf("held %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -85,8 +85,12 @@ func (nc *near) start(ctx context.Context, c *Cache) {
 
 // Close stops the near cache's tracking (a no-op without one): held
 // ladders are dropped and every later read goes to Redis. The Redis
-// client is the caller's and stays open.
+// client is the caller's and stays open. Close of a nil *Cache is
+// ErrInvalid (Field "cache").
 func (c *Cache) Close() error {
+	if c == nil {
+		return invalid("cache", "Close of a nil *Cache")
+	}
 	nc := c.near
 	if nc == nil {
 		return nil

@@ -164,7 +164,8 @@ const (
 	NearInstall
 	// NearInvalidate: a held ladder was dropped because its promotion
 	// changed: a tracking invalidation, this process's Refresh or Delete,
-	// or the re-validation pass finding another version.
+	// the re-validation pass finding another version, or a read racing a
+	// write seeing another version (or none).
 	NearInvalidate
 	// NearEvict: a held ladder was dropped to stay within the bounds.
 	NearEvict

@@ -80,7 +80,8 @@ type Options struct {
 	// RefreshRetries bounds the WATCH retries of one promotion's refresh
 	// transaction. Default 10.
 	RefreshRetries int
-	// Observer receives metrics events. Default NopObserver.
+	// Observer receives metrics events. Default NopObserver. A typed nil
+	// (a nil pointer in the interface) is ErrInvalid.
 	Observer Observer
 	// AllowNoContextTimeout accepts a *redis.Client, *redis.ClusterClient
 	// or *redis.Ring built with ContextTimeoutEnabled false, reporting it
@@ -111,7 +112,8 @@ type Options struct {
 	NearCache *NearCacheOptions
 	// Loader, when set, loads a promotion a read finds missing from the
 	// source of truth and writes it through Refresh (read-through); see
-	// Loader. Default nil: off.
+	// Loader. Default nil: off. A typed nil (a nil LoaderFunc or pointer)
+	// is ErrInvalid.
 	Loader Loader
 	// Load tunes the read-through (leases, remembered misses, timeouts);
 	// zero fields take the defaults LoadOptions names.
@@ -149,8 +151,14 @@ func (o Options) withDefaults() (Options, error) {
 	if err := orDefault("TombstoneTTL", &o.TombstoneTTL, DefaultTombstoneTTL, time.Millisecond); err != nil {
 		return o, err
 	}
-	if o.Observer == nil {
+	switch {
+	case o.Observer == nil:
 		o.Observer = NopObserver{}
+	case isNil(o.Observer):
+		return o, invalid("options", "Observer is a nil %T", o.Observer)
+	}
+	if o.Loader != nil && isNil(o.Loader) {
+		return o, invalid("options", "Loader is a nil %T", o.Loader)
 	}
 	if o.DecodeCacheSize == 0 {
 		o.DecodeCacheSize = DefaultDecodeCacheSize

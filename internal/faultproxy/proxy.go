@@ -1,7 +1,8 @@
 // Package faultproxy is a small TCP proxy for fault tests: it sits between
 // a client and a real Redis and can drop exactly one reply (the server has
-// run the command; the client sees its connection fail), add latency, or
-// cut every open connection.
+// run the command; the client sees its connection fail), hold one reply
+// until released (HoldNext, HoldNextReply), add latency, or cut every open
+// connection.
 //
 // Why not toxiproxy: its toxics act on byte streams by time or size, and
 // cutting "the reply to this one EVALSHA, after the server ran it" needs a
@@ -46,6 +47,8 @@ type Proxy struct {
 	match   Match // which requests arm a cut
 	latency time.Duration
 	closed  bool
+	holds   []*Hold       // pending, in order of arming
+	done    chan struct{} // closed by Close: held replies stop waiting
 
 	cuts atomic.Int64
 	wg   sync.WaitGroup
@@ -53,12 +56,15 @@ type Proxy struct {
 
 type pair struct {
 	client, server net.Conn
-	cut            atomic.Bool // the next reply on this connection is dropped
+	cut            atomic.Bool          // the next reply on this connection is dropped
+	hold           atomic.Pointer[Hold] // the next reply on this connection is held
+	closed         chan struct{}
 	once           sync.Once
 }
 
 func (p *pair) close() {
 	p.once.Do(func() {
+		close(p.closed)
 		_ = p.client.Close()
 		_ = p.server.Close()
 	})
@@ -70,7 +76,7 @@ func Start(upstream string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{upstream: upstream, ln: ln, conns: map[*pair]struct{}{}}
+	p := &Proxy{upstream: upstream, ln: ln, conns: map[*pair]struct{}{}, done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -124,6 +130,9 @@ func (p *Proxy) CutAll() {
 // Close stops listening and closes every connection.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.done)
+	}
 	p.closed = true
 	p.mu.Unlock()
 	err := p.ln.Close()
@@ -144,7 +153,7 @@ func (p *Proxy) accept() {
 			_ = c.Close()
 			continue
 		}
-		pr := &pair{client: c, server: s}
+		pr := &pair{client: c, server: s, closed: make(chan struct{})}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -159,7 +168,8 @@ func (p *Proxy) accept() {
 	}
 }
 
-// up copies client -> server, arming a cut on the pair when a request matches.
+// up copies client -> server, arming a cut or a hold on the pair when a
+// request matches.
 func (p *Proxy) up(pr *pair) {
 	defer p.wg.Done()
 	defer p.drop(pr)
@@ -172,6 +182,9 @@ func (p *Proxy) up(pr *pair) {
 				p.armed--
 				pr.cut.Store(true)
 			}
+			if h := p.takeHold(buf[:n], false); h != nil {
+				pr.hold.Store(h)
+			}
 			p.mu.Unlock()
 			if _, werr := pr.server.Write(buf[:n]); werr != nil {
 				return
@@ -183,7 +196,8 @@ func (p *Proxy) up(pr *pair) {
 	}
 }
 
-// down copies server -> client, dropping the reply of an armed pair.
+// down copies server -> client, dropping the reply of a pair armed to cut
+// and keeping a held one until its release.
 func (p *Proxy) down(pr *pair) {
 	defer p.wg.Done()
 	defer p.drop(pr)
@@ -195,9 +209,16 @@ func (p *Proxy) down(pr *pair) {
 				p.cuts.Add(1)
 				return // the server ran it; the client never hears
 			}
+			h := pr.hold.Swap(nil)
 			p.mu.Lock()
 			d := p.latency
+			if h == nil {
+				h = p.takeHold(buf[:n], true)
+			}
 			p.mu.Unlock()
+			if h != nil && !p.wait(pr, h) {
+				return // closed while held: the client never hears
+			}
 			if d > 0 {
 				time.Sleep(d)
 			}
