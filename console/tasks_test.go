@@ -16,6 +16,7 @@ import (
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/delaytest"
+	"github.com/tierset/tierset/internal/testredis"
 )
 
 var (
@@ -188,8 +189,8 @@ func TestConsoleRedisDown(t *testing.T) {
 }
 
 // TestConsoleNoWorkerVersusBehind: due tasks and no live worker read "no
-// worker"; a live worker that does not take them (the queue is paused)
-// and a task waiting over a minute read "behind".
+// worker"; a live worker that does not take them because the queue is
+// paused reads "paused", not "behind".
 func TestConsoleNoWorkerVersusBehind(t *testing.T) {
 	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		ctx := t.Context()
@@ -225,16 +226,52 @@ func TestConsoleNoWorkerVersusBehind(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond) // poll, with the deadline above
 		}
-		if v := verdict(); v != "behind" {
-			t.Errorf("a live worker of a paused queue, a task 2 min late: verdict %q, want behind", v)
+		if v := verdict(); v != "paused" {
+			t.Errorf("a live worker of a paused queue, a task 2 min late: verdict %q, want paused", v)
 		}
 		_, body := get(t, c, f.url+"/workers")
 		if !strings.Contains(body, `id="workers"`) || !strings.Contains(body, w.ID()) {
 			t.Errorf("the workers page does not list %s", w.ID())
 		}
 		_, body = get(t, c, f.url+"/queues")
-		if !strings.Contains(body, `data-verdict="behind"`) || !strings.Contains(body, `class="paused">paused`) {
-			t.Errorf("the summary does not show the queue paused and behind")
+		if !strings.Contains(body, `data-verdict="paused"`) || !strings.Contains(body, `class="paused">paused`) {
+			t.Errorf("the summary does not show the queue paused")
+		}
+	})
+}
+
+// TestWebWorkersAgeByRedisClock: the workers page shows a pool's last
+// beat by Redis's clock: a console whose clock runs 30 s ahead shows a
+// pool beating every second as just seen, not 30 s late.
+func TestWebWorkersAgeByRedisClock(t *testing.T) {
+	t.Parallel()
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := seedConsoleWith(t, b, true, func(o *Options) {
+			o.Now = func() time.Time { return time.Now().Add(30 * time.Second) }
+		})
+		ctx := t.Context()
+		w, _ := delaytest.StartWorker(t, ctx, f.q, func(context.Context, *delay.Task) error { return nil }, delay.WorkerOptions{Heartbeat: time.Second})
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ws, err := f.q.Workers(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ws) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the worker did not register within 10 s")
+			}
+			time.Sleep(20 * time.Millisecond) // poll, with the deadline above
+		}
+		_, body := get(t, browser(t), f.url+"/workers")
+		row := regexp.MustCompile(`(?s)<tr data-id="` + regexp.QuoteMeta(w.ID()) + `">.*?</tr>`).FindString(body)
+		if row == "" {
+			t.Fatalf("the workers page does not list %s", w.ID())
+		}
+		if strings.Contains(row, `class="err"`) || !regexp.MustCompile(`<td>[0-3]s ago</td>`).MatchString(row) {
+			t.Errorf("a pool beating every second, console clock 30 s ahead:\n%s", row)
 		}
 	})
 }

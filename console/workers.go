@@ -46,7 +46,7 @@ type workerRow struct {
 	delay.WorkerInfo
 	Queues string
 	Age    string
-	Late   bool // the last beat is older than two intervals
+	Late   bool // the last beat is older than two intervals (Redis clock)
 }
 
 // workersPage lists the live pools from their heartbeats: GET /workers.
@@ -56,15 +56,17 @@ func (s *Console) workersPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	now := s.cfg.now()
 	rows := make([]workerRow, len(ws))
 	for i, wi := range ws {
 		var qs []string
 		for _, l := range wi.Lines {
 			qs = append(qs, l.Name)
 		}
-		rows[i] = workerRow{WorkerInfo: wi, Queues: strings.Join(qs, ", "), Age: rel(wi.Beat, now),
-			Late: now.Sub(wi.Beat) > 2*time.Duration(wi.Interval)}
+		// Age is Redis TIME at the listing minus the last beat, both the
+		// server's clock: the console's own clock may be off by any amount.
+		age := time.Duration(wi.Age)
+		rows[i] = workerRow{WorkerInfo: wi, Queues: strings.Join(qs, ", "), Age: age.Round(time.Second).String() + " ago",
+			Late: age > 2*time.Duration(wi.Interval)}
 	}
 	s.render(w, r, "workers.html", "Workers", map[string]any{"Rows": rows, "Prefix": s.cfg.queuePrefix})
 }

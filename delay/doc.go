@@ -33,8 +33,9 @@
 // several queues or sharded queues ([Line]) from one set of handlers, by
 // weight ([Weighted]) or priority ([Strict]), each with an optional cap;
 // a Worker is a Pool of one line. Running pools register themselves
-// ([ListWorkers], [Queue.Workers]); [Queue.Health] tells "no live worker"
-// from "workers behind".
+// on every server their queues use ([ListWorkers], [Queue.Workers]);
+// [Queue.Health] tells "no live worker" from "workers behind" and from
+// "paused".
 // [Queue.Pause], [Queue.Resume] and [Queue.SetRate] ([Rate]) control a
 // queue for every worker of every process. A refused input is a
 // [*ValidationError] naming it, matching [ErrInvalid]; the other sentinels
@@ -205,14 +206,17 @@
 // goroutines that pick the next task by Mode among the lines with a task
 // waiting and a free MaxConcurrent: smooth weighted round robin
 // ([Weighted]) or highest weight first ([Strict]). Run returns only when
-// ctx ends, or at once on ErrEvictionPolicy; every Redis error (start-up
+// ctx ends, or at once on ErrEvictionPolicy (or ErrDuplicateID: another
+// live pool holds its ID in the registry); every Redis error (start-up
 // Check included) is reported, counted in [Pool.Stats] and retried by its
 // queue alone. After ShutdownTimeout a handler that returns is completed
 // directly; one that never returns leaves its task to its lease. Design
 // and figures: docs/design.md, "Workers". Tests: TestPoolWeightedShares,
 // TestPoolStrict, TestPoolCaps, TestPoolSharded, TestPoolLineIsolation,
 // TestFaultWorkerStartOutage, TestFaultShutdownAcks, TestPoolRegistry,
-// TestFaultHeartbeatKilledWorker.
+// TestFaultHeartbeatKilledWorker, TestRegistryEveryServer,
+// TestFaultHeartbeatFrozenServer, TestFaultHeartbeatErrorsChargedToTheirLine,
+// TestRegistryDuplicateID, TestRegistryRedisClock, TestHealthPaused.
 //
 // # Worker timing
 //

@@ -79,6 +79,10 @@ var (
 	// ErrShutdownTimeout: handlers were still running at ShutdownTimeout; their
 	// tasks are left to their leases.
 	ErrShutdownTimeout = errors.New("delay: shutdown timeout, handlers abandoned to their leases")
+	// ErrDuplicateID: another live pool holds this pool's PoolOptions.ID
+	// in the worker registry (its entry was refreshed while this pool
+	// waited for it to expire). Run ends with it.
+	ErrDuplicateID = errors.New("delay: pool ID held by another live pool")
 )
 
 // Permanent marks err as permanent: a handler returning it sends the task

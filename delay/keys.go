@@ -117,8 +117,9 @@ func badRune(s string) (rune, bool) {
 // and, shared by every queue under a prefix, the worker registry
 // (registry.go, registryKeys):
 //
-//	<prefix>:{workers}:live         ZSET    pool ID -> its last heartbeat (Unix ms, its clock)
+//	<prefix>:{workers}:live         ZSET    pool ID -> its last heartbeat (Unix ms, Redis TIME)
 //	<prefix>:{workers}:w:<id>       STRING  the pool's WorkerInfo as JSON, PX 3 × Heartbeat
+//	<prefix>:{workers}:o:<id>       STRING  the owner token of the Run holding the ID, same PX
 //
 // The tasks field holds a base name: records live in small bucket hashes
 // under it, which Redis keeps listpack-encoded (see the package doc,

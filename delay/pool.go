@@ -67,12 +67,16 @@ type PoolOptions struct {
 	// Defaults 50 ms and 2 s.
 	ReconnectMin, ReconnectMax time.Duration
 	// Heartbeat is how often the running pool refreshes its entry in the
-	// worker registry (see ListWorkers); the entry expires after 3
-	// intervals without a refresh. Default 5 s; negative: no registry
-	// entry.
+	// worker registry (see ListWorkers) on every server its lines use,
+	// each server on its own with each call bounded by one interval; the
+	// entry expires after 3 intervals without a refresh. Default 5 s;
+	// negative: no registry entry.
 	Heartbeat time.Duration
-	// ID names the pool in the registry. Default: host, pid and a random
-	// suffix.
+	// ID names the pool in the registry; one live pool holds an ID at a
+	// time. A Run that finds its ID held waits, unlisted, for the holder's
+	// entry to expire (a killed process's does within 3 of its intervals)
+	// and ends with ErrDuplicateID if the holder beats again meanwhile.
+	// Default: host, pid and a random suffix.
 	ID string
 	// SharedBatch caps the tasks one take or ack script of a line carries
 	// while another line of the pool has a task due within the next
@@ -118,6 +122,20 @@ func (q *Queue) lineQueues() []*Queue { return []*Queue{q} }
 
 func (s *Sharded) lineName() string     { return s.name }
 func (s *Sharded) lineQueues() []*Queue { return s.Shards() }
+
+// nilLine reports a nil Line, typed nils included (a nil *Queue in the
+// interface is not == nil, and its methods would dereference it).
+func nilLine(l Line) bool {
+	switch v := l.(type) {
+	case nil:
+		return true
+	case *Queue:
+		return v == nil
+	case *Sharded:
+		return v == nil
+	}
+	return false
+}
 
 // Pool serves several lines (queues, each with its own handler, weight and
 // optional concurrency cap) from one set of handler goroutines. Each queue
@@ -196,7 +214,7 @@ func (p *Pool) ID() string { return p.o.ID }
 // Add adds a line served by h. Lines are added before Run; a line (or
 // one of its shards) added twice is refused.
 func (p *Pool) Add(l Line, h Handler, opts QueueOptions) error {
-	if l == nil || h == nil || len(l.lineQueues()) == 0 {
+	if nilLine(l) || h == nil || len(l.lineQueues()) == 0 {
 		return invalid("options", "nil line or handler")
 	}
 	o := opts
@@ -299,8 +317,9 @@ func (e errFatal) Error() string { return e.err.Error() }
 // on a configuration error no retry can fix (a queue whose server may
 // evict its keys: ErrEvictionPolicy, named with the queue; a server that
 // refuses the login or, before the first take, the take script: the Redis
-// error NOAUTH, WRONGPASS or NOPERM, wrapped), or when the pool has no
-// line or is already running. Every error is also logged (Options.Logger).
+// error NOAUTH, WRONGPASS or NOPERM, wrapped; another live pool holding
+// PoolOptions.ID: ErrDuplicateID), or when the pool has no line or is
+// already running. Every error is also logged (Options.Logger).
 func (p *Pool) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return invalid("options", "pool already running")
@@ -341,9 +360,11 @@ func (p *Pool) Run(ctx context.Context) error {
 		go func() { defer handlers.Done(); p.serve(hctx, s) }()
 	}
 	var beat sync.WaitGroup
+	var reg *registration
 	if p.o.Heartbeat > 0 {
+		reg = p.register(lines, s)
 		beat.Add(1)
-		go func() { defer beat.Done(); p.heartbeat(tctx, lines, s) }()
+		go func() { defer beat.Done(); reg.heartbeat(tctx, func(err error) { tcancel(errFatal{err}) }) }()
 	}
 
 	<-tctx.Done()
@@ -377,8 +398,8 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	acks.Wait()
 	beat.Wait()
-	if p.o.Heartbeat > 0 {
-		p.unregister(hctx, lines)
+	if reg != nil {
+		reg.unregister(hctx)
 	}
 	return err
 }

@@ -9,6 +9,9 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,13 +20,16 @@ import (
 )
 
 // The worker registry: every running Pool (so every Worker and
-// ShardedWorker) keeps an entry under each key prefix its queues use,
-// refreshed every PoolOptions.Heartbeat and expiring after 3 intervals
-// without a refresh, so a killed process disappears by itself. Both of
-// its keys (the table on the keys type, keys.go) share the hash tag {workers}, so the
-// registry lives on one slot of a cluster and MGET works there. The
-// entry's TTL (Redis's clock) decides liveness; the index only lists the
-// IDs, and ListWorkers drops the IDs whose entry is gone.
+// ShardedWorker) keeps an entry on every server and under every key
+// prefix its queues use, refreshed every PoolOptions.Heartbeat and
+// expiring after 3 intervals without a refresh, so a killed process
+// disappears by itself. Its keys (the table on the keys type, keys.go)
+// share the hash tag {workers}, so a registry lives on one slot of a
+// cluster and one script reads or writes it. The entry's TTL (Redis's
+// clock) decides liveness; the live set lists the IDs scored by their
+// last beat in Redis TIME, and ListWorkers drops the IDs whose entry is
+// gone. An owner key beside each entry holds the token of the Run that
+// claimed the ID, so two live pools never share one entry.
 
 // WorkerInfo is one live pool's registry entry.
 type WorkerInfo struct {
@@ -35,9 +41,14 @@ type WorkerInfo struct {
 	Running     int        `json:"running"` // handlers running at the last heartbeat
 	Lines       []LineInfo `json:"lines"`
 	Started     time.Time  `json:"started"`
-	Beat        time.Time  `json:"beat"`     // the last heartbeat, by the pool's clock
 	Interval    Duration   `json:"interval"` // its heartbeat interval
 	Version     string     `json:"version"`  // the tierset module version, "(devel)" from a checkout
+	// Beat is the last heartbeat and Age how long ago it was, both by
+	// Redis TIME (the live set's score and the server's clock when the
+	// list was read), so neither depends on the pool's or the reader's
+	// clock. ListWorkers fills them; they are not part of the stored entry.
+	Beat time.Time `json:"beat,omitzero"`
+	Age  Duration  `json:"age,omitempty"`
 }
 
 // LineInfo is one line of a WorkerInfo.
@@ -109,19 +120,7 @@ func moduleVersion() string {
 	return ""
 }
 
-// registries returns one client per key prefix the pool's queues use.
-func registries(lines []*line) map[string]redis.UniversalClient {
-	out := map[string]redis.UniversalClient{}
-	for _, l := range lines {
-		for _, tk := range l.takers {
-			if _, ok := out[tk.q.o.Prefix]; !ok {
-				out[tk.q.o.Prefix] = tk.q.c
-			}
-		}
-	}
-	return out
-}
-
+// info is the pool's entry as it stands now.
 func (p *Pool) info(lines []*line, s *sched) WorkerInfo {
 	host, _ := os.Hostname()
 	mode := "weighted"
@@ -130,7 +129,7 @@ func (p *Pool) info(lines []*line, s *sched) WorkerInfo {
 	}
 	w := WorkerInfo{ID: p.o.ID, Host: host, PID: os.Getpid(), Mode: mode,
 		Concurrency: p.o.Concurrency, Started: time.UnixMilli(p.started.Load()),
-		Beat: time.Now(), Interval: Duration(p.o.Heartbeat), Version: moduleVersion()}
+		Interval: Duration(p.o.Heartbeat), Version: moduleVersion()}
 	s.mu.Lock()
 	for _, l := range lines {
 		li := LineInfo{Name: l.name, Weight: l.o.Weight, MaxConcurrent: l.o.MaxConcurrent, Running: l.running}
@@ -144,61 +143,184 @@ func (p *Pool) info(lines []*line, s *sched) WorkerInfo {
 	return w
 }
 
-// heartbeat writes the pool's entry now and every Heartbeat until ctx ends.
-func (p *Pool) heartbeat(ctx context.Context, lines []*line, s *sched) {
-	regs := registries(lines)
-	failures := 0
-	for {
-		var failed error
-		b, _ := json.Marshal(p.info(lines, s))
-		for prefix, c := range regs {
-			live, info := registryKeys(prefix)
-			_, err := c.TxPipelined(ctx, func(pp redis.Pipeliner) error {
-				pp.Set(ctx, info+p.o.ID, b, 3*p.o.Heartbeat)
-				pp.ZAdd(ctx, live, redis.Z{Score: float64(time.Now().UnixMilli()), Member: p.o.ID})
-				return nil
-			})
-			if err != nil && ctx.Err() == nil {
-				failed = wrapErr(ctx, "heartbeat", err)
-				lines[0].takers[0].onError("heartbeat", failed)
+// registration is a running pool's presence in the worker registry: an
+// entry on every server and key prefix its lines use (a pool whose lines
+// live on two servers under one prefix is listed on both), each claimed
+// with the same owner token, drawn once per Run.
+type registration struct {
+	p       *Pool
+	lines   []*line
+	s       *sched
+	token   string
+	targets []*regTarget
+}
+
+// regTarget is one registry a pool writes: a client and key prefix its
+// lines use. Clients are told apart by identity: two clients of one server
+// write the same keys with the same token, which costs a write, no harm.
+type regTarget struct {
+	c      redis.UniversalClient
+	prefix string
+	// takers holds one taker of each line with a queue here: a failed
+	// heartbeat is reported to (and counted for) those lines, not others.
+	takers []*taker
+}
+
+// register prepares the pool's registration; heartbeat writes it.
+func (p *Pool) register(lines []*line, s *sched) *registration {
+	r := &registration{p: p, lines: lines, s: s, token: newToken()}
+	type at struct {
+		c      redis.UniversalClient
+		prefix string
+	}
+	byAt := map[at]*regTarget{}
+	for _, l := range lines {
+		for _, tk := range l.takers {
+			k := at{tk.q.c, tk.q.o.Prefix}
+			t := byAt[k]
+			if t == nil {
+				t = &regTarget{c: k.c, prefix: k.prefix}
+				byAt[k] = t
+				r.targets = append(r.targets, t)
+			}
+			if n := len(t.takers); n == 0 || t.takers[n-1].l != l {
+				t.takers = append(t.takers, tk)
 			}
 		}
-		wait := p.o.Heartbeat
-		if failed != nil {
+	}
+	return r
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// keys are the entry, owner and live keys of the pool on t, in the order
+// registry.lua and unregister.lua take them.
+func (r *registration) keys(t *regTarget) []string {
+	live, info := registryKeys(t.prefix)
+	return []string{info + r.p.o.ID, ownerKey(t.prefix, r.p.o.ID), live}
+}
+
+func ownerKey(prefix, id string) string { return prefix + ":{workers}:o:" + id }
+
+// heartbeat writes the pool's entry on every target now and every
+// Heartbeat until ctx ends. Each target beats in its own goroutine and
+// each call is bounded by one interval (the entry lives three), so a hung
+// or slow server delays its own entry only: the entries on the other
+// servers stay fresh. fatal ends Run with ErrDuplicateID when another live
+// pool holds the ID.
+func (r *registration) heartbeat(ctx context.Context, fatal func(error)) {
+	var wg sync.WaitGroup
+	for _, t := range r.targets {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.beatLoop(ctx, t, fatal) }()
+	}
+	wg.Wait()
+}
+
+// beatLoop is the heartbeat on one target. When the ID is held by another
+// token it writes nothing and watches the holder: a holder whose beat
+// advances is a live pool, and Run ends with ErrDuplicateID; one that
+// never beats again (a process killed with its entry in place) expires
+// within 3 of its intervals, and this pool claims the ID then.
+func (r *registration) beatLoop(ctx context.Context, t *regTarget, fatal func(error)) {
+	o := r.p.o
+	failures := 0
+	held := int64(-1) // the holder's beat when the ID was first found held
+	for {
+		wait := o.Heartbeat
+		rep, err := r.beat(ctx, t)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			for _, tk := range t.takers {
+				tk.onError("heartbeat", err)
+			}
 			failures++
-			wait = min(wait, backoffDelay(p.o.ReconnectMin, p.o.ReconnectMax, failures))
-		} else {
+			wait = min(wait, backoffDelay(o.ReconnectMin, o.ReconnectMax, failures))
+		case rep.int(0) == codeDup:
 			failures = 0
+			beat, _ := strconv.ParseFloat(rep.str(2), 64)
+			dup := fmt.Errorf("%w: pool ID %q under prefix %q is held by another pool (last beat %s, Redis TIME)",
+				ErrDuplicateID, o.ID, t.prefix, time.UnixMilli(int64(beat)).UTC().Format(time.RFC3339Nano))
+			if held >= 0 && int64(beat) > held {
+				fatal(dup)
+				return
+			}
+			if held < 0 {
+				held = int64(beat)
+				for _, tk := range t.takers {
+					tk.onError("heartbeat", fmt.Errorf("%w; not registered until it beats again (then Run ends) or expires", dup))
+				}
+			}
+		case rep.int(0) != codeOK:
+			err := codeErr(rep.int(0))
+			for _, tk := range t.takers {
+				tk.onError("heartbeat", err)
+			}
+		default:
+			failures, held = 0, -1
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pauseFor(ctx, wait) {
 			return
-		case <-t.C:
 		}
 	}
 }
 
-// unregister removes the pool's entry at the end of Run (best effort: it
-// expires anyway).
-func (p *Pool) unregister(ctx context.Context, lines []*line) {
+// beat runs registry.lua once on t, bounded by one heartbeat interval.
+func (r *registration) beat(ctx context.Context, t *regTarget) (reply, error) {
+	b, err := json.Marshal(r.p.info(r.lines, r.s))
+	if err != nil {
+		return nil, fmt.Errorf("delay: heartbeat: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.p.o.Heartbeat)
+	defer cancel()
+	return run(cctx, t.c, scriptRegistry, "heartbeat", r.keys(t), r.p.o.ID, r.token, b, (3 * r.p.o.Heartbeat).Milliseconds())
+}
+
+// pauseFor waits d unless ctx ends first; it reports whether ctx is live.
+func pauseFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// unregister removes the pool's entries at the end of Run, every target
+// at once within 2 s (best effort: they expire anyway), each only where
+// this Run's token still holds the ID.
+func (r *registration) unregister(ctx context.Context) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	for prefix, c := range registries(lines) {
-		live, info := registryKeys(prefix)
-		_, _ = c.TxPipelined(uctx, func(pp redis.Pipeliner) error {
-			pp.Del(uctx, info+p.o.ID)
-			pp.ZRem(uctx, live, p.o.ID)
-			return nil
-		})
+	var wg sync.WaitGroup
+	for _, t := range r.targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = run(uctx, t.c, scriptUnregister, "unregister", r.keys(t), r.p.o.ID, r.token)
+		}()
 	}
+	wg.Wait()
 }
 
 // ListWorkers returns the live pools (Workers, ShardedWorkers, Pools)
-// registered under the key prefix (DefaultPrefix when ""), ordered by ID.
-// An ID whose entry expired is dropped from the list on the way.
+// registered on c under the key prefix (DefaultPrefix when ""), ordered by
+// ID, each with its last heartbeat (Beat) and its age (Age), both read
+// from Redis TIME. An ID whose entry expired is dropped from the list on
+// the way.
 func ListWorkers(ctx context.Context, c redis.UniversalClient, prefix string) ([]WorkerInfo, error) {
+	if c == nil {
+		return nil, invalid("client", "nil client")
+	}
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
@@ -206,50 +328,40 @@ func ListWorkers(ctx context.Context, c redis.UniversalClient, prefix string) ([
 		return nil, err
 	}
 	live, info := registryKeys(prefix)
-	ids, err := c.ZRange(ctx, live, 0, -1).Result()
+	rep, err := run(ctx, c, scriptWorkers, "list workers", []string{live, info})
 	if err != nil {
-		return nil, wrapErr(ctx, "list workers", err)
+		return nil, err
 	}
+	now := rep.int(1)
 	var out []WorkerInfo
-	var gone []any
-	for from := 0; from < len(ids); from += 500 {
-		part := ids[from:min(from+500, len(ids))]
-		keys := make([]string, len(part))
-		for i, id := range part {
-			keys[i] = info + id
+	for i := 2; i+2 < len(rep); i += 3 {
+		id := rep.str(i)
+		var w WorkerInfo
+		if err := json.Unmarshal([]byte(rep.str(i+2)), &w); err != nil {
+			return nil, fmt.Errorf("%w: worker entry %s: %w", ErrCorrupt, id, err)
 		}
-		vals, err := c.MGet(ctx, keys...).Result()
-		if err != nil {
-			return nil, wrapErr(ctx, "list workers", err)
-		}
-		for i, v := range vals {
-			s, ok := v.(string)
-			if !ok {
-				gone = append(gone, part[i])
-				continue
-			}
-			var w WorkerInfo
-			if err := json.Unmarshal([]byte(s), &w); err != nil {
-				return nil, fmt.Errorf("%w: worker entry %s: %w", ErrCorrupt, part[i], err)
-			}
-			out = append(out, w)
-		}
+		beat, _ := strconv.ParseFloat(rep.str(i+1), 64)
+		w.Beat = time.UnixMilli(int64(beat))
+		w.Age = Duration(time.Duration(max(0, now-int64(beat))) * time.Millisecond)
+		out = append(out, w)
 	}
-	if len(gone) > 0 {
-		// Only the expired IDs go; a pool that re-registers meanwhile
-		// adds its ID again on its next heartbeat.
-		_ = c.ZRem(ctx, live, gone...).Err()
-	}
+	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
 // Workers returns the live pools serving q (see ListWorkers).
 func (q *Queue) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	if q == nil {
+		return nil, invalid("queue", "nil *Queue")
+	}
 	return servingWorkers(ctx, q.c, q.o.Prefix, q.name)
 }
 
 // Workers returns the live pools serving s or any of its shards.
 func (s *Sharded) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	if s == nil || len(s.shards) == 0 {
+		return nil, invalid("queue", "nil *Sharded")
+	}
 	return servingWorkers(ctx, s.shards[0].c, s.shards[0].o.Prefix, s.name)
 }
 
@@ -265,68 +377,4 @@ func servingWorkers(ctx context.Context, c redis.UniversalClient, prefix, name s
 		}
 	}
 	return out, nil
-}
-
-// Verdict is Health's one-word reading of a queue.
-type Verdict int
-
-// Verdicts, from Health.
-const (
-	// Idle: no task is due.
-	Idle Verdict = iota + 1
-	// Served: tasks are due, a live worker serves the queue, and the
-	// oldest has waited less than the bound given to Health.
-	Served
-	// Behind: tasks are due and live workers serve the queue, but the
-	// oldest has waited past the bound: the workers do not keep up.
-	Behind
-	// NoWorker: tasks are due and no live worker serves the queue.
-	NoWorker
-)
-
-func (v Verdict) String() string {
-	switch v {
-	case Idle:
-		return "idle"
-	case Served:
-		return "served"
-	case Behind:
-		return "behind"
-	case NoWorker:
-		return "no worker"
-	}
-	return "unknown"
-}
-
-// Health is a queue's Stats with the live workers serving it.
-type Health struct {
-	Stats   Stats
-	Workers []WorkerInfo
-	Verdict Verdict
-}
-
-// Health reads q's Stats and its live workers and tells "no live worker
-// for this queue" (NoWorker) from "workers behind" (Behind: the oldest
-// due task has waited more than behind; 0 means any wait).
-func (q *Queue) Health(ctx context.Context, behind time.Duration) (Health, error) {
-	st, err := q.Stats(ctx)
-	if err != nil {
-		return Health{}, err
-	}
-	ws, err := q.Workers(ctx)
-	if err != nil {
-		return Health{}, err
-	}
-	h := Health{Stats: st, Workers: ws}
-	switch {
-	case st.Ready == 0:
-		h.Verdict = Idle
-	case len(ws) == 0:
-		h.Verdict = NoWorker
-	case st.OldestDueAge > behind:
-		h.Verdict = Behind
-	default:
-		h.Verdict = Served
-	}
-	return h, nil
 }

@@ -164,6 +164,28 @@ var scriptBrowse = redis.NewScript(luaBrowse)
 //go:embed lua/gen/browse.lua
 var luaBrowse string
 
+// scriptRegistry runs lua/gen/registry.lua, composed from
+// lua/registry.lua: a pool's heartbeat in the worker registry, claiming
+// its ID with an owner token.
+var scriptRegistry = redis.NewScript(luaRegistry)
+
+//go:embed lua/gen/registry.lua
+var luaRegistry string
+
+// scriptUnregister runs lua/gen/unregister.lua, composed from
+// lua/unregister.lua.
+var scriptUnregister = redis.NewScript(luaUnregister)
+
+//go:embed lua/gen/unregister.lua
+var luaUnregister string
+
+// scriptWorkers runs lua/gen/workers.lua, composed from
+// lua/workers.lua.
+var scriptWorkers = redis.NewScript(luaWorkers)
+
+//go:embed lua/gen/workers.lua
+var luaWorkers string
+
 // scripts is every script the package runs, by the name of its body in
 // lua/, in the order of luacompose.Scripts.
 var scripts = [...]struct {
@@ -194,4 +216,7 @@ var scripts = [...]struct {
 	{"lookup", scriptLookup},
 	{"deadlist", scriptDeadlist},
 	{"browse", scriptBrowse},
+	{"registry", scriptRegistry},
+	{"unregister", scriptUnregister},
+	{"workers", scriptWorkers},
 }

@@ -3,6 +3,7 @@ package redisserver
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,5 +49,40 @@ func TestStartKillRestart(t *testing.T) {
 	}
 	if _, err := Start(ctx, dir+"/missing/nested"); err == nil {
 		t.Fatal("Start in a missing directory succeeded")
+	}
+}
+
+// TestFreezeThaw: a frozen server keeps its port but answers nothing (a
+// command times out rather than being refused); thawed, it answers again.
+func TestFreezeThaw(t *testing.T) {
+	if !Have() {
+		t.Skip("redis-server not on PATH")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := Start(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer c.Close()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("fresh server: %v", err)
+	}
+	if err := s.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	err = c.Ping(pctx).Err()
+	pcancel()
+	if err == nil || strings.Contains(err.Error(), "refused") {
+		t.Fatalf("frozen server: PING gave %v, want a timeout", err)
+	}
+	if err := s.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("thawed server: %v", err)
 	}
 }

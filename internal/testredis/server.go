@@ -71,3 +71,21 @@ func (s *Server) Client(opt *redis.Options) *redis.Client {
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// Freeze stops the server with SIGSTOP (a hung server: connections stay
+// open, nothing answers) until Thaw, or the test's end.
+func (s *Server) Freeze() {
+	s.t.Helper()
+	if err := s.Server.Freeze(); err != nil {
+		s.t.Fatalf("testredis: %v", err)
+	}
+	s.t.Cleanup(func() { _ = s.Server.Thaw() })
+}
+
+// Thaw resumes a server Freeze stopped.
+func (s *Server) Thaw() {
+	s.t.Helper()
+	if err := s.Server.Thaw(); err != nil {
+		s.t.Fatalf("testredis: %v", err)
+	}
+}

@@ -77,6 +77,10 @@ func Scripts() []Script {
 		{Name: "lookup"},
 		{Name: "deadlist"},
 		{Name: "browse"},
+		{Name: "registry",
+			Doc: "a pool's heartbeat in the worker registry, claiming its ID with an owner token"},
+		{Name: "unregister"},
+		{Name: "workers"},
 	}
 }
 
