@@ -62,7 +62,8 @@ type Options struct {
 	SessionIdle time.Duration
 	// LoginsPerAddress is how many login attempts one client address
 	// (an IPv6 address by its /64) may make per minute, a successful
-	// login not counted; more are answered 429 with Retry-After.
+	// login not counted; more are answered 429 with Retry-After. A
+	// change carrying Token in a form field is an attempt too.
 	// Defaults to 10.
 	LoginsPerAddress int
 	// LoginsPerMinute is the same limit for every client together.

@@ -24,8 +24,9 @@
 // actions go by task ID (delay.Queue.CancelIDs, RescheduleIDs): a task
 // that moved on since the page was drawn is skipped. A login is a
 // session kept in Redis with an absolute and an idle expiry, ended at
-// logout; login attempts are rate-limited per client address and
-// globally (docs/console.md, "Login and CSRF"). Off loopback every page
+// logout; login attempts (and changes carrying the token in a form
+// field) are rate-limited per client address and globally
+// (docs/console.md, "Login and CSRF"). Off loopback every page
 // needs the login. When Redis does not answer, every page is a banner and
 // status 503.
 package console
