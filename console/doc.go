@@ -17,8 +17,9 @@
 // their heartbeats; dead letters; promotions with a match simulator.
 //
 // Every change (cancel, run now, reschedule, requeue, delete, one task or
-// a selection; pause and resume; the dead-letter requeue and purge) goes
-// through a confirm page, then a POST from the console's own origin
+// a selection; pause and resume; the dead-letter requeue-all and purge)
+// goes through a confirm page (a dead-letter row's Requeue button posts
+// at once), then a POST from the console's own origin
 // carrying the CSRF token of the login's session (or, for scripts, the
 // console's token in a form field with a pre-session CSRF token). Task
 // actions go by task ID (delay.Queue.CancelIDs, RescheduleIDs): a task
