@@ -36,7 +36,9 @@ type Options struct {
 	// Redis is how the pages name that Redis (a redacted URL, or the
 	// cluster seeds). Defaults to "redis".
 	Redis string
-	// Token unlocks changes (the login form, or a token form field). Required.
+	// Token unlocks changes (the login form, or a token form field).
+	// Required. A login lasts only while the token is the one it was
+	// made with: changing it (after a leak) ends every login.
 	Token string
 	// Loopback says the console listens on a loopback address only: the
 	// read-only pages are then open without login, and the Host header

@@ -76,8 +76,9 @@ func replay(t *testing.T, f *consoleFixture, cookie, csrf string) (read, pause i
 }
 
 // TestWebSessionEnds: a login ends on the server at logout, at its
-// absolute expiry and after its idle time: the old cookie then neither
-// reads a page nor pauses a queue, and the session's key is gone.
+// absolute expiry, after its idle time and when the console's token
+// changes: the old cookie then neither reads a page nor pauses a queue,
+// and the session's key is gone.
 func TestWebSessionEnds(t *testing.T) {
 	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
@@ -102,6 +103,18 @@ func TestWebSessionEnds(t *testing.T) {
 			// Idle 30m: a use every 29 min keeps it; 31 min without one ends it.
 			{"idle", []time.Duration{29 * time.Minute, 29 * time.Minute}, func(t *testing.T, _ *consoleFixture, clk *fakeClock, _ *http.Client, _ string) {
 				clk.Add(31 * time.Minute)
+			}},
+			// The console restarted with another token (the old one leaked):
+			// a login made with the old token is no login.
+			{"token changed", nil, func(t *testing.T, f *consoleFixture, clk *fakeClock, _ *http.Client, _ string) {
+				g, err := New(t.Context(), Options{Client: f.b.Client, Token: webToken + "-new", QueuePrefix: f.b.Prefix,
+					CachePrefix: f.b.Prefix, Now: clk.Now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				hs := httptest.NewServer(g)
+				t.Cleanup(hs.Close)
+				f.url = hs.URL
 			}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
