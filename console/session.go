@@ -25,7 +25,7 @@ import (
 // new at every login, never stored (a reader of Redis gets no cookie, and
 // without the ID tok tells nothing about the token). The key's TTL
 // follows the idle expiry, so an abandoned login leaves nothing behind;
-// whether a login is valid is decided by end and seen, not by the TTL.
+// whether a login is valid is decided by end, seen and tok, not by the TTL.
 // Logout deletes the hash, so the cookie is worthless from then on.
 
 // session is a valid login of the request.
