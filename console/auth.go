@@ -28,7 +28,8 @@ import (
 //     the token of the browser's pre-session csrf cookie;
 //   - the login form's POST has the same origin and pre-session CSRF
 //     checks, a rate limit per client address and for all clients
-//     (limit.go), and compares the token in constant time;
+//     (limit.go), and compares the token in constant time; a change
+//     carrying the token in a form field goes through the same limits;
 //   - over TLS the cookies are __Host- cookies (Secure, Path=/, no
 //     Domain), which no other site of the domain can set or overwrite;
 //   - on loopback the read-only pages are open, elsewhere they need the
@@ -174,11 +175,33 @@ func (s *Console) checkPost(w http.ResponseWriter, r *http.Request) bool {
 		http.Error(w, "refused: missing or wrong CSRF token (reload the page and try again)", http.StatusForbidden)
 		return false
 	}
+	// The token field is a guess of the token as the login form's is: it
+	// goes through the same limits, or it would be a way around them.
+	addr, ok := s.attempt(w, r)
+	if !ok {
+		return false
+	}
 	if !s.tokenOK(r.PostForm.Get("token")) {
 		http.Error(w, "refused: changes need the console's token (log in first)", http.StatusForbidden)
 		return false
 	}
+	s.limiter.refund(addr)
 	return true
+}
+
+// attempt takes a guess of the token from the login limits (limit.go)
+// for r's client before the token is compared: past either limit it
+// answers 429 with Retry-After and returns false. A guess that turns out
+// right is given back with s.limiter.refund(addr).
+func (s *Console) attempt(w http.ResponseWriter, r *http.Request) (addr string, ok bool) {
+	addr = s.clientAddr(r)
+	if wait, ok := s.limiter.take(addr, s.cfg.now()); !ok {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		http.Error(w, fmt.Sprintf("too many login attempts: try again in %d s", secs), http.StatusTooManyRequests)
+		return addr, false
+	}
+	return addr, true
 }
 
 // guard wraps every route: security headers, the Host check, the
@@ -240,11 +263,8 @@ func (s *Console) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused: missing or wrong CSRF token (reload the page and try again)", http.StatusForbidden)
 		return
 	}
-	addr := s.clientAddr(r)
-	if wait, ok := s.limiter.take(addr, s.cfg.now()); !ok {
-		secs := int((wait + time.Second - 1) / time.Second)
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		http.Error(w, fmt.Sprintf("too many login attempts: try again in %d s", secs), http.StatusTooManyRequests)
+	addr, ok := s.attempt(w, r)
+	if !ok {
 		return
 	}
 	if !s.tokenOK(r.PostForm.Get("token")) {

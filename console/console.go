@@ -36,7 +36,9 @@ type Options struct {
 	// Redis is how the pages name that Redis (a redacted URL, or the
 	// cluster seeds). Defaults to "redis".
 	Redis string
-	// Token unlocks changes (the login form, or a token form field). Required.
+	// Token unlocks changes (the login form, or a token form field).
+	// Required. A login lasts only while the token is the one it was
+	// made with: changing it (after a leak) ends every login.
 	Token string
 	// Loopback says the console listens on a loopback address only: the
 	// read-only pages are then open without login, and the Host header
@@ -62,7 +64,8 @@ type Options struct {
 	SessionIdle time.Duration
 	// LoginsPerAddress is how many login attempts one client address
 	// (an IPv6 address by its /64) may make per minute, a successful
-	// login not counted; more are answered 429 with Retry-After.
+	// login not counted; more are answered 429 with Retry-After. A
+	// change carrying Token in a form field is an attempt too.
 	// Defaults to 10.
 	LoginsPerAddress int
 	// LoginsPerMinute is the same limit for every client together.

@@ -17,15 +17,17 @@
 // their heartbeats; dead letters; promotions with a match simulator.
 //
 // Every change (cancel, run now, reschedule, requeue, delete, one task or
-// a selection; pause and resume; the dead-letter requeue and purge) goes
-// through a confirm page, then a POST from the console's own origin
+// a selection; pause and resume; the dead-letter requeue-all and purge)
+// goes through a confirm page (a dead-letter row's Requeue button posts
+// at once), then a POST from the console's own origin
 // carrying the CSRF token of the login's session (or, for scripts, the
 // console's token in a form field with a pre-session CSRF token). Task
 // actions go by task ID (delay.Queue.CancelIDs, RescheduleIDs): a task
 // that moved on since the page was drawn is skipped. A login is a
 // session kept in Redis with an absolute and an idle expiry, ended at
-// logout; login attempts are rate-limited per client address and
-// globally (docs/console.md, "Login and CSRF"). Off loopback every page
+// logout; login attempts (and changes carrying the token in a form
+// field) are rate-limited per client address and globally
+// (docs/console.md, "Login and CSRF"). Off loopback every page
 // needs the login. When Redis does not answer, every page is a banner and
 // status 503.
 package console

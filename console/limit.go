@@ -2,8 +2,8 @@ package console
 
 import (
 	"math"
-	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -95,23 +95,37 @@ func (l *loginLimiter) refund(addr string) {
 
 // clientAddr is the address logins are counted by: the peer's, or with
 // TrustProxy the last X-Forwarded-For entry (the one the operator's proxy
-// appended; any before it the client could have written). An IPv6
-// address counts by its /64, which one client usually holds whole.
+// appended; any before it the client could have written), with or
+// without a port ("203.0.113.7:51234", "[2001:db8::1]:443", as some
+// proxies write it). An IPv6 address counts by its /64, which one client
+// usually holds whole, its zone dropped.
 func (s *Console) clientAddr(r *http.Request) string {
 	addr := r.RemoteAddr
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		addr = h
+	if ip, ok := parseAddr(addr); ok {
+		addr = ip.String()
 	}
 	if s.cfg.trustProxy {
 		if xs := r.Header.Values("X-Forwarded-For"); len(xs) > 0 {
 			parts := strings.Split(xs[len(xs)-1], ",")
-			if last := strings.TrimSpace(parts[len(parts)-1]); net.ParseIP(last) != nil {
-				addr = last
+			if ip, ok := parseAddr(strings.TrimSpace(parts[len(parts)-1])); ok {
+				addr = ip.String()
 			}
 		}
 	}
-	if ip := net.ParseIP(addr); ip != nil && ip.To4() == nil {
-		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	if ip, ok := parseAddr(addr); ok && ip.Is6() {
+		return netip.PrefixFrom(ip, 64).Masked().String()
 	}
 	return addr
+}
+
+// parseAddr reads an IP address, with or without a port and brackets,
+// as a plain address: IPv4-mapped IPv6 as IPv4, no zone.
+func parseAddr(s string) (netip.Addr, bool) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap().WithZone(""), true
+	}
+	if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")); err == nil {
+		return ip.Unmap().WithZone(""), true
+	}
+	return netip.Addr{}, false
 }

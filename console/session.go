@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -17,11 +18,14 @@ import (
 //	<QueuePrefix>:console:session:<SHA-256 of the session ID, hex>
 //
 // with the fields end (absolute expiry), seen (last use), both Unix ms by
-// the console's clock, and csrf (the form token bound to the session).
-// The cookie carries only the session ID: 256 random bits, new at every
-// login, never stored (a reader of Redis gets no cookie). The key's TTL
+// the console's clock, csrf (the form token bound to the session) and tok
+// (an HMAC of the session ID keyed by the console's token: a login made
+// with a token the console no longer has, one changed after a leak, say,
+// is no login). The cookie carries only the session ID: 256 random bits,
+// new at every login, never stored (a reader of Redis gets no cookie, and
+// without the ID tok tells nothing about the token). The key's TTL
 // follows the idle expiry, so an abandoned login leaves nothing behind;
-// whether a login is valid is decided by end and seen, not by the TTL.
+// whether a login is valid is decided by end, seen and tok, not by the TTL.
 // Logout deletes the hash, so the cookie is worthless from then on.
 
 // session is a valid login of the request.
@@ -46,7 +50,7 @@ func (s *Console) newSession(ctx context.Context) (*session, error) {
 	end := now.Add(s.cfg.session)
 	key := s.sessionKey(sess.id)
 	_, err := s.cfg.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, key, "end", end.UnixMilli(), "seen", now.UnixMilli(), "csrf", sess.csrf)
+		p.HSet(ctx, key, "end", end.UnixMilli(), "seen", now.UnixMilli(), "csrf", sess.csrf, "tok", s.tokenTag(sess.id))
 		p.PExpire(ctx, key, min(s.cfg.idle, s.cfg.session))
 		return nil
 	})
@@ -56,16 +60,24 @@ func (s *Console) newSession(ctx context.Context) (*session, error) {
 	return sess, nil
 }
 
+// tokenTag binds a session ID to the console's token (the tok field).
+func (s *Console) tokenTag(id string) string {
+	m := hmac.New(sha256.New, []byte(s.cfg.token))
+	m.Write([]byte("tierset console session\x00" + id))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 // loadSession returns the valid session the request's cookie names (nil
 // when there is none: no cookie, unknown, logged out, past its absolute
-// or idle expiry) and marks it used. An expired one is deleted.
+// or idle expiry, made under another token) and marks it used. An
+// expired one, or one of another token, is deleted.
 func (s *Console) loadSession(ctx context.Context, r *http.Request) (*session, error) {
 	c, err := r.Cookie(s.cookieName(r, authCookie))
 	if err != nil || len(c.Value) != 64 {
 		return nil, nil
 	}
 	key := s.sessionKey(c.Value)
-	v, err := s.cfg.client.HMGet(ctx, key, "end", "seen", "csrf").Result()
+	v, err := s.cfg.client.HMGet(ctx, key, "end", "seen", "csrf", "tok").Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading the session: %w", err)
 	}
@@ -75,8 +87,9 @@ func (s *Console) loadSession(ctx context.Context, r *http.Request) (*session, e
 	if !okEnd || !okSeen || len(csrf) != 32 {
 		return nil, nil // none, or a hash a touch re-created after a logout
 	}
+	tok, _ := v[3].(string)
 	now := s.cfg.now()
-	if !now.Before(end) || now.Sub(seen) >= s.cfg.idle {
+	if !now.Before(end) || now.Sub(seen) >= s.cfg.idle || !equal(tok, s.tokenTag(c.Value)) {
 		if err := s.cfg.client.Del(ctx, key).Err(); err != nil {
 			return nil, fmt.Errorf("deleting an expired session: %w", err)
 		}

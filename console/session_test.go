@@ -1,6 +1,7 @@
 package console
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -75,8 +76,9 @@ func replay(t *testing.T, f *consoleFixture, cookie, csrf string) (read, pause i
 }
 
 // TestWebSessionEnds: a login ends on the server at logout, at its
-// absolute expiry and after its idle time: the old cookie then neither
-// reads a page nor pauses a queue, and the session's key is gone.
+// absolute expiry, after its idle time and when the console's token
+// changes: the old cookie then neither reads a page nor pauses a queue,
+// and the session's key is gone.
 func TestWebSessionEnds(t *testing.T) {
 	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
@@ -101,6 +103,18 @@ func TestWebSessionEnds(t *testing.T) {
 			// Idle 30m: a use every 29 min keeps it; 31 min without one ends it.
 			{"idle", []time.Duration{29 * time.Minute, 29 * time.Minute}, func(t *testing.T, _ *consoleFixture, clk *fakeClock, _ *http.Client, _ string) {
 				clk.Add(31 * time.Minute)
+			}},
+			// The console restarted with another token (the old one leaked):
+			// a login made with the old token is no login.
+			{"token changed", nil, func(t *testing.T, f *consoleFixture, clk *fakeClock, _ *http.Client, _ string) {
+				g, err := New(t.Context(), Options{Client: f.b.Client, Token: webToken + "-new", QueuePrefix: f.b.Prefix,
+					CachePrefix: f.b.Prefix, Now: clk.Now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				hs := httptest.NewServer(g)
+				t.Cleanup(hs.Close)
+				f.url = hs.URL
 			}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -271,4 +285,86 @@ func directCSRF(t *testing.T, f *consoleFixture) (string, *http.Cookie) {
 	}
 	t.Fatalf("login page: %d, no csrf pair", rec.Code)
 	return "", nil
+}
+
+// TestWebTokenFieldRateLimit: on loopback a change may carry the
+// console's token in a form field instead of a login; each such change is
+// a guess of the token and counts against the login limits. Past the
+// per-address limit (whether the wrong guesses came through the login
+// form or through changes) a change with the right token is answered 429
+// and changes nothing; a minute later it works, and changes made with the
+// right token are not counted.
+func TestWebTokenFieldRateLimit(t *testing.T) {
+	t.Parallel()
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		for _, guessAt := range []string{"/act", "/login"} {
+			t.Run("guesses at "+guessAt, func(t *testing.T) {
+				clk := newFakeClock()
+				f := seedConsoleWith(t, b, true, func(o *Options) { o.Now, o.LoginsPerAddress = clk.Now, 3 })
+				send := func(method, path string, form url.Values, ck *http.Cookie) *http.Response {
+					t.Helper()
+					var body io.Reader
+					if form != nil {
+						body = strings.NewReader(form.Encode())
+					}
+					req := httptest.NewRequestWithContext(t.Context(), method, path, body)
+					req.Host, req.RemoteAddr = "127.0.0.1:8080", "127.0.0.1:4000"
+					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+					if ck != nil {
+						req.AddCookie(ck)
+					}
+					rec := httptest.NewRecorder()
+					f.srv.ServeHTTP(rec, req)
+					return rec.Result()
+				}
+				login := send(http.MethodGet, "/login", nil, nil)
+				page, _ := io.ReadAll(login.Body)
+				m := csrfRe.FindSubmatch(page)
+				var preCk *http.Cookie
+				for _, ck := range login.Cookies() {
+					if ck.Name == csrfCookie {
+						preCk = ck
+					}
+				}
+				if m == nil || preCk == nil {
+					t.Fatalf("login page: %d, no csrf pair", login.StatusCode)
+				}
+				pause := func(token string) *http.Response {
+					return send(http.MethodPost, "/act", url.Values{"queue": {"orders"}, "action": {"pause"}, "confirm": {"yes"},
+						"csrf": {string(m[1])}, "token": {token}}, preCk)
+				}
+				paused := func() bool {
+					st, err := f.q.Stats(t.Context())
+					if err != nil {
+						t.Fatal(err)
+					}
+					return st.Paused
+				}
+				for i := range 3 {
+					var res *http.Response
+					if guessAt == "/act" {
+						res = pause("guess")
+					} else {
+						res = send(http.MethodPost, "/login", url.Values{"csrf": {string(m[1])}, "token": {"guess"}}, preCk)
+					}
+					if res.StatusCode != http.StatusForbidden {
+						t.Fatalf("wrong token %d at %s: status %d, want 403", i, guessAt, res.StatusCode)
+					}
+				}
+				res := pause(webToken)
+				if ra := res.Header.Get("Retry-After"); res.StatusCode != http.StatusTooManyRequests || ra == "" || paused() {
+					t.Errorf("pause with the right token past the limit: status %d, Retry-After %q, paused %v; want 429, nothing changed", res.StatusCode, ra, paused())
+				}
+				clk.Add(time.Minute)
+				for i := range 5 {
+					if res := pause(webToken); res.StatusCode != http.StatusSeeOther || !paused() {
+						t.Fatalf("pause %d with the right token a minute later: status %d, paused %v; want 303, paused", i, res.StatusCode, paused())
+					}
+				}
+				if err := f.q.Resume(t.Context()); err != nil { // the next subtest seeds this queue again
+					t.Fatal(err)
+				}
+			})
+		}
+	})
 }
