@@ -46,6 +46,13 @@ type Proxy struct {
 	match   Match // which requests arm a cut
 	latency time.Duration
 	closed  bool
+	// hold: replies of the next held requests matching holdMatch wait
+	// until release is closed (Release, Close).
+	held      int
+	holdMatch Match
+	release   chan struct{}
+	quit      chan struct{}
+	holding   atomic.Int64
 
 	cuts atomic.Int64
 	wg   sync.WaitGroup
@@ -53,7 +60,8 @@ type Proxy struct {
 
 type pair struct {
 	client, server net.Conn
-	cut            atomic.Bool // the next reply on this connection is dropped
+	cut            atomic.Bool   // the next reply on this connection is dropped
+	hold           chan struct{} // non-nil: the next reply waits until it is closed
 	once           sync.Once
 }
 
@@ -70,7 +78,7 @@ func Start(upstream string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{upstream: upstream, ln: ln, conns: map[*pair]struct{}{}}
+	p := &Proxy{upstream: upstream, ln: ln, conns: map[*pair]struct{}{}, quit: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -108,6 +116,35 @@ func (p *Proxy) SetLatency(d time.Duration) {
 	p.mu.Unlock()
 }
 
+// HoldNext arms the proxy to hold back the reply of the next n requests
+// that match m (Any when nil): each reaches the server, which runs it, and
+// its reply waits in the proxy until Release or Close. A client whose
+// deadline passes meanwhile sees a timeout for a command that ran.
+func (p *Proxy) HoldNext(n int, m Match) {
+	if m == nil {
+		m = Any
+	}
+	p.mu.Lock()
+	p.held, p.holdMatch = n, m
+	if p.release == nil {
+		p.release = make(chan struct{})
+	}
+	p.mu.Unlock()
+}
+
+// Holding is how many replies the proxy holds back now.
+func (p *Proxy) Holding() int { return int(p.holding.Load()) }
+
+// Release lets every held reply go on to its client.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	if p.release != nil {
+		close(p.release)
+		p.release = nil
+	}
+	p.mu.Unlock()
+}
+
 // CutAll closes every open connection, as a network blip would.
 func (p *Proxy) CutAll() {
 	p.mu.Lock()
@@ -124,6 +161,9 @@ func (p *Proxy) CutAll() {
 // Close stops listening and closes every connection.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.quit)
+	}
 	p.closed = true
 	p.mu.Unlock()
 	err := p.ln.Close()
@@ -172,6 +212,10 @@ func (p *Proxy) up(pr *pair) {
 				p.armed--
 				pr.cut.Store(true)
 			}
+			if p.held > 0 && p.holdMatch(buf[:n]) {
+				p.held--
+				pr.hold = p.release
+			}
 			p.mu.Unlock()
 			if _, werr := pr.server.Write(buf[:n]); werr != nil {
 				return
@@ -196,8 +240,17 @@ func (p *Proxy) down(pr *pair) {
 				return // the server ran it; the client never hears
 			}
 			p.mu.Lock()
-			d := p.latency
+			d, hold := p.latency, pr.hold
+			pr.hold = nil
 			p.mu.Unlock()
+			if hold != nil {
+				p.holding.Add(1)
+				select {
+				case <-hold:
+				case <-p.quit:
+				}
+				p.holding.Add(-1)
+			}
 			if d > 0 {
 				time.Sleep(d)
 			}

@@ -70,3 +70,44 @@ func TestFaultProxyLatency(t *testing.T) {
 		t.Fatalf("PING with 20 ms latency took %v", d)
 	}
 }
+
+// TestFaultProxyHoldsOneReply: a held command ran on the server, its
+// client's deadline passes while the reply is held, and Release lets a
+// later held reply through.
+func TestFaultProxyHoldsOneReply(t *testing.T) {
+	f := testredis.StartFaulty(t)
+	p := f.Proxy
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	direct := f.Server.Client(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	p.HoldNext(1, faultproxy.Contains("INCR"))
+	dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer dcancel()
+	if err := c.Incr(dctx, "n").Err(); err == nil {
+		t.Fatal("INCR past its deadline behind a held reply: want an error, got none")
+	}
+	if got := direct.Get(ctx, "n").Val(); got != "1" {
+		t.Fatalf("the server did not run the held command: n=%q, want 1", got)
+	}
+	if v, err := c.Incr(ctx, "n").Result(); err != nil || v != 2 {
+		t.Fatalf("after the hold: %v %v, want 2", v, err)
+	}
+
+	p.HoldNext(1, faultproxy.Contains("INCR"))
+	done := make(chan error, 1)
+	go func() { done <- c.Incr(ctx, "n").Err() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Holding() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the reply was never held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("INCR after Release: %v", err)
+	}
+}
