@@ -21,13 +21,13 @@ const (
 	// over the backlogged lines with a free cap): with every line
 	// backlogged, a line of weight w gets w/Σw of the handler starts, and
 	// a weight-1 line always progresses. A line is backlogged while it
-	// has a task waiting or a take on its way after a full one; when its
-	// turn comes while its tasks are on their way, the handler waits for
-	// them (up to 100 ms a take) rather than give the turn to another
-	// line, so a line whose takes come back slower than its share drains
-	// keeps its share and the pool goes at the pace of its takes. A take
-	// slower than 100 ms gives its turn away, until one of that queue's
-	// takes is faster again.
+	// has a task waiting, or from a take that brought all it asked for
+	// until its next take returns; when its turn comes while its tasks
+	// are on their way, the handler waits for them (up to 250 ms) rather
+	// than give the turn to another line, so a line whose takes come back
+	// slower than its share drains keeps its share and the pool goes at
+	// the pace of its takes. A take slower than 250 ms gives its turns
+	// away, until one of that queue's takes is faster again.
 	Weighted PoolMode = iota
 	// Strict serves lines in order of Weight, highest first: a line's task
 	// starts only while every line above it has nothing due (no task
@@ -46,12 +46,12 @@ type PoolOptions struct {
 	// Mode is how the handlers are shared among lines. Default Weighted.
 	Mode PoolMode
 	// ShutdownTimeout is how long Run waits for running handlers after its
-	// context ends, counted from that end (a take in flight or a wake
-	// BLPOP does not lengthen it). A handler still running then has its ctx cancelled and
-	// is left to finish in the background: when it returns, its outcome is
-	// applied directly (ack, retry, dead letter, or a release when it
-	// returns an error after that cancel), each with a 5 s bound of its
-	// own; a handler that never returns keeps its task leased until the
+	// context ends, counted from that end (a take in flight or a wake BLPOP
+	// does not lengthen it). A handler still running then has its ctx
+	// cancelled and is left to finish in the background: when it returns,
+	// its outcome is applied directly (ack, retry, dead letter, or a release
+	// when it returns an error after that cancel), each with a 5 s bound of
+	// its own; a handler that never returns keeps its task leased until the
 	// lease ends (AutoExtend stops at the cancel), and the sweep then
 	// returns it to due with the attempt counted. Default 10 s.
 	ShutdownTimeout time.Duration

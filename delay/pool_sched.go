@@ -10,7 +10,7 @@ import (
 // line's turn for its take in flight. A take slower than that gives the
 // turn away until one of the taker's takes comes back within it, so a
 // slow or frozen server costs the other lines at most this once.
-const pendingWait = 100 * time.Millisecond
+const pendingWait = 250 * time.Millisecond
 
 // sched hands taken tasks to the shared handler goroutines.
 type sched struct {
@@ -34,11 +34,13 @@ func newSched(lines []*line, strict bool) *sched {
 	return s
 }
 
-// fetchStart marks tk's take as under way. In a Weighted pool the take
-// of a taker whose last take came back full (the line is backlogged: its
-// buffer is empty only because a take is on its way) keeps the line in
-// the round, so its turn waits for the take instead of going to another
-// line, for at most pendingWait.
+// fetchStart marks tk's take as under way. In a Weighted pool a taker
+// whose last take came back full (the line is backlogged: more is due,
+// and its buffer is empty only while a take is on its way) keeps its line
+// in the round from that take's return until its next take returns, so
+// the line's turn waits for the take instead of going to another line;
+// each such wait is bounded by pendingWait. fetchStart starts the wait
+// for a taker's first take.
 func (s *sched) fetchStart(tk *taker) {
 	if !s.weighted {
 		return
@@ -46,21 +48,35 @@ func (s *sched) fetchStart(tk *taker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tk.fetchAt = time.Now()
-	if !tk.lastFull || tk.slow || tk.fetching {
-		return
+	if tk.lastFull && !tk.slow && !tk.fetching {
+		s.pend(tk)
 	}
-	tk.fetching = true
-	tk.l.fetching++
+}
+
+// pend keeps tk's line in the round for up to pendingWait (s.mu held).
+func (s *sched) pend(tk *taker) {
+	if tk.fetching {
+		tk.fetchTimer.Stop()
+	} else {
+		tk.fetching = true
+		tk.l.fetching++
+	}
 	tk.fetchGen++
 	gen := tk.fetchGen
 	tk.fetchTimer = time.AfterFunc(pendingWait, func() { s.fetchStale(tk, gen) })
 }
 
-// fetchStale gives up waiting for tk's take gen, slower than pendingWait.
+// fetchStale gives up waiting for tk's take gen, slower than pendingWait:
+// its line's turns go to the others until one of its takes is quick.
+// While tk still has tasks buffered nobody waits for it yet (a taker
+// with a full buffer waits for room, not for Redis): the clock restarts.
 func (s *sched) fetchStale(tk *taker, gen uint64) {
 	s.mu.Lock()
 	stale := tk.fetching && tk.fetchGen == gen
-	if stale {
+	if stale && tk.buffered > 0 {
+		s.pend(tk)
+		stale = false
+	} else if stale {
 		tk.slow = true
 		s.endFetch(tk)
 	}
@@ -81,9 +97,10 @@ func (s *sched) endFetch(tk *taker) {
 	tk.fetchTimer = nil
 }
 
-// took queues what tk's take brought for the handlers and ends its fetch;
-// full reports whether the take brought all it asked for (the line may
-// have more due at once). A failed take is took(tk, nil, false).
+// took queues what tk's take brought for the handlers; full reports
+// whether the take brought all it asked for (more is due at once: the
+// line stays in the round until the next take returns, see fetchStart).
+// A failed take, or the taker's end, is took(tk, nil, false).
 func (s *sched) took(tk *taker, tasks []*Task, full bool) {
 	s.mu.Lock()
 	l := tk.l
@@ -93,10 +110,14 @@ func (s *sched) took(tk *taker, tasks []*Task, full bool) {
 	tk.buffered += len(tasks)
 	wasFetching := tk.fetching
 	if s.weighted {
-		s.endFetch(tk)
-		tk.lastFull = full
 		if len(tasks) > 0 || full {
 			tk.slow = time.Since(tk.fetchAt) > pendingWait
+		}
+		tk.lastFull = full
+		if full && !tk.slow {
+			s.pend(tk)
+		} else {
+			s.endFetch(tk)
 		}
 	}
 	s.mu.Unlock()

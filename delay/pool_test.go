@@ -93,15 +93,15 @@ func TestPoolWeightedShares(t *testing.T) {
 			}
 		}
 		// Two figures. The scheduler's own: its picks made while every
-		// line was backlogged (a task waiting, or a take on its way after
-		// a full one), which smooth weighted round robin splits exactly
+		// line was backlogged (a task waiting, or its last take full and
+		// the next on its way), which smooth weighted round robin splits exactly
 		// by weight. And the delivered starts, which follow them because
 		// a backlogged line's turn waits for its take rather than go to
 		// another line. Before that wait, on this shared 2-core host at
 		// load averages above 30 the weight-1 line's delivered share was
 		// seen at 0.1055 and 0.146 under -race, when the weight-6 line's
 		// takes came back slower than its handlers drained 250 tasks; a
-		// take slower than pendingWait (100 ms) still gives its turn
+		// take slower than pendingWait (250 ms) still gives its turn
 		// away. Judged: the scheduler's share at ±5% over at least half
 		// the starts, and the delivered share at ±5% (and the weight-1
 		// line never 100 starts behind) when at least 99% of the picks

@@ -3,12 +3,14 @@ package delay
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/internal/faultproxy"
 	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
@@ -101,5 +103,69 @@ func TestFaultPoolWeightsDefaultOptions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The wait for a backlogged line's take is bounded: when the weight-6
+// line's take hangs (its reply held in the proxy: a frozen server), the
+// other line's starts pause for at most pendingWait (plus slack for a
+// loaded machine), not for as long as the take hangs.
+func TestFaultPoolFrozenLineBounded(t *testing.T) {
+	f := testredis.StartFaulty(t)
+	direct := f.Server.Client(nil)
+	ctx := testCtx(t)
+	loadScripts(t, ctx, direct)
+	p, err := NewPool(PoolOptions{Concurrency: 4, Heartbeat: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := testredis.Prefix(t)
+	var mu sync.Mutex
+	var starts [2][]time.Time
+	for i, c := range []redis.UniversalClient{f.Cut, direct} {
+		q, err := New(c, fmt.Sprintf("f%d", i), Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fillDue(t, ctx, q, 3000)
+		err = p.Add(q, func(ctx context.Context, tk *Task) error {
+			mu.Lock()
+			starts[i] = append(starts[i], time.Now())
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			return nil
+		}, QueueOptions{Weight: []int{6, 1}[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := runFunc(t, p.Run)
+	count := func(i int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(starts[i])
+	}
+	waitFor(t, 10*time.Second, "both lines started", func() bool { return count(0) > 20 && count(1) > 5 })
+	f.Proxy.HoldNext(1, faultproxy.Contains(scriptTake.Hash()))
+	waitFor(t, 10*time.Second, "the frozen line's take held", func() bool { return f.Proxy.Holding() == 1 })
+	held := time.Now()
+	const window = time.Second
+	waitFor(t, 10*time.Second, "the window", func() bool { return time.Since(held) > window })
+	f.Proxy.Release() // a cancel does not end go-redis's read: let the take return
+	_ = stop()
+	mu.Lock()
+	defer mu.Unlock()
+	last, gap := held, time.Duration(0)
+	for _, at := range starts[1] {
+		if at.Before(held) || at.After(held.Add(window)) {
+			continue
+		}
+		gap = max(gap, at.Sub(last))
+		last = at
+	}
+	gap = max(gap, held.Add(window).Sub(last))
+	t.Logf("longest pause of the other line's starts in the %v after the hold: %v", window, gap.Round(time.Millisecond))
+	if gap > pendingWait+250*time.Millisecond {
+		t.Errorf("the other line waited %v for the frozen line, want ≤ pendingWait %v (+250 ms)", gap, pendingWait)
 	}
 }
