@@ -62,11 +62,13 @@ type pair struct {
 	client, server net.Conn
 	cut            atomic.Bool   // the next reply on this connection is dropped
 	hold           chan struct{} // non-nil: the next reply waits until it is closed
+	done           chan struct{} // closed with the pair: a held reply is dropped
 	once           sync.Once
 }
 
 func (p *pair) close() {
 	p.once.Do(func() {
+		close(p.done)
 		_ = p.client.Close()
 		_ = p.server.Close()
 	})
@@ -118,8 +120,9 @@ func (p *Proxy) SetLatency(d time.Duration) {
 
 // HoldNext arms the proxy to hold back the reply of the next n requests
 // that match m (Any when nil): each reaches the server, which runs it, and
-// its reply waits in the proxy until Release or Close. A client whose
-// deadline passes meanwhile sees a timeout for a command that ran.
+// its reply waits in the proxy until Release or Close, or is dropped when
+// its client closes the connection. A client whose deadline passes
+// meanwhile sees a timeout for a command that ran.
 func (p *Proxy) HoldNext(n int, m Match) {
 	if m == nil {
 		m = Any
@@ -184,7 +187,7 @@ func (p *Proxy) accept() {
 			_ = c.Close()
 			continue
 		}
-		pr := &pair{client: c, server: s}
+		pr := &pair{client: c, server: s, done: make(chan struct{})}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -248,6 +251,7 @@ func (p *Proxy) down(pr *pair) {
 				select {
 				case <-hold:
 				case <-p.quit:
+				case <-pr.done: // the client gave up on the connection
 				}
 				p.holding.Add(-1)
 			}
