@@ -13,7 +13,7 @@ import (
 // script checks it, so no take that runs after Pause returns hands out a
 // task (Batch.Paused). Tasks already running finish and are acked; tasks
 // a worker took but no handler started (its prefetch) go back to due,
-// their attempt not counted, within 40 ms plus a round trip (the worker
+// their attempt not counted, within 25 ms plus a round trip (the worker
 // asks while it holds any), so no handler starts a task later than
 // 100 ms after Pause returns; expired leases still return to due, where
 // they wait; Enqueue, Cancel, Reschedule and the dead-letter calls keep

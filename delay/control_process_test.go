@@ -212,18 +212,18 @@ func enqueueLineKeys(t *testing.T, ctx context.Context, q *Queue, from, n int) m
 // start), the last handler start is at most 100 ms after Pause returned
 // (the tasks taken just before it), the tasks in flight finish and are
 // acked, the rest wait; after Resume every task is handled exactly once.
-// With default options, and with BatchSize 200, where each process holds
-// up to 200 tasks it took before the pause (a 10 ms handler: 500 ms of
-// work each) and must give them back. Three processes holding 200 each
-// can leave a late starter nothing: there the backlog comes once every
-// process has taken once, and an IdleCheck of 50 ms brings the two the
-// wake-up missed.
+// With the default BatchSize, and with BatchSize 200, where each process
+// holds up to 200 tasks it took before the pause (a 10 ms handler: 500
+// ms of work each) and must give them back. The backlog comes once every
+// process has taken once (a process that started late could otherwise
+// find it drained), and an IdleCheck of 50 ms brings the two processes
+// the wake-up missed.
 func TestPauseStopsEveryProcess(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		batch, workMs int
 	}{
-		{"default options", 0, 2},
+		{"default BatchSize", 0, 2},
 		{"BatchSize 200", 200, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) { pauseStopsEveryProcess(t, tc.batch, tc.workMs) })
@@ -238,22 +238,15 @@ func pauseStopsEveryProcess(t *testing.T, batch, workMs int) {
 		t.Fatal(err)
 	}
 	const n = 600
-	var ids map[string]bool
-	var stop func()
-	if batch == 0 {
-		ids = enqueueLineBacklog(t, ctx, q, n)
-		stop = startLineWorkers(t, b.Prefix, 3, workMs, batch, 0)
-	} else {
-		stop = startLineWorkers(t, b.Prefix, 3, workMs, batch, 50)
-		waitFor(t, 30*time.Second, "a take from every process", func() bool {
-			seen := map[string]bool{}
-			for _, r := range readTakeLog(t, ctx, b.Client, b.Prefix) {
-				seen[r.who] = true
-			}
-			return len(seen) == 3
-		})
-		ids = enqueueLineBacklog(t, ctx, q, n)
-	}
+	stop := startLineWorkers(t, b.Prefix, 3, workMs, batch, 50)
+	waitFor(t, 30*time.Second, "a take from every process", func() bool {
+		seen := map[string]bool{}
+		for _, r := range readTakeLog(t, ctx, b.Client, b.Prefix) {
+			seen[r.who] = true
+		}
+		return len(seen) == 3
+	})
+	ids := enqueueLineBacklog(t, ctx, q, n)
 	waitFor(t, 30*time.Second, "deliveries from every process", func() bool {
 		seen := map[string]bool{}
 		for _, d := range readLineLog(t, ctx, b.Client, b.Prefix) {

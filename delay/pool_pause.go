@@ -12,7 +12,7 @@ import (
 // 100 ms after it returns. The question costs nothing while takes answer
 // it (a draining worker takes more often than this) or while nothing
 // waits in the buffer.
-const pauseCheck = 40 * time.Millisecond
+const pauseCheck = 25 * time.Millisecond
 
 // watchPause releases the taker's prefetched tasks once its queue is
 // paused. Each take says whether the queue is paused, but a taker whose

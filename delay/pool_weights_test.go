@@ -75,8 +75,9 @@ func weightRun(t *testing.T, ctx context.Context, clients []redis.UniversalClien
 
 // The package's own example, as the docs show it: Concurrency 16, weights
 // 6:3:1, every line backlogged, default QueueOptions. Each line gets its
-// weight's share of the handler starts (within ±8% of it: the starts
-// are counted in the handlers, after the pick, so a few swap places), also
+// weight's share of the handler starts (within ±10% of it: the starts
+// are counted in the handlers, after the pick, so a few swap places, and
+// on a loaded machine a take may outlast pendingWait), also
 // with 10 ms of latency on the weight-6 line's link, whose takes then
 // come back slower than its handlers drain them.
 func TestFaultPoolWeightsDefaultOptions(t *testing.T) {
@@ -98,8 +99,8 @@ func TestFaultPoolWeightsDefaultOptions(t *testing.T) {
 			got := weightRun(t, ctx, []redis.UniversalClient{f.Cut, direct, direct}, n, QueueOptions{}, time.Millisecond)
 			for i, w := range []float64{0.6, 0.3, 0.1} {
 				t.Logf("line w%d: share %.4f of %d starts (want %.2f)", i, got[i], n, w)
-				if got[i] < w*0.92 || got[i] > w*1.08 {
-					t.Errorf("line w%d: share %.4f, want %.2f ±8%%", i, got[i], w)
+				if got[i] < w*0.9 || got[i] > w*1.1 {
+					t.Errorf("line w%d: share %.4f, want %.2f ±10%%", i, got[i], w)
 				}
 			}
 		})

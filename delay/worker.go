@@ -27,7 +27,7 @@ type WorkerOptions struct {
 	// the network overlaps the handling. A buffered task is started only
 	// while at least half of its lease is left; otherwise, for every
 	// buffered task at shutdown, and once the queue is paused
-	// (Queue.Pause, seen within 40 ms plus a round trip), it is released:
+	// (Queue.Pause, seen within 25 ms plus a round trip), it is released:
 	// put back in due at its score with its attempt count restored. A task killed with its
 	// process while buffered still counts one attempt and waits for its
 	// lease. Default: BatchSize when BatchSize > Concurrency, else none
