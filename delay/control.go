@@ -12,10 +12,14 @@ import (
 // Pause stops every worker of every process from taking tasks of the
 // queue: the pause is stored in Redis (the queue's ctl hash) and the take
 // script checks it, so no take that runs after Pause returns hands out a
-// task (Batch.Paused). Tasks already taken finish and are acked; expired
-// leases still return to due, where they wait; Enqueue, Cancel,
-// Reschedule and the dead-letter calls keep working. Pausing a paused
-// queue keeps its first start (Stats.PausedSince).
+// task (Batch.Paused). Tasks already running finish and are acked; tasks
+// a worker took but no handler started (its prefetch) go back to due,
+// their attempt not counted, within 25 ms plus a round trip (the worker
+// asks while it holds any), so no handler starts a task later than
+// 100 ms after Pause returns; expired leases still return to due, where
+// they wait; Enqueue, Cancel, Reschedule and the dead-letter calls keep
+// working. Pausing a paused queue keeps its first start
+// (Stats.PausedSince).
 func (q *Queue) Pause(ctx context.Context) error {
 	_, err := q.setPaused(ctx, "1")
 	return err

@@ -25,6 +25,8 @@ const (
 	envLinePrefix = "DELAY_LINE_PREFIX"
 	envLineWho    = "DELAY_LINE_WHO"
 	envLineWork   = "DELAY_LINE_WORK_MS"
+	envLineBatch  = "DELAY_LINE_BATCH"   // the worker's BatchSize; unset: default
+	envLineIdle   = "DELAY_LINE_IDLE_MS" // the worker's IdleCheck; unset: default
 )
 
 // lineLog is the list each child's handler logs its deliveries to.
@@ -84,7 +86,9 @@ func isTakeCall(args []any) bool {
 }
 
 // TestLineHelperProcess is a worker process of the pause and rate tests;
-// it does nothing unless started by them. Its handler logs
+// it does nothing unless started by them. Its worker has Concurrency 4,
+// BatchSize DELAY_LINE_BATCH and IdleCheck DELAY_LINE_IDLE_MS (unset:
+// the defaults). Its handler logs
 // "who|id|start (Unix ns, this machine's clock)|delivered ms|due ms"
 // (both ms by Redis TIME) and then works DELAY_LINE_WORK_MS.
 func TestLineHelperProcess(t *testing.T) {
@@ -99,6 +103,8 @@ func TestLineHelperProcess(t *testing.T) {
 		os.Exit(2)
 	}})
 	work, _ := strconv.Atoi(os.Getenv(envLineWork))
+	batch, _ := strconv.Atoi(os.Getenv(envLineBatch))
+	idle, _ := strconv.Atoi(os.Getenv(envLineIdle))
 	q, err := New(c, "line", Options{Prefix: prefix})
 	exitOn(err)
 	h := func(ctx context.Context, tk *Task) error {
@@ -109,21 +115,23 @@ func TestLineHelperProcess(t *testing.T) {
 		time.Sleep(time.Duration(work) * time.Millisecond)
 		return nil
 	}
-	w, err := NewWorker(q, h, WorkerOptions{Concurrency: 4})
+	w, err := NewWorker(q, h, WorkerOptions{Concurrency: 4, BatchSize: batch, IdleCheck: time.Duration(idle) * time.Millisecond})
 	exitOn(err)
 	runChild(w)
 }
 
 // startLineWorkers starts n worker processes on the queue "line" under
-// prefix; the returned stop ends them (SIGTERM: they finish their tasks)
-// and t.Cleanup kills any left.
-func startLineWorkers(t *testing.T, prefix string, n int, workMs int) (stop func()) {
+// prefix, their worker's BatchSize batch and IdleCheck idleMs (0: the
+// defaults); the returned stop ends them (SIGTERM: they finish their
+// tasks) and t.Cleanup kills any left.
+func startLineWorkers(t *testing.T, prefix string, n, workMs, batch, idleMs int) (stop func()) {
 	t.Helper()
 	var cmds []*exec.Cmd
 	for i := range n {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestLineHelperProcess$", "-test.count=1")
 		cmd.Env = testredis.ChildEnv(envLineHelper+"=1", envLinePrefix+"="+prefix,
-			envLineWho+"=w"+strconv.Itoa(i), envLineWork+"="+strconv.Itoa(workMs))
+			envLineWho+"=w"+strconv.Itoa(i), envLineWork+"="+strconv.Itoa(workMs),
+			envLineBatch+"="+strconv.Itoa(batch), envLineIdle+"="+strconv.Itoa(idleMs))
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -204,7 +212,25 @@ func enqueueLineKeys(t *testing.T, ctx context.Context, q *Queue, from, n int) m
 // start), the last handler start is at most 100 ms after Pause returned
 // (the tasks taken just before it), the tasks in flight finish and are
 // acked, the rest wait; after Resume every task is handled exactly once.
+// With the default BatchSize, and with BatchSize 200, where each process
+// holds up to 200 tasks it took before the pause (a 10 ms handler: 500
+// ms of work each) and must give them back. The backlog comes once every
+// process has taken once (a process that started late could otherwise
+// find it drained), and an IdleCheck of 50 ms brings the two processes
+// the wake-up missed.
 func TestPauseStopsEveryProcess(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		batch, workMs int
+	}{
+		{"default BatchSize", 0, 2},
+		{"BatchSize 200", 200, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) { pauseStopsEveryProcess(t, tc.batch, tc.workMs) })
+	}
+}
+
+func pauseStopsEveryProcess(t *testing.T, batch, workMs int) {
 	b := testredis.Redis(t) // child processes need a real server
 	ctx := testCtx(t)
 	q, err := New(b.Client, "line", Options{Prefix: b.Prefix})
@@ -212,8 +238,15 @@ func TestPauseStopsEveryProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 600
+	stop := startLineWorkers(t, b.Prefix, 3, workMs, batch, 50)
+	waitFor(t, 30*time.Second, "a take from every process", func() bool {
+		seen := map[string]bool{}
+		for _, r := range readTakeLog(t, ctx, b.Client, b.Prefix) {
+			seen[r.who] = true
+		}
+		return len(seen) == 3
+	})
 	ids := enqueueLineBacklog(t, ctx, q, n)
-	stop := startLineWorkers(t, b.Prefix, 3, 2)
 	waitFor(t, 30*time.Second, "deliveries from every process", func() bool {
 		seen := map[string]bool{}
 		for _, d := range readLineLog(t, ctx, b.Client, b.Prefix) {
@@ -389,7 +422,7 @@ func TestRateAcrossProcesses(t *testing.T) {
 	if err := q.SetRate(ctx, Rate{PerSecond: perSecond, Burst: burst}); err != nil {
 		t.Fatal(err)
 	}
-	stop := startLineWorkers(t, b.Prefix, 3, 1)
+	stop := startLineWorkers(t, b.Prefix, 3, 1, 0, 0)
 	// start is the first delivery: the bucket was full then. end is the
 	// last take that left less than a token (the bucket empty, so no
 	// tokens are left over) once span ms at the limit have passed.

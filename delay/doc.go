@@ -205,14 +205,18 @@
 // A [Pool] runs a taker per queue (per shard) and Concurrency handler
 // goroutines that pick the next task by Mode among the lines with a task
 // waiting and a free MaxConcurrent: smooth weighted round robin
-// ([Weighted]) or highest weight first ([Strict]). Run returns only when
-// ctx ends, or at once on ErrEvictionPolicy (or ErrDuplicateID: another
-// live pool holds its ID in the registry); every Redis error (start-up
-// Check included) is reported, counted in [Pool.Stats] and retried by its
-// queue alone. After ShutdownTimeout a handler that returns is completed
-// directly; one that never returns leaves its task to its lease. Design
-// and figures: docs/design.md, "Workers". Tests: TestPoolWeightedShares,
-// TestPoolStrict, TestPoolCaps, TestPoolSharded, TestPoolLineIsolation,
+// ([Weighted], over the backlogged lines, a line's turn waiting for its
+// take in flight) or highest weight first ([Strict]). Run returns only
+// when ctx ends, or at once on ErrEvictionPolicy (or ErrDuplicateID:
+// another live pool holds its ID in the registry); every Redis error
+// (start-up Check included) is reported, counted in [Pool.Stats] and
+// retried by its queue alone. After ShutdownTimeout (from ctx's end) a
+// handler that returns is completed directly; one that never returns
+// leaves its task to its lease. Design and figures: docs/design.md,
+// "Workers". Tests: TestPoolWeightedShares,
+// TestFaultPoolWeightsDefaultOptions, TestFaultDeadlineReleasesTake,
+// TestPoolShutdownWithinTimeout, TestPauseStopsPrefetched, TestPoolStrict,
+// TestPoolCaps, TestPoolSharded, TestPoolLineIsolation,
 // TestFaultWorkerStartOutage, TestFaultShutdownAcks, TestPoolRegistry,
 // TestFaultHeartbeatKilledWorker, TestRegistryEveryServer,
 // TestFaultHeartbeatFrozenServer, TestFaultHeartbeatErrorsChargedToTheirLine,

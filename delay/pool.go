@@ -18,9 +18,16 @@ type PoolMode int
 const (
 	// Weighted (the default) serves every line that has tasks waiting, in
 	// proportion to its QueueOptions.Weight (smooth weighted round robin
-	// over the lines with a task ready and a free cap): with every line
+	// over the backlogged lines with a free cap): with every line
 	// backlogged, a line of weight w gets w/Σw of the handler starts, and
-	// a weight-1 line always progresses.
+	// a weight-1 line always progresses. A line is backlogged while it
+	// has a task waiting, or from a take that brought all it asked for
+	// until its next take returns; when its turn comes while its tasks
+	// are on their way, the handler waits for them (up to 250 ms) rather
+	// than give the turn to another line, so a line whose takes come back
+	// slower than its share drains keeps its share and the pool goes at
+	// the pace of its takes. A take slower than 250 ms gives its turns
+	// away, until one of that queue's takes is faster again.
 	Weighted PoolMode = iota
 	// Strict serves lines in order of Weight, highest first: a line's task
 	// starts only while every line above it has nothing due (no task
@@ -39,11 +46,12 @@ type PoolOptions struct {
 	// Mode is how the handlers are shared among lines. Default Weighted.
 	Mode PoolMode
 	// ShutdownTimeout is how long Run waits for running handlers after its
-	// context ends. A handler still running then has its ctx cancelled and
-	// is left to finish in the background: when it returns, its outcome is
-	// applied directly (ack, retry, dead letter, or a release when it
-	// returns an error after that cancel), each with a 5 s bound of its
-	// own; a handler that never returns keeps its task leased until the
+	// context ends, counted from that end (a take in flight or a wake BLPOP
+	// does not lengthen it). A handler still running then has its ctx
+	// cancelled and is left to finish in the background: when it returns,
+	// its outcome is applied directly (ack, retry, dead letter, or a release
+	// when it returns an error after that cancel), each with a 5 s bound of
+	// its own; a handler that never returns keeps its task leased until the
 	// lease ends (AutoExtend stops at the cancel), and the sweep then
 	// returns it to due with the attempt counted. Default 10 s.
 	ShutdownTimeout time.Duration
@@ -56,8 +64,9 @@ type PoolOptions struct {
 	// connection per queue or shard, held for up to WakeBlock). Default:
 	// the queue's client.
 	WakeClient redis.UniversalClient
-	// WakeBlock is the BLPOP timeout; it only bounds how long shutdown
-	// waits for a wake goroutine. Default and minimum 1 s.
+	// WakeBlock is the BLPOP timeout. Run waits for a blocked wake BLPOP
+	// only within ShutdownTimeout; one still blocked then ends on its own
+	// within WakeBlock. Default and minimum 1 s.
 	WakeBlock time.Duration
 	// IdleCheck is the longest sleep of a queue's taker when nothing is
 	// scheduled and no wake-up arrives (a safety net). Default 5 s.
@@ -106,7 +115,10 @@ type QueueOptions struct {
 	// Prefetch is how many taken tasks each of the line's queues may hold
 	// waiting for a handler beyond its concurrency; see
 	// WorkerOptions.Prefetch. Default: BatchSize when BatchSize exceeds
-	// the line's concurrency, else none; negative: none.
+	// the line's concurrency; else, in a Weighted pool of several lines,
+	// the line's share of the handlers (Concurrency·Weight/ΣWeight,
+	// rounded up, split over a Sharded line's queues), so a backlogged
+	// line has tasks ready when its turn comes; else none. Negative: none.
 	Prefetch int
 }
 
@@ -241,12 +253,15 @@ func (p *Pool) Add(l Line, h Handler, opts QueueOptions) error {
 		o.Prefetch = o.BatchSize
 	}
 	o.Prefetch = min(o.Prefetch, MaxBatch)
+	// A line left without a prefetch gets one sized to its weight at Run,
+	// when every line's weight is known (plan).
+	auto := opts.Prefetch == 0 && o.Prefetch == 0
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.running.Load() {
 		return invalid("options", "Add while the pool runs")
 	}
-	ln := &line{name: l.lineName(), h: h, o: o}
+	ln := &line{name: l.lineName(), h: h, o: o, conc: conc, autoPrefetch: auto}
 	for _, q := range l.lineQueues() {
 		for _, old := range p.lines {
 			for _, tk := range old.takers {
@@ -255,13 +270,9 @@ func (p *Pool) Add(l Line, h Handler, opts QueueOptions) error {
 				}
 			}
 		}
-		limit := conc + o.Prefetch
-		refill := 1
-		if o.Prefetch > 0 {
-			refill = max(1, min(o.BatchSize, limit)/2)
-		}
-		ln.takers = append(ln.takers, &taker{q: q, l: ln, p: p, limit: limit, refill: refill})
+		ln.takers = append(ln.takers, &taker{q: q, l: ln, p: p})
 	}
+	ln.plan(o.Prefetch)
 	ln.sharded = len(ln.takers) > 1 || ln.takers[0].q.name != ln.name
 	p.lines = append(p.lines, ln)
 	return nil
@@ -276,11 +287,17 @@ type line struct {
 	takers  []*taker
 	sharded bool
 
-	buf     []item // taken tasks waiting for a handler, FIFO
-	head    int
-	running int // handlers running this line's tasks
-	cur     int // smooth weighted round robin's current weight
-	maybe   int // takers whose next take may bring due tasks (Strict)
+	conc int // the line's concurrency (per taker for a ShardedWorker)
+	// autoPrefetch: Prefetch was left to its default and BatchSize asks
+	// for none; in a Weighted pool of several lines plan gives it one.
+	autoPrefetch bool
+
+	buf      []item // taken tasks waiting for a handler, FIFO
+	head     int
+	running  int // handlers running this line's tasks
+	cur      int // smooth weighted round robin's current weight
+	maybe    int // takers whose next take may bring due tasks (Strict)
+	fetching int // takers whose take in flight follows a full one (Weighted)
 
 	handled, errs atomic.Int64
 	up            atomic.Int32 // takers past their start-up Check
@@ -300,6 +317,46 @@ func (l *line) eligible() bool {
 	return l.waiting() > 0 && (l.o.MaxConcurrent == 0 || l.running < l.o.MaxConcurrent)
 }
 
+// backlogged: below its cap, with a task waiting or one on its way
+// (Weighted's round; see sched.pick).
+func (l *line) backlogged() bool {
+	return (l.waiting() > 0 || l.fetching > 0) && (l.o.MaxConcurrent == 0 || l.running < l.o.MaxConcurrent)
+}
+
+// plan sets each taker's take limit and refill for a prefetch of
+// prefetch tasks.
+func (l *line) plan(prefetch int) {
+	for _, tk := range l.takers {
+		tk.limit = l.conc + prefetch
+		tk.refill = 1
+		if prefetch > 0 {
+			tk.refill = max(1, min(l.o.BatchSize, tk.limit)/2)
+		}
+	}
+}
+
+// planPrefetch sizes the default prefetch of a Weighted pool's lines: a
+// line's share of the handlers (Concurrency·w/Σw, rounded up, split over
+// its takers), so a backlogged line has tasks ready when its turn comes
+// instead of taking one task per freed handler.
+func planPrefetch(lines []*line, conc int, weighted bool) {
+	sum := 0
+	for _, l := range lines {
+		sum += l.o.Weight
+	}
+	for _, l := range lines {
+		if !l.autoPrefetch {
+			continue
+		}
+		if !weighted || len(lines) < 2 {
+			l.plan(0)
+			continue
+		}
+		share := min((conc*l.o.Weight+sum-1)/sum, l.conc)
+		l.plan(min(max(1, (share+len(l.takers)-1)/len(l.takers)), MaxBatch))
+	}
+}
+
 // errFatal carries a configuration error a taker met: no retry fixes it.
 type errFatal struct{ err error }
 
@@ -307,9 +364,11 @@ func (e errFatal) Error() string { return e.err.Error() }
 
 // Run serves every line until ctx ends: it starts each queue's taker and
 // the shared handlers, then, once ctx ends, stops taking, releases the
-// taken tasks no handler started, waits up to ShutdownTimeout for running
-// handlers and returns ctx.Err() (joined with ErrShutdownTimeout if
-// handlers were still running then). Redis errors never stop it: at
+// taken tasks no handler started (a take whose reply the end of ctx cut
+// off included: it is sent again, as the same call, to learn them), waits
+// up to ShutdownTimeout from ctx's end for running handlers and returns
+// ctx.Err() (joined with ErrShutdownTimeout if handlers were still
+// running then). Redis errors never stop it: at
 // start-up (the Check every queue runs before its first take), in a take,
 // an ack or a wake-up, each queue backs off (ReconnectMin..ReconnectMax),
 // reports the error to its Observer.OnError and counts it in Stats, and
@@ -340,9 +399,13 @@ func (p *Pool) Run(ctx context.Context) error {
 	defer hcancel()
 
 	s := newSched(lines, p.o.Mode == Strict)
-	var takers, acks sync.WaitGroup
+	planPrefetch(lines, p.o.Concurrency, s.weighted)
+	// wakes are the wake-list BLPOPs, which a cancel does not interrupt:
+	// Run waits for them only within ShutdownTimeout.
+	var takers, acks, wakes sync.WaitGroup
 	for _, l := range lines {
 		l.up.Store(0)
+		l.fetching = 0
 		for _, tk := range l.takers {
 			tk.reset(s)
 			if s.strict {
@@ -351,7 +414,7 @@ func (p *Pool) Run(ctx context.Context) error {
 			acks.Add(1)
 			go func() { defer acks.Done(); tk.ackLoop(hctx) }()
 			takers.Add(1)
-			go func() { defer takers.Done(); tk.run(tctx, tcancel) }()
+			go func() { defer takers.Done(); tk.run(tctx, tcancel, &wakes) }()
 		}
 	}
 	var handlers sync.WaitGroup
@@ -368,6 +431,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 
 	<-tctx.Done()
+	// ShutdownTimeout counts from here, whatever the takes in flight and
+	// the wake BLPOPs then take to end.
+	graceEnd := time.Now().Add(p.o.ShutdownTimeout)
 	s.stop()
 	takers.Wait()
 	// Taken tasks no handler started go straight back to due.
@@ -382,14 +448,13 @@ func (p *Pool) Run(ctx context.Context) error {
 	if cause := context.Cause(tctx); errors.As(cause, &fatal) {
 		err = fatal.err
 	}
-	done := make(chan struct{})
-	go func() { handlers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(p.o.ShutdownTimeout):
+	if !waitUntil(&handlers, graceEnd) {
 		err = errors.Join(err, ErrShutdownTimeout)
 		hcancel()
 	}
+	// A wake BLPOP still blocked now ends on its own within WakeBlock; it
+	// only signals a taker that has stopped.
+	waitUntil(&wakes, graceEnd)
 	// From here a handler that returns completes its task directly.
 	for _, l := range lines {
 		for _, tk := range l.takers {
@@ -402,6 +467,20 @@ func (p *Pool) Run(ctx context.Context) error {
 		reg.unregister(hctx)
 	}
 	return err
+}
+
+// waitUntil waits for wg until end and reports whether it got there.
+func waitUntil(wg *sync.WaitGroup, end time.Time) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(time.Until(end))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // serve is one handler goroutine: it runs the tasks the scheduler picks,

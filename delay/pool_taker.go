@@ -29,6 +29,21 @@ type taker struct {
 	refill int // free places that trigger the next take
 	maybe  bool
 
+	// Guarded by sched.mu: the taker's tasks in its line's buffer, and
+	// its take in flight as Weighted's round sees it (sched.fetchStart).
+	buffered   int
+	fetching   bool
+	lastFull   bool // the last take brought all it asked for
+	slow       bool // the last full take took longer than pendingWait
+	fetchAt    time.Time
+	fetchGen   uint64
+	fetchTimer *time.Timer
+	// pushed signals the pause watcher that tasks entered the buffer;
+	// okAt is when the last take or check that found the queue not
+	// paused went out (Unix ns).
+	pushed chan struct{}
+	okAt   atomic.Int64
+
 	held atomic.Int64
 	// dueBy is when the taker next has a task due, local Unix ms: now
 	// after a take that brought tasks, the next due task's time after a
@@ -51,6 +66,9 @@ type taker struct {
 func (tk *taker) reset(s *sched) {
 	tk.s = s
 	tk.maybe = false
+	tk.buffered, tk.fetching, tk.lastFull, tk.slow = 0, false, true, false
+	tk.pushed = make(chan struct{}, 1)
+	tk.okAt.Store(0)
 	tk.held.Store(0)
 	tk.dueBy.Store(0)
 	tk.freed = make(chan struct{}, 1)
@@ -146,17 +164,21 @@ func (tk *taker) start(ctx context.Context, fail context.CancelCauseFunc) bool {
 	return false
 }
 
-// run is the take loop of one queue.
-func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
+// run is the take loop of one queue. Its wake goroutine is counted in
+// wakes, which Run waits for apart: a BLPOP outlives a cancel.
+func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc, wakes *sync.WaitGroup) {
 	defer tk.s.setMaybe(tk, false)
 	defer tk.dueBy.Store(0)
+	defer tk.s.took(tk, nil, false)
 	if !tk.start(ctx, fail) {
 		return
 	}
+	wakes.Add(1)
+	go func() { defer wakes.Done(); tk.wakeLoop(ctx) }()
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	bg.Add(1)
-	go func() { defer bg.Done(); tk.wakeLoop(ctx) }()
+	go func() { defer bg.Done(); tk.watchPause(ctx) }()
 
 	q, o, lo := tk.q, tk.p.o, tk.l.o
 	var nextExpiry time.Time
@@ -183,11 +205,14 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 			takeReq = q.req.next()
 		}
 		tk.s.setMaybe(tk, true)
+		tk.s.fetchStart(tk)
+		sent := time.Now()
 		b, err := q.take(ctx, n, takeReq)
 		// ErrCorrupt and ErrRecordLost come with a batch of good tasks.
 		partial := errors.Is(err, ErrCorrupt) || errors.Is(err, ErrRecordLost)
 		if err != nil && !partial {
 			if ctx.Err() != nil {
+				tk.reclaimTake(ctx, n, takeReq)
 				return
 			}
 			if !taken && refused(err) {
@@ -200,6 +225,7 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 			if !errors.Is(err, ErrRedis) {
 				takeReq = "" // refused, not lost: the next take is a new call
 			}
+			tk.s.took(tk, nil, false)
 			tk.s.setMaybe(tk, false) // as at start-up: a failing queue holds no line back
 			tk.dueBy.Store(0)
 			tk.onError("take", err)
@@ -215,10 +241,16 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc) {
 		tk.held.Add(int64(len(b.Tasks)))
 		if len(b.Tasks) > 0 {
 			tk.dueBy.Store(time.Now().UnixMilli())
-			tk.s.push(tk, b.Tasks)
 		}
+		full := len(b.Tasks) == n && b.NextToken.IsZero()
+		if b.Paused {
+			tk.releaseBuffered(ctx) // prefetched before the pause: not to start
+		} else {
+			tk.okAt.Store(sent.UnixNano())
+		}
+		tk.s.took(tk, b.Tasks, full)
 		nextExpiry = b.NextExpiry
-		if len(b.Tasks) == n && b.NextToken.IsZero() {
+		if full {
 			continue // there may be more due right now
 		}
 		// Paused or out of tokens, a queue has nothing due for the pool

@@ -32,7 +32,8 @@ func TestPoolRegistry(t *testing.T) {
 		// 1 s: an entry lives 3 s without a refresh, which a loaded machine
 		// does not delay by that much
 		p, _ := NewPool(PoolOptions{Concurrency: 1, Heartbeat: time.Second, ID: "reg-pool"})
-		if err := p.Add(q, func(ctx context.Context, _ *Task) error { <-release; return nil }, QueueOptions{Weight: 3, MaxConcurrent: 1}); err != nil {
+		// no prefetch: the waiting task stays due, where Health sees it
+		if err := p.Add(q, func(ctx context.Context, _ *Task) error { <-release; return nil }, QueueOptions{Weight: 3, MaxConcurrent: 1, Prefetch: -1}); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.Add(other, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {

@@ -25,9 +25,10 @@ type WorkerOptions struct {
 	// carries up to BatchSize tasks whatever the number of free handlers,
 	// and the next Take goes out when the buffer runs low (half empty), so
 	// the network overlaps the handling. A buffered task is started only
-	// while at least half of its lease is left; otherwise, and for every
-	// buffered task at shutdown, it is released: put back in due at its
-	// score with its attempt count restored. A task killed with its
+	// while at least half of its lease is left; otherwise, for every
+	// buffered task at shutdown, and once the queue is paused
+	// (Queue.Pause, seen within 25 ms plus a round trip), it is released:
+	// put back in due at its score with its attempt count restored. A task killed with its
 	// process while buffered still counts one attempt and waits for its
 	// lease. Default: BatchSize when BatchSize > Concurrency, else none
 	// (each Take asks only for free handlers); negative: none.
@@ -45,8 +46,8 @@ type WorkerOptions struct {
 	// connection for up to WakeBlock. Default: the queue's client (whose pool
 	// must then have a spare connection; go-redis defaults to 10 per CPU).
 	WakeClient redis.UniversalClient
-	// WakeBlock is the BLPOP timeout. It only bounds how long shutdown waits
-	// for the wake goroutine: due times are timed by a client-side timer,
+	// WakeBlock is the BLPOP timeout (Run waits for a blocked BLPOP only
+	// within ShutdownTimeout): due times are timed by a client-side timer,
 	// because Redis checks blocking timeouts only every 1/hz (100 ms).
 	// Default and minimum 1 s (the protocol counts BLPOP timeouts in seconds
 	// on go-redis).
@@ -108,8 +109,9 @@ func newWorkerPool(l Line, h Handler, opts WorkerOptions, shards int) (*Pool, er
 	return p, nil
 }
 
-// Run takes and handles tasks until ctx ends, then stops taking, waits up to
-// ShutdownTimeout for running handlers and returns ctx.Err() (joined with
+// Run takes and handles tasks until ctx ends, then stops taking, releases
+// the taken tasks no handler started, waits up to ShutdownTimeout (from
+// ctx's end) for running handlers and returns ctx.Err() (joined with
 // ErrShutdownTimeout if handlers were still running). Redis errors never
 // stop it, at start-up or later: it reports them (Observer.OnError,
 // Stats().Errors), backs off (capped exponential) and resumes. It returns

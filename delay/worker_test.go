@@ -303,3 +303,16 @@ func TestWorkerAutoExtend(t *testing.T) {
 		}
 	})
 }
+
+// closedYet reports, without blocking, whether ch is closed: a waitFor
+// condition for an event signalled by closing a channel.
+func closedYet(ch <-chan struct{}) func() bool {
+	return func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+}

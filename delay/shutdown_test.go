@@ -1,0 +1,186 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/internal/faultproxy"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// A worker whose ctx ends by deadline while its take's reply is on the
+// way (held in the proxy: the take ran on the server) releases that
+// take's tasks before Run returns: they are due again at once, their
+// attempt not counted, so with MaxAttempts 1 they still run.
+func TestFaultDeadlineReleasesTake(t *testing.T) {
+	env := newFaultEnv(t)
+	ctx := testCtx(t)
+	loadScripts(t, ctx, env.direct)
+	q, err := New(env.c, "deadline", Options{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	fillDue(t, ctx, q, n)
+	var started sync.WaitGroup // stays at zero: no handler may start
+	w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+		t.Errorf("handler started task %s", tk.ID)
+		return nil
+	}, WorkerOptions{Concurrency: n, Heartbeat: -1, WakeClient: env.direct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := env.proxy.HoldNext(faultproxy.Contains(scriptTake.Hash()))
+	rctx, cancel := context.WithTimeout(ctx, 750*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(rctx) }()
+	waitFor(t, 10*time.Second, "the first take's reply held", closedYet(hold.Held()))
+	if rctx.Err() != nil {
+		t.Fatal("the deadline passed before the take went out: nothing tested")
+	}
+	var runErr error
+	select {
+	case runErr = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20 s of its deadline")
+	}
+	started.Wait()
+	if !errors.Is(runErr, context.DeadlineExceeded) {
+		t.Fatalf("Run = %v, want the deadline", runErr)
+	}
+	if st := mustStats(t, ctx, q); st.InFlight != 0 || st.Pending != n {
+		t.Fatalf("after Run returned: %d in flight, %d pending; want 0 and %d (the take released)", st.InFlight, st.Pending, n)
+	}
+	b := mustTake(t, ctx, q, n)
+	if len(b.Tasks) != n {
+		t.Fatalf("took %d tasks, want %d", len(b.Tasks), n)
+	}
+	for _, tk := range b.Tasks {
+		if tk.Attempt != 1 {
+			t.Errorf("task %s: attempt %d, want 1 (the stranded take not counted)", tk.ID, tk.Attempt)
+		}
+	}
+}
+
+// Run returns within ShutdownTimeout of its ctx's end (not a WakeBlock
+// later, waiting for its wake BLPOP), with ErrShutdownTimeout exactly
+// when a handler outlived it.
+func TestPoolShutdownWithinTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		work time.Duration // the handler's run, ignoring its ctx; 0: no task
+	}{
+		{"handler outlives the timeout", 700 * time.Millisecond},
+		{"idle", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testredis.Redis(t)
+			ctx := testCtx(t)
+			q := newQ(t, b, Options{})
+			begun := make(chan struct{})
+			var handlers sync.WaitGroup
+			handlers.Add(1)
+			w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+				defer handlers.Done()
+				close(begun)
+				time.Sleep(tc.work)
+				return nil
+			}, WorkerOptions{ShutdownTimeout: timeout, WakeBlock: 3 * time.Second, Heartbeat: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := runFunc(t, w.Run)
+			waitFor(t, 10*time.Second, "the worker up", func() bool { return w.Stats().Up == 1 })
+			if tc.work > 0 {
+				mustEnqueue(t, ctx, q, Job{Key: "slow"})
+				select {
+				case <-begun:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the handler did not start")
+				}
+			} else {
+				handlers.Done()
+			}
+			from := time.Now()
+			err = stop()
+			took := time.Since(from)
+			handlers.Wait() // its ack goes out before the test's client closes
+			t.Logf("Run returned %v after its ctx ended: %v", took.Round(time.Millisecond), err)
+			if took > timeout+250*time.Millisecond {
+				t.Errorf("Run took %v after its ctx ended, want ≤ ShutdownTimeout %v (+250 ms)", took, timeout)
+			}
+			if got, want := errors.Is(err, ErrShutdownTimeout), tc.work > timeout; got != want {
+				t.Errorf("Run = %v: ErrShutdownTimeout %v, want %v", err, got, want)
+			}
+		})
+	}
+}
+
+// With prefetch (Concurrency 2, BatchSize 200, a 25 ms handler), Pause
+// stops the worker within 100 ms: the tasks it holds unstarted go back
+// to due, their attempt not counted, and no handler starts later.
+func TestPauseStopsPrefetched(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := testCtx(t)
+	q := newQ(t, b, Options{})
+	const n = 600
+	fillDue(t, ctx, q, n)
+	var mu sync.Mutex
+	var starts []time.Time
+	w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		time.Sleep(25 * time.Millisecond)
+		return nil
+	}, WorkerOptions{Concurrency: 2, BatchSize: 200, Heartbeat: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runFunc(t, w.Run)
+	waitFor(t, 10*time.Second, "10 starts", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(starts) >= 10
+	})
+	if err := q.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	waitFor(t, 10*time.Second, "nothing in flight", func() bool { return mustStats(t, ctx, q).InFlight == 0 })
+	mu.Lock()
+	last, handled := starts[len(starts)-1], len(starts)
+	mu.Unlock()
+	after := last.Sub(paused)
+	t.Logf("%d starts; the last %v after Pause returned", handled, after.Round(time.Millisecond))
+	if after > 100*time.Millisecond {
+		t.Errorf("a handler started %v after Pause returned, want ≤ 100 ms", after)
+	}
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if err := q.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	left := 0
+	for {
+		bt := mustTake(t, ctx, q, MaxBatch)
+		if len(bt.Tasks) == 0 {
+			break
+		}
+		for _, tk := range bt.Tasks {
+			left++
+			if tk.Attempt != 1 {
+				t.Errorf("task %s: attempt %d, want 1 (a prefetched task released, not counted)", tk.ID, tk.Attempt)
+			}
+		}
+	}
+	if handled+left != n {
+		t.Errorf("%d handled + %d left = %d, want %d", handled, left, handled+left, n)
+	}
+}
