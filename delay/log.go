@@ -111,7 +111,23 @@ func refusedLogin(err error) bool {
 }
 
 // refused reports whether Redis refused the client or the command for
-// good: refusedLogin, or NOPERM (the ACL user may not run it).
+// good: refusedLogin, or NOPERM (the ACL user may not run it). Redis 7.0
+// refuses a command called by a script with an ERR instead ("The user
+// executing the script can't run this command or subcommand", or "can't
+// access at least one of the keys"), later versions with NOPERM.
 func refused(err error) bool {
-	return refusedLogin(err) || redis.HasErrorPrefix(err, "NOPERM")
+	return refusedLogin(err) || redis.HasErrorPrefix(err, "NOPERM") ||
+		redis.HasErrorPrefix(err, "The user executing the script can't ")
+}
+
+// ended reports whether ctx has ended, or its deadline has passed: a
+// call whose socket deadline was ctx's fails with a timeout as that
+// deadline passes, possibly before ctx.Err() says so. Such an error is
+// the caller's shutdown, not Redis's.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }

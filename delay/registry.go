@@ -158,7 +158,7 @@ func (p *Pool) heartbeat(ctx context.Context, lines []*line, s *sched) {
 				pp.ZAdd(ctx, live, redis.Z{Score: float64(time.Now().UnixMilli()), Member: p.o.ID})
 				return nil
 			})
-			if err != nil && ctx.Err() == nil {
+			if err != nil && !ended(ctx) {
 				failed = wrapErr(ctx, "heartbeat", err)
 				lines[0].takers[0].onError("heartbeat", failed)
 			}
