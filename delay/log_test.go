@@ -281,6 +281,47 @@ func TestLogObserverLimitsEachKind(t *testing.T) {
 	}
 }
 
+// A loss of one kind does not hide a loss of another for the interval,
+// and what an interval suppressed is logged when it ends even if nothing
+// follows: a burst of losses is never logged as its first event alone.
+func TestLogLossesNeverHidden(t *testing.T) {
+	t.Parallel()
+	logs := &records{}
+	rec := &Recorder{}
+	o := newLogObserver(rec, slog.New(logs))
+	o.every = 50 * time.Millisecond
+	o.OnLoss("q", ErrIndexLost, 1)
+	o.OnLoss("q", fmt.Errorf("%w: 500 tasks", ErrRecordLost), 500)
+	if got := logs.text(); len(got) != 2 || !strings.Contains(got[1], "tasks=500") {
+		t.Fatalf("an index loss hid a record loss: %q", got)
+	}
+	// Two more record losses in the interval, then nothing: the last is
+	// logged when the interval ends, with the one before it counted.
+	o.OnLoss("q", ErrRecordLost, 7)
+	o.OnLoss("q", ErrRecordLost, 3)
+	o.OnError("q", "take", errors.New("boom")) // another kind, logged at once
+	o.OnError("q", "take", errors.New("boom again"))
+	want := []string{"tasks=3 err=delay: task record lost suppressed=1 suppressed_tasks=7", "err=boom again"}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		got := logs.text()
+		if len(got) == 5 {
+			tail := strings.Join(got[3:], "\n")
+			for _, w := range want {
+				if !strings.Contains(tail, w) {
+					t.Fatalf("the suppressed events were logged as %q, want %q", got[3:], want)
+				}
+			}
+			break
+		}
+		if len(got) > 5 || time.Now().After(deadline) {
+			t.Fatalf("logged %d lines, want 5: %q", len(got), got)
+		}
+	}
+	if n := rec.Losses.Load(); n != 511 {
+		t.Fatalf("the caller's Observer saw %d lost tasks, want 511", n)
+	}
+}
+
 // A discarding logger costs nothing and logs nothing; New never wraps a
 // queue's Observer twice (Sharded passes its normalized options on).
 func TestLoggerDefaultsAndDiscard(t *testing.T) {

@@ -54,8 +54,13 @@ type Options struct {
 	Observer Observer
 	// Logger logs what goes wrong whatever the Observer: OnError and
 	// OnLoss at level Error, OnWarning at Warn, each kind (queue and
-	// operation) at most once every 10 s with the count suppressed since.
-	// Defaults to slog.Default(); slog.New(slog.DiscardHandler) silences it.
+	// operation, or a loss's or warning's sentinel) at most once every
+	// 10 s with the count suppressed since ("suppressed", and for losses
+	// "suppressed_tasks"); the last event an interval suppressed is logged
+	// when it ends, so a burst is never logged as its first event alone.
+	// It is called on the goroutine that met the event: a slow handler
+	// slows that queue's worker. Defaults to slog.Default();
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 	// DoneTTL keeps a finished task's (Key, Token) known for at least this
 	// long after its ack: enqueueing the same pair again reports Duplicate
