@@ -205,6 +205,79 @@ func TestFaultRefusalMidRunRetried(t *testing.T) {
 	}
 }
 
+// opErrors is an Observer that keeps the errors it is given by queue and op.
+type opErrors struct {
+	NopObserver
+	mu  sync.Mutex
+	got map[string]int
+}
+
+func (o *opErrors) OnError(queue, op string, _ error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.got == nil {
+		o.got = map[string]int{}
+	}
+	o.got[queue+" "+op]++
+}
+
+func (o *opErrors) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return fmt.Sprint(o.got)
+}
+
+func (o *opErrors) count(k string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.got[k]
+}
+
+// A pool's heartbeat writes one registry per key prefix; a failure is
+// reported by a queue under that prefix, not by whichever line came first.
+func TestFaultHeartbeatErrorNamesItsQueue(t *testing.T) {
+	t.Parallel()
+	srv := testredis.StartServer(t)
+	admin := srv.Client(nil)
+	ctx := testCtx(t)
+	// A user that may do all the queue needs but MULTI, which the
+	// heartbeat's transaction sends.
+	if err := admin.Do(ctx, "ACL", "SETUSER", "nomulti", "on", ">pw", "~*", "&*", "+@all", "-multi").Err(); err != nil {
+		t.Fatal(err)
+	}
+	obs := &opErrors{}
+	good, err := New(admin, "good", Options{Prefix: "pa", Observer: obs, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client(&redis.Options{Username: "nomulti", Password: "pw", MaxRetries: -1})
+	bad, err := New(c, "nobeat", Options{Prefix: "pb", Observer: obs, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPool(PoolOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []*Queue{good, bad} {
+		if err := p.Add(q, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(5 * time.Second); obs.count("nobeat heartbeat") == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat error named the queue whose registry failed: %v", obs)
+		}
+	}
+	if n := obs.count("good heartbeat"); n != 0 {
+		t.Fatalf("the queue whose registry works reported %d heartbeat errors", n)
+	}
+}
+
 // A Run that ends because its ctx's deadline passed reports no error:
 // the wake loop's BLPOP, cut by that deadline on the socket, may fail
 // before ctx.Err() says so, and that is the shutdown, not a Redis error.

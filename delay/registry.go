@@ -109,13 +109,15 @@ func moduleVersion() string {
 	return ""
 }
 
-// registries returns one client per key prefix the pool's queues use.
-func registries(lines []*line) map[string]redis.UniversalClient {
-	out := map[string]redis.UniversalClient{}
+// registries returns, per key prefix the pool's queues use, the first of
+// those queues' takers: its client writes the registry, and it reports the
+// registry's errors.
+func registries(lines []*line) map[string]*taker {
+	out := map[string]*taker{}
 	for _, l := range lines {
 		for _, tk := range l.takers {
 			if _, ok := out[tk.q.o.Prefix]; !ok {
-				out[tk.q.o.Prefix] = tk.q.c
+				out[tk.q.o.Prefix] = tk
 			}
 		}
 	}
@@ -151,16 +153,16 @@ func (p *Pool) heartbeat(ctx context.Context, lines []*line, s *sched) {
 	for {
 		var failed error
 		b, _ := json.Marshal(p.info(lines, s))
-		for prefix, c := range regs {
+		for prefix, tk := range regs {
 			live, info := registryKeys(prefix)
-			_, err := c.TxPipelined(ctx, func(pp redis.Pipeliner) error {
+			_, err := tk.q.c.TxPipelined(ctx, func(pp redis.Pipeliner) error {
 				pp.Set(ctx, info+p.o.ID, b, 3*p.o.Heartbeat)
 				pp.ZAdd(ctx, live, redis.Z{Score: float64(time.Now().UnixMilli()), Member: p.o.ID})
 				return nil
 			})
 			if err != nil && !ended(ctx) {
 				failed = wrapErr(ctx, "heartbeat", err)
-				lines[0].takers[0].onError("heartbeat", failed)
+				tk.onError("heartbeat", failed) // a queue of that registry
 			}
 		}
 		wait := p.o.Heartbeat
@@ -185,9 +187,9 @@ func (p *Pool) heartbeat(ctx context.Context, lines []*line, s *sched) {
 func (p *Pool) unregister(ctx context.Context, lines []*line) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	for prefix, c := range registries(lines) {
+	for prefix, tk := range registries(lines) {
 		live, info := registryKeys(prefix)
-		_, _ = c.TxPipelined(uctx, func(pp redis.Pipeliner) error {
+		_, _ = tk.q.c.TxPipelined(uctx, func(pp redis.Pipeliner) error {
 			pp.Del(uctx, info+p.o.ID)
 			pp.ZRem(uctx, live, p.o.ID)
 			return nil
