@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/tierset/tierset/score"
@@ -50,7 +51,8 @@ type Options struct {
 	// deliveries, from 1). Default: DefaultBackoff.
 	Backoff func(attempt int) time.Duration
 	// Observer receives events (deliveries with lateness, retries, dead
-	// letters, errors). Default: NopObserver.
+	// letters, errors). Default: NopObserver. A nil pointer (a nil
+	// *Recorder) is refused.
 	Observer Observer
 	// Logger logs what goes wrong whatever the Observer: OnError and
 	// OnLoss at level Error, OnWarning at Warn, each kind (queue and
@@ -177,6 +179,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Observer == nil {
 		o.Observer = NopObserver{}
+	} else if v := reflect.ValueOf(o.Observer); v.Kind() == reflect.Pointer && v.IsNil() {
+		// Its first event would panic in the worker.
+		return o, invalid("options", "Observer is a nil %T", o.Observer)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
