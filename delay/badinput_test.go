@@ -94,6 +94,7 @@ func TestBadInput(t *testing.T) {
 			{"queue name too long", newQueue(strings.Repeat("n", MaxNameBytes+1), Options{}), &ValidationError{Field: "name"}},
 			{"prefix with brace", newQueue("q", Options{Prefix: "x{"}), &ValidationError{Field: "prefix"}},
 			{"negative max payload", newQueue("q", Options{MaxPayload: -1}), &ValidationError{Field: "options"}},
+			{"typed nil observer", newQueue("q", Options{Observer: (*Recorder)(nil)}), &ValidationError{Field: "options"}},
 			{"reschedule empty key", func() error { _, err := q.Reschedule(ctx, "", After(time.Minute)); return err }, &ValidationError{Field: "key"}},
 			{"lookup key with control char", func() error { _, err := q.Lookup(ctx, "a\tb"); return err }, &ValidationError{Field: "key"}},
 			{"cancel token with comma", func() error { _, err := q.CancelToken(ctx, "pending", "a,b"); return err }, &ValidationError{Field: "token"}},

@@ -27,8 +27,10 @@
 // [NopObserver]; [Recorder] is a ready one with a lateness [Histogram])
 // receives events, and whatever the Observer, errors, losses and warnings
 // are logged through [log/slog] (Options.Logger, rate-limited per kind).
-// A worker that Redis refuses (NOAUTH, WRONGPASS, or NOPERM before its
-// first take) returns the refusal from Run instead of retrying. [Worker] runs a [Handler] with [WorkerOptions]; a
+// A worker that Redis refuses (NOAUTH, WRONGPASS or NOPERM, before its
+// first take or wake-up) returns the refusal from Run instead of
+// retrying; a refusal later in the run is retried and logged.
+// [Worker] runs a [Handler] with [WorkerOptions]; a
 // [Pool] ([NewPool], [PoolOptions], [Pool.Add] with [QueueOptions]) serves
 // several queues or sharded queues ([Line]) from one set of handlers, by
 // weight ([Weighted]) or priority ([Strict]), each with an optional cap;

@@ -12,8 +12,9 @@ import (
 
 // logEvery is how often one kind of problem of one queue is logged: the
 // first occurrence at once, then at most one line per interval carrying
-// the number suppressed since, so a Redis that is down for an hour costs
-// a few hundred lines, not one per retry.
+// the number suppressed since (the last suppressed event, logged when the
+// interval ends), so a Redis that is down for an hour costs a few hundred
+// lines, not one per retry.
 const logEvery = 10 * time.Second
 
 // logObserver logs the events that mean something is wrong (errors, losses,
@@ -22,7 +23,8 @@ const logEvery = 10 * time.Second
 // cannot reach or log in to Redis is never silent.
 type logObserver struct {
 	Observer
-	log *slog.Logger
+	log   *slog.Logger
+	every time.Duration // logEvery; tests shorten it
 
 	mu   sync.Mutex
 	last map[string]*logKind // by queue, level and op
@@ -31,65 +33,134 @@ type logObserver struct {
 type logKind struct {
 	at         time.Time
 	suppressed int
+	// tasks sums the task counts of the suppressed losses.
+	tasks int
+	// held is the last suppressed event, logged when the interval ends
+	// (by flush) unless another event of the kind is logged first.
+	held  *heldEvent
+	armed bool // a flush is scheduled
+}
+
+type heldEvent struct {
+	level slog.Level
+	msg   string
+	attrs []slog.Attr
+	tasks int
 }
 
 func newLogObserver(next Observer, log *slog.Logger) *logObserver {
-	return &logObserver{Observer: next, log: log, last: map[string]*logKind{}}
+	return &logObserver{Observer: next, log: log, every: logEvery, last: map[string]*logKind{}}
 }
 
 // allow reports whether an event of kind k may be logged now, and how many
 // were suppressed before it.
 func (o *logObserver) allow(k string, now time.Time) (bool, int) {
+	ok, n, _ := o.allowHold(k, now, nil)
+	return ok, n
+}
+
+// allowHold is allow that, when the event is suppressed, keeps it (ev) to
+// be logged once the interval ends, so what a burst suppressed is logged
+// even if nothing of its kind follows. The int results are the events and
+// the tasks (of losses) suppressed before this one.
+func (o *logObserver) allowHold(k string, now time.Time, ev *heldEvent) (bool, int, int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	e := o.last[k]
 	if e == nil {
 		o.last[k] = &logKind{at: now}
-		return true, 0
+		return true, 0, 0
 	}
-	if now.Sub(e.at) < logEvery {
+	if now.Sub(e.at) < o.every {
 		e.suppressed++
-		return false, 0
+		if e.held != nil {
+			e.tasks += e.held.tasks
+		}
+		e.held = ev
+		if ev != nil && !e.armed {
+			e.armed = true
+			time.AfterFunc(e.at.Add(o.every).Sub(now), func() { o.flush(k) })
+		}
+		return false, 0, 0
 	}
-	n := e.suppressed
-	e.at, e.suppressed = now, 0
-	return true, n
+	n, tasks := e.suppressed, e.tasks
+	if e.held != nil {
+		tasks += e.held.tasks
+	}
+	e.at, e.suppressed, e.tasks, e.held = now, 0, 0, nil
+	return true, n, tasks
 }
 
-func (o *logObserver) emit(level slog.Level, kind, msg string, attrs ...slog.Attr) {
-	// Observer events carry no context; slog only passes it to the
-	// handler, so nothing here can be cancelled or outlive a caller.
-	ctx := context.TODO()
-	// The level check first: a discarding logger costs no lock.
-	if !o.log.Enabled(ctx, level) {
+// flush logs the event an interval held back, with the count (and lost
+// tasks) suppressed before it, and starts a new interval.
+func (o *logObserver) flush(k string) {
+	o.mu.Lock()
+	e := o.last[k]
+	e.armed = false
+	ev := e.held
+	if ev == nil {
+		// Logged meanwhile by the next event of the kind.
+		o.mu.Unlock()
 		return
 	}
-	ok, n := o.allow(kind, time.Now())
-	if !ok {
-		return
-	}
+	n, tasks := e.suppressed-1, e.tasks
+	e.at, e.suppressed, e.tasks, e.held = time.Now(), 0, 0, nil
+	o.mu.Unlock()
+	o.write(ev.level, ev.msg, n, tasks, ev.attrs)
+}
+
+func (o *logObserver) write(level slog.Level, msg string, n, tasks int, attrs []slog.Attr) {
 	if n > 0 {
 		attrs = append(attrs, slog.Int("suppressed", n))
 	}
-	o.log.LogAttrs(ctx, level, msg, attrs...)
+	if tasks > 0 {
+		attrs = append(attrs, slog.Int("suppressed_tasks", tasks))
+	}
+	// Observer events carry no context; slog only passes it to the
+	// handler, so nothing here can be cancelled or outlive a caller.
+	o.log.LogAttrs(context.TODO(), level, msg, attrs...)
+}
+
+// emit logs an event of kind k unless one was logged within the interval;
+// tasks is a loss's task count (0 for other events).
+func (o *logObserver) emit(level slog.Level, kind, msg string, tasks int, attrs ...slog.Attr) {
+	// The level check first: a discarding logger costs no lock.
+	if !o.log.Enabled(context.TODO(), level) {
+		return
+	}
+	ok, n, st := o.allowHold(kind, time.Now(), &heldEvent{level: level, msg: msg, attrs: attrs, tasks: tasks})
+	if ok {
+		o.write(level, msg, n, st, attrs)
+	}
 }
 
 func (o *logObserver) OnError(queue, op string, err error) {
-	o.emit(slog.LevelError, "error\x00"+queue+"\x00"+op, "delay: "+op+" failed",
+	o.emit(slog.LevelError, "error\x00"+queue+"\x00"+op, "delay: "+op+" failed", 0,
 		slog.String("queue", queue), slog.String("op", op), slog.Any("err", err))
 	o.Observer.OnError(queue, op, err)
 }
 
 func (o *logObserver) OnLoss(queue string, err error, n int) {
-	o.emit(slog.LevelError, "loss\x00"+queue, "delay: Redis lost queue state",
+	o.emit(slog.LevelError, "loss\x00"+queue+"\x00"+lossKind(err), "delay: Redis lost queue state", n,
 		slog.String("queue", queue), slog.Int("tasks", n), slog.Any("err", err))
 	o.Observer.OnLoss(queue, err, n)
 }
 
 func (o *logObserver) OnWarning(queue string, err error) {
-	o.emit(slog.LevelWarn, "warning\x00"+queue+"\x00"+warnKind(err), "delay: warning",
+	o.emit(slog.LevelWarn, "warning\x00"+queue+"\x00"+warnKind(err), "delay: warning", 0,
 		slog.String("queue", queue), slog.Any("err", err))
 	o.Observer.OnWarning(queue, err)
+}
+
+// lossKind groups losses by their sentinel, so a repaired index does not
+// hide records lost.
+func lossKind(err error) string {
+	for _, s := range []error{ErrCounterLost, ErrIndexLost, ErrRecordLost, ErrDueLost} {
+		if errors.Is(err, s) {
+			return s.Error()
+		}
+	}
+	return "other"
 }
 
 // warnKind groups warnings by their sentinel, so a high-water warning does
@@ -111,7 +182,23 @@ func refusedLogin(err error) bool {
 }
 
 // refused reports whether Redis refused the client or the command for
-// good: refusedLogin, or NOPERM (the ACL user may not run it).
+// good: refusedLogin, or NOPERM (the ACL user may not run it). Redis 7.0
+// refuses a command called by a script with an ERR instead ("The user
+// executing the script can't run this command or subcommand", or "can't
+// access at least one of the keys"), later versions with NOPERM.
 func refused(err error) bool {
-	return refusedLogin(err) || redis.HasErrorPrefix(err, "NOPERM")
+	return refusedLogin(err) || redis.HasErrorPrefix(err, "NOPERM") ||
+		redis.HasErrorPrefix(err, "The user executing the script can't ")
+}
+
+// ended reports whether ctx has ended, or its deadline has passed: a
+// call whose socket deadline was ctx's fails with a timeout as that
+// deadline passes, possibly before ctx.Err() says so. Such an error is
+// the caller's shutdown, not Redis's.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/tierset/tierset/score"
@@ -50,12 +51,18 @@ type Options struct {
 	// deliveries, from 1). Default: DefaultBackoff.
 	Backoff func(attempt int) time.Duration
 	// Observer receives events (deliveries with lateness, retries, dead
-	// letters, errors). Default: NopObserver.
+	// letters, errors). Default: NopObserver. A nil pointer (a nil
+	// *Recorder) is refused.
 	Observer Observer
 	// Logger logs what goes wrong whatever the Observer: OnError and
 	// OnLoss at level Error, OnWarning at Warn, each kind (queue and
-	// operation) at most once every 10 s with the count suppressed since.
-	// Defaults to slog.Default(); slog.New(slog.DiscardHandler) silences it.
+	// operation, or a loss's or warning's sentinel) at most once every
+	// 10 s with the count suppressed since ("suppressed", and for losses
+	// "suppressed_tasks"); the last event an interval suppressed is logged
+	// when it ends, so a burst is never logged as its first event alone.
+	// It is called on the goroutine that met the event: a slow handler
+	// slows that queue's worker. Defaults to slog.Default();
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 	// DoneTTL keeps a finished task's (Key, Token) known for at least this
 	// long after its ack: enqueueing the same pair again reports Duplicate
@@ -172,6 +179,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Observer == nil {
 		o.Observer = NopObserver{}
+	} else if v := reflect.ValueOf(o.Observer); v.Kind() == reflect.Pointer && v.IsNil() {
+		// Its first event would panic in the worker.
+		return o, invalid("options", "Observer is a nil %T", o.Observer)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

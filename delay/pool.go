@@ -373,12 +373,20 @@ func (e errFatal) Error() string { return e.err.Error() }
 // an ack or a wake-up, each queue backs off (ReconnectMin..ReconnectMax),
 // reports the error to its Observer.OnError and counts it in Stats, and
 // tries again, independently of the other queues. It returns early only
-// on a configuration error no retry can fix (a queue whose server may
-// evict its keys: ErrEvictionPolicy, named with the queue; a server that
-// refuses the login or, before the first take, the take script: the Redis
-// error NOAUTH, WRONGPASS or NOPERM, wrapped; another live pool holding
-// PoolOptions.ID: ErrDuplicateID), or when the pool has no line or is
-// already running. Every error is also logged (Options.Logger).
+// on a configuration error no retry can fix, named with the queue (and
+// ending every line): a server that may evict its keys (ErrEvictionPolicy),
+// or Redis refusing, before that queue's first take or wake-up of this
+// Run, the login (NOAUTH, WRONGPASS; of the queue's client or WakeClient)
+// or a command (NOPERM: the take script, a command it calls, the wake-up's
+// BLPOP; Redis 7.0 refuses a command a script calls with an ERR "The user
+// executing the script can't ..." instead), the Redis error wrapped; or
+// another live pool holding PoolOptions.ID (ErrDuplicateID). A
+// refusal later in the Run (a password changed or an ACL tightened
+// meanwhile) is retried and logged like any Redis error, so the queue
+// resumes once access is restored. It also returns early when the pool has
+// no line or is already running. Every error is also logged
+// (Options.Logger); an error caused by ctx's deadline is the shutdown,
+// not reported.
 func (p *Pool) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return invalid("options", "pool already running")

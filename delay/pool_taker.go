@@ -147,7 +147,7 @@ func (tk *taker) start(ctx context.Context, fail context.CancelCauseFunc) bool {
 			tk.l.up.Add(1)
 			return true
 		}
-		if ctx.Err() != nil {
+		if ended(ctx) {
 			return false
 		}
 		if errors.Is(err, ErrEvictionPolicy) || refused(err) {
@@ -174,7 +174,7 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc, wakes *s
 		return
 	}
 	wakes.Add(1)
-	go func() { defer wakes.Done(); tk.wakeLoop(ctx) }()
+	go func() { defer wakes.Done(); tk.wakeLoop(ctx, fail) }()
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	bg.Add(1)
@@ -197,7 +197,7 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc, wakes *s
 		}
 		n := tk.scriptCap(min(lo.BatchSize, tk.limit-int(tk.held.Load())))
 		if !nextExpiry.IsZero() && !q.ServerNow().Before(nextExpiry) {
-			if _, err := q.Sweep(ctx, o.SweepBatch); err != nil && ctx.Err() == nil {
+			if _, err := q.Sweep(ctx, o.SweepBatch); err != nil && !ended(ctx) {
 				tk.onError("sweep", err)
 			}
 		}
@@ -211,7 +211,7 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc, wakes *s
 		// ErrCorrupt and ErrRecordLost come with a batch of good tasks.
 		partial := errors.Is(err, ErrCorrupt) || errors.Is(err, ErrRecordLost)
 		if err != nil && !partial {
-			if ctx.Err() != nil {
+			if ended(ctx) {
 				tk.reclaimTake(ctx, n, takeReq)
 				return
 			}
@@ -292,24 +292,32 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc, wakes *s
 
 // wakeLoop blocks on the wake list on its own connection; a pop means a
 // task became the new head, so the take loop re-takes and re-arms its timer.
-func (tk *taker) wakeLoop(ctx context.Context) {
+// A refusal (login or ACL, see refused) before its first answer ends the
+// pool's Run, named, as a refused take does: retrying cannot fix it, and
+// without wake-ups a new task would wait for IdleCheck.
+func (tk *taker) wakeLoop(ctx context.Context, fail context.CancelCauseFunc) {
 	c := tk.p.o.WakeClient
 	if c == nil {
 		c = tk.q.c
 	}
 	failures := 0
+	answered := false // a BLPOP of this Run answered
 	for ctx.Err() == nil {
 		_, err := c.BLPop(ctx, tk.p.o.WakeBlock, tk.q.k.wake).Result()
 		switch {
 		case err == nil:
-			failures = 0
+			failures, answered = 0, true
 			select {
 			case tk.wake <- struct{}{}:
 			default:
 			}
 		case errors.Is(err, redis.Nil):
-			failures = 0
-		case ctx.Err() != nil || errors.Is(err, redis.ErrClosed):
+			failures, answered = 0, true
+		case ended(ctx) || errors.Is(err, redis.ErrClosed):
+			return
+		case !answered && refused(err):
+			tk.onError("wake", err)
+			fail(errFatal{fmt.Errorf("delay: queue %s: wake: %w", tk.q.name, err)})
 			return
 		default:
 			failures++

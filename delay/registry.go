@@ -235,7 +235,7 @@ func (r *registration) beatLoop(ctx context.Context, t *regTarget, fatal func(er
 		rep, err := r.beat(ctx, t)
 		switch {
 		case err != nil:
-			if ctx.Err() != nil {
+			if ended(ctx) {
 				return
 			}
 			for _, tk := range t.takers {

@@ -116,8 +116,9 @@ func newWorkerPool(l Line, h Handler, opts WorkerOptions, shards int) (*Pool, er
 // stop it, at start-up or later: it reports them (Observer.OnError,
 // Stats().Errors), backs off (capped exponential) and resumes. It returns
 // early only on a configuration error no retry fixes (ErrEvictionPolicy,
-// see Queue.Check; NOAUTH, WRONGPASS or NOPERM from Redis) or when
-// already running. See Pool.Run.
+// see Queue.Check; NOAUTH, WRONGPASS or NOPERM from Redis before its first
+// take or wake-up: a later refusal is retried and logged) or when already
+// running. See Pool.Run.
 func (w *Worker) Run(ctx context.Context) error { return w.p.Run(ctx) }
 
 // Stats returns the worker's figures (see Pool.Stats).
