@@ -388,6 +388,34 @@ func (nc *near) invalidate(id string) {
 	}
 }
 
+// answered records that a read of id which did not go through a fill (the
+// Redis path: tracking down when it began, a promotion over MaxTiers, a
+// ladder that could not be held) is about to answer version ("" when
+// nothing was stored). It counts as a settled read: every ladder read of
+// id in flight installs nothing (it may have reached Redis before the
+// write this answer saw, its invalidation still in transit), and a held
+// ladder of another version is dropped, so the next read asks Redis. A
+// ladder read sent after this is at least as new.
+func (nc *near) answered(id, version string) {
+	h := nc.hash(id)
+	sh := nc.shard(h)
+	sh.mu.Lock()
+	if k := sh.fills[id]; k != nil {
+		k.gen++
+	}
+	l := sh.m[h]
+	if l != nil && l.id == id && l.version != version {
+		sh.bytes -= l.bytes
+		delete(sh.m, h)
+	} else {
+		l = nil
+	}
+	sh.mu.Unlock()
+	if l != nil {
+		nc.obs.OnNear(id, NearInvalidate)
+	}
+}
+
 // setUp records whether tracking covers every node. Any change drops
 // everything held: entries held before a drop may have missed
 // invalidations, and a new node's keys were never tracked.
