@@ -416,6 +416,15 @@ func (nc *near) answered(id, version string) {
 	}
 }
 
+// nearAnswered is near.answered for the reads that answer a version
+// outside Match (Ladder, Info, Infos, List): the process never answers
+// an older version after one of these. A no-op without a near cache.
+func (c *Cache) nearAnswered(id, version string) {
+	if c.near != nil {
+		c.near.answered(id, version)
+	}
+}
+
 // setUp records whether tracking covers every node. Any change drops
 // everything held: entries held before a drop may have missed
 // invalidations, and a new node's keys were never tracked.

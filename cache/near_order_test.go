@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -257,5 +258,68 @@ func TestFaultNearRedisPathNewerAnswer(t *testing.T) {
 			t.Fatalf("read %d after R answered revision 3: version %q (err %v %v), want %q: an older revision after a newer one",
 				k, r.Version, err, r.Err, curV)
 		}
+	}
+}
+
+// TestFaultNearLadderInfoNewerAnswer: a near cache holds revision 2; a
+// Refresh elsewhere writes revision 3 and its invalidation is held. Once
+// Ladder or Info of the same Cache has answered revision 3, Match must
+// not answer revision 2 from the held ladder.
+func TestFaultNearLadderInfoNewerAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		read func(ctx context.Context, c *Cache) (string, error)
+	}{
+		{"Ladder", func(ctx context.Context, c *Cache) (string, error) {
+			l, err := c.Ladder(ctx, "s")
+			return l.Version, err
+		}},
+		{"Info", func(ctx context.Context, c *Cache) (string, error) {
+			in, err := c.Info(ctx, "s")
+			return in.Version, err
+		}},
+		{"List", func(ctx context.Context, c *Cache) (string, error) {
+			ins, err := c.List(ctx)
+			if err != nil || len(ins) != 1 {
+				return "", fmt.Errorf("List: %d promotions, err %v", len(ins), err)
+			}
+			return ins[0].Version, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testredis.Redis(t)
+			px, err := faultproxy.Start(b.Client.(*redis.Client).Options().Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = px.Close() })
+			client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = client.Close() })
+			ctx := testCtx(t)
+			writer := newCache(t, b, Options{})
+			old, cur := stalePromotion(2), stalePromotion(3)
+			old.Revision, cur.Revision = 2, 3
+			curV := mustVersion(t, cur)
+			if _, err := writer.Refresh(ctx, old); err != nil {
+				t.Fatal(err)
+			}
+			nc := newNearCache(t, client, b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: time.Minute}})
+			waitHeld(t, nc)
+			key := []byte(nc.tiersKey("s"))
+			holdInval := px.HoldNextReply(func(b []byte) bool {
+				return bytes.Contains(b, []byte(invalidateChannel)) && bytes.Contains(b, key)
+			})
+			t.Cleanup(holdInval.Release)
+			if _, err := writer.Refresh(ctx, cur); err != nil {
+				t.Fatal(err)
+			}
+			awaitHeld(t, holdInval, "the invalidation")
+			if v, err := tc.read(ctx, nc); err != nil || v != curV {
+				t.Fatalf("%s: version %q, err %v, want revision 3's %q", tc.name, v, err, curV)
+			}
+			if r, err := nc.Match(ctx, QuantityQuery("s", 4), MatchOptions{}); err != nil || r.Version != curV {
+				t.Fatalf("Match after %s answered revision 3: version %q (err %v %v), want %q", tc.name, r.Version, err, r.Err, curV)
+			}
+		})
 	}
 }
