@@ -399,11 +399,21 @@ func (nc *near) invalidate(id string) {
 func (nc *near) answered(id, version string) {
 	h := nc.hash(id)
 	sh := nc.shard(h)
+	// Most Redis-path answers find nothing to do (tracking down, nothing
+	// held): a read lock says so. A read of id begun after it was sent
+	// after this answer's reply arrived, so it is at least as new.
+	sh.mu.RLock()
+	l := sh.m[h]
+	idle := sh.fills[id] == nil && (l == nil || l.id != id || l.version == version)
+	sh.mu.RUnlock()
+	if idle {
+		return
+	}
 	sh.mu.Lock()
 	if k := sh.fills[id]; k != nil {
 		k.gen++
 	}
-	l := sh.m[h]
+	l = sh.m[h]
 	if l != nil && l.id == id && l.version != version {
 		sh.bytes -= l.bytes
 		delete(sh.m, h)
