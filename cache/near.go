@@ -28,15 +28,17 @@ type NearCacheOptions struct {
 	// MaxPromotions bounds the ladders held. Default 10000; negative is
 	// ErrInvalid, any positive value is accepted. When full, the
 	// least recently used ladder of the same shard is dropped (the cache
-	// is split into nearShards shards, each holding its share of the
-	// bounds).
+	// is split into nearShards shards, or the largest power of two not
+	// above MaxPromotions when that is fewer, each holding its share of
+	// the bounds, rounded down: a MaxPromotions of 15 holds at most 8).
 	MaxPromotions int
 	// MaxBytes bounds the memory the ladders and gift lists account for:
 	// record bytes plus a fixed overhead per tier (nearTierOverhead).
 	// Default 64 MiB; negative is ErrInvalid, any positive value is
-	// accepted. A promotion larger than MaxBytes/nearShards is not
-	// held (its lines take the Redis path); at the default that is 8 MiB,
-	// about 25,000 tiers.
+	// accepted. A promotion larger than its shard's share (MaxBytes
+	// divided by the shard count, see MaxPromotions) is not held (its
+	// lines take the Redis path); at the defaults that is 8 MiB, about
+	// 25,000 tiers.
 	MaxBytes int64
 	// MaxStaleness is the hard bound on the age of an answer: a ladder is
 	// served only if Redis confirmed its version less than MaxStaleness
