@@ -32,6 +32,7 @@ func (c *Cache) Ladder(ctx context.Context, id string) (Ladder, error) {
 		return Ladder{}, fmt.Errorf("cache: ladder %q: %w", id, ctxErr(ctx, err))
 	}
 	if len(raws) == 0 {
+		c.nearAnswered(id, "")
 		return Ladder{}, ErrNotFound
 	}
 	l := Ladder{Promotion: id}
@@ -52,6 +53,7 @@ func (c *Cache) Ladder(ctx context.Context, id string) (Ladder, error) {
 			gifts = gifts || m.hasGifts
 		}
 	}
+	c.nearAnswered(id, l.Version)
 	if !gifts {
 		return l, nil
 	}

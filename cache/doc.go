@@ -94,8 +94,10 @@
 // trip. It is kept true by Redis client tracking (BCAST on the prefix, one
 // tracking connection per node, per master on a Cluster): an invalidation
 // drops the ladder, a read that raced one, or another read of its
-// promotion, installs nothing (so a process never answers an older
-// version of a promotion after a newer one), and while tracking is not
+// promotion (answered from a ladder read or from Redis, or by Ladder,
+// Info or List), installs nothing
+// (so a process never answers an older version of a promotion after a
+// newer one), and while tracking is not
 // established, or after its connection drops, nothing is held and every
 // read goes to Redis. No answer comes from a ladder Redis confirmed more
 // than [NearCacheOptions].MaxStaleness ago.

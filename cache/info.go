@@ -97,6 +97,7 @@ func (c *Cache) infos(ctx context.Context, ids []string, op Op) ([]readInfo, err
 		r := &out[i]
 		m, members := metas[i].Val(), cards[i].Val()
 		if len(m) == 0 {
+			c.nearAnswered(id, "")
 			r.ID, r.absent = id, members == 0
 			if members > 0 {
 				r.Tiers = max(int(members)-2, 0)
@@ -108,6 +109,7 @@ func (c *Cache) infos(ctx context.Context, ids []string, op Op) ([]readInfo, err
 		if r.err != nil {
 			continue
 		}
+		c.nearAnswered(id, r.Version)
 		if want := int64(r.Tiers) + 2; members != want {
 			r.Damage = fmt.Sprintf("tiers key holds %d of %d members", members, want)
 			if members == 0 {

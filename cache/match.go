@@ -362,6 +362,20 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 			}
 		}
 	}
+	if c.near != nil && pending > 0 {
+		// An answer from Redis is a settled read of its promotion, as a
+		// ladder read's is: a ladder read sent before it must not install
+		// an older version, nor a held one be served after it (see
+		// near.answered).
+		for i := range rs {
+			switch {
+			case rs[i].Version != "":
+				c.near.answered(qs[i].Promotion, rs[i].Version)
+			case rs[i].Err != nil && !errors.Is(rs[i].Err, ErrInvalid):
+				c.near.answered(qs[i].Promotion, "") // nothing stored, damaged or corrupt
+			}
+		}
+	}
 	if opt.Gifts {
 		n, err := c.fetchGifts(ctx, rs, true)
 		if n > 0 {

@@ -28,15 +28,17 @@ type NearCacheOptions struct {
 	// MaxPromotions bounds the ladders held. Default 10000; negative is
 	// ErrInvalid, any positive value is accepted. When full, the
 	// least recently used ladder of the same shard is dropped (the cache
-	// is split into nearShards shards, each holding its share of the
-	// bounds).
+	// is split into nearShards shards, or the largest power of two not
+	// above MaxPromotions when that is fewer, each holding its share of
+	// the bounds, rounded down: a MaxPromotions of 15 holds at most 8).
 	MaxPromotions int
 	// MaxBytes bounds the memory the ladders and gift lists account for:
 	// record bytes plus a fixed overhead per tier (nearTierOverhead).
 	// Default 64 MiB; negative is ErrInvalid, any positive value is
-	// accepted. A promotion larger than MaxBytes/nearShards is not
-	// held (its lines take the Redis path); at the default that is 8 MiB,
-	// about 25,000 tiers.
+	// accepted. A promotion larger than its shard's share (MaxBytes
+	// divided by the shard count, see MaxPromotions) is not held (its
+	// lines take the Redis path); at the defaults that is 8 MiB, about
+	// 25,000 tiers.
 	MaxBytes int64
 	// MaxStaleness is the hard bound on the age of an answer: a ladder is
 	// served only if Redis confirmed its version less than MaxStaleness
@@ -385,6 +387,53 @@ func (nc *near) invalidate(id string) {
 	sh.mu.Unlock()
 	if l != nil {
 		nc.obs.OnNear(id, NearInvalidate)
+	}
+}
+
+// answered records that a read of id which did not go through a fill (the
+// Redis path: tracking down when it began, a promotion over MaxTiers, a
+// ladder that could not be held) is about to answer version ("" when
+// nothing was stored). It counts as a settled read: every ladder read of
+// id in flight installs nothing (it may have reached Redis before the
+// write this answer saw, its invalidation still in transit), and a held
+// ladder of another version is dropped, so the next read asks Redis. A
+// ladder read sent after this is at least as new.
+func (nc *near) answered(id, version string) {
+	h := nc.hash(id)
+	sh := nc.shard(h)
+	// Most Redis-path answers find nothing to do (tracking down, nothing
+	// held): a read lock says so. A read of id begun after it was sent
+	// after this answer's reply arrived, so it is at least as new.
+	sh.mu.RLock()
+	l := sh.m[h]
+	idle := sh.fills[id] == nil && (l == nil || l.id != id || l.version == version)
+	sh.mu.RUnlock()
+	if idle {
+		return
+	}
+	sh.mu.Lock()
+	if k := sh.fills[id]; k != nil {
+		k.gen++
+	}
+	l = sh.m[h]
+	if l != nil && l.id == id && l.version != version {
+		sh.bytes -= l.bytes
+		delete(sh.m, h)
+	} else {
+		l = nil
+	}
+	sh.mu.Unlock()
+	if l != nil {
+		nc.obs.OnNear(id, NearInvalidate)
+	}
+}
+
+// nearAnswered is near.answered for the reads that answer a version
+// outside Match (Ladder, Info, Infos, List): the process never answers
+// an older version after one of these. A no-op without a near cache.
+func (c *Cache) nearAnswered(id, version string) {
+	if c.near != nil {
+		c.near.answered(id, version)
 	}
 }
 

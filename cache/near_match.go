@@ -65,9 +65,11 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 	if hits > 0 {
 		nc.hits.Add(hits)
 	}
+	if n := len(miss) + len(direct); n > 0 {
+		nc.misses.Add(int64(n)) // direct: lines of promotions not held because too big
+	}
 	rts := 0
 	if len(miss) > 0 {
-		nc.misses.Add(int64(len(miss)))
 		rts++
 		more, err := c.nearFill(ctx, qs, opt, rs, miss, scores, nowMs)
 		if err != nil {

@@ -611,3 +611,47 @@ func TestNearCloseIsPrompt(t *testing.T) {
 		}
 	})
 }
+
+// TestNearStatsCountLines: every line of a cart is a Hit (answered from
+// memory) or a Miss (sent to Redis while tracking is up), whether its
+// promotion is held, not yet held, or never held (over MaxTiers, or over
+// its shard's share of MaxBytes).
+func TestNearStatsCountLines(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := testCtx(t)
+	w := newCache(t, b, Options{})
+	small, big := simplePromotion("small", 1, 2), simplePromotion("big", 1, 2, 3, 4)
+	if _, err := w.Refresh(ctx, small, big); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opt  NearCacheOptions
+	}{
+		{"over MaxTiers", NearCacheOptions{MaxTiers: 3}},
+		{"over MaxBytes", NearCacheOptions{MaxBytes: nearShards * (2*(nearTierOverhead+200) + 2*nearTierOverhead)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{NearCache: &tc.opt})
+			base := nc.NearStats()
+			const carts = 5
+			for k := 0; k < carts; k++ {
+				rs, err := nc.MatchCart(ctx, []Query{QuantityQuery("small", 1), QuantityQuery("big", 1), QuantityQuery("big", 4)}, MatchOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, r := range rs {
+					if r.Err != nil {
+						t.Fatalf("cart %d line %d: %v", k, i, r.Err)
+					}
+				}
+			}
+			st := nc.NearStats()
+			hits, misses := st.Hits-base.Hits, st.Misses-base.Misses
+			// small: a miss, then held; big: never held, both lines every time.
+			if hits != carts-1 || misses != 1+2*carts || st.Promotions != 1 {
+				t.Fatalf("%d hits, %d misses, %d held; want %d hits, %d misses, 1 held", hits, misses, st.Promotions, carts-1, 1+2*carts)
+			}
+		})
+	}
+}
