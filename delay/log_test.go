@@ -240,9 +240,9 @@ func TestFaultHeartbeatErrorNamesItsQueue(t *testing.T) {
 	srv := testredis.StartServer(t)
 	admin := srv.Client(nil)
 	ctx := testCtx(t)
-	// A user that may do all the queue needs but MULTI, which the
-	// heartbeat's transaction sends.
-	if err := admin.Do(ctx, "ACL", "SETUSER", "nomulti", "on", ">pw", "~*", "&*", "+@all", "-multi").Err(); err != nil {
+	// A user that may touch its queue's keys but not the registry's
+	// ("pb:{workers}:..."), which the heartbeat writes.
+	if err := admin.Do(ctx, "ACL", "SETUSER", "noregistry", "on", ">pw", "~pb:{q:*", "&*", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}
 	obs := &opErrors{}
@@ -250,7 +250,7 @@ func TestFaultHeartbeatErrorNamesItsQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := srv.Client(&redis.Options{Username: "nomulti", Password: "pw", MaxRetries: -1})
+	c := srv.Client(&redis.Options{Username: "noregistry", Password: "pw", MaxRetries: -1})
 	bad, err := New(c, "nobeat", Options{Prefix: "pb", Observer: obs, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
