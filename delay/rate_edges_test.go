@@ -95,6 +95,39 @@ func TestRateEdgeValues(t *testing.T) {
 	})
 }
 
+// TestShardedRateAtMinimumShare: Sharded.SetRate accepts a rate of
+// exactly K × MinRatePerSecond, the least its doc allows, for shard
+// counts where that product over K rounds a unit in the last place under
+// the minimum (23, 49, ...), and each shard gets at least the minimum.
+func TestShardedRateAtMinimumShare(t *testing.T) {
+	t.Parallel()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		for _, k := range []int{1, 3, 23, 49, 256} {
+			s, err := NewSharded(b.Client, fmt.Sprint("min", k), ShardedOptions{Shards: k, Queue: Options{Prefix: b.Prefix}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Rate{PerSecond: float64(k) * MinRatePerSecond}
+			if err := s.SetRate(ctx, r); err != nil {
+				t.Errorf("K=%d: SetRate(%+v): %v; want accepted", k, r, err)
+				continue
+			}
+			st, err := s.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, x := range st {
+				if x.Rate.PerSecond < MinRatePerSecond || x.Rate.PerSecond > 1.000001*MinRatePerSecond {
+					t.Errorf("K=%d: shard %d rate %v, want MinRatePerSecond", k, i, x.Rate.PerSecond)
+				}
+			}
+			if err := s.SetRate(ctx, Rate{PerSecond: math.Nextafter(r.PerSecond, 0)}); !errors.Is(err, &ValidationError{Field: "options"}) {
+				t.Errorf("K=%d: SetRate just under K × MinRatePerSecond: %v, want invalid options", k, err)
+			}
+		}
+	})
+}
+
 // takeCounter is a go-redis hook counting the take scripts sent for the
 // queue whose due key is due.
 type takeCounter struct {
