@@ -247,6 +247,9 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 			return nil
 		}
 		k, err := auditOne(ctx, node, key, *maxMember, *examples)
+		if errors.Is(err, errAuditGone) {
+			return nil // no longer a sorted set: as if deleted before the SCAN saw it
+		}
 		if err != nil {
 			return fmt.Errorf("key %s: %w", text.Quote(key), err)
 		}
@@ -321,6 +324,19 @@ func b2i(b bool) int {
 	return 0
 }
 
+// errAuditGone is auditOne's answer for a key that a write made another
+// type after the SCAN listed it: a live server's churn, skipped like a
+// key deleted meanwhile, not a failure of the whole audit.
+var errAuditGone = errors.New("no longer a sorted set")
+
+// auditErr is err, or errAuditGone for a WRONGTYPE reply.
+func auditErr(err error) error {
+	if err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		return errAuditGone
+	}
+	return err
+}
+
 // auditOne reads one sorted set in slices of auditChunk, ascending.
 func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, examples int) (auditKey, error) {
 	k := auditKey{Key: wholeText(key)} // whole: it is what an operator acts on
@@ -328,7 +344,7 @@ func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, ex
 	card := pipe.ZCard(ctx, key)
 	ttl := pipe.TTL(ctx, key)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return k, err
+		return k, auditErr(err)
 	}
 	k.Members = card.Val()
 	k.NoTTL = ttl.Val() == -1 // -2: gone since the SCAN
@@ -357,7 +373,7 @@ func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, ex
 	for off := int64(0); off < k.Members; off += auditChunk {
 		zs, err := node.ZRangeWithScores(ctx, key, off, off+auditChunk-1).Result()
 		if err != nil {
-			return k, err
+			return k, auditErr(err)
 		}
 		for _, z := range zs {
 			m, _ := z.Member.(string)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -13,8 +14,11 @@ import (
 
 // writeAfterFirstSlice is a go-redis hook that, once the first ZRANGE
 // of key has replied, runs write: a write landing between two slices.
+// With name set, it waits for that command of key instead, sent alone or
+// in a pipeline.
 type writeAfterFirstSlice struct {
 	key   string
+	name  string // default "zrange"
 	write func(ctx context.Context) error
 	done  atomic.Bool
 	err   error
@@ -25,15 +29,29 @@ func (h *writeAfterFirstSlice) DialHook(next redis.DialHook) redis.DialHook { re
 func (h *writeAfterFirstSlice) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if a := cmd.Args(); cmd.Name() == "zrange" && len(a) > 1 && a[1] == h.key && h.done.CompareAndSwap(false, true) {
-			h.err = h.write(ctx)
-		}
+		h.after(ctx, cmd)
 		return err
 	}
 }
 
 func (h *writeAfterFirstSlice) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.after(ctx, cmd)
+		}
+		return err
+	}
+}
+
+func (h *writeAfterFirstSlice) after(ctx context.Context, cmd redis.Cmder) {
+	name := h.name
+	if name == "" {
+		name = "zrange"
+	}
+	if a := cmd.Args(); cmd.Name() == name && len(a) > 1 && a[1] == h.key && h.done.CompareAndSwap(false, true) {
+		h.err = h.write(ctx)
+	}
 }
 
 // TestAuditWriteBetweenSlices: a set written to while audit reads it in
@@ -75,6 +93,50 @@ func TestAuditWriteBetweenSlices(t *testing.T) {
 			if k.TiesTotal != 0 || k.NonInteger != len(zs) {
 				t.Errorf("%d distinct scores with a fraction: %d runs of equal scores %+v, %d non-integer; want none, %d",
 					len(zs), k.TiesTotal, k.Ties, k.NonInteger, len(zs))
+			}
+		})
+	}
+}
+
+// TestAuditKeyRetyped: a key that SCAN listed as a sorted set and that a
+// write replaced by another type before or while audit read it is
+// skipped as gone (like one deleted meanwhile), not an error that ends
+// the whole audit without a report.
+func TestAuditKeyRetyped(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		members int
+		hookOn  string // the command after which the key becomes a string; "": before ZCARD
+	}{
+		{"before ZCARD", 10, ""},
+		{"before the first slice", 10, "ttl"},
+		{"between slices", auditChunk + 1, "zrange"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := testredis.Mini(t)
+			ctx := testredis.Ctx(t)
+			key := b.Prefix + ":retyped"
+			zs := make([]redis.Z, c.members)
+			for i := range zs {
+				zs[i] = redis.Z{Score: float64(i), Member: fmt.Sprint(i)}
+			}
+			if err := b.Client.ZAdd(ctx, key, zs...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			retype := func(ctx context.Context) error { return b.Client.Set(ctx, key, "now a string", 0).Err() }
+			h := &writeAfterFirstSlice{key: key, name: c.hookOn, write: retype}
+			if c.hookOn == "" {
+				h.done.Store(true)
+				h.err = retype(ctx)
+			}
+			b.Client.AddHook(h)
+			_, err := auditOne(ctx, b.Client, key, 1024, 3)
+			if !h.done.Load() || h.err != nil {
+				t.Fatalf("the write never ran: %v", h.err)
+			}
+			if !errors.Is(err, errAuditGone) {
+				t.Fatalf("auditOne of a key retyped %s: %v, want errAuditGone", c.name, err)
 			}
 		})
 	}
