@@ -175,7 +175,7 @@ func (k *auditKey) found() bool {
 
 // auditReport is the whole answer; -json prints it as is.
 type auditReport struct {
-	Pattern    string     `json:"pattern"`
+	Pattern    auditText  `json:"pattern"` // as given: bytes too, like a key
 	SortedSets int        `json:"sorted_sets"`
 	Keys       []auditKey `json:"keys"`
 	Damaged    []string   `json:"damaged_promotions,omitempty"`
@@ -235,7 +235,7 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 		own = *prefix + ":{p:"
 	}
 	start := time.Now()
-	rep := auditReport{Pattern: *pattern, Keys: []auditKey{}}
+	rep := auditReport{Pattern: wholeText(*pattern), Keys: []auditKey{}}
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	err = keyscan.EachType(ctx, be.client, *pattern, "zset", auditScanCount, func(ctx context.Context, node redis.Cmdable, key string) error {
@@ -454,7 +454,7 @@ func printAudit(w io.Writer, rep *auditReport, scanned int, took time.Duration) 
 	}
 	s := rep.Summary
 	fmt.Fprintf(w, "summary: %s matching %s; non-integer scores in %d, equal scores in %d, large members in %d, no TTL on %d; %s\n",
-		count(rep.SortedSets, "sorted set", "sorted sets"), text.Quote(rep.Pattern), s.NonInteger, s.Ties, s.Large, s.NoTTL,
+		count(rep.SortedSets, "sorted set", "sorted sets"), rep.Pattern.quote(), s.NonInteger, s.Ties, s.Large, s.NoTTL,
 		count(s.Damaged, "damaged tierset promotion", "damaged tierset promotions"))
 	fmt.Fprintf(w, "scanned a keyspace of %s (%s audited) in %v\n", count(int(rep.KeyspaceKeys), "key", "keys"),
 		count(scanned, "sorted set", "sorted sets"), took.Round(time.Millisecond))

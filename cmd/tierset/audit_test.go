@@ -282,3 +282,30 @@ func TestAuditLongNames(t *testing.T) {
 		}
 	})
 }
+
+// TestAuditPatternBytes: a -match pattern that is not UTF-8 is printed
+// back as the bytes it was, like a key: {"base64": ...} in JSON (it was
+// a string with U+FFFD in place of the byte) and Go-quoted in text.
+func TestAuditPatternBytes(t *testing.T) {
+	t.Parallel()
+	b := testredis.Redis(t) // skips without a real server; miniredis's SCAN panics on a MATCH that is not UTF-8
+	s := &server{url: testredis.URL(), client: b.Client, prefix: b.Prefix}
+	pattern := s.prefix + ":\xff*"
+	zadd(t, s, s.prefix+":\xffa", redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 1, Member: "b"})
+	r := tierset(t, "audit", "-redis", s.url, "-match", pattern, "-tierset-prefix", "", "-json")
+	r.expect(t, 1)
+	var rep struct {
+		Pattern json.RawMessage `json:"pattern"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("-json: %v\n%s", err, r.stdout)
+	}
+	if got := auditBytes(t, rep.Pattern); got != pattern {
+		t.Errorf("pattern %s, want the bytes %q", rep.Pattern, pattern)
+	}
+	r = tierset(t, "audit", "-redis", s.url, "-match", pattern, "-tierset-prefix", "")
+	r.expect(t, 1)
+	if want := fmt.Sprintf("summary: 1 sorted set matching %q;", pattern); !strings.Contains(r.stdout, want) {
+		t.Errorf("text report lacks %s:\n%s", want, r.stdout)
+	}
+}
