@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/keyscan"
 	"github.com/tierset/tierset/internal/text"
 )
@@ -224,6 +225,13 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 	}
 	if *maxMember < 1 || *examples < 0 {
 		return usagef("-max-member wants ≥ 1 and -examples ≥ 0")
+	}
+	if *prefix != "" {
+		// the check cache.New makes, before the scan: a usage error
+		// should not cost a walk of the whole keyspace first
+		if err := keyname.Check(*prefix); err != nil {
+			return usagef("-tierset-prefix: %v", err)
+		}
 	}
 	be, err := connect(ctx, *redisURL, e)
 	if err != nil {

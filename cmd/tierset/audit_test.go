@@ -309,3 +309,24 @@ func TestAuditPatternBytes(t *testing.T) {
 		t.Errorf("text report lacks %s:\n%s", want, r.stdout)
 	}
 }
+
+// TestAuditUsageFirst: a flag audit refuses is a usage error (exit 2)
+// before it connects, so a bad -tierset-prefix does not cost a walk of
+// the whole keyspace first (it was checked after the scan). The address
+// is closed: reaching for the server would be exit 1.
+func TestAuditUsageFirst(t *testing.T) {
+	t.Parallel()
+	addr := testredis.ClosedAddr(t)
+	for _, args := range [][]string{
+		{"-tierset-prefix", "a{b"},
+		{"-tierset-prefix", "a b"},
+		{"-tierset-prefix", "a\xff"},
+		{"-max-member", "0"},
+		{"-examples", "-1"},
+	} {
+		r := tierset(t, append([]string{"audit", "-redis", addr, "-json"}, args...)...)
+		if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, args[0]) {
+			t.Errorf("audit %q: exit %d, stdout %q, stderr %q; want 2 naming %s, nothing on stdout", args, r.code, r.stdout, r.stderr, args[0])
+		}
+	}
+}
