@@ -152,8 +152,9 @@ func (h *takeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 // TestRateTinyNoSpin: a throttled queue costs one take per token, not a
-// spin. At MinRatePerSecond, and with a rate of 1e-17 that an older
-// writer left in the ctl hash (whose wait is past 2^63 ms), a take with
+// spin. At MinRatePerSecond, with a rate of 1e-17 that an older writer
+// left in the ctl hash (whose wait is past 2^63 ms), and with a rate of -1
+// a stray write left there (its wait came out negative), a take with
 // no token left replies a next token within a day, and a Worker that
 // handed out the one token sends a handful of takes in the next second
 // (its idle check and a wake-up), not hundreds.
@@ -171,6 +172,11 @@ func TestRateTinyNoSpin(t *testing.T) {
 			}},
 			{"1e-17 stored by an older writer", func(t *testing.T, q *Queue) {
 				if err := b.Client.HSet(ctx, q.k.ctl, "rate", "1e-17", "burst", "1").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"-1 stored by a stray write", func(t *testing.T, q *Queue) {
+				if err := b.Client.HSet(ctx, q.k.ctl, "rate", "-1", "burst", "1").Err(); err != nil {
 					t.Fatal(err)
 				}
 			}},

@@ -60,7 +60,11 @@ end
 if gate[1] then
   out[1], out[7], bound = C_PAUSED, gate[1], -1
 elseif gate[2] then
+  -- a rate that is not above 0 (a stray write's -1: its refill would
+  -- drain the bucket and its wait come out negative, read as no wait, a
+  -- spin) earns no tokens, so its wait is a day
   rate = tonumber(gate[2])
+  if not (rate and rate > 0) then rate = 0 end
   local burst = math.min(MAX_BURST, tonumber(gate[3]) or 1)
   tok = math.min(burst, tonumber(gate[4]) or burst)
   local ts = tonumber(gate[5]) or now
