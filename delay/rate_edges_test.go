@@ -128,6 +128,52 @@ func TestShardedRateAtMinimumShare(t *testing.T) {
 	})
 }
 
+// TestRateStrayCtlFields: whatever a stray write left in the ctl hash, a
+// limited queue keeps handing out tasks, and SetRate still sets a limit.
+// A rate with no burst once made SetRate fail (a Lua error on the missing
+// burst), and tokens of -inf stopped the queue for good, through every
+// refill and every later SetRate.
+func TestRateStrayCtlFields(t *testing.T) {
+	t.Parallel()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		for i, c := range []struct {
+			name    string
+			fields  []any
+			setRate bool
+		}{
+			{"no burst, then SetRate", []any{"rate", "10"}, true},
+			{"tokens -inf", []any{"rate", "10", "burst", "5", "tok", "-inf"}, false},
+			{"tokens -inf, then SetRate", []any{"rate", "10", "burst", "5", "tok", "-inf"}, true},
+			{"tokens nan, then SetRate", []any{"rate", "10", "burst", "5", "tok", "nan"}, true},
+		} {
+			q := namedQ(t, b, "stray"+strconv.Itoa(i), Options{})
+			mustEnqueueBatch(t, ctx, q, jobsOf(3, func(i int) Job { return Job{Key: fmt.Sprint("k", i)} }))
+			if err := b.Client.HSet(ctx, q.k.ctl, c.fields...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if c.setRate {
+				if err := q.SetRate(ctx, Rate{PerSecond: 10, Burst: 5}); err != nil {
+					t.Errorf("%s: SetRate: %v", c.name, err)
+					continue
+				}
+			}
+			deadline := time.Now().Add(time.Second) // 10 a second: a token within 100 ms
+			for {
+				bt := mustTake(t, ctx, q, 1)
+				if len(bt.Tasks) == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("%s: no task taken in a second (next token in %v, ctl %v)", c.name,
+						bt.NextToken.Sub(bt.ServerTime), b.Client.HGetAll(ctx, q.k.ctl).Val())
+					break
+				}
+				time.Sleep(min(100*time.Millisecond, max(time.Millisecond, time.Until(bt.NextToken))))
+			}
+		}
+	})
+}
+
 // takeCounter is a go-redis hook counting the take scripts sent for the
 // queue whose due key is due.
 type takeCounter struct {
