@@ -122,7 +122,10 @@ func (r Rate) withDefaults() (Rate, error) {
 // SetRate sets the queue's rate limit for every worker of every process
 // (Rate{} turns it off). A new limit keeps the tokens the old one had
 // earned, capped at the new Burst; a first limit starts with Burst tokens.
-// Stats.Rate reads it back.
+// Stats.Rate reads it back. Workers waiting for a token under the old
+// limit: one takes again at once (SetRate pushes the wake list, which
+// wakes one), the others at the token they were waiting for or after
+// their IdleCheck (5 s by default), whichever comes first.
 func (q *Queue) SetRate(ctx context.Context, r Rate) error {
 	r, err := r.withDefaults()
 	if err != nil {

@@ -95,6 +95,85 @@ func TestRateEdgeValues(t *testing.T) {
 	})
 }
 
+// TestShardedRateAtMinimumShare: Sharded.SetRate accepts a rate of
+// exactly K × MinRatePerSecond, the least its doc allows, for shard
+// counts where that product over K rounds a unit in the last place under
+// the minimum (23, 49, ...), and each shard gets at least the minimum.
+func TestShardedRateAtMinimumShare(t *testing.T) {
+	t.Parallel()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		for _, k := range []int{1, 3, 23, 49} {
+			s, err := NewSharded(b.Client, fmt.Sprint("min", k), ShardedOptions{Shards: k, Queue: Options{Prefix: b.Prefix}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Rate{PerSecond: float64(k) * MinRatePerSecond}
+			if err := s.SetRate(ctx, r); err != nil {
+				t.Errorf("K=%d: SetRate(%+v): %v; want accepted", k, r, err)
+				continue
+			}
+			st, err := s.Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, x := range st {
+				if x.Rate.PerSecond < MinRatePerSecond || x.Rate.PerSecond > 1.000001*MinRatePerSecond {
+					t.Errorf("K=%d: shard %d rate %v, want MinRatePerSecond", k, i, x.Rate.PerSecond)
+				}
+			}
+			if err := s.SetRate(ctx, Rate{PerSecond: math.Nextafter(r.PerSecond, 0)}); !errors.Is(err, &ValidationError{Field: "options"}) {
+				t.Errorf("K=%d: SetRate just under K × MinRatePerSecond: %v, want invalid options", k, err)
+			}
+		}
+	})
+}
+
+// TestRateStrayCtlFields: whatever a stray write left in the ctl hash, a
+// limited queue keeps handing out tasks, and SetRate still sets a limit.
+// A rate with no burst once made SetRate fail (a Lua error on the missing
+// burst), and tokens of -inf stopped the queue for good, through every
+// refill and every later SetRate.
+func TestRateStrayCtlFields(t *testing.T) {
+	t.Parallel()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		for i, c := range []struct {
+			name    string
+			fields  []any
+			setRate bool
+		}{
+			{"no burst, then SetRate", []any{"rate", "10"}, true},
+			{"tokens -inf", []any{"rate", "10", "burst", "5", "tok", "-inf"}, false},
+			{"tokens -inf, then SetRate", []any{"rate", "10", "burst", "5", "tok", "-inf"}, true},
+			{"tokens nan, then SetRate", []any{"rate", "10", "burst", "5", "tok", "nan"}, true},
+		} {
+			q := namedQ(t, b, "stray"+strconv.Itoa(i), Options{})
+			mustEnqueueBatch(t, ctx, q, jobsOf(3, func(i int) Job { return Job{Key: fmt.Sprint("k", i)} }))
+			if err := b.Client.HSet(ctx, q.k.ctl, c.fields...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if c.setRate {
+				if err := q.SetRate(ctx, Rate{PerSecond: 10, Burst: 5}); err != nil {
+					t.Errorf("%s: SetRate: %v", c.name, err)
+					continue
+				}
+			}
+			deadline := time.Now().Add(time.Second) // 10 a second: a token within 100 ms
+			for {
+				bt := mustTake(t, ctx, q, 1)
+				if len(bt.Tasks) == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("%s: no task taken in a second (next token in %v, ctl %v)", c.name,
+						bt.NextToken.Sub(bt.ServerTime), b.Client.HGetAll(ctx, q.k.ctl).Val())
+					break
+				}
+				time.Sleep(min(100*time.Millisecond, max(time.Millisecond, time.Until(bt.NextToken))))
+			}
+		}
+	})
+}
+
 // takeCounter is a go-redis hook counting the take scripts sent for the
 // queue whose due key is due.
 type takeCounter struct {
@@ -119,8 +198,9 @@ func (h *takeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 // TestRateTinyNoSpin: a throttled queue costs one take per token, not a
-// spin. At MinRatePerSecond, and with a rate of 1e-17 that an older
-// writer left in the ctl hash (whose wait is past 2^63 ms), a take with
+// spin. At MinRatePerSecond, with a rate of 1e-17 that an older writer
+// left in the ctl hash (whose wait is past 2^63 ms), and with a rate of -1
+// a stray write left there (its wait came out negative), a take with
 // no token left replies a next token within a day, and a Worker that
 // handed out the one token sends a handful of takes in the next second
 // (its idle check and a wake-up), not hundreds.
@@ -138,6 +218,11 @@ func TestRateTinyNoSpin(t *testing.T) {
 			}},
 			{"1e-17 stored by an older writer", func(t *testing.T, q *Queue) {
 				if err := b.Client.HSet(ctx, q.k.ctl, "rate", "1e-17", "burst", "1").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"-1 stored by a stray write", func(t *testing.T, q *Queue) {
+				if err := b.Client.HSet(ctx, q.k.ctl, "rate", "-1", "burst", "1").Err(); err != nil {
 					t.Fatal(err)
 				}
 			}},

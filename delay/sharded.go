@@ -93,20 +93,23 @@ func (s *Sharded) Resume(ctx context.Context) error {
 // r.Burst + K - 1 at once). Keys spread evenly over shards (ShardOf), so
 // with a backlog on every shard the whole delivers r.PerSecond; a shard
 // without a backlog leaves its share unused. A rate whose share is under
-// MinRatePerSecond (r.PerSecond under K × MinRatePerSecond) is refused.
-// On an error, as Pause.
+// MinRatePerSecond (r.PerSecond under K × MinRatePerSecond) is refused;
+// K × MinRatePerSecond itself is accepted. On an error, as Pause.
 func (s *Sharded) SetRate(ctx context.Context, r Rate) error {
 	r, err := r.withDefaults()
 	if err != nil {
 		return err
 	}
 	k := len(s.shards)
-	if r.PerSecond > 0 && r.PerSecond/float64(k) < MinRatePerSecond {
+	// The bound is K × MinRatePerSecond as the caller computes it; the
+	// share of exactly that can round a unit in the last place under the
+	// minimum (K = 23, 49, ...), so it is lifted to the minimum.
+	if r.PerSecond > 0 && r.PerSecond < float64(k)*MinRatePerSecond {
 		return invalid("options", "Rate.PerSecond %v over %d shards is under MinRatePerSecond %g a shard",
 			r.PerSecond, k, MinRatePerSecond)
 	}
 	if r.PerSecond > 0 {
-		r = Rate{PerSecond: r.PerSecond / float64(k), Burst: (r.Burst + k - 1) / k}
+		r = Rate{PerSecond: max(r.PerSecond/float64(k), MinRatePerSecond), Burst: (r.Burst + k - 1) / k}
 	}
 	for i, q := range s.shards {
 		if err := q.SetRate(ctx, r); err != nil {

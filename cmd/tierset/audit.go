@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/keyscan"
 	"github.com/tierset/tierset/internal/text"
 )
@@ -70,15 +71,64 @@ type auditTie struct {
 // byte into U+FFFD (\xff\x01 and \xfe\x01 alike), so valid UTF-8 is
 // a JSON string and anything else an object {"base64": ...} of its exact
 // bytes (standard encoding): distinct, and reversible.
-type auditText string
+//
+// One over the report's bound (newAuditText) keeps only its first
+// auditCut bytes and its size, so neither the memory an audit holds nor
+// the report grows with the size of a member: in JSON {"prefix": ...,
+// "bytes": N}, or {"prefix_base64": ..., "bytes": N} when the prefix is
+// not UTF-8; in text the Go-quoted prefix, "…" and the size.
+type auditText struct {
+	s string // the bytes, or their first auditCut when n > len(s)
+	n int    // the full length
+}
 
-func (s auditText) MarshalJSON() ([]byte, error) {
-	if utf8.ValidString(string(s)) {
-		return json.Marshal(string(s))
+// auditCut is how much of a key or member over the bound is kept.
+const auditCut = 64
+
+// wholeText is s kept whole.
+func wholeText(s string) auditText { return auditText{s: s, n: len(s)} }
+
+// newAuditText is s whole when it has at most max(bound, auditCut)
+// bytes, else its first auditCut bytes (a copy, so the rest of s can be
+// freed) and its length.
+func newAuditText(s string, bound int) auditText {
+	if len(s) <= max(bound, auditCut) {
+		return wholeText(s)
+	}
+	return auditText{s: strings.Clone(auditPrefix(s, auditCut)), n: len(s)}
+}
+
+func (t auditText) cut() bool { return t.n > len(t.s) }
+
+func (t auditText) MarshalJSON() ([]byte, error) {
+	valid := utf8.ValidString(t.s)
+	switch {
+	case t.cut() && valid:
+		return json.Marshal(struct {
+			Prefix string `json:"prefix"`
+			Bytes  int    `json:"bytes"`
+		}{t.s, t.n})
+	case t.cut():
+		return json.Marshal(struct {
+			Prefix string `json:"prefix_base64"`
+			Bytes  int    `json:"bytes"`
+		}{base64.StdEncoding.EncodeToString([]byte(t.s)), t.n})
+	case valid:
+		return json.Marshal(t.s)
 	}
 	return json.Marshal(struct {
 		Base64 string `json:"base64"`
-	}{base64.StdEncoding.EncodeToString([]byte(s))})
+	}{base64.StdEncoding.EncodeToString([]byte(t.s))})
+}
+
+// quote is t for the text report: Go-quoted (bytes that are not UTF-8
+// and control characters as escapes, so distinct texts print distinctly
+// and none reaches the terminal raw), then "… (N bytes)" when cut.
+func (t auditText) quote() string {
+	if t.cut() {
+		return strconv.Quote(t.s) + "… (" + strconv.Itoa(t.n) + " bytes)"
+	}
+	return strconv.Quote(t.s)
 }
 
 // auditFloat is a score. JSON has no infinities (encoding/json refuses
@@ -126,7 +176,7 @@ func (k *auditKey) found() bool {
 
 // auditReport is the whole answer; -json prints it as is.
 type auditReport struct {
-	Pattern    string     `json:"pattern"`
+	Pattern    auditText  `json:"pattern"` // as given: bytes too, like a key
 	SortedSets int        `json:"sorted_sets"`
 	Keys       []auditKey `json:"keys"`
 	Damaged    []string   `json:"damaged_promotions,omitempty"`
@@ -176,6 +226,13 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 	if *maxMember < 1 || *examples < 0 {
 		return usagef("-max-member wants ≥ 1 and -examples ≥ 0")
 	}
+	if *prefix != "" {
+		// the check cache.New makes, before the scan: a usage error
+		// should not cost a walk of the whole keyspace first
+		if err := keyname.Check(*prefix); err != nil {
+			return usagef("-tierset-prefix: %v", err)
+		}
+	}
 	be, err := connect(ctx, *redisURL, e)
 	if err != nil {
 		return err
@@ -186,7 +243,7 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 		own = *prefix + ":{p:"
 	}
 	start := time.Now()
-	rep := auditReport{Pattern: *pattern, Keys: []auditKey{}}
+	rep := auditReport{Pattern: wholeText(*pattern), Keys: []auditKey{}}
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	err = keyscan.EachType(ctx, be.client, *pattern, "zset", auditScanCount, func(ctx context.Context, node redis.Cmdable, key string) error {
@@ -198,6 +255,9 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 			return nil
 		}
 		k, err := auditOne(ctx, node, key, *maxMember, *examples)
+		if errors.Is(err, errAuditGone) {
+			return nil // no longer a sorted set: as if deleted before the SCAN saw it
+		}
 		if err != nil {
 			return fmt.Errorf("key %s: %w", text.Quote(key), err)
 		}
@@ -236,7 +296,10 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 	if rep.KeyspaceKeys, err = dbSize(ctx, be.client); err != nil {
 		return err
 	}
-	sort.Slice(rep.Keys, func(i, j int) bool { return rep.Keys[i].Key < rep.Keys[j].Key })
+	sort.Slice(rep.Keys, func(i, j int) bool {
+		a, b := rep.Keys[i].Key, rep.Keys[j].Key
+		return a.s < b.s || a.s == b.s && a.n < b.n
+	})
 	for _, k := range rep.Keys {
 		rep.Summary.NonInteger += b2i(k.NonInteger > 0)
 		rep.Summary.Ties += b2i(k.TiesTotal > 0)
@@ -269,21 +332,35 @@ func b2i(b bool) int {
 	return 0
 }
 
+// errAuditGone is auditOne's answer for a key that a write made another
+// type after the SCAN listed it: a live server's churn, skipped like a
+// key deleted meanwhile, not a failure of the whole audit.
+var errAuditGone = errors.New("no longer a sorted set")
+
+// auditErr is err, or errAuditGone for a WRONGTYPE reply.
+func auditErr(err error) error {
+	if err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		return errAuditGone
+	}
+	return err
+}
+
 // auditOne reads one sorted set in slices of auditChunk, ascending.
 func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, examples int) (auditKey, error) {
-	k := auditKey{Key: auditText(key)}
+	k := auditKey{Key: wholeText(key)} // whole: it is what an operator acts on
 	pipe := node.Pipeline()
 	card := pipe.ZCard(ctx, key)
 	ttl := pipe.TTL(ctx, key)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return k, err
+		return k, auditErr(err)
 	}
 	k.Members = card.Val()
 	k.NoTTL = ttl.Val() == -1 // -2: gone since the SCAN
 	// The run of equal scores in progress: its size, and its first members
 	// while it may be listed. Its last member is prev: ZRANGE orders equal
 	// scores by member bytes, so that is the greatest, the one a REV
-	// BYSCORE LIMIT 0 1 answers. Nothing else of a run is kept.
+	// BYSCORE LIMIT 0 1 answers. Nothing else of a run is kept, and a
+	// member listed keeps at most auditCut bytes when over maxMember.
 	var (
 		have      bool
 		prevScore float64
@@ -295,7 +372,7 @@ func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, ex
 		if runN > 1 {
 			k.TiesTotal++
 			if len(k.Ties) < examples {
-				k.Ties = append(k.Ties, auditTie{Score: auditFloat(prevScore), Count: runN, Members: runEx, Wins: auditText(prev)})
+				k.Ties = append(k.Ties, auditTie{Score: auditFloat(prevScore), Count: runN, Members: runEx, Wins: newAuditText(prev, maxMember)})
 			}
 		}
 		runN, runEx = 0, nil
@@ -304,32 +381,39 @@ func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, ex
 	for off := int64(0); off < k.Members; off += auditChunk {
 		zs, err := node.ZRangeWithScores(ctx, key, off, off+auditChunk-1).Result()
 		if err != nil {
-			return k, err
+			return k, auditErr(err)
 		}
 		for _, z := range zs {
 			m, _ := z.Member.(string)
+			if have && (z.Score < prevScore || z.Score == prevScore && m <= prev) {
+				// Not after the last member read, in the set's order (by
+				// score, then by member bytes): read again, because a
+				// write between two slices moved it past the slice's end.
+				// Counted once, and never a run of equal scores with itself.
+				continue
+			}
 			if z.Score != math.Trunc(z.Score) {
 				k.NonInteger++
 				if len(k.Examples) < examples {
-					k.Examples = append(k.Examples, auditScore{Member: auditText(m), Score: auditFloat(z.Score)})
+					k.Examples = append(k.Examples, auditScore{Member: newAuditText(m, maxMember), Score: auditFloat(z.Score)})
 				}
 			}
 			if len(m) > maxMember {
 				k.LargeN++
 				if len(k.Large) < examples {
-					k.Large = append(k.Large, auditScore{Member: auditText(auditPrefix(m, 64)), Score: auditFloat(z.Score), Bytes: len(m)})
+					k.Large = append(k.Large, auditScore{Member: wholeText(strings.Clone(auditPrefix(m, auditCut))), Score: auditFloat(z.Score), Bytes: len(m)})
 				}
 			}
 			if have && prevScore == z.Score {
 				if runN == 0 {
 					runN = 1
 					if listed() {
-						runEx = append(runEx, auditText(prev))
+						runEx = append(runEx, newAuditText(prev, maxMember))
 					}
 				}
 				runN++
 				if listed() && len(runEx) < examples {
-					runEx = append(runEx, auditText(m))
+					runEx = append(runEx, newAuditText(m, maxMember))
 				}
 			} else {
 				flush()
@@ -346,17 +430,17 @@ func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, ex
 
 func printAudit(w io.Writer, rep *auditReport, scanned int, took time.Duration) {
 	for _, k := range rep.Keys {
-		fmt.Fprintf(w, "%s (%s)\n", text.Quote(string(k.Key)), count(int(k.Members), "member", "members"))
+		fmt.Fprintf(w, "%s (%s)\n", k.Key.quote(), count(int(k.Members), "member", "members"))
 		if k.NonInteger > 0 {
 			fmt.Fprintf(w, "  %s with a fraction (money stored as a float?):", count(k.NonInteger, "score", "scores"))
 			for _, x := range k.Examples {
-				fmt.Fprintf(w, " %s=%s", text.Quote(string(x.Member)), x.Score)
+				fmt.Fprintf(w, " %s=%s", x.Member.quote(), x.Score)
 			}
 			fmt.Fprintln(w)
 		}
 		for _, t := range k.Ties {
 			fmt.Fprintf(w, "  equal scores %s (%s): %s; a REV BYSCORE LIMIT 0 1 answers %s today (the greatest member bytes)\n",
-				t.Score, count(t.Count, "member", "members"), quoteMembers(t.Members, t.Count), text.Quote(string(t.Wins)))
+				t.Score, count(t.Count, "member", "members"), quoteMembers(t.Members, t.Count), t.Wins.quote())
 		}
 		if more := k.TiesTotal - len(k.Ties); more > 0 {
 			fmt.Fprintf(w, "  … and %s of equal scores\n", count(more, "more run", "more runs"))
@@ -364,8 +448,8 @@ func printAudit(w io.Writer, rep *auditReport, scanned int, took time.Duration) 
 		if k.LargeN > 0 {
 			fmt.Fprintf(w, "  %s over the bound:", count(k.LargeN, "member", "members"))
 			for _, x := range k.Large {
-				// the 64 bytes kept, whole: text.Quote would cut them again
-				fmt.Fprintf(w, " %s… (%d bytes)", strconv.Quote(string(x.Member)), x.Bytes)
+				// the auditCut bytes kept, whole: text.Quote would cut them again
+				fmt.Fprintf(w, " %s… (%d bytes)", strconv.Quote(x.Member.s), x.Bytes)
 			}
 			fmt.Fprintln(w)
 		}
@@ -378,7 +462,7 @@ func printAudit(w io.Writer, rep *auditReport, scanned int, took time.Duration) 
 	}
 	s := rep.Summary
 	fmt.Fprintf(w, "summary: %s matching %s; non-integer scores in %d, equal scores in %d, large members in %d, no TTL on %d; %s\n",
-		count(rep.SortedSets, "sorted set", "sorted sets"), text.Quote(rep.Pattern), s.NonInteger, s.Ties, s.Large, s.NoTTL,
+		count(rep.SortedSets, "sorted set", "sorted sets"), rep.Pattern.quote(), s.NonInteger, s.Ties, s.Large, s.NoTTL,
 		count(s.Damaged, "damaged tierset promotion", "damaged tierset promotions"))
 	fmt.Fprintf(w, "scanned a keyspace of %s (%s audited) in %v\n", count(int(rep.KeyspaceKeys), "key", "keys"),
 		count(scanned, "sorted set", "sorted sets"), took.Round(time.Millisecond))
@@ -390,7 +474,7 @@ func printAudit(w io.Writer, rep *auditReport, scanned int, took time.Duration) 
 func quoteMembers(ms []auditText, n int) string {
 	out := make([]string, len(ms), len(ms)+1)
 	for i, m := range ms {
-		out[i] = text.Quote(string(m))
+		out[i] = m.quote()
 	}
 	if n > len(ms) {
 		out = append(out, "…")

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -201,6 +202,131 @@ func TestAuditBigRun(t *testing.T) {
 		r.expect(t, 1)
 		if len(r.stdout) > 2048 || (c.examples != "0" && !strings.Contains(r.stdout, `(50000 members): "m000000", "m000001", "m000002", …;`)) {
 			t.Errorf("-examples %s: text report of %d bytes:\n%.2000s", c.examples, len(r.stdout), r.stdout)
+		}
+	}
+}
+
+// TestAuditLongNames: keys and members are printed whole up to
+// -max-member bytes, so two that differ only past the 40th byte print
+// distinctly in the text report (it once cut every one at 40 bytes); one
+// over the bound is given by its first 64 bytes and its size, in text and
+// in JSON ({"prefix": ...} or {"prefix_base64": ...}, and "bytes"), so a
+// run of equal scores whose members are megabytes makes a report of a
+// few kilobytes (the JSON report once held them whole).
+func TestAuditLongNames(t *testing.T) {
+	t.Parallel()
+	eachServer(t, func(t *testing.T, s *server) {
+		long := s.prefix + ":long:" + strings.Repeat("-", 48)
+		k1, k2 := long+"1", long+"2"
+		m1, m2 := "order:"+strings.Repeat("0", 48)+"1", "order:"+strings.Repeat("0", 48)+"2"
+		zadd(t, s, k1, redis.Z{Score: 1, Member: m1}, redis.Z{Score: 1, Member: m2})
+		zadd(t, s, k2, redis.Z{Score: 1.5, Member: m1})
+		const huge = 1 << 20
+		hugeKey := s.prefix + ":long:huge"
+		a, b := strings.Repeat("a", huge), strings.Repeat("\xff", huge)
+		zadd(t, s, hugeKey, redis.Z{Score: 2, Member: a}, redis.Z{Score: 2, Member: b})
+		args := []string{"audit", "-redis", s.url, "-match", s.prefix + ":long:*", "-tierset-prefix", ""}
+
+		r := tierset(t, args...)
+		r.expect(t, 1)
+		for _, want := range []string{
+			fmt.Sprintf("%q (2 members)\n", k1),
+			fmt.Sprintf("%q (1 member)\n", k2),
+			fmt.Sprintf("equal scores 1 (2 members): %q, %q; a REV BYSCORE LIMIT 0 1 answers %q today", m1, m2, m2),
+			fmt.Sprintf("%q=1.5", m1),
+			fmt.Sprintf("equal scores 2 (2 members): %q… (%d bytes), %q… (%d bytes); a REV BYSCORE LIMIT 0 1 answers %q… (%d bytes) today",
+				a[:64], huge, b[:64], huge, b[:64], huge),
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("text report lacks %s:\n%.3000s", want, r.stdout)
+			}
+		}
+		if len(r.stdout) > 4096 {
+			t.Errorf("a text report of %d bytes", len(r.stdout))
+		}
+
+		r = tierset(t, append(args, "-json")...)
+		r.expect(t, 1)
+		if len(r.stdout) > 4096 {
+			t.Fatalf("a JSON report of %d bytes for members of %d:\n%.3000s", len(r.stdout), huge, r.stdout)
+		}
+		rep := parseAudit(t, r.stdout)
+		if len(rep.Keys) != 3 {
+			t.Fatalf("want 3 keys:\n%s", r.stdout)
+		}
+		byKey := map[string]int{}
+		for i, k := range rep.Keys {
+			byKey[auditBytes(t, k.Key)] = i
+		}
+		if i, ok := byKey[k1]; !ok || len(rep.Keys[i].Ties) != 1 ||
+			auditBytes(t, rep.Keys[i].Ties[0].Members[0]) != m1 || auditBytes(t, rep.Keys[i].Ties[0].Wins) != m2 {
+			t.Errorf("%s: %s", k1, r.stdout)
+		}
+		i, ok := byKey[hugeKey]
+		if !ok || len(rep.Keys[i].Ties) != 1 || len(rep.Keys[i].Ties[0].Members) != 2 {
+			t.Fatalf("%s: %s", hugeKey, r.stdout)
+		}
+		tie := rep.Keys[i].Ties[0]
+		for _, c := range []struct {
+			raw  json.RawMessage
+			want string
+		}{
+			{tie.Members[0], fmt.Sprintf(`{"prefix":%q,"bytes":%d}`, a[:64], huge)},
+			{tie.Members[1], fmt.Sprintf(`{"prefix_base64":%q,"bytes":%d}`, base64.StdEncoding.EncodeToString([]byte(b[:64])), huge)},
+			{tie.Wins, fmt.Sprintf(`{"prefix_base64":%q,"bytes":%d}`, base64.StdEncoding.EncodeToString([]byte(b[:64])), huge)},
+		} {
+			var got bytes.Buffer
+			if err := json.Compact(&got, c.raw); err != nil || got.String() != c.want {
+				t.Errorf("member over the bound: %s, want %s", c.raw, c.want)
+			}
+		}
+	})
+}
+
+// TestAuditPatternBytes: a -match pattern that is not UTF-8 is printed
+// back as the bytes it was, like a key: {"base64": ...} in JSON (it was
+// a string with U+FFFD in place of the byte) and Go-quoted in text.
+func TestAuditPatternBytes(t *testing.T) {
+	t.Parallel()
+	b := testredis.Redis(t) // skips without a real server; miniredis's SCAN panics on a MATCH that is not UTF-8
+	s := &server{url: testredis.URL(), client: b.Client, prefix: b.Prefix}
+	pattern := s.prefix + ":\xff*"
+	zadd(t, s, s.prefix+":\xffa", redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 1, Member: "b"})
+	r := tierset(t, "audit", "-redis", s.url, "-match", pattern, "-tierset-prefix", "", "-json")
+	r.expect(t, 1)
+	var rep struct {
+		Pattern json.RawMessage `json:"pattern"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("-json: %v\n%s", err, r.stdout)
+	}
+	if got := auditBytes(t, rep.Pattern); got != pattern {
+		t.Errorf("pattern %s, want the bytes %q", rep.Pattern, pattern)
+	}
+	r = tierset(t, "audit", "-redis", s.url, "-match", pattern, "-tierset-prefix", "")
+	r.expect(t, 1)
+	if want := fmt.Sprintf("summary: 1 sorted set matching %q;", pattern); !strings.Contains(r.stdout, want) {
+		t.Errorf("text report lacks %s:\n%s", want, r.stdout)
+	}
+}
+
+// TestAuditUsageFirst: a flag audit refuses is a usage error (exit 2)
+// before it connects, so a bad -tierset-prefix does not cost a walk of
+// the whole keyspace first (it was checked after the scan). The address
+// is closed: reaching for the server would be exit 1.
+func TestAuditUsageFirst(t *testing.T) {
+	t.Parallel()
+	addr := testredis.ClosedAddr(t)
+	for _, args := range [][]string{
+		{"-tierset-prefix", "a{b"},
+		{"-tierset-prefix", "a b"},
+		{"-tierset-prefix", "a\xff"},
+		{"-max-member", "0"},
+		{"-examples", "-1"},
+	} {
+		r := tierset(t, append([]string{"audit", "-redis", addr, "-json"}, args...)...)
+		if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, args[0]) {
+			t.Errorf("audit %q: exit %d, stdout %q, stderr %q; want 2 naming %s, nothing on stdout", args, r.code, r.stdout, r.stderr, args[0])
 		}
 	}
 }

@@ -24,8 +24,12 @@ if rate <= 0 then
 end
 local tok = burst
 if old[1] then
-  local orate, oburst = tonumber(old[1]), tonumber(old[2])
+  -- read as take.lua reads them, whatever a stray write left: a burst
+  -- missing or past MAX_BURST, a rate not above 0, tokens of -inf or NaN
+  local orate, oburst = tonumber(old[1]), math.min(MAX_BURST, tonumber(old[2]) or 1)
+  if not (orate and orate > 0) then orate = 0 end
   local otok, ots = tonumber(old[3]) or oburst, tonumber(old[4]) or now
+  if not (otok > -1) then otok = 0 end
   if now > ots then otok = math.min(oburst, otok + (now - ots) * orate / 1000) end
   tok = math.min(burst, otok)
 end

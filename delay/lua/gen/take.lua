@@ -442,10 +442,21 @@ end
 if gate[1] then
   out[1], out[7], bound = C_PAUSED, gate[1], -1
 elseif gate[2] then
+  -- a rate that is not above 0 (a stray write's -1: its refill would
+  -- drain the bucket and its wait come out negative, read as no wait, a
+  -- spin) earns no tokens, so its wait is a day
   rate = tonumber(gate[2])
+  if not (rate and rate > 0) then rate = 0 end
   local burst = math.min(MAX_BURST, tonumber(gate[3]) or 1)
   tok = math.min(burst, tonumber(gate[4]) or burst)
-  local ts = tonumber(gate[5]) or now
+  -- a stray write's -inf or NaN would stay so through every refill, and
+  -- without a 'ts' no take would ever refill: the queue would never take
+  -- again, even after SetRate. Read as 0 at this take, and stored so when
+  -- this take hands out nothing (the only write of a take that does not)
+  local ts = tonumber(gate[5])
+  local stray = not (tok > -1) or not ts
+  if not (tok > -1) then tok = 0 end
+  ts = ts or now
   if now > ts then tok = math.min(burst, tok + (now - ts) * rate / 1000) end
   -- TOKEN_EPS absorbs the rounding of the fractions: 0.99 + 0.01 is a
   -- token, and the next one is due at the ms it completes, not one after
@@ -453,6 +464,9 @@ elseif gate[2] then
   if n < 1 then
     out[7] = fmt(token_at(tok))
     bound = -1
+    if stray then
+      redis.call('HSET', KEYS[9], 'tok', string.format('%.17g', tok), 'ts', fmt(now))
+    end
   end
 end
 if bound >= 0 then
