@@ -557,4 +557,44 @@ local function state_of(due, inflight, dead, id, t)
   if s then return 'dead', s end
   return 'unknown', ''
 end
+-- mover moves pending tasks to ms (reschedule, reschedule_ids): put(id)
+-- gives a due task its new score, counts one in flight or dead (left
+-- alone) and returns an error code when the score space is exhausted;
+-- finish writes every move in one ZADD, only after every score was found,
+-- and returns the scripts' reply {C_OK, moved, in flight, dead, new score|''}.
+local function mover(due, inflight, dead, ctr, stats, wake, epoch, mult, maxrel, ms)
+  local m = {}
+  local flying, deadn, last = 0, 0, ''
+  local st, moves, head, headid = nil, {}, nil, nil
+  function m.put(id)
+    if redis.call('ZSCORE', due, id) then
+      if not st then
+        local l = redis.call('HMGET', ctr, 'ms', 'seq', 'req')
+        st = assigner(due, epoch, mult, maxrel, tonumber(l[1]), tonumber(l[2]), tonumber(l[3]))
+      end
+      local score, c = st.assign(ms)
+      if not score then return c end
+      moves[#moves + 1] = fmt(score)
+      moves[#moves + 1] = id
+      if not head or score < head then head, headid = score, id end
+      last = fmt(score)
+    elseif redis.call('ZSCORE', inflight, id) then
+      flying = flying + 1
+    elseif redis.call('ZSCORE', dead, id) then
+      deadn = deadn + 1
+    end
+  end
+  function m.finish()
+    if st then
+      -- ZADD of a member already there only changes its score
+      redis.call('ZADD', due, unpack(moves))
+      redis.call('HSET', ctr, ctr_last(st))
+      if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
+      if redis.call('ZRANK', due, headid) == 0 then push_wake(wake) end
+    end
+    return {C_OK, #moves / 2, flying, deadn, last}
+  end
+  return m
+end
+
 -- end of lib.lua

@@ -19,37 +19,17 @@ local ms = tonumber(ARGV[2])
 if ARGV[1] == 'after' then ms = now + ms end
 if ms - epoch < 0 then return {C_BEFORE_EPOCH} end
 if ms - epoch > maxrel then return {C_RANGE} end
-local flying, deadn, last = 0, 0, ''
-local st, moves, head, headid, seen = nil, {}, nil, nil, {}
+local mv = mover(due, inflight, dead, ctr, stats, wake, epoch, mult, maxrel, ms)
+local seen = {}
 for i = 6, #ARGV do
   local id = ARGV[i]
   if not seen[id] then
     seen[id] = true
-    if not get_rec(tasks, id) then
-      -- gone: finished or removed, nothing to move
-    elseif redis.call('ZSCORE', due, id) then
-      if not st then
-        local l = redis.call('HMGET', ctr, 'ms', 'seq', 'req')
-        st = assigner(due, epoch, mult, maxrel, tonumber(l[1]), tonumber(l[2]), tonumber(l[3]))
-      end
-      local score, c = st.assign(ms)
-      if not score then return {c} end
-      moves[#moves + 1] = fmt(score)
-      moves[#moves + 1] = id
-      if not head or score < head then head, headid = score, id end
-      last = fmt(score)
-    elseif redis.call('ZSCORE', inflight, id) then
-      flying = flying + 1
-    elseif redis.call('ZSCORE', dead, id) then
-      deadn = deadn + 1
+    -- an ID whose record is gone (finished or removed) moves nothing
+    if get_rec(tasks, id) then
+      local c = mv.put(id)
+      if c then return {c} end
     end
   end
 end
-if st then
-  -- ZADD of a member already there only changes its score
-  redis.call('ZADD', due, unpack(moves))
-  redis.call('HSET', ctr, ctr_last(st))
-  if st.overflow > 0 then redis.call('HINCRBY', stats, 'overflow', st.overflow) end
-  if redis.call('ZRANK', due, headid) == 0 then push_wake(wake) end
-end
-return {C_OK, #moves / 2, flying, deadn, last}
+return mv.finish()

@@ -249,7 +249,6 @@ local function state_of(due, inflight, dead, id, t)
   if s then return 'dead', s end
   return 'unknown', ''
 end
--- end of lib.lua
 local out = {C_OK, fmt(now_ms())}
 local ids, _, recs = entry(KEYS[2], KEYS[1], ARGV[2], ARGV[1])
 for _, id in ipairs(ids) do
