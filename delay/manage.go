@@ -74,6 +74,12 @@ func (q *Queue) RescheduleToken(ctx context.Context, key, token string, w When) 
 	r, err := q.mutate(ctx, scriptReschedule, "reschedule", q.req.next(),
 		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
 		key, token, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), digest(key))
+	return q.rescheduled(r, err)
+}
+
+// rescheduled reads the reply of reschedule.lua or reschedule_ids.lua
+// (mover's: {C_OK, moved, in flight, dead, new score|''}).
+func (q *Queue) rescheduled(r reply, err error) (RescheduleResult, error) {
 	if err != nil {
 		return RescheduleResult{}, err
 	}
@@ -123,19 +129,8 @@ func (q *Queue) RescheduleIDs(ctx context.Context, w When, ids ...string) (Resch
 		return RescheduleResult{}, err
 	}
 	args := append([]any{mode, v, q.epoch, q.mult, q.o.Codec.MaxMs()}, anys(ids)...)
-	r, err := q.mutate(ctx, scriptRescheduleIds, "reschedule", q.req.next(),
-		[]string{q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake}, args...)
-	if err != nil {
-		return RescheduleResult{}, err
-	}
-	if err := codeErr(r.int(0)); err != nil {
-		return RescheduleResult{}, fmt.Errorf("delay: reschedule: %w", err)
-	}
-	res := RescheduleResult{Moved: int(r.int(1)), InFlight: int(r.int(2)), Dead: int(r.int(3))}
-	if sc, ok := r.score(4); ok {
-		res.Due, _, _ = q.o.Codec.DecodeTime(sc)
-	}
-	return res, nil
+	return q.rescheduled(q.mutate(ctx, scriptRescheduleIds, "reschedule", q.req.next(),
+		[]string{q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake}, args...))
 }
 
 func anys(ids []string) []any {
