@@ -78,7 +78,7 @@ func (q *Queue) RescheduleToken(ctx context.Context, key, token string, w When) 
 }
 
 // rescheduled reads the reply of reschedule.lua or reschedule_ids.lua
-// (mover's: {C_OK, moved, in flight, dead, new score|”}).
+// (mover's: C_OK, moved, in flight, dead, and the new score or empty).
 func (q *Queue) rescheduled(r reply, err error) (RescheduleResult, error) {
 	if err != nil {
 		return RescheduleResult{}, err
