@@ -29,22 +29,9 @@ func TestFaultNearOldReplyAfterNewer(t *testing.T) {
 		holdInvals bool
 	}{{"invalidation delivered", false}, {"invalidation held", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := testredis.Redis(t)
-			px, err := faultproxy.Start(b.Client.(*redis.Client).Options().Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = px.Close() })
-			client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true})
-			t.Cleanup(func() { _ = client.Close() })
-			ctx := testCtx(t)
-			writer := newCache(t, b, Options{})
-			old, cur := stalePromotion(2), stalePromotion(3)
-			old.Revision, cur.Revision = 2, 3
-			oldV, curV := mustVersion(t, old), mustVersion(t, cur)
-			if _, err := writer.Refresh(ctx, old); err != nil {
-				t.Fatal(err)
-			}
+			f := newOrderFixture(t)
+			b, px, client, ctx, writer := f.b, f.px, f.client, f.ctx, f.writer
+			cur, oldV, curV := f.cur, f.oldV, f.curV
 			// MaxStaleness a minute: no re-validation pass hides the order.
 			nc := newNearCache(t, client, b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: time.Minute}})
 			read := func() Result {
@@ -102,6 +89,40 @@ func TestFaultNearOldReplyAfterNewer(t *testing.T) {
 }
 
 // awaitHeld waits, up to 5 s, until h holds a reply.
+// orderFixture is what the ordering tests share: a client through a fault
+// proxy, a writer on the backend itself, and promotion "s" stored at
+// revision 2 (old) whose revision 3 (cur) the test publishes.
+type orderFixture struct {
+	b          *testredis.Backend
+	px         *faultproxy.Proxy
+	client     *redis.Client
+	ctx        context.Context
+	writer     *Cache
+	cur        gradient.Promotion
+	oldV, curV string
+}
+
+func newOrderFixture(t *testing.T) *orderFixture {
+	t.Helper()
+	f := &orderFixture{b: testredis.Redis(t), ctx: testCtx(t)}
+	px, err := faultproxy.Start(f.b.Client.(*redis.Client).Options().Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = px.Close() })
+	f.px = px
+	f.client = redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = f.client.Close() })
+	f.writer = newCache(t, f.b, Options{})
+	old, cur := stalePromotion(2), stalePromotion(3)
+	old.Revision, cur.Revision = 2, 3
+	f.cur, f.oldV, f.curV = cur, mustVersion(t, old), mustVersion(t, cur)
+	if _, err := f.writer.Refresh(f.ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func awaitHeld(t *testing.T, h *faultproxy.Hold, what string) {
 	t.Helper()
 	select {
@@ -170,22 +191,9 @@ func (h *holdSend) wait(ctx context.Context, cmds []redis.Cmder) {
 // revision 2: a read that starts after R returned must not be answered an
 // older revision than R was, whichever path R took.
 func TestFaultNearRedisPathNewerAnswer(t *testing.T) {
-	b := testredis.Redis(t)
-	px, err := faultproxy.Start(b.Client.(*redis.Client).Options().Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = px.Close() })
-	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = client.Close() })
-	ctx := testCtx(t)
-	writer := newCache(t, b, Options{})
-	old, cur := stalePromotion(2), stalePromotion(3)
-	old.Revision, cur.Revision = 2, 3
-	oldV, curV := mustVersion(t, old), mustVersion(t, cur)
-	if _, err := writer.Refresh(ctx, old); err != nil {
-		t.Fatal(err)
-	}
+	f := newOrderFixture(t)
+	b, px, client, ctx, writer := f.b, f.px, f.client, f.ctx, f.writer
+	cur, oldV, curV := f.cur, f.oldV, f.curV
 	// Tracking is held down (its SUBSCRIBE confirmation held) while R
 	// picks its path.
 	holdSub := px.HoldNextReply(func(b []byte) bool {
@@ -287,22 +295,9 @@ func TestFaultNearLadderInfoNewerAnswer(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := testredis.Redis(t)
-			px, err := faultproxy.Start(b.Client.(*redis.Client).Options().Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = px.Close() })
-			client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true})
-			t.Cleanup(func() { _ = client.Close() })
-			ctx := testCtx(t)
-			writer := newCache(t, b, Options{})
-			old, cur := stalePromotion(2), stalePromotion(3)
-			old.Revision, cur.Revision = 2, 3
-			curV := mustVersion(t, cur)
-			if _, err := writer.Refresh(ctx, old); err != nil {
-				t.Fatal(err)
-			}
+			f := newOrderFixture(t)
+			b, px, client, ctx, writer := f.b, f.px, f.client, f.ctx, f.writer
+			cur, curV := f.cur, f.curV
 			nc := newNearCache(t, client, b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: time.Minute}})
 			waitHeld(t, nc)
 			key := []byte(nc.tiersKey("s"))
