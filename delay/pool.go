@@ -166,6 +166,9 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	if o.Concurrency < 0 || o.SweepBatch < 0 || o.SweepBatch > MaxBatch || o.SharedBatch > MaxBatch {
 		return nil, invalid("options", "concurrency %d sweep %d shared batch %d", o.Concurrency, o.SweepBatch, o.SharedBatch)
 	}
+	if o.WakeClient != nil && nilClient(o.WakeClient) {
+		return nil, invalid("options", "typed nil WakeClient")
+	}
 	if o.Mode != Weighted && o.Mode != Strict {
 		return nil, invalid("options", "pool mode %d", o.Mode)
 	}

@@ -316,9 +316,10 @@ func (r *registration) unregister(ctx context.Context) {
 // registered on c under the key prefix (DefaultPrefix when ""), ordered by
 // ID, each with its last heartbeat (Beat) and its age (Age), both read
 // from Redis TIME. An ID whose entry expired is dropped from the list on
-// the way.
+// the way. A nil c (a typed nil such as a nil *redis.Client included) is
+// ErrInvalid.
 func ListWorkers(ctx context.Context, c redis.UniversalClient, prefix string) ([]WorkerInfo, error) {
-	if c == nil {
+	if nilClient(c) {
 		return nil, invalid("client", "nil client")
 	}
 	if prefix == "" {

@@ -295,7 +295,8 @@ func TestRegistryRedisClock(t *testing.T) {
 }
 
 // Typed nils are refused with ErrInvalid, never dereferenced: Pool.Add,
-// Queue.Workers and Health, Sharded.Workers.
+// Queue.Workers and Health, Sharded.Workers, and nil clients of every
+// type (ListWorkers, Discover, New, a WakeClient).
 func TestRegistryTypedNil(t *testing.T) {
 	t.Parallel()
 	p, err := NewPool(PoolOptions{})
@@ -316,6 +317,22 @@ func TestRegistryTypedNil(t *testing.T) {
 		{"nil Queue.Health", func() error { _, err := q.Health(ctx, 0); return err }},
 		{"nil Sharded.Workers", func() error { _, err := s.Workers(ctx); return err }},
 		{"ListWorkers(nil client)", func() error { _, err := ListWorkers(ctx, nil, ""); return err }},
+		{"ListWorkers(nil *redis.Client)", func() error { _, err := ListWorkers(ctx, (*redis.Client)(nil), ""); return err }},
+		{"ListWorkers(nil *redis.ClusterClient)", func() error { _, err := ListWorkers(ctx, (*redis.ClusterClient)(nil), ""); return err }},
+		{"Discover(nil *redis.Client)", func() error { _, err := Discover(ctx, (*redis.Client)(nil), ""); return err }},
+		{"New(nil *redis.Client)", func() error { _, err := New((*redis.Client)(nil), "q", Options{}); return err }},
+		{"NewPool(WakeClient nil *redis.Client)", func() error {
+			_, err := NewPool(PoolOptions{WakeClient: (*redis.Client)(nil)})
+			return err
+		}},
+		{"NewWorker(WakeClient nil *redis.Ring)", func() error {
+			q, err := New(testredis.Mini(t).Client, "q", Options{})
+			if err != nil {
+				return err
+			}
+			_, err = NewWorker(q, h, WorkerOptions{WakeClient: (*redis.Ring)(nil)})
+			return err
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
