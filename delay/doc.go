@@ -216,7 +216,8 @@
 // TestFaultWorkerStartOutage, TestFaultShutdownAcks, TestPoolRegistry,
 // TestFaultHeartbeatKilledWorker, TestRegistryEveryServer,
 // TestFaultHeartbeatFrozenServer, TestFaultHeartbeatErrorsChargedToTheirLine,
-// TestRegistryDuplicateID, TestRegistryRedisClock, TestHealthPaused.
+// TestRegistryDuplicateID, TestRegistryRedisClock, TestHealthPaused,
+// TestRegistryHeartbeatBounds.
 //
 // # Worker timing
 //

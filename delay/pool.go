@@ -69,8 +69,9 @@ type PoolOptions struct {
 	// Heartbeat is how often the running pool refreshes its entry in the
 	// worker registry (see ListWorkers) on every server its lines use,
 	// each server on its own with each call bounded by one interval; the
-	// entry expires after 3 intervals without a refresh. Default 5 s;
-	// negative: no registry entry.
+	// entry expires after 3 intervals without a refresh (at most
+	// math.MaxInt64 ns). Default 5 s; negative: no registry entry; from 0
+	// to MinHeartbeat (a unit slip such as Heartbeat: 5) ErrInvalid.
 	Heartbeat time.Duration
 	// ID names the pool in the registry; one live pool holds an ID at a
 	// time. A Run that finds its ID held waits, unlisted, for the holder's
@@ -200,8 +201,11 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		}
 	}
 	o.WakeBlock = max(o.WakeBlock, time.Second)
-	if o.Heartbeat == 0 {
+	switch {
+	case o.Heartbeat == 0:
 		o.Heartbeat = 5 * time.Second
+	case o.Heartbeat > 0 && o.Heartbeat < MinHeartbeat:
+		return nil, invalid("options", "heartbeat %v below %v", o.Heartbeat, MinHeartbeat)
 	}
 	if o.ID == "" {
 		o.ID = newPoolID()

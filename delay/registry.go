@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -87,6 +88,21 @@ func (w WorkerInfo) Serves(name string) bool {
 		}
 	}
 	return false
+}
+
+// MinHeartbeat is the shortest PoolOptions.Heartbeat: an entry lives 3
+// intervals, and one much shorter than a round trip to Redis would expire
+// before the next beat arrives (below 1/3 ms its TTL is 0 ms, which Redis
+// refuses, and the pool would beat, and fail, in a busy loop).
+const MinHeartbeat = 10 * time.Millisecond
+
+// entryTTL is how long an entry (and its owner key) lives: 3 heartbeat
+// intervals, saturating at math.MaxInt64 ns instead of wrapping negative.
+func entryTTL(beat time.Duration) time.Duration {
+	if beat > math.MaxInt64/3 {
+		return math.MaxInt64
+	}
+	return 3 * beat
 }
 
 func registryKeys(prefix string) (live, info string) {
@@ -280,7 +296,7 @@ func (r *registration) beat(ctx context.Context, t *regTarget) (reply, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.p.o.Heartbeat)
 	defer cancel()
-	return run(cctx, t.c, scriptRegistry, "heartbeat", r.keys(t), r.p.o.ID, r.token, b, (3 * r.p.o.Heartbeat).Milliseconds())
+	return run(cctx, t.c, scriptRegistry, "heartbeat", r.keys(t), r.p.o.ID, r.token, b, entryTTL(r.p.o.Heartbeat).Milliseconds())
 }
 
 // pauseFor waits d unless ctx ends first; it reports whether ctx is live.
