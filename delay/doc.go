@@ -217,7 +217,7 @@
 // TestFaultHeartbeatKilledWorker, TestRegistryEveryServer,
 // TestFaultHeartbeatFrozenServer, TestFaultHeartbeatErrorsChargedToTheirLine,
 // TestRegistryDuplicateID, TestRegistryRedisClock, TestHealthPaused,
-// TestRegistryHeartbeatBounds.
+// TestRegistryHeartbeatBounds, TestRegistryEntryListsItsServersLines.
 //
 // # Worker timing
 //

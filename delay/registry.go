@@ -34,16 +34,20 @@ import (
 
 // WorkerInfo is one live pool's registry entry.
 type WorkerInfo struct {
-	ID          string     `json:"id"`
-	Host        string     `json:"host"`
-	PID         int        `json:"pid"`
-	Mode        string     `json:"mode"` // "weighted" or "strict"
-	Concurrency int        `json:"concurrency"`
-	Running     int        `json:"running"` // handlers running at the last heartbeat
-	Lines       []LineInfo `json:"lines"`
-	Started     time.Time  `json:"started"`
-	Interval    Duration   `json:"interval"` // its heartbeat interval
-	Version     string     `json:"version"`  // the tierset module version, "(devel)" from a checkout
+	ID          string `json:"id"`
+	Host        string `json:"host"`
+	PID         int    `json:"pid"`
+	Mode        string `json:"mode"` // "weighted" or "strict"
+	Concurrency int    `json:"concurrency"`
+	Running     int    `json:"running"` // handlers running at the last heartbeat
+	// Lines are the pool's lines with a queue on the server and prefix
+	// the entry was read from, each with only those queues: a pool
+	// serving "orders" on one server is not listed as serving another
+	// server's "orders".
+	Lines    []LineInfo `json:"lines"`
+	Started  time.Time  `json:"started"`
+	Interval Duration   `json:"interval"` // its heartbeat interval
+	Version  string     `json:"version"`  // the tierset module version, "(devel)" from a checkout
 	// Beat is the last heartbeat and Age how long ago it was, both by
 	// Redis TIME (the live set's score and the server's clock when the
 	// list was read), so neither depends on the pool's or the reader's
@@ -136,8 +140,11 @@ func moduleVersion() string {
 	return ""
 }
 
-// info is the pool's entry as it stands now.
-func (p *Pool) info(lines []*line, s *sched) WorkerInfo {
+// info is the pool's entry on t as it stands now: the lines with a queue
+// on t (only those queues), so that a queue of the same name on another
+// server or under another prefix is never taken for one this pool serves.
+// Concurrency and Running are the whole pool's.
+func (p *Pool) info(lines []*line, s *sched, t *regTarget) WorkerInfo {
 	host, _ := os.Hostname()
 	mode := "weighted"
 	if p.o.Mode == Strict {
@@ -148,12 +155,13 @@ func (p *Pool) info(lines []*line, s *sched) WorkerInfo {
 		Interval: Duration(p.o.Heartbeat), Version: moduleVersion()}
 	s.mu.Lock()
 	for _, l := range lines {
-		li := LineInfo{Name: l.name, Weight: l.o.Weight, MaxConcurrent: l.o.MaxConcurrent, Running: l.running}
-		for _, tk := range l.takers {
-			li.Queues = append(li.Queues, tk.q.name)
-		}
 		w.Running += l.running
-		w.Lines = append(w.Lines, li)
+		queues := t.queues[l]
+		if len(queues) == 0 {
+			continue
+		}
+		w.Lines = append(w.Lines, LineInfo{Name: l.name, Queues: queues, Weight: l.o.Weight,
+			MaxConcurrent: l.o.MaxConcurrent, Running: l.running})
 	}
 	s.mu.Unlock()
 	return w
@@ -180,6 +188,9 @@ type regTarget struct {
 	// takers holds one taker of each line with a queue here: a failed
 	// heartbeat is reported to (and counted for) those lines, not others.
 	takers []*taker
+	// queues are the names of each line's queues here: the entry on this
+	// target lists those lines and queues only.
+	queues map[*line][]string
 }
 
 // register prepares the pool's registration; heartbeat writes it.
@@ -195,13 +206,14 @@ func (p *Pool) register(lines []*line, s *sched) *registration {
 			k := at{tk.q.c, tk.q.o.Prefix}
 			t := byAt[k]
 			if t == nil {
-				t = &regTarget{c: k.c, prefix: k.prefix}
+				t = &regTarget{c: k.c, prefix: k.prefix, queues: map[*line][]string{}}
 				byAt[k] = t
 				r.targets = append(r.targets, t)
 			}
-			if n := len(t.takers); n == 0 || t.takers[n-1].l != l {
+			if len(t.queues[l]) == 0 {
 				t.takers = append(t.takers, tk)
 			}
+			t.queues[l] = append(t.queues[l], tk.q.name)
 		}
 	}
 	return r
@@ -290,7 +302,7 @@ func (r *registration) beatLoop(ctx context.Context, t *regTarget, fatal func(er
 
 // beat runs registry.lua once on t, bounded by one heartbeat interval.
 func (r *registration) beat(ctx context.Context, t *regTarget) (reply, error) {
-	b, err := json.Marshal(r.p.info(r.lines, r.s))
+	b, err := json.Marshal(r.p.info(r.lines, r.s, t))
 	if err != nil {
 		return nil, fmt.Errorf("delay: heartbeat: %w", err)
 	}

@@ -396,3 +396,75 @@ func TestHealthPaused(t *testing.T) {
 		_ = stop()
 	})
 }
+
+// A server's entry lists only the pool's lines with a queue there: a
+// queue named like one the pool serves elsewhere (another server, or
+// another prefix on the same server) has no worker, and Health says
+// NoWorker, not Served.
+func TestRegistryEntryListsItsServersLines(t *testing.T) {
+	t.Parallel()
+	t.Run("two servers", func(t *testing.T) {
+		t.Parallel()
+		ts := newTwoServers(t, true)
+		ctx := testCtx(t)
+		stop := runFunc(t, ts.pool(t, "own-lines", 100*time.Millisecond).Run)
+		waitFor(t, 5*time.Second, "the pool listed on both servers", func() bool {
+			return listedOn(ctx, ts.qa) && listedOn(ctx, ts.qb)
+		})
+		// "reg-a" is served on s; this one, on b, is not
+		twin, err := New(ts.b.Client, ts.qa.name, Options{Prefix: ts.b.Prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unserved(t, ctx, twin)
+		_ = stop()
+	})
+	t.Run("two prefixes", func(t *testing.T) {
+		t.Parallel()
+		b := testredis.Redis(t)
+		ctx := testCtx(t)
+		other := b.Prefix + "-2" // cleaned with b.Prefix
+		x := namedQ(t, b, "x", Options{})
+		y, err := New(b.Client, "y", Options{Prefix: other})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPool(PoolOptions{Concurrency: 1, Heartbeat: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []*Queue{x, y} {
+			if err := p.Add(q, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop := runFunc(t, p.Run)
+		waitFor(t, 5*time.Second, "the pool listed under both prefixes", func() bool {
+			return listedOn(ctx, x) && listedOn(ctx, y)
+		})
+		twin, err := New(b.Client, "x", Options{Prefix: other})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unserved(t, ctx, twin)
+		ws, err := ListWorkers(ctx, b.Client, other)
+		if err != nil || len(ws) != 1 || len(ws[0].Lines) != 1 || ws[0].Lines[0].Name != "y" {
+			t.Errorf("entry under %s: %+v, %v; want the line y alone", other, ws, err)
+		}
+		_ = stop()
+	})
+}
+
+// unserved checks that q, given a due task, has no worker and reads
+// NoWorker.
+func unserved(t *testing.T, ctx context.Context, q *Queue) {
+	t.Helper()
+	mustEnqueue(t, ctx, q, Job{Key: "due"})
+	h, err := q.Health(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Workers) != 0 || h.Verdict != NoWorker {
+		t.Errorf("%s: %d workers, verdict %v; want none, NoWorker", q.name, len(h.Workers), h.Verdict)
+	}
+}
