@@ -217,7 +217,8 @@
 // TestFaultHeartbeatKilledWorker, TestRegistryEveryServer,
 // TestFaultHeartbeatFrozenServer, TestFaultHeartbeatErrorsChargedToTheirLine,
 // TestRegistryDuplicateID, TestRegistryRedisClock, TestHealthPaused,
-// TestRegistryHeartbeatBounds, TestRegistryEntryListsItsServersLines.
+// TestRegistryHeartbeatBounds, TestRegistryEntryListsItsServersLines,
+// TestFaultRegistryLostKeysKeepOwner, TestRegistrySplitClaim.
 //
 // # Worker timing
 //

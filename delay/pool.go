@@ -77,7 +77,13 @@ type PoolOptions struct {
 	// time. A Run that finds its ID held waits, unlisted, for the holder's
 	// entry to expire (a killed process's does within 3 of its intervals)
 	// and ends with ErrDuplicateID if the holder beats again meanwhile.
-	// Default: host, pid and a random suffix.
+	// An ID that comes free before the holder's entry would have expired
+	// (a server that lost its keys) is left to the holder for one more of
+	// its entry's lifetimes, so the live holder claims it back first. Two
+	// Runs that each claimed the ID on a different server or prefix (they
+	// started at once) are told apart by a token each Run draws: the one
+	// with the higher token ends with ErrDuplicateID, the other claims the
+	// rest. Default: host, pid and a random suffix.
 	ID string
 	// SharedBatch caps the tasks one take or ack script of a line carries
 	// while another line of the pool has a task due within the next

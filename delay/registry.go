@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -191,6 +192,8 @@ type regTarget struct {
 	// queues are the names of each line's queues here: the entry on this
 	// target lists those lines and queues only.
 	queues map[*line][]string
+	// owned: this Run's last heartbeat here wrote the entry.
+	owned atomic.Bool
 }
 
 // register prepares the pool's registration; heartbeat writes it.
@@ -253,14 +256,25 @@ func (r *registration) heartbeat(ctx context.Context, fatal func(error)) {
 // token it writes nothing and watches the holder: a holder whose beat
 // advances is a live pool, and Run ends with ErrDuplicateID; one that
 // never beats again (a process killed with its entry in place) expires
-// within 3 of its intervals, and this pool claims the ID then.
+// within 3 of its intervals, and this pool claims the ID then. An ID that
+// comes free before the holder's expiry (a server that lost its keys) is
+// left to the holder for one more holder TTL, so a live holder claims it
+// back first. Two pools that each hold the ID on a different target (they
+// started at once) are told apart by their tokens: the lower one waits up
+// to one holder TTL for the other to end, which it does when it sees the
+// lower one beat.
 func (r *registration) beatLoop(ctx context.Context, t *regTarget, fatal func(error)) {
 	o := r.p.o
 	failures := 0
-	held := int64(-1) // the holder's beat when the ID was first found held
+	held := int64(-1)   // the holder's beat when the ID was first found held
+	var expiry int64    // the holder's owner key's end, Redis ms (0: none seen)
+	var holderTTL int64 // the longest owner TTL seen left, ms
+	var notBefore int64 // claim a free ID only from then, Redis ms
+	var extended bool   // notBefore moved past a lost holder's expiry
+	var grace int64     // a split: fatal only past this, Redis ms (0: none)
 	for {
 		wait := o.Heartbeat
-		rep, err := r.beat(ctx, t)
+		rep, err := r.beat(ctx, t, notBefore)
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -271,14 +285,38 @@ func (r *registration) beatLoop(ctx context.Context, t *regTarget, fatal func(er
 			}
 			failures++
 			wait = min(wait, backoffDelay(o.ReconnectMin, o.ReconnectMax, failures))
-		case rep.int(0) == codeDup:
+		case rep.int(0) == codeDup && rep.str(3) == "":
+			// free, but a holder was seen: not before notBefore
+			t.owned.Store(false)
 			failures = 0
+			if now := rep.int(1); !extended && now < expiry {
+				notBefore, extended = now+holderTTL, true
+			}
+		case rep.int(0) == codeDup:
+			t.owned.Store(false)
+			failures = 0
+			now := rep.int(1)
 			beat, _ := strconv.ParseFloat(rep.str(2), 64)
+			holder := rep.str(3)
+			if pttl := rep.int(4); pttl > 0 {
+				expiry, holderTTL = max(expiry, now+pttl), max(holderTTL, pttl)
+				if !extended {
+					notBefore = expiry
+				}
+			}
 			dup := fmt.Errorf("%w: pool ID %q under prefix %q is held by another pool (last beat %s, Redis TIME)",
 				ErrDuplicateID, o.ID, t.prefix, time.UnixMilli(int64(beat)).UTC().Format(time.RFC3339Nano))
 			if held >= 0 && int64(beat) > held {
-				fatal(dup)
-				return
+				if !r.ownedElsewhere(t) || r.token > holder {
+					fatal(dup)
+					return
+				}
+				if grace == 0 {
+					grace = now + holderTTL
+				} else if now > grace {
+					fatal(dup)
+					return
+				}
 			}
 			if held < 0 {
 				held = int64(beat)
@@ -292,7 +330,8 @@ func (r *registration) beatLoop(ctx context.Context, t *regTarget, fatal func(er
 				tk.onError("heartbeat", err)
 			}
 		default:
-			failures, held = 0, -1
+			t.owned.Store(true)
+			failures, held, expiry, holderTTL, notBefore, extended, grace = 0, -1, 0, 0, 0, false, 0
 		}
 		if !pauseFor(ctx, wait) {
 			return
@@ -300,15 +339,27 @@ func (r *registration) beatLoop(ctx context.Context, t *regTarget, fatal func(er
 	}
 }
 
+// ownedElsewhere reports whether this Run holds the ID on a target other
+// than t (its last heartbeat there wrote the entry).
+func (r *registration) ownedElsewhere(t *regTarget) bool {
+	for _, u := range r.targets {
+		if u != t && u.owned.Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // beat runs registry.lua once on t, bounded by one heartbeat interval.
-func (r *registration) beat(ctx context.Context, t *regTarget) (reply, error) {
+func (r *registration) beat(ctx context.Context, t *regTarget, notBefore int64) (reply, error) {
 	b, err := json.Marshal(r.p.info(r.lines, r.s, t))
 	if err != nil {
 		return nil, fmt.Errorf("delay: heartbeat: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.p.o.Heartbeat)
 	defer cancel()
-	return run(cctx, t.c, scriptRegistry, "heartbeat", r.keys(t), r.p.o.ID, r.token, b, entryTTL(r.p.o.Heartbeat).Milliseconds())
+	return run(cctx, t.c, scriptRegistry, "heartbeat", r.keys(t), r.p.o.ID, r.token, b,
+		entryTTL(r.p.o.Heartbeat).Milliseconds(), notBefore)
 }
 
 // pauseFor waits d unless ctx ends first; it reports whether ctx is live.

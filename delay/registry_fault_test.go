@@ -468,3 +468,138 @@ func unserved(t *testing.T, ctx context.Context, q *Queue) {
 		t.Errorf("%s: %d workers, verdict %v; want none, NoWorker", q.name, len(h.Workers), h.Verdict)
 	}
 }
+
+// idPool is a pool of q alone under id, beating every beat.
+func idPool(t *testing.T, q *Queue, id string, beat time.Duration) *Pool {
+	t.Helper()
+	p, err := NewPool(PoolOptions{Concurrency: 1, Heartbeat: beat, ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add(q, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestFaultRegistryLostKeysKeepOwner: a server that loses the registry's
+// keys (a restart without persistence, a flush) hands the ID back to the
+// live pool that held it, not to a second pool waiting for it: the
+// waiter claims a free ID only past one holder TTL after it found it
+// free early, and ends with ErrDuplicateID when the holder beats again.
+// The waiter beats 10 times as often as the holder, so it would come
+// first to the free ID.
+func TestFaultRegistryLostKeysKeepOwner(t *testing.T) {
+	t.Parallel()
+	b := testredis.Redis(t) // expiry by Redis's clock
+	ctx := testCtx(t)
+	q1, q2 := namedQ(t, b, "lost-1", Options{}), namedQ(t, b, "lost-2", Options{})
+	holder := idPool(t, q1, "lost", 100*time.Millisecond)
+	stopHolder := runFunc(t, holder.Run)
+	waitFor(t, 5*time.Second, "the holder listed", func() bool { return listedOn(ctx, q1) })
+	waiter := idPool(t, q2, "lost", MinHeartbeat)
+	done := make(chan error, 1)
+	go func() { done <- waiter.Run(ctx) }()
+	live, info := registryKeys(b.Prefix)
+	waitFor(t, 5*time.Second, "the waiter refused", func() bool { return waiter.Stats()[0].Errors > 0 })
+	if err := b.Client.Del(ctx, info+"lost", ownerKey(b.Prefix, "lost"), live).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrDuplicateID) {
+			t.Fatalf("the waiter's Run: %v, want ErrDuplicateID", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter still runs after 10 s")
+	}
+	ws, err := ListWorkers(ctx, b.Client, b.Prefix)
+	if err != nil || len(ws) != 1 || !ws[0].Serves("lost-1") {
+		t.Fatalf("after the waiter ended: %v %+v, want the holder's entry", err, ws)
+	}
+	if err := stopHolder(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the holder's Run: %v, want context.Canceled", err)
+	}
+}
+
+// TestRegistrySplitClaim: a pool that holds its ID under one prefix and
+// finds it held, and beating, under another (two pools that started at
+// once and each claimed one first) ends with ErrDuplicateID only when the
+// other holder's token is the lower; otherwise it waits for the other to
+// end (which it does on seeing this pool beat) and claims the ID there,
+// so one of the two survives, never neither. The other holder here is
+// written by hand with a token below or above every hex token.
+func TestRegistrySplitClaim(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		token    string
+		survives bool
+	}{{"0", false}, {"~", true}} {
+		t.Run("other="+tc.token, func(t *testing.T) {
+			t.Parallel()
+			b := testredis.Redis(t)
+			ctx := testCtx(t)
+			other := b.Prefix + "-2" // cleaned with b.Prefix
+			q1 := namedQ(t, b, "split-1", Options{})
+			q2, err := New(b.Client, "split-2", Options{Prefix: other})
+			if err != nil {
+				t.Fatal(err)
+			}
+			live, info := registryKeys(other)
+			const ttl = 300 * time.Millisecond
+			beat := func() { // the other holder's heartbeat under other
+				if _, err := b.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+					p.Set(ctx, ownerKey(other, "split"), tc.token, ttl)
+					p.Set(ctx, info+"split", `{"id":"split"}`, ttl)
+					p.ZAdd(ctx, live, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "split"})
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			beat()
+			p := idPool(t, q1, "split", 20*time.Millisecond)
+			if err := p.Add(q2, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx) }()
+			waitFor(t, 5*time.Second, "the pool listed under its first prefix, refused under the second", func() bool {
+				return listedOn(ctx, q1) && p.Stats()[1].Errors > 0
+			})
+			// the other holder beats again, one of its intervals on (the
+			// pool beats 5 times meanwhile), then beats once more: a
+			// holder that went on would end it past one holder TTL
+			time.Sleep(ttl / 3)
+			beat()
+			time.Sleep(ttl / 3)
+			beat()
+			if !tc.survives {
+				select {
+				case err := <-done:
+					if !errors.Is(err, ErrDuplicateID) {
+						t.Fatalf("Run: %v, want ErrDuplicateID", err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("the pool still runs beside a lower token")
+				}
+				return
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("Run beside a higher token: %v, want it to wait", err)
+			default:
+			}
+			// the other holder ends, as it does on seeing the pool beat
+			if err := b.Client.Del(ctx, info+"split", ownerKey(other, "split")).Err(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 5*time.Second, "the ID claimed under the second prefix", func() bool { return listedOn(ctx, q2) })
+			select {
+			case err := <-done:
+				t.Fatalf("Run: %v", err)
+			default:
+			}
+		})
+	}
+}
