@@ -469,6 +469,18 @@ func unserved(t *testing.T, ctx context.Context, q *Queue) {
 	}
 }
 
+// sawDuplicateID reports whether a heartbeat found the ID held.
+func (o *faultObserver) sawDuplicateID() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, err := range o.errs["heartbeat"] {
+		if errors.Is(err, ErrDuplicateID) {
+			return true
+		}
+	}
+	return false
+}
+
 // idPool is a pool of q alone under id, beating every beat.
 func idPool(t *testing.T, q *Queue, id string, beat time.Duration) *Pool {
 	t.Helper()
@@ -493,15 +505,16 @@ func TestFaultRegistryLostKeysKeepOwner(t *testing.T) {
 	t.Parallel()
 	b := testredis.Redis(t) // expiry by Redis's clock
 	ctx := testCtx(t)
-	q1, q2 := namedQ(t, b, "lost-1", Options{}), namedQ(t, b, "lost-2", Options{})
-	holder := idPool(t, q1, "lost", 100*time.Millisecond)
+	obs := &faultObserver{errs: map[string][]error{}}
+	q1, q2 := namedQ(t, b, "lost-1", Options{}), namedQ(t, b, "lost-2", Options{Observer: obs})
+	holder := idPool(t, q1, "lost", 200*time.Millisecond)
 	stopHolder := runFunc(t, holder.Run)
 	waitFor(t, 5*time.Second, "the holder listed", func() bool { return listedOn(ctx, q1) })
-	waiter := idPool(t, q2, "lost", MinHeartbeat)
+	waiter := idPool(t, q2, "lost", 20*time.Millisecond)
 	done := make(chan error, 1)
 	go func() { done <- waiter.Run(ctx) }()
 	live, info := registryKeys(b.Prefix)
-	waitFor(t, 5*time.Second, "the waiter refused", func() bool { return waiter.Stats()[0].Errors > 0 })
+	waitFor(t, 5*time.Second, "the waiter refused", func() bool { return obs.sawDuplicateID() })
 	if err := b.Client.Del(ctx, info+"lost", ownerKey(b.Prefix, "lost"), live).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -541,7 +554,8 @@ func TestRegistrySplitClaim(t *testing.T) {
 			ctx := testCtx(t)
 			other := b.Prefix + "-2" // cleaned with b.Prefix
 			q1 := namedQ(t, b, "split-1", Options{})
-			q2, err := New(b.Client, "split-2", Options{Prefix: other})
+			obs := &faultObserver{errs: map[string][]error{}}
+			q2, err := New(b.Client, "split-2", Options{Prefix: other, Observer: obs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -565,7 +579,7 @@ func TestRegistrySplitClaim(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- p.Run(ctx) }()
 			waitFor(t, 5*time.Second, "the pool listed under its first prefix, refused under the second", func() bool {
-				return listedOn(ctx, q1) && p.Stats()[1].Errors > 0
+				return listedOn(ctx, q1) && obs.sawDuplicateID()
 			})
 			// the other holder beats again, one of its intervals on (the
 			// pool beats 5 times meanwhile), then beats once more: a
