@@ -83,7 +83,8 @@ type PoolOptions struct {
 	// Runs that each claimed the ID on a different server or prefix (they
 	// started at once) are told apart by a token each Run draws: the one
 	// with the higher token ends with ErrDuplicateID, the other claims the
-	// rest. Default: host, pid and a random suffix.
+	// rest once it has (or ends too if the first beats on past one entry
+	// lifetime). Default: host, pid and a random suffix.
 	ID string
 	// SharedBatch caps the tasks one take or ack script of a line carries
 	// while another line of the pool has a task due within the next

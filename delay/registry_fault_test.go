@@ -507,10 +507,10 @@ func TestFaultRegistryLostKeysKeepOwner(t *testing.T) {
 	ctx := testCtx(t)
 	obs := &faultObserver{errs: map[string][]error{}}
 	q1, q2 := namedQ(t, b, "lost-1", Options{}), namedQ(t, b, "lost-2", Options{Observer: obs})
-	holder := idPool(t, q1, "lost", 200*time.Millisecond)
+	holder := idPool(t, q1, "lost", 300*time.Millisecond)
 	stopHolder := runFunc(t, holder.Run)
 	waitFor(t, 5*time.Second, "the holder listed", func() bool { return listedOn(ctx, q1) })
-	waiter := idPool(t, q2, "lost", 20*time.Millisecond)
+	waiter := idPool(t, q2, "lost", 30*time.Millisecond)
 	done := make(chan error, 1)
 	go func() { done <- waiter.Run(ctx) }()
 	live, info := registryKeys(b.Prefix)
@@ -560,7 +560,7 @@ func TestRegistrySplitClaim(t *testing.T) {
 				t.Fatal(err)
 			}
 			live, info := registryKeys(other)
-			const ttl = 300 * time.Millisecond
+			const ttl = time.Second
 			beat := func() { // the other holder's heartbeat under other
 				if _, err := b.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 					p.Set(ctx, ownerKey(other, "split"), tc.token, ttl)
@@ -572,22 +572,29 @@ func TestRegistrySplitClaim(t *testing.T) {
 				}
 			}
 			beat()
-			p := idPool(t, q1, "split", 20*time.Millisecond)
+			p := idPool(t, q1, "split", 40*time.Millisecond)
 			if err := p.Add(q2, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
 			go func() { done <- p.Run(ctx) }()
-			waitFor(t, 5*time.Second, "the pool listed under its first prefix, refused under the second", func() bool {
-				return listedOn(ctx, q1) && obs.sawDuplicateID()
+			// the other holder beats until the pool has found it there
+			// (a holder beating on would end the pool past one holder
+			// TTL), then twice more, 5 of the pool's intervals apart: the
+			// pool sees a live holder (having claimed the ID there if the
+			// first entry expired meanwhile)
+			waitFor(t, 5*time.Second, "the pool refused under the second prefix", func() bool {
+				if obs.sawDuplicateID() {
+					return true
+				}
+				beat()
+				return false
 			})
-			// the other holder beats again, one of its intervals on (the
-			// pool beats 5 times meanwhile), then beats once more: a
-			// holder that went on would end it past one holder TTL
-			time.Sleep(ttl / 3)
-			beat()
-			time.Sleep(ttl / 3)
-			beat()
+			waitFor(t, 5*time.Second, "the pool listed under its first prefix", func() bool { return listedOn(ctx, q1) })
+			for range 2 {
+				beat()
+				time.Sleep(200 * time.Millisecond)
+			}
 			if !tc.survives {
 				select {
 				case err := <-done:
