@@ -93,6 +93,9 @@ func (q *Queue) Browse(ctx context.Context, o BrowseOptions) (Overview, error) {
 // SCANs the keyspace (on every master of a Cluster), so it costs time in
 // proportion to all keys in Redis: call it at start-up, not per request.
 func Discover(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
+	if nilClient(c) {
+		return nil, invalid("client", "nil client")
+	}
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}

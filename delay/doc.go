@@ -222,7 +222,9 @@
 // TestFaultWorkerStartOutage, TestFaultShutdownAcks, TestPoolRegistry,
 // TestFaultHeartbeatKilledWorker, TestRegistryEveryServer,
 // TestFaultHeartbeatFrozenServer, TestFaultHeartbeatErrorsChargedToTheirLine,
-// TestRegistryDuplicateID, TestRegistryRedisClock, TestHealthPaused.
+// TestRegistryDuplicateID, TestRegistryRedisClock, TestHealthPaused,
+// TestRegistryHeartbeatBounds, TestRegistryEntryListsItsServersLines,
+// TestFaultRegistryLostKeysKeepOwner, TestRegistrySplitClaim.
 //
 // # Worker timing
 //

@@ -78,14 +78,22 @@ type PoolOptions struct {
 	// Heartbeat is how often the running pool refreshes its entry in the
 	// worker registry (see ListWorkers) on every server its lines use,
 	// each server on its own with each call bounded by one interval; the
-	// entry expires after 3 intervals without a refresh. Default 5 s;
-	// negative: no registry entry.
+	// entry expires after 3 intervals without a refresh (at most
+	// math.MaxInt64 ns). Default 5 s; negative: no registry entry; from 0
+	// to MinHeartbeat (a unit slip such as Heartbeat: 5) ErrInvalid.
 	Heartbeat time.Duration
 	// ID names the pool in the registry; one live pool holds an ID at a
 	// time. A Run that finds its ID held waits, unlisted, for the holder's
 	// entry to expire (a killed process's does within 3 of its intervals)
 	// and ends with ErrDuplicateID if the holder beats again meanwhile.
-	// Default: host, pid and a random suffix.
+	// An ID that comes free before the holder's entry would have expired
+	// (a server that lost its keys) is left to the holder for one more of
+	// its entry's lifetimes, so the live holder claims it back first. Two
+	// Runs that each claimed the ID on a different server or prefix (they
+	// started at once) are told apart by a token each Run draws: the one
+	// with the higher token ends with ErrDuplicateID, the other claims the
+	// rest once it has (or ends too if the first beats on past one entry
+	// lifetime). Default: host, pid and a random suffix.
 	ID string
 	// SharedBatch caps the tasks one take or ack script of a line carries
 	// while another line of the pool has a task due within the next
@@ -178,6 +186,9 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	if o.Concurrency < 0 || o.SweepBatch < 0 || o.SweepBatch > MaxBatch || o.SharedBatch > MaxBatch {
 		return nil, invalid("options", "concurrency %d sweep %d shared batch %d", o.Concurrency, o.SweepBatch, o.SharedBatch)
 	}
+	if o.WakeClient != nil && nilClient(o.WakeClient) {
+		return nil, invalid("options", "typed nil WakeClient")
+	}
 	if o.Mode != Weighted && o.Mode != Strict {
 		return nil, invalid("options", "pool mode %d", o.Mode)
 	}
@@ -209,8 +220,11 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		}
 	}
 	o.WakeBlock = max(o.WakeBlock, time.Second)
-	if o.Heartbeat == 0 {
+	switch {
+	case o.Heartbeat == 0:
 		o.Heartbeat = 5 * time.Second
+	case o.Heartbeat > 0 && o.Heartbeat < MinHeartbeat:
+		return nil, invalid("options", "heartbeat %v below %v", o.Heartbeat, MinHeartbeat)
 	}
 	if o.ID == "" {
 		o.ID = newPoolID()

@@ -2,6 +2,7 @@ package delay
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,7 @@ type Queue struct {
 // scripts, pipelines (EnqueueBatch) and a blocking BLPOP (Worker); a
 // *redis.Client and a *redis.ClusterClient both work.
 func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
-	if c == nil {
+	if nilClient(c) {
 		return nil, invalid("options", "nil client")
 	}
 	if err := ValidateName(name); err != nil {
@@ -210,4 +211,15 @@ func (q *Queue) checkJob(j Job) (string, int64, error) {
 		return "", 0, invalid("payload", "%d bytes (max %d)", len(j.Payload), q.o.MaxPayload)
 	}
 	return q.whenArgs(j.When)
+}
+
+// nilClient reports a nil client, typed nils included: a nil *redis.Client
+// in the interface is not == nil, and its first command would dereference
+// it.
+func nilClient(c redis.UniversalClient) bool {
+	if c == nil {
+		return true
+	}
+	v := reflect.ValueOf(c)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,16 +35,20 @@ import (
 
 // WorkerInfo is one live pool's registry entry.
 type WorkerInfo struct {
-	ID          string     `json:"id"`
-	Host        string     `json:"host"`
-	PID         int        `json:"pid"`
-	Mode        string     `json:"mode"` // "weighted" or "strict"
-	Concurrency int        `json:"concurrency"`
-	Running     int        `json:"running"` // handlers running at the last heartbeat
-	Lines       []LineInfo `json:"lines"`
-	Started     time.Time  `json:"started"`
-	Interval    Duration   `json:"interval"` // its heartbeat interval
-	Version     string     `json:"version"`  // the tierset module version, "(devel)" from a checkout
+	ID          string `json:"id"`
+	Host        string `json:"host"`
+	PID         int    `json:"pid"`
+	Mode        string `json:"mode"` // "weighted" or "strict"
+	Concurrency int    `json:"concurrency"`
+	Running     int    `json:"running"` // handlers running at the last heartbeat
+	// Lines are the pool's lines with a queue on the server and prefix
+	// the entry was read from, each with only those queues: a pool
+	// serving "orders" on one server is not listed as serving another
+	// server's "orders".
+	Lines    []LineInfo `json:"lines"`
+	Started  time.Time  `json:"started"`
+	Interval Duration   `json:"interval"` // its heartbeat interval
+	Version  string     `json:"version"`  // the tierset module version, "(devel)" from a checkout
 	// Beat is the last heartbeat and Age how long ago it was, both by
 	// Redis TIME (the live set's score and the server's clock when the
 	// list was read), so neither depends on the pool's or the reader's
@@ -89,6 +95,21 @@ func (w WorkerInfo) Serves(name string) bool {
 	return false
 }
 
+// MinHeartbeat is the shortest PoolOptions.Heartbeat: an entry lives 3
+// intervals, and one much shorter than a round trip to Redis would expire
+// before the next beat arrives (below 1/3 ms its TTL is 0 ms, which Redis
+// refuses, and the pool would beat, and fail, in a busy loop).
+const MinHeartbeat = 10 * time.Millisecond
+
+// entryTTL is how long an entry (and its owner key) lives: 3 heartbeat
+// intervals, saturating at math.MaxInt64 ns instead of wrapping negative.
+func entryTTL(beat time.Duration) time.Duration {
+	if beat > math.MaxInt64/3 {
+		return math.MaxInt64
+	}
+	return 3 * beat
+}
+
 func registryKeys(prefix string) (live, info string) {
 	base := prefix + ":{workers}:"
 	return base + "live", base + "w:"
@@ -120,8 +141,11 @@ func moduleVersion() string {
 	return ""
 }
 
-// info is the pool's entry as it stands now.
-func (p *Pool) info(lines []*line, s *sched) WorkerInfo {
+// info is the pool's entry on t as it stands now: the lines with a queue
+// on t (only those queues), so that a queue of the same name on another
+// server or under another prefix is never taken for one this pool serves.
+// Concurrency and Running are the whole pool's.
+func (p *Pool) info(lines []*line, s *sched, t *regTarget) WorkerInfo {
 	host, _ := os.Hostname()
 	mode := "weighted"
 	if p.o.Mode == Strict {
@@ -132,12 +156,13 @@ func (p *Pool) info(lines []*line, s *sched) WorkerInfo {
 		Interval: Duration(p.o.Heartbeat), Version: moduleVersion()}
 	s.mu.Lock()
 	for _, l := range lines {
-		li := LineInfo{Name: l.name, Weight: l.o.Weight, MaxConcurrent: l.o.MaxConcurrent, Running: l.running}
-		for _, tk := range l.takers {
-			li.Queues = append(li.Queues, tk.q.name)
-		}
 		w.Running += l.running
-		w.Lines = append(w.Lines, li)
+		queues := t.queues[l]
+		if len(queues) == 0 {
+			continue
+		}
+		w.Lines = append(w.Lines, LineInfo{Name: l.name, Queues: queues, Weight: l.o.Weight,
+			MaxConcurrent: l.o.MaxConcurrent, Running: l.running})
 	}
 	s.mu.Unlock()
 	return w
@@ -164,6 +189,11 @@ type regTarget struct {
 	// takers holds one taker of each line with a queue here: a failed
 	// heartbeat is reported to (and counted for) those lines, not others.
 	takers []*taker
+	// queues are the names of each line's queues here: the entry on this
+	// target lists those lines and queues only.
+	queues map[*line][]string
+	// owned: this Run's last heartbeat here wrote the entry.
+	owned atomic.Bool
 }
 
 // register prepares the pool's registration; heartbeat writes it.
@@ -179,13 +209,14 @@ func (p *Pool) register(lines []*line, s *sched) *registration {
 			k := at{tk.q.c, tk.q.o.Prefix}
 			t := byAt[k]
 			if t == nil {
-				t = &regTarget{c: k.c, prefix: k.prefix}
+				t = &regTarget{c: k.c, prefix: k.prefix, queues: map[*line][]string{}}
 				byAt[k] = t
 				r.targets = append(r.targets, t)
 			}
-			if n := len(t.takers); n == 0 || t.takers[n-1].l != l {
+			if len(t.queues[l]) == 0 {
 				t.takers = append(t.takers, tk)
 			}
+			t.queues[l] = append(t.queues[l], tk.q.name)
 		}
 	}
 	return r
@@ -225,14 +256,25 @@ func (r *registration) heartbeat(ctx context.Context, fatal func(error)) {
 // token it writes nothing and watches the holder: a holder whose beat
 // advances is a live pool, and Run ends with ErrDuplicateID; one that
 // never beats again (a process killed with its entry in place) expires
-// within 3 of its intervals, and this pool claims the ID then.
+// within 3 of its intervals, and this pool claims the ID then. An ID that
+// comes free before the holder's expiry (a server that lost its keys) is
+// left to the holder for one more holder TTL, so a live holder claims it
+// back first. Two pools that each hold the ID on a different target (they
+// started at once) are told apart by their tokens: the lower one waits up
+// to one holder TTL for the other to end, which it does when it sees the
+// lower one beat.
 func (r *registration) beatLoop(ctx context.Context, t *regTarget, fatal func(error)) {
 	o := r.p.o
 	failures := 0
-	held := int64(-1) // the holder's beat when the ID was first found held
+	held := int64(-1)   // the holder's beat when the ID was first found held
+	var expiry int64    // the holder's owner key's end, Redis ms (0: none seen)
+	var holderTTL int64 // the longest owner TTL seen left, ms
+	var notBefore int64 // claim a free ID only from then, Redis ms
+	var extended bool   // notBefore moved past a lost holder's expiry
+	var grace int64     // a split: fatal only past this, Redis ms (0: none)
 	for {
 		wait := o.Heartbeat
-		rep, err := r.beat(ctx, t)
+		rep, err := r.beat(ctx, t, notBefore)
 		switch {
 		case err != nil:
 			if ended(ctx) {
@@ -243,14 +285,38 @@ func (r *registration) beatLoop(ctx context.Context, t *regTarget, fatal func(er
 			}
 			failures++
 			wait = min(wait, backoffDelay(o.ReconnectMin, o.ReconnectMax, failures))
-		case rep.int(0) == codeDup:
+		case rep.int(0) == codeDup && rep.str(3) == "":
+			// free, but a holder was seen: not before notBefore
+			t.owned.Store(false)
 			failures = 0
+			if now := rep.int(1); !extended && now < expiry {
+				notBefore, extended = now+holderTTL, true
+			}
+		case rep.int(0) == codeDup:
+			t.owned.Store(false)
+			failures = 0
+			now := rep.int(1)
 			beat, _ := strconv.ParseFloat(rep.str(2), 64)
+			holder := rep.str(3)
+			if pttl := rep.int(4); pttl > 0 {
+				expiry, holderTTL = max(expiry, now+pttl), max(holderTTL, pttl)
+				if !extended {
+					notBefore = expiry
+				}
+			}
 			dup := fmt.Errorf("%w: pool ID %q under prefix %q is held by another pool (last beat %s, Redis TIME)",
 				ErrDuplicateID, o.ID, t.prefix, time.UnixMilli(int64(beat)).UTC().Format(time.RFC3339Nano))
 			if held >= 0 && int64(beat) > held {
-				fatal(dup)
-				return
+				if !r.ownedElsewhere(t) || r.token > holder {
+					fatal(dup)
+					return
+				}
+				if grace == 0 {
+					grace = now + holderTTL
+				} else if now > grace {
+					fatal(dup)
+					return
+				}
 			}
 			if held < 0 {
 				held = int64(beat)
@@ -264,7 +330,8 @@ func (r *registration) beatLoop(ctx context.Context, t *regTarget, fatal func(er
 				tk.onError("heartbeat", err)
 			}
 		default:
-			failures, held = 0, -1
+			t.owned.Store(true)
+			failures, held, expiry, holderTTL, notBefore, extended, grace = 0, -1, 0, 0, 0, false, 0
 		}
 		if !pauseFor(ctx, wait) {
 			return
@@ -272,15 +339,27 @@ func (r *registration) beatLoop(ctx context.Context, t *regTarget, fatal func(er
 	}
 }
 
+// ownedElsewhere reports whether this Run holds the ID on a target other
+// than t (its last heartbeat there wrote the entry).
+func (r *registration) ownedElsewhere(t *regTarget) bool {
+	for _, u := range r.targets {
+		if u != t && u.owned.Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // beat runs registry.lua once on t, bounded by one heartbeat interval.
-func (r *registration) beat(ctx context.Context, t *regTarget) (reply, error) {
-	b, err := json.Marshal(r.p.info(r.lines, r.s))
+func (r *registration) beat(ctx context.Context, t *regTarget, notBefore int64) (reply, error) {
+	b, err := json.Marshal(r.p.info(r.lines, r.s, t))
 	if err != nil {
 		return nil, fmt.Errorf("delay: heartbeat: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.p.o.Heartbeat)
 	defer cancel()
-	return run(cctx, t.c, scriptRegistry, "heartbeat", r.keys(t), r.p.o.ID, r.token, b, (3 * r.p.o.Heartbeat).Milliseconds())
+	return run(cctx, t.c, scriptRegistry, "heartbeat", r.keys(t), r.p.o.ID, r.token, b,
+		entryTTL(r.p.o.Heartbeat).Milliseconds(), notBefore)
 }
 
 // pauseFor waits d unless ctx ends first; it reports whether ctx is live.
@@ -316,9 +395,10 @@ func (r *registration) unregister(ctx context.Context) {
 // registered on c under the key prefix (DefaultPrefix when ""), ordered by
 // ID, each with its last heartbeat (Beat) and its age (Age), both read
 // from Redis TIME. An ID whose entry expired is dropped from the list on
-// the way.
+// the way. A nil c (a typed nil such as a nil *redis.Client included) is
+// ErrInvalid.
 func ListWorkers(ctx context.Context, c redis.UniversalClient, prefix string) ([]WorkerInfo, error) {
-	if c == nil {
+	if nilClient(c) {
 		return nil, invalid("client", "nil client")
 	}
 	if prefix == "" {

@@ -295,7 +295,8 @@ func TestRegistryRedisClock(t *testing.T) {
 }
 
 // Typed nils are refused with ErrInvalid, never dereferenced: Pool.Add,
-// Queue.Workers and Health, Sharded.Workers.
+// Queue.Workers and Health, Sharded.Workers, and nil clients of every
+// type (ListWorkers, Discover, New, a WakeClient).
 func TestRegistryTypedNil(t *testing.T) {
 	t.Parallel()
 	p, err := NewPool(PoolOptions{})
@@ -316,6 +317,22 @@ func TestRegistryTypedNil(t *testing.T) {
 		{"nil Queue.Health", func() error { _, err := q.Health(ctx, 0); return err }},
 		{"nil Sharded.Workers", func() error { _, err := s.Workers(ctx); return err }},
 		{"ListWorkers(nil client)", func() error { _, err := ListWorkers(ctx, nil, ""); return err }},
+		{"ListWorkers(nil *redis.Client)", func() error { _, err := ListWorkers(ctx, (*redis.Client)(nil), ""); return err }},
+		{"ListWorkers(nil *redis.ClusterClient)", func() error { _, err := ListWorkers(ctx, (*redis.ClusterClient)(nil), ""); return err }},
+		{"Discover(nil *redis.Client)", func() error { _, err := Discover(ctx, (*redis.Client)(nil), ""); return err }},
+		{"New(nil *redis.Client)", func() error { _, err := New((*redis.Client)(nil), "q", Options{}); return err }},
+		{"NewPool(WakeClient nil *redis.Client)", func() error {
+			_, err := NewPool(PoolOptions{WakeClient: (*redis.Client)(nil)})
+			return err
+		}},
+		{"NewWorker(WakeClient nil *redis.Ring)", func() error {
+			q, err := New(testredis.Mini(t).Client, "q", Options{})
+			if err != nil {
+				return err
+			}
+			_, err = NewWorker(q, h, WorkerOptions{WakeClient: (*redis.Ring)(nil)})
+			return err
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
@@ -378,4 +395,232 @@ func TestHealthPaused(t *testing.T) {
 		waitFor(t, 5*time.Second, "the task handled after the resume", func() bool { return p.Stats()[0].Handled == 1 })
 		_ = stop()
 	})
+}
+
+// A server's entry lists only the pool's lines with a queue there: a
+// queue named like one the pool serves elsewhere (another server, or
+// another prefix on the same server) has no worker, and Health says
+// NoWorker, not Served.
+func TestRegistryEntryListsItsServersLines(t *testing.T) {
+	t.Parallel()
+	t.Run("two servers", func(t *testing.T) {
+		t.Parallel()
+		ts := newTwoServers(t, true)
+		ctx := testCtx(t)
+		stop := runFunc(t, ts.pool(t, "own-lines", 100*time.Millisecond).Run)
+		waitFor(t, 5*time.Second, "the pool listed on both servers", func() bool {
+			return listedOn(ctx, ts.qa) && listedOn(ctx, ts.qb)
+		})
+		// "reg-a" is served on s; this one, on b, is not
+		twin, err := New(ts.b.Client, ts.qa.name, Options{Prefix: ts.b.Prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unserved(t, ctx, twin)
+		_ = stop()
+	})
+	t.Run("two prefixes", func(t *testing.T) {
+		t.Parallel()
+		b := testredis.Redis(t)
+		ctx := testCtx(t)
+		other := b.Prefix + "-2" // cleaned with b.Prefix
+		x := namedQ(t, b, "x", Options{})
+		y, err := New(b.Client, "y", Options{Prefix: other})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPool(PoolOptions{Concurrency: 1, Heartbeat: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []*Queue{x, y} {
+			if err := p.Add(q, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop := runFunc(t, p.Run)
+		waitFor(t, 5*time.Second, "the pool listed under both prefixes", func() bool {
+			return listedOn(ctx, x) && listedOn(ctx, y)
+		})
+		twin, err := New(b.Client, "x", Options{Prefix: other})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unserved(t, ctx, twin)
+		ws, err := ListWorkers(ctx, b.Client, other)
+		if err != nil || len(ws) != 1 || len(ws[0].Lines) != 1 || ws[0].Lines[0].Name != "y" {
+			t.Errorf("entry under %s: %+v, %v; want the line y alone", other, ws, err)
+		}
+		_ = stop()
+	})
+}
+
+// unserved checks that q, given a due task, has no worker and reads
+// NoWorker.
+func unserved(t *testing.T, ctx context.Context, q *Queue) {
+	t.Helper()
+	mustEnqueue(t, ctx, q, Job{Key: "due"})
+	h, err := q.Health(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Workers) != 0 || h.Verdict != NoWorker {
+		t.Errorf("%s: %d workers, verdict %v; want none, NoWorker", q.name, len(h.Workers), h.Verdict)
+	}
+}
+
+// sawDuplicateID reports whether a heartbeat found the ID held.
+func (o *faultObserver) sawDuplicateID() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, err := range o.errs["heartbeat"] {
+		if errors.Is(err, ErrDuplicateID) {
+			return true
+		}
+	}
+	return false
+}
+
+// idPool is a pool of q alone under id, beating every beat.
+func idPool(t *testing.T, q *Queue, id string, beat time.Duration) *Pool {
+	t.Helper()
+	p, err := NewPool(PoolOptions{Concurrency: 1, Heartbeat: beat, ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Add(q, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestFaultRegistryLostKeysKeepOwner: a server that loses the registry's
+// keys (a restart without persistence, a flush) hands the ID back to the
+// live pool that held it, not to a second pool waiting for it: the
+// waiter claims a free ID only past one holder TTL after it found it
+// free early, and ends with ErrDuplicateID when the holder beats again.
+// The waiter beats 10 times as often as the holder, so it would come
+// first to the free ID.
+func TestFaultRegistryLostKeysKeepOwner(t *testing.T) {
+	t.Parallel()
+	b := testredis.Redis(t) // expiry by Redis's clock
+	ctx := testCtx(t)
+	obs := &faultObserver{errs: map[string][]error{}}
+	q1, q2 := namedQ(t, b, "lost-1", Options{}), namedQ(t, b, "lost-2", Options{Observer: obs})
+	holder := idPool(t, q1, "lost", 300*time.Millisecond)
+	stopHolder := runFunc(t, holder.Run)
+	waitFor(t, 5*time.Second, "the holder listed", func() bool { return listedOn(ctx, q1) })
+	waiter := idPool(t, q2, "lost", 30*time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- waiter.Run(ctx) }()
+	live, info := registryKeys(b.Prefix)
+	waitFor(t, 5*time.Second, "the waiter refused", func() bool { return obs.sawDuplicateID() })
+	if err := b.Client.Del(ctx, info+"lost", ownerKey(b.Prefix, "lost"), live).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrDuplicateID) {
+			t.Fatalf("the waiter's Run: %v, want ErrDuplicateID", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter still runs after 10 s")
+	}
+	ws, err := ListWorkers(ctx, b.Client, b.Prefix)
+	if err != nil || len(ws) != 1 || !ws[0].Serves("lost-1") {
+		t.Fatalf("after the waiter ended: %v %+v, want the holder's entry", err, ws)
+	}
+	if err := stopHolder(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the holder's Run: %v, want context.Canceled", err)
+	}
+}
+
+// TestRegistrySplitClaim: a pool that holds its ID under one prefix and
+// finds it held, and beating, under another (two pools that started at
+// once and each claimed one first) ends with ErrDuplicateID only when the
+// other holder's token is the lower; otherwise it waits for the other to
+// end (which it does on seeing this pool beat) and claims the ID there,
+// so one of the two survives, never neither. The other holder here is
+// written by hand with a token below or above every hex token.
+func TestRegistrySplitClaim(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		token    string
+		survives bool
+	}{{"0", false}, {"~", true}} {
+		t.Run("other="+tc.token, func(t *testing.T) {
+			t.Parallel()
+			b := testredis.Redis(t)
+			ctx := testCtx(t)
+			other := b.Prefix + "-2" // cleaned with b.Prefix
+			q1 := namedQ(t, b, "split-1", Options{})
+			obs := &faultObserver{errs: map[string][]error{}}
+			q2, err := New(b.Client, "split-2", Options{Prefix: other, Observer: obs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			live, info := registryKeys(other)
+			const ttl = time.Second
+			beat := func() { // the other holder's heartbeat under other
+				if _, err := b.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+					p.Set(ctx, ownerKey(other, "split"), tc.token, ttl)
+					p.Set(ctx, info+"split", `{"id":"split"}`, ttl)
+					p.ZAdd(ctx, live, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "split"})
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			beat()
+			p := idPool(t, q1, "split", 40*time.Millisecond)
+			if err := p.Add(q2, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx) }()
+			// the other holder beats until the pool has found it there
+			// (a holder beating on would end the pool past one holder
+			// TTL), then twice more, 5 of the pool's intervals apart: the
+			// pool sees a live holder (having claimed the ID there if the
+			// first entry expired meanwhile)
+			waitFor(t, 5*time.Second, "the pool refused under the second prefix", func() bool {
+				if obs.sawDuplicateID() {
+					return true
+				}
+				beat()
+				return false
+			})
+			waitFor(t, 5*time.Second, "the pool listed under its first prefix", func() bool { return listedOn(ctx, q1) })
+			for range 2 {
+				beat()
+				time.Sleep(200 * time.Millisecond)
+			}
+			if !tc.survives {
+				select {
+				case err := <-done:
+					if !errors.Is(err, ErrDuplicateID) {
+						t.Fatalf("Run: %v, want ErrDuplicateID", err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("the pool still runs beside a lower token")
+				}
+				return
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("Run beside a higher token: %v, want it to wait", err)
+			default:
+			}
+			// the other holder ends, as it does on seeing the pool beat
+			if err := b.Client.Del(ctx, info+"split", ownerKey(other, "split")).Err(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 5*time.Second, "the ID claimed under the second prefix", func() bool { return listedOn(ctx, q2) })
+			select {
+			case err := <-done:
+				t.Fatalf("Run: %v", err)
+			default:
+			}
+		})
+	}
 }

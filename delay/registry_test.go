@@ -2,6 +2,9 @@ package delay
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"syscall"
@@ -118,4 +121,56 @@ func TestFaultHeartbeatKilledWorker(t *testing.T) {
 	if n, _ := b.Client.ZCard(ctx, b.Prefix+":{workers}:live").Result(); n != 0 {
 		t.Fatalf("%d IDs left in the live set after listing", n)
 	}
+}
+
+// Heartbeat's extremes: below MinHeartbeat (a unit slip such as
+// Heartbeat: 5, whose 15 ns TTL Redis refuses, beat in a busy loop) is
+// ErrInvalid; a huge one (3 intervals past math.MaxInt64 ns wrapped
+// negative) registers with a TTL saturated at math.MaxInt64 ns.
+func TestRegistryHeartbeatBounds(t *testing.T) {
+	t.Parallel()
+	h := func(context.Context, *Task) error { return nil }
+	for _, beat := range []time.Duration{1, 5, MinHeartbeat - 1} {
+		if _, err := NewPool(PoolOptions{Heartbeat: beat}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("NewPool(Heartbeat %v): %v, want ErrInvalid", beat, err)
+		}
+		q, err := New(testredis.Mini(t).Client, "q", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewWorker(q, h, WorkerOptions{Heartbeat: beat}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("NewWorker(Heartbeat %v): %v, want ErrInvalid", beat, err)
+		}
+	}
+	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		for i, tc := range []struct {
+			beat time.Duration
+			ttl  time.Duration // at least
+		}{
+			{MinHeartbeat, 0},
+			{100 * 365 * 24 * time.Hour, 24 * time.Hour},
+			{math.MaxInt64, 24 * time.Hour},
+		} {
+			t.Run(tc.beat.String(), func(t *testing.T) {
+				t.Parallel()
+				q := namedQ(t, b, fmt.Sprintf("beat-bounds-%d", i), Options{})
+				p, err := NewPool(PoolOptions{Concurrency: 1, Heartbeat: tc.beat})
+				if err != nil {
+					t.Fatalf("NewPool: %v", err)
+				}
+				if err := p.Add(q, h, QueueOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				stop := runFunc(t, p.Run)
+				_, info := registryKeys(b.Prefix)
+				waitFor(t, 5*time.Second, "the pool listed", func() bool {
+					ttl, err := b.Client.PTTL(ctx, info+p.ID()).Result()
+					return err == nil && ttl > tc.ttl && listedOn(ctx, q)
+				})
+				if err := stop(); !errors.Is(err, context.Canceled) {
+					t.Fatalf("Run: %v", err)
+				}
+			})
+		}
+	})
 }

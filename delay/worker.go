@@ -60,7 +60,8 @@ type WorkerOptions struct {
 	// after a Redis error. Defaults 50 ms and 2 s.
 	ReconnectMin, ReconnectMax time.Duration
 	// Heartbeat is how often the running worker refreshes its entry in
-	// the worker registry (see ListWorkers). Default 5 s; negative: none.
+	// the worker registry (see ListWorkers). Default 5 s; negative: none;
+	// below MinHeartbeat ErrInvalid (see PoolOptions.Heartbeat).
 	Heartbeat time.Duration
 }
 

@@ -10,14 +10,24 @@
 -- KEYS[3] -> live ZSET    <prefix>:{workers}:live
 -- ARGV[1] -> pool ID   ARGV[2] -> owner token   ARGV[3] -> entry JSON
 -- ARGV[4] -> TTL of the entry and of its owner, ms
--- Returns {C_OK, now} when the entry was written; {C_DUP, now, beat}
---          when another token holds the ID (nothing written): beat is the
---          holder's last heartbeat (Unix ms, Redis TIME; '' if unlisted).
+-- ARGV[5] -> claim not before (Unix ms, Redis TIME; 0: at once): a pool
+--            that saw another token hold the ID claims a free ID only
+--            from then, so a live holder whose keys a server lost
+--            (restart, flush) claims its ID back first
+-- Returns {C_OK, now} when the entry was written; {C_DUP, now, beat,
+--          holder, pttl} when another token holds the ID (nothing
+--          written): beat is the holder's last heartbeat (Unix ms, Redis
+--          TIME; '' if unlisted), holder its token and pttl what is left
+--          of its owner key; {C_DUP, now, '', '', 0} when the ID is free
+--          but ARGV[5] is still ahead (nothing written).
 local entry, owner, live = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
 local holder = redis.call('GET', owner)
 if holder and holder ~= ARGV[2] then
-  return {C_DUP, now, redis.call('ZSCORE', live, ARGV[1]) or ''}
+  return {C_DUP, now, redis.call('ZSCORE', live, ARGV[1]) or '', holder, redis.call('PTTL', owner)}
+end
+if not holder and now < tonumber(ARGV[5]) then
+  return {C_DUP, now, '', '', 0}
 end
 redis.call('SET', owner, ARGV[2], 'PX', ARGV[4])
 redis.call('SET', entry, ARGV[3], 'PX', ARGV[4])
