@@ -14,6 +14,33 @@ import (
 // waits in the buffer.
 const pauseCheck = 25 * time.Millisecond
 
+// pauseStale is how old the last word on a queue's pause may be when a
+// handler is about to start one of its tasks: older (a take whose reply
+// came late, over a slow link or a stall), the handler asks Redis first.
+// A pause set before that word was sent would have been in it, so a
+// start within pauseStale of it is within 100 ms of any Pause's return.
+const pauseStale = 3 * pauseCheck
+
+// pausedSince asks, when the last word on the queue's pause is older than
+// pauseStale, whether the queue is paused now. A Redis error is reported
+// and answers no: the take said not paused, and a failing link must not
+// turn every start into a release.
+func (tk *taker) pausedSince(ctx context.Context) bool {
+	if time.Since(time.Unix(0, tk.okAt.Load())) <= pauseStale {
+		return false
+	}
+	sent := time.Now()
+	paused, err := tk.q.c.HExists(ctx, tk.q.k.ctl, "paused").Result()
+	if err != nil {
+		tk.onError("pause check", err)
+		return false
+	}
+	if !paused {
+		tk.okAt.Store(max(tk.okAt.Load(), sent.UnixNano()))
+	}
+	return paused
+}
+
 // watchPause releases the taker's prefetched tasks once its queue is
 // paused. Each take says whether the queue is paused, but a taker whose
 // buffer is full does not take; the take script alone would let a worker

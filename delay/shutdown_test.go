@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,5 +254,61 @@ func TestFaultCancelDuringTake(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A take that ran before a Pause but whose reply comes late (held in the
+// proxy: a slow link) used to hand its tasks to the free handlers on
+// arrival, 150 ms after Pause returned. A handler now asks Redis before
+// starting a task whose taker's last word on the pause is older than
+// pauseStale: none starts, and the tasks are due again, attempt 1.
+func TestFaultPauseDuringSlowTake(t *testing.T) {
+	env := newFaultEnv(t)
+	ctx := testCtx(t)
+	loadScripts(t, ctx, env.direct)
+	q, err := New(env.c, "slowpause", Options{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	fillDue(t, ctx, q, n)
+	var started atomic.Int64
+	w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+		started.Add(1)
+		return nil
+	}, WorkerOptions{Concurrency: n, Heartbeat: -1, WakeClient: env.direct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := env.proxy.HoldNext(faultproxy.Contains(scriptTake.Hash()))
+	t.Cleanup(hold.Release)
+	stop := runFunc(t, w.Run)
+	waitFor(t, 10*time.Second, "the first take's reply held", closedYet(hold.Held()))
+	direct, err := New(env.direct, "slowpause", q.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // the link's delay
+	hold.Release()
+	waitFor(t, 5*time.Second, "the late take's tasks due again", func() bool {
+		st, err := direct.Stats(ctx)
+		return err == nil && st.InFlight == 0 && st.Pending == n
+	})
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if got := started.Load(); got != 0 {
+		t.Fatalf("%d handlers started after the pause", got)
+	}
+	if err := direct.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range mustTake(t, ctx, direct, n).Tasks {
+		if tk.Attempt != 1 {
+			t.Errorf("task %s: attempt %d, want 1", tk.ID, tk.Attempt)
+		}
 	}
 }
