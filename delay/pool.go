@@ -228,8 +228,9 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 // ID returns the pool's registry ID.
 func (p *Pool) ID() string { return p.o.ID }
 
-// Add adds a line served by h. Lines are added before Run; a line (or
-// one of its shards) added twice is refused.
+// Add adds a line served by h. Lines are added before Run: an Add while
+// Run runs is refused (the running pool never serves a line added
+// late); a line (or one of its shards) added twice is refused.
 func (p *Pool) Add(l Line, h Handler, opts QueueOptions) error {
 	if nilLine(l) || h == nil || len(l.lineQueues()) == 0 {
 		return invalid("options", "nil line or handler")
