@@ -519,14 +519,6 @@ func (p *Pool) serve(hctx context.Context, s *sched) {
 			}
 			continue
 		}
-		if tk.pausedSince(hctx) {
-			// taken before a Pause whose word came late: not to start
-			s.finish(l)
-			tk.releaseAll(hctx, []*Task{it.t})
-			tk.done()
-			tk.releaseBuffered(hctx)
-			continue
-		}
 		tk.handle(hctx, it.t)
 		l.handled.Add(1)
 		s.finish(l)

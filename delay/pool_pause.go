@@ -14,21 +14,17 @@ import (
 // waits in the buffer.
 const pauseCheck = 25 * time.Millisecond
 
-// pauseStale is how old the last word on a queue's pause may be when a
-// handler is about to start one of its tasks: older (a take whose reply
-// came late, over a slow link or a stall), the handler asks Redis first.
-// A pause set before that word was sent would have been in it, so a
-// start within pauseStale of it is within 100 ms of any Pause's return.
+// pauseStale is how long a take's reply may take to come: a take
+// answered later (a slow link, a stall) may have run before a Pause that
+// returned since, and its reply does not say so. The taker then asks
+// Redis once before its tasks may start, so a late reply's tasks start
+// within a round trip of the pause at most, like the prefetch's.
 const pauseStale = 3 * pauseCheck
 
-// pausedSince asks, when the last word on the queue's pause is older than
-// pauseStale, whether the queue is paused now. A Redis error is reported
-// and answers no: the take said not paused, and a failing link must not
-// turn every start into a release.
-func (tk *taker) pausedSince(ctx context.Context) bool {
-	if time.Since(time.Unix(0, tk.okAt.Load())) <= pauseStale {
-		return false
-	}
+// pausedLate reports whether the queue is paused now, asked after a take
+// whose reply came pauseStale or more after it was sent. A Redis error
+// is reported and answers no: the take said not paused.
+func (tk *taker) pausedLate(ctx context.Context) bool {
 	sent := time.Now()
 	paused, err := tk.q.c.HExists(ctx, tk.q.k.ctl, "paused").Result()
 	if err != nil {
@@ -36,7 +32,7 @@ func (tk *taker) pausedSince(ctx context.Context) bool {
 		return false
 	}
 	if !paused {
-		tk.okAt.Store(max(tk.okAt.Load(), sent.UnixNano()))
+		tk.okAt.Store(sent.UnixNano())
 	}
 	return paused
 }

@@ -252,10 +252,16 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc, wakes *s
 			tk.dueBy.Store(time.Now().UnixMilli())
 		}
 		full := len(b.Tasks) == n && b.NextToken.IsZero()
+		if !b.Paused && len(b.Tasks) > 0 && time.Since(sent) >= pauseStale && tk.pausedLate(ctx) {
+			// taken before a Pause whose word the late reply missed
+			tk.held.Add(-int64(len(b.Tasks)))
+			tk.releaseAll(ctx, b.Tasks)
+			b.Tasks, b.Paused, full = nil, true, false
+		}
 		if b.Paused {
 			tk.releaseBuffered(ctx) // prefetched before the pause: not to start
 		} else {
-			tk.okAt.Store(sent.UnixNano())
+			tk.okAt.Store(max(tk.okAt.Load(), sent.UnixNano()))
 		}
 		tk.s.took(tk, b.Tasks, full)
 		nextExpiry = b.NextExpiry

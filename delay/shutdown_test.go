@@ -259,9 +259,9 @@ func TestFaultCancelDuringTake(t *testing.T) {
 
 // A take that ran before a Pause but whose reply comes late (held in the
 // proxy: a slow link) used to hand its tasks to the free handlers on
-// arrival, 150 ms after Pause returned. A handler now asks Redis before
-// starting a task whose taker's last word on the pause is older than
-// pauseStale: none starts, and the tasks are due again, attempt 1.
+// arrival, 150 ms after Pause returned. The taker now asks Redis once
+// after a take answered pauseStale or more after it was sent: none
+// starts, and the tasks are due again, attempt 1.
 func TestFaultPauseDuringSlowTake(t *testing.T) {
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
