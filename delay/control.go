@@ -15,9 +15,11 @@ import (
 // task (Batch.Paused). Tasks already running finish and are acked; tasks
 // a worker took but no handler started (its prefetch) go back to due,
 // their attempt not counted, within 25 ms plus a round trip (the worker
-// asks while it holds any), so no handler starts a task later than
-// 100 ms after Pause returns; expired leases still return to due, where
-// they wait; Enqueue, Cancel, Reschedule and the dead-letter calls keep
+// asks while it holds any, and once after a take whose reply came 75 ms
+// or more after it was sent, as over a slow link), so no handler starts
+// a task later than 100 ms after Pause returns (on a link of a round
+// trip under 75 ms); expired leases still return to due, where they
+// wait; Enqueue, Cancel, Reschedule and the dead-letter calls keep
 // working. Pausing a paused queue keeps its first start
 // (Stats.PausedSince).
 func (q *Queue) Pause(ctx context.Context) error {

@@ -217,6 +217,7 @@
 // leaves its task to its lease. Design and figures: docs/design.md,
 // "Workers". Tests: TestPoolWeightedShares,
 // TestFaultPoolWeightsDefaultOptions, TestFaultDeadlineReleasesTake,
+// TestFaultCancelDuringTake, TestFaultPauseDuringSlowTake,
 // TestPoolShutdownWithinTimeout, TestPauseStopsPrefetched, TestPoolStrict,
 // TestPoolCaps, TestPoolSharded, TestPoolLineIsolation,
 // TestFaultWorkerStartOutage, TestFaultShutdownAcks, TestPoolRegistry,

@@ -47,7 +47,8 @@ type PoolOptions struct {
 	Mode PoolMode
 	// ShutdownTimeout is how long Run waits for running handlers after its
 	// context ends, counted from that end (a take in flight or a wake BLPOP
-	// does not lengthen it). A handler still running then has its ctx
+	// does not lengthen it, whether ctx was cancelled or reached its
+	// deadline; ErrShutdownTimeout means a handler was still running). A handler still running then has its ctx
 	// cancelled and is left to finish in the background: when it returns,
 	// its outcome is applied directly (ack, retry, dead letter, or a release
 	// when it returns an error after that cancel), each with a 5 s bound of
@@ -175,6 +176,10 @@ type Pool struct {
 	lines   []*line
 	running atomic.Bool
 	started atomic.Int64 // Unix ms of the running Run's start
+	// late holds the takers a Run returned without (a take or release
+	// still in flight at ShutdownTimeout, on a frozen server): the next
+	// Run waits for them, each bounded by its own 5 s.
+	late sync.WaitGroup
 	// perTaker, when set (ShardedWorker), is each queue's own concurrency
 	// for its take limit, instead of the line's.
 	perTaker int
@@ -237,8 +242,9 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 // ID returns the pool's registry ID.
 func (p *Pool) ID() string { return p.o.ID }
 
-// Add adds a line served by h. Lines are added before Run; a line (or
-// one of its shards) added twice is refused.
+// Add adds a line served by h. Lines are added before Run: an Add while
+// Run runs is refused (the running pool never serves a line added
+// late); a line (or one of its shards) added twice is refused.
 func (p *Pool) Add(l Line, h Handler, opts QueueOptions) error {
 	if nilLine(l) || h == nil || len(l.lineQueues()) == 0 {
 		return invalid("options", "nil line or handler")
@@ -412,6 +418,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	if len(lines) == 0 {
 		return invalid("options", "pool has no line")
 	}
+	p.late.Wait()
 	p.started.Store(time.Now().UnixMilli())
 	// Takers stop on tctx, which also ends on a fatal configuration error.
 	tctx, tcancel := context.WithCancelCause(ctx)
@@ -457,7 +464,13 @@ func (p *Pool) Run(ctx context.Context) error {
 	// the wake BLPOPs then take to end.
 	graceEnd := time.Now().Add(p.o.ShutdownTimeout)
 	s.stop()
-	takers.Wait()
+	// A taker stuck in a take or a release (a frozen server) is waited
+	// for only within ShutdownTimeout: it releases what it still holds
+	// on its own when that call ends (see taker.run).
+	if !waitUntil(&takers, graceEnd) {
+		p.late.Add(1)
+		go func() { defer p.late.Done(); takers.Wait() }()
+	}
 	// Taken tasks no handler started go straight back to due.
 	for tk, ts := range s.drain() {
 		for range ts {
@@ -470,7 +483,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	if cause := context.Cause(tctx); errors.As(cause, &fatal) {
 		err = fatal.err
 	}
-	if !waitUntil(&handlers, graceEnd) {
+	// Past graceEnd (a take that ended late), handlers with no task are
+	// only on their way out: the timeout is a handler still in a task.
+	if !waitUntil(&handlers, graceEnd) && s.busy() {
 		err = errors.Join(err, ErrShutdownTimeout)
 		hcancel()
 	}

@@ -14,6 +14,29 @@ import (
 // waits in the buffer.
 const pauseCheck = 25 * time.Millisecond
 
+// pauseStale is how long a take's reply may take to come: a take
+// answered later (a slow link, a stall) may have run before a Pause that
+// returned since, and its reply does not say so. The taker then asks
+// Redis once before its tasks may start, so a late reply's tasks start
+// within a round trip of the pause at most, like the prefetch's.
+const pauseStale = 3 * pauseCheck
+
+// pausedLate reports whether the queue is paused now, asked after a take
+// whose reply came pauseStale or more after it was sent. A Redis error
+// is reported and answers no: the take said not paused.
+func (tk *taker) pausedLate(ctx context.Context) bool {
+	sent := time.Now()
+	paused, err := tk.q.c.HExists(ctx, tk.q.k.ctl, "paused").Result()
+	if err != nil {
+		tk.onError("pause check", err)
+		return false
+	}
+	if !paused {
+		tk.okAt.Store(sent.UnixNano())
+	}
+	return paused
+}
+
 // watchPause releases the taker's prefetched tasks once its queue is
 // paused. Each take says whether the queue is paused, but a taker whose
 // buffer is full does not take; the take script alone would let a worker

@@ -306,6 +306,18 @@ func (s *sched) popLate(l *line, tk *taker, max int, late func(*Task) bool) []*T
 	return out
 }
 
+// busy reports whether a handler is running a task (of any line).
+func (s *sched) busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.lines {
+		if l.running > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *sched) stop() {
 	s.mu.Lock()
 	s.stopped = true

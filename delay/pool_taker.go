@@ -170,6 +170,15 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc, wakes *s
 	defer tk.s.setMaybe(tk, false)
 	defer tk.dueBy.Store(0)
 	defer tk.s.took(tk, nil, false)
+	// Run drains the buffers once the takers stop, or at ShutdownTimeout:
+	// what a late taker buffered after that, it releases itself.
+	defer func() {
+		ts := tk.s.unbuffer(tk)
+		for range ts {
+			tk.done()
+		}
+		tk.releaseAll(ctx, ts)
+	}()
 	if !tk.start(ctx, fail) {
 		return
 	}
@@ -207,7 +216,7 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc, wakes *s
 		tk.s.setMaybe(tk, true)
 		tk.s.fetchStart(tk)
 		sent := time.Now()
-		b, err := q.take(ctx, n, takeReq)
+		b, err := tk.takeOrEnd(ctx, n, takeReq)
 		// ErrCorrupt and ErrRecordLost come with a batch of good tasks.
 		partial := errors.Is(err, ErrCorrupt) || errors.Is(err, ErrRecordLost)
 		if err != nil && !partial {
@@ -243,10 +252,16 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc, wakes *s
 			tk.dueBy.Store(time.Now().UnixMilli())
 		}
 		full := len(b.Tasks) == n && b.NextToken.IsZero()
+		if !b.Paused && len(b.Tasks) > 0 && time.Since(sent) >= pauseStale && tk.pausedLate(ctx) {
+			// taken before a Pause whose word the late reply missed
+			tk.held.Add(-int64(len(b.Tasks)))
+			tk.releaseAll(ctx, b.Tasks)
+			b.Tasks, b.Paused, full = nil, true, false
+		}
 		if b.Paused {
 			tk.releaseBuffered(ctx) // prefetched before the pause: not to start
 		} else {
-			tk.okAt.Store(sent.UnixNano())
+			tk.okAt.Store(max(tk.okAt.Load(), sent.UnixNano()))
 		}
 		tk.s.took(tk, b.Tasks, full)
 		nextExpiry = b.NextExpiry
@@ -287,6 +302,31 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc, wakes *s
 		case <-ctx.Done():
 		}
 		timer.Stop()
+	}
+}
+
+// takeOrEnd is q.take, except that the end of ctx ends the wait for its
+// reply: go-redis ends a read at a deadline but not at a cancel, so a
+// take whose reply is late (a slow or frozen link) would otherwise hold
+// Run past its ShutdownTimeout. The caller then sends the take again as
+// the same call (reclaimTake): whichever of the two runs first takes the
+// tasks and the other gets its kept reply, so the tasks are released
+// either way, and the abandoned call's reply is dropped.
+func (tk *taker) takeOrEnd(ctx context.Context, n int, req string) (Batch, error) {
+	type result struct {
+		b   Batch
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		b, err := tk.q.take(ctx, n, req)
+		ch <- result{b, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.b, r.err
+	case <-ctx.Done():
+		return Batch{}, ctx.Err()
 	}
 }
 

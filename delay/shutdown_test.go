@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,5 +183,132 @@ func TestPauseStopsPrefetched(t *testing.T) {
 	}
 	if handled+left != n {
 		t.Errorf("%d handled + %d left = %d, want %d", handled, left, handled+left, n)
+	}
+}
+
+// A cancel (not a deadline) while a take's reply is late: go-redis ends a
+// read at a deadline only, so the take's reply held in the proxy (a slow
+// link), or the whole server frozen, used to hold Run for seconds past
+// ShutdownTimeout, which then reported ErrShutdownTimeout with no handler
+// running. Run returns within ShutdownTimeout of the cancel, without
+// ErrShutdownTimeout, and the take's tasks are due again, attempt 1: at
+// once when the server answers, after it thaws when frozen.
+func TestFaultCancelDuringTake(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		freeze bool
+	}{
+		{"reply held", false},
+		{"server frozen", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newFaultEnv(t)
+			ctx := testCtx(t)
+			loadScripts(t, ctx, env.direct)
+			q, err := New(env.c, "cancel", Options{MaxAttempts: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 5
+			fillDue(t, ctx, q, n)
+			w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+				t.Errorf("handler started task %s", tk.ID)
+				return nil
+			}, WorkerOptions{Concurrency: n, ShutdownTimeout: timeout, Heartbeat: -1, WakeClient: env.direct})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hold := env.proxy.HoldNext(faultproxy.Contains(scriptTake.Hash()))
+			t.Cleanup(hold.Release)
+			stop := runFunc(t, w.Run)
+			waitFor(t, 10*time.Second, "the first take's reply held", closedYet(hold.Held()))
+			if tc.freeze {
+				env.srv.Freeze()
+				t.Cleanup(env.srv.Thaw)
+			}
+			from := time.Now()
+			err = stop()
+			took := time.Since(from)
+			t.Logf("Run returned %v after the cancel: %v", took.Round(time.Millisecond), err)
+			if took > timeout+250*time.Millisecond {
+				t.Errorf("Run took %v after the cancel, want ≤ ShutdownTimeout %v (+250 ms)", took, timeout)
+			}
+			if !errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdownTimeout) {
+				t.Errorf("Run = %v, want context.Canceled alone (no handler ran)", err)
+			}
+			if tc.freeze {
+				env.srv.Thaw()
+			}
+			waitFor(t, 5*time.Second, "the take's tasks due again", func() bool {
+				st, err := q.Stats(ctx)
+				return err == nil && st.InFlight == 0 && st.Pending == n
+			})
+			b := mustTake(t, ctx, q, n)
+			if len(b.Tasks) != n {
+				t.Fatalf("took %d tasks, want %d", len(b.Tasks), n)
+			}
+			for _, tk := range b.Tasks {
+				if tk.Attempt != 1 {
+					t.Errorf("task %s: attempt %d, want 1 (the stranded take not counted)", tk.ID, tk.Attempt)
+				}
+			}
+		})
+	}
+}
+
+// A take that ran before a Pause but whose reply comes late (held in the
+// proxy: a slow link) used to hand its tasks to the free handlers on
+// arrival, 150 ms after Pause returned. The taker now asks Redis once
+// after a take answered pauseStale or more after it was sent: none
+// starts, and the tasks are due again, attempt 1.
+func TestFaultPauseDuringSlowTake(t *testing.T) {
+	env := newFaultEnv(t)
+	ctx := testCtx(t)
+	loadScripts(t, ctx, env.direct)
+	q, err := New(env.c, "slowpause", Options{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	fillDue(t, ctx, q, n)
+	var started atomic.Int64
+	w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+		started.Add(1)
+		return nil
+	}, WorkerOptions{Concurrency: n, Heartbeat: -1, WakeClient: env.direct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := env.proxy.HoldNext(faultproxy.Contains(scriptTake.Hash()))
+	t.Cleanup(hold.Release)
+	stop := runFunc(t, w.Run)
+	waitFor(t, 10*time.Second, "the first take's reply held", closedYet(hold.Held()))
+	direct, err := New(env.direct, "slowpause", q.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // the link's delay
+	hold.Release()
+	waitFor(t, 5*time.Second, "the late take's tasks due again", func() bool {
+		st, err := direct.Stats(ctx)
+		return err == nil && st.InFlight == 0 && st.Pending == n
+	})
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if got := started.Load(); got != 0 {
+		t.Fatalf("%d handlers started after the pause", got)
+	}
+	if err := direct.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range mustTake(t, ctx, direct, n).Tasks {
+		if tk.Attempt != 1 {
+			t.Errorf("task %s: attempt %d, want 1", tk.ID, tk.Attempt)
+		}
 	}
 }
