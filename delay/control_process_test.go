@@ -217,8 +217,11 @@ func enqueueLineKeys(t *testing.T, ctx context.Context, q *Queue, from, n int) m
 // ms of work each) and must give them back. The backlog comes once every
 // process has taken once (a process that started late could otherwise
 // find it drained), and an IdleCheck of 50 ms brings the two processes
-// the wake-up missed.
+// the wake-up missed. A soak: three processes under -race on a loaded
+// 2-core host once put the last start at 102 ms; TestPauseStopsPrefetched
+// and TestFaultPauseDuringSlowTake hold the same bound in one process.
 func TestPauseStopsEveryProcess(t *testing.T) {
+	soak.Require(t, "three worker processes and a 100 ms bound that needs a quiet machine")
 	for _, tc := range []struct {
 		name          string
 		batch, workMs int

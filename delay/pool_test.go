@@ -32,15 +32,18 @@ func fillDue(t *testing.T, ctx context.Context, q *Queue, n int) {
 }
 
 // With every line backlogged, the handler starts follow the weights
-// (6:3:1 over 2,500 starts, 20,000 in the soak, each share within ±5% of
+// (6:3:1 over 20,000 starts, each share within ±5% of
 // its weight's), and the weight-1 line is never left out for long. Real
 // Redis only: miniredis under -race (a Lua interpreter in Go) takes so
 // slowly that the lines' turns wait on their takes for most of the run.
-// TestFaultPoolWeightsDefaultOptions is the same promise with the
-// docs' options.
+// A soak: its ±5% needs every line's takes back within pendingWait
+// (250 ms), which a loaded host under -race missed once in 30 runs (47
+// picks with every line backlogged); TestFaultPoolWeightsDefaultOptions
+// is the same promise with the docs' options in the fast suite.
 func TestPoolWeightedShares(t *testing.T) {
+	soak.Require(t, "shares within ±5% need takes back within 250 ms, a quiet machine")
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		total := soak.Pick(20000, 2500)
+		total := 20000
 		weights := []int{6, 3, 1}
 		p, err := NewPool(PoolOptions{Concurrency: 4, Heartbeat: -1})
 		if err != nil {
@@ -57,7 +60,7 @@ func TestPoolWeightedShares(t *testing.T) {
 			q := namedQ(t, b, fmt.Sprintf("w%d", i), Options{})
 			// more than the line's share of total, so it stays backlogged
 			// the line's 500 held tasks and its starts before all began
-			fillDue(t, ctx, q, total*w/10+soak.Pick(4000, 1000))
+			fillDue(t, ctx, q, total*w/10+4000)
 			err := p.Add(q, func(ctx context.Context, tk *Task) error {
 				if !allBegun.Load() {
 					begun[i].Store(true)
