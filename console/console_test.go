@@ -313,6 +313,11 @@ func TestWebAccess(t *testing.T) {
 		if got := res.Header.Get("Content-Security-Policy"); !strings.Contains(got, "default-src 'none'") {
 			t.Errorf("CSP %q", got)
 		}
+		// Under no-referrer a browser's own form POSTs carry "Origin:
+		// null", which the origin check refuses: no login would work.
+		if got := res.Header.Get("Referrer-Policy"); got != "same-origin" {
+			t.Errorf("Referrer-Policy %q, want same-origin", got)
+		}
 
 		open := seedConsole(t, b, false)
 		c := browser(t)
