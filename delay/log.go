@@ -155,18 +155,18 @@ func (o *logObserver) OnWarning(queue string, err error) {
 // lossKind groups losses by their sentinel, so a repaired index does not
 // hide records lost.
 func lossKind(err error) string {
-	for _, s := range []error{ErrCounterLost, ErrIndexLost, ErrRecordLost, ErrDueLost} {
-		if errors.Is(err, s) {
-			return s.Error()
-		}
-	}
-	return "other"
+	return sentinelOf(err, ErrCounterLost, ErrIndexLost, ErrRecordLost, ErrDueLost)
 }
 
 // warnKind groups warnings by their sentinel, so a high-water warning does
 // not hide an eviction-policy one.
 func warnKind(err error) string {
-	for _, s := range []error{ErrEvictionPolicy, ErrConfigUnavailable, ErrHighWater} {
+	return sentinelOf(err, ErrEvictionPolicy, ErrConfigUnavailable, ErrHighWater)
+}
+
+// sentinelOf names the first of sentinels that err wraps, or "other".
+func sentinelOf(err error, sentinels ...error) string {
+	for _, s := range sentinels {
 		if errors.Is(err, s) {
 			return s.Error()
 		}
