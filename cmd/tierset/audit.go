@@ -41,6 +41,11 @@ type auditKey struct {
 	// (99.99 is 99.989999...), which a threshold query reads wrongly.
 	NonInteger int          `json:"non_integer_scores,omitempty"`
 	Examples   []auditScore `json:"non_integer_examples,omitempty"`
+	// Inexact counts scores a double cannot hold exactly as integers:
+	// beyond ±2^53 (9007199254740993 is stored as …992, so two thresholds
+	// collide) or infinite. 1e300 and -inf, which ZADD accepts, land here.
+	Inexact         int          `json:"inexact_scores,omitempty"`
+	InexactExamples []auditScore `json:"inexact_examples,omitempty"`
 	// Ties are runs of equal adjacent scores; the member a ZRANGE BYSCORE
 	// REV LIMIT 0 1 answers today is the greatest by bytes.
 	Ties      []auditTie   `json:"equal_scores,omitempty"`
@@ -171,7 +176,7 @@ func auditPrefix(m string, max int) string {
 }
 
 func (k *auditKey) found() bool {
-	return k.NonInteger > 0 || k.TiesTotal > 0 || k.LargeN > 0 || k.NoTTL
+	return k.NonInteger > 0 || k.Inexact > 0 || k.TiesTotal > 0 || k.LargeN > 0 || k.NoTTL
 }
 
 // auditReport is the whole answer; -json prints it as is.
@@ -182,6 +187,7 @@ type auditReport struct {
 	Damaged    []string   `json:"damaged_promotions,omitempty"`
 	Summary    struct {
 		NonInteger int `json:"keys_with_non_integer_scores"`
+		Inexact    int `json:"keys_with_inexact_scores"`
 		Ties       int `json:"keys_with_equal_scores"`
 		Large      int `json:"keys_with_large_members"`
 		NoTTL      int `json:"keys_without_ttl"`
@@ -190,6 +196,11 @@ type auditReport struct {
 	// KeyspaceKeys is every key SCAN walked past (DBSIZE, summed over a
 	// cluster's masters), TookMs how long the audit took.
 	KeyspaceKeys int64 `json:"keyspace_keys"`
+	// Own counts the sorted sets under -tierset-prefix's namespace
+	// (prefix:{…}): tierset's ladders and queue sets, whose scores its own
+	// codec writes and whose lack of TTL is by design. They are left to
+	// the damage check, not reported as findings.
+	Own int `json:"tierset_sorted_sets"`
 	TookMs       int64 `json:"took_ms"`
 }
 
@@ -214,7 +225,7 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 	redisURL := fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds; required")
 	pattern := fs.String("match", "*", "SCAN `pattern` of the sorted sets to audit")
 	maxMember := fs.Int("max-member", 1024, "report members larger than this many `bytes`")
-	prefix := fs.String("tierset-prefix", cache.DefaultPrefix, "check tierset's own promotions under this key `prefix` for damage (\"\" skips it)")
+	prefix := fs.String("tierset-prefix", cache.DefaultPrefix, "tierset's key `prefix`: its own sorted sets (prefix:{…}) are skipped and its promotions checked for damage (\"\" audits every key and skips the damage check)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	examples := fs.Int("examples", 3, "list at most `N` examples of each finding per key, and N members of each run of equal scores")
 	if err := fs.parse(args, e); err != nil {
@@ -240,7 +251,9 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 	defer be.close()
 	own := ""
 	if *prefix != "" {
-		own = *prefix + ":{p:"
+		// every tierset key (promotions {p:…}, queues {q:…}, and whatever
+		// else the library adds) sits in the prefix's hash-tag namespace
+		own = *prefix + ":{"
 	}
 	start := time.Now()
 	rep := auditReport{Pattern: wholeText(*pattern), Keys: []auditKey{}}
@@ -254,15 +267,18 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 		if dup { // SCAN may return a key twice
 			return nil
 		}
+		if own != "" && strings.HasPrefix(key, own) {
+			mu.Lock()
+			rep.Own++
+			mu.Unlock()
+			return nil
+		}
 		k, err := auditOne(ctx, node, key, *maxMember, *examples)
 		if errors.Is(err, errAuditGone) {
 			return nil // no longer a sorted set: as if deleted before the SCAN saw it
 		}
 		if err != nil {
 			return fmt.Errorf("key %s: %w", text.Quote(key), err)
-		}
-		if own != "" && strings.HasPrefix(key, own) {
-			k.NoTTL = false // tierset's ladders live until refreshed or their window ends
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -302,6 +318,7 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 	})
 	for _, k := range rep.Keys {
 		rep.Summary.NonInteger += b2i(k.NonInteger > 0)
+		rep.Summary.Inexact += b2i(k.Inexact > 0)
 		rep.Summary.Ties += b2i(k.TiesTotal > 0)
 		rep.Summary.Large += b2i(k.LargeN > 0)
 		rep.Summary.NoTTL += b2i(k.NoTTL)
@@ -344,6 +361,14 @@ func auditErr(err error) error {
 	}
 	return err
 }
+
+// maxExact is 2^53: from there on a double skips integers, so a score
+// at or beyond it may not be the integer written.
+const maxExact = 1 << 53
+
+// inexactScore reports a score no integer threshold should have: at or
+// beyond ±2^53, or infinite.
+func inexactScore(f float64) bool { return math.Abs(f) >= maxExact }
 
 // auditOne reads one sorted set in slices of auditChunk, ascending.
 func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, examples int) (auditKey, error) {
@@ -392,7 +417,12 @@ func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, ex
 				// Counted once, and never a run of equal scores with itself.
 				continue
 			}
-			if z.Score != math.Trunc(z.Score) {
+			if inexactScore(z.Score) {
+				k.Inexact++
+				if len(k.InexactExamples) < examples {
+					k.InexactExamples = append(k.InexactExamples, auditScore{Member: newAuditText(m, maxMember), Score: auditFloat(z.Score)})
+				}
+			} else if z.Score != math.Trunc(z.Score) {
 				k.NonInteger++
 				if len(k.Examples) < examples {
 					k.Examples = append(k.Examples, auditScore{Member: newAuditText(m, maxMember), Score: auditFloat(z.Score)})
@@ -431,6 +461,13 @@ func auditOne(ctx context.Context, node redis.Cmdable, key string, maxMember, ex
 func printAudit(w io.Writer, rep *auditReport, scanned int, took time.Duration) {
 	for _, k := range rep.Keys {
 		fmt.Fprintf(w, "%s (%s)\n", k.Key.quote(), count(int(k.Members), "member", "members"))
+		if k.Inexact > 0 {
+			fmt.Fprintf(w, "  %s at or beyond ±2^53 or infinite (not exact integers):", count(k.Inexact, "score", "scores"))
+			for _, x := range k.InexactExamples {
+				fmt.Fprintf(w, " %s=%s", x.Member.quote(), x.Score)
+			}
+			fmt.Fprintln(w)
+		}
 		if k.NonInteger > 0 {
 			fmt.Fprintf(w, "  %s with a fraction (money stored as a float?):", count(k.NonInteger, "score", "scores"))
 			for _, x := range k.Examples {
@@ -461,9 +498,9 @@ func printAudit(w io.Writer, rep *auditReport, scanned int, took time.Duration) 
 		fmt.Fprintf(w, "tierset promotion %s is damaged (a key evicted or deleted): warm it again\n", text.Quote(id))
 	}
 	s := rep.Summary
-	fmt.Fprintf(w, "summary: %s matching %s; non-integer scores in %d, equal scores in %d, large members in %d, no TTL on %d; %s\n",
-		count(rep.SortedSets, "sorted set", "sorted sets"), rep.Pattern.quote(), s.NonInteger, s.Ties, s.Large, s.NoTTL,
-		count(s.Damaged, "damaged tierset promotion", "damaged tierset promotions"))
+	fmt.Fprintf(w, "summary: %s matching %s; inexact scores in %d, non-integer scores in %d, equal scores in %d, large members in %d, no TTL on %d; %s; %s of tierset's own left to it\n",
+		count(rep.SortedSets, "sorted set", "sorted sets"), rep.Pattern.quote(), s.Inexact, s.NonInteger, s.Ties, s.Large, s.NoTTL,
+		count(s.Damaged, "damaged tierset promotion", "damaged tierset promotions"), count(rep.Own, "sorted set", "sorted sets"))
 	fmt.Fprintf(w, "scanned a keyspace of %s (%s audited) in %v\n", count(int(rep.KeyspaceKeys), "key", "keys"),
 		count(scanned, "sorted set", "sorted sets"), took.Round(time.Millisecond))
 }
