@@ -200,8 +200,8 @@ type auditReport struct {
 	// (prefix:{…}): tierset's ladders and queue sets, whose scores its own
 	// codec writes and whose lack of TTL is by design. They are left to
 	// the damage check, not reported as findings.
-	Own int `json:"tierset_sorted_sets"`
-	TookMs       int64 `json:"took_ms"`
+	Own    int   `json:"tierset_sorted_sets"`
+	TookMs int64 `json:"took_ms"`
 }
 
 func dbSize(ctx context.Context, c redis.UniversalClient) (int64, error) {
