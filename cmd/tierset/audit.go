@@ -222,7 +222,7 @@ func dbSize(ctx context.Context, c redis.UniversalClient) (int64, error) {
 
 func cmdAudit(ctx context.Context, args []string, e *env) error {
 	fs := newFlags("audit", auditSynopsis)
-	redisURL := fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds; required")
+	redisURL := fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds (default $TIERSET_REDIS_URL); required")
 	pattern := fs.String("match", "*", "SCAN `pattern` of the sorted sets to audit")
 	maxMember := fs.Int("max-member", 1024, "report members larger than this many `bytes`")
 	prefix := fs.String("tierset-prefix", cache.DefaultPrefix, "tierset's key `prefix`: its own sorted sets (prefix:{…}) are skipped and its promotions checked for damage (\"\" audits every key and skips the damage check)")
@@ -231,8 +231,8 @@ func cmdAudit(ctx context.Context, args []string, e *env) error {
 	if err := fs.parse(args, e); err != nil {
 		return err
 	}
-	if *redisURL == "" {
-		return usagef("-redis is required: audit reads an existing Redis")
+	if !redisGiven(*redisURL) {
+		return usagef("-redis (or $TIERSET_REDIS_URL) is required: audit reads an existing Redis")
 	}
 	if *maxMember < 1 || *examples < 0 {
 		return usagef("-max-member wants ≥ 1 and -examples ≥ 0")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -30,20 +31,16 @@ type backend struct {
 	close    func()
 }
 
-// connect opens -redis: a redis:// or rediss:// URL, or comma-separated
-// host:port seeds of a Redis Cluster (through tierset.ClusterOptions). An
-// empty value starts an embedded miniredis and prints the warning to
+// connect opens -redis, else $TIERSET_REDIS_URL: a redis:// or rediss://
+// URL, or comma-separated host:port seeds of a Redis Cluster (through
+// tierset.ClusterOptions), and names it on stderr (sayTarget). When both
+// are empty it starts an embedded miniredis and prints the warning to
 // stderr. Every client honours ctx deadlines (ContextTimeoutEnabled), and
 // every message shows the URL with its password redacted.
 func connect(ctx context.Context, rawURL string, e *env) (*backend, error) {
+	rawURL, from := redisconf.FromEnv(rawURL, os.Getenv)
 	if rawURL == "" {
-		m := miniredis.NewMiniRedis()
-		if err := m.Start(); err != nil {
-			return nil, fmt.Errorf("start embedded redis: %w", err)
-		}
-		fmt.Fprintln(e.stderr, embeddedWarning)
-		c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
-		return &backend{client: c, embedded: true, close: func() { _ = c.Close(); m.Close() }}, nil
+		return connectEmbedded(e)
 	}
 	shown := redisconf.Redact(rawURL)
 	tgt, err := redisconf.Parse(rawURL)
@@ -63,7 +60,34 @@ func connect(ctx context.Context, rawURL string, e *env) (*backend, error) {
 		_ = c.Close()
 		return nil, fmt.Errorf("redis %s: %w", shown, err)
 	}
+	sayTarget(e, tgt, from)
 	return &backend{client: c, close: func() { _ = c.Close() }}, nil
+}
+
+// sayTarget names on stderr, before anything is read or written, the
+// server and database a command uses and where that came from, so an
+// operator never writes to a Redis they did not mean (the password is
+// never shown).
+func sayTarget(e *env, tgt redisconf.Target, from string) {
+	fmt.Fprintf(e.stderr, "tierset: %s (from %s)\n", tgt, from)
+}
+
+// redisGiven reports whether -redis or $TIERSET_REDIS_URL names a server.
+func redisGiven(flagValue string) bool {
+	raw, _ := redisconf.FromEnv(flagValue, os.Getenv)
+	return raw != ""
+}
+
+// connectEmbedded starts an embedded miniredis and prints the warning to
+// stderr.
+func connectEmbedded(e *env) (*backend, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		return nil, fmt.Errorf("start embedded redis: %w", err)
+	}
+	fmt.Fprintln(e.stderr, embeddedWarning)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	return &backend{client: c, embedded: true, close: func() { _ = c.Close(); m.Close() }}, nil
 }
 
 // dialTimeout bounds the first dial of every command.

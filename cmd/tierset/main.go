@@ -38,6 +38,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/internal/redisconf"
 	"github.com/tierset/tierset/internal/text"
 )
 
@@ -146,7 +147,7 @@ func versionLine() string {
 }
 
 func run(ctx context.Context, args []string, e *env) int {
-	e = e.scrubbing(redisSecrets(args))
+	e = e.scrubbing(append(redisSecrets(args), redisconf.Secrets(os.Getenv(redisconf.EnvURL))...))
 	if len(args) == 0 {
 		fmt.Fprint(e.stderr, topUsage)
 		return 2

@@ -17,6 +17,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/internal/redisconf"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -51,12 +52,34 @@ type result struct {
 	code           int
 }
 
+// tierset runs the binary without $TIERSET_REDIS_URL (the tests' own
+// server variable), so a command given no -redis means the embedded Redis.
 func tierset(t *testing.T, args ...string) result {
+	t.Helper()
+	return tiersetEnv(t, nil, args...)
+}
+
+// childEnv is this process's environment without $TIERSET_REDIS_URL,
+// plus extra.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, testredis.EnvURL+"=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// tiersetEnv runs the binary with extra environment variables
+// ("NAME=value"), $TIERSET_REDIS_URL unset unless given there.
+func tiersetEnv(t *testing.T, extra []string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = repoRoot
+	cmd.Env = childEnv(extra...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Stdin = strings.NewReader("")
@@ -103,6 +126,17 @@ func eachServer(t *testing.T, fn func(t *testing.T, s *server)) {
 
 func (s *server) args(args ...string) []string {
 	return append(args, "-redis", s.url, "-prefix", s.prefix)
+}
+
+// said is the line a command given -redis s.url writes to stderr first,
+// naming the server and database it uses.
+func (s *server) said(t *testing.T) string {
+	t.Helper()
+	tgt, err := redisconf.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "tierset: " + tgt.String() + " (from -redis)\n"
 }
 
 // snapshot reads every key under the prefix with its content.
@@ -277,8 +311,8 @@ func TestWarmEndToEnd(t *testing.T) {
 		if got, want := summary(t, r.stdout), "summary: added 6, updated 0, unchanged 0, pruned 0, refused 0"; got != want {
 			t.Errorf("first warm: %q, want %q", got, want)
 		}
-		if r.stderr != "" {
-			t.Errorf("stderr with -redis: %s", r.stderr)
+		if r.stderr != s.said(t) {
+			t.Errorf("stderr with -redis: %q, want %q", r.stderr, s.said(t))
 		}
 		if strings.Contains(r.stdout, "\r") {
 			t.Error("progress line drawn although stdout is not a terminal")
@@ -331,7 +365,7 @@ func TestWarmEndToEnd(t *testing.T) {
 		}
 		r = tierset(t, s.args("match", "-promo", "qty-3-5-10", "-value", "7", "-at", matchAt)...)
 		r.expect(t, 1)
-		if want := fmt.Sprintf("tierset match: promotion \"qty-3-5-10\": not found under prefix %q\n", s.prefix); r.stderr != want {
+		if want := s.said(t) + fmt.Sprintf("tierset match: promotion \"qty-3-5-10\": not found under prefix %q\n", s.prefix); r.stderr != want {
 			t.Errorf("match pruned promotion: stderr %q, want %q", r.stderr, want)
 		}
 		r = tierset(t, s.args("match", "-promo", "10086", "-value", "150", "-at", matchAt)...)
@@ -401,7 +435,7 @@ func TestMatchOutput(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				r := tierset(t, s.args(append([]string{"match", "-at", matchAt}, tc.args...)...)...)
 				check(t, r, tc.code, tc.want)
-				if r.stderr != "" {
+				if r.stderr != s.said(t) {
 					t.Errorf("stderr: %s", r.stderr)
 				}
 			})

@@ -25,7 +25,7 @@ func cmdMatch(ctx context.Context, args []string, e *env) error {
 	base := fs.String("base", "", "the money the reward applies to (the line total), for the discount;\ndefault: the value itself for amount promotions; quantity promotions need it")
 	rounding := fs.String("rounding", "half-up", "how the discount is rounded to the currency's minor unit: down, half-up, half-even or up")
 	at := fs.String("at", "", "match as of this RFC 3339 `time` (default now)")
-	redisURL := fs.String("redis", "", "Redis `URL`, or comma-separated cluster seeds;\nempty: an embedded in-memory Redis loaded from -rules")
+	redisURL := fs.String("redis", "", "Redis `URL`, or comma-separated cluster seeds;\ndefault $TIERSET_REDIS_URL; empty: an embedded in-memory Redis loaded from -rules")
 	rulesPath := fs.String("rules", "", "rules `FILE` warmed into the embedded Redis first (only without -redis; default: the built-in "+examples.RulesName+")")
 	prefix := fs.String("prefix", cache.DefaultPrefix, "key `prefix`")
 	if err := fs.parse(args, e); err != nil {
@@ -41,7 +41,12 @@ func cmdMatch(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
-	be, err := connect(ctx, *redisURL, e)
+	var be *backend
+	if *rulesPath != "" {
+		be, err = connectEmbedded(e) // -rules asks for the embedded Redis, whatever $TIERSET_REDIS_URL says
+	} else {
+		be, err = connect(ctx, *redisURL, e)
+	}
 	if err != nil {
 		return err
 	}

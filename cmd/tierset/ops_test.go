@@ -161,6 +161,7 @@ func TestVersionAndAnywhere(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, binary, args...)
 		cmd.Dir = t.TempDir()
+		cmd.Env = childEnv()
 		var out, errb strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()

@@ -51,8 +51,8 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 		}
 	}
 	redisURL := str("redis")
-	if redisURL == "" {
-		return usagef("-redis is required: a queue lives in a real Redis")
+	if !redisGiven(redisURL) {
+		return usagef("-redis (or $TIERSET_REDIS_URL) is required: a queue lives in a real Redis")
 	}
 	limit := fs.Lookup("limit").Value.(interface{ Get() any }).Get().(int)
 	if limit <= 0 || limit > delay.MaxBatch {
@@ -124,7 +124,7 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 func queueFlags() *cmdFlags {
 	fs := newFlags("queue", queueSynopsis)
 	fs.String("queue", "", "queue `NAME`; required but for ls")
-	fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds; required")
+	fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds (default $TIERSET_REDIS_URL); required")
 	fs.String("prefix", delay.DefaultPrefix, "key `prefix`")
 	fs.String("state", "due", "tasks: which tasks to list: due (soonest first), inflight (oldest lease first) or dead")
 	fs.String("id", "", "task: the task `ID` to show whole, its earlier errors included")

@@ -19,7 +19,7 @@ import (
 func cmdWarm(ctx context.Context, args []string, e *env) error {
 	fs := newFlags("warm", "tierset warm -rules FILE [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run] [-progress auto|always|never]")
 	rulesPath := fs.String("rules", "", "rules `FILE` to load (JSON, see package rules); required")
-	redisURL := fs.String("redis", "", "Redis `URL` (redis://host:6379/0), or comma-separated cluster seeds;\nempty: an embedded in-memory Redis (nothing persists)")
+	redisURL := fs.String("redis", "", "Redis `URL` (redis://host:6379/0), or comma-separated cluster seeds;\ndefault $TIERSET_REDIS_URL; empty: an embedded in-memory Redis (nothing persists)")
 	prefix := fs.String("prefix", cache.DefaultPrefix, "key `prefix`")
 	prune := fs.Bool("prune", false, "delete stored promotions that are not in the file (without it they are only listed)")
 	maxPrune := fs.Int("max-prune", 0, "with -prune, refuse the whole run (write and delete nothing) when more than `N` promotions would be deleted;\n0: 10% of the stored promotions, at least 1")

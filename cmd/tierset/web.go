@@ -26,7 +26,7 @@ const webTokenEnv = "TIERSET_WEB_TOKEN"
 
 func cmdWeb(ctx context.Context, args []string, e *env) error {
 	fs := newFlags("web", webSynopsis)
-	redisURL := fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds")
+	redisURL := fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds (default $TIERSET_REDIS_URL)")
 	cluster := fs.String("cluster", "", "comma-separated Redis Cluster `seeds` (the same as -redis with seeds)")
 	listen := fs.String("listen", "127.0.0.1:8080", "`address` to serve on; a non-loopback address needs the token for every page")
 	token := fs.String("token", "", "the `token` that unlocks changes (default $"+webTokenEnv+", else a random one printed at start-up)")
@@ -41,6 +41,12 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	tlsKey := fs.String("tls-key", "", "the private key `file` of -tls-cert")
 	if err := fs.parse(args, e); err != nil {
 		return err
+	}
+	from := "-redis"
+	if *cluster != "" {
+		from = "-cluster"
+	} else if *redisURL == "" {
+		*redisURL, from = redisconf.FromEnv("", os.Getenv)
 	}
 	if (*redisURL == "") == (*cluster == "") {
 		return usagef("want exactly one of -redis URL or -cluster seeds")
@@ -96,6 +102,7 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	if err := redisconf.Probe(ctx, tgt, dialTimeout); err != nil {
 		return fmt.Errorf("redis %s: %w", redisconf.Redact(raw), err)
 	}
+	sayTarget(e, tgt, from)
 	cfg.Client = newClient(tgt)
 	if tgt.Single != nil {
 		cfg.Redis = webShownURL(raw)

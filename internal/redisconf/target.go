@@ -181,3 +181,48 @@ func Probe(ctx context.Context, t Target, timeout time.Duration) error {
 	}
 	return nil
 }
+
+// EnvURL is the environment variable every command-line tool of the
+// repository (tierset, tierset-pg, the example cart service) reads when
+// -redis is not given.
+const EnvURL = "TIERSET_REDIS_URL"
+
+// FromEnv is flagValue when set, else $TIERSET_REDIS_URL; from says which
+// ("-redis", "$TIERSET_REDIS_URL", or "" when both are empty).
+func FromEnv(flagValue string, getenv func(string) string) (raw, from string) {
+	if flagValue != "" {
+		return flagValue, "-redis"
+	}
+	if v := getenv(EnvURL); v != "" {
+		return v, "$" + EnvURL
+	}
+	return "", ""
+}
+
+// String names the server and database, never the password: "redis
+// 10.0.0.5:6379 db 2 (TLS, user app)" or "redis cluster 10.0.0.5:7000,
+// 10.0.0.6:7000". Every tool prints it before it reads or writes, so an
+// operator sees which Redis a command touched.
+func (t Target) String() string {
+	var b strings.Builder
+	if t.Single != nil {
+		if t.Single.Network == "unix" {
+			fmt.Fprintf(&b, "redis unix:%s db %d", t.Single.Addr, t.Single.DB)
+		} else {
+			fmt.Fprintf(&b, "redis %s db %d", t.Single.Addr, t.Single.DB)
+		}
+	} else {
+		fmt.Fprintf(&b, "redis cluster %s", strings.Join(t.Seeds, ","))
+	}
+	var notes []string
+	if t.TLS != nil {
+		notes = append(notes, "TLS")
+	}
+	if t.Username != "" {
+		notes = append(notes, "user "+t.Username)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(notes, ", "))
+	}
+	return b.String()
+}

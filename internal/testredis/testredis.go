@@ -24,12 +24,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tierset/tierset"
 	"github.com/tierset/tierset/internal/keyscan"
+	"github.com/tierset/tierset/internal/redisconf"
 	"github.com/tierset/tierset/internal/redisserver"
 )
 
 // Environment variables that switch on the real backends.
 const (
-	EnvURL     = "TIERSET_REDIS_URL"
+	EnvURL     = redisconf.EnvURL // the tools read it too
 	EnvCluster = "TIERSET_REDIS_CLUSTER"
 	// EnvNoServer=1 turns the private-server fallback off (miniredis only
 	// unless EnvURL is set).

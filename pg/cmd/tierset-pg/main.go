@@ -201,7 +201,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func cmdWarm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlags("warm", stderr)
-	redisURL := f.fs.String("redis", "redis://127.0.0.1:6379/0", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds")
+	redisURL := f.fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds (default $TIERSET_REDIS_URL); required")
 	prefix := f.fs.String("prefix", cache.DefaultPrefix, "key `prefix`")
 	prune := f.fs.Bool("prune", false, "delete stored promotions that have no row (without it they are only listed)")
 	maxPrune := f.fs.Int("max-prune", 0, "with -prune, refuse the whole run (write and delete nothing) when more than `N` promotions would be deleted;\n0: 10% of the stored promotions, at least 1")
@@ -220,6 +220,11 @@ func cmdWarm(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *maxPrune < 0 {
 		return usagef("-max-prune %d: want ≥ 0", *maxPrune)
 	}
+	raw, from := redisconf.FromEnv(*redisURL, os.Getenv)
+	if raw == "" {
+		return usagef("-redis (or $%s) is required: which Redis to warm", redisconf.EnvURL)
+	}
+	*redisURL = raw
 	tgt, err := redisconf.Parse(*redisURL)
 	if err != nil {
 		return usagef("-redis: %v", err)
@@ -234,6 +239,7 @@ func cmdWarm(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		rc = redis.NewClusterClient(tgt.ClusterOptions(tierset.ClusterOptions()))
 	}
 	defer rc.Close()
+	fmt.Fprintf(stdout, "target: %s prefix %s (from %s)\n", tgt, *prefix, from)
 	c, err := cache.New(rc, cache.Options{Prefix: *prefix})
 	if err != nil {
 		return usagef("%v", err)

@@ -56,6 +56,7 @@ func runCLI(t *testing.T, args ...string) (int, string) {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Setenv(testredis.EnvURL, "") // no silent default: warm without -redis must refuse
 	tests := []struct {
 		name string
 		args []string
@@ -64,6 +65,7 @@ func TestUsageErrors(t *testing.T) {
 		{"no command", nil, "Usage"},
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
 		{"no source", []string{"warm"}, "-source is required"},
+		{"no redis", []string{"warm", "-source", "postgres://x/y"}, "-redis (or $TIERSET_REDIS_URL) is required"},
 		{"watch with dry-run", []string{"warm", "-source", "postgres://x/y", "-watch", "-dry-run"}, "do not go together"},
 		{"bad flag", []string{"warm", "-nope"}, "flag provided but not defined"},
 		{"stray argument", []string{"migrate", "-source", "postgres://x/y", "extra"}, "unexpected arguments"},
@@ -138,7 +140,7 @@ func TestWarmFromPostgres(t *testing.T) {
 		want []string
 	}{
 		{"dry run", []string{"-dry-run"}, 0, []string{"dry run: nothing was written", "summary: added 6, updated 0, unchanged 0"}},
-		{"first run", nil, 0, []string{"summary: added 6, updated 0, unchanged 0"}},
+		{"first run", nil, 0, []string{"target: redis " + srv.Addr() + " db 0 prefix tierset (from -redis)\n", "summary: added 6, updated 0, unchanged 0"}},
 		{"second run is idempotent", nil, 0, []string{"summary: added 0, updated 0, unchanged 6"}},
 	}
 	for _, st := range steps {

@@ -44,13 +44,18 @@ type config struct {
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.addr, "addr", "127.0.0.1:8080", "listen `address`")
-	flag.StringVar(&cfg.source, "source", envOr("TIERSET_PG_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL `URL` holding the promotions (default $TIERSET_PG_URL)")
+	flag.StringVar(&cfg.source, "source", os.Getenv("TIERSET_PG_URL"), "PostgreSQL `URL` holding the promotions (default $TIERSET_PG_URL); required")
 	flag.StringVar(&cfg.schema, "schema", pg.DefaultSchema, "PostgreSQL `schema`")
-	flag.StringVar(&cfg.redisURL, "redis", envOr("TIERSET_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds (default $TIERSET_REDIS_URL)")
+	flag.StringVar(&cfg.redisURL, "redis", os.Getenv(redisconf.EnvURL), "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds (default $TIERSET_REDIS_URL); required")
 	flag.StringVar(&cfg.prefix, "prefix", cache.DefaultPrefix, "Redis key `prefix`")
 	flag.IntVar(&cfg.minorDigits, "minor-digits", 2, "the currency's minor-unit `digits` (2 for USD/CNY, 0 for JPY)")
 	flag.BoolVar(&cfg.demo, "demo", false, "seed a demo schema, warm, serve on a free port, price a few carts, clean up and exit")
 	flag.Parse()
+	// No default server: a service that silently priced carts from
+	// whatever listens on 127.0.0.1:6379 db 0 is an incident waiting.
+	if cfg.source == "" || cfg.redisURL == "" {
+		log.Fatalf("cartsvc: -source (or $TIERSET_PG_URL) and -redis (or $%s) are required", redisconf.EnvURL)
+	}
 	redis.SetLogger(silentLogger{}) // the service reports Redis errors itself
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -69,13 +74,6 @@ func main() {
 type silentLogger struct{}
 
 func (silentLogger) Printf(context.Context, string, ...any) {}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
 
 // service is the running parts: the pool, the Redis client, the cache
 // and the watcher keeping it in step with the database.
@@ -124,8 +122,8 @@ func open(ctx context.Context, cfg config, log io.Writer) (*service, error) {
 		_ = rc.Close()
 		return nil, err
 	}
-	fmt.Fprintf(log, "cartsvc: promotions from %s schema %s, served from Redis %s prefix %s\n",
-		pg.RedactURL(cfg.source), cfg.schema, redisconf.Redact(cfg.redisURL), cfg.prefix)
+	fmt.Fprintf(log, "cartsvc: promotions from %s schema %s, served from %s prefix %s\n",
+		pg.RedactURL(cfg.source), cfg.schema, tgt, cfg.prefix)
 	return &service{pool: pool, redis: rc, cache: c, rules: r}, nil
 }
 
