@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -62,6 +64,10 @@ func newServer(c Pricer, o serverOptions) http.Handler {
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		}},
 		"/readyz": {http.MethodGet: s.ready},
+		"/openapi.json": {http.MethodGet: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(openapiDoc)
+		}},
 	}
 	// A small router rather than ServeMux, whose 404 and 405 answers are
 	// text/plain: every error of this API is a problem document.
@@ -69,7 +75,7 @@ func newServer(c Pricer, o serverOptions) http.Handler {
 		methods, ok := routes[r.URL.Path]
 		if !ok {
 			writeProblem(w, problem{Type: probNotFound, Title: "No such resource", Status: http.StatusNotFound,
-				Detail: "this API has /v1/cart/price, /healthz and /readyz"})
+				Detail: "this API has /v1/cart/price, /healthz, /readyz and /openapi.json"})
 			return
 		}
 		h, ok := methods[r.Method]
@@ -343,7 +349,7 @@ func parseCart(body io.Reader) ([]cache.Query, []decimal.Decimal, error) {
 		if err := strictDecode(rawLine, &ln); err != nil {
 			var bf *badField
 			if errors.As(err, &bf) {
-				bf.field = at + "." + bf.field
+				bf.field = strings.TrimSuffix(at+"."+bf.field, ".")
 				return nil, nil, bf
 			}
 			return nil, nil, &badField{at, err.Error()}
@@ -358,7 +364,7 @@ func parseCart(body io.Reader) ([]cache.Query, []decimal.Decimal, error) {
 		case ln.Quantity != nil:
 			n, err := strconv.ParseInt(string(ln.Quantity), 10, 64)
 			if err != nil || n < 0 {
-				return nil, nil, &badField{at + ".quantity", fmt.Sprintf("%s is not a whole number ≥ 0", ln.Quantity)}
+				return nil, nil, &badField{at + ".quantity", notWhole(ln.Quantity)}
 			}
 			qs[i] = cache.QuantityQuery(ln.Promotion, n)
 		case ln.Amount != nil:
@@ -380,6 +386,22 @@ func parseCart(body io.Reader) ([]cache.Query, []decimal.Decimal, error) {
 		bases[i] = d
 	}
 	return qs, bases, nil
+}
+
+// notWhole says why raw is no quantity: a number echoed ("2.5 is not a
+// whole number ≥ 0"), any other JSON by its kind, never its text.
+func notWhole(raw json.RawMessage) string {
+	switch raw[0] {
+	case '[':
+		return "want a whole number ≥ 0, got a JSON array"
+	case '{':
+		return "want a whole number ≥ 0, got a JSON object"
+	case '"':
+		return "want a whole number ≥ 0, got a JSON string"
+	case 't', 'f':
+		return "want a whole number ≥ 0, got a JSON boolean"
+	}
+	return fmt.Sprintf("%s is not a whole number ≥ 0", raw)
 }
 
 // absent treats a JSON null like a missing field.
@@ -407,6 +429,34 @@ func money(raw json.RawMessage) (decimal.Decimal, error) {
 	return d, nil
 }
 
+// openapiDoc is the API's OpenAPI document, served at /openapi.json and
+// checked against the handler by TestOpenAPI.
+//
+//go:embed openapi.json
+var openapiDoc []byte
+
+// jsonKind names what JSON a Go type decodes from, so a problem detail
+// says "want an array", never a Go type such as []json.RawMessage.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "another JSON value"
+}
+
 // strictDecode decodes one JSON object, refusing unknown fields, trailing
 // data and mistyped values, naming the field when it can.
 func strictDecode(raw []byte, v any) error {
@@ -416,8 +466,9 @@ func strictDecode(raw []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		switch {
-		case errors.As(err, &te) && te.Field != "":
-			return &badField{te.Field, fmt.Sprintf("want a %s, got a JSON %s", te.Type, te.Value)}
+		case errors.As(err, &te):
+			// Field "" is the value itself: the caller names it
+			return &badField{te.Field, fmt.Sprintf("want %s, got a JSON %s", jsonKind(te.Type), te.Value)}
 		}
 		if name, ok := strings.CutPrefix(err.Error(), `json: unknown field "`); ok {
 			return &badField{strings.TrimSuffix(name, `"`), "unknown field"}

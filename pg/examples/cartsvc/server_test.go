@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -55,6 +56,19 @@ func do(t *testing.T, h http.Handler, method, path, body string) (int, map[strin
 	return rec.Code, out
 }
 
+// goType matches what a Go type looks like in a message.
+var goType = regexp.MustCompile(`\[\]|map\[|json\.|decimal\.|struct|interface|RawMessage|int64|float64|\*main\.`)
+
+// TestOpenAPIServed: the service serves its OpenAPI document.
+func TestOpenAPIServed(t *testing.T) {
+	h := newServer(noPricer{t}, serverOptions{MinorDigits: 2})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi.json", nil))
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" || !bytes.Equal(rec.Body.Bytes(), openapiDoc) {
+		t.Fatalf("GET /openapi.json: %d %s, %d bytes; want 200 application/json and the document", rec.Code, rec.Header().Get("Content-Type"), rec.Body.Len())
+	}
+}
+
 func TestPriceBadRequests(t *testing.T) {
 	h := newServer(noPricer{t}, serverOptions{MinorDigits: 2})
 	line := `{"promotion": "p1", "quantity": 3, "base": "10.00"}`
@@ -81,6 +95,13 @@ func TestPriceBadRequests(t *testing.T) {
 		{"null base", `{"lines": [{"promotion": "p1", "quantity": 3, "base": null}]}`, "lines[0].base"},
 		{"negative base", `{"lines": [{"promotion": "p1", "quantity": 3, "base": "-5"}]}`, "lines[0].base"},
 		{"trailing data", `{"lines": [` + line + `]} {}`, ""},
+		{"lines a string", `{"lines": "x"}`, "lines"},
+		{"lines an object", `{"lines": {}}`, "lines"},
+		{"line an array", `{"lines": [[]]}`, "lines[0]"},
+		{"line a string", `{"lines": ["p1"]}`, "lines[0]"},
+		{"promotion an object", `{"lines": [{"promotion": {}, "quantity": 3, "base": "1"}]}`, "lines[0].promotion"},
+		{"quantity an array", `{"lines": [{"promotion": "p1", "quantity": [], "base": "1"}]}`, "lines[0].quantity"},
+		{"base an object", `{"lines": [{"promotion": "p1", "quantity": 3, "base": {}}]}`, "lines[0].base"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,6 +114,10 @@ func TestPriceBadRequests(t *testing.T) {
 			}
 			if d, _ := out["detail"].(string); strings.Contains(d, "json:") || strings.Contains(d, "invalid character") || strings.Contains(d, "body:") {
 				t.Fatalf("detail shows a decoder error: %q", d)
+			}
+			// a client speaks JSON: no Go type in what it is told
+			if d, _ := out["detail"].(string); goType.MatchString(d) {
+				t.Fatalf("detail names a Go type: %q", d)
 			}
 		})
 	}
