@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
 // TestDeleteGrace: 8 readers match with Next and Gifts while a writer cycles
-// Refresh v1, Delete, Refresh v2, Delete (400 writes, well within Grace).
+// Refresh v1, Delete, Refresh v2, Delete (400 writes, 200 without the soak
+// switch, well within Grace).
 // A reader that got a tier always gets its gifts: tiers without gifts
 // (ErrGiftsGone), false damage and mixed reads are counted and must be 0;
 // between a Delete and the next Refresh readers see ErrNotFound.
@@ -63,7 +65,8 @@ func TestDeleteGrace(t *testing.T) {
 			return true
 		})
 		start := time.Now()
-		for i := 0; i < 100; i++ {
+		rounds := soak.Pick(100, 50)
+		for i := 0; i < rounds; i++ {
 			for _, p := range []gradient.Promotion{v1, v2} {
 				if _, err := c.Refresh(ctx, p); err != nil {
 					t.Errorf("refresh: %v", err)
@@ -76,8 +79,8 @@ func TestDeleteGrace(t *testing.T) {
 		elapsed := time.Since(start)
 		close(stop)
 		wg.Wait()
-		t.Logf("400 writes in %v: %d hits with gifts, %d not found, %d tiers without gifts, %d damaged, %d mixed, %d other",
-			elapsed.Round(time.Millisecond), hits.Load(), notFound.Load(), noGifts.Load(), damage.Load(), mixed.Load(), other.Load())
+		t.Logf("%d writes in %v: %d hits with gifts, %d not found, %d tiers without gifts, %d damaged, %d mixed, %d other",
+			4*rounds, elapsed.Round(time.Millisecond), hits.Load(), notFound.Load(), noGifts.Load(), damage.Load(), mixed.Load(), other.Load())
 		if noGifts.Load() != 0 || damage.Load() != 0 || mixed.Load() != 0 || other.Load() != 0 {
 			t.Fatal("a reader got a tier without its gifts, false damage, or a mixed read")
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -21,8 +22,14 @@ func TestMatchAgainstOracle(t *testing.T) {
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		rng := rand.New(rand.NewSource(42))
+		sizes := []int{1, 3, 30, 300, 3000}
+		if !b.Real() {
+			// miniredis sorts a whole set on every range query: the
+			// 3000-tier promotions run on real Redis.
+			sizes = soak.Pick(sizes, sizes[:4])
+		}
 		var promos []gradient.Promotion
-		for i, n := range []int{1, 3, 30, 300, 3000} {
+		for i, n := range sizes {
 			for _, metric := range []gradient.Metric{gradient.Quantity, gradient.Amount} {
 				promos = append(promos, randPromotion(rng, "p"+strconv.Itoa(i)+"-"+metric.String(), metric, n))
 			}

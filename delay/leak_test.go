@@ -11,7 +11,7 @@ import (
 	"github.com/tierset/tierset/internal/testredis"
 )
 
-// 10k tasks through every path (ack, retry, dead, requeue, purge, cancel
+// 10k tasks (1k without the soak switch) through every path (ack, retry, dead, requeue, purge, cancel
 // pending, cancel in flight, reschedule, expired lease): afterwards no task
 // record, index entry or set member is left; only the counters remain.
 // With DoneTTL every acked task leaves a tombstone, and once they end the
@@ -28,10 +28,10 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 		q := newQ(t, b, Options{Lease: 300 * time.Millisecond, MaxAttempts: 2,
 			Backoff: func(int) time.Duration { return 0 }, DoneTTL: doneTTL})
 		paths := []string{"ack", "retry", "dead", "requeue", "purge", "cancelpending", "cancelflight", "reschedule", "expire", "cancelflightretry"}
-		n := soak.Pick(10_000, 2_000)
+		n := soak.Pick(10_000, 1_000)
 		if !b.Real() {
 			n = 500 // miniredis sorts a sorted set on every range query: quadratic
-			t.Logf("miniredis: %d tasks; the 10k run is backend=redis", n)
+			t.Logf("miniredis: %d tasks; the larger run is backend=redis", n)
 		}
 		jobs := make([]Job, n)
 		for i := range jobs {
@@ -199,7 +199,7 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 		}
 		assertOnlyCounters(t, b, q)
 		st, _ := q.Stats(ctx)
-		t.Logf("stats after 10k: %+v", st)
+		t.Logf("stats after %d tasks: %+v", n, st)
 	})
 }
 

@@ -134,7 +134,7 @@ func TestMemoryPerTombstone(t *testing.T) {
 	}
 }
 
-// 8 consumers, 100k tasks (10k without the soak switch): 0 lost, 0
+// 8 consumers, 100k tasks (4k without the soak switch): 0 lost, 0
 // handled twice.
 func TestEightConsumers100k(t *testing.T) {
 	t.Parallel()
@@ -142,7 +142,7 @@ func TestEightConsumers100k(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		t.Cleanup(cancel)
 		q := newQ(t, b, Options{Lease: 30 * time.Second})
-		n := soak.Pick[int64](100_000, 10_000)
+		n := soak.Pick[int64](100_000, 4_000)
 		seen := make([]atomic.Int32, n)
 		jobs := make([]Job, 0, n)
 		for i := range n {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/internal/soak"
 	"github.com/tierset/tierset/internal/testredis"
 	"github.com/tierset/tierset/internal/testrun"
 )
@@ -70,7 +71,7 @@ func TestShardWorkerFairDraining(t *testing.T) {
 	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s := shNew(t, b, "fair", 4, Options{})
-		const deep, shallow = 400, 40
+		deep, shallow := soak.Pick(400, 200), soak.Pick(40, 20)
 		perShard := shKeysPerShard(s, deep)
 		var jobs []Job
 		for i, keys := range perShard {
@@ -136,9 +137,9 @@ func TestShardWorkerFairDraining(t *testing.T) {
 func TestShardNoLossEightConsumers(t *testing.T) {
 	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		n := 2000
+		n := soak.Pick(2000, 500)
 		if b.Real() {
-			n = 6000
+			n = soak.Pick(6000, 1500)
 		}
 		s := shNew(t, b, "stream", 4, Options{})
 		wakeClient := shBlockingClient(t, b)
