@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,8 +48,10 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	have := map[string]bool{}
+	storedAs := map[string]string{} // canonical content of each stored promotion
 	for _, p := range stored.Promotions {
 		have[p.ID] = true
+		storedAs[p.ID] = canonical(p)
 	}
 	for _, s := range stored.Skipped {
 		have[s.ID] = true
@@ -79,9 +82,15 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	var added, replaced, refused, deleted []string
+	var added, replaced, unchanged, refused, deleted []string
 	var refusals []error
 	for _, p := range promos {
+		if c, ok := storedAs[p.ID]; ok && c == canonical(p) {
+			// Saving it again would bump its revision and make every
+			// watcher reload a promotion whose content did not change.
+			unchanged = append(unchanged, p.ID)
+			continue
+		}
 		// A savepoint per promotion: a refused one leaves the rest of the
 		// transaction usable.
 		sp, err := tx.Begin(ctx)
@@ -128,6 +137,7 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	show("added", added)
 	show("replaced", replaced)
+	show("unchanged (not written)", unchanged)
 	show("deleted", deleted)
 	if !*prune {
 		show("stored but not in the file (kept; -prune deletes them)", absent)
@@ -136,9 +146,33 @@ func cmdImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, e := range refusals {
 		fmt.Fprintf(stdout, "  %v\n", e)
 	}
-	fmt.Fprintf(stdout, "summary: added %d, replaced %d, deleted %d, refused %d\n", len(added), len(replaced), len(deleted), len(refused))
+	if len(added)+len(replaced)+len(deleted) == 0 && len(refused) == 0 {
+		fmt.Fprintln(stdout, "nothing changed: the tables already hold this file")
+	}
+	fmt.Fprintf(stdout, "summary: added %d, replaced %d, unchanged %d, deleted %d, refused %d\n",
+		len(added), len(replaced), len(unchanged), len(deleted), len(refused))
 	if len(refused) > 0 {
 		return fmt.Errorf("%w: %d promotions not imported", warm.ErrRefused, len(refused))
 	}
 	return nil
+}
+
+// canonical is p's content as one comparable string: its revision left
+// out (not content), amounts by value (10.00 and 10 alike), times in UTC,
+// and an empty list like none, so a promotion read back from the tables
+// equals the one the file gave when nothing differs.
+func canonical(p gradient.Promotion) string {
+	p.Revision = 0
+	p.Start, p.End = p.Start.UTC(), p.End.UTC()
+	p.Tiers = slices.Clone(p.Tiers)
+	for i := range p.Tiers {
+		if len(p.Tiers[i].Gifts) == 0 {
+			p.Tiers[i].Gifts = nil
+		}
+	}
+	b, err := json.Marshal(p) // decimal.Decimal marshals its value's shortest text
+	if err != nil {
+		return "unencodable: " + err.Error() // never equal to a stored one's, so it is written
+	}
+	return string(b)
 }

@@ -37,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/tierset/tierset"
@@ -109,6 +110,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0 // interrupted -watch
 	}
 	fmt.Fprintf(stderr, "tierset-pg: %v\n", err)
+	if hint := nextStep(err); hint != "" {
+		fmt.Fprintf(stderr, "%s\n", hint)
+	}
 	return 1
 }
 
@@ -119,9 +123,34 @@ type commonFlags struct {
 	schema *string
 }
 
+// commandHelp is each command's -h: its synopsis and what it does.
+var commandHelp = map[string]string{
+	"migrate": `tierset-pg migrate -source URL [-schema S]
+
+Creates or upgrades the tables tierset reads (promotions, tiers, gifts, their
+tombstones and the outbox) in -schema. Safe to run again: it applies only the
+migrations the schema lacks, and prints the version it is at.`,
+	"warm": `tierset-pg warm -source URL [-schema S] [-redis URL] [-prefix P] [-prune [-max-prune N]] [-dry-run] [-watch [-full-every D]]
+
+Writes every promotion of -schema into Redis (-redis, else $TIERSET_REDIS_URL),
+each at its revision, so a warm-up never puts back an older version. With
+-watch it then follows the tables (LISTEN/NOTIFY and the outbox) and refreshes
+each promotion whose rows change, with a full pass every -full-every.`,
+	"import": `tierset-pg import -source URL [-schema S] -rules FILE [-prune [-max-prune N]] [-dry-run]
+
+Loads a rules file (the JSON tierset warm -rules reads) into the tables, in
+one transaction. A promotion whose content is already stored is not written,
+so its revision stays and no watcher reloads it; re-importing an unchanged
+file changes nothing and says so. A file with any problem is refused whole.`,
+}
+
 func newFlags(name string, stderr io.Writer) commonFlags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s\n\nFlags:\n", commandHelp[name])
+		fs.PrintDefaults()
+	}
 	return commonFlags{
 		fs:     fs,
 		source: fs.String("source", "", "PostgreSQL `URL` (postgres://user@host:5432/db); required"),
@@ -252,6 +281,9 @@ func cmdWarm(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	opts := warm.Options{Prune: *prune, DryRun: *dryRun, MaxPrune: *maxPrune}
 	start := time.Now()
 	sum, err := warm.FromSource(ctx, c, r, opts)
+	if nextStep(err) != "" {
+		return err // nothing was read: a summary of zeros would mislead
+	}
 	printSummary(stdout, sum, time.Since(start))
 	if errors.Is(err, warm.ErrPruneLimit) {
 		return fmt.Errorf("%w\nif the rows are right, run again with -max-prune %d", err, len(sum.WouldPrune))
@@ -327,4 +359,14 @@ func printSummary(w io.Writer, sum warm.Summary, took time.Duration) {
 		fmt.Fprintf(w, ", ended %d", len(sum.Ended))
 	}
 	fmt.Fprintf(w, " (%s)\n", took.Round(time.Millisecond))
+}
+
+// nextStep says what to run after err, when the database says what is
+// missing: a schema or table that does not exist is one never migrated.
+func nextStep(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") { // undefined_table, invalid_schema_name
+		return "the schema has no tierset tables: run tierset-pg migrate -source URL -schema S first"
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -272,5 +273,34 @@ func TestWarmPruneLimit(t *testing.T) {
 				t.Fatalf("exit %d, want %d and %q\n%s", code, st.code, st.want, out)
 			}
 		})
+	}
+}
+
+// TestUnmigratedSchema: warm and import against a schema never migrated
+// fail with what to run next, and print no summary of zeros first.
+func TestUnmigratedSchema(t *testing.T) {
+	url := pgtest.URL(t)
+	srv := testredis.StartServer(t)
+	schema := fmt.Sprintf("t_never_migrated_%d", time.Now().UnixNano()) // never created: nothing to clean up
+	rulesFile := filepath.Join("..", "..", "..", "examples", "rules.json")
+	for _, args := range [][]string{
+		{"warm", "-source", url, "-schema", schema, "-redis", srv.Addr()},
+		{"import", "-source", url, "-schema", schema, "-rules", rulesFile},
+	} {
+		code, out := runCLI(t, args...)
+		if code != 1 || !strings.Contains(out, "run tierset-pg migrate -source URL -schema S first") || strings.Contains(out, "summary:") {
+			t.Errorf("%s on an unmigrated schema: exit %d\n%s", args[0], code, out)
+		}
+	}
+}
+
+// TestCommandHelp: each command's -h says what it does, with its flags,
+// not the flag package's bare "Usage of".
+func TestCommandHelp(t *testing.T) {
+	for _, cmd := range []string{"migrate", "warm", "import"} {
+		code, out := runCLI(t, cmd, "-h")
+		if code != 0 || !strings.HasPrefix(out, "Usage: tierset-pg "+cmd+" -source URL") || strings.Contains(out, "Usage of") || !strings.Contains(out, "-schema") {
+			t.Errorf("%s -h: exit %d\n%s", cmd, code, out)
+		}
 	}
 }
