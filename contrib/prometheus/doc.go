@@ -34,7 +34,10 @@
 //	tierset_delay_losses_total{queue,kind}             lost state met (record_lost, due_lost: tasks; counter_lost, index_lost: repairs)
 //	tierset_delay_warnings_total{queue,kind}           eviction_policy, config_unavailable, high_water, other
 //	tierset_delay_lateness_seconds{queue}              this process's deliveries
-//	tierset_queue_up{queue}                            1 when the last Stats read worked
+//	tierset_delay_handle_seconds{queue,result}         this process's handler calls: ok, error, skip_retry, panic, shutdown
+//	tierset_queue_up{queue}                            1 when the last Health read worked
+//	tierset_queue_workers{queue}                       live worker pools serving the queue
+//	tierset_queue_health{queue,verdict}                1 for the current verdict: idle, served, behind, no_worker, paused
 //	tierset_queue_tasks{queue,state}                   scheduled, ready, in_flight, dead, done (no overlap: the sum is every task)
 //	tierset_queue_oldest_due_age_seconds{queue}
 //	tierset_queue_paused{queue}                        1 while paused (Queue.Pause)
@@ -44,7 +47,7 @@
 //	tierset_queue_seq_overflows_total{queue}           Stats.SeqOverflows: scores moved to a later millisecond
 //	tierset_queue_lost_total{queue}                    Stats.Lost: task IDs without a record, moved to dead
 //	tierset_queue_restored_total{queue}                Stats.Restored: records in no set put back in due by an enqueue
-//	tierset_queue_counter_lost_total{queue}            Stats.CounterLost: ID counter repairs
+//	tierset_queue_id_repairs_total{queue}              Stats.CounterLost: task ID counter repairs
 //	tierset_queue_index_lost_total{queue}              Stats.IndexLost: key index repairs
 //	tierset_queue_lateness_seconds{queue}              the server-side histogram, its own bucket bounds, _sum a lower bound;
 //	                                                   a delivery exactly 2^b ms late is under le=2^(b+1) ms

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/cache"
@@ -72,6 +73,23 @@ func TestGrafanaDashboard(t *testing.T) {
 			exprs = append(exprs, q)
 		}
 	}
+	checkExprs(t, exprs, names, labels)
+	for _, e := range exprs {
+		for _, r := range rangeRe.FindAllStringSubmatch(e, -1) {
+			if r[1] != "$__rate_interval" {
+				t.Errorf("query %q: range [%s], want [$__rate_interval] (a fixed window is wrong at other scrape intervals)", e, r[1])
+			}
+		}
+	}
+}
+
+// rangeRe finds the range of a range vector.
+var rangeRe = regexp.MustCompile(`\[([^\]]+)\]`)
+
+// checkExprs checks that each query is well formed and that every series
+// it names, and every label it groups by, is one the collectors export.
+func checkExprs(t *testing.T, exprs []string, names map[string]string, labels map[string]map[string]bool) {
+	t.Helper()
 	for _, e := range exprs {
 		if err := wellFormed(e); err != nil {
 			t.Errorf("query %q: %v", e, err)
@@ -106,6 +124,24 @@ func TestGrafanaDashboard(t *testing.T) {
 // type and label names.
 func exported(t *testing.T) (map[string]string, map[string]map[string]bool) {
 	t.Helper()
+	names := map[string]string{}
+	labels := map[string]map[string]bool{}
+	for _, mf := range gatherAll(t) {
+		names[mf.GetName()] = strings.ToLower(mf.GetType().String())
+		labels[mf.GetName()] = map[string]bool{}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				labels[mf.GetName()][l.GetName()] = true
+			}
+		}
+	}
+	return names, labels
+}
+
+// gatherAll registers every collector on a miniredis, makes a little
+// traffic (so each histogram vector has a series) and gathers them.
+func gatherAll(t *testing.T) []*dto.MetricFamily {
+	t.Helper()
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -128,18 +164,7 @@ func exported(t *testing.T) (map[string]string, map[string]map[string]bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := map[string]string{}
-	labels := map[string]map[string]bool{}
-	for _, mf := range mfs {
-		names[mf.GetName()] = strings.ToLower(mf.GetType().String())
-		labels[mf.GetName()] = map[string]bool{}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				labels[mf.GetName()][l.GetName()] = true
-			}
-		}
-	}
-	return names, labels
+	return mfs
 }
 
 // wellFormed checks what a PromQL parser would refuse first: unbalanced

@@ -3,6 +3,7 @@ package prometheus
 import (
 	"context"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,25 +15,35 @@ import (
 type QueueOptions struct {
 	// Namespace prefixes every metric name. Default "tierset".
 	Namespace string
-	// Timeout bounds the Stats reads of one scrape. Default 5 s.
+	// Timeout bounds the Health reads of one scrape. Default 5 s.
 	Timeout time.Duration
+	// Behind is the wait of the oldest due task past which a served queue
+	// reads "behind" in tierset_queue_health (Queue.Health's bound).
+	// Defaults to 1 minute.
+	Behind time.Duration
 	// ConstLabels are added to every series. Default none.
 	ConstLabels prometheus.Labels
 }
 
-// QueueCollector reads each queue's Stats on every scrape: one round trip
-// per queue. A queue whose read fails reports tierset_queue_up 0 and no
-// other series for that scrape.
+// QueueCollector reads each queue's Health (its Stats and live workers)
+// on every scrape. A queue whose read fails reports tierset_queue_up 0 and
+// no other series for that scrape.
 type QueueCollector struct {
 	queues  []*delay.Queue
 	timeout time.Duration
+	behind  time.Duration
 
 	up, tasks, oldest                                               *prometheus.Desc
 	delivered, acked, retries, deadLettered, expired, cancel, broke *prometheus.Desc
 	overflows, lost, restored, counterLost, indexLost               *prometheus.Desc
 	lateness                                                        *prometheus.Desc
 	paused, rate, highWater, highSpace                              *prometheus.Desc
+	workers, health                                                 *prometheus.Desc
 }
+
+// verdicts are every delay.Verdict, in the order tierset_queue_health
+// reports them.
+var verdicts = []delay.Verdict{delay.Idle, delay.Served, delay.Behind, delay.NoWorker, delay.Paused}
 
 var _ prometheus.Collector = (*QueueCollector)(nil)
 
@@ -59,6 +70,9 @@ func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
 	}
+	if o.Behind <= 0 {
+		o.Behind = time.Minute
+	}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(o.Namespace, "queue", name), help,
 			append([]string{"queue"}, labels...), o.ConstLabels)
@@ -66,7 +80,11 @@ func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
 	return &QueueCollector{
 		queues:  append([]*delay.Queue(nil), queues...),
 		timeout: o.Timeout,
-		up:      d("up", "1 when this scrape read the queue's Stats, 0 when the read failed."),
+		behind:  o.Behind,
+		up:      d("up", "1 when this scrape read the queue's Health, 0 when the read failed."),
+		workers: d("workers", "Live worker pools serving the queue (its registry entries not yet expired)."),
+		health: d("health", "1 for the queue's current verdict (Queue.Health), 0 for the others: idle (nothing due), "+
+			"served, behind (the oldest due task waited past the bound), no_worker (due tasks, no live worker), paused.", "verdict"),
 		tasks: d("tasks", "Tasks by state; the states do not overlap, so their sum is every task kept: "+
 			"scheduled (pending, not yet due), ready (pending and due), in_flight, dead, done (tombstones).", "state"),
 		oldest:       d("oldest_due_age_seconds", "How long the earliest ready task has been due."),
@@ -80,7 +98,7 @@ func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
 		overflows:    d("seq_overflows_total", "Scores whose millisecond ran out of sequence numbers and moved to a later millisecond."),
 		lost:         d("lost_total", "Task IDs due or in flight met without a record (Redis lost it), moved to the dead set."),
 		restored:     d("restored_total", "Records in no set (their due entry lost) put back in due by an enqueue of their key and token."),
-		counterLost:  d("counter_lost_total", "Repairs of a lost ID counter."),
+		counterLost:  d("id_repairs_total", "Repairs of a lost task ID counter."),
 		indexLost:    d("index_lost_total", "Repairs of a lost key index."),
 		paused:       d("paused", "1 while the queue is paused (Queue.Pause): no worker takes from it."),
 		rate:         d("rate_limit_per_second", "The queue's rate limit in tasks a second (Queue.SetRate); 0 when none."),
@@ -96,7 +114,7 @@ func NewQueueCollector(o QueueOptions, queues ...*delay.Queue) *QueueCollector {
 func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.tasks, c.oldest, c.delivered, c.acked, c.retries,
 		c.deadLettered, c.expired, c.cancel, c.broke, c.overflows, c.lost, c.restored, c.counterLost, c.indexLost,
-		c.lateness, c.paused, c.rate, c.highWater, c.highSpace} {
+		c.lateness, c.paused, c.rate, c.highWater, c.highSpace, c.workers, c.health} {
 		ch <- d
 	}
 }
@@ -109,12 +127,21 @@ func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 	bounds := LatenessBounds()
 	for _, q := range c.queues {
 		name := q.Name()
-		s, err := q.Stats(ctx)
+		h, err := q.Health(ctx, c.behind)
 		if err != nil {
 			ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0, name)
 			continue
 		}
+		s := h.Stats
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1, name)
+		ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(len(h.Workers)), name)
+		for _, v := range verdicts {
+			on := 0.0
+			if v == h.Verdict {
+				on = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.health, prometheus.GaugeValue, on, name, strings.ReplaceAll(v.String(), " ", "_"))
+		}
 		for _, st := range []struct {
 			state string
 			n     int64

@@ -73,7 +73,7 @@ tierset_queue_tasks{queue="orders",state="done"} 0
 tierset_queue_tasks{queue="orders",state="in_flight"} 1
 tierset_queue_tasks{queue="orders",state="ready"} 0
 tierset_queue_tasks{queue="orders",state="scheduled"} 2
-# HELP tierset_queue_up 1 when this scrape read the queue's Stats, 0 when the read failed.
+# HELP tierset_queue_up 1 when this scrape read the queue's Health, 0 when the read failed.
 # TYPE tierset_queue_up gauge
 tierset_queue_up{queue="orders"} 1
 # HELP tierset_queue_delivered_total Deliveries since the queue's keys were created (every worker).
@@ -159,7 +159,7 @@ func TestQueueCollectorDown(t *testing.T) {
 	reg := pedanticRegistry(qc)
 	url, _ := scrape(t, reg)
 	want := `
-# HELP tierset_queue_up 1 when this scrape read the queue's Stats, 0 when the read failed.
+# HELP tierset_queue_up 1 when this scrape read the queue's Health, 0 when the read failed.
 # TYPE tierset_queue_up gauge
 tierset_queue_up{queue="x"} 0
 `
@@ -260,7 +260,7 @@ func TestQueueCollectorLossCounters(t *testing.T) {
 	series := func(s delay.Stats) map[string]int64 {
 		return map[string]int64{
 			"tierset_queue_seq_overflows_total": s.SeqOverflows, "tierset_queue_lost_total": s.Lost,
-			"tierset_queue_restored_total": s.Restored, "tierset_queue_counter_lost_total": s.CounterLost,
+			"tierset_queue_restored_total": s.Restored, "tierset_queue_id_repairs_total": s.CounterLost,
 			"tierset_queue_index_lost_total": s.IndexLost,
 		}
 	}
@@ -308,7 +308,7 @@ func TestQueueCollectorLossCounters(t *testing.T) {
 				t.Fatalf("enqueue after the due set was deleted: %+v, want Restored", e)
 			}
 		}},
-		{"ID counter lost", "tierset_queue_counter_lost_total", false, func(t *testing.T, q *delay.Queue, key func(string) string) {
+		{"ID counter lost", "tierset_queue_id_repairs_total", false, func(t *testing.T, q *delay.Queue, key func(string) string) {
 			first := enqueue(t, q, delay.Job{Key: "a", When: future})
 			del(t, key("ctr"))
 			if e := enqueue(t, q, delay.Job{Key: "b", When: future}); e.ID == first.ID {
