@@ -70,7 +70,9 @@
 //     or the tombstone an ordered Delete leaves for
 //     [Options].TombstoneTTL) changes nothing and is reported [Stale],
 //     never as an error; the same revision with other content is a
-//     [*RevisionConflictError]. Revision 0 is unordered: last writer wins.
+//     [*RevisionConflictError]. Revision 0 is unordered: last writer
+//     wins among unordered writes, and it never replaces a promotion held
+//     at a revision or passes an ordered tombstone ([Stale]).
 //   - A cart costs one pipelined round trip whatever its size and tier
 //     count (one per master on a Cluster, in parallel), plus one when some
 //     hit has gifts and [MatchOptions].Gifts is set, plus one when some

@@ -46,7 +46,8 @@ func TestRefreshOrdered(t *testing.T) {
 		{"same revision other content", []step{{rev: 2, content: 2, want: Added, held: 2}, {rev: 2, content: 3, want: Conflict, held: 2, conflict: true}}, 2},
 		{"newer revision same content records it", []step{{rev: 2, content: 2, want: Added, held: 2}, {rev: 5, content: 2, want: Unchanged, held: 5},
 			{rev: 4, content: 4, want: Stale, held: 5}}, 2},
-		{"unordered replaces", []step{{rev: 5, content: 5, want: Added, held: 5}, {rev: 0, content: 1, want: Updated, held: 0}, {rev: 1, content: 2, want: Updated, held: 1}}, 2},
+		{"unordered replaces unordered", []step{{rev: 0, content: 5, want: Added, held: 0}, {rev: 0, content: 1, want: Updated, held: 0}, {rev: 1, content: 2, want: Updated, held: 1}}, 2},
+		{"unordered never replaces ordered", []step{{rev: 5, content: 5, want: Added, held: 5}, {rev: 0, content: 1, want: Stale, held: 5}, {rev: 6, content: 2, want: Updated, held: 6}}, 2},
 		{"unordered same content keeps revision", []step{{rev: 5, content: 5, want: Added, held: 5}, {rev: 0, content: 5, want: Unchanged, held: 5}}, 5},
 		{"delete leaves a tombstone", []step{{rev: 1, content: 1, want: Added, held: 1}, {del: true, rev: 2, want: Deleted, held: 2},
 			{rev: 1, content: 1, want: Stale, held: 2}, {rev: 2, content: 7, want: Stale, held: 2}, {rev: 3, content: 3, want: Added, held: 3}}, 3},
@@ -57,7 +58,10 @@ func TestRefreshOrdered(t *testing.T) {
 			{rev: 5, content: 5, want: Added, held: 5}}, 5},
 		{"unordered delete", []step{{rev: 3, content: 3, want: Added, held: 3}, {del: true, rev: 0, want: Deleted, held: 0},
 			{rev: 1, content: 1, want: Added, held: 1}}, 1},
-		{"unordered write passes a tombstone", []step{{del: true, rev: 4, want: Absent, held: 4}, {rev: 0, content: 1, want: Added, held: 0}}, 1},
+		{"unordered write never passes an ordered tombstone", []step{{rev: 3, content: 3, want: Added, held: 3}, {del: true, rev: 4, want: Deleted, held: 4},
+			{rev: 0, content: 1, want: Stale, held: 4}, {rev: 5, content: 5, want: Added, held: 5}}, 5},
+		{"unordered write passes an unordered tombstone", []step{{rev: 0, content: 3, want: Added, held: 0}, {del: true, rev: 0, want: Deleted, held: 0},
+			{rev: 0, content: 1, want: Added, held: 0}}, 1},
 	}
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &countingObserver{}

@@ -112,8 +112,11 @@ func (e *RefreshError) Unwrap() error { return e.Err }
 //     Conflict, and the call's error matches ErrRevisionConflict (one
 //     *RevisionConflictError per promotion, joined); the other promotions
 //     of the call are still written, and retrying gives the same answer;
-//   - revision 0 is unordered: it replaces whatever is stored, last
-//     writer wins (the stored revision becomes 0), as before revisions.
+//   - revision 0 is unordered: it replaces whatever is stored unordered,
+//     last writer wins, but never a promotion stored with a revision or
+//     one an ordered Delete removed (while its tombstone lives): that
+//     writes nothing and is Stale, so a writer without revisions (an old
+//     file, a process of another release) cannot undo an ordered one.
 //
 // A promotion whose content hash equals the stored version is Unchanged,
 // and nothing is written for it, only when it is also whole: its tiers key
@@ -341,6 +344,11 @@ func decide(s *stored, e *encoded, fl *fill) (out RefreshOutcome, bump bool, err
 		return Stale, false, nil
 	case s.version == "" && ordered && s.tomb >= rev:
 		return Stale, false, nil
+	case s.version == "" && !ordered && s.tomb > 0:
+		// An unordered write never brings back a promotion an ordered
+		// Delete removed (a warm-up from a file without revisions, or
+		// from another release, beside a source that has them).
+		return Stale, false, nil
 	case s.version == "":
 		return Added, false, nil
 	case ordered && s.rev > rev:
@@ -349,6 +357,11 @@ func decide(s *stored, e *encoded, fl *fill) (out RefreshOutcome, bump bool, err
 		return Conflict, false, &RevisionConflictError{ID: e.id, Revision: rev, Held: s.version, Wrote: e.version}
 	case s.version == e.version && s.damage(e) == "":
 		return Unchanged, ordered && rev > s.rev, nil
+	case !ordered && s.rev > 0:
+		// Nor does it replace, or repair, a promotion stored with a
+		// revision: that would drop the revision to 0 and let any older
+		// copy back in.
+		return Stale, false, nil
 	case s.version == e.version:
 		return Repaired, false, nil
 	case fl != nil && s.whole() && !(ordered && rev > s.rev):

@@ -43,7 +43,10 @@ func (v Verdict) String() string {
 
 // Health is a queue's Stats with the live workers serving it.
 type Health struct {
-	Stats   Stats
+	Stats Stats
+	// Workers are the live workers serving the queue, of every release
+	// (those of the previous release too, during a rolling deploy); a
+	// worker's Release says which queue controls it honours.
 	Workers []WorkerInfo
 	Verdict Verdict
 }

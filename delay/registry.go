@@ -49,6 +49,13 @@ type WorkerInfo struct {
 	Started  time.Time  `json:"started"`
 	Interval Duration   `json:"interval"` // its heartbeat interval
 	Version  string     `json:"version"`  // the tierset module version, "(devel)" from a checkout
+	// Release is the worker release of the pool's code: which queue
+	// controls it honours, so a rolling deploy can tell the workers that
+	// ignore a control the newer release added ("Rolling deploys" in
+	// docs/operations.md). 0: a pool of v0.1.x, whose entry carries no
+	// release (it honours Pause and SetRate); 1: from v0.2.0. Version
+	// cannot tell them apart, being "(devel)" in a checkout.
+	Release int `json:"release,omitempty"`
 	// Beat is the last heartbeat and Age how long ago it was, both by
 	// Redis TIME (the live set's score and the server's clock when the
 	// list was read), so neither depends on the pool's or the reader's
@@ -125,6 +132,12 @@ func newPoolID() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
+// workerRelease is WorkerInfo.Release of this code. Raise it with a
+// release that adds a queue control workers must honour or changes what
+// a worker reads, and say in docs/operations.md what the older workers
+// miss.
+const workerRelease = 1
+
 func moduleVersion() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -153,7 +166,7 @@ func (p *Pool) info(lines []*line, s *sched, t *regTarget) WorkerInfo {
 	}
 	w := WorkerInfo{ID: p.o.ID, Host: host, PID: os.Getpid(), Mode: mode,
 		Concurrency: p.o.Concurrency, Started: time.UnixMilli(p.started.Load()),
-		Interval: Duration(p.o.Heartbeat), Version: moduleVersion()}
+		Interval: Duration(p.o.Heartbeat), Version: moduleVersion(), Release: workerRelease}
 	s.mu.Lock()
 	for _, l := range lines {
 		w.Running += l.running

@@ -55,7 +55,7 @@ func TestPoolRegistry(t *testing.T) {
 		if w.ID != "reg-pool" || w.PID != os.Getpid() || w.Concurrency != 1 || w.Mode != "weighted" ||
 			len(w.Lines) != 2 || w.Lines[0].Weight != 3 || w.Lines[0].MaxConcurrent != 1 ||
 			w.Lines[0].Running != 1 || !w.Serves("reg-b") || w.Serves("reg-c") ||
-			time.Duration(w.Interval) != time.Second || w.Started.IsZero() {
+			time.Duration(w.Interval) != time.Second || w.Started.IsZero() || w.Release != workerRelease {
 			t.Fatalf("entry %+v", w)
 		}
 		// one task runs (blocked), one waits: the worker is behind

@@ -129,8 +129,9 @@ type Promotion struct {
 	// older one (cache.Stale), so a writer that read the source earlier
 	// can never put back an older version. It is not part of the content:
 	// two revisions with the same content store the same version. 0 means
-	// unordered: the write replaces whatever is stored, last writer wins,
-	// as before revisions existed. Negative is invalid.
+	// unordered: the write replaces an unordered promotion, last writer
+	// wins, but never one held at a revision or deleted at one (the cache
+	// reports it Stale). Negative is invalid.
 	Revision int64
 }
 

@@ -6,7 +6,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/shopspring/decimal v1.6.0
-	github.com/tierset/tierset v0.0.0-00010101000000-000000000000
+	github.com/tierset/tierset v0.1.0
 )
 
 require (
@@ -23,5 +23,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
-
-replace github.com/tierset/tierset => ../

@@ -57,8 +57,9 @@
 //	              every change, and the cache refuses to let an older
 //	              copy replace a newer one (a second warm-up from an old
 //	              file writes nothing for it, reported stale). 0 is
-//	              unordered: the file's copy replaces whatever is stored,
-//	              last writer wins.
+//	              unordered: the file's copy replaces an unordered one,
+//	              last writer wins, never a copy stored with a revision
+//	              or one deleted at a revision (reported stale).
 //	tiers         required non-empty array of tiers (at most 10000)
 //
 // A tier:

@@ -359,7 +359,8 @@ func (d *dryRun) refresh(ctx context.Context, ps ...gradient.Promotion) (cache.R
 			out.Updated++
 		case err != nil:
 			return out, err
-		case ps[i].Revision > 0 && in.Revision > ps[i].Revision:
+		case ps[i].Revision > 0 && in.Revision > ps[i].Revision,
+			ps[i].Revision == 0 && in.Revision > 0 && in.Version != r.Version:
 			r.Outcome, r.Version, r.Revision = cache.Stale, in.Version, in.Revision
 			out.Stale++
 		case ps[i].Revision > 0 && in.Revision == ps[i].Revision && in.Version != r.Version:

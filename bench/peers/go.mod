@@ -8,7 +8,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
-	github.com/tierset/tierset v0.0.0-00010101000000-000000000000
+	github.com/tierset/tierset v0.1.0
 )
 
 require (
@@ -32,7 +32,6 @@ require (
 	github.com/tidwall/match v1.2.0 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
-	github.com/tierset/tierset/pg v0.0.0-00010101000000-000000000000
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
@@ -40,7 +39,3 @@ require (
 	golang.org/x/time v0.14.0 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
 )
-
-replace github.com/tierset/tierset => ../..
-
-replace github.com/tierset/tierset/pg => ../../pg

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/shopspring/decimal v1.6.0
-	github.com/tierset/tierset v0.0.0
+	github.com/tierset/tierset v0.1.0
 )
 
 require (
@@ -20,5 +20,3 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-replace github.com/tierset/tierset => ../..
