@@ -207,11 +207,11 @@ func (r *runner) pass(ctx context.Context) time.Duration {
 		if e.from == 0 {
 			continue // added after the declaration above: the next pass
 		}
-		if !e.due().After(time.UnixMilli(max(e.last, e.from))) {
+		if !e.due().After(e.base()) {
 			if !e.ended {
 				e.ended = true
 				s.o.Logger.WarnContext(ctx, "periodic: schedule has no tick after the last one; the job stops in this process",
-					"queue", s.q.Name(), "job", e.job.Name, "after", time.UnixMilli(max(e.last, e.from)))
+					"queue", s.q.Name(), "job", e.job.Name, "after", e.base())
 			}
 			continue
 		}
@@ -235,14 +235,17 @@ func backoff(n int) time.Duration {
 	return min(50*time.Millisecond<<min(n-1, 6), 2*time.Second)
 }
 
-// due is the job's next tick after the guard it knows.
-func (e *entry) due() time.Time {
-	from := e.last
-	if from == 0 {
-		from = e.from
+// base is what the job's ticks follow: the guard as known, or with
+// none yet, Redis TIME when this process first declared the job.
+func (e *entry) base() time.Time {
+	if e.last == 0 {
+		return time.UnixMilli(e.from)
 	}
-	return e.job.Schedule.Next(time.UnixMilli(from))
+	return time.UnixMilli(e.last)
 }
+
+// due is the job's next tick.
+func (e *entry) due() time.Time { return e.job.Schedule.Next(e.base()) }
 
 // declare writes this process's declarations (and deletes those of
 // removed jobs) in one transaction, then reads every job's state: the
@@ -418,17 +421,13 @@ const maxWalk = 100000
 // guard up to now under e's catch-up policy. The latest of them is due
 // now; the others were missed.
 func plan(e *entry, now time.Time) []planned {
-	from := e.last
-	if from == 0 {
-		from = e.from
-	}
 	j := e.job
 	keep := 1
 	if j.CatchUp == CatchUpAll {
 		keep = j.MaxCatchUp + 1
 	}
 	var ticks []time.Time // the last keep ticks <= now
-	t := time.UnixMilli(from)
+	t := e.base()
 	for n := 0; ; n++ {
 		next := j.Schedule.Next(t)
 		if !next.After(t) || next.After(now) {
