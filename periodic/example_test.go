@@ -16,11 +16,10 @@ func Example() {
 	rdb, mr := exampleredis.Start()
 	defer exampleredis.Stop(rdb, mr)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	var running sync.WaitGroup
+	defer func() { cancel(); running.Wait() }() // each Run deletes its declarations
 
 	q, _ := delay.New(rdb, "jobs", delay.Options{})
-	var running sync.WaitGroup
-	defer running.Wait() // after cancel: each Run deletes its declarations
 	for range 2 { // two processes, each with its own Scheduler
 		s, _ := periodic.New(q, periodic.Options{})
 		if err := s.Add(periodic.Job{Name: "report", Schedule: periodic.Every(100 * time.Millisecond)}); err != nil {
