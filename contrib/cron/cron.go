@@ -126,7 +126,7 @@ func (s *schedule) gapTick(t, n time.Time) (time.Time, bool) {
 			// whether one of them is a tick
 			fixed := *s.fields
 			fixed.Location = time.FixedZone("", before)
-			if w := fixed.Next(end.Add(-time.Nanosecond)); w.Before(end.Add(time.Duration(gap) * time.Second)) && !w.Before(end) {
+			if w := fixed.Next(end.Add(-time.Nanosecond)); w.Before(end.Add(time.Duration(gap)*time.Second)) && !w.Before(end) {
 				return end, true
 			}
 		}
