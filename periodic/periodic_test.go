@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/testredis"
@@ -319,5 +323,100 @@ func TestPauseResume(t *testing.T) {
 	p.step(ctx)
 	if got := ticksOf(t, ctx, q, "j"); !equalInts(got, []int64{1000, 5000}) {
 		t.Fatalf("ticks %v, want 1 s, then none while paused, then 5 s", got)
+	}
+}
+
+// Run with two definitions live (real time): the ticks follow the first
+// declared, and the other process, whose next tick is often already due
+// from the winner's guard, waits between refusals instead of asking in a
+// loop.
+func TestRunLoserDoesNotSpin(t *testing.T) {
+	b := testredis.Mini(t)
+	q := newQueue(t, b)
+	ctx, cancel := context.WithCancel(testredis.Ctx(t))
+	var runs sync.WaitGroup
+	t.Cleanup(func() { cancel(); runs.Wait() })
+	a, err := New(q, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Add(Job{Name: "j", Schedule: Every(200 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	runs.Go(func() { _ = a.Run(ctx) })
+	// the loser: its own client, whose commands are counted
+	var sent atomic.Int64
+	lc := redis.NewClient(&redis.Options{Addr: b.Mini.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = lc.Close() })
+	lc.AddHook(countHook{&sent})
+	lq, err := delay.New(lc, "q", delay.Options{Prefix: b.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for jobs, _ := List(ctx, q); len(jobs) == 0 || len(jobs[0].Definitions) == 0; jobs, _ = List(ctx, q) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first process did not declare within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	bs, err := New(lq, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bs.Add(Job{Name: "j", Schedule: Every(300 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	runs.Go(func() { _ = bs.Run(ctx) })
+	start := time.Now()
+	// until six ticks of the winner were enqueued after the loser started
+	var infos []delay.TaskInfo
+	for {
+		infos, err = q.Lookup(ctx, "j")
+		if err != nil {
+			t.Fatal(err)
+		}
+		late := 0
+		for _, in := range infos {
+			if in.When.After(start) {
+				late++
+			}
+		}
+		if late >= 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ticks after the second process started, want 6 within 10 s", late)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmds, elapsed := sent.Load(), time.Since(start)
+	for _, in := range infos {
+		if in.When.UnixMilli()%200 != 0 {
+			t.Fatalf("tick at %v: not on the first definition's 200 ms grid", in.When)
+		}
+	}
+	// the loser: a declaration (TIME and a transaction), then per 300 ms
+	// tick at most a TIME and a script, and a retry every otherWait
+	if limit := 2 + 2*int(elapsed/(300*time.Millisecond)+elapsed/(500*time.Millisecond)+2); cmds > int64(limit) {
+		t.Fatalf("the losing process sent %d commands in %v, want at most %d: it spins", cmds, elapsed, limit)
+	}
+	t.Logf("the losing process sent %d commands in %v", cmds, elapsed)
+}
+
+// countHook counts the commands a client sends (a pipeline counts once).
+type countHook struct{ n *atomic.Int64 }
+
+func (countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
 	}
 }

@@ -230,6 +230,10 @@ func (r *runner) pass(ctx context.Context) time.Duration {
 	return max(next.Sub(r.serverNow()), time.Millisecond)
 }
 
+// otherWait is how long a process whose definition lost waits before it
+// offers the job's next tick again.
+const otherWait = 500 * time.Millisecond
+
 // backoff after n failures in a row: 50ms doubling to 2s.
 func backoff(n int) time.Duration {
 	return min(50*time.Millisecond<<min(n-1, 6), 2*time.Second)
@@ -365,8 +369,10 @@ func (r *runner) tick(ctx context.Context, e *entry) {
 			e.retry = t.Now.Add(backoff(1)).UnixMilli()
 		case "other":
 			// another definition drives the job: its ticks move the
-			// guard; this process follows it
-			r.beat = min(r.beat, t.Now.Add(s.o.TTL/3).UnixMilli())
+			// guard. This one's next tick may already be due from that
+			// guard, so look again a while later, not at once: soon
+			// enough to take over when the winner is gone
+			e.retry = t.Now.Add(min(otherWait, s.o.TTL/3)).UnixMilli()
 		}
 		return
 	}
