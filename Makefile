@@ -15,7 +15,7 @@ race:
 	go test -race -count=1 -timeout 40m ./...
 
 lint:
-	test -z "$$(gofmt -l .)" && go vet ./... && for m in . pg contrib/prometheus bench/peers test/browser; do (cd $$m && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...) || exit 1; done
+	test -z "$$(gofmt -l .)" && go vet ./... && for m in . pg contrib/prometheus contrib/cron bench/peers test/browser; do (cd $$m && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...) || exit 1; done
 
 generate:
 	go generate ./...

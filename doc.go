@@ -25,6 +25,8 @@
 //   - [github.com/tierset/tierset/delay]: the delay queue: leases, fencing
 //     tokens, idempotent enqueue, cancel by business key, retry, dead
 //     letter, pools of workers, Sharded for Redis Cluster.
+//   - [github.com/tierset/tierset/periodic]: periodic jobs on a delay
+//     queue: one task per tick from any number of processes, no leader.
 //   - [github.com/tierset/tierset/rules]: the JSON rules file, parsed
 //     exactly, with errors naming file, promotion, tier and field.
 //   - [github.com/tierset/tierset/warm]: the warm-up job: idempotent by
@@ -45,6 +47,8 @@
 //   - pg/internal/pgtest: a PostgreSQL schema per test.
 //   - [github.com/tierset/tierset/contrib/prometheus]: the Observers as
 //     Prometheus metrics.
+//   - [github.com/tierset/tierset/contrib/cron]: cron schedules
+//     (robfig/cron/v3) in a time zone for package periodic.
 //   - bench/peers: tierset's delay queue against asynq, BullMQ and River.
 //   - bench/peers/cart: 20-line carts priced four ways, PostgreSQL included.
 //   - test/browser: the web console in a headless Chromium.

@@ -164,6 +164,14 @@ var scriptBrowse = redis.NewScript(luaBrowse)
 //go:embed lua/gen/browse.lua
 var luaBrowse string
 
+// scriptEnqueueTick runs lua/gen/enqueue_tick.lua, composed from
+// lua/enqueue_tick.lua: one tick of a periodic job: the one-job enqueue
+// behind the job's guard, so that a tick makes at most one task ever.
+var scriptEnqueueTick = redis.NewScript(luaEnqueueTick)
+
+//go:embed lua/gen/enqueue_tick.lua
+var luaEnqueueTick string
+
 // scriptRegistry runs lua/gen/registry.lua, composed from
 // lua/registry.lua: a pool's heartbeat in the worker registry, claiming
 // its ID with an owner token.
@@ -216,6 +224,7 @@ var scripts = [...]struct {
 	{"lookup", scriptLookup},
 	{"deadlist", scriptDeadlist},
 	{"browse", scriptBrowse},
+	{"enqueue_tick", scriptEnqueueTick},
 	{"registry", scriptRegistry},
 	{"unregister", scriptUnregister},
 	{"workers", scriptWorkers},

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 dirs=()
-for m in . pg contrib/prometheus bench/peers test/browser; do
+for m in . pg contrib/prometheus contrib/cron bench/peers test/browser; do
 	while IFS= read -r d; do
 		d=${d#"$PWD"}
 		dirs+=(".${d}")

@@ -42,6 +42,11 @@ type Script struct {
 	// take_kept.lua) that store a bulk reply more cheaply than the
 	// generic encoding and read it back.
 	Keep, Grow string
+	// Inline names another script whose body (after its header) this
+	// one calls as the local function <Inline>_body, so that a script
+	// that adds a step around another runs that script's very code
+	// rather than a copy (enqueue_tick around enqueue).
+	Inline string
 }
 
 // Scripts is every script the delay package runs: the one place a
@@ -77,6 +82,8 @@ func Scripts() []Script {
 		{Name: "lookup"},
 		{Name: "deadlist"},
 		{Name: "browse"},
+		{Name: "enqueue_tick", Once: true, Inline: "enqueue",
+			Doc: "one tick of a periodic job: the one-job enqueue behind the job's guard, so that a tick makes at most one task ever"},
 		{Name: "registry",
 			Doc: "a pool's heartbeat in the worker registry, claiming its ID with an owner token"},
 		{Name: "unregister"},
@@ -132,6 +139,14 @@ func (l Lib) Build(fsys fs.FS, s Script) (Parts, error) {
 		return Parts{}, fmt.Errorf("luacompose: %w", err)
 	}
 	header, body := splitHeader(string(b))
+	if s.Inline != "" {
+		ib, err := fs.ReadFile(fsys, s.Inline+".lua")
+		if err != nil {
+			return Parts{}, fmt.Errorf("luacompose: %s: %w", s.Name, err)
+		}
+		_, inner := splitHeader(string(ib))
+		body = "local function " + s.Inline + "_body()\n" + inner + "end\n" + body
+	}
 	lib := l.Plain
 	if s.Once {
 		lib, body = l.Once, wrapOnce(body, s.Keep, s.Grow)
@@ -161,6 +176,9 @@ func GeneratedLine(s Script) string {
 	from := "lib.lua"
 	if s.Once {
 		from = strings.Join(libFiles[:], " + ")
+	}
+	if s.Inline != "" {
+		from += " + " + s.Inline + ".lua"
 	}
 	return "-- Code generated from " + from + " + " + s.Name + ".lua by `go generate ./delay`; DO NOT EDIT.\n"
 }
