@@ -201,7 +201,7 @@ type Budget struct {
 	// offsetMs is Redis TIME minus the client clock, measured on every
 	// reply: periods are computed for Redis's now, not the client's.
 	offsetMs atomic.Int64
-	// loaded: the scripts are known to be on the server (RemainingPipe
+	// loaded: remaining.lua is known to be on the server (RemainingPipe
 	// sends EVALSHA then, the full script otherwise).
 	loaded atomic.Bool
 }

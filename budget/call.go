@@ -27,12 +27,11 @@ func (b *Budget) run(ctx context.Context, s *redis.Script, write bool, keys []st
 		v, err = s.Run(ctx, b.c, keys, args...).Result()
 	}
 	if err != nil {
-		if isNoScript(err) {
-			b.loaded.Store(false)
-		}
 		return nil, err
 	}
-	b.loaded.Store(true)
+	if s == b.s.remaining {
+		b.loaded.Store(true)
+	}
 	r, ok := v.([]any)
 	if !ok || len(r) < 2 {
 		return nil, fmt.Errorf("budget: unexpected script reply %v", v)
