@@ -324,4 +324,3 @@ func (b *Budget) Keys() []string {
 func (b *Budget) LogKey() string { return b.k.log }
 
 const forever = int64(1) << 53 // the end of a cap with no period
-

@@ -75,7 +75,10 @@ func TestLostAndRebuild(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, call := range []func() error{
-			func() error { _, err := bg.Reserve(ctx, budget.Request{Order: "o2", Attributes: customer("c"), Lines: line("p", 1, 0), Hold: time.Minute}); return err },
+			func() error {
+				_, err := bg.Reserve(ctx, budget.Request{Order: "o2", Attributes: customer("c"), Lines: line("p", 1, 0), Hold: time.Minute})
+				return err
+			},
 			func() error { _, err := bg.Confirm(ctx, "o1"); return err },
 			func() error { _, err := bg.Release(ctx, "o1"); return err },
 			func() error { _, err := bg.Expire(ctx, "o1"); return err },

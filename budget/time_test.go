@@ -24,11 +24,11 @@ func TestPeriodAcrossDST(t *testing.T) {
 		at time.Time
 		ok bool
 	}{
-		{time.Date(2026, 3, 7, 23, 30, 0, 0, ny), true},  // Saturday, 24 h
-		{time.Date(2026, 3, 8, 0, 10, 0, 0, ny), true},   // Sunday: 23 h (02:00 EST -> 03:00 EDT)
-		{time.Date(2026, 3, 8, 23, 59, 0, 0, ny), false}, // still Sunday
-		{time.Date(2026, 3, 9, 0, 0, 0, 0, ny), true},    // Monday
-		{time.Date(2026, 11, 1, 0, 30, 0, 0, ny), true},  // Sunday: 25 h (02:00 EDT -> 01:00 EST)
+		{time.Date(2026, 3, 7, 23, 30, 0, 0, ny), true},                 // Saturday, 24 h
+		{time.Date(2026, 3, 8, 0, 10, 0, 0, ny), true},                  // Sunday: 23 h (02:00 EST -> 03:00 EDT)
+		{time.Date(2026, 3, 8, 23, 59, 0, 0, ny), false},                // still Sunday
+		{time.Date(2026, 3, 9, 0, 0, 0, 0, ny), true},                   // Monday
+		{time.Date(2026, 11, 1, 0, 30, 0, 0, ny), true},                 // Sunday: 25 h (02:00 EDT -> 01:00 EST)
 		{time.Date(2026, 11, 1, 1, 30, 0, 0, ny).Add(time.Hour), false}, // 01:30 EST, the repeated hour
 		{time.Date(2026, 11, 1, 23, 30, 0, 0, ny), false},
 		{time.Date(2026, 11, 2, 0, 0, 1, 0, ny), true},
@@ -69,8 +69,8 @@ func TestPeriodsWeekMonth(t *testing.T) {
 		promo string
 		ok    bool
 	}{
-		{time.Date(2026, 6, 7, 23, 0, 0, 0, tokyo), "w", true},  // Sunday
-		{time.Date(2026, 6, 8, 0, 0, 0, 0, tokyo), "w", true},   // Monday: a new week
+		{time.Date(2026, 6, 7, 23, 0, 0, 0, tokyo), "w", true}, // Sunday
+		{time.Date(2026, 6, 8, 0, 0, 0, 0, tokyo), "w", true},  // Monday: a new week
 		{time.Date(2026, 6, 14, 23, 59, 0, 0, tokyo), "w", false},
 		{time.Date(2026, 6, 30, 23, 0, 0, 0, tokyo), "m", true}, // 100 of 100
 		{time.Date(2026, 6, 30, 23, 59, 0, 0, tokyo), "m", false},
