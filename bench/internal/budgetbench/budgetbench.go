@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -216,19 +215,14 @@ func waitCost(ctx context.Context, cfg Config, dur time.Duration) error {
 		fmt.Fprintln(cfg.Out, "budget: WAIT cost skipped: redis-server not on PATH")
 		return nil
 	}
-	dir, err := os.MkdirTemp("", "tsbench-budget-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	master, err := redisserver.Start(sctx, dir+"/m")
+	master, err := redisserver.Start(sctx, "")
 	if err != nil {
 		return err
 	}
 	defer master.Close()
-	replica, err := redisserver.Start(sctx, dir+"/r", "--replicaof", "127.0.0.1", master.Addr()[len("127.0.0.1:"):])
+	replica, err := redisserver.Start(sctx, "", "--replicaof", "127.0.0.1", master.Addr()[len("127.0.0.1:"):])
 	if err != nil {
 		return err
 	}
