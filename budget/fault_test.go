@@ -178,7 +178,9 @@ func TestFaultSIGKILL(t *testing.T) {
 	kills := soak.Pick(10, 3)
 	for i := range kills {
 		cmd, done := startChild(t, h, redisAddr(t, b), b.Prefix, limit, false, fmt.Sprintf("k%d-", i), 400, 8, 10)
+		h.mu.Lock()
 		before := h.lines
+		h.mu.Unlock()
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			h.mu.Lock()

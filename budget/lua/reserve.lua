@@ -55,6 +55,8 @@ if ARGV[7] == 'r' then
   redis.call('DEL', KEYS[5])
   redis.call('HSET', KEYS[5], 'st', 'h', 'req', req, 'exp', exp, 'd', d, 'at', now)
   redis.call('ZADD', KEYS[3], exp, order)
+  -- An order reserved again after its hold ended has nothing left to report.
+  redis.call('ZREM', KEYS[4], order)
   return {'ok', now, ep, 'h', exp, 1}
 end
 redis.call('HSET', KEYS[5], 'st', 'c', 'd', d, 'ct', now)
