@@ -65,38 +65,36 @@ const sweepBatch = 100
 // and token). Run it every minute or so.
 func (b *Budget) Sweep(ctx context.Context) (Swept, error) {
 	var sw Swept
-	{
-		rp, err := b.run(ctx, b.s.sweep, true,
-			[]string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep},
-			b.o.RecordTTL.Milliseconds(), b.reportFlag(), b.o.ReportGrace.Milliseconds(), sweepBatch)
-		if rp == nil {
-			return sw, err
-		}
-		switch rp.status() {
-		case "lost":
-			return sw, ErrLost
-		case "ok":
-		default:
-			return sw, rp.unexpected("sweep")
-		}
-		sw.Held = rp.int(2)
-		late := reply(rp.list(3))
-		if b.o.Expiry == nil || len(late) == 0 {
-			return sw, err
-		}
-		jobs := make([]delay.Job, 0, len(late)/2)
-		for i := 0; i+1 < len(late); i += 2 {
-			exp := late.int(i + 1)
-			jobs = append(jobs, delay.Job{Key: late.str(i), Token: b.expiryToken(exp), When: delay.At(ms(exp))})
-		}
-		for _, j := range jobs {
-			if _, err := b.o.Expiry.Enqueue(ctx, j); err != nil {
-				return sw, fmt.Errorf("budget: sweep: enqueue expiry of %q: %w", j.Key, err)
-			}
-			sw.Requeued++
-		}
-		// The listed orders stay in unrep until their task runs Expire, so
-		// a second page would list them again: one page per Sweep.
+	rp, err := b.run(ctx, b.s.sweep, true,
+		[]string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep},
+		b.o.RecordTTL.Milliseconds(), b.reportFlag(), b.o.ReportGrace.Milliseconds(), sweepBatch)
+	if rp == nil {
 		return sw, err
 	}
+	switch rp.status() {
+	case "lost":
+		return sw, ErrLost
+	case "ok":
+	default:
+		return sw, rp.unexpected("sweep")
+	}
+	sw.Held = rp.int(2)
+	late := reply(rp.list(3))
+	if b.o.Expiry == nil || len(late) == 0 {
+		return sw, err
+	}
+	jobs := make([]delay.Job, 0, len(late)/2)
+	for i := 0; i+1 < len(late); i += 2 {
+		exp := late.int(i + 1)
+		jobs = append(jobs, delay.Job{Key: late.str(i), Token: b.expiryToken(exp), When: delay.At(ms(exp))})
+	}
+	for _, j := range jobs {
+		if _, err := b.o.Expiry.Enqueue(ctx, j); err != nil {
+			return sw, fmt.Errorf("budget: sweep: enqueue expiry of %q: %w", j.Key, err)
+		}
+		sw.Requeued++
+	}
+	// The listed orders stay in unrep until their task runs Expire, so a
+	// second page would list them again: one page (sweepBatch) per Sweep.
+	return sw, err
 }

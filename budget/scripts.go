@@ -14,9 +14,6 @@ import (
 //go:embed lua/*.lua
 var luaFS embed.FS
 
-// scriptNames are the scripts, one per file in lua/ but lib.lua.
-var scriptNames = []string{"reserve", "confirm", "release", "expire", "sweep", "remaining", "rebuild"}
-
 // scripts is a budget's compiled scripts, by name.
 type scripts struct {
 	reserve, confirm, release, expire, sweep, remaining, rebuild *redis.Script
