@@ -240,6 +240,7 @@ func TestFaultRestart(t *testing.T) {
 			srv.Restart()
 			wg.Wait()
 			var ledger int64
+			unknown, lost := h.count("R err")+h.count("C err")+h.count("L err"), h.count("R lost")+h.count("C lost")+h.count("L lost")
 			if !aof {
 				// The ledger: every confirmation that answered ok before the
 				// loss was found. A confirm that answered after a rebuild
@@ -269,8 +270,8 @@ func TestFaultRestart(t *testing.T) {
 			workload{prefix: "c", n: 300, conc: 8, customers: 10}.run(ctx, bg, h.add)
 			s := readState(t, ctx, c, bg)
 			check(t, h, s, limit, false, ledger, true)
-			t.Logf("aof=%v: ledger %d, counter %d, %d records, %d unknown and %d lost outcomes after the restart",
-				aof, ledger, s.total, len(s.records), h.count("R err"), h.count("R lost"))
+			t.Logf("aof=%v: %d unknown and %d lost outcomes around the restart; ledger %d, counter %d, %d records",
+				aof, unknown, lost, ledger, s.total, len(s.records))
 		})
 	}
 }
