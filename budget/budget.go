@@ -13,6 +13,7 @@ import (
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/keyname"
+	"github.com/tierset/tierset/internal/redisconf"
 	"github.com/tierset/tierset/score"
 )
 
@@ -207,7 +208,8 @@ type Budget struct {
 }
 
 // New returns the budget called name on c. It validates its arguments and
-// sends nothing. A new budget refuses every call with ErrLost until
+// sends nothing; a go-redis client built without ContextTimeoutEnabled is
+// refused (ctx deadlines would not reach its socket). A new budget refuses every call with ErrLost until
 // Rebuild (with no redemptions, for a fresh one) builds it.
 func New(c Client, name string, opts Options) (*Budget, error) {
 	if c == nil {
@@ -215,6 +217,11 @@ func New(c Client, name string, opts Options) (*Budget, error) {
 	}
 	if err := keyname.Check(name); err != nil {
 		return nil, invalid("name", "%w", err)
+	}
+	// A reservation's ctx deadline must bound it: a caller at checkout
+	// cannot wait out ReadTimeout on a stalled server.
+	if err := redisconf.CheckDeadlines(c); err != nil {
+		return nil, invalid("options", "%w", err)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {

@@ -160,6 +160,11 @@ func TestBadDefinition(t *testing.T) {
 			t.Errorf("case %d: want invalid %s, got %v", i, tc.field, err)
 		}
 	}
+	noDeadlines := redis.NewClient(&redis.Options{Addr: b.Mini.Addr()})
+	t.Cleanup(func() { _ = noDeadlines.Close() })
+	if _, err := budget.New(noDeadlines, "n", budget.Options{}); !errors.Is(err, &budget.ValidationError{Field: "options"}) {
+		t.Errorf("a client without ContextTimeoutEnabled: %v", err)
+	}
 	if n, _ := testredis.CountKeys(testredis.Ctx(t), b.Client, ""); n != 0 {
 		t.Fatalf("New wrote %d keys", n)
 	}
