@@ -2,6 +2,7 @@ package budget_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -132,5 +133,27 @@ func TestHoldExpiry(t *testing.T) {
 	}
 	if st, err := bg2.Release(ctx, "a"); err != nil || st != budget.Expired {
 		t.Fatalf("release expired: %v %v", st, err)
+	}
+}
+
+// TestPeriodKeysExpire: a period's counters go by themselves, MaxHold + 1h
+// after the period ends (past any hold that can still give back to them),
+// so per-day caps cost no memory for days gone.
+func TestPeriodKeysExpire(t *testing.T) {
+	b := testredis.Mini(t)
+	ctx := testredis.Ctx(t)
+	t0 := time.Date(2026, 2, 10, 15, 0, 0, 0, time.UTC)
+	b.Mini.SetTime(t0)
+	bg := newBudget(t, ctx, b, budget.Options{MaxHold: 2 * time.Hour},
+		budget.Promotion{ID: "p", Caps: []budget.Cap{{Measure: budget.Uses, Limit: 5, Period: budget.Day, Location: time.UTC}}})
+	if _, err := bg.Reserve(ctx, budget.Request{Order: "o", Lines: line("p", 1, 0), Hold: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 2, 10, 0, 0, 0, 0, time.UTC)
+	key := fmt.Sprintf("%sc:p:d%d", bg.Keys()[0], start.Unix())
+	ttl := b.Mini.TTL(key)
+	want := start.Add(24*time.Hour + 3*time.Hour).Sub(t0) // the day's end + MaxHold + 1h
+	if ttl != want {
+		t.Fatalf("TTL of %s: %v, want %v", key, ttl, want)
 	}
 }
