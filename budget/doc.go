@@ -51,7 +51,7 @@
 //     the two beside it, the script picks by TIME (and the call is sent
 //     again with Redis TIME when the estimate was off by more), and a day
 //     across a DST change is 23 or 25 hours. Tests: TestHoldExpiry,
-//     TestPeriodAcrossDST, TestPeriodsWeekMonth.
+//     TestPeriodAcrossDST, TestPeriodsWeekMonth, TestPeriodKeysExpire.
 //   - Idempotent. The same order with the same attributes and lines
 //     answers the same reservation (a retry, or go-redis sending a script
 //     again after a lost reply); other arguments give ErrConflict.
