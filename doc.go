@@ -27,6 +27,9 @@
 //     letter, pools of workers, Sharded for Redis Cluster.
 //   - [github.com/tierset/tierset/periodic]: periodic jobs on a delay
 //     queue: one task per tick from any number of processes, no leader.
+//   - [github.com/tierset/tierset/budget]: promotion caps that never
+//     oversell: uses and spend per promotion, per customer and per
+//     calendar period, reserved at checkout, confirmed on payment.
 //   - [github.com/tierset/tierset/rules]: the JSON rules file, parsed
 //     exactly, with errors naming file, promotion, tier and field.
 //   - [github.com/tierset/tierset/warm]: the warm-up job: idempotent by
@@ -66,8 +69,9 @@
 //
 //   - bench/internal/callgrind: what bench/cachecost and bench/servercost
 //     share: their command line and the callgrind dump of a phase.
-//   - bench/internal/tiers, bench/internal/delaybench: the tier and delay
-//     benchmarks of go run ./bench.
+//   - bench/internal/tiers, bench/internal/delaybench,
+//     bench/internal/budgetbench: the tier, delay and budget benchmarks
+//     of go run ./bench.
 //   - bench/peers/internal/cli: what the peer benchmark commands share
 //     around a run (count lists, the machine's load, floors).
 //   - delay/internal/luacompose: the one list of the delay scripts and how
@@ -83,8 +87,8 @@
 //   - internal/exampleredis: the embedded Redis the Examples run on.
 //   - internal/faultproxy: a TCP proxy that cuts a reply, adds latency or
 //     kills connections, for fault tests.
-//   - internal/inputerr: the one refused-input error that cache, delay,
-//     pg and warm each export as ValidationError.
+//   - internal/inputerr: the one refused-input error that budget, cache,
+//     delay, pg and warm each export as ValidationError.
 //   - internal/keyname: the check of key prefixes and queue names, and the
 //     default prefix.
 //   - internal/keyscan: the one SCAN over every master.

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tierset/tierset/bench/internal/budgetbench"
 	"github.com/tierset/tierset/bench/internal/delaybench"
 	"github.com/tierset/tierset/bench/internal/tiers"
 	"github.com/tierset/tierset/gradient"
@@ -39,6 +40,7 @@ type config struct {
 	prefix      string
 	strict      bool
 	delay       bool
+	budget      bool
 	peers       bool
 	service     bool
 	scaling     bool
@@ -99,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.chartFile, "chart", "", "write an SVG chart of p50 vs tier count (range, fullscan, raw, near) to this file")
 	fs.StringVar(&cfg.prefix, "prefix", "", "key prefix (default a unique tierset-bench-<random>); every key under it is deleted at the end")
 	fs.BoolVar(&cfg.strict, "strict", false, "exit 1 when a robust floor fails or cannot be judged (tight floors never fail a run)")
+	fs.BoolVar(&cfg.budget, "budget", false, "the budget phase: memory per hold and per counter, reservations/s at 1, 16, 64 clients, the cost of WAIT (Options.Replicas)")
 	fs.BoolVar(&cfg.delay, "delay", false, "every delay phase: also one-by-one and concurrent enqueue, take+ack at concurrency 100, lateness at 1k and 10k tasks/s")
 	fs.BoolVar(&cfg.peers, "peers", false, "also run bench/peers (tierset vs asynq, BullMQ and River, a nested module; needs the go command and a real Redis) and judge its floors")
 	fs.BoolVar(&cfg.service, "service", false, "also run bench/peers/cart (carts priced by PostgreSQL and by tierset; needs the go command, a real Redis and PostgreSQL) and judge its floors")
@@ -262,6 +265,11 @@ func runBench(ctx context.Context, cfg config, stdout, stderr io.Writer) (code i
 	}
 	if err := delaybench.Run(ctx, dcfg, &floors); err != nil {
 		return 1, err
+	}
+	if cfg.budget {
+		if err := budgetbench.Run(ctx, budgetbench.Config{Client: be.client, Backend: be.name, Quick: cfg.quick, Out: stdout}); err != nil {
+			return 1, err
+		}
 	}
 	if cfg.peers {
 		rows, err := runPeers(ctx, be.url, cfg.quick, cfg.full, stdout, stderr)

@@ -1,0 +1,90 @@
+// Package budget is promotion caps in Redis that never oversell: a cart's
+// uses and spend are reserved at checkout, confirmed on payment and given
+// back when the order is not paid.
+//
+// # Use
+//
+//	b, _ := budget.New(rdb, "shop", budget.Options{Promotions: []budget.Promotion{{
+//		ID: "summer", MaxPerCart: 2, Caps: []budget.Cap{
+//			{Measure: budget.Uses, Limit: 1000},                    // 1,000 uses in all
+//			{Measure: budget.Spend, Limit: 500_000_00},             // $500,000 of discount, in cents
+//			{Measure: budget.Uses, Limit: 1, Per: "customer"},      // once per customer
+//			{Measure: budget.Uses, Limit: 100, Period: budget.Day, Location: berlin},
+//		}}}})
+//	b.Rebuild(ctx, nil) // once: a budget starts empty and gets its epoch
+//	res, err := b.Reserve(ctx, budget.Request{Order: "order-42",
+//		Attributes: map[string]string{"customer": "c-7"},
+//		Lines:      []budget.Line{{Promotion: "summer", Uses: 1, Amount: 1250}},
+//		Hold:       15 * time.Minute})
+//	// errors.Is(err, budget.ErrLimit): a cap is reached (a *LimitError says which)
+//	b.Confirm(ctx, "order-42") // paid: a redemption
+//	b.Release(ctx, "order-42") // not paid: given back (or let the hold end)
+//	left, _ := b.Remaining(ctx, attrs, "summer", "winter") // cart time, one round trip
+//
+// [New] builds a [Budget] (no I/O) over [Promotion]s, each with [Cap]s:
+// a [Measure] (Uses or Spend, exact integer minor units up to 2^53),
+// counted in all or [Cap].Per attribute (Medusa's use_by_attribute), in
+// all time or per calendar [Period] (Day, Week, Month) in a stated
+// *time.Location; and MaxPerCart. [Budget.Define] adds or changes
+// promotions. [Budget.Reserve] takes a [Request] and returns a
+// [Reservation]; [Budget.Confirm] returns a [Confirmation] (what a ledger
+// records; the log stream [Budget.LogKey] has each too, see
+// [DecodeRequest]); [Budget.Release] gives a hold back; [Budget.Expire]
+// and [Budget.Sweep] report holds that ended unpaid; [Budget.Remaining]
+// and [Budget.RemainingPipe] answer what is [Left]; [Budget.Rebuild] sets
+// the counters from a ledger's [Redemption]s.
+//
+// # Guarantees, and the tests that prove them
+//
+//   - All or none, never over a cap. One script checks every cap of every
+//     line and then counts them all, on one slot: a Budget is one hash tag
+//     {b:<name>}, so a cart's promotions must be one Budget's (a Budget is
+//     the group; split promotions over Budgets to spread a cluster).
+//     Tests: TestCaps, TestAllOrNone, TestFaultNoOversell (processes
+//     re-executing the test binary, 1,000 reservations from 4 by default,
+//     10,000 from 16 under TIERSET_SOAK=1: exactly the cap granted, total
+//     and per customer).
+//   - Holds end by Redis TIME. Every script purges the holds whose time
+//     has passed before it counts, so a late or lost Release never holds a
+//     cap and never gives back twice. Periods are judged by Redis TIME too:
+//     the client sends the period holding its estimate of Redis TIME and
+//     the two beside it, the script picks by TIME (and the call is sent
+//     again with Redis TIME when the estimate was off by more), and a day
+//     across a DST change is 23 or 25 hours. Tests: TestHoldExpiry,
+//     TestPeriodAcrossDST, TestPeriodsWeekMonth, TestPeriodKeysExpire.
+//   - Idempotent. The same order with the same attributes and lines
+//     answers the same reservation (a retry, or go-redis sending a script
+//     again after a lost reply); other arguments give ErrConflict.
+//     Confirm and Release answer the same when sent again. Confirm after a
+//     hold ended is granted only if every cap still allows it (ErrExpired
+//     and the *LimitError otherwise). Tests: TestIdempotent,
+//     TestFaultCutAndKill (cut replies and CLIENT KILL: the cap filled
+//     exactly, every grant confirmed, released or still held).
+//   - Expiry reported. With Options.Expiry (a *delay.Queue), Reserve
+//     enqueues a task keyed by the order, due when the hold ends; its
+//     handler calls Expire, which says whether the hold ended unpaid
+//     (First the first time). Sweep enqueues again the reports that were
+//     lost. Test: TestExpiryReported.
+//   - Loss detected. The budget's epoch key exists only once Rebuild made
+//     it: after Redis lost its data (a restart without persistence, a
+//     flush, a failover to an empty replica) every call answers ErrLost
+//     until Rebuild puts back the ledger's redemptions. Tests:
+//     TestLostAndRebuild, TestFaultRestart (with appendonly every grant
+//     survives; without, the ledger is rebuilt; the cap is never passed),
+//     TestFaultSIGKILL (callers killed mid-reserve).
+//
+// Bad input (TestBadInput, TestBadDefinition) is a *ValidationError
+// naming it, matching ErrInvalid, and writes nothing. Fractional uses
+// cannot be asked: Line.Uses is an integer.
+//
+// # What a failover can lose
+//
+// Redis replicates asynchronously: a reservation or confirmation a master
+// answered and had not yet sent to its replica is lost if the replica is
+// promoted, and the counters then undercount, which can grant past a cap
+// by what was lost. Options.Replicas sends WAIT after every write (same
+// connection) and returns ErrNotReplicated when too few replicas
+// acknowledged in time; its cost is in docs/benchmarks.md ("Budgets").
+// Persistence needs appendfsync always for the same reason. The design,
+// keys and memory are in docs/design.md ("Budgets").
+package budget

@@ -1,0 +1,146 @@
+-- lib.lua: the functions every budget script shares. The library prepends
+-- this file to each script body (scripts.go), so a script is lib.lua
+-- followed by its own file. Counter and record keys are derived from the
+-- base name KEYS[1] (<prefix>:{b:<name>}:), which itself never exists:
+-- every suffix follows the hash tag, so a derived key is on the slot of
+-- the declared base name.
+--
+-- KEYS[i] -> (none: library)
+-- ARGV[i] -> (none: library)
+-- Returns (none: library)
+
+-- now_ms is Redis TIME in milliseconds: the one clock of every cap,
+-- period and hold.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- live is the budget's epoch if its state is whole: nil when the epoch key
+-- is gone (Redis lost its data, or the budget was never built) or a
+-- rebuild is under way ("rb:<token>").
+local function live(epoch)
+  local ep = redis.call('GET', epoch)
+  if not ep or string.sub(ep, 1, 3) == 'rb:' then
+    return nil
+  end
+  return ep
+end
+
+-- undo gives back a record's deltas d ("suffix\tfield\tdelta\n" each).
+-- A counter field that is gone (a rebuild dropped it, its period key
+-- expired) is left gone: never made negative. A field back at 0 is
+-- deleted, so a customer with nothing held or redeemed costs nothing.
+local function undo(base, d)
+  if not d then
+    return
+  end
+  for suffix, field, delta in string.gmatch(d, '([^\t\n]*)\t([^\t\n]*)\t(%d+)\n') do
+    local k = base .. suffix
+    if redis.call('HEXISTS', k, field) == 1 then
+      if redis.call('HINCRBY', k, field, '-' .. delta) <= 0 then
+        redis.call('HDEL', k, field)
+      end
+    end
+  end
+end
+
+-- purge releases every hold whose time has passed (expiry <= now) before
+-- anything is counted, so a late or lost Release never holds a cap: the
+-- record becomes 'x' (expired), kept ttl ms for idempotent replies, and,
+-- when report is '1', the order is filed in unrep until its report is
+-- taken (Expire) or sent again (Sweep).
+local function purge(base, holds, unrep, now, report, ttl)
+  local due = redis.call('ZRANGEBYSCORE', holds, '-inf', now)
+  for _, order in ipairs(due) do
+    local rk = base .. 'o:' .. order
+    local r = redis.call('HMGET', rk, 'st', 'd', 'exp')
+    if r[1] == 'h' then
+      undo(base, r[2])
+      redis.call('HSET', rk, 'st', 'x')
+      redis.call('PEXPIRE', rk, ttl)
+      if report == '1' then
+        redis.call('ZADD', unrep, r[3], order)
+      end
+    end
+  end
+  if #due > 0 then
+    redis.call('ZREMRANGEBYSCORE', holds, '-inf', now)
+  end
+end
+
+-- caps reads the cap list of ARGV from index i: n caps, each
+-- field, delta, limit, ncand, then ncand x (suffix, start ms, end ms). It
+-- picks, per cap, the candidate period holding now; nil, if none does
+-- (the client's clock is off by more than a period: it asks again with
+-- Redis TIME). Non-period caps send one candidate covering all time.
+local function caps(now, i)
+  local n = tonumber(ARGV[i])
+  i = i + 1
+  local out = {}
+  for c = 1, n do
+    local cap = {field = ARGV[i], delta = ARGV[i + 1], limit = tonumber(ARGV[i + 2])}
+    local ncand = tonumber(ARGV[i + 3])
+    i = i + 4
+    for j = 0, ncand - 1 do
+      local s, e = tonumber(ARGV[i + 3 * j + 1]), tonumber(ARGV[i + 3 * j + 2])
+      if s <= now and now < e then
+        cap.suffix, cap.ends = ARGV[i + 3 * j], e
+      end
+    end
+    if not cap.suffix then
+      return nil
+    end
+    i = i + 3 * ncand
+    out[c] = cap
+  end
+  return out
+end
+
+-- used is a cap's counter now (0 when absent).
+local function used(base, cap)
+  return tonumber(redis.call('HGET', base .. cap.suffix, cap.field) or '0')
+end
+
+-- over is the index of the first cap the deltas would pass, and its
+-- counter; nil when every cap allows them. delta > limit - used compares
+-- without rounding (each side is an integer below 2^53).
+local function over(base, list)
+  for c, cap in ipairs(list) do
+    local d = tonumber(cap.delta)
+    if d > 0 then
+      local u = used(base, cap)
+      if d > cap.limit - u then
+        return c, u
+      end
+    end
+  end
+  return nil
+end
+
+-- apply adds the deltas, sets a period key's expiry (its end plus keep
+-- ms, past the longest hold that can count in it), files every counter
+-- key in keyset (which Rebuild clears) and returns the record's d.
+local function apply(base, keyset, list, keep)
+  local d = {}
+  for _, cap in ipairs(list) do
+    if cap.delta ~= '0' then
+      local k = base .. cap.suffix
+      if redis.call('HINCRBY', k, cap.field, cap.delta) == tonumber(cap.delta) then
+        redis.call('SADD', keyset, cap.suffix)
+        if cap.ends < 9007199254740992 then
+          redis.call('PEXPIREAT', k, cap.ends + keep)
+        end
+      end
+      d[#d + 1] = cap.suffix .. '\t' .. cap.field .. '\t' .. cap.delta .. '\n'
+    end
+  end
+  return table.concat(d)
+end
+
+-- logged appends a confirmation to the log stream: what a ledger is
+-- written from.
+local function logged(log, max, order, now, req, ep)
+  redis.call('XADD', log, 'MAXLEN', '~', max, '*', 'ev', 'confirm', 'order', order,
+    'at', now, 'req', req, 'epoch', ep)
+end

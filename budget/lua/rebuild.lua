@@ -1,0 +1,65 @@
+-- rebuild.lua: sets the counters from outside (a ledger's redemptions),
+-- in steps: 'begin' marks the budget rebuilding (every other script
+-- answers 'lost'), drops every counter and puts back the holds still live;
+-- 'add' adds counts; 'end' makes the budget live under a new epoch.
+--
+-- KEYS[1] -> base name <prefix>:{b:<name>}: (never exists; derived keys)
+-- KEYS[2] -> epoch
+-- KEYS[3] -> holds
+-- KEYS[4] -> unrep
+-- KEYS[5] -> keyset
+-- ARGV[1] -> step: 'begin', 'add' or 'end'
+-- ARGV[2] -> token of this rebuild
+-- ARGV[3] -> record TTL ms
+-- ARGV[4] -> report: '1' files expired holds in unrep
+-- ARGV[5] -> keep ms (a period key lives this long past its end)
+-- ARGV[6..] -> 'add': n, then n x (suffix, field, count, end ms); a count
+--   whose period key would already have expired is skipped
+-- Returns {'ok', now, epoch (Redis TIME ms, after 'end') or ''} or {'busy', now} (another
+--   rebuild holds the budget).
+local base = KEYS[1]
+local now = now_ms()
+local cur = redis.call('GET', KEYS[2])
+local mine = 'rb:' .. ARGV[2]
+if ARGV[1] == 'begin' then
+  -- Holds whose time has passed give back first, so none can give back
+  -- later from counters this rebuild sets.
+  purge(base, KEYS[3], KEYS[4], now, ARGV[4], ARGV[3])
+  for _, s in ipairs(redis.call('SMEMBERS', KEYS[5])) do
+    redis.call('DEL', base .. s)
+  end
+  redis.call('DEL', KEYS[5])
+  redis.call('SET', KEYS[2], mine)
+  -- The holds still live count again, as they did before.
+  for _, order in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf')) do
+    local d = redis.call('HGET', base .. 'o:' .. order, 'd') or ''
+    for suffix, field, delta in string.gmatch(d, '([^\t\n]*)\t([^\t\n]*)\t(%d+)\n') do
+      redis.call('HINCRBY', base .. suffix, field, delta)
+      redis.call('SADD', KEYS[5], suffix)
+    end
+  end
+  return {'ok', now, ''}
+end
+if cur ~= mine then
+  return {'busy', now}
+end
+if ARGV[1] == 'add' then
+  local n, keep = tonumber(ARGV[6]), tonumber(ARGV[5])
+  for j = 0, n - 1 do
+    local suffix, field, count, ends = ARGV[7 + 4 * j], ARGV[8 + 4 * j], ARGV[9 + 4 * j], tonumber(ARGV[10 + 4 * j])
+    if ends + keep > now then
+      local k = base .. suffix
+      redis.call('HINCRBY', k, field, count)
+      redis.call('SADD', KEYS[5], suffix)
+      if ends < 9007199254740992 then
+        redis.call('PEXPIREAT', k, ends + keep)
+      end
+    end
+  end
+  return {'ok', now, ''}
+end
+-- The epoch is Redis TIME at the end: a rebuilt budget never shows the
+-- epoch of the state it replaced.
+local ep = string.format('%d', now)
+redis.call('SET', KEYS[2], ep)
+return {'ok', now, ep}

@@ -1,0 +1,99 @@
+package budget
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// Redemption is one confirmed reservation as a ledger keeps it: what
+// Rebuild counts.
+type Redemption struct {
+	Attributes map[string]string
+	Lines      []Line
+	// At is when it was confirmed: it picks the period of period caps.
+	At time.Time
+}
+
+// rebuildBatch is the most counter increments one rebuild step sends.
+const rebuildBatch = 500
+
+// Rebuild sets the budget's counters from outside: the redemptions a
+// ledger holds, plus the holds still live in Redis; every other counter
+// is dropped. It then gives the budget a new epoch. A budget is built
+// this way once before first use (Rebuild(ctx, nil)), and again after
+// Redis lost its data (every call answers ErrLost until then). While it
+// runs, every other call answers ErrLost; a second Rebuild started
+// meanwhile takes over and the first returns ErrConflict. The counters
+// of periods already over are skipped.
+func (b *Budget) Rebuild(ctx context.Context, reds []Redemption) (epoch string, err error) {
+	type ctr struct{ suffix, field string }
+	sums := map[ctr]int64{}
+	ends := map[ctr]int64{}
+	var order []ctr
+	for i, r := range reds {
+		if r.At.IsZero() {
+			return "", invalid("redemption", "%d: no time", i)
+		}
+		bd, ps, err := b.check(r.Attributes, r.Lines)
+		if err != nil {
+			return "", invalid("redemption", "%d: %w", i, err)
+		}
+		caps, _ := capArgs(bd, ps, r.At, false)
+		// caps: n, then per cap field, delta, limit, ncand, candidates; the
+		// middle candidate is the period holding r.At.
+		for j := 1; j < len(caps); {
+			f, d, nc := caps[j].(string), caps[j+1].(int64), caps[j+3].(int)
+			mid := j + 4 + 3*(nc/2)
+			k := ctr{caps[mid].(string), f}
+			if _, ok := sums[k]; !ok {
+				order = append(order, k)
+				ends[k] = caps[mid+2].(int64)
+			}
+			sums[k] += d
+			if sums[k] > MaxAmount {
+				return "", invalid("redemption", "%d: counter %s %s passes 2^53", i, k.suffix, k.field)
+			}
+			j += 4 + 3*nc
+		}
+	}
+	var tok [8]byte
+	_, _ = rand.Read(tok[:])
+	token := hex.EncodeToString(tok[:])
+	keys := []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.keyset}
+	step := func(name string, extra ...any) (reply, error) {
+		args := append([]any{name, token, b.o.RecordTTL.Milliseconds(), b.reportFlag(), b.keepMs()}, extra...)
+		rp, err := b.run(ctx, b.s.rebuild, true, keys, args...)
+		if rp == nil {
+			return nil, err
+		}
+		if rp.status() == "busy" {
+			return nil, fmt.Errorf("%w: another Rebuild of budget %q took over", ErrConflict, b.name)
+		}
+		if rp.status() != "ok" {
+			return nil, rp.unexpected("rebuild")
+		}
+		return rp, err
+	}
+	if _, err := step("begin"); err != nil {
+		return "", err
+	}
+	for len(order) > 0 {
+		n := min(len(order), rebuildBatch)
+		args := []any{n}
+		for _, k := range order[:n] {
+			args = append(args, k.suffix, k.field, sums[k], ends[k])
+		}
+		if _, err := step("add", args...); err != nil {
+			return "", err
+		}
+		order = order[n:]
+	}
+	rp, err := step("end")
+	if rp == nil {
+		return "", err
+	}
+	return rp.str(2), err
+}

@@ -1,0 +1,175 @@
+package budget
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Line asks for one promotion in a reservation.
+type Line struct {
+	Promotion string `json:"p"`
+	// Uses is how many times the promotion applies: 1..MaxAmount.
+	Uses int64 `json:"u"`
+	// Amount is the discount given, in integer minor units (cents): 0..
+	// MaxAmount. score.Amount turns a decimal into minor units exactly.
+	Amount int64 `json:"a,omitempty"`
+}
+
+// Request is a reservation to make.
+type Request struct {
+	// Order identifies the reservation: 1..MaxOrderBytes bytes, no control
+	// characters. The same order again answers the same reservation.
+	Order string
+	// Attributes hold the value of every attribute a cap counts per
+	// (Cap.Per), such as "customer".
+	Attributes map[string]string
+	// Lines name the promotions, each once: 1..MaxLines.
+	Lines []Line
+	// Hold is how long the reservation counts unconfirmed: 1ms..
+	// Options.MaxHold, from Redis TIME when it is made.
+	Hold time.Duration
+}
+
+// body is a request's identity in Redis (the record's req): attributes
+// and lines, sorted, so the same cart always encodes the same.
+type body struct {
+	A map[string]string `json:"a,omitempty"`
+	L []Line            `json:"l"`
+}
+
+func (b *Budget) checkOrder(order string) error {
+	if err := checkText(order, MaxOrderBytes); err != nil {
+		return invalid("order", "%w", err)
+	}
+	if !utf8.ValidString(order) {
+		return invalid("order", "invalid UTF-8")
+	}
+	return nil
+}
+
+// check validates the lines and attributes of a request against the
+// promotions defined now, and returns its body, sorted.
+func (b *Budget) check(attrs map[string]string, lines []Line) (body, []Promotion, error) {
+	if len(lines) == 0 || len(lines) > MaxLines {
+		return body{}, nil, invalid("lines", "%d lines (allowed 1..%d)", len(lines), MaxLines)
+	}
+	for k, v := range attrs {
+		if err := checkText(k, MaxValueBytes); err != nil || strings.ContainsAny(k, "=@") {
+			return body{}, nil, invalid("attributes", "name %q (1..%d bytes, no control characters, '=' or '@')", k, MaxValueBytes)
+		}
+		if err := checkText(v, MaxValueBytes); err != nil {
+			return body{}, nil, invalid("attributes", "%s: %w", k, err)
+		}
+	}
+	ls := slices.Clone(lines)
+	slices.SortFunc(ls, func(x, y Line) int { return strings.Compare(x.Promotion, y.Promotion) })
+	ps := make([]Promotion, len(ls))
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for i, l := range ls {
+		if i > 0 && ls[i-1].Promotion == l.Promotion {
+			return body{}, nil, invalid("lines", "promotion %q named twice", l.Promotion)
+		}
+		p, ok := b.promos[l.Promotion]
+		if !ok {
+			return body{}, nil, invalid("promotion", "%q is not defined in budget %q", l.Promotion, b.name)
+		}
+		if l.Uses < 1 || l.Uses > MaxAmount {
+			return body{}, nil, invalid("uses", "promotion %q: %d (allowed 1..2^53)", l.Promotion, l.Uses)
+		}
+		if l.Amount < 0 || l.Amount > MaxAmount {
+			return body{}, nil, invalid("amount", "promotion %q: %d minor units (allowed 0..2^53)", l.Promotion, l.Amount)
+		}
+		for _, c := range p.Caps {
+			if c.Per != "" && attrs[c.Per] == "" {
+				return body{}, nil, invalid("attributes", "promotion %q counts per %q: its value is missing", l.Promotion, c.Per)
+			}
+		}
+		ps[i] = p
+	}
+	var a map[string]string
+	if len(attrs) > 0 {
+		a = attrs
+	}
+	return body{A: a, L: ls}, ps, nil
+}
+
+func (bd body) encode() string {
+	out, err := json.Marshal(bd)
+	if err != nil { // strings and integers only: cannot fail
+		panic(fmt.Sprintf("budget: encode request: %v", err))
+	}
+	return string(out)
+}
+
+// DecodeRequest decodes a req as the confirmation log holds it.
+func DecodeRequest(req string) (attrs map[string]string, lines []Line, err error) {
+	var bd body
+	if err := json.Unmarshal([]byte(req), &bd); err != nil {
+		return nil, nil, fmt.Errorf("budget: decode request: %w", err)
+	}
+	return bd.A, bd.L, nil
+}
+
+// capRef is what a cap argument stands for, to name it in a LimitError.
+type capRef struct {
+	promo string
+	cap   Cap
+	asked int64
+}
+
+// capArgs builds the caps ARGV of a request for Redis TIME about now:
+// per cap field, delta, limit, ncand and the candidates. Caps that count
+// in one counter (same key and field) are sent once, with the lowest
+// limit, so a delta is never added twice.
+func capArgs(bd body, ps []Promotion, now time.Time, zero bool) ([]any, []capRef) {
+	type slot struct {
+		i   int // index in refs
+		lim int64
+	}
+	seen := map[string]slot{}
+	var refs []capRef
+	var cands [][]cand
+	var fields []string
+	var deltas []int64
+	for i, l := range bd.L {
+		for _, c := range ps[i].Caps {
+			cs := candidates(l.Promotion, c, now)
+			f := field(c, bd.A)
+			d := l.Uses
+			if c.Measure == Spend {
+				d = l.Amount
+			}
+			id := cs[len(cs)/2].suffix + "\t" + f
+			if s, ok := seen[id]; ok {
+				if c.Limit < s.lim {
+					refs[s.i].cap = c
+					seen[id] = slot{s.i, c.Limit}
+				}
+				continue
+			}
+			seen[id] = slot{len(refs), c.Limit}
+			refs = append(refs, capRef{promo: l.Promotion, cap: c, asked: d})
+			cands = append(cands, cs)
+			fields = append(fields, f)
+			deltas = append(deltas, d)
+		}
+	}
+	args := make([]any, 0, 1+len(refs)*13)
+	args = append(args, len(refs))
+	for i, r := range refs {
+		d := deltas[i]
+		if zero {
+			d = 0
+		}
+		args = append(args, fields[i], d, r.cap.Limit, len(cands[i]))
+		for _, c := range cands[i] {
+			args = append(args, c.suffix, c.start, c.end)
+		}
+	}
+	return args, refs
+}
