@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,9 +78,10 @@ func (nc *near) start(ctx context.Context, c *Cache) {
 		tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		t := &tracker{c: c, nc: nc, cancel: cancel, subs: map[string]*subscriber{}}
 		nc.tracker = t
-		t.wg.Add(2)
+		t.wg.Add(3)
 		go t.watchNodes(tctx)
 		go t.revalidate(tctx)
+		go t.refresher(tctx)
 	})
 }
 
@@ -378,17 +380,42 @@ func (t *tracker) receive(ctx context.Context, s *subscriber, ps *redis.PubSub) 
 				t.nc.dropAll()
 				continue
 			}
+			// One write's keys (tiers, meta, gifts) arrive in one message:
+			// each promotion is invalidated once, so its re-read is not
+			// refused by the invalidation of its own next key.
+			ids := make([]string, 0, len(keys))
 			for _, k := range keys {
 				if strings.HasSuffix(k, suffixAbsent) || strings.HasSuffix(k, suffixLease) {
 					continue // read-through bookkeeping: no ladder changed (a warm also touches tiers)
 				}
-				if id := t.c.idFromKey(k); id != "" {
-					t.c.invalidateLocal(id)
+				if id := t.c.idFromKey(k); id != "" && !slices.Contains(ids, id) {
+					ids = append(ids, id)
 				}
 			}
+			t.c.invalidateTracked(ids)
 		}
 	}
 	return established
+}
+
+// invalidateTracked handles a tracking invalidation of ids: their
+// remembered misses are forgotten, held ladders in recent use are marked
+// stale and re-read in the background, others are re-read on next use
+// (near_refresh.go).
+func (c *Cache) invalidateTracked(ids []string) {
+	now := time.Now().UnixNano()
+	var queue []string
+	for _, id := range ids {
+		if c.rt != nil {
+			c.rt.forget(id)
+		}
+		if c.near != nil && c.near.softInvalidate(id, now) {
+			queue = append(queue, id)
+		}
+	}
+	if c.near != nil {
+		c.near.queueReread(queue)
+	}
 }
 
 // invalidateLocal forgets everything this process holds about id: its
@@ -417,10 +444,13 @@ func (c *Cache) idFromKey(key string) string {
 	return rest[:end]
 }
 
-// revalidate re-reads the version of every held ladder every
-// MaxStaleness/2, in pipelines of 1000 HGETs, so a ladder is served past
-// MaxStaleness only if Redis confirmed it, even if an invalidation was
-// lost.
+// revalidate re-reads, every MaxStaleness/2, the version of every held
+// ladder read since the previous pass began, in pipelines of 1000 HGETs,
+// so a ladder is served past MaxStaleness only if Redis confirmed it,
+// even if an invalidation was lost. A ladder not read for that long is
+// not checked: its commands do not grow with ladders held but unused.
+// It ages out, and the next cart that needs it re-reads it (a version
+// check, and the ladder only if it changed; near_refresh.go).
 func (t *tracker) revalidate(ctx context.Context) {
 	defer t.wg.Done()
 	tick := time.NewTicker(t.nc.opt.MaxStaleness / 2)
@@ -431,8 +461,7 @@ func (t *tracker) revalidate(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		var held []*ladder
-		t.nc.each(func(l *ladder) { held = append(held, l) })
+		held := t.nc.recentlyUsed()
 		for i := 0; i < len(held) && ctx.Err() == nil; i += 1000 {
 			t.revalidateChunk(ctx, held[i:min(i+1000, len(held))])
 		}
