@@ -169,9 +169,9 @@ type nearShard struct {
 	// used"), and only those are re-validated and re-read in the
 	// background.
 	lastPass, prevPass atomic.Uint64
-	maxN  int
-	maxB  int64
-	_     [32]byte
+	maxN               int
+	maxB               int64
+	_                  [32]byte
 }
 
 // keyFills is one promotion's generation while ladder reads of it are in
