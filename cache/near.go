@@ -128,6 +128,12 @@ type near struct {
 	// gone, and reads that started under it install nothing.
 	epoch atomic.Uint64
 	up    atomic.Bool
+	// confirmed is when (UnixNano) every tracking connection last proved
+	// that all invalidations of writes committed before then had arrived
+	// (a PING answered, near_tracking.go): a held ladder with no
+	// invalidation since is confirmed as of then, without a read of its
+	// own. 0 while tracking is down.
+	confirmed atomic.Int64
 
 	hits, misses, drops atomic.Int64
 	// ladderReads counts whole-ladder reads (ZRANGE) sent, checks the
@@ -261,7 +267,7 @@ func (nc *near) lookup(id string, nowNs int64) (*ladder, nearState) {
 	if t := sh.tick.Load(); l.used.Load() != t {
 		l.used.Store(t)
 	}
-	if nowNs-l.validated.Load() >= int64(nc.opt.MaxStaleness) {
+	if nowNs-max(l.validated.Load(), nc.confirmed.Load()) >= int64(nc.opt.MaxStaleness) {
 		return l, nearReread
 	}
 	if s := l.staleAt.Load(); s != 0 && nowNs-s >= int64(nc.staleServe()) {
@@ -501,6 +507,7 @@ func (nc *near) setUp(up bool) {
 	if was := nc.up.Swap(up); was && !up {
 		nc.lost.Add(1)
 	}
+	nc.confirmed.Store(0)
 	nc.dropAll()
 }
 

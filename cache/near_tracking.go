@@ -69,6 +69,9 @@ type subscriber struct {
 	mu sync.Mutex
 	ps *redis.PubSub
 	up bool // under tracker.mu
+	// confirmed is the send time (UnixNano) of the latest PING answered
+	// on the established connection; 0 while down. Under tracker.mu.
+	confirmed int64
 }
 
 // start starts tracking once, on the first near read. Its goroutines live
@@ -211,7 +214,33 @@ func (t *tracker) setSub(s *subscriber, up bool) {
 	}
 	if s.up != up || !up {
 		s.up = up
+		if !up {
+			s.confirmed = 0
+		}
 		t.recompute(false)
+	}
+}
+
+// confirm records that s's PING sent at at was answered, and moves the
+// near cache's tracking confirmation to the oldest of every node's.
+func (t *tracker) confirm(s *subscriber, at int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.subs[s.addr] != s || !s.up {
+		return
+	}
+	s.confirmed = at
+	oldest := int64(0)
+	for _, o := range t.subs {
+		if !o.up || o.confirmed == 0 {
+			return // a node not confirmed yet: ladders keep their own
+		}
+		if oldest == 0 || o.confirmed < oldest {
+			oldest = o.confirmed
+		}
+	}
+	if oldest > t.nc.confirmed.Load() {
+		t.nc.confirmed.Store(oldest)
 	}
 }
 
@@ -302,6 +331,10 @@ func (s *subscriber) stop() {
 // taken for dead.
 func (nc *near) pingEvery() time.Duration { return min(time.Second, nc.opt.MaxStaleness/2) }
 
+// confirmEvery is how often each tracking connection is pinged to
+// confirm every held ladder at once (near.confirmed): MaxStaleness/4.
+func (nc *near) confirmEvery() time.Duration { return nc.opt.MaxStaleness / 4 }
+
 // listen reads one node's invalidations. Any failure marks the node down
 // (dropping everything held) and builds a new connection; the node is up
 // again once the server confirms the SUBSCRIBE, which it does after the
@@ -340,21 +373,41 @@ func (t *tracker) listen(ctx context.Context, s *subscriber) {
 // whether tracking was established on it.
 func (t *tracker) receive(ctx context.Context, s *subscriber, ps *redis.PubSub) (established bool) {
 	every := t.nc.pingEvery()
-	pinged := false
+	period := t.nc.confirmEvery()
+	var sent time.Time // the unanswered PING's send time; zero when none
+	next := time.Now().Add(period)
 	for ctx.Err() == nil {
-		msg, err := ps.ReceiveTimeout(ctx, every)
+		now := time.Now()
+		if sent.IsZero() && !now.Before(next) {
+			if ps.Ping(ctx) != nil {
+				return established
+			}
+			sent, next = now, now.Add(period)
+		}
+		wait := next.Sub(now)
+		if !sent.IsZero() {
+			if wait = every - now.Sub(sent); wait <= 0 {
+				return established // a PING unanswered for pingEvery: taken for dead
+			}
+		}
+		msg, err := ps.ReceiveTimeout(ctx, max(wait, time.Millisecond))
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && !pinged {
-				pinged = true
-				if ps.Ping(ctx) == nil {
-					continue
-				}
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
 			}
-			return established // silent past a PING, or failed
+			return established // failed
 		}
-		pinged = false
 		switch m := msg.(type) {
+		case *redis.Pong:
+			// Redis sends a BCAST invalidation before the replies of the
+			// event-loop turn that made it, on this one connection, in
+			// order: every invalidation of a write committed before the
+			// PING was sent has been handled above.
+			if !sent.IsZero() && established {
+				t.confirm(s, sent.UnixNano())
+			}
+			sent = time.Time{}
 		case *redis.Subscription:
 			if m.Kind == "subscribe" && m.Channel == invalidateChannel {
 				if established {
