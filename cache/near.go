@@ -107,10 +107,9 @@ type ladder struct {
 	// version is immutable, so they need no invalidation of their own.
 	gifts atomic.Pointer[map[string][]gradient.Gift]
 	// staleAt is 0 while no invalidation of the promotion is unresolved;
-	// else when (UnixNano) the first unresolved one arrived, or 1 when the
-	// ladder was not in recent use then. It is served for staleServe
-	// after that, while its re-read (near_refresh.go) is in flight; under
-	// the shard lock for writes.
+	// else when (UnixNano) the first unresolved one arrived. It is served
+	// for staleServe after that, while its re-read (near_refresh.go) is
+	// in flight; under the shard lock for writes.
 	staleAt atomic.Int64
 }
 
@@ -169,15 +168,13 @@ type nearShard struct {
 	flights map[string]*refreshFlight
 	bytes   int64
 	tick    atomic.Uint64
-	// lastPass and prevPass are the ticks at the starts of the latest and
-	// the previous re-validation passes: a ladder whose used tick is at
-	// least prevPass was read in the last one or two passes ("recently
-	// used"), and only those are re-validated and re-read in the
-	// background.
-	lastPass, prevPass atomic.Uint64
-	maxN               int
-	maxB               int64
-	_                  [32]byte
+	// lastPass is the tick at the start of the latest re-validation
+	// pass: only a ladder whose used tick is at least that was read since,
+	// and is checked by the next pass.
+	lastPass atomic.Uint64
+	maxN     int
+	maxB     int64
+	_        [32]byte
 }
 
 // keyFills is one promotion's generation while ladder reads of it are in
@@ -539,7 +536,6 @@ func (nc *near) recentlyUsed() []*ladder {
 		sh := &nc.shards[i]
 		sh.mu.Lock()
 		prev := sh.lastPass.Load()
-		sh.prevPass.Store(prev)
 		sh.lastPass.Store(sh.tick.Add(1))
 		for _, l := range sh.m {
 			if l.used.Load() >= prev && l.staleAt.Load() == 0 {

@@ -10,8 +10,7 @@ import (
 )
 
 // Re-reads of held ladders. A tracking invalidation does not drop a
-// ladder in recent use: it marks it stale and queues a background
-// re-read, and carts keep being answered from it until the re-read
+// held ladder: it marks it stale and queues a background re-read, and carts keep being answered from it until the re-read
 // lands, for at most staleServe after the invalidation arrived. A re-read
 // is one flight per promotion per process, whoever asks (the background
 // refresher, or carts that find the ladder stale past staleServe or
@@ -62,11 +61,11 @@ type reread struct {
 	meta   *redis.IntCmd
 }
 
-// softInvalidate handles a tracking invalidation of id: reads in flight
-// install nothing (as invalidate), and a held ladder is marked stale
-// rather than dropped. It reports whether the ladder was in recent use,
-// so the caller queues a background re-read; one not in recent use is
-// re-read by the next cart that needs it (it is not served until then).
+// softInvalidate handles a tracking invalidation of id (or a
+// re-validation that found another version): reads in flight install
+// nothing (as invalidate), and a held ladder is marked stale rather than
+// dropped. It reports whether a ladder is held, so the caller queues its
+// background re-read.
 func (nc *near) softInvalidate(id string, nowNs int64) (queue bool) {
 	h := nc.hash(id)
 	sh := nc.shard(h)
@@ -80,18 +79,14 @@ func (nc *near) softInvalidate(id string, nowNs int64) (queue bool) {
 		sh.mu.Unlock()
 		return false
 	}
-	recent := nc.up.Load() && l.used.Load() >= sh.prevPass.Load()
-	switch {
-	case !recent:
-		l.staleAt.Store(1) // not served: re-read on the next use
-	case l.staleAt.Load() == 0:
+	if l.staleAt.Load() == 0 {
 		// The first unresolved invalidation's time: a stream of them does
 		// not extend how long the ladder is served.
 		l.staleAt.Store(nowNs)
 	}
 	sh.mu.Unlock()
 	nc.obs.OnNear(id, NearInvalidate)
-	return recent
+	return true
 }
 
 // queueReread adds ids to the background refresher's set.

@@ -452,9 +452,8 @@ func (t *tracker) receive(ctx context.Context, s *subscriber, ps *redis.PubSub) 
 }
 
 // invalidateTracked handles a tracking invalidation of ids: their
-// remembered misses are forgotten, held ladders in recent use are marked
-// stale and re-read in the background, others are re-read on next use
-// (near_refresh.go).
+// remembered misses are forgotten, and held ladders are marked stale and
+// re-read in the background (near_refresh.go).
 func (c *Cache) invalidateTracked(ids []string) {
 	now := time.Now().UnixNano()
 	var queue []string
@@ -537,7 +536,12 @@ func (t *tracker) revalidateChunk(ctx context.Context, ls []*ladder) {
 		case err == nil && v == l.version:
 			t.nc.revalidated(l, at)
 		case err == nil, errors.Is(err, redis.Nil):
-			t.nc.invalidate(l.id) // replaced or gone
+			// Replaced or gone (or this reply is older than the ladder
+			// installed since): handled as an invalidation, so a pass
+			// racing a write does not drop a ladder carts are using.
+			if t.nc.softInvalidate(l.id, time.Now().UnixNano()) {
+				t.nc.queueReread([]string{l.id})
+			}
 		}
 		// A transport error confirms nothing: the ladder ages out.
 	}

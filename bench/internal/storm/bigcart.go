@@ -153,4 +153,3 @@ func (r *rtCount) OnRoundTrips(op cache.Op, n int) {
 		r.n.Add(int64(n))
 	}
 }
-

@@ -280,16 +280,17 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// refreshAll writes ps from 4 writers at once, in batches of 500.
+// refreshAll writes ps from 16 writers at once, in batches of 100.
 func refreshAll(ctx context.Context, w *cache.Cache, ps []gradient.Promotion) error {
+	const writers, batch = 16, 100
 	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for k := range 4 {
+	errs := make([]error, writers)
+	for k := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := k * 500; i < len(ps); i += 4 * 500 {
-				if _, err := w.Refresh(ctx, ps[i:min(i+500, len(ps))]...); err != nil {
+			for i := k * batch; i < len(ps); i += writers * batch {
+				if _, err := w.Refresh(ctx, ps[i:min(i+batch, len(ps))]...); err != nil {
 					errs[k] = err
 					return
 				}
