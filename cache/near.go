@@ -25,7 +25,8 @@ const (
 // NearCacheOptions bounds the in-process near cache (Options.NearCache).
 // Zero fields take the defaults their comments name.
 type NearCacheOptions struct {
-	// MaxPromotions bounds the ladders held. Default 10000; negative is
+	// MaxPromotions bounds the ladders held. Default 20000 (room for
+	// 10,000 promotions over the shards, which a hash fills unevenly); negative is
 	// ErrInvalid, any positive value is accepted. When full, the
 	// least recently used ladder of the same shard is dropped (the cache
 	// is split into nearShards shards, or the largest power of two not
@@ -41,10 +42,14 @@ type NearCacheOptions struct {
 	// 25,000 tiers.
 	MaxBytes int64
 	// MaxStaleness is the hard bound on the age of an answer: a ladder is
-	// served only if Redis confirmed its version less than MaxStaleness
-	// ago. A background pass re-reads every held version every
-	// MaxStaleness/2 (one pipelined HGET per ladder), so hot ladders stay
-	// near; it bounds staleness even if an invalidation were lost. Default
+	// served only if Redis confirmed it less than MaxStaleness ago: by a
+	// PING on every tracking connection, answered after every earlier
+	// invalidation (sent every MaxStaleness/4, no command per ladder), and
+	// for the ladders read since the previous pass by a re-read of their
+	// version every MaxStaleness/2 (one pipelined HGET each), which bounds
+	// staleness even if an invalidation were lost. An invalidated ladder
+	// is served for at most min(1 s, MaxStaleness/2) while it is re-read.
+	// Default
 	// 2s; at least 10ms (less, or negative, is ErrInvalid); any larger
 	// value is accepted.
 	MaxStaleness time.Duration

@@ -374,8 +374,9 @@ func (t *tracker) listen(ctx context.Context, s *subscriber) {
 func (t *tracker) receive(ctx context.Context, s *subscriber, ps *redis.PubSub) (established bool) {
 	every := t.nc.pingEvery()
 	period := t.nc.confirmEvery()
-	var sent time.Time // the unanswered PING's send time; zero when none
-	next := time.Now().Add(period)
+	var sent time.Time  // the unanswered PING's send time; zero when none
+	heard := time.Now() // when the connection last delivered anything
+	next := heard.Add(period)
 	for ctx.Err() == nil {
 		now := time.Now()
 		if sent.IsZero() && !now.Before(next) {
@@ -386,9 +387,16 @@ func (t *tracker) receive(ctx context.Context, s *subscriber, ps *redis.PubSub) 
 		}
 		wait := next.Sub(now)
 		if !sent.IsZero() {
-			if wait = every - now.Sub(sent); wait <= 0 {
-				return established // a PING unanswered for pingEvery: taken for dead
+			// Dead only when silent for 2×pingEvery with a PING
+			// unanswered for pingEvery: a PONG queued behind a storm of
+			// invalidations arrives late, but the connection is alive, and
+			// a process kept off its cores needs as long as before to
+			// count it lost.
+			wait = max(every-now.Sub(sent), 2*every-now.Sub(heard))
+			if wait <= 0 {
+				return established
 			}
+			wait = min(wait, every)
 		}
 		msg, err := ps.ReceiveTimeout(ctx, max(wait, time.Millisecond))
 		if err != nil {
@@ -398,6 +406,7 @@ func (t *tracker) receive(ctx context.Context, s *subscriber, ps *redis.PubSub) 
 			}
 			return established // failed
 		}
+		heard = time.Now()
 		switch m := msg.(type) {
 		case *redis.Pong:
 			// Redis sends a BCAST invalidation before the replies of the

@@ -353,13 +353,13 @@ func report(cfg Config, phases []*phase, reps []childReport) {
 		fmt.Fprintf(out, "held after warm-up: %d ladders per process; heap %d B per ladder (accounted %d B)\n",
 			held/len(reps), int64(heap)/int64(held), heldB/int64(held))
 	}
-	fmt.Fprintf(out, "| phase | carts | p50 | p99 | p99 / steady | Redis CPU | Redis cmds / 1k carts | ladder reads / changed promo / process | re-reads / invalidated promo / process | unchanged kept | older-content carts |\n")
-	fmt.Fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(out, "| phase | carts | p50 | p99 | p99 / steady | Redis CPU | Redis cmds / 1k carts | ladder reads / changed promo / process | re-reads / invalidated promo / process | unchanged kept | tracking lost | older-content carts |\n")
+	fmt.Fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var steadyP99 float64
 	for p, ph := range phases {
 		var lat []int32
 		var carts, older int64
-		var reads, rereads, kept int64
+		var reads, rereads, kept, lost int64
 		for _, r := range reps {
 			st := r.Phases[p]
 			lat = append(lat, st.Lat...)
@@ -372,6 +372,7 @@ func report(cfg Config, phases []*phase, reps []childReport) {
 			reads += next.LadderReads - st.Near.LadderReads
 			rereads += next.Rereads - st.Near.Rereads
 			kept += next.Unchanged - st.Near.Unchanged
+			lost += next.TrackingLost - st.Near.TrackingLost
 		}
 		slices.Sort(lat)
 		p50, p99 := pct(lat, 0.50), pct(lat, 0.99)
@@ -388,9 +389,9 @@ func report(cfg Config, phases []*phase, reps []childReport) {
 		if carts > 0 {
 			cmdsPer = float64(ph.cmds) / float64(carts) * 1000
 		}
-		fmt.Fprintf(out, "| %s | %d | %.0f µs | %.0f µs | %.2f× | %.2f s (%.0f%% of %v) | %.0f | %s | %s | %d | %d |\n",
+		fmt.Fprintf(out, "| %s | %d | %.0f µs | %.0f µs | %.2f× | %.2f s (%.0f%% of %v) | %.0f | %s | %s | %d | %d | %d |\n",
 			ph.name, carts, p50, p99, p99/steadyP99, ph.cpu, 100*ph.cpu/ph.wall.Seconds(), ph.wall.Round(100*time.Millisecond),
-			cmdsPer, per(reads, ph.changed), per(rereads, ph.invalidated), kept, older)
+			cmdsPer, per(reads, ph.changed), per(rereads, ph.invalidated), kept, lost, older)
 	}
 }
 
