@@ -355,3 +355,35 @@ func (h *hgetRecorder) all() [][]string {
 	defer h.mu.Unlock()
 	return slices.Clone(h.pipes)
 }
+
+// TestFaultNearHeldInvalidationUnused: the invalidation of a held ladder
+// nobody reads is held in transit, so every PONG behind it is too. The
+// ladder was confirmed only by those PINGs (no read of it since, so no
+// version check of its own): a read that starts MaxStaleness after the
+// write returned must not be answered the replaced version.
+func TestFaultNearHeldInvalidationUnused(t *testing.T) {
+	f := newOrderFixture(t)
+	ctx := f.ctx
+	const maxStale = 400 * time.Millisecond
+	nc := newNearCache(t, f.client, f.b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: maxStale}})
+	waitHeld(t, nc)
+	key := []byte(nc.tiersKey("s"))
+	hold := f.px.HoldNextReply(func(b []byte) bool {
+		return bytes.Contains(b, []byte(invalidateChannel)) && bytes.Contains(b, key)
+	})
+	t.Cleanup(hold.Release)
+	if _, err := f.writer.Refresh(ctx, f.cur); err != nil {
+		t.Fatal(err)
+	}
+	wrote := time.Now()
+	awaitHeld(t, hold, "the invalidation")
+	// No read of "s" until the bound has passed: only the PINGs could
+	// have confirmed it meanwhile.
+	<-time.After(time.Until(wrote.Add(maxStale)))
+	r, err := nc.Match(ctx, QuantityQuery("s", 4), MatchOptions{})
+	if err != nil || r.Version != f.curV {
+		t.Fatalf("read %v after the write returned: version %q (err %v %v), want the new %q",
+			time.Since(wrote), r.Version, err, r.Err, f.curV)
+	}
+	hold.Release()
+}
