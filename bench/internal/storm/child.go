@@ -144,7 +144,7 @@ func runChild(ctx context.Context, cfg childConfig, in io.Reader, out io.Writer)
 			idx := make([]int, cfg.Lines)
 			for !stop.Load() {
 				p := phase.Load()
-				pickCart(z, r, idx)
+				pickCart(z, idx)
 				for k, i := range idx {
 					qs[k] = cache.QuantityQuery(promoID(i), int64(1+r.IntN(20)))
 				}
@@ -221,7 +221,7 @@ func runChild(ctx context.Context, cfg childConfig, in io.Reader, out io.Writer)
 }
 
 // pickCart fills idx with distinct Zipf-skewed promotion indexes.
-func pickCart(z *rand.Zipf, r *rand.Rand, idx []int) {
+func pickCart(z *rand.Zipf, idx []int) {
 	for k := range idx {
 		for {
 			i := int(z.Uint64())
@@ -233,7 +233,6 @@ func pickCart(z *rand.Zipf, r *rand.Rand, idx []int) {
 				idx[k] = i
 				break
 			}
-			_ = r
 		}
 	}
 }

@@ -315,6 +315,13 @@ func redisCounters(ctx context.Context, client *redis.Client) (cpu float64, call
 	if err != nil {
 		return 0, 0, err
 	}
+	cpu, calls = parseCounters(s)
+	return cpu, calls, nil
+}
+
+// parseCounters reads used_cpu_sys+used_cpu_user and the sum of
+// commandstats calls from an INFO reply.
+func parseCounters(s string) (cpu float64, calls int64) {
 	for _, line := range strings.Split(s, "\n") {
 		line = strings.TrimSpace(line)
 		switch {
@@ -334,7 +341,7 @@ func redisCounters(ctx context.Context, client *redis.Client) (cpu float64, call
 			calls += n
 		}
 	}
-	return cpu, calls, nil
+	return cpu, calls
 }
 
 func report(cfg Config, phases []*phase, reps []childReport) {
