@@ -28,7 +28,11 @@
 //   - service (-service): bench/peers/cart, the same 20-line carts priced
 //     by PostgreSQL (one query per line, one query per cart) and by
 //     tierset (MatchCart, and with the near cache), at 1, 16 and 64
-//     clients, with each server's CPU per 1,000 carts.
+//     clients, with each server's CPU per 1,000 carts;
+//   - storm (-storm, alone; bench/internal/storm): 8 client processes
+//     (this binary re-executed, each with its own near cache) price
+//     Zipf-skewed carts over 10,000 promotions through hot edits and a
+//     republish of all, then 150-line carts on both paths.
 //
 // Every floor is one named row of one table at the end. Robust floors
 // (round trips, bytes per lookup, p50 flatness, the lead over a full

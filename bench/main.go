@@ -18,6 +18,7 @@ import (
 
 	"github.com/tierset/tierset/bench/internal/budgetbench"
 	"github.com/tierset/tierset/bench/internal/delaybench"
+	"github.com/tierset/tierset/bench/internal/storm"
 	"github.com/tierset/tierset/bench/internal/tiers"
 	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/keyname"
@@ -44,6 +45,7 @@ type config struct {
 	peers       bool
 	service     bool
 	scaling     bool
+	storm       bool
 	seed        uint64
 }
 
@@ -59,7 +61,12 @@ backend-independent floors (round trips, bytes per lookup) are judged.
 flags:
 `
 
-func main() { os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if storm.IsChild() {
+		os.Exit(storm.ChildMain())
+	}
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // realMain returns the exit code: 0 ok, 1 failure (or a robust floor that
 // failed under -strict), 2 usage. Returning instead of exiting lets the
@@ -106,6 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.peers, "peers", false, "also run bench/peers (tierset vs asynq, BullMQ and River, a nested module; needs the go command and a real Redis) and judge its floors")
 	fs.BoolVar(&cfg.service, "service", false, "also run bench/peers/cart (carts priced by PostgreSQL and by tierset; needs the go command, a real Redis and PostgreSQL) and judge its floors")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "with -cluster: sharded delay queue throughput, 1 shard vs 3 shards (1 vs 3 masters)")
+	fs.BoolVar(&cfg.storm, "storm", false, "run only the sale storm (8 client processes, the bench re-executed, over 10,000 promotions: hot edits, then a republish of all) and the big carts; needs a single real Redis")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the generated promotions and query values")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), usageText, 20)
@@ -168,6 +176,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.scaling && len(cfg.clusterSeed) == 0 {
 		return cfg, errors.New("-scaling needs -cluster")
 	}
+	if cfg.storm && (cfg.mini || len(cfg.clusterSeed) > 0) {
+		return cfg, errors.New("-storm needs a single real Redis (-redis or the private redis-server)")
+	}
 	if (cfg.peers || cfg.service) && (cfg.mini || len(cfg.clusterSeed) > 0) {
 		return cfg, errors.New("-peers and -service need a single real Redis (-redis or the private redis-server)")
 	}
@@ -220,6 +231,20 @@ func runBench(ctx context.Context, cfg config, stdout, stderr io.Writer) (code i
 		}
 		fmt.Fprintf(stderr, "cleanup: deleted %d leftover keys under %s:*\n", n, cfg.prefix)
 	}()
+
+	if cfg.storm {
+		if be.url == "" {
+			return 1, errors.New("-storm needs a real Redis: none on PATH and no -redis")
+		}
+		scfg := storm.Config{URL: be.url, Prefix: cfg.prefix, Quick: cfg.quick, Seed: cfg.seed, Out: stdout, Log: stderr}
+		if err := storm.Run(ctx, scfg); err != nil {
+			return 1, err
+		}
+		if err := storm.BigCarts(ctx, be.url, cfg.prefix, cfg.quick, stdout); err != nil {
+			return 1, err
+		}
+		return 0, nil
+	}
 
 	// Timing floors are defined on one Redis: miniredis is not Redis, and a
 	// cluster's masters and replicas share this machine's cores with the bench.

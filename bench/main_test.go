@@ -45,6 +45,12 @@ func TestParseFlags(t *testing.T) {
 		{"scaling without cluster", []string{"-scaling"}, "-scaling needs -cluster", nil},
 		{"peers on miniredis", []string{"-peers", "-miniredis"}, "need a single real Redis", nil},
 		{"service on a cluster", []string{"-service", "-cluster", "127.0.0.1:7000"}, "need a single real Redis", nil},
+		{"storm on miniredis", []string{"-storm", "-miniredis"}, "-storm needs a single real Redis", nil},
+		{"storm", []string{"-storm", "-quick"}, "", func(t *testing.T, c config) {
+			if !c.storm || !c.quick {
+				t.Errorf("%+v", c)
+			}
+		}},
 		{"bad prefix", []string{"-prefix", "a{b}"}, "-prefix", nil},
 		{"bad tiers", []string{"-tiers", "3,x"}, "-tiers", nil},
 		{"stray argument", []string{"x"}, "unexpected argument", nil},

@@ -95,7 +95,9 @@
 // ladder in process and later lines are answered from memory with no round
 // trip. It is kept true by Redis client tracking (BCAST on the prefix, one
 // tracking connection per node, per master on a Cluster): an invalidation
-// drops the ladder, a read that raced one, or another read of its
+// has the ladder re-read once per process in the background (not at all
+// when the content is unchanged; it is served meanwhile for at most
+// min(1 s, MaxStaleness/2)), a read that raced one, or another read of its
 // promotion (answered from a ladder read or from Redis, or by Ladder,
 // Info or List), installs nothing
 // (so a process never answers an older version of a promotion after a

@@ -13,7 +13,7 @@ import (
 // Defaults of NearCacheOptions.
 const (
 	// DefaultNearMaxPromotions is the default NearCacheOptions.MaxPromotions.
-	DefaultNearMaxPromotions = 10000
+	DefaultNearMaxPromotions = 20000
 	// DefaultNearMaxBytes is the default NearCacheOptions.MaxBytes (64 MiB).
 	DefaultNearMaxBytes = 64 << 20
 	// DefaultNearMaxStaleness is the default NearCacheOptions.MaxStaleness.
@@ -25,7 +25,8 @@ const (
 // NearCacheOptions bounds the in-process near cache (Options.NearCache).
 // Zero fields take the defaults their comments name.
 type NearCacheOptions struct {
-	// MaxPromotions bounds the ladders held. Default 10000; negative is
+	// MaxPromotions bounds the ladders held. Default 20000 (room for
+	// 10,000 promotions over the shards, which a hash fills unevenly); negative is
 	// ErrInvalid, any positive value is accepted. When full, the
 	// least recently used ladder of the same shard is dropped (the cache
 	// is split into nearShards shards, or the largest power of two not
@@ -41,10 +42,14 @@ type NearCacheOptions struct {
 	// 25,000 tiers.
 	MaxBytes int64
 	// MaxStaleness is the hard bound on the age of an answer: a ladder is
-	// served only if Redis confirmed its version less than MaxStaleness
-	// ago. A background pass re-reads every held version every
-	// MaxStaleness/2 (one pipelined HGET per ladder), so hot ladders stay
-	// near; it bounds staleness even if an invalidation were lost. Default
+	// served only if Redis confirmed it less than MaxStaleness ago: by a
+	// PING on every tracking connection, answered after every earlier
+	// invalidation (sent every MaxStaleness/4, no command per ladder), and
+	// for the ladders read since the previous pass by a re-read of their
+	// version every MaxStaleness/2 (one pipelined HGET each), which bounds
+	// staleness even if an invalidation were lost. An invalidated ladder
+	// is served for at most min(1 s, MaxStaleness/2) while it is re-read.
+	// Default
 	// 2s; at least 10ms (less, or negative, is ErrInvalid); any larger
 	// value is accepted.
 	MaxStaleness time.Duration
@@ -106,6 +111,11 @@ type ladder struct {
 	// gifts is this version's gift lists by tier ID, once fetched; a
 	// version is immutable, so they need no invalidation of their own.
 	gifts atomic.Pointer[map[string][]gradient.Gift]
+	// staleAt is 0 while no invalidation of the promotion is unresolved;
+	// else when (UnixNano) the first unresolved one arrived. It is served
+	// for staleServe after that, while its re-read (near_refresh.go) is
+	// in flight; under the shard lock for writes.
+	staleAt atomic.Int64
 }
 
 // near is the in-process ladder cache. Entries are installed only while
@@ -122,8 +132,24 @@ type near struct {
 	// gone, and reads that started under it install nothing.
 	epoch atomic.Uint64
 	up    atomic.Bool
+	// confirmed is when (UnixNano) every tracking connection last proved
+	// that all invalidations of writes committed before then had arrived
+	// (a PING answered, near_tracking.go): a held ladder with no
+	// invalidation since is confirmed as of then, without a read of its
+	// own. 0 while tracking is down.
+	confirmed atomic.Int64
 
 	hits, misses, drops atomic.Int64
+	// ladderReads counts whole-ladder reads (ZRANGE) sent, checks the
+	// version checks of re-reads and adopted the re-reads that found the
+	// held content unchanged (a republish with the same content).
+	ladderReads, checks, adopted atomic.Int64
+	// pending is the set of promotions whose ladders await a background
+	// re-read after an invalidation; wake (capacity 1) tells the
+	// refresher.
+	pendMu  sync.Mutex
+	pending map[string]struct{}
+	wake    chan struct{}
 	// lost counts the times tracking went down after being up.
 	lost atomic.Int64
 	// loseInvalidations makes the tracker ignore invalidation messages,
@@ -142,11 +168,18 @@ type nearShard struct {
 	// flight, dropped when its last read settles: a counter per promotion
 	// ever read would grow without bound, one per read in flight cannot.
 	fills map[string]*keyFills
-	bytes int64
-	tick  atomic.Uint64
-	maxN  int
-	maxB  int64
-	_     [32]byte
+	// flights is the re-read in flight of each held ladder's promotion
+	// (near_refresh.go): one per promotion, whoever asks.
+	flights map[string]*refreshFlight
+	bytes   int64
+	tick    atomic.Uint64
+	// lastPass is the tick at the start of the latest re-validation
+	// pass: only a ladder whose used tick is at least that was read since,
+	// and is checked by the next pass.
+	lastPass atomic.Uint64
+	maxN     int
+	maxB     int64
+	_        [32]byte
 }
 
 // keyFills is one promotion's generation while ladder reads of it are in
@@ -172,12 +205,14 @@ type nearFill struct {
 func newNear(o NearCacheOptions, obs Observer) *near {
 	// A power of two, so that a shard is picked with a mask.
 	n := 1 << (bits.Len(uint(min(nearShards, max(1, o.MaxPromotions)))) - 1)
-	nc := &near{opt: o, obs: obs, seed: maphash.MakeSeed(), shards: make([]nearShard, n)}
+	nc := &near{opt: o, obs: obs, seed: maphash.MakeSeed(), shards: make([]nearShard, n),
+		pending: map[string]struct{}{}, wake: make(chan struct{}, 1)}
 	for i := range nc.shards {
 		sh := &nc.shards[i]
 		sh.m = make(map[uint64]*ladder)
 		sh.big = make(map[string]struct{})
 		sh.fills = make(map[string]*keyFills)
+		sh.flights = make(map[string]*refreshFlight)
 		sh.maxN = max(1, o.MaxPromotions/n)
 		sh.maxB = o.MaxBytes / int64(n)
 	}
@@ -188,13 +223,37 @@ func (nc *near) hash(id string) uint64 { return maphash.String(nc.seed, id) }
 
 func (nc *near) shard(h uint64) *nearShard { return &nc.shards[h&uint64(len(nc.shards)-1)] }
 
-// get returns the held ladder of id if it is fresh at nowNs. big reports a
-// promotion known to exceed MaxTiers.
+// nearState is what lookup found for a promotion.
+type nearState uint8
+
+const (
+	nearMissing nearState = iota // nothing held: read the ladder
+	nearServe                    // a ladder that may be served
+	nearBig                      // known to exceed MaxTiers: the Redis path
+	nearReread                   // held but not servable: re-read it (near_refresh.go)
+)
+
+// get returns the held ladder of id if it may be served at nowNs. big
+// reports a promotion known to exceed MaxTiers.
 func (nc *near) get(id string, nowNs int64) (l *ladder, big bool) {
+	l, st := nc.lookup(id, nowNs)
+	if st != nearServe {
+		l = nil
+	}
+	return l, st == nearBig
+}
+
+// lookup finds id's ladder. A held ladder is served only if Redis
+// confirmed its version less than MaxStaleness ago and no invalidation
+// of it has been unresolved for staleServe or longer; else it is
+// nearReread (and returned, so the re-read can compare against it).
+func (nc *near) lookup(id string, nowNs int64) (*ladder, nearState) {
 	h := nc.hash(id)
 	sh := nc.shard(h)
+	big := false
 	sh.mu.RLock()
-	if l = sh.m[h]; l != nil && l.id != id {
+	l := sh.m[h]
+	if l != nil && l.id != id {
 		l = nil
 	}
 	if l == nil {
@@ -202,15 +261,21 @@ func (nc *near) get(id string, nowNs int64) (l *ladder, big bool) {
 	}
 	sh.mu.RUnlock()
 	if l == nil {
-		return nil, big
-	}
-	if nowNs-l.validated.Load() >= int64(nc.opt.MaxStaleness) {
-		return nil, false
+		if big {
+			return nil, nearBig
+		}
+		return nil, nearMissing
 	}
 	if t := sh.tick.Load(); l.used.Load() != t {
 		l.used.Store(t)
 	}
-	return l, false
+	if nowNs-max(l.validated.Load(), nc.confirmed.Load()) >= int64(nc.opt.MaxStaleness) {
+		return l, nearReread
+	}
+	if s := l.staleAt.Load(); s != 0 && nowNs-s >= int64(nc.staleServe()) {
+		return l, nearReread
+	}
+	return l, nearServe
 }
 
 // begin starts a ladder read of id: call it before the read is sent, and
@@ -444,6 +509,7 @@ func (nc *near) setUp(up bool) {
 	if was := nc.up.Swap(up); was && !up {
 		nc.lost.Add(1)
 	}
+	nc.confirmed.Store(0)
 	nc.dropAll()
 }
 
@@ -466,16 +532,24 @@ func (nc *near) dropAll() {
 	}
 }
 
-// each calls fn for every held ladder (for re-validation).
-func (nc *near) each(fn func(*ladder)) {
+// recentlyUsed starts a re-validation pass: it returns the held ladders
+// read since the previous pass began (not those awaiting a re-read, which
+// confirms them anyway), and moves the passes' ticks on.
+func (nc *near) recentlyUsed() []*ladder {
+	var out []*ladder
 	for i := range nc.shards {
 		sh := &nc.shards[i]
-		sh.mu.RLock()
+		sh.mu.Lock()
+		prev := sh.lastPass.Load()
+		sh.lastPass.Store(sh.tick.Add(1))
 		for _, l := range sh.m {
-			fn(l)
+			if l.used.Load() >= prev && l.staleAt.Load() == 0 {
+				out = append(out, l)
+			}
 		}
-		sh.mu.RUnlock()
+		sh.mu.Unlock()
 	}
+	return out
 }
 
 // revalidated moves l's confirmation to at, if l is still the ladder held.
@@ -505,6 +579,13 @@ type NearStats struct {
 	// established (a dropped connection, a restart, a failover, a
 	// topology change): each time, everything held was dropped.
 	TrackingLost int64
+	// LadderReads counts whole ladders read from Redis (one ZRANGE
+	// each), by carts and by re-reads. Rereads counts the re-reads of
+	// invalidated or unconfirmed ladders (one version check each, plus a
+	// ladder read when the content changed), and Unchanged those that
+	// found the held content unchanged and kept it without reading it
+	// again.
+	LadderReads, Rereads, Unchanged int64
 }
 
 // NearStats returns the near cache's counters (zero for a nil *Cache).
@@ -513,7 +594,8 @@ func (c *Cache) NearStats() NearStats {
 		return NearStats{}
 	}
 	nc := c.near
-	st := NearStats{Tracking: nc.up.Load(), Hits: nc.hits.Load(), Misses: nc.misses.Load(), Evictions: nc.drops.Load(), TrackingLost: nc.lost.Load()}
+	st := NearStats{Tracking: nc.up.Load(), Hits: nc.hits.Load(), Misses: nc.misses.Load(), Evictions: nc.drops.Load(), TrackingLost: nc.lost.Load(),
+		LadderReads: nc.ladderReads.Load(), Rereads: nc.checks.Load(), Unchanged: nc.adopted.Load()}
 	for i := range nc.shards {
 		sh := &nc.shards[i]
 		sh.mu.RLock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,15 +28,15 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 	if !c.wallNow {
 		nowMs = c.now().UnixMilli()
 	}
-	var miss, direct []int // line indexes
-	var scores []int64     // query scores of the miss lines, by line
-	hits := int64(0)       // added to nc.hits once per cart: one shared counter write, not one per line
+	var miss, direct, reread []int // line indexes
+	var scores []int64             // query scores of the miss and re-read lines, by line
+	hits := int64(0)               // added to nc.hits once per cart: one shared counter write, not one per line
 	for i := range qs {
 		rs[i] = Result{Promotion: qs[i].Promotion}
-		l, big := nc.get(qs[i].Promotion, nowNs)
+		l, st := nc.lookup(qs[i].Promotion, nowNs)
 		var s int64
 		var err error
-		if l != nil {
+		if st == nearServe {
 			s, err = c.queryScore(&qs[i])
 		} else {
 			s, err = c.encodeQuery(&qs[i])
@@ -44,20 +45,51 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 			rs[i].Err = err
 			continue
 		}
-		switch {
-		case l != nil:
+		switch st {
+		case nearServe:
 			hits++
 			if !c.nopObs {
 				c.obs.OnNear(qs[i].Promotion, NearHit)
 			}
 			c.answer(l, &qs[i], s, nowMs, opt.Next, &rs[i])
-		case big:
+		case nearBig:
 			direct = append(direct, i)
 		default:
 			if scores == nil {
 				scores = make([]int64, len(qs))
 			}
 			scores[i] = s
+			if st == nearReread {
+				reread = append(reread, i)
+				continue
+			}
+			miss = append(miss, i)
+			c.obs.OnNear(qs[i].Promotion, NearMiss)
+		}
+	}
+	rts := 0
+	if len(reread) > 0 {
+		// Held ladders not servable (stale past staleServe, unconfirmed
+		// past MaxStaleness): one re-read per promotion, shared with
+		// every cart that asks meanwhile; a line whose ladder is still not
+		// servable after it reads the ladder itself.
+		ids := make([]string, 0, len(reread))
+		for _, i := range reread {
+			if id := qs[i].Promotion; !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		rts += c.nearReread(ctx, ids, true)
+		nowNs = time.Now().UnixNano()
+		for _, i := range reread {
+			if l, st := nc.lookup(qs[i].Promotion, nowNs); st == nearServe {
+				hits++
+				if !c.nopObs {
+					c.obs.OnNear(qs[i].Promotion, NearHit)
+				}
+				c.answer(l, &qs[i], scores[i], nowMs, opt.Next, &rs[i])
+				continue
+			}
 			miss = append(miss, i)
 			c.obs.OnNear(qs[i].Promotion, NearMiss)
 		}
@@ -68,7 +100,6 @@ func (c *Cache) nearMatch(ctx context.Context, qs []Query, opt MatchOptions, rs 
 	if n := len(miss) + len(direct); n > 0 {
 		nc.misses.Add(int64(n)) // direct: lines of promotions not held because too big
 	}
-	rts := 0
 	if len(miss) > 0 {
 		rts++
 		more, err := c.nearFill(ctx, qs, opt, rs, miss, scores, nowMs)
@@ -148,6 +179,7 @@ func (c *Cache) nearFill(ctx context.Context, qs []Query, opt MatchOptions, rs [
 		rd.meta = pipe.Exists(ctx, c.metaKey(id))
 		reads[id] = rd
 	}
+	nc.ladderReads.Add(int64(len(reads)))
 	if _, err := pipe.Exec(ctx); err != nil {
 		for _, rd := range reads {
 			var rerr redis.Error

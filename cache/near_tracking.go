@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,9 @@ type subscriber struct {
 	mu sync.Mutex
 	ps *redis.PubSub
 	up bool // under tracker.mu
+	// confirmed is the send time (UnixNano) of the latest PING answered
+	// on the established connection; 0 while down. Under tracker.mu.
+	confirmed int64
 }
 
 // start starts tracking once, on the first near read. Its goroutines live
@@ -77,9 +81,10 @@ func (nc *near) start(ctx context.Context, c *Cache) {
 		tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		t := &tracker{c: c, nc: nc, cancel: cancel, subs: map[string]*subscriber{}}
 		nc.tracker = t
-		t.wg.Add(2)
+		t.wg.Add(3)
 		go t.watchNodes(tctx)
 		go t.revalidate(tctx)
+		go t.refresher(tctx)
 	})
 }
 
@@ -209,7 +214,33 @@ func (t *tracker) setSub(s *subscriber, up bool) {
 	}
 	if s.up != up || !up {
 		s.up = up
+		if !up {
+			s.confirmed = 0
+		}
 		t.recompute(false)
+	}
+}
+
+// confirm records that s's PING sent at at was answered, and moves the
+// near cache's tracking confirmation to the oldest of every node's.
+func (t *tracker) confirm(s *subscriber, at int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.subs[s.addr] != s || !s.up {
+		return
+	}
+	s.confirmed = at
+	oldest := int64(0)
+	for _, o := range t.subs {
+		if !o.up || o.confirmed == 0 {
+			return // a node not confirmed yet: ladders keep their own
+		}
+		if oldest == 0 || o.confirmed < oldest {
+			oldest = o.confirmed
+		}
+	}
+	if oldest > t.nc.confirmed.Load() {
+		t.nc.confirmed.Store(oldest)
 	}
 }
 
@@ -300,6 +331,10 @@ func (s *subscriber) stop() {
 // taken for dead.
 func (nc *near) pingEvery() time.Duration { return min(time.Second, nc.opt.MaxStaleness/2) }
 
+// confirmEvery is how often each tracking connection is pinged to
+// confirm every held ladder at once (near.confirmed): MaxStaleness/4.
+func (nc *near) confirmEvery() time.Duration { return nc.opt.MaxStaleness / 4 }
+
 // listen reads one node's invalidations. Any failure marks the node down
 // (dropping everything held) and builds a new connection; the node is up
 // again once the server confirms the SUBSCRIBE, which it does after the
@@ -338,21 +373,50 @@ func (t *tracker) listen(ctx context.Context, s *subscriber) {
 // whether tracking was established on it.
 func (t *tracker) receive(ctx context.Context, s *subscriber, ps *redis.PubSub) (established bool) {
 	every := t.nc.pingEvery()
-	pinged := false
+	period := t.nc.confirmEvery()
+	var sent time.Time  // the unanswered PING's send time; zero when none
+	heard := time.Now() // when the connection last delivered anything
+	next := heard.Add(period)
 	for ctx.Err() == nil {
-		msg, err := ps.ReceiveTimeout(ctx, every)
+		now := time.Now()
+		if sent.IsZero() && !now.Before(next) {
+			if ps.Ping(ctx) != nil {
+				return established
+			}
+			sent, next = now, now.Add(period)
+		}
+		wait := next.Sub(now)
+		if !sent.IsZero() {
+			// Dead only when silent for 2×pingEvery with a PING
+			// unanswered for pingEvery: a PONG queued behind a storm of
+			// invalidations arrives late, but the connection is alive, and
+			// a process kept off its cores needs as long as before to
+			// count it lost.
+			wait = max(every-now.Sub(sent), 2*every-now.Sub(heard))
+			if wait <= 0 {
+				return established
+			}
+			wait = min(wait, every)
+		}
+		msg, err := ps.ReceiveTimeout(ctx, max(wait, time.Millisecond))
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && !pinged {
-				pinged = true
-				if ps.Ping(ctx) == nil {
-					continue
-				}
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
 			}
-			return established // silent past a PING, or failed
+			return established // failed
 		}
-		pinged = false
+		heard = time.Now()
 		switch m := msg.(type) {
+		case *redis.Pong:
+			// Redis sends a BCAST invalidation before the replies of the
+			// event-loop turn that made it, on this one connection, in
+			// order: every invalidation of a write committed before the
+			// PING was sent has been handled above.
+			if !sent.IsZero() && established {
+				t.confirm(s, sent.UnixNano())
+			}
+			sent = time.Time{}
 		case *redis.Subscription:
 			if m.Kind == "subscribe" && m.Channel == invalidateChannel {
 				if established {
@@ -378,17 +442,41 @@ func (t *tracker) receive(ctx context.Context, s *subscriber, ps *redis.PubSub) 
 				t.nc.dropAll()
 				continue
 			}
+			// One write's keys (tiers, meta, gifts) arrive in one message:
+			// each promotion is invalidated once, so its re-read is not
+			// refused by the invalidation of its own next key.
+			ids := make([]string, 0, len(keys))
 			for _, k := range keys {
 				if strings.HasSuffix(k, suffixAbsent) || strings.HasSuffix(k, suffixLease) {
 					continue // read-through bookkeeping: no ladder changed (a warm also touches tiers)
 				}
-				if id := t.c.idFromKey(k); id != "" {
-					t.c.invalidateLocal(id)
+				if id := t.c.idFromKey(k); id != "" && !slices.Contains(ids, id) {
+					ids = append(ids, id)
 				}
 			}
+			t.c.invalidateTracked(ids)
 		}
 	}
 	return established
+}
+
+// invalidateTracked handles a tracking invalidation of ids: their
+// remembered misses are forgotten, and held ladders are marked stale and
+// re-read in the background (near_refresh.go).
+func (c *Cache) invalidateTracked(ids []string) {
+	now := time.Now().UnixNano()
+	var queue []string
+	for _, id := range ids {
+		if c.rt != nil {
+			c.rt.forget(id)
+		}
+		if c.near != nil && c.near.softInvalidate(id, now) {
+			queue = append(queue, id)
+		}
+	}
+	if c.near != nil {
+		c.near.queueReread(queue)
+	}
 }
 
 // invalidateLocal forgets everything this process holds about id: its
@@ -417,10 +505,13 @@ func (c *Cache) idFromKey(key string) string {
 	return rest[:end]
 }
 
-// revalidate re-reads the version of every held ladder every
-// MaxStaleness/2, in pipelines of 1000 HGETs, so a ladder is served past
-// MaxStaleness only if Redis confirmed it, even if an invalidation was
-// lost.
+// revalidate re-reads, every MaxStaleness/2, the version of every held
+// ladder read since the previous pass began, in pipelines of 1000 HGETs,
+// so a ladder is served past MaxStaleness only if Redis confirmed it,
+// even if an invalidation was lost. A ladder not read for that long is
+// not checked: its commands do not grow with ladders held but unused.
+// It ages out, and the next cart that needs it re-reads it (a version
+// check, and the ladder only if it changed; near_refresh.go).
 func (t *tracker) revalidate(ctx context.Context) {
 	defer t.wg.Done()
 	tick := time.NewTicker(t.nc.opt.MaxStaleness / 2)
@@ -431,8 +522,7 @@ func (t *tracker) revalidate(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		var held []*ladder
-		t.nc.each(func(l *ladder) { held = append(held, l) })
+		held := t.nc.recentlyUsed()
 		for i := 0; i < len(held) && ctx.Err() == nil; i += 1000 {
 			t.revalidateChunk(ctx, held[i:min(i+1000, len(held))])
 		}
@@ -455,7 +545,12 @@ func (t *tracker) revalidateChunk(ctx context.Context, ls []*ladder) {
 		case err == nil && v == l.version:
 			t.nc.revalidated(l, at)
 		case err == nil, errors.Is(err, redis.Nil):
-			t.nc.invalidate(l.id) // replaced or gone
+			// Replaced or gone (or this reply is older than the ladder
+			// installed since): handled as an invalidation, so a pass
+			// racing a write does not drop a ladder carts are using.
+			if t.nc.softInvalidate(l.id, time.Now().UnixNano()) {
+				t.nc.queueReread([]string{l.id})
+			}
 		}
 		// A transport error confirms nothing: the ladder ages out.
 	}

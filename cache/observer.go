@@ -162,10 +162,11 @@ const (
 	NearMiss
 	// NearInstall: a ladder read from Redis is now held.
 	NearInstall
-	// NearInvalidate: a held ladder was dropped because its promotion
-	// changed: a tracking invalidation, this process's Refresh or Delete,
-	// the re-validation pass finding another version, or a read racing a
-	// write seeing another version (or none).
+	// NearInvalidate: a held ladder's promotion changed: a tracking
+	// invalidation or the re-validation pass finding another version (the
+	// ladder is re-read, and served meanwhile within a bound), or this
+	// process's Refresh or Delete, or a read racing a write seeing another
+	// version or none (the ladder is dropped).
 	NearInvalidate
 	// NearEvict: a held ladder was dropped to stay within the bounds.
 	NearEvict
