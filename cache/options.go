@@ -3,6 +3,7 @@ package cache
 import (
 	"time"
 
+	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/score"
 )
@@ -24,7 +25,6 @@ const (
 // Defaults applied by New to zero Options fields.
 const (
 	DefaultPrefix         = "tierset"
-	DefaultMinorDigits    = 2
 	DefaultGrace          = 24 * time.Hour
 	DefaultMaxRecordBytes = 64 << 10
 	DefaultRefreshRetries = 10
@@ -42,15 +42,13 @@ type Options struct {
 	// control characters or the glob characters * ? [ ] \ (List scans by
 	// pattern), and is at most 128 bytes of valid UTF-8 (keyname.Check).
 	Prefix string
-	// MinorDigits is the number of minor-unit digits used to encode Amount
-	// queries (AmountQuery): 2 for USD/CNY, 3 for KWD. Default 2. For a
-	// currency without minor units (JPY) set NoMinorUnits instead, since
-	// 0 here means "default". A query encoded with digits other than the
-	// stored promotion's answers ErrMetricMismatch.
+	// MinorDigits is the currency's minor-unit digits, used to encode
+	// Amount queries (AmountQuery), read like gradient.Promotion's:
+	// 0 means gradient.DefaultMinorDigits (2, as for USD or CNY),
+	// gradient.NoMinorDigits a currency without minor units (JPY), 1..9
+	// that many. Defaults to 2. An amount query against a promotion
+	// stored with other digits answers ErrDigitsMismatch.
 	MinorDigits int
-	// NoMinorUnits encodes Amount queries with 0 minor digits (JPY).
-	// Default false. MinorDigits must then be 0.
-	NoMinorUnits bool
 	// Now is the clock that decides whether a promotion is active. Default
 	// time.Now. It is the CALLER's clock, not Redis TIME: the cart service
 	// decides what "now" is (and tests inject it). Redis's own clock only
@@ -127,14 +125,9 @@ func (o Options) withDefaults() (Options, error) {
 	if err := keyname.Check(o.Prefix); err != nil {
 		return o, invalid("options", "prefix: %w", err)
 	}
-	switch {
-	case o.NoMinorUnits && o.MinorDigits != 0:
-		return o, invalid("options", "NoMinorUnits with MinorDigits %d", o.MinorDigits)
-	case o.NoMinorUnits:
-	case o.MinorDigits == 0:
-		o.MinorDigits = DefaultMinorDigits
-	case o.MinorDigits < 0 || o.MinorDigits > score.MaxMinorDigits:
-		return o, invalid("options", "MinorDigits %d (allowed 1..%d, or NoMinorUnits)", o.MinorDigits, score.MaxMinorDigits)
+	if o.MinorDigits < gradient.NoMinorDigits || o.MinorDigits > score.MaxMinorDigits {
+		return o, invalid("options", "MinorDigits %d (allowed 1..%d, 0 for the default %d, or gradient.NoMinorDigits)",
+			o.MinorDigits, score.MaxMinorDigits, gradient.DefaultMinorDigits)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -44,9 +44,12 @@
 //	note          optional free text for humans; ignored, not stored
 //	metric        required: "quantity" (thresholds count items) or
 //	              "amount" (thresholds are money)
-//	minor_digits  required integer 0..9: the currency's minor-unit digits
-//	              (2 for CNY/USD/EUR, 0 for JPY, 3 for KWD). Money amounts
-//	              must be exact to it, and discounts are rounded to it.
+//	minor_digits  optional integer: the currency's minor-unit digits, as
+//	              gradient.Promotion.MinorDigits reads them. Absent means
+//	              2 (CNY/USD/EUR), -1 none (JPY), 1..9 that many (3 for
+//	              KWD); 0 is refused (the first format used it for none).
+//	              Money amounts must be exact to it, and discounts are
+//	              rounded to it.
 //	kind          optional: "threshold" (default), "parity_price" or
 //	              "parity_discount" (奇偶定价 / 奇偶打折: tiers match on
 //	              match_value instead of threshold)
