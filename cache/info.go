@@ -175,7 +175,7 @@ func (c *Cache) parseInfo(id string, m map[string]string) (Info, error) {
 	}
 	if bad != "" {
 		err := fmt.Errorf("%w: promotion %q meta field %q", ErrCorrupt, id, bad)
-		c.obs.OnDecodeError(id, RecordMeta, err)
+		c.obs.OnDecodeError(id, recordMeta, err)
 		return Info{}, err
 	}
 	return in, nil

@@ -74,7 +74,7 @@ func TestWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := time.Until(end.Add(DefaultGrace))
+		want := time.Until(end.Add(defaultGrace))
 		if pttl < want-time.Minute || pttl > want+time.Second {
 			t.Fatalf("tiers PTTL %v, want ≈ %v", pttl, want)
 		}
@@ -194,7 +194,7 @@ func TestRefreshVersions(t *testing.T) {
 			t.Fatalf("v2 members: %d %v", len(members), err)
 		}
 		for _, raw := range members {
-			m, err := decodeMember(raw, DefaultMaxRecordBytes)
+			m, err := decodeMember(raw, defaultMaxRecordBytes)
 			if err != nil || m.version != rep.Promotions[0].Version || strings.HasPrefix(m.tierID, "tier") {
 				t.Fatalf("leftover v1 member %+v %v", m, err)
 			}
@@ -358,7 +358,7 @@ func TestDeleteInfoList(t *testing.T) {
 		}
 		for _, k := range left {
 			ttl, err := b.Client.PTTL(ctx, k).Result()
-			if err != nil || !strings.Contains(k, suffixGifts) || ttl <= 0 || ttl > DefaultGrace {
+			if err != nil || !strings.Contains(k, suffixGifts) || ttl <= 0 || ttl > defaultGrace {
 				t.Fatalf("after Delete: key %s ttl %v (%v)", k, ttl, err)
 			}
 		}

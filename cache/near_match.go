@@ -384,7 +384,7 @@ func (c *Cache) decodeGiftLists(id, version string, raw map[string]string) map[s
 	for tier, v := range raw {
 		g, err := decodeGifts([]byte(v), c.maxBytes)
 		if err != nil {
-			c.obs.OnDecodeError(id, RecordGifts, err)
+			c.obs.OnDecodeError(id, recordGifts, err)
 			clean = false
 			continue
 		}

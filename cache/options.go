@@ -25,13 +25,13 @@ const (
 // Defaults applied by New to zero Options fields.
 const (
 	DefaultPrefix         = "tierset"
-	DefaultGrace          = 24 * time.Hour
-	DefaultMaxRecordBytes = 64 << 10
-	DefaultRefreshRetries = 10
-	// DefaultTombstoneTTL is the default Options.TombstoneTTL.
-	DefaultTombstoneTTL = 24 * time.Hour
-	// DefaultDecodeCacheSize is the default Options.DecodeCacheSize.
-	DefaultDecodeCacheSize = 1 << 16
+	defaultGrace          = 24 * time.Hour
+	defaultMaxRecordBytes = 64 << 10
+	defaultRefreshRetries = 10
+	// defaultTombstoneTTL is the default Options.TombstoneTTL.
+	defaultTombstoneTTL = 24 * time.Hour
+	// defaultDecodeCacheSize is the default Options.DecodeCacheSize.
+	defaultDecodeCacheSize = 1 << 16
 )
 
 // Options configures a Cache. The zero value is valid: every zero field
@@ -90,7 +90,7 @@ type Options struct {
 	// the first start, a silent stall only in an incident.
 	AllowNoContextTimeout bool
 	// DecodeCacheSize bounds the memo of decoded member records, in
-	// entries. Default DefaultDecodeCacheSize (65536); negative disables
+	// entries. Defaults to 65536; negative disables
 	// the memo. A member record embeds its promotion's content hash, so a
 	// memoized decode never goes stale; only records that decoded cleanly
 	// are kept (a corrupt record is refused on every read), and records
@@ -132,16 +132,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if err := orDefault("Grace", &o.Grace, DefaultGrace, time.Millisecond); err != nil {
+	if err := orDefault("Grace", &o.Grace, defaultGrace, time.Millisecond); err != nil {
 		return o, err
 	}
-	if err := orDefault("MaxRecordBytes", &o.MaxRecordBytes, DefaultMaxRecordBytes, 0); err != nil {
+	if err := orDefault("MaxRecordBytes", &o.MaxRecordBytes, defaultMaxRecordBytes, 0); err != nil {
 		return o, err
 	}
-	if err := orDefault("RefreshRetries", &o.RefreshRetries, DefaultRefreshRetries, 0); err != nil {
+	if err := orDefault("RefreshRetries", &o.RefreshRetries, defaultRefreshRetries, 0); err != nil {
 		return o, err
 	}
-	if err := orDefault("TombstoneTTL", &o.TombstoneTTL, DefaultTombstoneTTL, time.Millisecond); err != nil {
+	if err := orDefault("TombstoneTTL", &o.TombstoneTTL, defaultTombstoneTTL, time.Millisecond); err != nil {
 		return o, err
 	}
 	switch {
@@ -154,7 +154,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, invalid("options", "Loader is a nil %T", o.Loader)
 	}
 	if o.DecodeCacheSize == 0 {
-		o.DecodeCacheSize = DefaultDecodeCacheSize
+		o.DecodeCacheSize = defaultDecodeCacheSize
 	}
 	return o, nil
 }
