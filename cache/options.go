@@ -96,10 +96,10 @@ type Options struct {
 	// are kept (a corrupt record is refused on every read), and records
 	// over 512 bytes are never kept. The memo is 16 shards, each emptied
 	// whole when it fills. Memory: an entry holds its record's bytes plus
-	// about 160 bytes (BenchmarkMemoFootprint measured 216 bytes per entry
-	// for a 59-byte record), so the default holds about 14 MiB for typical
-	// records and at most about 45 MiB. A promotion uses one entry per
-	// tier read plus its two sentinels.
+	// a fixed overhead (measured in docs/benchmarks.md, "Figures behind
+	// the code"); records over 512 bytes are never kept, which bounds the
+	// whole memo. A promotion uses one entry per tier read plus its two
+	// sentinels.
 	DecodeCacheSize int
 	// NearCache, when set, holds the whole ladder of every promotion read
 	// in process, kept true by Redis client tracking; see NearCacheOptions

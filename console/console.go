@@ -306,8 +306,8 @@ func (s *Console) cacheFor(minorDigits int) (*cache.Cache, error) {
 
 // promotionIDs lists the stored IDs. With idsTTL > 0 a listing is reused,
 // and one older than idsTTL is answered at once while a fresh one is made
-// in the background (listing SCANs the whole keyspace: 130 ms at 10k
-// promotions beside 100k tasks), so only the first request waits for it.
+// in the background (listing SCANs the whole keyspace; docs/benchmarks.md,
+// "Operator console", has its cost), so only the first request waits for it.
 func (s *Console) promotionIDs(ctx context.Context) ([]string, time.Time, error) {
 	s.mu.Lock()
 	ids, at := s.ids, s.idsAt

@@ -192,7 +192,7 @@ func (p *Promotion) QueryScore(v decimal.Decimal) (int64, error) {
 // and MinorDigits (0 means DefaultMinorDigits, see [Digits]).
 func QueryScore(m Metric, minorDigits int, v decimal.Decimal) (int64, error) {
 	// The size check comes first: the value is the caller's, and printing
-	// or scaling a 200,000-digit decimal costs tens of milliseconds.
+	// or scaling a 200,000-digit decimal costs far more than the check.
 	if err := score.CheckDecimal(v); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadValue, err)
 	}

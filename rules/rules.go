@@ -140,10 +140,15 @@ var (
 	rewardNames = map[string]gradient.RewardKind{"percent_off": gradient.PercentOff, "amount_off": gradient.AmountOff, "fixed_price": gradient.FixedPrice, "every_n": gradient.EveryN}
 )
 
-// MetricName, KindName and RewardName give the file's name for a value.
-func MetricName(m gradient.Metric) string     { return nameOf(metricNames, m) }
-func KindName(k gradient.RuleKind) string     { return nameOf(kindNames, k) }
+// MetricName gives a rules file's name for a metric ("quantity").
+func MetricName(m gradient.Metric) string { return nameOf(metricNames, m) }
+
+// KindName gives a rules file's name for a rule kind ("parity_price").
+func KindName(k gradient.RuleKind) string { return nameOf(kindNames, k) }
+
+// RewardName gives a rules file's name for a reward kind ("percent_off").
 func RewardName(k gradient.RewardKind) string { return nameOf(rewardNames, k) }
+
 func nameOf[T comparable](m map[string]T, v T) string {
 	for k, x := range m {
 		if x == v {
