@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrUnsupportedClient: KeepDialErrors was given a client other than a
-// *redis.Client.
+// ErrUnsupportedClient is returned when KeepDialErrors was given a client
+// other than a *redis.Client.
 var ErrUnsupportedClient = errors.New("tierset: KeepDialErrors needs a *redis.Client")
 
 // DialError is the error of a command or pipeline whose ctx ended while

@@ -2,6 +2,13 @@
 // cart line hit?" from Redis in one O(log N) command per line, and runs a
 // delay queue beside it on the same score codec.
 //
+// Use it through its packages: a warm-up job parses a rules file
+// ([github.com/tierset/tierset/rules]) and writes it to Redis with
+// [github.com/tierset/tierset/warm]; a cart service makes a cache.Cache
+// and calls its MatchCart per cart; a worker runs a delay.Queue. This
+// package's Example (README.md shows it whole, with its imports) does all
+// three in one program.
+//
 // Each promotion's tiers live in a Redis sorted set whose score is the
 // threshold: an item count, or an amount in integer minor units (cents),
 // never a float. A hit is one ZRANGE key value -inf BYSCORE REV LIMIT 0 1

@@ -15,8 +15,8 @@ import (
 )
 
 // A promotion's tiers warmed into Redis and a cart matched against them,
-// then a delay queue's task: README.md shows this function's body, and
-// TestReadmeExample fails when the two differ.
+// then a delay queue's task: README.md shows this file from its imports
+// on, and TestReadmeExample fails when the two differ.
 func Example() {
 	mr, err := miniredis.Run() // an embedded Redis; give your server's address instead
 	if err != nil {

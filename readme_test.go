@@ -8,24 +8,20 @@ import (
 
 // readmeExampleMark is the line in README.md above the example's code
 // block.
-const readmeExampleMark = "<!-- The body of Example in example_test.go; TestReadmeExample fails when they differ. -->\n```go\n"
+const readmeExampleMark = "<!-- example_test.go from its import block on; TestReadmeExample fails when they differ. -->\n```go\n"
 
-// TestReadmeExample: README.md's example is the body of Example in
-// example_test.go (one tab of indent less), so the snippet a reader
-// copies compiles and prints what its // Output says.
+// TestReadmeExample: README.md's example is example_test.go from its
+// import block to its end, the imports and the whole Example with its
+// // Output, so the snippet a reader copies names every package it uses,
+// compiles, and prints what it says.
 func TestReadmeExample(t *testing.T) {
 	t.Parallel()
 	src := readFile(t, "example_test.go")
-	const open = "\nfunc Example() {\n"
-	i := strings.Index(src, open)
-	j := strings.LastIndex(src, "\n}")
-	if i < 0 || j < i {
-		t.Fatal("example_test.go has no func Example")
+	i := strings.Index(src, "\nimport (\n")
+	if i < 0 || !strings.Contains(src[i:], "\nfunc Example() {\n") {
+		t.Fatal("example_test.go has no import block followed by func Example")
 	}
-	var want strings.Builder
-	for _, l := range strings.SplitAfter(src[i+len(open):j+1], "\n") {
-		want.WriteString(strings.TrimPrefix(l, "\t"))
-	}
+	want := src[i+1:]
 
 	readme := readFile(t, "README.md")
 	k := strings.Index(readme, readmeExampleMark)
@@ -36,8 +32,8 @@ func TestReadmeExample(t *testing.T) {
 	if !ok {
 		t.Fatal("README.md's example block never closes")
 	}
-	if got != want.String() {
-		t.Errorf("README.md's example is not Example's body: copy it from example_test.go\nREADME:\n%s\nExample:\n%s", got, want.String())
+	if got != want {
+		t.Errorf("README.md's example is not example_test.go from its imports on: copy it\nREADME:\n%s\nexample_test.go:\n%s", got, want)
 	}
 }
 

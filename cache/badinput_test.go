@@ -216,7 +216,7 @@ func TestCorruptData(t *testing.T) {
 			{"bin32 huge", "\xc6\x7f\xff\xff\xff"},
 			{"map32 huge", "\xdf\x7f\xff\xff\xff"},
 			{"valid record plus trailing byte", mustMember(t, c, "x") + "\x00"},
-			{"oversized", strings.Repeat("a", DefaultMaxRecordBytes+1)},
+			{"oversized", strings.Repeat("a", defaultMaxRecordBytes+1)},
 		}
 		for i, p := range plant {
 			id := "bad" + strconv.Itoa(i)

@@ -72,7 +72,7 @@ func (c *Cache) Ladder(ctx context.Context, id string) (Ladder, error) {
 			return Ladder{}, fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, id, l.Version, t.ID)
 		}
 		if t.Gifts, err = decodeGifts([]byte(raw), c.maxBytes); err != nil {
-			c.obs.OnDecodeError(id, RecordGifts, err)
+			c.obs.OnDecodeError(id, recordGifts, err)
 			return Ladder{}, fmt.Errorf("promotion %q tier %q: %w", id, t.ID, err)
 		}
 	}

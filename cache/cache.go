@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/redisconf"
 )
 
@@ -60,7 +61,7 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 	out := &Cache{
 		client:   c,
 		prefix:   o.Prefix,
-		digits:   o.MinorDigits,
+		digits:   gradient.Digits(o.MinorDigits),
 		now:      o.Now,
 		wallNow:  opts.Now == nil,
 		grace:    o.Grace,

@@ -217,7 +217,7 @@ func TestMemberOfAnotherPromotion(t *testing.T) {
 func TestMemberOwnerBytes(t *testing.T) {
 	t.Parallel()
 	p := simplePromotion("bytes-promo", 3, 5, 10)
-	e, err := encodePromotion(&p, DefaultMaxRecordBytes)
+	e, err := encodePromotion(&p, defaultMaxRecordBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,11 +229,11 @@ func TestMemberOwnerBytes(t *testing.T) {
 			uint32(tail[1])<<24|uint32(tail[2])<<16|uint32(tail[3])<<8|uint32(tail[4]) != tag {
 			t.Fatalf("member % x does not end in the owner tag %08x", raw, tag)
 		}
-		m, err := decodeMember(raw, DefaultMaxRecordBytes)
+		m, err := decodeMember(raw, defaultMaxRecordBytes)
 		if err != nil || !m.hasOwner || m.owner != tag {
 			t.Fatalf("member: %+v %v", m, err)
 		}
-		legacy, err := decodeMember(string([]byte{0x90 | legacyFields})+raw[1:n-5], DefaultMaxRecordBytes)
+		legacy, err := decodeMember(string([]byte{0x90 | legacyFields})+raw[1:n-5], defaultMaxRecordBytes)
 		if m.hasOwner, m.owner = false, 0; err != nil || !reflect.DeepEqual(legacy, m) {
 			t.Fatalf("legacy member: %+v %v, want %+v", legacy, err, m)
 		}
@@ -281,7 +281,7 @@ func TestLegacyFormatRewritten(t *testing.T) {
 		}
 		raws, err := b.Client.ZRange(ctx, c.tiersKey(p.ID), 0, -1).Result()
 		for _, raw := range raws {
-			if m, derr := decodeMember(raw, DefaultMaxRecordBytes); derr != nil || !m.hasOwner {
+			if m, derr := decodeMember(raw, defaultMaxRecordBytes); derr != nil || !m.hasOwner {
 				t.Fatalf("after upgrade a member has no owner: %+v %v %v", m, derr, err)
 			}
 		}

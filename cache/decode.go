@@ -2,7 +2,7 @@ package cache
 
 // DecodeTier decodes one member of a promotion's tiers ZSET, as ZRANGE
 // returns it, with the same guards Match applies (size cap of
-// DefaultMaxRecordBytes, every length checked, input consumed whole, no
+// defaultMaxRecordBytes, every length checked, input consumed whole, no
 // panic). ok is false for the floor and ceiling sentinels, which describe
 // the promotion rather than a tier. It is for tools that read the keys
 // directly, such as audits, exporters and the full-scan baseline that
@@ -10,7 +10,7 @@ package cache
 // not told the promotion, so it cannot check the member's owner tag as
 // Match does.
 func DecodeTier(raw string) (hit TierHit, ok bool, err error) {
-	m, err := decodeMember(raw, DefaultMaxRecordBytes)
+	m, err := decodeMember(raw, defaultMaxRecordBytes)
 	if err != nil {
 		return TierHit{}, false, err
 	}

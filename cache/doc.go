@@ -47,6 +47,8 @@
 //
 // # Guarantees
 //
+// docs/guarantees.md names the tests that hold each of these.
+//
 //   - Refresh validates every promotion before writing anything, then
 //     writes each one in one MULTI/EXEC (WATCH on its meta key): readers
 //     see the old version whole or the new one whole. Gift lists are stored

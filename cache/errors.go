@@ -35,9 +35,13 @@ var (
 	// ErrCorrupt: bytes read from Redis that are not a record this package
 	// wrote (bad msgpack, trailing bytes, oversized, impossible values).
 	ErrCorrupt = errors.New("cache: corrupt record in redis")
-	// ErrMetricMismatch: the query's metric, or the minor digits used to
-	// encode an amount query, differ from the stored promotion's.
+	// ErrMetricMismatch: the query's metric (quantity or amount) differs
+	// from the stored promotion's.
 	ErrMetricMismatch = errors.New("cache: query metric does not match the promotion")
+	// ErrDigitsMismatch: an amount query was encoded with other minor
+	// digits (Options.MinorDigits) than the stored promotion's currency
+	// has. The message names both counts.
+	ErrDigitsMismatch = errors.New("cache: query minor digits do not match the promotion's")
 	// ErrDamaged: a stored promotion is not whole (a key evicted or
 	// deleted behind the cache's back): meta without its tiers key, a
 	// tiers key without its floor or ceiling sentinel, or a current

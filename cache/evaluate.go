@@ -99,7 +99,7 @@ func (c *Cache) decode(promotion, raw string) (*decoded, error) {
 	}
 	m, err := decodeMember(raw, c.maxBytes)
 	if err != nil {
-		c.obs.OnDecodeError(promotion, RecordMember, err)
+		c.obs.OnDecodeError(promotion, recordMember, err)
 		return nil, err
 	}
 	d := &decoded{raw: raw, m: m}
@@ -113,7 +113,7 @@ func (c *Cache) decode(promotion, raw string) (*decoded, error) {
 // misplaced is the error of a member that belongs to another promotion.
 func (c *Cache) misplaced(promotion string) error {
 	err := fmt.Errorf("%w: promotion %q: member of another promotion under its tiers key", ErrCorrupt, promotion)
-	c.obs.OnDecodeError(promotion, RecordMember, err)
+	c.obs.OnDecodeError(promotion, recordMember, err)
 	return err
 }
 

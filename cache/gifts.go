@@ -72,7 +72,7 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh bool) (int, e
 		}
 		gifts, err := decodeGifts([]byte(raw), c.maxBytes)
 		if err != nil {
-			c.obs.OnDecodeError(rs[i].Promotion, RecordGifts, err)
+			c.obs.OnDecodeError(rs[i].Promotion, recordGifts, err)
 			rs[i].Err = fmt.Errorf("promotion %q tier %q: %w", rs[i].Promotion, rs[i].Tier.ID, err)
 			continue
 		}

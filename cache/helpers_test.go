@@ -184,7 +184,7 @@ func (o *countingObserver) OnRefreshDone(n int, _ time.Duration, err error) {
 	}
 }
 func (o *countingObserver) OnRefresh(_ string, out RefreshOutcome) { o.refreshes[out].Add(1) }
-func (o *countingObserver) OnDecodeError(string, Record, error)    { o.decodeErrors.Add(1) }
+func (o *countingObserver) OnDecodeError(string, string, error)    { o.decodeErrors.Add(1) }
 
 // loadCounts is the OnLoad calls so far by outcome, for failure messages.
 func (o *countingObserver) loadCounts() map[LoadOutcome]int64 {

@@ -19,8 +19,10 @@ type Info struct {
 	// Version is the content hash Refresh compares (16 hex digits).
 	Version string
 	// Previous is the version this one replaced, "" for the first.
-	Previous    string
-	Metric      gradient.Metric
+	Previous string
+	Metric   gradient.Metric
+	// MinorDigits is the promotion's, as gradient.Promotion.MinorDigits
+	// reads: 1..9, or gradient.NoMinorDigits (never 0).
 	MinorDigits int
 	Kind        gradient.RuleKind
 	// Start and End are the validity window, zero when open, at
@@ -159,7 +161,7 @@ func (c *Cache) parseInfo(id string, m map[string]string) (Info, error) {
 		Version:     m[metaVersion],
 		Previous:    m[metaPrev],
 		Metric:      gradient.Metric(num(metaMetric)),
-		MinorDigits: int(num(metaDigits)),
+		MinorDigits: minorDigitsOf(int(num(metaDigits))),
 		Kind:        gradient.RuleKind(num(metaKind)),
 		Start:       windowTime(num(metaStart)),
 		End:         windowTime(num(metaEnd)),
@@ -173,7 +175,7 @@ func (c *Cache) parseInfo(id string, m map[string]string) (Info, error) {
 	}
 	if bad != "" {
 		err := fmt.Errorf("%w: promotion %q meta field %q", ErrCorrupt, id, bad)
-		c.obs.OnDecodeError(id, RecordMeta, err)
+		c.obs.OnDecodeError(id, recordMeta, err)
 		return Info{}, err
 	}
 	return in, nil
@@ -228,4 +230,14 @@ func (c *Cache) scanIDs(ctx context.Context) ([]string, error) {
 		return nil
 	})
 	return ids, err
+}
+
+// minorDigitsOf turns the digit count Redis stores (meta "digits", the
+// member records and the content hash all hold the count itself, as every
+// version of this package wrote it) into a MinorDigits value.
+func minorDigitsOf(count int) int {
+	if count == 0 {
+		return gradient.NoMinorDigits
+	}
+	return count
 }

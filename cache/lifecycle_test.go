@@ -74,7 +74,7 @@ func TestWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := time.Until(end.Add(DefaultGrace))
+		want := time.Until(end.Add(defaultGrace))
 		if pttl < want-time.Minute || pttl > want+time.Second {
 			t.Fatalf("tiers PTTL %v, want ≈ %v", pttl, want)
 		}
@@ -87,12 +87,12 @@ func TestNotFoundMismatchNext(t *testing.T) {
 	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
-		jpy := newCache(t, b, Options{NoMinorUnits: true})
+		jpy := newCache(t, b, Options{MinorDigits: gradient.NoMinorDigits})
 		amt := gradient.Promotion{ID: "amt", Metric: gradient.Amount, MinorDigits: 2, Tiers: []gradient.Tier{
 			{ID: "a", Threshold: decimal.RequireFromString("99.99"), Reward: gradient.Reward{Kind: gradient.AmountOff, Amount: decimal.NewFromInt(10)}},
 			{ID: "b", Threshold: decimal.RequireFromString("199.99"), Reward: gradient.Reward{Kind: gradient.AmountOff, Amount: decimal.NewFromInt(30)}},
 		}}
-		yen := gradient.Promotion{ID: "yen", Metric: gradient.Amount, MinorDigits: 0, Tiers: []gradient.Tier{
+		yen := gradient.Promotion{ID: "yen", Metric: gradient.Amount, MinorDigits: gradient.NoMinorDigits, Tiers: []gradient.Tier{
 			{ID: "y", Threshold: decimal.NewFromInt(1000), Reward: gradient.Reward{Kind: gradient.AmountOff, Amount: decimal.NewFromInt(100)}},
 		}}
 		if _, err := c.Refresh(ctx, amt, yen, simplePromotion("qty", 2, 4)); err != nil {
@@ -110,8 +110,8 @@ func TestNotFoundMismatchNext(t *testing.T) {
 			{"unknown", c, QuantityQuery("nope", 3), ErrNotFound, "", "", ""},
 			{"quantity query on amount promo", c, QuantityQuery("amt", 300), ErrMetricMismatch, "", "", ""},
 			{"amount query on quantity promo", c, AmountQuery("qty", decimal.NewFromInt(3)), ErrMetricMismatch, "", "", ""},
-			{"cents query on yen promo", c, AmountQuery("yen", decimal.NewFromInt(5000)), ErrMetricMismatch, "", "", ""},
-			{"yen query on cents promo", jpy, AmountQuery("amt", decimal.NewFromInt(500)), ErrMetricMismatch, "", "", ""},
+			{"cents query on yen promo", c, AmountQuery("yen", decimal.NewFromInt(5000)), ErrDigitsMismatch, "", "", ""},
+			{"yen query on cents promo", jpy, AmountQuery("amt", decimal.NewFromInt(500)), ErrDigitsMismatch, "", "", ""},
 			{"yen hit", jpy, AmountQuery("yen", decimal.RequireFromString("1000.9")), nil, "y", "", ""},
 			{"one cent below", c, AmountQuery("amt", decimal.RequireFromString("99.98")), ErrNoTier, "", "a", "0.01"},
 			{"sub-cent below floors", c, AmountQuery("amt", decimal.RequireFromString("99.989")), ErrNoTier, "", "a", "0.01"},
@@ -194,7 +194,7 @@ func TestRefreshVersions(t *testing.T) {
 			t.Fatalf("v2 members: %d %v", len(members), err)
 		}
 		for _, raw := range members {
-			m, err := decodeMember(raw, DefaultMaxRecordBytes)
+			m, err := decodeMember(raw, defaultMaxRecordBytes)
 			if err != nil || m.version != rep.Promotions[0].Version || strings.HasPrefix(m.tierID, "tier") {
 				t.Fatalf("leftover v1 member %+v %v", m, err)
 			}
@@ -358,7 +358,7 @@ func TestDeleteInfoList(t *testing.T) {
 		}
 		for _, k := range left {
 			ttl, err := b.Client.PTTL(ctx, k).Result()
-			if err != nil || !strings.Contains(k, suffixGifts) || ttl <= 0 || ttl > DefaultGrace {
+			if err != nil || !strings.Contains(k, suffixGifts) || ttl <= 0 || ttl > defaultGrace {
 				t.Fatalf("after Delete: key %s ttl %v (%v)", k, ttl, err)
 			}
 		}

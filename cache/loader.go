@@ -35,12 +35,12 @@ func (f LoaderFunc) Load(ctx context.Context, id string) (*gradient.Promotion, e
 
 // Defaults of LoadOptions.
 const (
-	DefaultLoadTimeout   = 5 * time.Second
-	DefaultLoadLeaseTTL  = 10 * time.Second
-	DefaultLoadMissTTL   = 30 * time.Second
-	DefaultLoadPollEvery = 10 * time.Millisecond
-	DefaultLoadMaxMisses = 100000
-	DefaultLoadFailTTL   = time.Second
+	defaultLoadTimeout   = 5 * time.Second
+	defaultLoadLeaseTTL  = 10 * time.Second
+	defaultLoadMissTTL   = 30 * time.Second
+	defaultLoadPollEvery = 10 * time.Millisecond
+	defaultLoadMaxMisses = 100000
+	defaultLoadFailTTL   = time.Second
 	// localMissTrust is how long a process without a near cache believes
 	// its own remembered miss before it asks Redis's mark again (one
 	// round trip, no Load).
@@ -87,9 +87,9 @@ func (o LoadOptions) withDefaults() (LoadOptions, error) {
 		d    *time.Duration
 		def  time.Duration
 		name string
-	}{{&o.Timeout, DefaultLoadTimeout, "Load.Timeout"}, {&o.LeaseTTL, DefaultLoadLeaseTTL, "Load.LeaseTTL"},
-		{&o.MissTTL, DefaultLoadMissTTL, "Load.MissTTL"}, {&o.PollEvery, DefaultLoadPollEvery, "Load.PollEvery"},
-		{&o.FailTTL, DefaultLoadFailTTL, "Load.FailTTL"}} {
+	}{{&o.Timeout, defaultLoadTimeout, "Load.Timeout"}, {&o.LeaseTTL, defaultLoadLeaseTTL, "Load.LeaseTTL"},
+		{&o.MissTTL, defaultLoadMissTTL, "Load.MissTTL"}, {&o.PollEvery, defaultLoadPollEvery, "Load.PollEvery"},
+		{&o.FailTTL, defaultLoadFailTTL, "Load.FailTTL"}} {
 		if err := orDefault(f.name, f.d, f.def, time.Millisecond); err != nil {
 			return o, err
 		}
@@ -97,7 +97,7 @@ func (o LoadOptions) withDefaults() (LoadOptions, error) {
 	if o.LeaseTTL <= o.Timeout {
 		return o, invalid("options", "Load.LeaseTTL %v must exceed Load.Timeout %v", o.LeaseTTL, o.Timeout)
 	}
-	if err := orDefault("Load.MaxMisses", &o.MaxMisses, DefaultLoadMaxMisses, 0); err != nil {
+	if err := orDefault("Load.MaxMisses", &o.MaxMisses, defaultLoadMaxMisses, 0); err != nil {
 		return o, err
 	}
 	return o, nil

@@ -30,7 +30,7 @@ func QuantityQuery(promotion string, n int64) Query {
 }
 
 // AmountQuery asks which tier a money amount (major units, e.g. 99.99)
-// reaches. It is floored to Options.MinorDigits minor units.
+// reaches. It is floored to the minor units of Options.MinorDigits.
 func AmountQuery(promotion string, amount decimal.Decimal) Query {
 	return Query{Promotion: promotion, Metric: gradient.Amount, Value: amount}
 }
@@ -62,7 +62,7 @@ type Result struct {
 	// Version is the promotion version that answered.
 	Version string
 	// Err is nil for a hit, else ErrNoTier, ErrNotFound, ErrNotActive,
-	// ErrDamaged, ErrMetricMismatch, ErrInvalid (a *ValidationError, Field
+	// ErrDamaged, ErrMetricMismatch, ErrDigitsMismatch, ErrInvalid (a *ValidationError, Field
 	// "query" or "id") or ErrCorrupt (errors.Is).
 	Err error
 }

@@ -287,7 +287,7 @@ func TestValidateIDFastPathAgrees(t *testing.T) {
 // typical member record (the basis of the Options.DecodeCacheSize doc).
 func BenchmarkMemoFootprint(b *testing.B) {
 	p := randPromotion(rand.New(rand.NewSource(1)), "footprint-promotion-0001", gradient.Amount, 3000)
-	e, err := encodePromotion(&p, DefaultMaxRecordBytes)
+	e, err := encodePromotion(&p, defaultMaxRecordBytes)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -299,14 +299,14 @@ func BenchmarkMemoFootprint(b *testing.B) {
 			raw := e.members[i%len(e.members)]
 			raws = append(raws, raw[:len(raw)-1]+string(rune('a'+i/len(e.members)%26))) // distinct bytes, as distinct versions
 		}
-		c := &Cache{maxBytes: DefaultMaxRecordBytes, obs: NopObserver{}}
+		c := &Cache{maxBytes: defaultMaxRecordBytes, obs: NopObserver{}}
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		c.memo = newMemo(entries)
 		for _, raw := range raws {
 			// Decode the unmodified record (the variant is only a key).
-			m, err := decodeMember(e.members[0], DefaultMaxRecordBytes)
+			m, err := decodeMember(e.members[0], defaultMaxRecordBytes)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -12,14 +12,14 @@ import (
 
 // Defaults of NearCacheOptions.
 const (
-	// DefaultNearMaxPromotions is the default NearCacheOptions.MaxPromotions.
-	DefaultNearMaxPromotions = 20000
-	// DefaultNearMaxBytes is the default NearCacheOptions.MaxBytes (64 MiB).
-	DefaultNearMaxBytes = 64 << 20
-	// DefaultNearMaxStaleness is the default NearCacheOptions.MaxStaleness.
-	DefaultNearMaxStaleness = 2 * time.Second
-	// DefaultNearMaxTiers is the default NearCacheOptions.MaxTiers.
-	DefaultNearMaxTiers = 10000
+	// defaultNearMaxPromotions is the default NearCacheOptions.MaxPromotions.
+	defaultNearMaxPromotions = 20000
+	// defaultNearMaxBytes is the default NearCacheOptions.MaxBytes (64 MiB).
+	defaultNearMaxBytes = 64 << 20
+	// defaultNearMaxStaleness is the default NearCacheOptions.MaxStaleness.
+	defaultNearMaxStaleness = 2 * time.Second
+	// defaultNearMaxTiers is the default NearCacheOptions.MaxTiers.
+	defaultNearMaxTiers = 10000
 )
 
 // NearCacheOptions bounds the in-process near cache (Options.NearCache).
@@ -71,16 +71,16 @@ const nearShards = 8
 
 func (o *NearCacheOptions) withDefaults() (NearCacheOptions, error) {
 	n := *o
-	if err := orDefault("NearCache.MaxPromotions", &n.MaxPromotions, DefaultNearMaxPromotions, 0); err != nil {
+	if err := orDefault("NearCache.MaxPromotions", &n.MaxPromotions, defaultNearMaxPromotions, 0); err != nil {
 		return n, err
 	}
-	if err := orDefault("NearCache.MaxBytes", &n.MaxBytes, DefaultNearMaxBytes, 0); err != nil {
+	if err := orDefault("NearCache.MaxBytes", &n.MaxBytes, defaultNearMaxBytes, 0); err != nil {
 		return n, err
 	}
-	if err := orDefault("NearCache.MaxStaleness", &n.MaxStaleness, DefaultNearMaxStaleness, 10*time.Millisecond); err != nil {
+	if err := orDefault("NearCache.MaxStaleness", &n.MaxStaleness, defaultNearMaxStaleness, 10*time.Millisecond); err != nil {
 		return n, err
 	}
-	if err := orDefault("NearCache.MaxTiers", &n.MaxTiers, DefaultNearMaxTiers, 0); err != nil {
+	if err := orDefault("NearCache.MaxTiers", &n.MaxTiers, defaultNearMaxTiers, 0); err != nil {
 		return n, err
 	}
 	// Saturated: the ladder read asks for MaxTiers+2 members, which must

@@ -275,7 +275,8 @@ func (c *Cache) admit(q *Query, h *member, nowMs int64) error {
 	case q.Metric != h.metric:
 		return fmt.Errorf("%w: promotion %q is %s, query is %s", ErrMetricMismatch, q.Promotion, h.metric, q.Metric)
 	case h.metric == gradient.Amount && h.digits != c.digits:
-		return fmt.Errorf("%w: promotion %q has %d minor digits, queries are encoded with %d", ErrMetricMismatch, q.Promotion, h.digits, c.digits)
+		return fmt.Errorf("%w: promotion %q stores amounts with %d minor digits, this Cache encodes queries with %d (Options.MinorDigits)",
+			ErrDigitsMismatch, q.Promotion, h.digits, c.digits)
 	case !h.active(nowMs):
 		return ErrNotActive
 	}
@@ -415,7 +416,7 @@ func (c *Cache) decodeGiftLists(id, version string, raw map[string]string) map[s
 	for tier, v := range raw {
 		g, err := decodeGifts([]byte(v), c.maxBytes)
 		if err != nil {
-			c.obs.OnDecodeError(id, RecordGifts, err)
+			c.obs.OnDecodeError(id, recordGifts, err)
 			clean = false
 			continue
 		}

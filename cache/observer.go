@@ -130,26 +130,12 @@ func (o Op) String() string {
 	return "unknown"
 }
 
-// Record names what failed to decode, for Observer.OnDecodeError.
-type Record uint8
-
+// The stored records Observer.OnDecodeError names.
 const (
-	RecordMember Record = iota + 1
-	RecordGifts
-	RecordMeta
+	recordMember = "member"
+	recordGifts  = "gifts"
+	recordMeta   = "meta"
 )
-
-func (r Record) String() string {
-	switch r {
-	case RecordMember:
-		return "member"
-	case RecordGifts:
-		return "gifts"
-	case RecordMeta:
-		return "meta"
-	}
-	return "unknown"
-}
 
 // NearEvent is what happened in the near cache, for Observer.OnNear.
 type NearEvent uint8
@@ -267,8 +253,10 @@ type Observer interface {
 	// RevisionConflictError), and once per Delete (Deleted, Absent or
 	// Stale).
 	OnRefresh(promotion string, outcome RefreshOutcome)
-	// OnDecodeError is called when bytes read from Redis are corrupt.
-	OnDecodeError(promotion string, rec Record, err error)
+	// OnDecodeError is called when bytes read from Redis are corrupt;
+	// record is the stored record that failed: "member" (a tier or
+	// sentinel of the tiers key), "gifts" (a gift list) or "meta".
+	OnDecodeError(promotion, record string, err error)
 	// OnWarning reports a setting New accepted that an operator should
 	// fix (a client without ContextTimeoutEnabled, allowed by
 	// Options.AllowNoContextTimeout).
@@ -292,7 +280,7 @@ type NopObserver struct{}
 func (NopObserver) OnLookup(string, Outcome, time.Duration)   {}
 func (NopObserver) OnRoundTrips(Op, int)                      {}
 func (NopObserver) OnRefresh(string, RefreshOutcome)          {}
-func (NopObserver) OnDecodeError(string, Record, error)       {}
+func (NopObserver) OnDecodeError(string, string, error)       {}
 func (NopObserver) OnWarning(error)                           {}
 func (NopObserver) OnNear(string, NearEvent)                  {}
 func (NopObserver) OnLoad(string, LoadOutcome, time.Duration) {}

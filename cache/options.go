@@ -3,6 +3,7 @@ package cache
 import (
 	"time"
 
+	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/score"
 )
@@ -24,14 +25,13 @@ const (
 // Defaults applied by New to zero Options fields.
 const (
 	DefaultPrefix         = "tierset"
-	DefaultMinorDigits    = 2
-	DefaultGrace          = 24 * time.Hour
-	DefaultMaxRecordBytes = 64 << 10
-	DefaultRefreshRetries = 10
-	// DefaultTombstoneTTL is the default Options.TombstoneTTL.
-	DefaultTombstoneTTL = 24 * time.Hour
-	// DefaultDecodeCacheSize is the default Options.DecodeCacheSize.
-	DefaultDecodeCacheSize = 1 << 16
+	defaultGrace          = 24 * time.Hour
+	defaultMaxRecordBytes = 64 << 10
+	defaultRefreshRetries = 10
+	// defaultTombstoneTTL is the default Options.TombstoneTTL.
+	defaultTombstoneTTL = 24 * time.Hour
+	// defaultDecodeCacheSize is the default Options.DecodeCacheSize.
+	defaultDecodeCacheSize = 1 << 16
 )
 
 // Options configures a Cache. The zero value is valid: every zero field
@@ -42,15 +42,13 @@ type Options struct {
 	// control characters or the glob characters * ? [ ] \ (List scans by
 	// pattern), and is at most 128 bytes of valid UTF-8 (keyname.Check).
 	Prefix string
-	// MinorDigits is the number of minor-unit digits used to encode Amount
-	// queries (AmountQuery): 2 for USD/CNY, 3 for KWD. Default 2. For a
-	// currency without minor units (JPY) set NoMinorUnits instead, since
-	// 0 here means "default". A query encoded with digits other than the
-	// stored promotion's answers ErrMetricMismatch.
+	// MinorDigits is the currency's minor-unit digits, used to encode
+	// Amount queries (AmountQuery), read like gradient.Promotion's:
+	// 0 means gradient.DefaultMinorDigits (2, as for USD or CNY),
+	// gradient.NoMinorDigits a currency without minor units (JPY), 1..9
+	// that many. Defaults to 2. An amount query against a promotion
+	// stored with other digits answers ErrDigitsMismatch.
 	MinorDigits int
-	// NoMinorUnits encodes Amount queries with 0 minor digits (JPY).
-	// Default false. MinorDigits must then be 0.
-	NoMinorUnits bool
 	// Now is the clock that decides whether a promotion is active. Default
 	// time.Now. It is the CALLER's clock, not Redis TIME: the cart service
 	// decides what "now" is (and tests inject it). Redis's own clock only
@@ -92,16 +90,16 @@ type Options struct {
 	// the first start, a silent stall only in an incident.
 	AllowNoContextTimeout bool
 	// DecodeCacheSize bounds the memo of decoded member records, in
-	// entries. Default DefaultDecodeCacheSize (65536); negative disables
+	// entries. Defaults to 65536; negative disables
 	// the memo. A member record embeds its promotion's content hash, so a
 	// memoized decode never goes stale; only records that decoded cleanly
 	// are kept (a corrupt record is refused on every read), and records
 	// over 512 bytes are never kept. The memo is 16 shards, each emptied
 	// whole when it fills. Memory: an entry holds its record's bytes plus
-	// about 160 bytes (BenchmarkMemoFootprint measured 216 bytes per entry
-	// for a 59-byte record), so the default holds about 14 MiB for typical
-	// records and at most about 45 MiB. A promotion uses one entry per
-	// tier read plus its two sentinels.
+	// a fixed overhead (measured in docs/benchmarks.md, "Figures behind
+	// the code"); records over 512 bytes are never kept, which bounds the
+	// whole memo. A promotion uses one entry per tier read plus its two
+	// sentinels.
 	DecodeCacheSize int
 	// NearCache, when set, holds the whole ladder of every promotion read
 	// in process, kept true by Redis client tracking; see NearCacheOptions
@@ -127,28 +125,23 @@ func (o Options) withDefaults() (Options, error) {
 	if err := keyname.Check(o.Prefix); err != nil {
 		return o, invalid("options", "prefix: %w", err)
 	}
-	switch {
-	case o.NoMinorUnits && o.MinorDigits != 0:
-		return o, invalid("options", "NoMinorUnits with MinorDigits %d", o.MinorDigits)
-	case o.NoMinorUnits:
-	case o.MinorDigits == 0:
-		o.MinorDigits = DefaultMinorDigits
-	case o.MinorDigits < 0 || o.MinorDigits > score.MaxMinorDigits:
-		return o, invalid("options", "MinorDigits %d (allowed 1..%d, or NoMinorUnits)", o.MinorDigits, score.MaxMinorDigits)
+	if o.MinorDigits < gradient.NoMinorDigits || o.MinorDigits > score.MaxMinorDigits {
+		return o, invalid("options", "MinorDigits %d (allowed 1..%d, 0 for the default %d, or gradient.NoMinorDigits)",
+			o.MinorDigits, score.MaxMinorDigits, gradient.DefaultMinorDigits)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if err := orDefault("Grace", &o.Grace, DefaultGrace, time.Millisecond); err != nil {
+	if err := orDefault("Grace", &o.Grace, defaultGrace, time.Millisecond); err != nil {
 		return o, err
 	}
-	if err := orDefault("MaxRecordBytes", &o.MaxRecordBytes, DefaultMaxRecordBytes, 0); err != nil {
+	if err := orDefault("MaxRecordBytes", &o.MaxRecordBytes, defaultMaxRecordBytes, 0); err != nil {
 		return o, err
 	}
-	if err := orDefault("RefreshRetries", &o.RefreshRetries, DefaultRefreshRetries, 0); err != nil {
+	if err := orDefault("RefreshRetries", &o.RefreshRetries, defaultRefreshRetries, 0); err != nil {
 		return o, err
 	}
-	if err := orDefault("TombstoneTTL", &o.TombstoneTTL, DefaultTombstoneTTL, time.Millisecond); err != nil {
+	if err := orDefault("TombstoneTTL", &o.TombstoneTTL, defaultTombstoneTTL, time.Millisecond); err != nil {
 		return o, err
 	}
 	switch {
@@ -161,7 +154,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, invalid("options", "Loader is a nil %T", o.Loader)
 	}
 	if o.DecodeCacheSize == 0 {
-		o.DecodeCacheSize = DefaultDecodeCacheSize
+		o.DecodeCacheSize = defaultDecodeCacheSize
 	}
 	return o, nil
 }

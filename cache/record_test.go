@@ -31,7 +31,7 @@ func TestMemberRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	for _, metric := range []gradient.Metric{gradient.Quantity, gradient.Amount} {
 		p := randPromotion(rng, "rt", metric, 200)
-		e, err := encodePromotion(&p, DefaultMaxRecordBytes)
+		e, err := encodePromotion(&p, defaultMaxRecordBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func TestMemberRoundTrip(t *testing.T) {
 			byID[p.Tiers[i].ID] = &p.Tiers[i]
 		}
 		for k, raw := range e.members {
-			m, err := decodeMember(raw, DefaultMaxRecordBytes)
+			m, err := decodeMember(raw, defaultMaxRecordBytes)
 			if err != nil {
 				t.Fatalf("member %d: %v", k, err)
 			}
@@ -63,7 +63,7 @@ func TestMemberRoundTrip(t *testing.T) {
 			}
 		}
 		for i := 0; i < len(e.gifts); i += 2 {
-			gifts, err := decodeGifts([]byte(e.gifts[i+1]), DefaultMaxRecordBytes)
+			gifts, err := decodeGifts([]byte(e.gifts[i+1]), defaultMaxRecordBytes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestVersionIsContentHash(t *testing.T) {
 	t.Parallel()
 	version := func(p gradient.Promotion) string {
 		t.Helper()
-		e, err := encodePromotion(&p, DefaultMaxRecordBytes)
+		e, err := encodePromotion(&p, defaultMaxRecordBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,8 +126,8 @@ func TestHostileBytes(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		_, errM := decodeMember(in, DefaultMaxRecordBytes)
-		_, errG := decodeGifts([]byte(in), DefaultMaxRecordBytes)
+		_, errM := decodeMember(in, defaultMaxRecordBytes)
+		_, errG := decodeGifts([]byte(in), defaultMaxRecordBytes)
 		runtime.ReadMemStats(&after)
 		if !errors.Is(errM, ErrCorrupt) || !errors.Is(errG, ErrCorrupt) {
 			t.Fatalf("%q: member %v, gifts %v", in, errM, errG)
@@ -141,7 +141,7 @@ func TestHostileBytes(t *testing.T) {
 func memberSeeds(f *testing.F) {
 	p := simplePromotion("fz", 1, 5)
 	p.Tiers[0].Reward = gradient.Reward{Kind: gradient.EveryN, Amount: decimal.RequireFromString("9.99"), Step: decimal.NewFromInt(100), Cap: decimal.NewFromInt(50)}
-	e, err := encodePromotion(&p, DefaultMaxRecordBytes)
+	e, err := encodePromotion(&p, defaultMaxRecordBytes)
 	if err != nil {
 		f.Fatal(err)
 	}

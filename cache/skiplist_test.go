@@ -29,12 +29,12 @@ func TestCeilingPadding(t *testing.T) {
 		t.Run(fmt.Sprint(row.tiers), func(t *testing.T) {
 			t.Parallel()
 			p := ladderOf("pad", row.tiers)
-			e, err := encodePromotion(&p, DefaultMaxRecordBytes)
+			e, err := encodePromotion(&p, defaultMaxRecordBytes)
 			if err != nil {
 				t.Fatal(err)
 			}
 			raw := e.members[len(e.members)-1]
-			m, err := decodeMember(raw, DefaultMaxRecordBytes)
+			m, err := decodeMember(raw, defaultMaxRecordBytes)
 			if err != nil || m.kind != kindCeiling {
 				t.Fatalf("ceiling %+v %v", m, err)
 			}
@@ -55,7 +55,7 @@ func TestCeilingPadding(t *testing.T) {
 			if err := encodeMember(&buf, &plain); err != nil {
 				t.Fatal(err)
 			}
-			back, err := decodeMember(buf.String(), DefaultMaxRecordBytes)
+			back, err := decodeMember(buf.String(), defaultMaxRecordBytes)
 			if m.tierID = ""; err != nil || !reflect.DeepEqual(back, m) {
 				t.Fatalf("unpadded ceiling %+v %v, want %+v", back, err, m)
 			}
@@ -68,7 +68,7 @@ func TestCeilingPadding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := encodePromotion(&p, DefaultMaxRecordBytes)
+	full, err := encodePromotion(&p, defaultMaxRecordBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestUnpaddedLadderMatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		ceiling := zs[len(zs)-1].Member.(string)
-		m, err := decodeMember(ceiling, DefaultMaxRecordBytes)
+		m, err := decodeMember(ceiling, defaultMaxRecordBytes)
 		if err != nil || m.kind != kindCeiling || m.tierID == "" {
 			t.Fatalf("stored ceiling %+v %v, want a padded one", m, err)
 		}

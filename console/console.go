@@ -18,6 +18,7 @@ import (
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/gradient"
 )
 
 //go:embed web
@@ -183,7 +184,7 @@ type Console struct {
 	mu         sync.Mutex
 	queues     []*delay.Queue
 	discovered time.Time
-	caches     map[int]*cache.Cache // by minor digits
+	caches     map[int]*cache.Cache // by digit count (gradient.Digits)
 	rates      map[string][]rateSample
 	ids        []string
 	idsAt      time.Time
@@ -203,7 +204,7 @@ func New(ctx context.Context, o Options) (*Console, error) {
 	}
 	s := &Console{cfg: cfg, secret: []byte(randomHex(32)), limiter: newLoginLimiter(cfg.perAddr, cfg.perMinute), tmpl: tmpl, mux: http.NewServeMux(),
 		caches: map[int]*cache.Cache{}, rates: map[string][]rateSample{}}
-	if _, err := s.cacheFor(cache.DefaultMinorDigits); err != nil {
+	if _, err := s.cacheFor(0); err != nil {
 		return nil, &OptionsError{"CachePrefix", err}
 	}
 	if err := s.loadQueues(ctx, true); err != nil {
@@ -284,18 +285,17 @@ func (s *Console) namedQueue(w http.ResponseWriter, r *http.Request, name string
 	return q, true
 }
 
-// cacheFor returns the Cache that encodes amount queries with digits minor
-// digits, as a cart of that currency would.
-func (s *Console) cacheFor(digits int) (*cache.Cache, error) {
+// cacheFor returns the Cache that encodes amount queries with minorDigits
+// (a MinorDigits value, 0 for the default), as a cart of that currency
+// would.
+func (s *Console) cacheFor(minorDigits int) (*cache.Cache, error) {
+	digits := gradient.Digits(minorDigits)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.caches[digits]; ok {
 		return c, nil
 	}
-	opts := cache.Options{Prefix: s.cfg.cachePrefix, MinorDigits: digits, Now: s.cfg.now}
-	if digits == 0 {
-		opts.NoMinorUnits = true
-	}
+	opts := cache.Options{Prefix: s.cfg.cachePrefix, MinorDigits: minorDigits, Now: s.cfg.now}
 	c, err := cache.New(s.cfg.client, opts)
 	if err != nil {
 		return nil, err
@@ -306,8 +306,8 @@ func (s *Console) cacheFor(digits int) (*cache.Cache, error) {
 
 // promotionIDs lists the stored IDs. With idsTTL > 0 a listing is reused,
 // and one older than idsTTL is answered at once while a fresh one is made
-// in the background (listing SCANs the whole keyspace: 130 ms at 10k
-// promotions beside 100k tasks), so only the first request waits for it.
+// in the background (listing SCANs the whole keyspace; docs/benchmarks.md,
+// "Operator console", has its cost), so only the first request waits for it.
 func (s *Console) promotionIDs(ctx context.Context) ([]string, time.Time, error) {
 	s.mu.Lock()
 	ids, at := s.ids, s.idsAt
@@ -334,7 +334,7 @@ func (s *Console) promotionIDs(ctx context.Context) ([]string, time.Time, error)
 }
 
 func (s *Console) listIDs(ctx context.Context) ([]string, time.Time, error) {
-	c, err := s.cacheFor(cache.DefaultMinorDigits)
+	c, err := s.cacheFor(0)
 	if err != nil {
 		return nil, time.Time{}, err
 	}

@@ -77,7 +77,7 @@ func (s *Console) promotionsPage(w http.ResponseWriter, r *http.Request) {
 	pages := max(1, (len(ids)+promoPageSize-1)/promoPageSize)
 	page = min(max(page, 1), pages)
 	chunk := ids[min((page-1)*promoPageSize, len(ids)):min(page*promoPageSize, len(ids))]
-	c, err := s.cacheFor(cache.DefaultMinorDigits)
+	c, err := s.cacheFor(0)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -146,7 +146,7 @@ func (s *Console) promotionPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	qv := r.URL.Query()
 	id := qv.Get("id")
-	c, err := s.cacheFor(cache.DefaultMinorDigits)
+	c, err := s.cacheFor(0)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -3,6 +3,17 @@
 // validation a warm-up must pass, the in-memory matcher, and the reward
 // arithmetic.
 //
+//	p := gradient.Promotion{ID: "spend", Metric: gradient.Amount, Tiers: tiers}
+//	if err := p.Validate(); err != nil { ... } // a *ValidationError naming the field
+//	m, err := gradient.NewMatcher(p)
+//	hit, err := m.Match(decimal.RequireFromString("120.00"))
+//	off, err := hit.Tier.Reward.Discount(base, value, p.MinorDigits, gradient.RoundHalfUp)
+//
+// Minor digits read the same in every package of the module:
+// [Promotion.MinorDigits] 0 means [DefaultMinorDigits] (2, as USD, EUR,
+// CNY), [NoMinorDigits] a currency without minor units (JPY), 1..9 that
+// many; [Digits] gives the count a value stands for.
+//
 // A [Promotion] has a [Metric] ([Quantity] or [Amount]), the currency's
 // minor digits, a validity window and its [Tier] list. Each tier has a
 // threshold, a [Reward] ([PercentOff], [AmountOff], [FixedPrice] or

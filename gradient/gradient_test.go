@@ -392,7 +392,8 @@ func TestDiscount(t *testing.T) {
 		{"every 100 exactly", gradient.Reward{Kind: gradient.EveryN, Step: dec("100"), Amount: dec("10")}, "300", "300", 2, gradient.RoundHalfUp, "30"},
 		{"every 100 capped", gradient.Reward{Kind: gradient.EveryN, Step: dec("100"), Amount: dec("10"), Cap: dec("50")}, "990", "990", 2, gradient.RoundHalfUp, "50"},
 		{"every 2 items", gradient.Reward{Kind: gradient.EveryN, Step: dec("2"), Amount: dec("5")}, "70", "7", 2, gradient.RoundHalfUp, "15"},
-		{"yen", pct("15"), "1005", "1005", 0, gradient.RoundHalfUp, "151"},
+		{"yen", pct("15"), "1005", "1005", gradient.NoMinorDigits, gradient.RoundHalfUp, "151"},
+		{"zero digits means two", pct("10"), "99.99", "99.99", 0, gradient.RoundDown, "9.99"},
 		{"dinar", pct("10"), "1.2345", "1.2345", 3, gradient.RoundDown, "0.123"},
 	}
 	for _, c := range cases {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/tierset/tierset/score"
 )
 
 // Rounding is how a discount is brought to the currency's minor unit.
@@ -40,8 +42,9 @@ func (r Rounding) apply(d decimal.Decimal, digits int32) (decimal.Decimal, error
 // base is the money the reward applies to (the line or cart total), value
 // is the promotion's metric value (items for Quantity, money for Amount;
 // EveryN counts its steps in it). The discount is rounded to minorDigits
-// with mode, then capped by Cap, then by base: a discount never makes a
-// price negative.
+// (0 means DefaultMinorDigits, NoMinorDigits none; see [Digits]) with
+// mode, then capped by Cap, then by base: a discount never makes a price
+// negative.
 func (r Reward) Discount(base, value decimal.Decimal, minorDigits int, mode Rounding) (decimal.Decimal, error) {
 	if base.Sign() < 0 {
 		return decimal.Decimal{}, fmt.Errorf("%w: base %s is negative", ErrBadValue, base.String())
@@ -69,7 +72,10 @@ func (r Reward) Discount(base, value decimal.Decimal, minorDigits int, mode Roun
 	default:
 		return decimal.Decimal{}, fmt.Errorf("%w: unknown reward kind %d", ErrBadReward, r.Kind)
 	}
-	d, err := mode.apply(d, int32(minorDigits))
+	if minorDigits < NoMinorDigits || minorDigits > score.MaxMinorDigits {
+		return decimal.Decimal{}, fmt.Errorf("%w: %w: %d", ErrBadValue, score.ErrMinorDigits, minorDigits)
+	}
+	d, err := mode.apply(d, int32(Digits(minorDigits)))
 	if err != nil {
 		return decimal.Decimal{}, err
 	}

@@ -7,6 +7,32 @@ import (
 	"github.com/shopspring/decimal"
 )
 
+// Minor digits. Every MinorDigits field and minorDigits parameter of the
+// module ([Promotion.MinorDigits], cache.Options.MinorDigits,
+// [Reward.Discount], [QueryScore]) reads the same way, so the zero value
+// is the common currency everywhere.
+const (
+	// DefaultMinorDigits is what a MinorDigits of 0 stands for.
+	DefaultMinorDigits = 2
+	// NoMinorDigits is the MinorDigits of a currency without minor units
+	// (JPY, KRW).
+	NoMinorDigits = -1
+)
+
+// Digits returns the number of minor-unit digits a MinorDigits value
+// stands for: [DefaultMinorDigits] for 0, 0 for [NoMinorDigits], the value
+// itself otherwise. A value outside -1..9 is returned as is, for the
+// score codec to refuse.
+func Digits(minorDigits int) int {
+	switch minorDigits {
+	case 0:
+		return DefaultMinorDigits
+	case NoMinorDigits:
+		return 0
+	}
+	return minorDigits
+}
+
 // Metric says what a promotion's thresholds count.
 type Metric uint8
 
@@ -111,10 +137,12 @@ type Tier struct {
 type Promotion struct {
 	ID     string
 	Metric Metric
-	// MinorDigits is the currency's minor-unit digits (2 for CNY/USD, 0 for
-	// JPY, 3 for KWD). Amount thresholds and every reward amount must be
-	// exact to this many digits, and discounts are rounded to it. Quantity
-	// thresholds are plain counts whatever its value.
+	// MinorDigits is the currency's minor-unit digits, in the module's one
+	// convention (see [Digits]): 0 means [DefaultMinorDigits] (2, as for
+	// USD, EUR or CNY), [NoMinorDigits] a currency without minor units
+	// (JPY), 1..9 that many digits (3 for KWD). Amount thresholds and
+	// every reward amount must be exact to it, and discounts are rounded
+	// to it. Quantity thresholds are plain counts whatever its value.
 	MinorDigits int
 	Kind        RuleKind
 	// Start and End bound the window in which the promotion is active,

@@ -64,12 +64,12 @@ func (p *Promotion) Validate() error {
 	if p.Revision < 0 {
 		return promoErr(p, "revision", ErrInvalid, "%d is negative (0 means unordered)", p.Revision)
 	}
+	if p.MinorDigits < NoMinorDigits || p.MinorDigits > score.MaxMinorDigits {
+		return promoErr(p, "minor_digits", ErrBadMetric, "%d (allowed 1..%d, 0 for the default %d, or NoMinorDigits (-1))",
+			p.MinorDigits, score.MaxMinorDigits, DefaultMinorDigits)
+	}
 	switch p.Metric {
-	case Quantity:
-	case Amount:
-		if p.MinorDigits < 0 || p.MinorDigits > score.MaxMinorDigits {
-			return promoErr(p, "minor_digits", ErrBadMetric, "%d (allowed 0..%d)", p.MinorDigits, score.MaxMinorDigits)
-		}
+	case Quantity, Amount:
 	default:
 		return promoErr(p, "metric", ErrBadMetric, "%d is neither quantity nor amount", p.Metric)
 	}
@@ -178,7 +178,7 @@ func (p *Promotion) ScoreOf(t *Tier) (int64, error) {
 		}
 		return score.Count(v.IntPart())
 	}
-	return score.Amount(v, p.MinorDigits)
+	return score.Amount(v, Digits(p.MinorDigits))
 }
 
 // QueryScore encodes a cart-side value for matching. Amounts are floored to
@@ -188,10 +188,11 @@ func (p *Promotion) QueryScore(v decimal.Decimal) (int64, error) {
 	return QueryScore(p.Metric, p.MinorDigits, v)
 }
 
-// QueryScore encodes a cart-side value for a promotion of the given metric.
+// QueryScore encodes a cart-side value for a promotion of the given metric
+// and MinorDigits (0 means DefaultMinorDigits, see [Digits]).
 func QueryScore(m Metric, minorDigits int, v decimal.Decimal) (int64, error) {
 	// The size check comes first: the value is the caller's, and printing
-	// or scaling a 200,000-digit decimal costs tens of milliseconds.
+	// or scaling a 200,000-digit decimal costs far more than the check.
 	if err := score.CheckDecimal(v); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadValue, err)
 	}
@@ -203,7 +204,7 @@ func QueryScore(m Metric, minorDigits int, v decimal.Decimal) (int64, error) {
 	if m == Quantity {
 		s, err = score.AmountFloor(v, 0)
 	} else {
-		s, err = score.AmountFloor(v, minorDigits)
+		s, err = score.AmountFloor(v, Digits(minorDigits))
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadValue, err)
@@ -216,7 +217,7 @@ func (p *Promotion) ScoreValue(s int64) decimal.Decimal {
 	if p.Metric == Quantity {
 		return decimal.NewFromInt(s)
 	}
-	return score.MinorToAmount(s, p.MinorDigits)
+	return score.MinorToAmount(s, Digits(p.MinorDigits))
 }
 
 func (p *Promotion) validateReward(r *Reward) error {
@@ -225,7 +226,7 @@ func (p *Promotion) validateReward(r *Reward) error {
 			return err
 		}
 	}
-	digits := int32(p.MinorDigits)
+	digits := int32(Digits(p.MinorDigits))
 	money := func(name string, d decimal.Decimal, mustPositive bool) error {
 		if d.Sign() < 0 || (mustPositive && d.Sign() == 0) {
 			return fmt.Errorf("%s %s must be > 0", name, d.String())

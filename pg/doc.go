@@ -1,6 +1,16 @@
 // Package pg keeps tierset's source of truth in PostgreSQL: Redis is the
 // index, the database is the truth.
 //
+//	if _, err := pg.Migrate(ctx, pool, "tierset"); err != nil { ... }
+//	r, err := pg.NewRules(pool, "tierset")
+//	sum, err := warm.FromSource(ctx, c, r, warm.Options{}) // database → Redis
+//	go pg.Watch(ctx, pool, r, c, pg.WatchOptions{})         // and every change after
+//
+// The minor_digits column holds the currency's digit count itself (2 for
+// USD, 0 for JPY); [Rules] reads it into gradient.Promotion.MinorDigits
+// (0 becomes gradient.NoMinorDigits) and [Rules.Save] writes
+// gradient.Digits of it.
+//
 //   - [Migrate] applies the embedded, idempotent SQL migrations to one
 //     schema: promotions, tiers and gifts (money as NUMERIC, with CHECK and
 //     UNIQUE constraints refusing what package gradient refuses), and a

@@ -131,7 +131,7 @@ func (r *Rules) read(ctx context.Context, id *string, fn func([]gradient.Promoti
 	var start, end *time.Time
 	var rev int64
 	_, err = pgx.ForEachRow(rows, []any{&pid, &metric, &digits, &kind, &start, &end, &rev}, func() error {
-		p := &gradient.Promotion{ID: pid, MinorDigits: digits, Revision: rev}
+		p := &gradient.Promotion{ID: pid, MinorDigits: minorDigitsOf(digits), Revision: rev}
 		order = append(order, pid)
 		promos[pid] = p
 		var ok bool
@@ -257,7 +257,7 @@ func (r *Rules) Save(ctx context.Context, tx pgx.Tx, p gradient.Promotion) error
 	b.Queue(`INSERT INTO `+s+`.promotions (id, metric, minor_digits, kind, starts_at, ends_at) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (id) DO UPDATE SET metric = EXCLUDED.metric, minor_digits = EXCLUDED.minor_digits, kind = EXCLUDED.kind,
 		starts_at = EXCLUDED.starts_at, ends_at = EXCLUDED.ends_at, updated_at = now()`,
-		p.ID, nameOf(metricNames, p.Metric), p.MinorDigits, nameOf(kindNames, p.Kind), start, end)
+		p.ID, nameOf(metricNames, p.Metric), gradient.Digits(p.MinorDigits), nameOf(kindNames, p.Kind), start, end)
 	b.Queue(`DELETE FROM `+s+`.tiers WHERE promotion_id = $1`, p.ID)
 	orNull := func(d decimal.Decimal) *string {
 		if d.IsZero() {
@@ -292,4 +292,14 @@ func (r *Rules) Delete(ctx context.Context, tx pgx.Tx, id string) (bool, error) 
 		return false, fmt.Errorf("pg: delete promotion %q: %w", id, err)
 	}
 	return tag.RowsAffected() > 0, nil
+}
+
+// minorDigitsOf turns the minor_digits column, which holds the digit count
+// itself (0 for JPY, as the first schema defined it), into a
+// gradient.Promotion.MinorDigits value.
+func minorDigitsOf(count int) int {
+	if count == 0 {
+		return gradient.NoMinorDigits
+	}
+	return count
 }

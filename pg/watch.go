@@ -18,7 +18,7 @@ import (
 const RulesChannel = "tierset_rules"
 
 // DefaultKeepTombstones is the default WatchOptions.KeepTombstones: as
-// long as the cache's own tombstones (cache.DefaultTombstoneTTL), far
+// long as the cache's own tombstones (cache.Options.TombstoneTTL, 24h by default), far
 // longer than any load or warm-up in flight, and bounded because every
 // full pass re-applies each kept deletion (one cache.Delete each).
 const DefaultKeepTombstones = 24 * time.Hour

@@ -140,10 +140,15 @@ var (
 	rewardNames = map[string]gradient.RewardKind{"percent_off": gradient.PercentOff, "amount_off": gradient.AmountOff, "fixed_price": gradient.FixedPrice, "every_n": gradient.EveryN}
 )
 
-// MetricName, KindName and RewardName give the file's name for a value.
-func MetricName(m gradient.Metric) string     { return nameOf(metricNames, m) }
-func KindName(k gradient.RuleKind) string     { return nameOf(kindNames, k) }
+// MetricName gives a rules file's name for a metric ("quantity").
+func MetricName(m gradient.Metric) string { return nameOf(metricNames, m) }
+
+// KindName gives a rules file's name for a rule kind ("parity_price").
+func KindName(k gradient.RuleKind) string { return nameOf(kindNames, k) }
+
+// RewardName gives a rules file's name for a reward kind ("percent_off").
 func RewardName(k gradient.RewardKind) string { return nameOf(rewardNames, k) }
+
 func nameOf[T comparable](m map[string]T, v T) string {
 	for k, x := range m {
 		if x == v {
@@ -275,12 +280,19 @@ func (p *parser) promotion(i int, raw json.RawMessage) (gradient.Promotion, bool
 	} else {
 		p.add(a.err("metric", fmt.Errorf("%w: %w", ErrEnum, gradient.ErrBadMetric), `metric %s is neither "quantity" nor "amount"`, text.Quote(w.Metric)))
 	}
-	if w.MinorDigits == nil {
-		p.add(a.err("minor_digits", ErrMissing, "minor_digits is required (the currency's minor-unit digits: 2 for CNY/USD/EUR, 0 for JPY)"))
-	} else if d := *w.MinorDigits; d < 0 || d > score.MaxMinorDigits {
-		p.add(a.err("minor_digits", fmt.Errorf("%w: %w", ErrType, score.ErrMinorDigits), "minor_digits %d is outside 0..%d", d, score.MaxMinorDigits))
-	} else {
-		promo.MinorDigits = d
+	switch d := w.MinorDigits; {
+	case d == nil:
+		// Absent: the default, as the zero MinorDigits of a Promotion.
+	case *d == 0:
+		// Refused rather than read as the default: files written for the
+		// first format used 0 for a currency without minor units.
+		p.add(a.err("minor_digits", fmt.Errorf("%w: %w", ErrType, score.ErrMinorDigits),
+			"minor_digits 0 is ambiguous: write -1 for a currency without minor units (JPY), or leave it out for %d", gradient.DefaultMinorDigits))
+	case *d < gradient.NoMinorDigits || *d > score.MaxMinorDigits:
+		p.add(a.err("minor_digits", fmt.Errorf("%w: %w", ErrType, score.ErrMinorDigits),
+			"minor_digits %d is outside 1..%d (-1 for none, absent for %d)", *d, score.MaxMinorDigits, gradient.DefaultMinorDigits))
+	default:
+		promo.MinorDigits = *d
 	}
 	switch k, ok := kindNames[w.Kind]; {
 	case w.Kind == "":
@@ -387,8 +399,8 @@ func (p *parser) checkMatchValue(a at, promo *gradient.Promotion, field string, 
 		p.add(a.err(field, gradient.ErrThreshold, "%s %q must be > 0", field, shown))
 	case promo.Metric == gradient.Quantity && !v.IsInteger():
 		p.add(a.err(field, fmt.Errorf("%w: %w", gradient.ErrThreshold, score.ErrTooPrecise), "%s %q must be a whole item count for a quantity promotion", field, shown))
-	case promo.Metric == gradient.Amount && fracDigits(v) > promo.MinorDigits:
-		p.add(a.err(field, fmt.Errorf("%w: %w", gradient.ErrThreshold, score.ErrTooPrecise), "%s %q has %d fractional digits, currency allows %d", field, shown, fracDigits(v), promo.MinorDigits))
+	case promo.Metric == gradient.Amount && fracDigits(v) > gradient.Digits(promo.MinorDigits):
+		p.add(a.err(field, fmt.Errorf("%w: %w", gradient.ErrThreshold, score.ErrTooPrecise), "%s %q has %d fractional digits, currency allows %d", field, shown, fracDigits(v), gradient.Digits(promo.MinorDigits)))
 	}
 }
 
@@ -445,8 +457,8 @@ func (p *parser) reward(a at, promo *gradient.Promotion, raw json.RawMessage, r 
 		switch {
 		case v.Sign() < 0:
 			p.add(a.err(full, gradient.ErrBadReward, "%s %q must not be negative", full, v.String()))
-		case f.money && fracDigits(v) > promo.MinorDigits:
-			p.add(a.err(full, fmt.Errorf("%w: %w", gradient.ErrBadReward, score.ErrTooPrecise), "%s %q has %d fractional digits, currency allows %d", full, v.String(), fracDigits(v), promo.MinorDigits))
+		case f.money && fracDigits(v) > gradient.Digits(promo.MinorDigits):
+			p.add(a.err(full, fmt.Errorf("%w: %w", gradient.ErrBadReward, score.ErrTooPrecise), "%s %q has %d fractional digits, currency allows %d", full, v.String(), fracDigits(v), gradient.Digits(promo.MinorDigits)))
 		}
 	}
 }

@@ -70,8 +70,10 @@ func TestParseBadFiles(t *testing.T) {
 			[]error{rules.ErrEnum}, "10086", -1, "kind", 0, 0},
 		{"duplicate_promotion.json", `duplicate_promotion.json: promotion "10086": id "10086" is also the id of promotions[0] (ids must be unique in a file)`,
 			[]error{rules.ErrDuplicatePromotion}, "10086", -1, "id", 0, 0},
-		{"missing_minor_digits.json", `missing_minor_digits.json: promotion "10086": minor_digits is required (the currency's minor-unit digits: 2 for CNY/USD/EUR, 0 for JPY)`,
-			[]error{rules.ErrMissing}, "10086", -1, "minor_digits", 0, 0},
+		{"zero_minor_digits.json", `zero_minor_digits.json: promotion "10086": minor_digits 0 is ambiguous: write -1 for a currency without minor units (JPY), or leave it out for 2`,
+			[]error{rules.ErrType, score.ErrMinorDigits}, "10086", -1, "minor_digits", 0, 0},
+		{"minor_digits_below_none.json", `minor_digits_below_none.json: promotion "10086": minor_digits -2 is outside 1..9 (-1 for none, absent for 2)`,
+			[]error{rules.ErrType, score.ErrMinorDigits}, "10086", -1, "minor_digits", 0, 0},
 		{"wrong_type.json", `wrong_type.json: promotion "10086": minor_digits: expected an integer, got string`,
 			[]error{rules.ErrType}, "10086", -1, "minor_digits", 0, 0},
 		{"bad_gift.json", `bad_gift.json: promotion "10086" tier 0 (id "t1"): gifts[1]: qty 0 must be in 1..1000`,
@@ -311,7 +313,7 @@ func TestParseSample(t *testing.T) {
 		{"every-100-10", gradient.Amount, gradient.Threshold, 2, 1},
 		{"bundle-2-for-30", gradient.Quantity, gradient.Threshold, 2, 2},
 		{"parity-odd-even", gradient.Quantity, gradient.ParityDiscount, 2, 2},
-		{"jp-5000", gradient.Amount, gradient.Threshold, 0, 2},
+		{"jp-5000", gradient.Amount, gradient.Threshold, gradient.NoMinorDigits, 2},
 	}
 	if len(promos) != len(want) {
 		t.Errorf("%d promotions, want %d", len(promos), len(want))
@@ -398,6 +400,44 @@ func TestParseRevision(t *testing.T) {
 			var re *rules.Error
 			if err == nil || len(ps) != 0 || !errors.As(err, &re) || !strings.Contains(err.Error(), tt.field) {
 				t.Fatalf("Parse = %+v %v, want a *rules.Error naming %q", ps, err, tt.field)
+			}
+		})
+	}
+}
+
+// TestParseMinorDigits: minor_digits reads as gradient.Promotion's
+// MinorDigits does: absent is the default (two digits), -1 none, 1..9
+// that many; the amounts are checked against the digits it stands for.
+func TestParseMinorDigits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, field, threshold string
+		want                   int
+		wantErr                error
+	}{
+		{"absent is two", ``, `"99.99"`, 0, nil},
+		{"absent refuses three", ``, `"99.999"`, 0, gradient.ErrThreshold},
+		{"none", `"minor_digits":-1,`, `5000`, gradient.NoMinorDigits, nil},
+		{"none refuses a fraction", `"minor_digits":-1,`, `"5000.5"`, 0, gradient.ErrThreshold},
+		{"three", `"minor_digits":3,`, `"1.234"`, 3, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := `{"version":1,"promotions":[{"id":"p","metric":"amount",` + tc.field + `"tiers":[
+ {"id":"a","threshold":` + tc.threshold + `,"reward":{"kind":"amount_off","amount":1}}]}]}`
+			promos, err := rules.Parse(strings.NewReader(in), "digits.json", rules.Options{})
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := promos[0].MinorDigits; got != tc.want {
+				t.Fatalf("MinorDigits %d, want %d", got, tc.want)
 			}
 		})
 	}

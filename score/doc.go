@@ -1,5 +1,12 @@
 // Package score turns numbers into exact Redis sorted-set scores and back.
 //
+//	s, err := score.Amount(decimal.RequireFromString("99.99"), 2) // 9999
+//	v := score.MinorToAmount(s, 2)                                 // 99.99
+//
+// Digit counts here are the count itself: 0 is a currency without minor
+// units. gradient.Digits turns a MinorDigits value of the other packages
+// (where 0 means the default, 2) into this count.
+//
 // Redis stores scores as IEEE-754 doubles, which hold every integer exactly
 // only up to 2^53. This package is the one place that knows that rule:
 // every encoder funnels through [Check], which refuses |s| > [MaxExact]

@@ -1,6 +1,16 @@
 // Package warm is the warm-up job: it loads promotions (usually parsed by
 // the rules package) into a [cache.Cache] and reports what changed.
 //
+//	promos, err := rules.ParseFile("rules.json", rules.Options{})
+//	if err != nil {
+//		return err
+//	}
+//	sum, err := warm.Warm(ctx, c, promos, warm.Options{Prune: true})
+//	// sum counts Added, Updated, Unchanged, Pruned and Refused
+//
+// [FromSource] does the same from a [Source] such as pg.Rules, ordered
+// by revision.
+//
 // [Warm] is idempotent: the cache stores a content hash with every
 // promotion, so a second run with the same promotions reports all of them
 // Unchanged and writes nothing. With [Options].Prune, promotions stored

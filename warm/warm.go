@@ -45,7 +45,7 @@ type Options struct {
 	Now func() time.Time
 	// MaxRecordBytes must equal the cache's Options.MaxRecordBytes for a
 	// dry run to refuse exactly what Refresh would. Default
-	// cache.DefaultMaxRecordBytes.
+	// 64 KiB, the cache's default.
 	MaxRecordBytes int
 	// MaxPrune caps the promotions one Prune may delete. When the input
 	// leaves out more of the stored ones, Warm writes and deletes nothing

@@ -26,7 +26,8 @@ import (
 const auditSynopsis = "tierset audit -redis URL [-match PATTERN] [-max-member BYTES] [-tierset-prefix P] [-json] [-examples N]"
 
 // auditScanCount is the SCAN COUNT of an audit: with the TYPE filter a
-// call of 100 keys holds the server about 1 ms (docs/benchmarks.md).
+// call of 100 keys holds the server well under a millisecond of CPU
+// (docs/benchmarks.md, "Audit").
 const auditScanCount = 100
 
 // auditChunk bounds one ZRANGE: a large set is read in slices, so no

@@ -65,7 +65,7 @@ func cmdDemo(ctx context.Context, args []string, e *env) error {
 			}
 			fmt.Fprintf(e.stdout, "== tierset match -promo %s -value %s", p.ID, v)
 			if mq.Base != nil {
-				fmt.Fprintf(e.stdout, " -base %s", mq.Base.StringFixed(int32(p.MinorDigits)))
+				fmt.Fprintf(e.stdout, " -base %s", mq.Base.StringFixed(int32(gradient.Digits(p.MinorDigits))))
 			}
 			fmt.Fprintln(e.stdout)
 			if err := matchOne(ctx, be, cache.DefaultPrefix, p.ID, mq, e.stdout); err != nil {
@@ -107,7 +107,7 @@ func demoValues(p *gradient.Promotion) []decimal.Decimal {
 		ts = append(ts, t)
 	}
 	sort.Slice(ts, func(a, b int) bool { return ts[a].LessThan(ts[b]) })
-	digits := int32(p.MinorDigits)
+	digits := int32(gradient.Digits(p.MinorDigits))
 	if p.Metric == gradient.Quantity {
 		digits = 0
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/examples"
+	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/matchfmt"
 	"github.com/tierset/tierset/internal/text"
 	"github.com/tierset/tierset/rules"
@@ -99,9 +100,6 @@ func matchOne(ctx context.Context, be *backend, prefix, id string, q matchQuery,
 	// Amount queries are encoded with the cache's MinorDigits, which must
 	// be the promotion's own.
 	opts := cache.Options{Prefix: prefix, Now: q.Now, MinorDigits: info.MinorDigits}
-	if info.MinorDigits == 0 {
-		opts.NoMinorUnits = true
-	}
 	c, err := cache.New(be.client, opts)
 	if err != nil {
 		return err
@@ -122,7 +120,7 @@ func matchOne(ctx context.Context, be *backend, prefix, id string, q matchQuery,
 
 func printResult(w io.Writer, info cache.Info, q matchQuery, res cache.Result) {
 	fmt.Fprintf(w, "promotion %s: %s, %s, %d minor digits, %d tiers, version %s\n",
-		text.Escape(info.ID), rules.MetricName(info.Metric), rules.KindName(info.Kind), info.MinorDigits, info.Tiers, text.Escape(res.Version))
+		text.Escape(info.ID), rules.MetricName(info.Metric), rules.KindName(info.Kind), gradient.Digits(info.MinorDigits), info.Tiers, text.Escape(res.Version))
 	fmt.Fprintf(w, "  value:    %s\n", showMatched(info, q.Value))
 	switch {
 	case errors.Is(res.Err, cache.ErrNotActive):

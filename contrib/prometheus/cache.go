@@ -128,8 +128,8 @@ func NewCacheCollector(o CacheOptions) *CacheCollector {
 	for _, op := range []cache.Op{cache.OpMatch, cache.OpGifts, cache.OpRefresh, cache.OpDelete, cache.OpInfo, cache.OpList} {
 		c.roundTrips.WithLabelValues(op.String())
 	}
-	for _, r := range []cache.Record{cache.RecordMember, cache.RecordGifts, cache.RecordMeta} {
-		c.corrupt.WithLabelValues(r.String())
+	for _, r := range []string{"member", "gifts", "meta"} {
+		c.corrupt.WithLabelValues(r)
 	}
 	for _, ev := range []cache.NearEvent{cache.NearHit, cache.NearMiss, cache.NearInstall, cache.NearInvalidate,
 		cache.NearEvict, cache.NearDropAll} {
@@ -191,8 +191,8 @@ func (c *CacheCollector) OnRefresh(_ string, oc cache.RefreshOutcome) {
 }
 
 // OnDecodeError counts a corrupt read by record kind.
-func (c *CacheCollector) OnDecodeError(_ string, rec cache.Record, _ error) {
-	c.corrupt.WithLabelValues(rec.String()).Inc()
+func (c *CacheCollector) OnDecodeError(_, record string, _ error) {
+	c.corrupt.WithLabelValues(record).Inc()
 }
 
 // OnWarning counts a setting an operator should fix.

@@ -48,7 +48,7 @@ func (o cacheMetrics) OnRefresh(_ string, outcome cache.RefreshOutcome) {
 	o.m.Add("refresh_"+outcome.String(), 1)
 }
 
-func (o cacheMetrics) OnDecodeError(string, cache.Record, error) { o.m.Add("decode_errors", 1) }
+func (o cacheMetrics) OnDecodeError(string, string, error) { o.m.Add("decode_errors", 1) }
 
 // queueMetrics publishes delay-queue events; lateness goes into a
 // histogram whose percentiles are published through expvar.Func.

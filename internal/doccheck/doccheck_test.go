@@ -37,3 +37,13 @@ func TestPackageMapComplete(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// TestDocCommentsAttached: no exported declaration has its doc comment
+// cut off by a blank line (go doc would show neither the comment nor a
+// doc for the declaration).
+func TestDocCommentsAttached(t *testing.T) {
+	t.Parallel()
+	for _, d := range Detached(load(t)) {
+		t.Errorf("doc comment separated from its declaration by a blank line: %s", d)
+	}
+}

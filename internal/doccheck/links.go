@@ -132,3 +132,16 @@ func matches(s string) []string {
 func linkEdge(r rune) bool {
 	return r == ' ' || r == '\t' || r == '\n' || r < 0x80 && unicode.IsPunct(r)
 }
+
+// Detached lists, as "dir/file:line: name", every exported top-level
+// declaration whose doc comment is separated from it by a blank line, so
+// that go doc shows neither.
+func Detached(pkgs []*Pkg) []string {
+	var out []string
+	for _, p := range pkgs {
+		for _, d := range p.Detached {
+			out = append(out, p.Dir+"/"+d)
+		}
+	}
+	return out
+}

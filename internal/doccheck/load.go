@@ -26,6 +26,9 @@ type Pkg struct {
 	// joined with Dir's path below that module.
 	ImportPath string
 	Doc        *doc.Package
+	// Detached lists the exported declarations whose doc comment a blank
+	// line cut off, as "file:line: name" (see [Detached]).
+	Detached []string
 }
 
 // Load parses every package below root: each directory holding Go files
@@ -69,6 +72,7 @@ func loadDir(root, dir string) (*Pkg, error) {
 	}
 	fset := token.NewFileSet()
 	var files []*ast.File
+	var cut []string
 	for _, e := range ents {
 		n := e.Name()
 		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
@@ -82,6 +86,7 @@ func loadDir(root, dir string) (*Pkg, error) {
 			return nil, err
 		}
 		files = append(files, f)
+		cut = append(cut, detached(fset, f)...) // before go/doc trims the AST
 	}
 	if len(files) == 0 {
 		return nil, nil
@@ -99,7 +104,7 @@ func loadDir(root, dir string) (*Pkg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("doccheck: %s: %w", rel, err)
 	}
-	return &Pkg{Dir: rel, ImportPath: ip, Doc: d}, nil
+	return &Pkg{Dir: rel, ImportPath: ip, Doc: d, Detached: cut}, nil
 }
 
 // importPath is the import path of the package in dir: the module path

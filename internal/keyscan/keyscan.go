@@ -23,8 +23,8 @@ func Each(ctx context.Context, c redis.UniversalClient, pattern string, fn func(
 // EachType is Each for the keys of one Redis type (SCAN ... TYPE typ, so
 // the server filters and no TYPE call per key is needed; "" is any type),
 // count keys a call. The TYPE filter costs the server more per key than a
-// plain SCAN (about 10 µs against 2 µs on Redis 7.0, docs/benchmarks.md),
-// so a caller that must not hold the server passes a smaller count.
+// plain SCAN (docs/benchmarks.md, "Audit"), so a caller that must not hold
+// the server passes a smaller count.
 func EachType(ctx context.Context, c redis.UniversalClient, pattern, typ string, count int64, fn func(ctx context.Context, node redis.Cmdable, key string) error) error {
 	scan := func(ctx context.Context, node redis.Cmdable) error {
 		var iter *redis.ScanIterator

@@ -98,7 +98,7 @@ func Window(info cache.Info) string {
 // units for money, to whole items for a quantity (score.AmountFloor).
 // floored reports whether that changed v.
 func MatchedValue(info cache.Info, v decimal.Decimal) (m decimal.Decimal, floored bool) {
-	digits := int32(info.MinorDigits)
+	digits := int32(gradient.Digits(info.MinorDigits))
 	if info.Metric == gradient.Quantity {
 		digits = 0
 	}
@@ -129,7 +129,7 @@ func ShowValue(info cache.Info, v decimal.Decimal) string {
 		}
 		return v.String() + " items"
 	}
-	return v.StringFixed(int32(info.MinorDigits))
+	return v.StringFixed(int32(gradient.Digits(info.MinorDigits)))
 }
 
 // DescribeReward words a reward: "10% off, capped at 50".
@@ -167,6 +167,6 @@ func Discount(info cache.Info, q Query, r gradient.Reward) string {
 	if err != nil {
 		return "cannot compute: " + err.Error()
 	}
-	digits := int32(info.MinorDigits)
+	digits := int32(gradient.Digits(info.MinorDigits))
 	return fmt.Sprintf("%s off %s, pay %s (rounding %s)", d.StringFixed(digits), base.StringFixed(digits), base.Sub(d).StringFixed(digits), q.RoundBy)
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrNoServer: redis-server is not on PATH.
+// ErrNoServer is returned when redis-server is not on PATH.
 var ErrNoServer = errors.New("redisserver: redis-server not on PATH")
 
 // Have reports whether redis-server is on PATH.

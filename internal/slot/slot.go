@@ -13,7 +13,8 @@ import (
 // Count is the number of hash slots in a Redis Cluster.
 const Count = 16384
 
-// ErrCrossSlot: the keys of one atomic operation hash to different slots.
+// ErrCrossSlot is returned when the keys of one atomic operation hash to
+// different slots.
 var ErrCrossSlot = errors.New("tierset: keys of one atomic operation span hash slots")
 
 // Tag returns the part of key that Redis Cluster hashes: the content of

@@ -48,7 +48,7 @@ func main() {
 	flag.StringVar(&cfg.schema, "schema", pg.DefaultSchema, "PostgreSQL `schema`")
 	flag.StringVar(&cfg.redisURL, "redis", os.Getenv(redisconf.EnvURL), "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds (default $TIERSET_REDIS_URL); required")
 	flag.StringVar(&cfg.prefix, "prefix", cache.DefaultPrefix, "Redis key `prefix`")
-	flag.IntVar(&cfg.minorDigits, "minor-digits", 2, "the currency's minor-unit `digits` (2 for USD/CNY, 0 for JPY)")
+	flag.IntVar(&cfg.minorDigits, "minor-digits", 0, "the currency's minor-unit `digits`: 0 for the default 2 (USD/CNY), -1 for none (JPY), 1..9")
 	flag.BoolVar(&cfg.demo, "demo", false, "seed a demo schema, warm, serve on a free port, price a few carts, clean up and exit")
 	flag.Parse()
 	// No default server: a service that silently priced carts from
@@ -114,7 +114,7 @@ func open(ctx context.Context, cfg config, log io.Writer) (*service, error) {
 		// The cart path a sale day needs: ladders held in process (kept
 		// true by client tracking), and a promotion Redis lost loaded once
 		// from the database instead of by every cart.
-		c, err = cache.New(rc, cache.Options{Prefix: cfg.prefix, MinorDigits: cfg.minorDigits, NoMinorUnits: cfg.minorDigits == 0,
+		c, err = cache.New(rc, cache.Options{Prefix: cfg.prefix, MinorDigits: cfg.minorDigits,
 			NearCache: &cache.NearCacheOptions{}, Loader: rulesLoader(r)})
 	}
 	if err != nil {

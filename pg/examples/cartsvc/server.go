@@ -37,7 +37,8 @@ type Pinger func(ctx context.Context) error
 // serverOptions configure the handler.
 type serverOptions struct {
 	// MinorDigits is the currency's minor-unit digits, for rounding
-	// discounts (the cache encodes amount queries with the same).
+	// discounts (the cache encodes amount queries with the same), read as
+	// gradient.Promotion.MinorDigits: 0 is 2, gradient.NoMinorDigits none.
 	MinorDigits int
 	Rounding    gradient.Rounding
 	// Timeout bounds one pricing call to Redis.
@@ -146,6 +147,7 @@ const (
 	probUnknownPromotion = "urn:tierset:cartsvc:unknown-promotion"
 	probNotActive        = "urn:tierset:cartsvc:not-active"
 	probMetricMismatch   = "urn:tierset:cartsvc:metric-mismatch"
+	probCurrency         = "urn:tierset:cartsvc:currency-mismatch"
 	probGiftsGone        = "urn:tierset:cartsvc:gifts-gone"
 	probBadLine          = "urn:tierset:cartsvc:bad-line"
 	probLineFailed       = "urn:tierset:cartsvc:line-failed"
@@ -245,7 +247,7 @@ func (s *server) price(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := cartResponse{Lines: make([]lineResponse, len(rs))}
 	total := decimal.Zero
-	digits := int32(s.o.MinorDigits)
+	digits := int32(gradient.Digits(s.o.MinorDigits))
 	for i, res := range rs {
 		lr := lineResponse{Promotion: res.Promotion, Version: res.Version, Discount: decimal.Zero.StringFixed(digits), Outcome: "tier"}
 		if res.Next != nil {
@@ -294,6 +296,9 @@ func lineProblem(promo string, err error) problem {
 		return problem{Type: probNotActive, Title: "Promotion not active", Detail: "promotion " + q + " is outside its time window"}
 	case errors.Is(err, cache.ErrMetricMismatch):
 		return problem{Type: probMetricMismatch, Title: "Wrong metric", Detail: "promotion " + q + " counts the other metric (quantity or amount)"}
+	case errors.Is(err, cache.ErrDigitsMismatch):
+		return problem{Type: probCurrency, Title: "Other currency", Detail: "promotion " + q +
+			" is priced in a currency with other minor digits than this service's -minor-digits"}
 	case errors.Is(err, cache.ErrGiftsGone):
 		return problem{Type: probGiftsGone, Title: "Gifts unavailable", Detail: "the gift list of promotion " + q + " changed while it was read; try again"}
 	case errors.Is(err, &cache.ValidationError{Field: "query"}), errors.Is(err, &cache.ValidationError{Field: "id"}):
