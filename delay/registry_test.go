@@ -28,7 +28,7 @@ func TestPoolRegistry(t *testing.T) {
 			return err == nil && st.Ready == 2
 		})
 		h, err := q.Health(ctx, time.Hour)
-		if err != nil || h.Verdict != NoWorker || len(h.Workers) != 0 {
+		if err != nil || h.Verdict != VerdictNoWorker || len(h.Workers) != 0 {
 			t.Fatalf("before any worker: %v %+v", err, h)
 		}
 		release := make(chan struct{})
@@ -59,12 +59,12 @@ func TestPoolRegistry(t *testing.T) {
 			t.Fatalf("entry %+v", w)
 		}
 		// one task runs (blocked), one waits: the worker is behind
-		if h, err := q.Health(ctx, 0); err != nil || h.Verdict != Behind {
+		if h, err := q.Health(ctx, 0); err != nil || h.Verdict != VerdictBehind {
 			t.Fatalf("with a busy worker: %v %v", err, h.Verdict)
 		}
 		close(release)
 		waitFor(t, 5*time.Second, "both handled", func() bool { return p.Stats()[0].Handled == 2 })
-		if h, err := q.Health(ctx, 0); err != nil || h.Verdict != Idle {
+		if h, err := q.Health(ctx, 0); err != nil || h.Verdict != VerdictIdle {
 			t.Fatalf("drained: %v %v", err, h.Verdict)
 		}
 		_ = stop()
@@ -138,8 +138,8 @@ func TestRegistryHeartbeatBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewWorker(q, h, WorkerOptions{Heartbeat: beat}); !errors.Is(err, ErrInvalid) {
-			t.Errorf("NewWorker(Heartbeat %v): %v, want ErrInvalid", beat, err)
+		if _, err := newWorker(q, h, workerOpts{Heartbeat: beat}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("newWorker(Heartbeat %v): %v, want ErrInvalid", beat, err)
 		}
 	}
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {

@@ -115,7 +115,7 @@ func exported(t *testing.T) (map[string]string, map[string]map[string]bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := delay.New(rdb, "orders", delay.Options{Observer: dc})
+	q, err := delay.New(rdb, "orders", delay.Options{Observer: dc.Observer()})
 	if err != nil {
 		t.Fatal(err)
 	}
