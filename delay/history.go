@@ -67,9 +67,6 @@ type Minute struct {
 // handled is OK + Retried + Dead.
 func (m Minute) handled() int64 { return m.OK + m.Retried + m.Dead }
 
-// failures is Retried + Dead.
-func (m Minute) failures() int64 { return m.Retried + m.Dead }
-
 // lateCount is the number of lateness values counted: Handled, unless
 // a write was lost halfway.
 func (m Minute) lateCount() int64 {

@@ -15,35 +15,41 @@ import (
 // through internal/delayraw, which links to these functions, so that no
 // one outside the repository can.
 
+//lint:ignore U1000 reached through internal/delayraw by go:linkname
 //go:linkname rawTake
 func rawTake(ctx context.Context, q *Queue, n int) ([]*Task, error) {
 	b, err := q.takeN(ctx, n)
 	return b.Tasks, err
 }
 
+//lint:ignore U1000 reached through internal/delayraw by go:linkname
 //go:linkname rawAck
 func rawAck(ctx context.Context, q *Queue, tasks []*Task) ([]error, error) {
 	return q.ackTasks(ctx, tasks)
 }
 
+//lint:ignore U1000 reached through internal/delayraw by go:linkname
 //go:linkname rawRetry
 func rawRetry(ctx context.Context, q *Queue, t *Task, cause error) (string, error) {
 	out, err := q.retry(ctx, t, cause)
 	return outcomeName(out), err
 }
 
+//lint:ignore U1000 reached through internal/delayraw by go:linkname
 //go:linkname rawRetryAfter
 func rawRetryAfter(ctx context.Context, q *Queue, t *Task, d time.Duration, cause error) (string, error) {
 	out, err := q.retryAfter(ctx, t, d, cause)
 	return outcomeName(out), err
 }
 
+//lint:ignore U1000 reached through internal/delayraw by go:linkname
 //go:linkname rawKill
 func rawKill(ctx context.Context, q *Queue, t *Task, cause error) (string, error) {
 	out, err := q.killTask(ctx, t, cause)
 	return outcomeName(out), err
 }
 
+//lint:ignore U1000 reached through internal/delayraw by go:linkname
 //go:linkname rawExtend
 func rawExtend(ctx context.Context, q *Queue, t *Task, lease time.Duration) (time.Time, error) {
 	return q.extend(ctx, t, lease)

@@ -2,11 +2,13 @@ package delay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -173,4 +175,28 @@ func TestRegistryHeartbeatBounds(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestWorkerEntryJSON: the stored registry entry keeps its durations as Go
+// duration strings, as every version writes and reads them, so pools of
+// this version and of v0.1.0 list each other.
+func TestWorkerEntryJSON(t *testing.T) {
+	t.Parallel()
+	info := WorkerInfo{ID: "p1", Mode: "weighted", Concurrency: 8, Interval: 5 * time.Second}
+	b, err := json.Marshal(workerEntry{WorkerInfo: info, Interval: jsonDuration(info.Interval)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"interval":"5s"`) || strings.Contains(string(b), `"age"`) {
+		t.Fatalf("stored entry %s, want interval \"5s\" and no age", b)
+	}
+	old := `{"id":"p0","host":"h","pid":1,"mode":"strict","concurrency":4,"running":0,"lines":[],` +
+		`"started":"2025-01-01T00:00:00Z","interval":"250ms","version":"v0.1.0"}`
+	var e workerEntry
+	if err := json.Unmarshal([]byte(old), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.ID != "p0" || e.Mode != "strict" || time.Duration(e.Interval) != 250*time.Millisecond {
+		t.Fatalf("read %+v (interval %v) from a v0.1.0 entry", e.WorkerInfo, time.Duration(e.Interval))
+	}
 }
