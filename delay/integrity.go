@@ -242,7 +242,7 @@ type ServerCheck struct {
 // Observer.OnWarning when Options.AllowEviction. A server that refuses
 // CONFIG gets a warning wrapping ErrConfigUnavailable, never an error; a
 // server that refuses the client's login (NOAUTH, WRONGPASS) an error.
-// Worker.Run calls it before its first take.
+// Pool.Run calls it before its first take.
 func (q *Queue) Check(ctx context.Context) (ServerCheck, error) {
 	var res ServerCheck
 	node, err := q.node(ctx)

@@ -94,7 +94,7 @@ type takeBatch struct {
 	NextToken time.Time
 }
 
-// Take atomically takes at most n (1..MaxBatch) tasks due by Redis TIME,
+// takeN atomically takes at most n (1..MaxBatch) tasks due by Redis TIME,
 // payloads included, moving each to in-flight under a fresh fence and a
 // lease of Options.Lease. One round trip. When corrupt records were met, the
 // batch still holds the good tasks and the error wraps ErrCorrupt.
@@ -193,7 +193,7 @@ func (q *Queue) take(ctx context.Context, n int, req string) (takeBatch, error) 
 	return b, nil
 }
 
-// Ack completes a task: its record and index entry are deleted. A task
+// ackTask completes a task: its record and index entry are deleted. A task
 // cancelled in flight is deleted the same way.
 func (q *Queue) ackTask(ctx context.Context, t *Task) error {
 	errs, err := q.ackTasks(ctx, []*Task{t})
@@ -203,7 +203,7 @@ func (q *Queue) ackTask(ctx context.Context, t *Task) error {
 	return errs[0]
 }
 
-// AckMany acks any number of tasks, MaxBatch per script (one round trip
+// ackTasks acks any number of tasks, MaxBatch per script (one round trip
 // per MaxBatch). errs[i] is the outcome of tasks[i]; err is a transport
 // error (then errs is nil).
 func (q *Queue) ackTasks(ctx context.Context, tasks []*Task) (errs []error, err error) {
@@ -309,7 +309,7 @@ func errText(cause error) string {
 	return s
 }
 
-// Retry gives t back with the delay Options.Backoff(t.Attempt), or
+// retry gives t back with the delay Options.Backoff(t.Attempt), or
 // dead-letters it when t.Attempt ≥ MaxAttempts. cause is kept as the last error.
 func (q *Queue) retry(ctx context.Context, t *Task, cause error) (outcome, error) {
 	if t == nil {
@@ -318,7 +318,7 @@ func (q *Queue) retry(ctx context.Context, t *Task, cause error) (outcome, error
 	return q.retryAfter(ctx, t, q.o.Backoff(t.Attempt), cause)
 }
 
-// RetryAfter is Retry with an explicit delay.
+// retryAfter is retry with an explicit delay.
 func (q *Queue) retryAfter(ctx context.Context, t *Task, delay time.Duration, cause error) (outcome, error) {
 	l, err := leaseOf(t)
 	if err != nil {
@@ -349,7 +349,7 @@ func (q *Queue) retryAfter(ctx context.Context, t *Task, delay time.Duration, ca
 	}
 }
 
-// Kill dead-letters a leased task now, keeping cause as its last error.
+// killTask dead-letters a leased task now, keeping cause as its last error.
 func (q *Queue) killTask(ctx context.Context, t *Task, cause error) (outcome, error) {
 	l, err := leaseOf(t)
 	if err != nil {
@@ -381,7 +381,7 @@ func (q *Queue) kill(ctx context.Context, l leaseRef, cause error) (outcome, err
 	}
 }
 
-// Extend sets the lease deadline to Redis TIME + lease and returns it.
+// extend sets the lease deadline to Redis TIME + lease and returns it.
 func (q *Queue) extend(ctx context.Context, t *Task, lease time.Duration) (time.Time, error) {
 	l, err := leaseOf(t)
 	if err != nil {
@@ -401,7 +401,7 @@ func (q *Queue) extend(ctx context.Context, t *Task, lease time.Duration) (time.
 	return time.UnixMilli(r.int(1)), nil
 }
 
-// KeepAlive extends t's lease to Options.Lease every interval (0 = Lease/3)
+// keepAlive extends t's lease to Options.Lease every interval (0 = Lease/3)
 // until stop is called or ctx ends. stop returns the first extension error
 // (ErrLeaseLost if the lease was lost, after which it stops extending).
 func (q *Queue) keepAlive(ctx context.Context, t *Task, interval time.Duration) (stop func() error) {

@@ -80,7 +80,7 @@ type Options struct {
 	// deadlines on the socket and a Redis stall holds Enqueue for
 	// ReadTimeout (3 s by default) whatever the caller's ctx says.
 	AllowNoContextTimeout bool
-	// AllowEviction lets Check (and so Worker.Run) accept a server whose
+	// AllowEviction lets Check (and so Pool.Run) accept a server whose
 	// maxmemory-policy is allkeys-*, which can evict the queue's keys and
 	// lose tasks: it then warns through Observer.OnWarning instead of
 	// failing with ErrEvictionPolicy. Default false.

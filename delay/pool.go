@@ -60,7 +60,7 @@ type PoolOptions struct {
 	// SweepBatch caps one sweep of expired leases (1..MaxBatch). Default 100.
 	SweepBatch int
 	// AutoExtend extends each running task's lease every Lease/3 (see
-	// Queue.KeepAlive). Default off: a handler must finish within the lease.
+	// Queue.keepAlive). Default off: a handler must finish within the lease.
 	AutoExtend bool
 	// WakeClient carries the blocking BLPOP on each queue's wake list (one
 	// connection per queue or shard, held for up to WakeBlock). Default:

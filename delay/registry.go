@@ -21,8 +21,8 @@ import (
 	"github.com/tierset/tierset/internal/keyname"
 )
 
-// The worker registry: every running Pool (so every Worker and
-// ShardedWorker) keeps an entry on every server and under every key
+// The worker registry: every running Pool keeps an entry on
+// every server and under every key
 // prefix its queues use, refreshed every PoolOptions.Heartbeat and
 // expiring after 3 intervals without a refresh, so a killed process
 // disappears by itself. Its keys (the table on the keys type, keys.go)
@@ -398,7 +398,7 @@ func (r *registration) unregister(ctx context.Context) {
 	wg.Wait()
 }
 
-// ListWorkers returns the live pools (Workers, ShardedWorkers, Pools)
+// ListWorkers returns the live pools (every running Pool)
 // registered on c under the key prefix (DefaultPrefix when ""), ordered by
 // ID, each with its last heartbeat (Beat) and its age (Age), both read
 // from Redis TIME. An ID whose entry expired is dropped from the list on

@@ -256,7 +256,7 @@ func (s *Sharded) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, err
 	return out, errors.Join(errs...)
 }
 
-// Ack completes t in its shard (routed by t.Key).
+// ackTask completes t in its shard (routed by t.Key).
 func (s *Sharded) ackTask(ctx context.Context, t *Task) error {
 	if t == nil {
 		return invalid("task", "nil task")
@@ -264,7 +264,7 @@ func (s *Sharded) ackTask(ctx context.Context, t *Task) error {
 	return s.For(t.Key).ackTask(ctx, t)
 }
 
-// Retry gives t back to its shard with backoff (see Queue.Retry).
+// retry gives t back to its shard with backoff (see Queue.retry).
 func (s *Sharded) retry(ctx context.Context, t *Task, cause error) (outcome, error) {
 	if t == nil {
 		return 0, invalid("task", "nil task")
@@ -272,7 +272,7 @@ func (s *Sharded) retry(ctx context.Context, t *Task, cause error) (outcome, err
 	return s.For(t.Key).retry(ctx, t, cause)
 }
 
-// Kill dead-letters t in its shard (see Queue.Kill).
+// killTask dead-letters t in its shard (see Queue.killTask).
 func (s *Sharded) killTask(ctx context.Context, t *Task, cause error) (outcome, error) {
 	if t == nil {
 		return 0, invalid("task", "nil task")
@@ -280,7 +280,7 @@ func (s *Sharded) killTask(ctx context.Context, t *Task, cause error) (outcome, 
 	return s.For(t.Key).killTask(ctx, t, cause)
 }
 
-// Extend extends t's lease in its shard (see Queue.Extend).
+// extend extends t's lease in its shard (see Queue.extend).
 func (s *Sharded) extend(ctx context.Context, t *Task, lease time.Duration) (time.Time, error) {
 	if t == nil {
 		return time.Time{}, invalid("task", "nil task")
