@@ -87,6 +87,9 @@
 //     scripts and scripts_gen.go.
 //   - internal/deadletters: every dead letter's ID, and requeueing a list
 //     of IDs, for the CLI and the console.
+//   - internal/delayraw: delay's lease calls one by one (take, ack,
+//     retry, kill, extend), which a Pool runs on its own, for the bench
+//     commands' measurements and other packages' tests.
 //   - internal/delaytest: test helpers over delay queues that the
 //     console's and the browser tests share.
 //   - internal/doccheck: tests that every doc link resolves and that this

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tierset/tierset/budget"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -136,17 +137,17 @@ func TestExpiryReported(t *testing.T) {
 	if !strings.Contains(logged.String(), "expiry task not enqueued") {
 		t.Fatalf("a failed enqueue was not logged: %q", logged.String())
 	}
-	batch, err := q.Take(ctx, 10)
-	if err != nil || len(batch.Tasks) != 0 {
-		t.Fatalf("tasks due before the holds end: %v %v", batch.Tasks, err)
+	tasks, err := delayraw.Take(ctx, q, 10)
+	if err != nil || len(tasks) != 0 {
+		t.Fatalf("tasks due before the holds end: %v %v", tasks, err)
 	}
 	b.Mini.SetTime(t0.Add(time.Minute))
-	batch, err = q.Take(ctx, 10)
+	tasks, err = delayraw.Take(ctx, q, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := map[string]bool{}
-	for _, task := range batch.Tasks {
+	for _, task := range tasks {
 		keys[task.Key] = true
 	}
 	if len(keys) != 2 || !keys["o1"] || !keys["paid"] {
@@ -173,9 +174,9 @@ func TestExpiryReported(t *testing.T) {
 	if err != nil || sw.Requeued != 1 || sw.Held != 0 {
 		t.Fatalf("sweep after the grace: %+v %v", sw, err)
 	}
-	batch, err = q.Take(ctx, 10)
-	if err != nil || len(batch.Tasks) != 1 || batch.Tasks[0].Key != "o2" {
-		t.Fatalf("o2's report: %v %v", batch.Tasks, err)
+	tasks, err = delayraw.Take(ctx, q, 10)
+	if err != nil || len(tasks) != 1 || tasks[0].Key != "o2" {
+		t.Fatalf("o2's report: %v %v", tasks, err)
 	}
 	if e, err := bg.Expire(ctx, "o2"); err != nil || !e.First || e.State != budget.Expired {
 		t.Fatalf("expire o2: %+v %v", e, err)

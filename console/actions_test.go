@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 )
 
 // TestConsoleActions: each action, one task and in bulk, goes through its
@@ -30,13 +31,13 @@ func TestConsoleActions(t *testing.T) {
 		kill := func(key string) string {
 			id := enq(key, delay.When{})
 			for range 50 {
-				batch, err := f.q.Take(ctx, 50)
+				batch, err := delayraw.Take(ctx, f.q, 50)
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, tk := range batch.Tasks {
+				for _, tk := range batch {
 					if tk.ID == id {
-						if _, err := f.q.Kill(ctx, tk, errors.New("boom")); err != nil {
+						if _, err := delayraw.Kill(ctx, f.q, tk, errors.New("boom")); err != nil {
 							t.Fatal(err)
 						}
 						return id

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/delayraw"
 )
 
 // The console benchmarks fill Redis the same way at different sizes: a
@@ -38,15 +39,15 @@ func killHalves(b *testing.B, ctx context.Context, q *delay.Queue, rounds int) {
 	b.Helper()
 	killErr := errors.New("payment service said 503")
 	for range rounds {
-		batch, err := q.Take(ctx, delay.MaxBatch)
-		if err != nil || len(batch.Tasks) != delay.MaxBatch {
-			b.Fatalf("take: %d, %v", len(batch.Tasks), err)
+		batch, err := delayraw.Take(ctx, q, delay.MaxBatch)
+		if err != nil || len(batch) != delay.MaxBatch {
+			b.Fatalf("take: %d, %v", len(batch), err)
 		}
 		var wg sync.WaitGroup
 		errs := make(chan error, delay.MaxBatch/2)
-		for _, t := range batch.Tasks[:delay.MaxBatch/2] {
+		for _, t := range batch[:delay.MaxBatch/2] {
 			wg.Go(func() {
-				if _, err := q.Kill(ctx, t, killErr); err != nil {
+				if _, err := delayraw.Kill(ctx, q, t, killErr); err != nil {
 					errs <- err
 				}
 			})

@@ -20,6 +20,7 @@ import (
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/delayraw"
 	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/testredis"
 )
@@ -73,17 +74,17 @@ func seedConsoleWith(t *testing.T, b *testredis.Backend, loopback bool, edit fun
 			t.Fatal(err)
 		}
 	}
-	batch, err := f.q.Take(ctx, 3) // the three overdue ones
-	if err != nil || len(batch.Tasks) != 3 {
-		t.Fatalf("take: %d tasks, %v", len(batch.Tasks), err)
+	batch, err := delayraw.Take(ctx, f.q, 3) // the three overdue ones
+	if err != nil || len(batch) != 3 {
+		t.Fatalf("take: %d tasks, %v", len(batch), err)
 	}
-	if _, err := f.q.Kill(ctx, batch.Tasks[0], errors.New(xssError)); err != nil {
+	if _, err := delayraw.Kill(ctx, f.q, batch[0], errors.New(xssError)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.q.Kill(ctx, batch.Tasks[1], errors.New("payment service said 503")); err != nil {
+	if _, err := delayraw.Kill(ctx, f.q, batch[1], errors.New("payment service said 503")); err != nil {
 		t.Fatal(err)
 	}
-	f.deadID = []string{batch.Tasks[0].ID, batch.Tasks[1].ID}
+	f.deadID = []string{batch[0].ID, batch[1].ID}
 	pct := func(p int64) gradient.Reward {
 		return gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(p)}
 	}

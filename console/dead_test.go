@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 	"github.com/tierset/tierset/internal/delaytest"
 )
 
@@ -74,12 +75,12 @@ func TestWebDeadOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		batch, err := f.q.Take(ctx, extra)
-		if err != nil || len(batch.Tasks) != extra {
-			t.Fatalf("take: %d, %v", len(batch.Tasks), err)
+		batch, err := delayraw.Take(ctx, f.q, extra)
+		if err != nil || len(batch) != extra {
+			t.Fatalf("take: %d, %v", len(batch), err)
 		}
-		for _, tk := range batch.Tasks {
-			if _, err := f.q.Kill(ctx, tk, errors.New("gave up")); err != nil {
+		for _, tk := range batch {
+			if _, err := delayraw.Kill(ctx, f.q, tk, errors.New("gave up")); err != nil {
 				t.Fatal(err)
 			}
 		}

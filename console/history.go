@@ -11,7 +11,7 @@ import (
 
 // historyWindow is how far back the queue page's charts go: all the
 // history a queue keeps.
-const historyWindow = delay.HistorySlots * time.Minute
+const historyWindow = 24 * time.Hour
 
 // historyView is the queue page's history section: three line charts of
 // one point per minute (delay.Queue.History).
@@ -70,10 +70,10 @@ func historyOf(h []delay.Minute) historyView {
 	p99 := make([]float64, len(h))
 	for i, m := range h {
 		v.OK += m.OK
-		v.Failures += m.Failures()
+		v.Failures += m.Retried + m.Dead
 		ok[i], retried[i], dead[i] = float64(m.OK), float64(m.Retried), float64(m.Dead)
-		mean[i] = float64(m.LateMean()) / float64(time.Millisecond)
-		p99[i] = float64(m.LateUpper(99)) / float64(time.Millisecond)
+		mean[i] = float64(m.LateMean) / float64(time.Millisecond)
+		p99[i] = float64(m.LateP99) / float64(time.Millisecond)
 	}
 	count := func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) + " /min" }
 	ms := func(f float64) string { return time.Duration(f * float64(time.Millisecond)).String() }

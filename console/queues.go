@@ -98,10 +98,10 @@ func (s *Console) queueCard(ctx context.Context, q *delay.Queue) queueView {
 		v.InFlight = append(v.InFlight, rowOf(t, st.ServerTime))
 		v.Expiring = v.Expiring || t.When.Before(st.ServerTime)
 	}
-	v.Behind, v.NoWorker = h.Verdict == delay.Behind, h.Verdict == delay.NoWorker
+	v.Behind, v.NoWorker = h.Verdict == delay.VerdictBehind, h.Verdict == delay.VerdictNoWorker
 	v.Rates = s.rate(q.Name(), st)
-	if l := st.Lateness; l.Total() > 0 {
-		v.P50, v.P99, v.Max = "< "+l.Percentile(50).String(), "< "+l.Percentile(99).String(), "< "+l.Percentile(100).String()
+	if l := st.Lateness; l.Total > 0 {
+		v.P50, v.P99, v.Max = "< "+l.P50.String(), "< "+l.P99.String(), "< "+l.Max.String()
 	}
 	v.Chart = latenessChart(st.Lateness)
 	return v
@@ -172,7 +172,7 @@ func latenessChart(l delay.LatenessBuckets) histChart {
 		}
 		peak = max(peak, n)
 	}
-	ch := histChart{Width: 640, Height: 160, Base: 130, Total: l.Total()}
+	ch := histChart{Width: 640, Height: 160, Base: 130, Total: l.Total}
 	bw := ch.Width / (last + 1)
 	plot := ch.Base
 	for b := 0; b <= last; b++ {

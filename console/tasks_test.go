@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/testredis"
 )
@@ -211,7 +212,7 @@ func TestConsoleNoWorkerVersusBehind(t *testing.T) {
 		if err := f.q.Pause(ctx); err != nil {
 			t.Fatal(err)
 		}
-		w, _ := delaytest.StartWorker(t, ctx, f.q, func(context.Context, *delay.Task) error { return nil }, delay.WorkerOptions{Heartbeat: time.Second})
+		w, _ := delaytest.StartWorker(t, ctx, f.q, func(context.Context, *delay.Task) error { return nil }, delay.PoolOptions{Heartbeat: time.Second})
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			ws, err := delay.ListWorkers(ctx, f.b.Client, f.b.Prefix)
@@ -250,7 +251,7 @@ func TestWebWorkersAgeByRedisClock(t *testing.T) {
 			o.Now = func() time.Time { return time.Now().Add(30 * time.Second) }
 		})
 		ctx := t.Context()
-		w, _ := delaytest.StartWorker(t, ctx, f.q, func(context.Context, *delay.Task) error { return nil }, delay.WorkerOptions{Heartbeat: time.Second})
+		w, _ := delaytest.StartWorker(t, ctx, f.q, func(context.Context, *delay.Task) error { return nil }, delay.PoolOptions{Heartbeat: time.Second})
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			ws, err := f.q.Workers(ctx)
@@ -297,14 +298,14 @@ func TestConsoleTaskErrors(t *testing.T) {
 		}
 		steps := []error{errors.New("stock <service> timed out"), nil, errors.New("stock service said 503")}
 		for i, cause := range steps {
-			batch, err := f.q.Take(ctx, 1)
-			if err != nil || len(batch.Tasks) != 1 || batch.Tasks[0].ID != e.ID {
-				t.Fatalf("take %d: %+v, %v; want task %s", i, batch.Tasks, err, e.ID)
+			batch, err := delayraw.Take(ctx, f.q, 1)
+			if err != nil || len(batch) != 1 || batch[0].ID != e.ID {
+				t.Fatalf("take %d: %+v, %v; want task %s", i, batch, err, e.ID)
 			}
 			if i < len(steps)-1 {
-				_, err = f.q.RetryAfter(ctx, batch.Tasks[0], 0, cause)
+				_, err = delayraw.RetryAfter(ctx, f.q, batch[0], 0, cause)
 			} else {
-				_, err = f.q.Kill(ctx, batch.Tasks[0], cause)
+				_, err = delayraw.Kill(ctx, f.q, batch[0], cause)
 			}
 			if err != nil {
 				t.Fatalf("step %d: %v", i, err)

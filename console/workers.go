@@ -32,9 +32,9 @@ type summaryRow struct {
 
 func summaryOf(name string, h delay.Health) summaryRow {
 	st := h.Stats
-	row := summaryRow{Name: name, Verdict: h.Verdict.String(), Due: st.Ready, Scheduled: st.Pending - st.Ready,
+	row := summaryRow{Name: name, Verdict: string(h.Verdict), Due: st.Ready, Scheduled: st.Pending - st.Ready,
 		InFlight: st.InFlight, Dead: st.Dead, Done: st.Done, Paused: st.Paused, Workers: len(h.Workers),
-		Oldest: st.OldestDueAge, NoWorker: h.Verdict == delay.NoWorker, Behind: h.Verdict == delay.Behind}
+		Oldest: st.OldestDueAge, NoWorker: h.Verdict == delay.VerdictNoWorker, Behind: h.Verdict == delay.VerdictBehind}
 	if st.Rate.PerSecond > 0 {
 		row.Rate = strings.TrimSuffix(strings.TrimRight(strconv.FormatFloat(st.Rate.PerSecond, 'f', 3, 64), "0"), ".") + "/s"
 	}

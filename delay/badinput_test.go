@@ -66,23 +66,28 @@ func TestBadInput(t *testing.T) {
 			}, score.ErrOutOfRange},
 			{"negative delay", enq(Job{Key: "k", When: After(-time.Second)}), &ValidationError{Field: "delay"}},
 			{"both At and After", enq(Job{Key: "k", When: When{At: time.Now(), After: time.Second}}), &ValidationError{Field: "when"}},
-			{"take 0", func() error { _, err := q.Take(ctx, 0); return err }, &ValidationError{Field: "batch"}},
-			{"take -1", func() error { _, err := q.Take(ctx, -1); return err }, &ValidationError{Field: "batch"}},
-			{"take 1001", func() error { _, err := q.Take(ctx, 1001); return err }, &ValidationError{Field: "batch"}},
-			{"ack empty lease", func() error { return q.Ack(ctx, &Task{Lease: Lease{}}) }, &ValidationError{Field: "lease"}},
-			{"ack empty id", func() error { return q.Ack(ctx, &Task{Lease: Lease{Fence: flying.Lease.Fence}}) }, &ValidationError{Field: "lease"}},
-			{"ack nil task", func() error { return q.Ack(ctx, nil) }, &ValidationError{Field: "task"}},
-			{"ack many nil task", func() error { errs, err := q.AckMany(ctx, []*Task{nil}); return errors.Join(err, errors.Join(errs...)) }, &ValidationError{Field: "task"}},
-			{"kill nil task", func() error { _, err := q.Kill(ctx, nil, nil); return err }, &ValidationError{Field: "task"}},
-			{"retry nil task", func() error { _, err := q.Retry(ctx, nil, nil); return err }, &ValidationError{Field: "task"}},
-			{"extend nil task", func() error { _, err := q.Extend(ctx, nil, time.Second); return err }, &ValidationError{Field: "task"}},
-			{"ack wrong fence", func() error { return q.Ack(ctx, &Task{Lease: Lease{ID: flying.ID, Fence: flying.Lease.Fence + 1}}) }, ErrLeaseLost},
+			{"take 0", func() error { _, err := q.takeN(ctx, 0); return err }, &ValidationError{Field: "batch"}},
+			{"take -1", func() error { _, err := q.takeN(ctx, -1); return err }, &ValidationError{Field: "batch"}},
+			{"take 1001", func() error { _, err := q.takeN(ctx, 1001); return err }, &ValidationError{Field: "batch"}},
+			{"ack empty lease", func() error { return q.ackTask(ctx, &Task{lease: leaseRef{}}) }, &ValidationError{Field: "lease"}},
+			{"ack empty id", func() error { return q.ackTask(ctx, &Task{lease: leaseRef{Fence: flying.lease.Fence}}) }, &ValidationError{Field: "lease"}},
+			{"ack nil task", func() error { return q.ackTask(ctx, nil) }, &ValidationError{Field: "task"}},
+			{"ack many nil task", func() error {
+				errs, err := q.ackTasks(ctx, []*Task{nil})
+				return errors.Join(err, errors.Join(errs...))
+			}, &ValidationError{Field: "task"}},
+			{"kill nil task", func() error { _, err := q.killTask(ctx, nil, nil); return err }, &ValidationError{Field: "task"}},
+			{"retry nil task", func() error { _, err := q.retry(ctx, nil, nil); return err }, &ValidationError{Field: "task"}},
+			{"extend nil task", func() error { _, err := q.extend(ctx, nil, time.Second); return err }, &ValidationError{Field: "task"}},
+			{"ack wrong fence", func() error {
+				return q.ackTask(ctx, &Task{lease: leaseRef{ID: flying.ID, Fence: flying.lease.Fence + 1}})
+			}, ErrLeaseLost},
 			{"retry wrong fence", func() error {
-				_, err := q.RetryAfter(ctx, &Task{Attempt: 1, Lease: Lease{ID: flying.ID, Fence: 999999}}, 0, nil)
+				_, err := q.retryAfter(ctx, &Task{Attempt: 1, lease: leaseRef{ID: flying.ID, Fence: 999999}}, 0, nil)
 				return err
 			}, ErrLeaseLost},
-			{"ack unknown task", func() error { return q.Ack(ctx, &Task{Lease: Lease{ID: "nosuch", Fence: 1}}) }, ErrNotFound},
-			{"extend zero", func() error { _, err := q.Extend(ctx, flying, 0); return err }, &ValidationError{Field: "lease"}},
+			{"ack unknown task", func() error { return q.ackTask(ctx, &Task{lease: leaseRef{ID: "nosuch", Fence: 1}}) }, ErrNotFound},
+			{"extend zero", func() error { _, err := q.extend(ctx, flying, 0); return err }, &ValidationError{Field: "lease"}},
 			{"sweep 0", func() error { _, err := q.Sweep(ctx, 0); return err }, &ValidationError{Field: "batch"}},
 			{"list dead 0", func() error { _, err := q.ListDead(ctx, 0, 0); return err }, &ValidationError{Field: "batch"}},
 			{"requeue 1001 ids", func() error { _, err := q.Requeue(ctx, make([]string, 1001)...); return err }, &ValidationError{Field: "batch"}},
@@ -94,7 +99,6 @@ func TestBadInput(t *testing.T) {
 			{"queue name too long", newQueue(strings.Repeat("n", MaxNameBytes+1), Options{}), &ValidationError{Field: "name"}},
 			{"prefix with brace", newQueue("q", Options{Prefix: "x{"}), &ValidationError{Field: "prefix"}},
 			{"negative max payload", newQueue("q", Options{MaxPayload: -1}), &ValidationError{Field: "options"}},
-			{"typed nil observer", newQueue("q", Options{Observer: (*Recorder)(nil)}), &ValidationError{Field: "options"}},
 			{"reschedule empty key", func() error { _, err := q.Reschedule(ctx, "", After(time.Minute)); return err }, &ValidationError{Field: "key"}},
 			{"lookup key with control char", func() error { _, err := q.Lookup(ctx, "a\tb"); return err }, &ValidationError{Field: "key"}},
 			{"cancel token with comma", func() error { _, err := q.CancelToken(ctx, "pending", "a,b"); return err }, &ValidationError{Field: "token"}},
@@ -103,11 +107,11 @@ func TestBadInput(t *testing.T) {
 				return errors.Join(err, res[0].Err, res[1].Err)
 			}, &ValidationError{Field: "key"}},
 			{"extend wrong fence", func() error {
-				_, err := q.Extend(ctx, &Task{Lease: Lease{ID: flying.ID, Fence: flying.Lease.Fence + 1}}, time.Minute)
+				_, err := q.extend(ctx, &Task{lease: leaseRef{ID: flying.ID, Fence: flying.lease.Fence + 1}}, time.Minute)
 				return err
 			}, ErrLeaseLost},
 			{"cancelled context", func() error { _, err := q.Enqueue(cancelled, Job{Key: "k"}); return err }, context.Canceled},
-			{"cancelled context take", func() error { _, err := q.Take(cancelled, 1); return err }, context.Canceled},
+			{"cancelled context take", func() error { _, err := q.takeN(cancelled, 1); return err }, context.Canceled},
 			{"redis down", func() error { _, err := qDown.Enqueue(ctx, Job{Key: "k"}); return err }, ErrRedis},
 		}
 		if len(rows) < 15 {
@@ -146,7 +150,7 @@ func TestCorruptRecords(t *testing.T) {
 			b.Client.HSet(ctx, q.k.taskBucket(id), id, v)
 			b.Client.ZAdd(ctx, q.k.due, redis.Z{Score: float64(past), Member: id})
 		}
-		bt, err := q.Take(ctx, 10)
+		bt, err := q.takeN(ctx, 10)
 		if !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("take err = %v, want ErrCorrupt", err)
 		}

@@ -109,7 +109,7 @@ func TestIndexFollowsTasks(t *testing.T) {
 							}
 							held[s.token] = bt.Tasks[0]
 						case "ack":
-							if err := q.Ack(ctx, held[s.token]); err != nil {
+							if err := q.ackTask(ctx, held[s.token]); err != nil {
 								t.Fatalf("step %d: ack: %v", si, err)
 							}
 						case "cancel":

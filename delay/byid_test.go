@@ -25,9 +25,9 @@ func TestCancelIDsActsOnTheTaskNamed(t *testing.T) {
 			var err error
 			switch tk.ID {
 			case dying.ID:
-				_, err = q.Kill(ctx, tk, errors.New("boom"))
+				_, err = q.killTask(ctx, tk, errors.New("boom"))
 			case acked.ID:
-				err = q.Ack(ctx, tk)
+				err = q.ackTask(ctx, tk)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -80,7 +80,7 @@ func TestRescheduleIDsActsOnTheTaskNamed(t *testing.T) {
 		batch := mustTake(t, ctx, q, 10)
 		for _, tk := range batch.Tasks {
 			if tk.ID == dying.ID {
-				if _, err := q.Kill(ctx, tk, errors.New("boom")); err != nil {
+				if _, err := q.killTask(ctx, tk, errors.New("boom")); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -12,7 +12,7 @@ import (
 // Pause stops every worker of every process from taking tasks of the
 // queue: the pause is stored in Redis (the queue's ctl hash) and the take
 // script checks it, so no take that runs after Pause returns hands out a
-// task (Batch.Paused). Tasks already running finish and are acked; tasks
+// task (Stats.Paused). Tasks already running finish and are acked; tasks
 // a worker took but no handler started (its prefetch) go back to due,
 // their attempt not counted, within 25 ms plus a round trip (the worker
 // asks while it holds any, and once after a take whose reply came 75 ms
@@ -78,7 +78,7 @@ const (
 	MaxRatePerSecond = 1e6
 	// MinRatePerSecond is the lowest Rate.PerSecond other than 0 (off):
 	// one task a day. It bounds the wait for the next token (a day), so
-	// the time a take replies in Batch.NextToken stays a plain integer of
+	// the next-token time a take replies with stays a plain integer of
 	// milliseconds; a rate under it would be a wait of ages, not a limit.
 	MinRatePerSecond = 1.0 / 86400
 )
@@ -175,9 +175,9 @@ func (q *Queue) noteSeq(nowMs, seq int64) {
 		h.warned = true
 	}
 	h.mu.Unlock()
-	q.o.Observer.OnHighWater(q.name, int(n), int(q.mult))
+	q.o.obs.OnHighWater(q.name, int(n), int(q.mult))
 	if warn {
-		q.o.Observer.OnWarning(q.name, fmt.Errorf("%w: %d of the %d seqs of one millisecond in use (Options.HighWaterWarn %g)",
+		q.o.obs.OnWarning(q.name, fmt.Errorf("%w: %d of the %d seqs of one millisecond in use (Options.HighWaterWarn %g)",
 			ErrHighWater, n, q.mult, q.o.HighWaterWarn))
 	}
 }

@@ -115,7 +115,7 @@ func TestLineHelperProcess(t *testing.T) {
 		time.Sleep(time.Duration(work) * time.Millisecond)
 		return nil
 	}
-	w, err := NewWorker(q, h, WorkerOptions{Concurrency: 4, BatchSize: batch, IdleCheck: time.Duration(idle) * time.Millisecond})
+	w, err := newWorker(q, h, workerOpts{Concurrency: 4, BatchSize: batch, IdleCheck: time.Duration(idle) * time.Millisecond})
 	exitOn(err)
 	runChild(w)
 }

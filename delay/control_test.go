@@ -13,14 +13,14 @@ import (
 )
 
 // TestPauseResume: a paused queue hands out nothing to any take, says so
-// (Batch.Paused, Stats.Paused with its start), and everything else goes
+// (takeBatch.Paused, Stats.Paused with its start), and everything else goes
 // on: enqueue, cancel, reschedule, the ack of a task taken before the
 // pause, and the sweep, whose expired leases wait in due. A second Pause
 // keeps the first start; Resume pushes the wake list and takes resume.
 func TestPauseResume(t *testing.T) {
 	eachQueue(t, Options{Lease: 50 * time.Millisecond}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		held := takeOne(t, ctx, q, Job{Key: "held"}) // in flight across the pause
-		if _, err := q.Extend(ctx, held, time.Minute); err != nil {
+		if _, err := q.extend(ctx, held, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		expiring := takeOne(t, ctx, q, Job{Key: "expiring"})
@@ -61,7 +61,7 @@ func TestPauseResume(t *testing.T) {
 		if r, err := q.Reschedule(ctx, "k1", After(time.Hour)); err != nil || r.Moved != 1 {
 			t.Fatalf("Reschedule while paused: %+v %v", r, err)
 		}
-		if err := q.Ack(ctx, held); err != nil {
+		if err := q.ackTask(ctx, held); err != nil {
 			t.Fatalf("ack of a task taken before the pause: %v", err)
 		}
 		// on miniredis the clock is set, never moved back past a due time
@@ -258,7 +258,7 @@ func TestHighWater(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := &highWaterObserver{}
-	q := newQ(t, b, Options{Codec: codec, HighWaterWarn: 0.5, Observer: obs})
+	q := newQ(t, b, Options{Codec: codec, HighWaterWarn: 0.5, Observer: obsOf(obs)})
 	win := time.UnixMilli((time.Now().UnixMilli()/highWaterWindowMs + 1) * highWaterWindowMs)
 	b.Mini.SetTime(win.Add(time.Second))
 	at := At(win.Add(time.Hour))

@@ -67,7 +67,7 @@ func childOptions() *redis.Options {
 
 // runChild runs a helper process's worker until SIGTERM, then ends the
 // process with status 0.
-func runChild(w *Worker) {
+func runChild(w *Pool) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	_ = w.Run(ctx)
@@ -85,7 +85,7 @@ func TestHelperProcess(t *testing.T) {
 	q, err := crashQueue(c, prefix)
 	exitOn(err)
 	beat, _ := time.ParseDuration(os.Getenv(envHelperBeat))
-	w, _ := NewWorker(q, crashHandler(c, prefix+":testlog", "child"), WorkerOptions{Concurrency: 4, Heartbeat: beat})
+	w, _ := newWorker(q, crashHandler(c, prefix+":testlog", "child"), workerOpts{Concurrency: 4, Heartbeat: beat})
 	runChild(w)
 }
 
@@ -130,7 +130,7 @@ func TestSIGKILLMidHandler(t *testing.T) {
 		}
 	}
 	// final drain in this process
-	w, _ := NewWorker(q, crashHandler(b.Client, logKey, "drain"), WorkerOptions{Concurrency: 16})
+	w, _ := newWorker(q, crashHandler(b.Client, logKey, "drain"), workerOpts{Concurrency: 16})
 	stop := runFunc(t, w.Run)
 	waitFor(t, 60*time.Second, "drain", func() bool {
 		n, err := testredis.CountKeys(ctx, b.Client, q.k.tasks+":") // an emptied bucket is deleted

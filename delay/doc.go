@@ -8,33 +8,31 @@
 //
 //	q, _ := delay.New(rdb, "orders", delay.Options{})
 //	q.Enqueue(ctx, delay.Job{Key: "order:42", Token: "expire", When: delay.After(30 * time.Minute)})
-//	w, _ := delay.NewWorker(q, handle, delay.WorkerOptions{Concurrency: 8})
-//	err := w.Run(ctx) // until ctx ends
+//	p, _ := delay.NewPool(delay.PoolOptions{Concurrency: 8})
+//	p.Add(q, handle, delay.QueueOptions{})
+//	err := p.Run(ctx) // until ctx ends
 //	q.Cancel(ctx, "order:42") // paid: never expire it
 //
 // [New] builds a [Queue] (no I/O). [Queue.Enqueue] and [Queue.EnqueueBatch]
 // (one pipeline per [MaxBatch] jobs) add tasks; [At] and [After] build the
-// due time ([When]). [Queue.Take] takes a [Batch] of due [Task]s, each
-// under a [Lease]; [Queue.Ack], [Queue.AckMany], [Queue.Retry],
-// [Queue.RetryAfter], [Queue.Kill] and [Queue.Extend] take the *Task (see
-// also [Queue.KeepAlive]), as the same methods of [Sharded] do.
+// due time ([When]). A [Pool] takes due [Task]s, each under a lease, and
+// acks, retries ([RetryAfter]) or dead-letters ([Permanent]) each as its
+// [Handler] returns ([PoolOptions].AutoExtend extends the leases).
 // [Queue.Sweep] returns expired leases. [Queue.Cancel], [Queue.CancelToken],
 // [Queue.Reschedule], [Queue.RescheduleToken] and [Queue.Lookup] work by
 // business key; [Queue.CancelIDs] and [Queue.RescheduleIDs] by task ID,
 // acting only on the task an ID still names. [Queue.ListDead], [Queue.Requeue], [Queue.Purge] and
 // [Queue.PurgeAll] manage the dead-letter set. [Queue.Reconcile] compares
-// with a [Source]. [Queue.Stats] returns [Stats]; an [Observer] (default
-// [NopObserver]; [Recorder] is a ready one with a lateness [Histogram])
-// receives events, and whatever the Observer, errors, losses and warnings
+// with a [Source]. [Queue.Stats] returns [Stats]; an [Observer] (optional
+// funcs; the zero Observer ignores every event) receives events, and whatever the Observer, errors, losses and warnings
 // are logged through [log/slog] (Options.Logger, rate-limited per kind).
 // A worker that Redis refuses (NOAUTH, WRONGPASS or NOPERM, before its
 // first take or wake-up) returns the refusal from Run instead of
 // retrying; a refusal later in the run is retried and logged.
-// [Worker] runs a [Handler] with [WorkerOptions]; a
-// [Pool] ([NewPool], [PoolOptions], [Pool.Add] with [QueueOptions]) serves
-// several queues or sharded queues ([Line]) from one set of handlers, by
-// weight ([Weighted]) or priority ([Strict]), each with an optional cap;
-// a Worker is a Pool of one line. Running pools register themselves
+// A [Pool] ([NewPool], [PoolOptions], [Pool.Add] with [QueueOptions]) runs
+// a [Handler] per line: one queue, or several queues or sharded queues
+// ([Line]) sharing one set of handlers, by weight or priority
+// (PoolOptions.Strict), each with an optional cap. Running pools register themselves
 // on every server their queues use ([ListWorkers], [Queue.Workers]);
 // [Queue.Health] tells "no live worker" from "workers behind" and from
 // "paused".
@@ -205,10 +203,10 @@
 // # Pool: several lines, one set of handlers
 //
 // A [Pool] runs a taker per queue (per shard) and Concurrency handler
-// goroutines that pick the next task by Mode among the lines with a task
+// goroutines that pick the next task among the lines with a task
 // waiting and a free MaxConcurrent: smooth weighted round robin
-// ([Weighted], over the backlogged lines, a line's turn waiting for its
-// take in flight) or highest weight first ([Strict]). Run returns only
+// (weighted, over the backlogged lines, a line's turn waiting for its
+// take in flight) or highest weight first (PoolOptions.Strict). Run returns only
 // when ctx ends, or at once on ErrEvictionPolicy (or ErrDuplicateID:
 // another live pool holds its ID in the registry); every Redis error
 // (start-up Check included) is reported, counted in [Pool.Stats] and
@@ -277,7 +275,7 @@
 // logical queue over K shard queues named <name>:0 … <name>:K-1, so their
 // tags {q:<name>:i} land on different slots and masters. The shard of a
 // task is [Sharded.ShardOf] its business key, so Cancel, Reschedule and Lookup by
-// key go to one shard in O(1) through [Sharded.For]; [NewShardedWorker] runs one taker per
+// key go to one shard in O(1) through [Sharded.For]; a [Pool] serving the Sharded runs one taker per
 // shard, each with its own wake-up and backoff, feeding one set of
 // handlers, so every shard drains and a shard that is down holds back no
 // other. [Sharded.Reconcile] routes each source task to its shard; a
@@ -292,7 +290,7 @@
 // queue's ctl hash on every take (docs/design.md, "Business lines").
 //
 //   - Pause: once [Queue.Pause] returns, no take hands out a task of the
-//     queue ([Batch.Paused]; the Worker idles on the wake list, which
+//     queue ([Stats].Paused; the pool idles on the wake list, which
 //     [Queue.Resume] pushes, or polls once a second). Tasks in flight
 //     finish and are acked, expired leases go back to due and wait, and
 //     Enqueue, Cancel, Reschedule and the dead-letter calls keep working;
@@ -303,7 +301,7 @@
 //   - Rate limit: [Queue.SetRate] sets a token bucket (Rate.PerSecond,
 //     Rate.Burst) judged by Redis TIME: over any window W at most
 //     PerSecond × W + Burst tasks are handed out, and a take that finds
-//     no whole token tells when the next comes ([Batch.NextToken], at
+//     no whole token tells when the next comes (its next-token time, at
 //     most a day ahead), so a taker waits instead of asking again. It
 //     only holds due tasks back, never makes one early. PerSecond is 0
 //     (off) or [MinRatePerSecond]..[MaxRatePerSecond], Burst at most
@@ -333,9 +331,9 @@
 // # For benchmarks
 //
 //   - Batched enqueue: Queue.EnqueueBatch (one pipeline per 1000 jobs).
-//   - Take+ack loop: b, _ := q.Take(ctx, 100); q.AckMany(ctx, b.Tasks).
-//   - Lateness: Task.Lateness (Redis TIME at take minus due time), or a
-//     Recorder as Options.Observer and Recorder.Lateness.Percentile(99).
+//   - Take+ack loop: a Pool of one line with QueueOptions.BatchSize 100.
+//   - Lateness: Task.Lateness (Redis TIME at take minus due time), or
+//     Observer.OnDelivered into a histogram of one's own.
 //   - Memory: measure INFO used_memory around an EnqueueBatch of N tasks
 //     (Queue.Keys lists the fixed keys and the bucket base name).
 package delay

@@ -34,7 +34,7 @@ func TestDoneTTL(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustAckMany(t, ctx, q, bt.Tasks)
-		if err := q.Ack(ctx, bt.Tasks[0]); !errors.Is(err, ErrNotFound) {
+		if err := q.ackTask(ctx, bt.Tasks[0]); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("second ack: %v, want ErrNotFound", err)
 		}
 
@@ -93,7 +93,7 @@ func TestDoneTTL(t *testing.T) {
 				break
 			}
 			for _, tk := range bt.Tasks {
-				if err := q.Ack(ctx, tk); err != nil {
+				if err := q.ackTask(ctx, tk); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -144,7 +144,7 @@ func TestDoneTTLWorker(t *testing.T) {
 	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{DoneTTL: 2 * time.Second})
-		w, err := NewWorker(q, func(context.Context, *Task) error { return nil }, WorkerOptions{Concurrency: 4})
+		w, err := newWorker(q, func(context.Context, *Task) error { return nil }, workerOpts{Concurrency: 4})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -165,7 +165,7 @@ func (q *Queue) enqueued(j Job, r reply, off int) (Enqueued, error) {
 	case codeRestored:
 		e = Enqueued{ID: r.str(off + 1), State: StatePending, Restored: true}
 		sc, ok = r.score(off + 3)
-		q.o.Observer.OnLoss(q.name, fmt.Errorf("%w: task %s of %q put back in due", ErrDueLost, e.ID, j.Key), 1)
+		q.o.obs.OnLoss(q.name, fmt.Errorf("%w: task %s of %q put back in due", ErrDueLost, e.ID, j.Key), 1)
 	}
 	e.Token = j.Token
 	if e.Token == "" {
@@ -178,7 +178,7 @@ func (q *Queue) enqueued(j Job, r reply, off int) (Enqueued, error) {
 		}
 		e.Due, e.Seq = t, seq
 	}
-	q.o.Observer.OnEnqueue(q.name, e.Duplicate)
+	q.o.obs.OnEnqueue(q.name, e.Duplicate)
 	return e, nil
 }
 

@@ -2,6 +2,7 @@ package delay
 
 import (
 	"errors"
+	"time"
 
 	"github.com/tierset/tierset/internal/inputerr"
 )
@@ -99,6 +100,26 @@ type permanentError struct{ err error }
 
 func (e *permanentError) Error() string   { return e.err.Error() }
 func (e *permanentError) Unwrap() []error { return []error{ErrSkipRetry, e.err} }
+
+// RetryAfter marks err as a failure to retry after d instead of the
+// delay Options.Backoff gives: a handler returning it puts the task back
+// in due d from Redis TIME (or dead-letters it at MaxAttempts), err's
+// text kept as its last error. errors.Is(RetryAfter(d, err), err) holds.
+// A negative d counts as 0.
+func RetryAfter(d time.Duration, err error) error {
+	if err == nil {
+		err = errors.New("delay: retry requested")
+	}
+	return &retryAfterError{d: max(d, 0), err: err}
+}
+
+type retryAfterError struct {
+	d   time.Duration
+	err error
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
 
 // ValidationError is a refused input: nothing was sent or written. It
 // matches ErrInvalid, and errors.Is(err, &ValidationError{Field: f})

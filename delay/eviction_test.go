@@ -21,7 +21,7 @@ func TestCheck(t *testing.T) {
 	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &lossRecorder{}
-		q := newQ(t, b, Options{Observer: obs})
+		q := newQ(t, b, Options{Observer: obsOf(obs)})
 		res, err := q.Check(ctx)
 		if err != nil {
 			t.Fatalf("check: %v", err)
@@ -61,7 +61,7 @@ func TestFaultEvictionPolicy(t *testing.T) {
 			ctx := testCtx(t)
 			s := testredis.StartServer(t, c.args...)
 			obs := &lossRecorder{}
-			q, err := New(s.Client(nil), "policy", Options{Observer: obs, AllowEviction: c.allow})
+			q, err := New(s.Client(nil), "policy", Options{Observer: obsOf(obs), AllowEviction: c.allow})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +76,7 @@ func TestFaultEvictionPolicy(t *testing.T) {
 				t.Errorf("observer warnings %d", obs.Warnings.Load())
 			}
 			// the worker runs the same check before its first take
-			w, err := NewWorker(q, func(context.Context, *Task) error { return nil }, WorkerOptions{})
+			w, err := newWorker(q, func(context.Context, *Task) error { return nil }, workerOpts{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestFaultEvictionLoss(t *testing.T) {
 	s := testredis.StartServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru")
 	c := s.Client(nil)
 	obs := &lossRecorder{}
-	q, err := New(c, "evict", Options{Observer: obs, AllowEviction: true})
+	q, err := New(c, "evict", Options{Observer: obsOf(obs), AllowEviction: true})
 	if err != nil {
 		t.Fatal(err)
 	}

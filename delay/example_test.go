@@ -27,30 +27,63 @@ func ExampleQueue_Enqueue() {
 	// 1 12:30:00 true pending
 }
 
-func ExampleQueue_Take() {
+// One queue is a pool of one line. The handler sees the task's key,
+// payload, attempt and lateness; returning nil acks it.
+func ExamplePool_Run() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer exampleredis.Stop(rdb, mr)
-	start := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
-	mr.SetTime(start)
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
 
-	q, _ := delay.New(rdb, "orders", delay.Options{Lease: 10 * time.Second})
-	q.Enqueue(ctx, delay.Job{Key: "order:1", Payload: []byte("remind"), When: delay.After(10 * time.Minute)})
+	q, _ := delay.New(rdb, "orders", delay.Options{})
+	done := make(chan string)
+	p, _ := delay.NewPool(delay.PoolOptions{Concurrency: 2})
+	p.Add(q, func(ctx context.Context, t *delay.Task) error {
+		done <- fmt.Sprint(t.Key, " ", string(t.Payload), " attempt ", t.Attempt)
+		return nil
+	}, delay.QueueOptions{})
+	stopped := make(chan error)
+	go func() { stopped <- p.Run(ctx) }()
 
-	b, _ := q.Take(ctx, 10)
-	fmt.Println("due now:", len(b.Tasks), "next:", b.NextDue.UTC().Format(time.TimeOnly))
-
-	mr.SetTime(start.Add(10 * time.Minute))
-	b, _ = q.Take(ctx, 10)
-	t := b.Tasks[0]
-	fmt.Println(t.Key, string(t.Payload), "attempt", t.Attempt, "late", t.Lateness())
-	fmt.Println(q.Ack(ctx, t))
-	fmt.Println(errors.Is(q.Ack(ctx, t), delay.ErrNotFound))
+	q.Enqueue(ctx, delay.Job{Key: "reservation:9", Payload: []byte("release"), When: delay.After(20 * time.Millisecond)})
+	fmt.Println(<-done)
+	cancel()
+	fmt.Println(errors.Is(<-stopped, context.Canceled))
 	// Output:
-	// due now: 0 next: 12:10:00
-	// order:1 remind attempt 1 late 0s
-	// <nil>
+	// reservation:9 release attempt 1
 	// true
+}
+
+// A handler chooses what happens to a failed task: Permanent
+// dead-letters it, RetryAfter puts it back after the delay given, any
+// other error retries it with Options.Backoff.
+func ExampleRetryAfter() {
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer exampleredis.Stop(rdb, mr)
+	ctx, cancel := context.WithCancel(context.Background())
+
+	q, _ := delay.New(rdb, "mails", delay.Options{})
+	q.Enqueue(ctx, delay.Job{Key: "mail:1"})
+	q.Enqueue(ctx, delay.Job{Key: "mail:2"})
+	handled := make(chan struct{}, 2)
+	p, _ := delay.NewPool(delay.PoolOptions{})
+	p.Add(q, func(ctx context.Context, t *delay.Task) error {
+		defer func() { handled <- struct{}{} }()
+		if t.Key == "mail:1" {
+			return delay.RetryAfter(time.Hour, errors.New("mailbox full"))
+		}
+		return delay.Permanent(errors.New("no such address"))
+	}, delay.QueueOptions{})
+	stopped := make(chan error)
+	go func() { stopped <- p.Run(ctx) }()
+	<-handled
+	<-handled
+	cancel()
+	<-stopped // Run applies every outcome before it returns
+
+	st, _ := q.Stats(context.Background())
+	fmt.Println("pending", st.Pending, "ready", st.Ready, "dead", st.Dead)
+	// Output:
+	// pending 1 ready 0 dead 1
 }
 
 func ExampleQueue_Cancel() {
@@ -68,29 +101,6 @@ func ExampleQueue_Cancel() {
 	// pending 2, in flight 0, dead 0
 }
 
-func ExampleWorker_Run() {
-	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer exampleredis.Stop(rdb, mr)
-	ctx, cancel := context.WithCancel(context.Background())
-
-	q, _ := delay.New(rdb, "orders", delay.Options{})
-	done := make(chan string)
-	w, _ := delay.NewWorker(q, func(ctx context.Context, t *delay.Task) error {
-		done <- t.Key
-		return nil
-	}, delay.WorkerOptions{Concurrency: 2})
-	stopped := make(chan error)
-	go func() { stopped <- w.Run(ctx) }()
-
-	q.Enqueue(ctx, delay.Job{Key: "reservation:9", When: delay.After(20 * time.Millisecond)})
-	fmt.Println("released", <-done)
-	cancel()
-	fmt.Println(errors.Is(<-stopped, context.Canceled))
-	// Output:
-	// released reservation:9
-	// true
-}
-
 func ExampleQueue_History() {
 	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer exampleredis.Stop(rdb, mr)
@@ -103,15 +113,16 @@ func ExampleQueue_History() {
 		q.Enqueue(ctx, delay.Job{Key: k})
 	}
 	handled := make(chan struct{}, 3)
-	w, _ := delay.NewWorker(q, func(ctx context.Context, t *delay.Task) error {
+	p, _ := delay.NewPool(delay.PoolOptions{})
+	p.Add(q, func(ctx context.Context, t *delay.Task) error {
 		defer func() { handled <- struct{}{} }()
 		if t.Key == "order:3" {
 			return delay.Permanent(errors.New("no such order"))
 		}
 		return nil
-	}, delay.WorkerOptions{})
+	}, delay.QueueOptions{})
 	stopped := make(chan error)
-	go func() { stopped <- w.Run(ctx) }()
+	go func() { stopped <- p.Run(ctx) }()
 	for range 3 {
 		<-handled
 	}
@@ -123,16 +134,6 @@ func ExampleQueue_History() {
 	fmt.Println(len(h), "minutes; at", last.Start.UTC().Format(time.TimeOnly), "ok", last.OK, "dead", last.Dead)
 	// Output:
 	// 61 minutes; at 12:00:00 ok 2 dead 1
-}
-
-func ExampleHistogram() {
-	var h delay.Histogram
-	for i := 1; i <= 100; i++ {
-		h.Record(time.Duration(i) * time.Millisecond)
-	}
-	fmt.Println(h.Count(), h.Max(), h.Percentile(50) >= 49*time.Millisecond && h.Percentile(50) <= 52*time.Millisecond)
-	// Output:
-	// 100 100ms true
 }
 
 // With DoneTTL, a finished task's (key, token) stays known: a producer's
@@ -148,8 +149,15 @@ func ExampleOptions_doneTTL() {
 	q, _ := delay.New(rdb, "orders", delay.Options{DoneTTL: 24 * time.Hour})
 	job := delay.Job{Key: "order:42", Token: "expire"}
 	q.Enqueue(ctx, job)
-	b, _ := q.Take(ctx, 10)
-	fmt.Println(q.Ack(ctx, b.Tasks[0]))
+	rctx, cancel := context.WithCancel(ctx)
+	handled := make(chan string)
+	p, _ := delay.NewPool(delay.PoolOptions{})
+	p.Add(q, func(_ context.Context, t *delay.Task) error { handled <- t.Token; return nil }, delay.QueueOptions{})
+	stopped := make(chan error)
+	go func() { stopped <- p.Run(rctx) }()
+	fmt.Println("handled", <-handled)
+	cancel()
+	<-stopped // Run sends the ack before it returns
 
 	again, _ := q.Enqueue(ctx, job) // the producer retries
 	fmt.Println(again.Duplicate, again.State)
@@ -160,7 +168,7 @@ func ExampleOptions_doneTTL() {
 	after, _ := q.Enqueue(ctx, job)
 	fmt.Println(after.Duplicate, after.State)
 	// Output:
-	// <nil>
+	// handled expire
 	// true done
 	// tombstones ended: 1
 	// false pending

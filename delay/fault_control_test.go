@@ -30,7 +30,7 @@ func startControlRun(t *testing.T, c redis.UniversalClient, n int, o Options) *c
 	t.Helper()
 	ctx := testCtx(t)
 	r := &controlRun{delivered: map[string][]int64{}, obs: &faultObserver{errs: map[string][]error{}}}
-	o.Prefix, o.Observer = testredis.Prefix(t), r.obs
+	o.Prefix, o.Observer = testredis.Prefix(t), obsOf(r.obs)
 	q, err := New(c, "line", o)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func (r *controlRun) run(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		return nil
 	}
-	w, err := NewWorker(r.q, h, WorkerOptions{Concurrency: 8, ReconnectMax: 200 * time.Millisecond})
+	w, err := newWorker(r.q, h, workerOpts{Concurrency: 8, ReconnectMax: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func takeOne(t *testing.T, ctx context.Context, q *Queue, j Job) *Task {
 func deadOne(t *testing.T, ctx context.Context, q *Queue, key string) string {
 	t.Helper()
 	tk := takeOne(t, ctx, q, Job{Key: key})
-	if out, err := q.Kill(ctx, tk, errors.New("boom")); err != nil || out != Dead {
+	if out, err := q.killTask(ctx, tk, errors.New("boom")); err != nil || out != outcomeDead {
 		t.Fatalf("kill: %v %v", out, err)
 	}
 	return tk.ID
@@ -169,7 +169,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "ack", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			tk := takeOne(t, ctx, q, Job{Key: "k"})
 			arm()
-			if err := q.Ack(ctx, tk); err != nil {
+			if err := q.ackTask(ctx, tk); err != nil {
 				t.Fatalf("Ack: %v, want success", err)
 			}
 			if infos, _ := q.Lookup(ctx, "k"); len(infos) != 0 {
@@ -182,7 +182,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "ack keeping tombstones", opts: Options{DoneTTL: time.Hour}, run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			tk := takeOne(t, ctx, q, Job{Key: "k", Token: "t"})
 			arm()
-			if err := q.Ack(ctx, tk); err != nil {
+			if err := q.ackTask(ctx, tk); err != nil {
 				t.Fatalf("Ack: %v, want success", err)
 			}
 			if ti := lookupOne(t, ctx, q, "k"); ti.State != StateDone {
@@ -195,7 +195,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "retry", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			tk := takeOne(t, ctx, q, Job{Key: "k"})
 			arm()
-			if out, err := q.RetryAfter(ctx, tk, time.Hour, errors.New("again")); err != nil || out != Retried {
+			if out, err := q.retryAfter(ctx, tk, time.Hour, errors.New("again")); err != nil || out != outcomeRetried {
 				t.Fatalf("RetryAfter: %v %v, want retried", out, err)
 			}
 			if ti := lookupOne(t, ctx, q, "k"); ti.State != StatePending || ti.Attempt != 1 || ti.LastError != "again" {
@@ -208,7 +208,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "kill", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			tk := takeOne(t, ctx, q, Job{Key: "k"})
 			arm()
-			if out, err := q.Kill(ctx, tk, errors.New("bad")); err != nil || out != Dead {
+			if out, err := q.killTask(ctx, tk, errors.New("bad")); err != nil || out != outcomeDead {
 				t.Fatalf("Kill: %v %v, want dead", out, err)
 			}
 			if ti := lookupOne(t, ctx, q, "k"); ti.State != StateDead {
@@ -221,7 +221,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "extend", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			tk := takeOne(t, ctx, q, Job{Key: "k"})
 			arm()
-			d, err := q.Extend(ctx, tk, time.Hour)
+			d, err := q.extend(ctx, tk, time.Hour)
 			if err != nil || !d.After(tk.Deadline) {
 				t.Fatalf("Extend: %v %v, want a deadline after %v", d, err, tk.Deadline)
 			}
@@ -482,9 +482,9 @@ func TestFaultRetriesExhausted(t *testing.T) {
 	if st := mustStats(t, ctx, q); st.InFlight != 4 || st.Delivered != 4 {
 		t.Fatalf("stats %+v: want 4 in flight, 4 delivered", st)
 	}
-	leases := make([]Lease, len(b.Tasks))
+	leases := make([]leaseRef, len(b.Tasks))
 	for i, tk := range b.Tasks {
-		leases[i] = tk.Lease
+		leases[i] = tk.lease
 	}
 	ackReq := q.req.next()
 	env.proxy.CutNext(4, faultproxy.Contains("evalsha"))

@@ -89,7 +89,7 @@ func (r faultRun) run(t *testing.T) faultFigures {
 	if lease == 0 {
 		lease = 30 * time.Second
 	}
-	q, err := New(r.c, "fault", Options{Prefix: testredis.Prefix(t), Lease: lease, Observer: obs})
+	q, err := New(r.c, "fault", Options{Prefix: testredis.Prefix(t), Lease: lease, Observer: obsOf(obs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +106,11 @@ func (r faultRun) run(t *testing.T) faultFigures {
 		if len(seen[tk.Key]) == 0 {
 			handled.Add(1)
 		}
-		seen[tk.Key] = append(seen[tk.Key], faultDelivery{tk.ID, tk.Lease.Fence, tk.DeliveredAt, tk.Deadline})
+		seen[tk.Key] = append(seen[tk.Key], faultDelivery{tk.ID, tk.lease.Fence, tk.DeliveredAt, tk.Deadline})
 		mu.Unlock()
 		return nil
 	}
-	w, err := NewWorker(q, h, WorkerOptions{Concurrency: 16, BatchSize: 64, ReconnectMax: 200 * time.Millisecond})
+	w, err := newWorker(q, h, workerOpts{Concurrency: 16, BatchSize: 64, ReconnectMax: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestFaultUnknownEnqueueJudged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var handled atomic.Int64
-	w, err := NewWorker(q, func(context.Context, *Task) error { handled.Add(1); return nil }, WorkerOptions{})
+	w, err := newWorker(q, func(context.Context, *Task) error { handled.Add(1); return nil }, workerOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}

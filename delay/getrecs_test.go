@@ -69,7 +69,7 @@ func TestTakeWholeBuckets(t *testing.T) {
 					t.Fatalf("no whole bucket among %d consecutive IDs", n)
 				}
 				gone := tc.alter(t, ctx, b, q, full)
-				bt, err := q.Take(ctx, n)
+				bt, err := q.takeN(ctx, n)
 				if len(gone) == 0 && err != nil {
 					t.Fatalf("Take: %v", err)
 				}

@@ -97,23 +97,23 @@ func TestDueByServerTime(t *testing.T) {
 	if r, err := q.Sweep(ctx, 10); err != nil || r.Returned != 1 {
 		t.Fatalf("sweep = %+v, %v", r, err)
 	}
-	if err := q.Ack(ctx, tk); !errors.Is(err, ErrLeaseLost) {
+	if err := q.ackTask(ctx, tk); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("ack after sweep = %v, want ErrLeaseLost", err)
 	}
 	bt2 := mustTake(t, ctx, q, 1)
-	if len(bt2.Tasks) != 1 || bt2.Tasks[0].Attempt != 2 || bt2.Tasks[0].Lease.Fence == tk.Lease.Fence {
+	if len(bt2.Tasks) != 1 || bt2.Tasks[0].Attempt != 2 || bt2.Tasks[0].lease.Fence == tk.lease.Fence {
 		t.Fatalf("redelivery = %+v", bt2.Tasks)
 	}
-	if _, err := q.RetryAfter(ctx, tk, 0, nil); !errors.Is(err, ErrLeaseLost) {
+	if _, err := q.retryAfter(ctx, tk, 0, nil); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("stale retry = %v", err)
 	}
-	if _, err := q.Kill(ctx, tk, nil); !errors.Is(err, ErrLeaseLost) {
+	if _, err := q.killTask(ctx, tk, nil); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("stale kill = %v", err)
 	}
-	if _, err := q.Extend(ctx, tk, time.Second); !errors.Is(err, ErrLeaseLost) {
+	if _, err := q.extend(ctx, tk, time.Second); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("stale extend = %v", err)
 	}
-	if err := q.Ack(ctx, bt2.Tasks[0]); err != nil {
+	if err := q.ackTask(ctx, bt2.Tasks[0]); err != nil {
 		t.Fatalf("ack of the new delivery: %v", err)
 	}
 }
@@ -128,7 +128,7 @@ func TestFencing(t *testing.T) {
 			t.Fatalf("second consumer got %d during the lease", n)
 		}
 		// Extend keeps it past the first deadline, up to the new one.
-		extended, err := q.Extend(ctx, first, 400*time.Millisecond)
+		extended, err := q.extend(ctx, first, 400*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,15 +151,15 @@ func TestFencing(t *testing.T) {
 		}
 		second := mustTake(t, ctx, q, 5).Tasks[0]
 		for name, err := range map[string]error{
-			"ack":   q.Ack(ctx, first),
-			"retry": func() error { _, e := q.RetryAfter(ctx, first, 0, nil); return e }(),
-			"kill":  func() error { _, e := q.Kill(ctx, first, nil); return e }(),
+			"ack":   q.ackTask(ctx, first),
+			"retry": func() error { _, e := q.retryAfter(ctx, first, 0, nil); return e }(),
+			"kill":  func() error { _, e := q.killTask(ctx, first, nil); return e }(),
 		} {
 			if !errors.Is(err, ErrLeaseLost) {
 				t.Fatalf("stale %s = %v, want ErrLeaseLost", name, err)
 			}
 		}
-		if err := q.Ack(ctx, second); err != nil {
+		if err := q.ackTask(ctx, second); err != nil {
 			t.Fatal(err)
 		}
 		assertOnlyCounters(t, b, q)
@@ -178,7 +178,7 @@ func TestRetryDeadLetter(t *testing.T) {
 		mustEnqueue(t, ctx, q, Job{Key: "pay:1", Payload: []byte("p")})
 		var last *Task
 		for attempt := 1; attempt <= 3; attempt++ {
-			var bt Batch
+			var bt takeBatch
 			for deadline := time.Now().Add(2 * time.Second); len(bt.Tasks) == 0 && time.Now().Before(deadline); {
 				time.Sleep(2 * time.Millisecond)
 				bt = mustTake(t, ctx, q, 1)
@@ -190,10 +190,10 @@ func TestRetryDeadLetter(t *testing.T) {
 			if attempt > 1 && last.LastError != fmt.Sprintf("boom %d", attempt-1) {
 				t.Fatalf("last error %q", last.LastError)
 			}
-			out, err := q.Retry(ctx, last, fmt.Errorf("boom %d", attempt))
-			want := Retried
+			out, err := q.retry(ctx, last, fmt.Errorf("boom %d", attempt))
+			want := outcomeRetried
 			if attempt == 3 {
-				want = Dead
+				want = outcomeDead
 			}
 			if err != nil || out != want {
 				t.Fatalf("retry %d = %v, %v", attempt, out, err)
@@ -217,7 +217,7 @@ func TestRetryDeadLetter(t *testing.T) {
 		if len(bt.Tasks) != 1 || bt.Tasks[0].Attempt != 1 {
 			t.Fatalf("requeued task %+v", bt.Tasks)
 		}
-		if out, err := q.Kill(ctx, bt.Tasks[0], Permanent(errors.New("bad"))); err != nil || out != Dead {
+		if out, err := q.killTask(ctx, bt.Tasks[0], Permanent(errors.New("bad"))); err != nil || out != outcomeDead {
 			t.Fatalf("kill %v %v", out, err)
 		}
 		if n, err := q.PurgeAll(ctx); err != nil || n != 1 {
@@ -249,7 +249,7 @@ func TestCancelReschedule(t *testing.T) {
 			t.Fatalf("enqueue of cancelled = %+v", d)
 		}
 		// a cancelled in-flight task is never retried: Retry deletes it
-		if out, err := q.Retry(ctx, flying[0], errors.New("x")); err != nil || out != Cancelled {
+		if out, err := q.retry(ctx, flying[0], errors.New("x")); err != nil || out != outcomeCancelled {
 			t.Fatalf("retry of cancelled = %v %v", out, err)
 		}
 		// reschedule a pending one to now
@@ -267,7 +267,7 @@ func TestCancelReschedule(t *testing.T) {
 		if res, _ := q.Cancel(ctx, "o:2"); res.InFlight != 1 {
 			t.Fatalf("cancel o:2 = %+v", res)
 		}
-		if err := q.Ack(ctx, got[0]); err != nil {
+		if err := q.ackTask(ctx, got[0]); err != nil {
 			t.Fatalf("ack of cancelled: %v", err)
 		}
 		if res, _ := q.Cancel(ctx, "nothing"); res.Found() != 0 {

@@ -6,40 +6,25 @@ import (
 )
 
 // Verdict is Health's one-word reading of a queue.
-type Verdict int
+type Verdict string
 
 // Verdicts, from Health.
 const (
-	// Idle: no task is due.
-	Idle Verdict = iota + 1
-	// Served: tasks are due, a live worker serves the queue, and the
-	// oldest has waited less than the bound given to Health.
-	Served
-	// Behind: tasks are due and live workers serve the queue, but the
-	// oldest has waited past the bound: the workers do not keep up.
-	Behind
-	// NoWorker: tasks are due and no live worker serves the queue.
-	NoWorker
-	// Paused: tasks are due and the queue is paused (Queue.Pause), so no
-	// worker takes them whether or not one is live (Health.Workers says).
-	Paused
+	// VerdictIdle: no task is due.
+	VerdictIdle Verdict = "idle"
+	// VerdictServed: tasks are due, a live worker serves the queue, and
+	// the oldest has waited less than the bound given to Health.
+	VerdictServed Verdict = "served"
+	// VerdictBehind: tasks are due and live workers serve the queue, but
+	// the oldest has waited past the bound: the workers do not keep up.
+	VerdictBehind Verdict = "behind"
+	// VerdictNoWorker: tasks are due and no live worker serves the queue.
+	VerdictNoWorker Verdict = "no worker"
+	// VerdictPaused: tasks are due and the queue is paused (Queue.Pause),
+	// so no worker takes them whether or not one is live (Health.Workers
+	// says).
+	VerdictPaused Verdict = "paused"
 )
-
-func (v Verdict) String() string {
-	switch v {
-	case Idle:
-		return "idle"
-	case Served:
-		return "served"
-	case Behind:
-		return "behind"
-	case NoWorker:
-		return "no worker"
-	case Paused:
-		return "paused"
-	}
-	return "unknown"
-}
 
 // Health is a queue's Stats with the live workers serving it.
 type Health struct {
@@ -70,15 +55,15 @@ func (q *Queue) Health(ctx context.Context, behind time.Duration) (Health, error
 	h := Health{Stats: st, Workers: ws}
 	switch {
 	case st.Ready == 0:
-		h.Verdict = Idle
+		h.Verdict = VerdictIdle
 	case st.Paused:
-		h.Verdict = Paused
+		h.Verdict = VerdictPaused
 	case len(ws) == 0:
-		h.Verdict = NoWorker
+		h.Verdict = VerdictNoWorker
 	case st.OldestDueAge > behind:
-		h.Verdict = Behind
+		h.Verdict = VerdictBehind
 	default:
-		h.Verdict = Served
+		h.Verdict = VerdictServed
 	}
 	return h, nil
 }

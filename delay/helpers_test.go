@@ -60,9 +60,9 @@ func mustEnqueue(t *testing.T, ctx context.Context, q *Queue, j Job) Enqueued {
 	return e
 }
 
-func mustTake(t *testing.T, ctx context.Context, q *Queue, n int) Batch {
+func mustTake(t *testing.T, ctx context.Context, q *Queue, n int) takeBatch {
 	t.Helper()
-	b, err := q.Take(ctx, n)
+	b, err := q.takeN(ctx, n)
 	if err != nil {
 		t.Fatalf("Take(%d): %v", n, err)
 	}
@@ -88,7 +88,7 @@ func mustEnqueueBatch(t *testing.T, ctx context.Context, q *Queue, jobs []Job) [
 // mustAckMany acks the leases of tasks in one AckMany and fails on any error.
 func mustAckMany(t *testing.T, ctx context.Context, q *Queue, tasks []*Task) {
 	t.Helper()
-	errs, err := q.AckMany(ctx, tasks)
+	errs, err := q.ackTasks(ctx, tasks)
 	if err != nil || errors.Join(errs...) != nil {
 		t.Fatalf("ack: %v %v", err, errs)
 	}
@@ -166,7 +166,7 @@ func setTime(b *testredis.Backend, t time.Time) {
 // replies of mutating calls (reply.lua), the worker registry and the
 // history: those are bookkeeping that the queue deletes after
 // Options.ReplyTTL (with their index), that expires after 3 heartbeats of
-// a killed worker, or HistoryTTL after the last write, not queue state.
+// a killed worker, or historyTTL after the last write, not queue state.
 func stateKeys(ctx context.Context, b *testredis.Backend) ([]string, error) {
 	all, err := testredis.Keys(ctx, b.Client, b.Prefix)
 	var keys []string
@@ -194,4 +194,37 @@ func dropReplies(t *testing.T, ctx context.Context, c redis.UniversalClient, q *
 			t.Fatal(err)
 		}
 	}
+}
+
+// workerOpts are the options of a pool of one line as the tests give
+// them: the pool's, and the line's BatchSize and Prefetch. Concurrency
+// (default 8) is per queue: a Sharded line's pool gets Concurrency
+// handlers per shard.
+type workerOpts struct {
+	Concurrency, BatchSize, Prefetch, SweepBatch int
+	AutoExtend                                   bool
+	WakeClient                                   redis.UniversalClient
+	ShutdownTimeout, WakeBlock, IdleCheck        time.Duration
+	ReconnectMin, ReconnectMax, Heartbeat        time.Duration
+}
+
+// newWorker returns a pool serving l alone with h.
+func newWorker(l Line, h Handler, o workerOpts) (*Pool, error) {
+	conc := o.Concurrency
+	if conc == 0 {
+		conc = 8
+	}
+	if s, ok := l.(*Sharded); ok && s != nil {
+		conc *= s.Len()
+	}
+	p, err := NewPool(PoolOptions{Concurrency: conc, ShutdownTimeout: o.ShutdownTimeout, SweepBatch: o.SweepBatch,
+		AutoExtend: o.AutoExtend, WakeClient: o.WakeClient, WakeBlock: o.WakeBlock, IdleCheck: o.IdleCheck,
+		ReconnectMin: o.ReconnectMin, ReconnectMax: o.ReconnectMax, Heartbeat: o.Heartbeat})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Add(l, h, QueueOptions{BatchSize: o.BatchSize, Prefetch: o.Prefetch}); err != nil {
+		return nil, err
+	}
+	return p, nil
 }

@@ -21,18 +21,18 @@ import (
 // from, so the cost per task is a few memory increments; Redis sees one
 // pipeline of HINCRBYs per second per taker, whatever the task rate.
 //
-// The hash has HistorySlots slots, one per minute of the day (minute
-// number mod HistorySlots). Field "<slot>:m" holds the minute number (Unix
+// The hash has historySlots slots, one per minute of the day (minute
+// number mod historySlots). Field "<slot>:m" holds the minute number (Unix
 // minutes, Redis clock) the slot counts; a writer that finds an older
 // minute there clears the slot under WATCH before adding to it, so a slot
-// is reused a day later and the hash never grows past HistorySlots slots.
-// The key expires HistoryTTL after the last write: an idle queue's history
+// is reused a day later and the hash never grows past historySlots slots.
+// The key expires historyTTL after the last write: an idle queue's history
 // ends with its data.
 const (
-	// HistorySlots is the number of minutes kept: 24 hours.
-	HistorySlots = 24 * 60
-	// HistoryTTL is how long the history key lives after its last write.
-	HistoryTTL = 25 * time.Hour
+	// historySlots is the number of minutes kept: 24 hours.
+	historySlots = 24 * 60
+	// historyTTL is how long the history key lives after its last write.
+	historyTTL = 25 * time.Hour
 	// historyFlush is the longest a worker holds counts before writing them.
 	historyFlush = time.Second
 )
@@ -41,17 +41,9 @@ const (
 // bucket holds everything at or above the last bound.
 var historyLateness = [...]time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second, 10 * time.Second}
 
-// HistoryBuckets is the number of lateness buckets of a Minute.
-const HistoryBuckets = len(historyLateness) + 1
-
-// HistoryBound returns the exclusive upper bound of lateness bucket b of
-// Minute.Late, and 0 for the last (open) bucket.
-func HistoryBound(b int) time.Duration {
-	if b < 0 || b >= len(historyLateness) {
-		return 0
-	}
-	return historyLateness[b]
-}
+// Minute.Late has a bucket per bound of historyLateness and the open one.
+var _ [len(Minute{}.Late) - len(historyLateness) - 1]struct{}
+var _ [len(historyLateness) + 1 - len(Minute{}.Late)]struct{}
 
 // Minute is one minute of a queue's history (Redis clock).
 type Minute struct {
@@ -61,17 +53,19 @@ type Minute struct {
 	// were dead-lettered (ErrSkipRetry, or MaxAttempts reached).
 	OK, Retried, Dead int64
 	// LateSum is the total lateness (Task.Lateness, millisecond precision)
-	// of the tasks counted above; Late counts them by lateness bucket
-	// (bounds: HistoryBound).
+	// of the tasks counted above; Late counts them by lateness: under
+	// 10 ms, 100 ms, 1 s, 10 s, and 10 s or more.
 	LateSum time.Duration
-	Late    [HistoryBuckets]int64
+	Late    [5]int64
+	// LateMean is the mean lateness of the minute's handled tasks, and
+	// LateP99 an upper bound of its 99th percentile: the bound of the Late
+	// bucket holding it (10 s for the last). Both 0 when nothing was
+	// handled.
+	LateMean, LateP99 time.Duration
 }
 
-// Handled is OK + Retried + Dead.
-func (m Minute) Handled() int64 { return m.OK + m.Retried + m.Dead }
-
-// Failures is Retried + Dead.
-func (m Minute) Failures() int64 { return m.Retried + m.Dead }
+// handled is OK + Retried + Dead.
+func (m Minute) handled() int64 { return m.OK + m.Retried + m.Dead }
 
 // lateCount is the number of lateness values counted: Handled, unless
 // a write was lost halfway.
@@ -83,19 +77,19 @@ func (m Minute) lateCount() int64 {
 	return n
 }
 
-// LateMean is the mean lateness of the minute's handled tasks (0 if none).
-func (m Minute) LateMean() time.Duration {
+// lateMean is the mean lateness of the minute's handled tasks (0 if none).
+func (m Minute) lateMean() time.Duration {
 	if n := m.lateCount(); n > 0 {
 		return m.LateSum / time.Duration(n)
 	}
 	return 0
 }
 
-// LateUpper returns an upper bound of the p-th percentile (0 < p ≤ 100)
-// of the minute's lateness: the bound of the bucket holding it, or
-// HistoryBound of the last bound when it is in the open bucket. It is 0
-// when nothing was handled.
-func (m Minute) LateUpper(p float64) time.Duration {
+// lateUpper returns an upper bound of the p-th percentile (0 < p ≤ 100)
+// of the minute's lateness: the bound of the bucket holding it, or the
+// last bound when it is in the open bucket. It is 0 when nothing was
+// handled.
+func (m Minute) lateUpper(p float64) time.Duration {
 	n := m.lateCount()
 	if n == 0 {
 		return 0
@@ -109,6 +103,11 @@ func (m Minute) LateUpper(p float64) time.Duration {
 		}
 	}
 	return historyLateness[len(historyLateness)-1]
+}
+
+// summarize sets the fields computed from the counts.
+func (m *Minute) summarize() {
+	m.LateMean, m.LateP99 = m.lateMean(), m.lateUpper(99)
 }
 
 func (m *Minute) add(o Minute) {
@@ -125,7 +124,7 @@ func (m *Minute) add(o Minute) {
 // names keep the hash small.
 var histMetrics = func() []string {
 	m := []string{"m", "ok", "r", "d", "ls"}
-	for b := range HistoryBuckets {
+	for b := range len(Minute{}.Late) {
 		m = append(m, "l"+strconv.Itoa(b))
 	}
 	return m
@@ -136,9 +135,9 @@ func histField(slot int64, metric string) string {
 }
 
 func histSlot(minute int64) int64 {
-	s := minute % HistorySlots
+	s := minute % historySlots
 	if s < 0 {
-		s += HistorySlots
+		s += historySlots
 	}
 	return s
 }
@@ -161,14 +160,14 @@ type histAgg struct {
 
 // record counts one handled task (res HandleOK, or a failure whose
 // outcome is Retried or Dead) finished at now (Redis clock).
-func (a *histAgg) record(now time.Time, res HandleResult, out Outcome, late time.Duration) {
+func (a *histAgg) record(now time.Time, res HandleResult, out outcome, late time.Duration) {
 	var d Minute
 	switch {
 	case res == HandleOK:
 		d.OK = 1
-	case out == Retried:
+	case out == outcomeRetried:
 		d.Retried = 1
-	case out == Dead:
+	case out == outcomeDead:
 		d.Dead = 1
 	default:
 		return // cancelled meanwhile, or the outcome is unknown (error)
@@ -210,7 +209,7 @@ func (a *histAgg) flush(ctx context.Context, q *Queue) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	oldest := q.ServerNow().Unix()/60 - HistorySlots + 1
+	oldest := q.ServerNow().Unix()/60 - historySlots + 1
 	var errs []error
 	write := make([]int64, 0, len(pending))
 	for minute := range pending {
@@ -251,7 +250,7 @@ func (a *histAgg) flush(ctx context.Context, q *Queue) error {
 					incr("l"+strconv.Itoa(b), c)
 				}
 			}
-			p.PExpire(ctx, q.k.hist, HistoryTTL)
+			p.PExpire(ctx, q.k.hist, historyTTL)
 			return nil
 		})
 		if err != nil {
@@ -335,7 +334,7 @@ func (q *Queue) claimSlot(ctx context.Context, minute int64) (bool, error) {
 }
 
 // History returns the queue's minutes from since (rounded down to its
-// minute; at most HistorySlots minutes back) to the current minute (Redis
+// minute; at most historySlots minutes back) to the current minute (Redis
 // clock), oldest first, one per minute: a minute no worker wrote counts
 // zero. It reads one hash.
 func (q *Queue) History(ctx context.Context, since time.Time) ([]Minute, error) {
@@ -351,7 +350,7 @@ func (q *Queue) History(ctx context.Context, since time.Time) ([]Minute, error) 
 // now (Unix minutes). Slots whose minute is outside the window, or not
 // the minute the window expects there, count zero.
 func historyFrom(h map[string]string, since time.Time, now int64) []Minute {
-	first := min(max(since.Unix()/60, now-HistorySlots+1), now)
+	first := min(max(since.Unix()/60, now-historySlots+1), now)
 	out := make([]Minute, now-first+1)
 	for i := range out {
 		out[i].Start = time.Unix((first+int64(i))*60, 0)
@@ -376,6 +375,9 @@ func historyFrom(h map[string]string, since time.Time, now int64) []Minute {
 		for b := range m.Late {
 			m.Late[b] = get("l" + strconv.Itoa(b))
 		}
+	}
+	for i := range out {
+		out[i].summarize()
 	}
 	return out
 }
@@ -407,6 +409,7 @@ func mergeHistory(a, b []Minute) []Minute {
 	}
 	out := make([]Minute, 0, len(by))
 	for _, m := range by {
+		m.summarize()
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })

@@ -87,14 +87,14 @@ func TestHistoryLateBuckets(t *testing.T) {
 			t.Errorf("lateBucket(%v) = %d, want %d", c.late, got, c.b)
 		}
 	}
-	m := Minute{OK: 98, Dead: 2, Late: [HistoryBuckets]int64{90, 8, 1, 1, 0}}
-	if p := m.LateUpper(50); p != 10*time.Millisecond {
+	m := Minute{OK: 98, Dead: 2, Late: [len(Minute{}.Late)]int64{90, 8, 1, 1, 0}}
+	if p := m.lateUpper(50); p != 10*time.Millisecond {
 		t.Errorf("p50 = %v", p)
 	}
-	if p := m.LateUpper(99); p != time.Second {
+	if p := m.lateUpper(99); p != time.Second {
 		t.Errorf("p99 = %v", p)
 	}
-	if p := m.LateUpper(100); p != 10*time.Second {
+	if p := m.lateUpper(100); p != 10*time.Second {
 		t.Errorf("p100 = %v", p)
 	}
 }
@@ -114,20 +114,20 @@ func TestHistoryFlushRollover(t *testing.T) {
 		// yesterday's counts in this minute's slot, and a later minute
 		// (a clock ahead) in the slot of the minute before
 		if err := b.Client.HSet(ctx, q.k.hist,
-			histField(s, "m"), minute-HistorySlots, histField(s, "ok"), 50, histField(s, "d"), 4, histField(s, "l3"), 54,
-			histField(histSlot(minute-1), "m"), minute-1+HistorySlots, histField(histSlot(minute-1), "ok"), 8,
+			histField(s, "m"), minute-historySlots, histField(s, "ok"), 50, histField(s, "d"), 4, histField(s, "l3"), 54,
+			histField(histSlot(minute-1), "m"), minute-1+historySlots, histField(histSlot(minute-1), "ok"), 8,
 		).Err(); err != nil {
 			t.Fatal(err)
 		}
 		var a histAgg
 		at := time.Unix(minute*60, 0)
 		a.record(at, HandleOK, 0, 3*time.Millisecond)
-		a.record(at, HandleError, Retried, 20*time.Millisecond)
+		a.record(at, HandleError, outcomeRetried, 20*time.Millisecond)
 		a.record(at.Add(-time.Minute), HandleOK, 0, 0)
 		if err := a.flush(ctx, q); err != nil {
 			t.Fatal(err)
 		}
-		a.record(at.Add(30*time.Second), HandleSkipRetry, Dead, 2*time.Second)
+		a.record(at.Add(30*time.Second), HandleSkipRetry, outcomeDead, 2*time.Second)
 		if err := a.flush(ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestHistoryFlushRollover(t *testing.T) {
 			histField(s, "d"): "1", histField(s, "ls"): "2023", histField(s, "l0"): "1", histField(s, "l1"): "1",
 			histField(s, "l3"): "1",
 			// untouched: it counts a later minute
-			histField(histSlot(minute-1), "m"): strconv.FormatInt(minute-1+HistorySlots, 10), histField(histSlot(minute-1), "ok"): "8",
+			histField(histSlot(minute-1), "m"): strconv.FormatInt(minute-1+historySlots, 10), histField(histSlot(minute-1), "ok"): "8",
 		}
 		if len(h) != len(want) {
 			t.Errorf("hash %v, want %v", h, want)
@@ -150,8 +150,8 @@ func TestHistoryFlushRollover(t *testing.T) {
 				t.Errorf("%s = %q, want %q", f, h[f], v)
 			}
 		}
-		if ttl, err := b.Client.PTTL(ctx, q.k.hist).Result(); err != nil || ttl <= 24*time.Hour || ttl > HistoryTTL {
-			t.Errorf("PTTL = %v %v, want (24h, %v]", ttl, err, HistoryTTL)
+		if ttl, err := b.Client.PTTL(ctx, q.k.hist).Result(); err != nil || ttl <= 24*time.Hour || ttl > historyTTL {
+			t.Errorf("PTTL = %v %v, want (24h, %v]", ttl, err, historyTTL)
 		}
 	})
 }
@@ -174,7 +174,7 @@ func TestHistoryWorkerCounts(t *testing.T) {
 		// k..0: dead at once; k..1: fails once, then ok; the rest ok.
 		var mu sync.Mutex
 		seen := map[string]int{}
-		w, err := NewWorker(q, func(_ context.Context, tk *Task) error {
+		w, err := newWorker(q, func(_ context.Context, tk *Task) error {
 			mu.Lock()
 			seen[tk.Key]++
 			tries := seen[tk.Key]
@@ -186,7 +186,7 @@ func TestHistoryWorkerCounts(t *testing.T) {
 				return errors.New("try again")
 			}
 			return nil
-		}, WorkerOptions{Concurrency: 8, Heartbeat: -1})
+		}, workerOpts{Concurrency: 8, Heartbeat: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,6 +204,9 @@ func TestHistoryWorkerCounts(t *testing.T) {
 		}
 		var sum Minute
 		for _, m := range hist {
+			if m.LateMean != m.lateMean() || m.LateP99 != m.lateUpper(99) {
+				t.Errorf("minute %v: LateMean %v LateP99 %v, want %v %v", m.Start, m.LateMean, m.LateP99, m.lateMean(), m.lateUpper(99))
+			}
 			sum.add(m)
 		}
 		if sum.OK != n-n/10 || sum.Retried != n/10 || sum.Dead != n/10 {
@@ -213,8 +216,8 @@ func TestHistoryWorkerCounts(t *testing.T) {
 		for _, c := range sum.Late {
 			late += c
 		}
-		if late != sum.Handled() {
-			t.Errorf("lateness buckets hold %d tasks, want %d", late, sum.Handled())
+		if late != sum.handled() {
+			t.Errorf("lateness buckets hold %d tasks, want %d", late, sum.handled())
 		}
 	})
 }
@@ -231,11 +234,11 @@ func TestMemoryHistoryFull(t *testing.T) {
 	now := q.ServerNow().Unix() / 60
 	var a histAgg
 	a.set = map[int64]bool{}
-	stamps := make([]any, 0, 2*HistorySlots)
-	for minute := now - HistorySlots + 1; minute <= now; minute++ {
+	stamps := make([]any, 0, 2*historySlots)
+	for minute := now - historySlots + 1; minute <= now; minute++ {
 		// counts of a busy queue: 6-digit values, as at 10k tasks/s
 		d := Minute{OK: 600_000, Retried: 1_200, Dead: 60, LateSum: 9_000_000 * time.Millisecond,
-			Late: [HistoryBuckets]int64{500_000, 90_000, 9_000, 900, 100}}
+			Late: [len(Minute{}.Late)]int64{500_000, 90_000, 9_000, 900, 100}}
 		a.add(minute, d)
 		a.set[minute] = true // claimed below in one HSET rather than 1440 WATCHes
 		stamps = append(stamps, histField(histSlot(minute), "m"), minute)
@@ -246,36 +249,36 @@ func TestMemoryHistoryFull(t *testing.T) {
 	if err := a.flush(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.Client.HLen(ctx, q.k.hist).Result(); err != nil || n != HistorySlots*int64(len(histMetrics)) {
-		t.Fatalf("HLEN = %d, %v; want %d", n, err, HistorySlots*len(histMetrics))
+	if n, err := b.Client.HLen(ctx, q.k.hist).Result(); err != nil || n != historySlots*int64(len(histMetrics)) {
+		t.Fatalf("HLEN = %d, %v; want %d", n, err, historySlots*len(histMetrics))
 	}
 	began := time.Now()
 	h, err := q.History(ctx, time.Time{})
 	took := time.Since(began)
-	if err != nil || len(h) != HistorySlots {
+	if err != nil || len(h) != historySlots {
 		t.Fatalf("History: %d minutes, %v", len(h), err)
 	}
 	// judged by each minute's start: a slow run that crosses into the next
 	// minute reads a day that ends one minute later, that minute empty
 	written := 0
 	for _, m := range h {
-		if u := m.Start.Unix() / 60; u > now-HistorySlots && u <= now {
+		if u := m.Start.Unix() / 60; u > now-historySlots && u <= now {
 			written++
 			if m.OK != 600_000 || m.Late[4] != 100 {
 				t.Fatalf("History: minute %d reads %+v, want what was written", u, m)
 			}
 		}
 	}
-	if written < HistorySlots-1 {
-		t.Fatalf("History: %d of the %d written minutes", written, HistorySlots)
+	if written < historySlots-1 {
+		t.Fatalf("History: %d of the %d written minutes", written, historySlots)
 	}
-	t.Logf("History of a full day: %v (one HGETALL of %d fields, decoded)", took, HistorySlots*len(histMetrics))
+	t.Logf("History of a full day: %v (one HGETALL of %d fields, decoded)", took, historySlots*len(histMetrics))
 	bytes, err := b.Client.MemoryUsage(ctx, q.k.hist, 0).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const budget = 944_000 // 754,912 B measured on Redis 7.0.15, plus a quarter
-	t.Logf("a full day of history: %d B per queue (%d fields, %.1f B a field)", bytes, HistorySlots*len(histMetrics), float64(bytes)/float64(HistorySlots*len(histMetrics)))
+	t.Logf("a full day of history: %d B per queue (%d fields, %.1f B a field)", bytes, historySlots*len(histMetrics), float64(bytes)/float64(historySlots*len(histMetrics)))
 	if bytes > budget {
 		t.Errorf("%d B, budget %d B", bytes, budget)
 	}

@@ -126,13 +126,13 @@ func (q *Queue) Repair(ctx context.Context) (RepairResult, error) {
 	}
 	res.CounterRaised, res.IndexRebuilt = r.int(1) == 1, r.int(2) == 1
 	if res.CounterRaised {
-		q.o.Observer.OnLoss(q.name, fmt.Errorf("%w: raised to %d", ErrCounterLost, top), 1)
+		q.o.obs.OnLoss(q.name, fmt.Errorf("%w: raised to %d", ErrCounterLost, top), 1)
 	}
 	if res.IndexRebuilt {
-		q.o.Observer.OnLoss(q.name, fmt.Errorf("%w: rebuilt from %d records", ErrIndexLost, res.Records), 1)
+		q.o.obs.OnLoss(q.name, fmt.Errorf("%w: rebuilt from %d records", ErrIndexLost, res.Records), 1)
 	}
 	if res.Orphans > 0 {
-		q.o.Observer.OnLoss(q.name, fmt.Errorf("%w: %d records in no set", ErrDueLost, res.Orphans), res.Orphans)
+		q.o.obs.OnLoss(q.name, fmt.Errorf("%w: %d records in no set", ErrDueLost, res.Orphans), res.Orphans)
 	}
 	return res, nil
 }
@@ -173,7 +173,7 @@ func (q *Queue) fileReplies(ctx context.Context, node redis.Cmdable) (int, error
 		filed += int(n)
 	}
 	if filed > 0 {
-		q.o.Observer.OnWarning(q.name, fmt.Errorf("delay: %d kept-reply hashes were missing from the reply index; filed again", filed))
+		q.o.obs.OnWarning(q.name, fmt.Errorf("delay: %d kept-reply hashes were missing from the reply index; filed again", filed))
 	}
 	return filed, nil
 }
@@ -242,7 +242,7 @@ type ServerCheck struct {
 // Observer.OnWarning when Options.AllowEviction. A server that refuses
 // CONFIG gets a warning wrapping ErrConfigUnavailable, never an error; a
 // server that refuses the client's login (NOAUTH, WRONGPASS) an error.
-// Worker.Run calls it before its first take.
+// Pool.Run calls it before its first take.
 func (q *Queue) Check(ctx context.Context) (ServerCheck, error) {
 	var res ServerCheck
 	node, err := q.node(ctx)
@@ -258,14 +258,14 @@ func (q *Queue) Check(ctx context.Context) (ServerCheck, error) {
 			return res, fmt.Errorf("delay: check: Redis refused the login: %w", err)
 		}
 		res.Warning = fmt.Errorf("%w: %w", ErrConfigUnavailable, err)
-		q.o.Observer.OnWarning(q.name, res.Warning)
+		q.o.obs.OnWarning(q.name, res.Warning)
 		return res, nil
 	}
 	res.Policy, res.Known = m["maxmemory-policy"], true
 	if res.Policy == "" {
 		res.Known = false
 		res.Warning = fmt.Errorf("%w: no maxmemory-policy in the reply", ErrConfigUnavailable)
-		q.o.Observer.OnWarning(q.name, res.Warning)
+		q.o.obs.OnWarning(q.name, res.Warning)
 		return res, nil
 	}
 	if strings.HasPrefix(res.Policy, "allkeys-") {
@@ -274,7 +274,7 @@ func (q *Queue) Check(ctx context.Context) (ServerCheck, error) {
 			return res, e
 		}
 		res.Warning = e
-		q.o.Observer.OnWarning(q.name, e)
+		q.o.obs.OnWarning(q.name, e)
 	}
 	return res, nil
 }

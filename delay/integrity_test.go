@@ -63,7 +63,7 @@ func newTally() *faultTally {
 // or the lease is held).
 func (f *faultTally) ack(t *testing.T, ctx context.Context, q *Queue, tasks []*Task) {
 	t.Helper()
-	errs, err := q.AckMany(ctx, tasks)
+	errs, err := q.ackTasks(ctx, tasks)
 	if err != nil {
 		t.Fatalf("ack: %v", err)
 	}
@@ -83,7 +83,7 @@ func (f *faultTally) ack(t *testing.T, ctx context.Context, q *Queue, tasks []*T
 func (f *faultTally) drain(t *testing.T, ctx context.Context, q *Queue, lostOK bool) {
 	t.Helper()
 	for {
-		bt, err := q.Take(ctx, MaxBatch)
+		bt, err := q.takeN(ctx, MaxBatch)
 		if err != nil && !(lostOK && errors.Is(err, ErrRecordLost)) {
 			f.falseErrors++
 			t.Fatalf("drain: %v", err)
@@ -107,7 +107,7 @@ func (f *faultTally) open(src []SourceTask) []SourceTask {
 	return out
 }
 
-func (f *faultTally) take(b Batch) {
+func (f *faultTally) take(b takeBatch) {
 	for _, tk := range b.Tasks {
 		f.delivered[tk.Key]++
 	}
@@ -140,7 +140,7 @@ func (f *faultTally) report(t *testing.T, name string, src []SourceTask) {
 func keyLoss(t *testing.T, b *testredis.Backend, kind string) {
 	ctx := testCtx(t)
 	obs := &lossRecorder{}
-	q, err := New(b.Client, "loss-"+kind, Options{Prefix: b.Prefix, Observer: obs, Lease: 300 * time.Millisecond})
+	q, err := New(b.Client, "loss-"+kind, Options{Prefix: b.Prefix, Observer: obsOf(obs), Lease: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func keyLoss(t *testing.T, b *testredis.Backend, kind string) {
 
 	// the worker's loop: take what is due; leases held by a consumer whose
 	// records were lost are let expire and swept
-	bt, err := q.Take(ctx, 10)
+	bt, err := q.takeN(ctx, 10)
 	if err != nil && !(kind == "bucket" && errors.Is(err, ErrRecordLost)) {
 		f.falseErrors++
 		t.Errorf("take: %v", err)
@@ -216,8 +216,8 @@ func keyLoss(t *testing.T, b *testredis.Backend, kind string) {
 	f.take(bt)
 	f.ack(t, ctx, q, bt.Tasks)
 	// a fence counter lost with the ctr hash restarts past every fence held
-	if len(bt.Tasks) > 0 && bt.Tasks[0].Lease.Fence <= held.Tasks[0].Lease.Fence {
-		t.Errorf("fence %d after the loss, %d held", bt.Tasks[0].Lease.Fence, held.Tasks[0].Lease.Fence)
+	if len(bt.Tasks) > 0 && bt.Tasks[0].lease.Fence <= held.Tasks[0].lease.Fence {
+		t.Errorf("fence %d after the loss, %d held", bt.Tasks[0].lease.Fence, held.Tasks[0].lease.Fence)
 	}
 	if kind == "bucket" {
 		for _, tk := range held.Tasks {
@@ -306,7 +306,7 @@ func TestRepairIntact(t *testing.T) {
 	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &lossRecorder{}
-		q := newQ(t, b, Options{Observer: obs})
+		q := newQ(t, b, Options{Observer: obsOf(obs)})
 		for i := range 50 {
 			mustEnqueue(t, ctx, q, Job{Key: "k" + strconv.Itoa(i%7), Token: strconv.Itoa(i)})
 		}

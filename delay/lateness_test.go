@@ -41,16 +41,16 @@ func TestStatsLatenessBucketsByServerClock(t *testing.T) {
 		// a bucket holds the lateness in ms of one bit length: 300,000 ms
 		// has 19, [262,144, 524,288); 5,000,000 ms has 23,
 		// [4,194,304, 8,388,608)
-		if st.Lateness.Counts[19] != 3 || st.Lateness.Counts[23] != 1 || st.Lateness.Total() != 4 {
+		if st.Lateness.Counts[19] != 3 || st.Lateness.Counts[23] != 1 || st.Lateness.Total != 4 {
 			t.Fatalf("lateness buckets = %v", st.Lateness.Counts)
 		}
-		if p50 := st.Lateness.Percentile(50); p50 != 524288*time.Millisecond {
+		if p50 := st.Lateness.P50; p50 != 524288*time.Millisecond {
 			t.Errorf("p50 bound = %v, want 524.288s", p50)
 		}
-		if p99 := st.Lateness.Percentile(99); p99 != 8388608*time.Millisecond {
+		if p99 := st.Lateness.P99; p99 != 8388608*time.Millisecond || st.Lateness.Max != p99 {
 			t.Errorf("p99 bound = %v, want 2h19m48.608s", p99)
 		}
-		if (LatenessBuckets{}).Percentile(99) != 0 {
+		if (LatenessBuckets{}).percentile(99) != 0 {
 			t.Error("empty histogram has a percentile")
 		}
 	})

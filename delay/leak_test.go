@@ -76,7 +76,7 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 				st, _ := q.Stats(ctx)
 				t.Fatalf("did not drain: %+v", st)
 			}
-			bt, err := q.Take(ctx, 1000)
+			bt, err := q.takeN(ctx, 1000)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,12 +103,12 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 					acks = append(acks, tk)
 				case p == "retry":
 					if tk.Attempt == 1 {
-						mustRetry(t, q, tk, Retried)
+						mustRetry(t, q, tk, outcomeRetried)
 					} else {
 						acks = append(acks, tk)
 					}
 				case p == "dead", p == "purge":
-					if _, err := q.Kill(ctx, tk, errors.New("dead")); err != nil {
+					if _, err := q.killTask(ctx, tk, errors.New("dead")); err != nil {
 						t.Fatal(err)
 					}
 					if p == "purge" {
@@ -116,9 +116,9 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 					}
 				case p == "requeue":
 					if tk.Attempt == 1 && tk.LastError == "" { // first delivery
-						mustRetry(t, q, tk, Retried)
+						mustRetry(t, q, tk, outcomeRetried)
 					} else if tk.Attempt == 2 {
-						mustRetry(t, q, tk, Dead) // MaxAttempts 2: dead, then requeued below
+						mustRetry(t, q, tk, outcomeDead) // MaxAttempts 2: dead, then requeued below
 					} else {
 						acks = append(acks, tk)
 					}
@@ -129,7 +129,7 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 					if p == "cancelflight" {
 						acks = append(acks, tk)
 					} else {
-						mustRetry(t, q, tk, Cancelled)
+						mustRetry(t, q, tk, outcomeCancelled)
 					}
 				case p == "expire":
 					if tk.Attempt == 1 {
@@ -139,7 +139,7 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 					}
 				}
 			}
-			errs, err := q.AckMany(ctx, acks)
+			errs, err := q.ackTasks(ctx, acks)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,9 +203,9 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 	})
 }
 
-func mustRetry(t *testing.T, q *Queue, tk *Task, want Outcome) {
+func mustRetry(t *testing.T, q *Queue, tk *Task, want outcome) {
 	t.Helper()
-	out, err := q.Retry(testCtx(t), tk, errors.New("retry me"))
+	out, err := q.retry(testCtx(t), tk, errors.New("retry me"))
 	if err != nil || out != want {
 		t.Fatalf("retry %s attempt %d = %v %v, want %v", tk.Key, tk.Attempt, out, err, want)
 	}

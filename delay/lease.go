@@ -9,28 +9,27 @@ import (
 	"time"
 )
 
-// Lease identifies one delivery of a task: its ID and fencing token. Ack,
-// Retry, Kill and Extend take the *Task and succeed only with its current
-// lease; a consumer that keeps deliveries elsewhere rebuilds the Task from
-// its ID, Key (which a Sharded routes by) and Lease.
-type Lease struct {
+// leaseRef identifies one delivery of a task: its ID and fencing token.
+// ackTask, retry, killTask and extend take the *Task and succeed only with
+// its current lease.
+type leaseRef struct {
 	ID    string
 	Fence int64
 	// dg is the digest of the task's key, which Take knows; it spares
-	// the ack a record read ("" for a Lease built by hand: the ack reads it).
+	// the ack a record read ("" for a lease built by hand: the ack reads it).
 	dg string
 }
 
 // leaseOf returns t's lease, or the *ValidationError for a nil task or
 // an empty lease.
-func leaseOf(t *Task) (Lease, error) {
+func leaseOf(t *Task) (leaseRef, error) {
 	if t == nil {
-		return Lease{}, invalid("task", "nil task")
+		return leaseRef{}, invalid("task", "nil task")
 	}
-	return t.Lease, t.Lease.valid()
+	return t.lease, t.lease.valid()
 }
 
-func (l Lease) valid() error {
+func (l leaseRef) valid() error {
 	if l.ID == "" || l.Fence <= 0 {
 		return invalid("lease", "id %q fence %d", l.ID, l.Fence)
 	}
@@ -52,7 +51,12 @@ type Task struct {
 	DeliveredAt time.Time
 	// Deadline is when the lease expires (Redis clock), unless extended.
 	Deadline time.Time
-	Lease    Lease
+	// Fence is the delivery's fencing token: every take of the queue
+	// draws a higher one, so a write a handler makes elsewhere under
+	// Fence can be refused once a later delivery of the task has written
+	// under a higher one (the earlier one having lost its lease).
+	Fence int64
+	lease leaseRef
 	// LastError is the error text of the previous attempt, if any.
 	LastError string
 }
@@ -60,8 +64,8 @@ type Task struct {
 // Lateness is DeliveredAt minus Due, both by the server clock.
 func (t *Task) Lateness() time.Duration { return t.DeliveredAt.Sub(t.Due) }
 
-// Batch is what one Take returned.
-type Batch struct {
+// takeBatch is what one Take returned.
+type takeBatch struct {
 	Tasks []*Task
 	// ServerTime is Redis TIME when the script ran.
 	ServerTime time.Time
@@ -90,35 +94,35 @@ type Batch struct {
 	NextToken time.Time
 }
 
-// Take atomically takes at most n (1..MaxBatch) tasks due by Redis TIME,
+// takeN atomically takes at most n (1..MaxBatch) tasks due by Redis TIME,
 // payloads included, moving each to in-flight under a fresh fence and a
 // lease of Options.Lease. One round trip. When corrupt records were met, the
 // batch still holds the good tasks and the error wraps ErrCorrupt.
-func (q *Queue) Take(ctx context.Context, n int) (Batch, error) {
+func (q *Queue) takeN(ctx context.Context, n int) (takeBatch, error) {
 	return q.take(ctx, n, q.req.next())
 }
 
 // take is Take as the call req: the Worker sends a take that failed again
 // under the same req, so a take that ran but lost its reply hands over
 // its tasks instead of leaving them to their leases.
-func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
+func (q *Queue) take(ctx context.Context, n int, req string) (takeBatch, error) {
 	if n < 1 || n > MaxBatch {
-		return Batch{}, invalid("batch", "%d", n)
+		return takeBatch{}, invalid("batch", "%d", n)
 	}
 	sent := q.o.Now()
 	r, err := q.mutate(ctx, scriptTake, "take", req,
 		[]string{q.k.due, q.k.inflight, q.k.dead, q.k.tasks, q.k.ctr, q.k.stats, q.k.lease, q.k.done, q.k.ctl},
 		n, q.o.Lease.Milliseconds(), q.epoch, q.mult)
 	if err != nil {
-		return Batch{}, err
+		return takeBatch{}, err
 	}
 	code := r.int(0)
 	if err := codeErr(code); err != nil {
-		return Batch{}, fmt.Errorf("delay: take: %w", err)
+		return takeBatch{}, fmt.Errorf("delay: take: %w", err)
 	}
 	nowMs := r.int(1)
 	q.observeTime(nowMs, sent, q.o.Now())
-	b := Batch{ServerTime: time.UnixMilli(nowMs), Corrupt: int(r.int(4))}
+	b := takeBatch{ServerTime: time.UnixMilli(nowMs), Corrupt: int(r.int(4))}
 	// gate (see take.lua): the pause's start, or when the next token comes
 	if ms, ok := r.score(6); ok {
 		if code == codePaused {
@@ -141,7 +145,7 @@ func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
 	deadline := time.UnixMilli(nowMs).Add(q.o.Lease)
 	fence := r.int(5) // one fence for the batch: see take.lua
 	var bad []error
-	var parked []Lease
+	var parked []leaseRef
 	for i := 7; i+2 < len(r); i += 3 {
 		id := r.str(i)
 		sc, ok := r.score(i + 1)
@@ -154,19 +158,19 @@ func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
 		}
 		if derr != nil || serr != nil {
 			bad = append(bad, fmt.Errorf("%w: task %s: %w", ErrCorrupt, id, errors.Join(derr, serr)))
-			parked = append(parked, Lease{ID: id, Fence: fence})
+			parked = append(parked, leaseRef{ID: id, Fence: fence})
 			continue
 		}
 		t := &Task{
 			ID: id, Key: rec.key, Token: rec.token, Payload: rec.payload, Attempt: rec.attempt + 1,
 			Due: due, Seq: seq, DeliveredAt: b.ServerTime, Deadline: deadline,
-			Lease: Lease{ID: id, Fence: fence, dg: rec.digest}, LastError: rec.err,
+			Fence: fence, lease: leaseRef{ID: id, Fence: fence, dg: rec.digest}, LastError: rec.err,
 		}
 		if t.Token == "" {
 			t.Token = id
 		}
 		b.Tasks = append(b.Tasks, t)
-		q.o.Observer.OnDelivered(q.name, t.Lateness())
+		q.o.obs.OnDelivered(q.name, t.Lateness())
 	}
 	// What Go cannot read goes to the dead set now, under the lease it was
 	// just taken with, rather than cycling through sweeps to MaxAttempts.
@@ -180,7 +184,7 @@ func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
 	}
 	if b.Lost > 0 {
 		lerr := fmt.Errorf("%w: %d due task IDs without a record moved to the dead set", ErrRecordLost, b.Lost)
-		q.o.Observer.OnLoss(q.name, lerr, b.Lost)
+		q.o.obs.OnLoss(q.name, lerr, b.Lost)
 		bad = append(bad, lerr)
 	}
 	if len(bad) > 0 {
@@ -189,24 +193,24 @@ func (q *Queue) take(ctx context.Context, n int, req string) (Batch, error) {
 	return b, nil
 }
 
-// Ack completes a task: its record and index entry are deleted. A task
+// ackTask completes a task: its record and index entry are deleted. A task
 // cancelled in flight is deleted the same way.
-func (q *Queue) Ack(ctx context.Context, t *Task) error {
-	errs, err := q.AckMany(ctx, []*Task{t})
+func (q *Queue) ackTask(ctx context.Context, t *Task) error {
+	errs, err := q.ackTasks(ctx, []*Task{t})
 	if err != nil {
 		return err
 	}
 	return errs[0]
 }
 
-// AckMany acks any number of tasks, MaxBatch per script (one round trip
+// ackTasks acks any number of tasks, MaxBatch per script (one round trip
 // per MaxBatch). errs[i] is the outcome of tasks[i]; err is a transport
 // error (then errs is nil).
-func (q *Queue) AckMany(ctx context.Context, tasks []*Task) (errs []error, err error) {
-	leases := make([]Lease, len(tasks))
+func (q *Queue) ackTasks(ctx context.Context, tasks []*Task) (errs []error, err error) {
+	leases := make([]leaseRef, len(tasks))
 	for i, t := range tasks {
 		if t != nil {
-			leases[i] = t.Lease
+			leases[i] = t.lease
 		}
 	}
 	errs, err = q.ackMany(ctx, leases, q.req.next())
@@ -220,7 +224,7 @@ func (q *Queue) AckMany(ctx context.Context, tasks []*Task) (errs []error, err e
 
 // ackMany is AckMany as the call req (the Worker re-sends a failed ack
 // batch under the same req: see take).
-func (q *Queue) ackMany(ctx context.Context, leases []Lease, req string) (errs []error, err error) {
+func (q *Queue) ackMany(ctx context.Context, leases []leaseRef, req string) (errs []error, err error) {
 	errs = make([]error, len(leases))
 	chunk := 0
 	var args []any
@@ -246,7 +250,7 @@ func (q *Queue) ackMany(ctx context.Context, leases []Lease, req string) (errs [
 			if e := codeErr(r.int(k)); e != nil {
 				errs[i] = fmt.Errorf("delay: ack %s: %w", leases[i].ID, e)
 			} else {
-				q.o.Observer.OnAck(q.name)
+				q.o.obs.OnAck(q.name)
 			}
 		}
 		args, idx = args[:0], idx[:0]
@@ -272,23 +276,23 @@ func (q *Queue) ackMany(ctx context.Context, leases []Lease, req string) (errs [
 	return errs, nil
 }
 
-// Outcome is what Retry or Kill did.
-type Outcome int
+// outcome is what retry or killTask did.
+type outcome int
 
-// Outcomes of Retry and Kill.
+// Outcomes of retry and killTask.
 const (
-	Retried   Outcome = iota + 1 // back in the due set, later
-	Dead                         // in the dead-letter set
-	Cancelled                    // the task had been cancelled: deleted
+	outcomeRetried   outcome = iota + 1 // back in the due set, later
+	outcomeDead                         // in the dead-letter set
+	outcomeCancelled                    // the task had been cancelled: deleted
 )
 
-func (o Outcome) String() string {
+func (o outcome) String() string {
 	switch o {
-	case Retried:
+	case outcomeRetried:
 		return "retried"
-	case Dead:
+	case outcomeDead:
 		return "dead"
-	case Cancelled:
+	case outcomeCancelled:
 		return "cancelled"
 	}
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
@@ -305,17 +309,17 @@ func errText(cause error) string {
 	return s
 }
 
-// Retry gives t back with the delay Options.Backoff(t.Attempt), or
+// retry gives t back with the delay Options.Backoff(t.Attempt), or
 // dead-letters it when t.Attempt ≥ MaxAttempts. cause is kept as the last error.
-func (q *Queue) Retry(ctx context.Context, t *Task, cause error) (Outcome, error) {
+func (q *Queue) retry(ctx context.Context, t *Task, cause error) (outcome, error) {
 	if t == nil {
 		return 0, invalid("task", "nil task")
 	}
-	return q.RetryAfter(ctx, t, q.o.Backoff(t.Attempt), cause)
+	return q.retryAfter(ctx, t, q.o.Backoff(t.Attempt), cause)
 }
 
-// RetryAfter is Retry with an explicit delay.
-func (q *Queue) RetryAfter(ctx context.Context, t *Task, delay time.Duration, cause error) (Outcome, error) {
+// retryAfter is retry with an explicit delay.
+func (q *Queue) retryAfter(ctx context.Context, t *Task, delay time.Duration, cause error) (outcome, error) {
 	l, err := leaseOf(t)
 	if err != nil {
 		return 0, err
@@ -333,20 +337,20 @@ func (q *Queue) RetryAfter(ctx context.Context, t *Task, delay time.Duration, ca
 	}
 	switch code := r.int(0); code {
 	case codeOK:
-		q.o.Observer.OnRetry(q.name, attempt, delay)
-		return Retried, nil
+		q.o.obs.OnRetry(q.name, attempt, delay)
+		return outcomeRetried, nil
 	case codeDead:
-		q.o.Observer.OnDead(q.name, attempt)
-		return Dead, nil
+		q.o.obs.OnDead(q.name, attempt)
+		return outcomeDead, nil
 	case codeCancelled:
-		return Cancelled, nil
+		return outcomeCancelled, nil
 	default:
 		return 0, fmt.Errorf("delay: retry %s: %w", l.ID, codeErr(code))
 	}
 }
 
-// Kill dead-letters a leased task now, keeping cause as its last error.
-func (q *Queue) Kill(ctx context.Context, t *Task, cause error) (Outcome, error) {
+// killTask dead-letters a leased task now, keeping cause as its last error.
+func (q *Queue) killTask(ctx context.Context, t *Task, cause error) (outcome, error) {
 	l, err := leaseOf(t)
 	if err != nil {
 		return 0, err
@@ -356,7 +360,7 @@ func (q *Queue) Kill(ctx context.Context, t *Task, cause error) (Outcome, error)
 
 // kill is Kill by lease: Take parks an unreadable record, which has no
 // Task, under the lease it was just taken with.
-func (q *Queue) kill(ctx context.Context, l Lease, cause error) (Outcome, error) {
+func (q *Queue) kill(ctx context.Context, l leaseRef, cause error) (outcome, error) {
 	if err := l.valid(); err != nil {
 		return 0, err
 	}
@@ -368,17 +372,17 @@ func (q *Queue) kill(ctx context.Context, l Lease, cause error) (Outcome, error)
 	}
 	switch code := r.int(0); code {
 	case codeDead:
-		q.o.Observer.OnDead(q.name, 0)
-		return Dead, nil
+		q.o.obs.OnDead(q.name, 0)
+		return outcomeDead, nil
 	case codeCancelled:
-		return Cancelled, nil
+		return outcomeCancelled, nil
 	default:
 		return 0, fmt.Errorf("delay: kill %s: %w", l.ID, codeErr(code))
 	}
 }
 
-// Extend sets the lease deadline to Redis TIME + lease and returns it.
-func (q *Queue) Extend(ctx context.Context, t *Task, lease time.Duration) (time.Time, error) {
+// extend sets the lease deadline to Redis TIME + lease and returns it.
+func (q *Queue) extend(ctx context.Context, t *Task, lease time.Duration) (time.Time, error) {
 	l, err := leaseOf(t)
 	if err != nil {
 		return time.Time{}, err
@@ -397,10 +401,10 @@ func (q *Queue) Extend(ctx context.Context, t *Task, lease time.Duration) (time.
 	return time.UnixMilli(r.int(1)), nil
 }
 
-// KeepAlive extends t's lease to Options.Lease every interval (0 = Lease/3)
+// keepAlive extends t's lease to Options.Lease every interval (0 = Lease/3)
 // until stop is called or ctx ends. stop returns the first extension error
 // (ErrLeaseLost if the lease was lost, after which it stops extending).
-func (q *Queue) KeepAlive(ctx context.Context, t *Task, interval time.Duration) (stop func() error) {
+func (q *Queue) keepAlive(ctx context.Context, t *Task, interval time.Duration) (stop func() error) {
 	if interval <= 0 {
 		interval = q.o.Lease / 3
 	}
@@ -420,7 +424,7 @@ func (q *Queue) KeepAlive(ctx context.Context, t *Task, interval time.Duration) 
 				return
 			case <-tick.C:
 			}
-			_, err := q.Extend(ctx, t, q.o.Lease)
+			_, err := q.extend(ctx, t, q.o.Lease)
 			if err != nil && ctx.Err() == nil {
 				mu.Lock()
 				if firstErr == nil {

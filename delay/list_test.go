@@ -53,11 +53,11 @@ func TestListTasks(t *testing.T) {
 		// 9 taken in one script share one lease deadline: ties in inflight.
 		batch := mustTake(t, ctx, q, 9)
 		for i, tk := range batch.Tasks[:3] {
-			if _, err := q.Kill(ctx, tk, fmt.Errorf("gateway said %d", 500+i)); err != nil {
+			if _, err := q.killTask(ctx, tk, fmt.Errorf("gateway said %d", 500+i)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := q.Ack(ctx, batch.Tasks[3]); err != nil {
+		if err := q.ackTask(ctx, batch.Tasks[3]); err != nil {
 			t.Fatal(err)
 		}
 		inflight := []string{}

@@ -22,7 +22,7 @@ const logEvery = 10 * time.Second
 // Observer. It sits in front of every queue's Observer, so a worker that
 // cannot reach or log in to Redis is never silent.
 type logObserver struct {
-	Observer
+	next  Observer
 	log   *slog.Logger
 	every time.Duration // logEvery; tests shorten it
 
@@ -49,7 +49,7 @@ type heldEvent struct {
 }
 
 func newLogObserver(next Observer, log *slog.Logger) *logObserver {
-	return &logObserver{Observer: next, log: log, every: logEvery, last: map[string]*logKind{}}
+	return &logObserver{next: next, log: log, every: logEvery, last: map[string]*logKind{}}
 }
 
 // allow reports whether an event of kind k may be logged now, and how many
@@ -137,19 +137,75 @@ func (o *logObserver) emit(level slog.Level, kind, msg string, tasks int, attrs 
 func (o *logObserver) OnError(queue, op string, err error) {
 	o.emit(slog.LevelError, "error\x00"+queue+"\x00"+op, "delay: "+op+" failed", 0,
 		slog.String("queue", queue), slog.String("op", op), slog.Any("err", err))
-	o.Observer.OnError(queue, op, err)
+	if o.next.OnError != nil {
+		o.next.OnError(queue, op, err)
+	}
 }
 
 func (o *logObserver) OnLoss(queue string, err error, n int) {
 	o.emit(slog.LevelError, "loss\x00"+queue+"\x00"+lossKind(err), "delay: Redis lost queue state", n,
 		slog.String("queue", queue), slog.Int("tasks", n), slog.Any("err", err))
-	o.Observer.OnLoss(queue, err, n)
+	if o.next.OnLoss != nil {
+		o.next.OnLoss(queue, err, n)
+	}
 }
 
 func (o *logObserver) OnWarning(queue string, err error) {
 	o.emit(slog.LevelWarn, "warning\x00"+queue+"\x00"+warnKind(err), "delay: warning", 0,
 		slog.String("queue", queue), slog.Any("err", err))
-	o.Observer.OnWarning(queue, err)
+	if o.next.OnWarning != nil {
+		o.next.OnWarning(queue, err)
+	}
+}
+
+// The other events only reach the caller's Observer.
+
+func (o *logObserver) OnEnqueue(queue string, duplicate bool) {
+	if o.next.OnEnqueue != nil {
+		o.next.OnEnqueue(queue, duplicate)
+	}
+}
+
+func (o *logObserver) OnDelivered(queue string, lateness time.Duration) {
+	if o.next.OnDelivered != nil {
+		o.next.OnDelivered(queue, lateness)
+	}
+}
+
+func (o *logObserver) OnAck(queue string) {
+	if o.next.OnAck != nil {
+		o.next.OnAck(queue)
+	}
+}
+
+func (o *logObserver) OnRetry(queue string, attempt int, delay time.Duration) {
+	if o.next.OnRetry != nil {
+		o.next.OnRetry(queue, attempt, delay)
+	}
+}
+
+func (o *logObserver) OnDead(queue string, attempt int) {
+	if o.next.OnDead != nil {
+		o.next.OnDead(queue, attempt)
+	}
+}
+
+func (o *logObserver) OnSweep(queue string, returned, dead int) {
+	if o.next.OnSweep != nil {
+		o.next.OnSweep(queue, returned, dead)
+	}
+}
+
+func (o *logObserver) OnHandled(queue string, took time.Duration, res HandleResult) {
+	if o.next.OnHandled != nil {
+		o.next.OnHandled(queue, took, res)
+	}
+}
+
+func (o *logObserver) OnHighWater(queue string, perMs, space int) {
+	if o.next.OnHighWater != nil {
+		o.next.OnHighWater(queue, perMs, space)
+	}
 }
 
 // lossKind groups losses by their sentinel, so a repaired index does not

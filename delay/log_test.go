@@ -89,11 +89,11 @@ func TestFaultRefusedLoginEndsRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wo := WorkerOptions{}
+			wo := workerOpts{}
 			if tc.wakePass != "" {
 				wo.WakeClient = srv.Client(&redis.Options{Password: tc.wakePass, MaxRetries: -1})
 			}
-			w, err := NewWorker(q, func(context.Context, *Task) error { return nil }, wo)
+			w, err := newWorker(q, func(context.Context, *Task) error { return nil }, wo)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,13 +133,13 @@ func TestFaultRefusalMidRunRetried(t *testing.T) {
 	c := srv.Client(&redis.Options{Username: "w", Password: "pw", MaxRetries: -1})
 	logs := &records{}
 	rec := &Recorder{}
-	q, err := New(c, "midrun", Options{Logger: slog.New(logs), Observer: rec})
+	q, err := New(c, "midrun", Options{Logger: slog.New(logs), Observer: obsOf(rec)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	handled := make(chan string, 4)
-	w, err := NewWorker(q, func(_ context.Context, tk *Task) error { handled <- tk.Key; return nil },
-		WorkerOptions{ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond, Heartbeat: -1})
+	w, err := newWorker(q, func(_ context.Context, tk *Task) error { handled <- tk.Key; return nil },
+		workerOpts{ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond, Heartbeat: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,12 +246,12 @@ func TestFaultHeartbeatErrorNamesItsQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := &opErrors{}
-	good, err := New(admin, "good", Options{Prefix: "pa", Observer: obs, Logger: slog.New(slog.DiscardHandler)})
+	good, err := New(admin, "good", Options{Prefix: "pa", Observer: obsOf(obs), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := srv.Client(&redis.Options{Username: "noregistry", Password: "pw", MaxRetries: -1})
-	bad, err := New(c, "nobeat", Options{Prefix: "pb", Observer: obs, Logger: slog.New(slog.DiscardHandler)})
+	bad, err := New(c, "nobeat", Options{Prefix: "pb", Observer: obsOf(obs), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestFaultDeadlineEndsRunQuietly(t *testing.T) {
 	// Eight wake loops: each one's BLPOP is blocked when the deadline
 	// comes, and each races it.
 	for i := range 8 {
-		q := namedQ(t, b, fmt.Sprintf("deadline%d", i), Options{Logger: slog.New(logs), Observer: rec})
+		q := namedQ(t, b, fmt.Sprintf("deadline%d", i), Options{Logger: slog.New(logs), Observer: obsOf(rec)})
 		if err := p.Add(q, func(context.Context, *Task) error { return nil }, QueueOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +315,7 @@ func TestFaultDeadlineEndsRunQuietly(t *testing.T) {
 func TestLogObserverLimitsEachKind(t *testing.T) {
 	t.Parallel()
 	logs := &records{}
-	o := newLogObserver(NopObserver{}, slog.New(logs))
+	o := newLogObserver(Observer{}, slog.New(logs))
 	t0 := time.Unix(1_700_000_000, 0)
 	steps := []struct {
 		kind   string
@@ -340,7 +340,7 @@ func TestLogObserverLimitsEachKind(t *testing.T) {
 	// Through the Observer methods: an error, a loss and a warning each
 	// log once, and the caller's Observer sees every event.
 	rec := &Recorder{}
-	o = newLogObserver(rec, slog.New(logs))
+	o = newLogObserver(rec.Observer(), slog.New(logs))
 	for range 3 {
 		o.OnError("q", "take", errors.New("boom"))
 		o.OnWarning("q", ErrHighWater)
@@ -361,7 +361,7 @@ func TestLogLossesNeverHidden(t *testing.T) {
 	t.Parallel()
 	logs := &records{}
 	rec := &Recorder{}
-	o := newLogObserver(rec, slog.New(logs))
+	o := newLogObserver(rec.Observer(), slog.New(logs))
 	o.every = 50 * time.Millisecond
 	o.OnLoss("q", ErrIndexLost, 1)
 	o.OnLoss("q", fmt.Errorf("%w: 500 tasks", ErrRecordLost), 500)
@@ -403,18 +403,18 @@ func TestLoggerDefaultsAndDiscard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lo, ok := o.Observer.(*logObserver)
+	lo, ok := o.obs.(*logObserver)
 	if !ok || lo.log != slog.Default() {
-		t.Fatalf("default Observer %T does not log to slog.Default()", o.Observer)
+		t.Fatalf("default observer %T does not log to slog.Default()", o.obs)
 	}
 	again, err := o.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Observer != o.Observer {
+	if again.obs != o.obs {
 		t.Fatal("withDefaults wrapped the logging Observer twice")
 	}
-	d := newLogObserver(NopObserver{}, slog.New(slog.DiscardHandler))
+	d := newLogObserver(Observer{}, slog.New(slog.DiscardHandler))
 	d.OnError("q", "take", errors.New("boom"))
 	if len(d.last) != 0 {
 		t.Fatal("a discarding logger still tracked the kind")

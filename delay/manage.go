@@ -363,24 +363,34 @@ type Stats struct {
 // LatenessBuckets is a server-side lateness histogram: Counts[0] is 0 ms
 // late, Counts[b] for b ≥ 1 covers [2^(b-1), 2^b) ms. The take script
 // keeps it, so it covers every worker of the queue, not just one process.
+// Stats fills the summary fields from the counts.
 type LatenessBuckets struct {
 	Counts [41]int64
+	// Total is the number of deliveries counted.
+	Total int64
+	// P50, P99 and P999 are upper bounds of those percentiles, and Max of
+	// the largest lateness: the exclusive top of the bucket holding each,
+	// so 1ms means "on time, to the millisecond". All 0 when Total is 0.
+	P50, P99, P999, Max time.Duration
 }
 
-// Total is the number of deliveries counted.
-func (l LatenessBuckets) Total() int64 {
-	var n int64
+// summarize sets the fields computed from Counts.
+func (l *LatenessBuckets) summarize() {
+	l.Total = 0
 	for _, c := range l.Counts {
-		n += c
+		l.Total += c
 	}
-	return n
+	l.P50, l.P99, l.P999, l.Max = l.percentile(50), l.percentile(99), l.percentile(99.9), l.percentile(100)
 }
 
-// Percentile returns an upper bound of the p-th percentile (0 < p ≤ 100):
-// the exclusive top of the bucket holding it, so 1ms means "on time, to
-// the millisecond". It is 0 when nothing was counted.
-func (l LatenessBuckets) Percentile(p float64) time.Duration {
-	total := l.Total()
+// percentile returns an upper bound of the p-th percentile (0 < p ≤ 100)
+// of Counts: the exclusive top of the bucket holding it; 0 when nothing
+// was counted.
+func (l LatenessBuckets) percentile(p float64) time.Duration {
+	var total int64
+	for _, c := range l.Counts {
+		total += c
+	}
 	if total == 0 {
 		return 0
 	}
@@ -458,5 +468,6 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 			}
 		}
 	}
+	s.Lateness.summarize()
 	return s, nil
 }

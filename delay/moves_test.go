@@ -125,7 +125,7 @@ func moveCases(stopped time.Time) []moveCase {
 				if err != nil {
 					return err
 				}
-				_, err = q.RetryAfter(ctx, &Task{Attempt: 1, Lease: Lease{ID: info[0].ID, Fence: fence}}, 200*24*time.Hour, errors.New("boom"))
+				_, err = q.retryAfter(ctx, &Task{Attempt: 1, lease: leaseRef{ID: info[0].ID, Fence: fence}}, 200*24*time.Hour, errors.New("boom"))
 				return err
 			},
 			want: score.ErrOutOfRange,
@@ -137,7 +137,7 @@ func moveCases(stopped time.Time) []moveCase {
 					mustEnqueue(t, ctx, q, Job{Key: "victim", Token: tok})
 				}
 				for _, tk := range mustTake(t, ctx, q, 2).Tasks {
-					if _, err := q.Kill(ctx, tk, errors.New("boom")); err != nil {
+					if _, err := q.killTask(ctx, tk, errors.New("boom")); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -196,7 +196,7 @@ func TestReplySweptByTime(t *testing.T) {
 func TestRepairFilesReplies(t *testing.T) {
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &lossRecorder{}
-		q := newQ(t, b, Options{Observer: obs})
+		q := newQ(t, b, Options{Observer: obsOf(obs)})
 		for i := range 2 * replyBucket {
 			mustEnqueue(t, ctx, q, Job{Key: "k" + strconv.Itoa(i)})
 		}

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"time"
 
 	"github.com/tierset/tierset/score"
@@ -51,8 +50,7 @@ type Options struct {
 	// deliveries, from 1). Default: DefaultBackoff.
 	Backoff func(attempt int) time.Duration
 	// Observer receives events (deliveries with lateness, retries, dead
-	// letters, errors). Default: NopObserver. A nil pointer (a nil
-	// *Recorder) is refused.
+	// letters, errors). Default: the zero Observer, which ignores them.
 	Observer Observer
 	// Logger logs what goes wrong whatever the Observer: OnError and
 	// OnLoss at level Error, OnWarning at Warn, each kind (queue and
@@ -82,7 +80,7 @@ type Options struct {
 	// deadlines on the socket and a Redis stall holds Enqueue for
 	// ReadTimeout (3 s by default) whatever the caller's ctx says.
 	AllowNoContextTimeout bool
-	// AllowEviction lets Check (and so Worker.Run) accept a server whose
+	// AllowEviction lets Check (and so Pool.Run) accept a server whose
 	// maxmemory-policy is allkeys-*, which can evict the queue's keys and
 	// lose tasks: it then warns through Observer.OnWarning instead of
 	// failing with ErrEvictionPolicy. Default false.
@@ -109,6 +107,9 @@ type Options struct {
 	// does); it only arms the worker's timer, through an offset to Redis
 	// TIME measured on every reply. Default time.Now. Tests inject skew here.
 	Now func() time.Time
+
+	// obs is Observer behind the logging of Logger, set by withDefaults.
+	obs observer
 }
 
 // DefaultBackoff is 1 s · 2^(attempt-1), capped at 10 minutes, with "equal
@@ -177,17 +178,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff
 	}
-	if o.Observer == nil {
-		o.Observer = NopObserver{}
-	} else if v := reflect.ValueOf(o.Observer); v.Kind() == reflect.Pointer && v.IsNil() {
-		// Its first event would panic in the worker.
-		return o, invalid("options", "Observer is a nil %T", o.Observer)
-	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if _, ok := o.Observer.(*logObserver); !ok {
-		o.Observer = newLogObserver(o.Observer, o.Logger)
+	if o.obs == nil {
+		o.obs = newLogObserver(o.Observer, o.Logger)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -12,11 +12,21 @@ import (
 	"github.com/tierset/tierset/internal/keyname"
 )
 
-// PoolMode is how a Pool shares its handlers among its lines.
-type PoolMode int
+// Handler processes one task. Returning nil acks it; an error wrapping
+// ErrSkipRetry (see Permanent) dead-letters it; an error made by
+// RetryAfter retries it after the delay given; any other error, or a
+// panic, retries it with Options.Backoff. ctx ends when the pool's
+// ShutdownTimeout runs out; the lease deadline is in t.Deadline (see
+// PoolOptions.AutoExtend).
+type Handler func(ctx context.Context, t *Task) error
 
-const (
-	// Weighted (the default) serves every line that has tasks waiting, in
+// PoolOptions configure a Pool. The zero value of every field is its default.
+type PoolOptions struct {
+	// Concurrency is the number of handler goroutines the lines share.
+	// Default 8.
+	Concurrency int
+	// Strict is how the handlers are shared among lines. Default false,
+	// weighted: the pool serves every line that has tasks waiting, in
 	// proportion to its QueueOptions.Weight (smooth weighted round robin
 	// over the backlogged lines with a free cap): with every line
 	// backlogged, a line of weight w gets w/Σw of the handler starts, and
@@ -28,23 +38,14 @@ const (
 	// slower than its share drains keeps its share and the pool goes at
 	// the pace of its takes. A take slower than 250 ms gives its turns
 	// away, until one of that queue's takes is faster again.
-	Weighted PoolMode = iota
-	// Strict serves lines in order of Weight, highest first: a line's task
-	// starts only while every line above it has nothing due (no task
-	// waiting, no take under way that may bring some, and its last take
-	// came back short). A line above that is at its MaxConcurrent does not
-	// hold the lines below back: a cap bounds what a line may use, it does
-	// not reserve handlers for it.
-	Strict
-)
-
-// PoolOptions configure a Pool. The zero value of every field is its default.
-type PoolOptions struct {
-	// Concurrency is the number of handler goroutines the lines share.
-	// Default 8.
-	Concurrency int
-	// Mode is how the handlers are shared among lines. Default Weighted.
-	Mode PoolMode
+	//
+	// True, strict: the pool serves lines in order of Weight, highest
+	// first: a line's task starts only while every line above it has
+	// nothing due (no task waiting, no take under way that may bring
+	// some, and its last take came back short). A line above that is at
+	// its MaxConcurrent does not hold the lines below back: a cap bounds
+	// what a line may use, it does not reserve handlers for it.
+	Strict bool
 	// ShutdownTimeout is how long Run waits for running handlers after its
 	// context ends, counted from that end (a take in flight or a wake BLPOP
 	// does not lengthen it, whether ctx was cancelled or reached its
@@ -59,7 +60,7 @@ type PoolOptions struct {
 	// SweepBatch caps one sweep of expired leases (1..MaxBatch). Default 100.
 	SweepBatch int
 	// AutoExtend extends each running task's lease every Lease/3 (see
-	// Queue.KeepAlive). Default off: a handler must finish within the lease.
+	// Queue.keepAlive). Default off: a handler must finish within the lease.
 	AutoExtend bool
 	// WakeClient carries the blocking BLPOP on each queue's wake list (one
 	// connection per queue or shard, held for up to WakeBlock). Default:
@@ -110,8 +111,8 @@ type PoolOptions struct {
 // QueueOptions configure one line of a Pool. The zero value of every
 // field is its default.
 type QueueOptions struct {
-	// Weight is the line's share of the handlers in Weighted mode and its
-	// rank in Strict mode (higher first; equal weights in Add order).
+	// Weight is the line's share of the handlers in a weighted pool and its
+	// rank in a strict one (higher first; equal weights in Add order).
 	// Default 1.
 	Weight int
 	// MaxConcurrent caps the line's running handlers (over all its shards).
@@ -122,9 +123,17 @@ type QueueOptions struct {
 	// Concurrency), at most MaxBatch.
 	BatchSize int
 	// Prefetch is how many taken tasks each of the line's queues may hold
-	// waiting for a handler beyond its concurrency; see
-	// WorkerOptions.Prefetch. Default: BatchSize when BatchSize exceeds
-	// the line's concurrency; else, in a Weighted pool of several lines,
+	// waiting for a handler beyond its concurrency. With a buffer, a take
+	// carries up to BatchSize tasks whatever the number of free handlers,
+	// and the next take goes out when the buffer runs low (half empty), so
+	// the network overlaps the handling. A buffered task is started only
+	// while at least half of its lease is left; otherwise, for every
+	// buffered task at shutdown, and once the queue is paused
+	// (Queue.Pause, seen within 25 ms plus a round trip), it is released:
+	// put back in due at its score with its attempt count restored. A task
+	// killed with its process while buffered still counts one attempt and
+	// waits for its lease. Default: BatchSize when BatchSize exceeds
+	// the line's concurrency; else, in a weighted pool of several lines,
 	// the line's share of the handlers (Concurrency·Weight/ΣWeight,
 	// rounded up, split over a Sharded line's queues), so a backlogged
 	// line has tasks ready when its turn comes; else none. Negative: none.
@@ -158,12 +167,25 @@ func nilLine(l Line) bool {
 	return false
 }
 
-// Pool serves several lines (queues, each with its own handler, weight and
-// optional concurrency cap) from one set of handler goroutines. Each queue
-// (each shard of a Sharded line) has its own taker: it takes due tasks
-// with the queue's timer and wake-up, as a Worker does, and hands them to
-// the shared handlers, which pick the next line by Mode. A Worker is a
-// Pool of one line.
+// Pool is the runner: it takes due tasks and runs each line's Handler on
+// them. It serves one or several lines (queues, each with its own
+// handler, weight and optional concurrency cap) from one set of handler
+// goroutines. Each queue (each shard of a Sharded line) has its own
+// taker, with its own take loop, its own wake-up (BLPOP on the queue's
+// wake list, a client-side timer for the next due task: no polling) and
+// its own backoff, so a shard whose master is down or slow holds back no
+// other; the takers hand their tasks to the shared handlers, which pick
+// the next line as PoolOptions.Strict says. A line's tasks wait for a
+// handler in the order they were taken, so a shard with a deep backlog
+// cannot starve the others.
+//
+// One queue is a pool of one line:
+//
+//	p, _ := delay.NewPool(delay.PoolOptions{Concurrency: 8})
+//	p.Add(q, handle, delay.QueueOptions{})
+//	err := p.Run(ctx) // until ctx ends
+//
+// Several lines share the handlers:
 //
 //	p, _ := delay.NewPool(delay.PoolOptions{Concurrency: 16})
 //	p.Add(orders, handleOrder, delay.QueueOptions{Weight: 6})
@@ -180,9 +202,6 @@ type Pool struct {
 	// still in flight at ShutdownTimeout, on a frozen server): the next
 	// Run waits for them, each bounded by its own 5 s.
 	late sync.WaitGroup
-	// perTaker, when set (ShardedWorker), is each queue's own concurrency
-	// for its take limit, instead of the line's.
-	perTaker int
 }
 
 // NewPool returns an empty pool; Add lines, then Run it.
@@ -193,9 +212,6 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	}
 	if o.WakeClient != nil && nilClient(o.WakeClient) {
 		return nil, invalid("options", "typed nil WakeClient")
-	}
-	if o.Mode != Weighted && o.Mode != Strict {
-		return nil, invalid("options", "pool mode %d", o.Mode)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 8
@@ -260,9 +276,6 @@ func (p *Pool) Add(l Line, h Handler, opts QueueOptions) error {
 	if o.MaxConcurrent > 0 {
 		conc = min(conc, o.MaxConcurrent)
 	}
-	if p.perTaker > 0 {
-		conc = p.perTaker
-	}
 	if o.BatchSize == 0 {
 		o.BatchSize = min(conc, MaxBatch)
 	}
@@ -307,7 +320,7 @@ type line struct {
 	takers  []*taker
 	sharded bool
 
-	conc int // the line's concurrency (per taker for a ShardedWorker)
+	conc int // the line's concurrency
 	// autoPrefetch: Prefetch was left to its default and BatchSize asks
 	// for none; in a Weighted pool of several lines plan gives it one.
 	autoPrefetch bool
@@ -427,7 +440,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hcancel()
 
-	s := newSched(lines, p.o.Mode == Strict)
+	s := newSched(lines, p.o.Strict)
 	planPrefetch(lines, p.o.Concurrency, s.weighted)
 	// wakes are the wake-list BLPOPs, which a cancel does not interrupt:
 	// Run waits for them only within ShutdownTimeout.

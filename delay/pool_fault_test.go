@@ -34,7 +34,7 @@ func TestFaultWorkerStartOutage(t *testing.T) {
 			c := r.Client(&redis.Options{MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 			ctx := testCtx(t)
 			obs := &faultObserver{errs: map[string][]error{}}
-			o := Options{Lease: 2 * time.Second, Observer: obs}
+			o := Options{Lease: 2 * time.Second, Observer: obsOf(obs)}
 			var mu sync.Mutex
 			got := map[string]int{}
 			h := func(ctx context.Context, tk *Task) error {
@@ -43,7 +43,7 @@ func TestFaultWorkerStartOutage(t *testing.T) {
 				mu.Unlock()
 				return nil
 			}
-			wo := WorkerOptions{Concurrency: 2, ReconnectMax: 300 * time.Millisecond, Heartbeat: -1}
+			wo := workerOpts{Concurrency: 2, ReconnectMax: 300 * time.Millisecond, Heartbeat: -1}
 			var run func(context.Context) error
 			var stats func() LineStats
 			var enqueue func(context.Context, Job) error
@@ -52,22 +52,22 @@ func TestFaultWorkerStartOutage(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w, err := NewWorker(q, h, wo)
+				w, err := newWorker(q, h, wo)
 				if err != nil {
 					t.Fatal(err)
 				}
-				run, stats = w.Run, w.Stats
+				run, stats = w.Run, func() LineStats { return w.Stats()[0] }
 				enqueue = func(ctx context.Context, j Job) error { _, err := q.Enqueue(ctx, j); return err }
 			} else {
 				s, err := NewSharded(c, "outage", ShardedOptions{Shards: shards, Queue: o})
 				if err != nil {
 					t.Fatal(err)
 				}
-				w, err := NewShardedWorker(s, h, wo)
+				w, err := newWorker(s, h, wo)
 				if err != nil {
 					t.Fatal(err)
 				}
-				run, stats = w.Run, w.Stats
+				run, stats = w.Run, func() LineStats { return w.Stats()[0] }
 				enqueue = func(ctx context.Context, j Job) error { _, err := s.Enqueue(ctx, j); return err }
 			}
 			r.Kill()
@@ -120,16 +120,16 @@ func TestFaultShutdownAcks(t *testing.T) {
 		// The default 30 s lease: on a loaded machine the 20 handlers may
 		// take seconds to start, and a lease that ends before the late
 		// ack would make the ack fail for a reason this test is not about.
-		q := newQ(t, b, Options{Observer: rec})
+		q := newQ(t, b, Options{Observer: obsOf(rec)})
 		const n = 20
 		var started, calls atomic.Int32
-		w, err := NewWorker(q, func(hctx context.Context, tk *Task) error {
+		w, err := newWorker(q, func(hctx context.Context, tk *Task) error {
 			calls.Add(1)
 			started.Add(1)
 			<-hctx.Done() // cancelled at ShutdownTimeout
 			time.Sleep(rand.N(500 * time.Millisecond))
 			return nil
-		}, WorkerOptions{Concurrency: n, ShutdownTimeout: 100 * time.Millisecond, Heartbeat: -1})
+		}, workerOpts{Concurrency: n, ShutdownTimeout: 100 * time.Millisecond, Heartbeat: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestFaultShutdownAcks(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("late handlers: %d acked of %d (%v); observer errors %d, handled ok %d", st.Acked, n, err, rec.Errors.Load(), rec.Handled[HandleOK].Load())
+				t.Fatalf("late handlers: %d acked of %d (%v); observer errors %d, handled ok %d", st.Acked, n, err, rec.Errors.Load(), rec.HandledOK.Load())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -158,8 +158,8 @@ func TestFaultShutdownAcks(t *testing.T) {
 		if st.Pending != 0 || st.InFlight != 0 || st.Retries != 0 || st.Expired != 0 {
 			t.Fatalf("after the late acks: %+v", st)
 		}
-		if calls.Load() != n || rec.Handled[HandleOK].Load() != n {
-			t.Fatalf("%d calls, %d reported ok, want %d", calls.Load(), rec.Handled[HandleOK].Load(), n)
+		if calls.Load() != n || rec.HandledOK.Load() != n {
+			t.Fatalf("%d calls, %d reported ok, want %d", calls.Load(), rec.HandledOK.Load(), n)
 		}
 	})
 }
@@ -182,17 +182,17 @@ func TestFaultShutdownAckCutReply(t *testing.T) {
 	ctx := testCtx(t)
 	loadScripts(t, ctx, env.direct) // a cut EVALSHA is then one that ran
 	obs := &shutdownAckObserver{faultObserver: faultObserver{errs: map[string][]error{}}}
-	q, err := New(env.c, "lateack", Options{Prefix: testredis.Prefix(t), Observer: obs})
+	q, err := New(env.c, "lateack", Options{Prefix: testredis.Prefix(t), Observer: obsOf(obs)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	started, release := make(chan struct{}), make(chan struct{})
-	w, err := NewWorker(q, func(hctx context.Context, _ *Task) error {
+	w, err := newWorker(q, func(hctx context.Context, _ *Task) error {
 		close(started)
 		<-hctx.Done() // cancelled at ShutdownTimeout
 		<-release     // the cut is armed and Run has returned
 		return nil
-	}, WorkerOptions{Concurrency: 1, ShutdownTimeout: 100 * time.Millisecond, Heartbeat: -1})
+	}, workerOpts{Concurrency: 1, ShutdownTimeout: 100 * time.Millisecond, Heartbeat: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestPoolEvictionPolicyStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, _ := NewWorker(q, func(context.Context, *Task) error { return nil }, WorkerOptions{Heartbeat: -1})
+	w, _ := newWorker(q, func(context.Context, *Task) error { return nil }, workerOpts{Heartbeat: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = w.Run(ctx)
@@ -257,7 +257,7 @@ func TestFaultPoolStrictDownLine(t *testing.T) {
 	r := testredis.StartServer(t)
 	dead := r.Client(&redis.Options{MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	obs := &faultObserver{errs: map[string][]error{}}
-	high, err := New(dead, "high", Options{Observer: obs})
+	high, err := New(dead, "high", Options{Observer: obsOf(obs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestFaultPoolStrictDownLine(t *testing.T) {
 	ctx := testCtx(t)
 	fillDue(t, ctx, low, 50)
 	var handled atomic.Int32
-	p, _ := NewPool(PoolOptions{Mode: Strict, Heartbeat: -1, ReconnectMax: 200 * time.Millisecond})
+	p, _ := NewPool(PoolOptions{Strict: true, Heartbeat: -1, ReconnectMax: 200 * time.Millisecond})
 	if err := p.Add(high, func(context.Context, *Task) error { return nil }, QueueOptions{Weight: 9}); err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ type taker struct {
 	dueBy atomic.Int64
 	freed chan struct{}
 	wake  chan struct{}
-	acks  chan Lease
+	acks  chan leaseRef
 	// ackMu orders sends on acks against closeAcks: a handler that returns
 	// after the ack loop stopped acks directly instead.
 	ackMu     sync.RWMutex
@@ -76,7 +76,7 @@ func (tk *taker) reset(s *sched) {
 	// Every held task sends at most one ack, and a send happens before
 	// its task is given back, so the channel never holds more than limit
 	// plus what the ack loop gathered meanwhile.
-	tk.acks = make(chan Lease, 2*tk.limit+MaxBatch)
+	tk.acks = make(chan leaseRef, 2*tk.limit+MaxBatch)
 	tk.ackClosed = false
 	tk.quit = make(chan struct{})
 }
@@ -93,7 +93,7 @@ func (tk *taker) done() {
 
 func (tk *taker) onError(op string, err error) {
 	tk.l.errs.Add(1)
-	tk.q.o.Observer.OnError(tk.q.name, op, err)
+	tk.q.o.obs.OnError(tk.q.name, op, err)
 }
 
 func (tk *taker) reconnectDelay(failures int) time.Duration {
@@ -312,9 +312,9 @@ func (tk *taker) run(ctx context.Context, fail context.CancelCauseFunc, wakes *s
 // the same call (reclaimTake): whichever of the two runs first takes the
 // tasks and the other gets its kept reply, so the tasks are released
 // either way, and the abandoned call's reply is dropped.
-func (tk *taker) takeOrEnd(ctx context.Context, n int, req string) (Batch, error) {
+func (tk *taker) takeOrEnd(ctx context.Context, n int, req string) (takeBatch, error) {
 	type result struct {
-		b   Batch
+		b   takeBatch
 		err error
 	}
 	ch := make(chan result, 1)
@@ -326,7 +326,7 @@ func (tk *taker) takeOrEnd(ctx context.Context, n int, req string) (Batch, error
 	case r := <-ch:
 		return r.b, r.err
 	case <-ctx.Done():
-		return Batch{}, ctx.Err()
+		return takeBatch{}, ctx.Err()
 	}
 }
 
@@ -383,48 +383,32 @@ func (tk *taker) releaseAll(ctx context.Context, tasks []*Task) {
 	}
 	for _, e := range errs {
 		if e != nil {
-			q.o.Observer.OnError(q.name, "release", e)
+			q.o.obs.OnError(q.name, "release", e)
 		}
 	}
 }
 
-// HandleResult is how a handler call ended, as Observer.OnHandled reports it.
-type HandleResult int
+// HandleResult is how a handler call ended, as Observer.OnHandled
+// reports it. Its value is its metric label.
+type HandleResult string
 
 // Handler call results.
 const (
 	// HandleOK: the handler returned nil; the task is acked.
-	HandleOK HandleResult = iota + 1
+	HandleOK HandleResult = "ok"
 	// HandleError: it returned an error; the task is retried (or
 	// dead-lettered at MaxAttempts).
-	HandleError
+	HandleError HandleResult = "error"
 	// HandleSkipRetry: it returned an error wrapping ErrSkipRetry; the task
 	// is dead-lettered.
-	HandleSkipRetry
+	HandleSkipRetry HandleResult = "skip_retry"
 	// HandlePanic: it panicked; the task is retried.
-	HandlePanic
+	HandlePanic HandleResult = "panic"
 	// HandleShutdown: it returned an error after the pool's
 	// ShutdownTimeout cancelled its ctx; the task is released back to
 	// due, its attempt not counted.
-	HandleShutdown
+	HandleShutdown HandleResult = "shutdown"
 )
-
-// String returns the result's metric label: ok, error, skip_retry, panic, shutdown.
-func (r HandleResult) String() string {
-	switch r {
-	case HandleOK:
-		return "ok"
-	case HandleError:
-		return "error"
-	case HandleSkipRetry:
-		return "skip_retry"
-	case HandlePanic:
-		return "panic"
-	case HandleShutdown:
-		return "shutdown"
-	}
-	return "unknown"
-}
 
 // handle runs the line's handler on t and applies its outcome. Before the
 // pool's ShutdownTimeout, acks go through the batching ack loop; after
@@ -433,7 +417,7 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 	q := tk.q
 	var stop func() error
 	if tk.p.o.AutoExtend {
-		stop = q.KeepAlive(ctx, t, 0)
+		stop = q.keepAlive(ctx, t, 0)
 	}
 	began := time.Now()
 	err, panicked := tk.call(ctx, t)
@@ -453,14 +437,14 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 	default:
 		res = HandleError
 	}
-	q.o.Observer.OnHandled(q.name, took, res)
-	var out Outcome
+	q.o.obs.OnHandled(q.name, took, res)
+	var out outcome
 	defer func() { tk.hist.record(q.ServerNow(), res, out, t.Lateness()) }()
 	switch res {
 	case HandleOK:
 		tk.ackMu.RLock()
 		if !tk.ackClosed {
-			tk.acks <- t.Lease
+			tk.acks <- t.lease
 			tk.ackMu.RUnlock()
 			return
 		}
@@ -472,7 +456,7 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 		req := q.req.next()
 		for attempt := 1; ; attempt++ {
 			actx, acancel := completionCtx(ctx)
-			errs, aerr := q.ackMany(actx, []Lease{t.Lease}, req)
+			errs, aerr := q.ackMany(actx, []leaseRef{t.lease}, req)
 			acancel()
 			if aerr == nil {
 				aerr = errs[0]
@@ -489,21 +473,27 @@ func (tk *taker) handle(ctx context.Context, t *Task) {
 	case HandleShutdown:
 		// Interrupted by the shutdown, not failed: back to due at its
 		// score, the attempt not counted.
-		q.o.Observer.OnError(q.name, "handle", err)
+		q.o.obs.OnError(q.name, "handle", err)
 		tk.releaseAll(ctx, []*Task{t}) // with a bounded ctx of its own
 	case HandleSkipRetry:
 		cctx, cancel := completionCtx(ctx)
 		defer cancel()
 		var kerr error
-		if out, kerr = q.Kill(cctx, t, err); kerr != nil {
-			q.o.Observer.OnError(q.name, "kill", kerr)
+		if out, kerr = q.killTask(cctx, t, err); kerr != nil {
+			q.o.obs.OnError(q.name, "kill", kerr)
 		}
 	default:
 		cctx, cancel := completionCtx(ctx)
 		defer cancel()
 		var rerr error
-		if out, rerr = q.Retry(cctx, t, err); rerr != nil {
-			q.o.Observer.OnError(q.name, "retry", rerr)
+		var ra *retryAfterError
+		if errors.As(err, &ra) {
+			out, rerr = q.retryAfter(cctx, t, ra.d, err)
+		} else {
+			out, rerr = q.retry(cctx, t, err)
+		}
+		if rerr != nil {
+			q.o.obs.OnError(q.name, "retry", rerr)
 		}
 	}
 }

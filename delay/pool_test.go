@@ -147,7 +147,7 @@ func TestPoolStrict(t *testing.T) {
 	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		const n, conc = 500, 4
-		p, err := NewPool(PoolOptions{Concurrency: conc, Mode: Strict, Heartbeat: -1})
+		p, err := NewPool(PoolOptions{Concurrency: conc, Strict: true, Heartbeat: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestPoolCaps(t *testing.T) {
 						break
 					}
 				}
-				time.Sleep(time.Duration(tk.Lease.Fence%3) * time.Millisecond)
+				time.Sleep(time.Duration(tk.lease.Fence%3) * time.Millisecond)
 				running[i].Add(-1)
 				handled.Add(1)
 				return nil
@@ -330,7 +330,6 @@ func TestPoolBadOptions(t *testing.T) {
 		o    PoolOptions
 	}{
 		{"negative concurrency", PoolOptions{Concurrency: -1}},
-		{"bad mode", PoolOptions{Mode: 7}},
 		{"negative timeout", PoolOptions{ShutdownTimeout: -time.Second}},
 		{"bad ID", PoolOptions{ID: "a b"}},
 		{"shared batch too big", PoolOptions{SharedBatch: MaxBatch + 1}},
@@ -408,11 +407,11 @@ func TestPoolScriptCap(t *testing.T) {
 // The ack loop's batch stops at the cap it is given; the rest stays queued.
 func TestAckDrainStopsAtCap(t *testing.T) {
 	t.Parallel()
-	acks := make(chan Lease, 100)
+	acks := make(chan leaseRef, 100)
 	for range 100 {
-		acks <- Lease{}
+		acks <- leaseRef{}
 	}
-	batch := []Lease{{}}
+	batch := []leaseRef{{}}
 	drain(acks, &batch, 32)
 	if len(batch) != 32 || len(acks) != 69 {
 		t.Fatalf("batch %d, %d left queued; want 32 and 69", len(batch), len(acks))

@@ -63,7 +63,7 @@ func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
 		if !o.AllowNoContextTimeout {
 			return nil, invalid("options", "%w (or set Options.AllowNoContextTimeout)", err)
 		}
-		o.Observer.OnWarning(name, fmt.Errorf("delay: %w", err))
+		o.obs.OnWarning(name, fmt.Errorf("delay: %w", err))
 	}
 	k := newKeys(o.Prefix, name)
 	// Names and prefixes without braces cannot move a key off the queue's
@@ -87,7 +87,11 @@ func (q *Queue) Name() string { return q.name }
 func (q *Queue) Client() redis.UniversalClient { return q.c }
 
 // Options returns the queue's options with defaults filled in.
-func (q *Queue) Options() Options { return q.o }
+func (q *Queue) Options() Options {
+	o := q.o
+	o.obs = nil // a New given these options logs through their Logger
+	return o
+}
 
 // Keys lists the queue's fixed keys and the base name under which its
 // record buckets live (base + ":" + suffix). All share the queue's hash

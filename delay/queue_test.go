@@ -22,7 +22,7 @@ func TestEnqueueTakeAck(t *testing.T) {
 			t.Fatalf("took %d tasks, want 1", len(bt.Tasks))
 		}
 		tk := bt.Tasks[0]
-		if tk.ID != e.ID || tk.Key != "order:1" || string(tk.Payload) != "hello" || tk.Attempt != 1 || tk.Lease.Fence <= 0 {
+		if tk.ID != e.ID || tk.Key != "order:1" || string(tk.Payload) != "hello" || tk.Attempt != 1 || tk.lease.Fence <= 0 {
 			t.Fatalf("task = %+v", tk)
 		}
 		if tk.Due != e.Due || tk.Lateness() < 0 {
@@ -31,10 +31,10 @@ func TestEnqueueTakeAck(t *testing.T) {
 		if again := mustTake(t, ctx, q, 10); len(again.Tasks) != 0 {
 			t.Fatalf("second take got %d tasks", len(again.Tasks))
 		}
-		if err := q.Ack(ctx, tk); err != nil {
+		if err := q.ackTask(ctx, tk); err != nil {
 			t.Fatalf("ack: %v", err)
 		}
-		if err := q.Ack(ctx, tk); !errors.Is(err, ErrNotFound) {
+		if err := q.ackTask(ctx, tk); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("second ack: %v, want ErrNotFound", err)
 		}
 		assertOnlyCounters(t, b, q)

@@ -249,7 +249,7 @@ func TestRateTinyNoSpin(t *testing.T) {
 				cnt := &takeCounter{due: q.k.due}
 				b.Client.AddHook(cnt)
 				got := make(chan struct{}, 3)
-				w, err := NewWorker(q, func(context.Context, *Task) error { got <- struct{}{}; return nil }, WorkerOptions{})
+				w, err := newWorker(q, func(context.Context, *Task) error { got <- struct{}{}; return nil }, workerOpts{})
 				if err != nil {
 					t.Fatal(err)
 				}

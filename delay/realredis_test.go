@@ -163,7 +163,7 @@ func TestEightConsumers100k(t *testing.T) {
 		}
 		var stops []func() error
 		for range 8 {
-			w, err := NewWorker(q, h, WorkerOptions{Concurrency: 16, BatchSize: 100})
+			w, err := newWorker(q, h, workerOpts{Concurrency: 16, BatchSize: 100})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,18 +204,18 @@ func TestWorkerSurvivesRedisRestart(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	rec := &Recorder{}
-	q, err := New(c, "restart", Options{Lease: time.Second, Observer: rec})
+	q, err := New(c, "restart", Options{Lease: time.Second, Observer: obsOf(rec)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	got := map[string]bool{}
-	w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error {
+	w, _ := newWorker(q, func(ctx context.Context, tk *Task) error {
 		mu.Lock()
 		got[tk.Key] = true
 		mu.Unlock()
 		return nil
-	}, WorkerOptions{Concurrency: 4, ReconnectMax: 300 * time.Millisecond})
+	}, workerOpts{Concurrency: 4, ReconnectMax: 300 * time.Millisecond})
 	stop := runFunc(t, w.Run)
 	has := func(keys ...string) func() bool {
 		return func() bool {

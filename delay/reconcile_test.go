@@ -143,11 +143,11 @@ func TestReconcileMoveDue(t *testing.T) {
 		mustEnqueue(t, ctx, q, Job{Key: "drifted", Token: "t", When: At(now.Add(3 * time.Hour))})
 		mustEnqueue(t, ctx, q, Job{Key: "same", Token: "t", When: At(now.Add(time.Hour))})
 		mustEnqueue(t, ctx, q, Job{Key: "retried", Token: "t", When: At(now.Add(-time.Second))})
-		bt, err := q.Take(ctx, 1)
+		bt, err := q.takeN(ctx, 1)
 		if err != nil || len(bt.Tasks) != 1 {
 			t.Fatalf("Take = %+v, %v", bt, err)
 		}
-		if _, err := q.RetryAfter(ctx, bt.Tasks[0], 2*time.Hour, fmt.Errorf("boom")); err != nil {
+		if _, err := q.retryAfter(ctx, bt.Tasks[0], 2*time.Hour, fmt.Errorf("boom")); err != nil {
 			t.Fatal(err)
 		}
 		due := func(key string) time.Time {

@@ -103,14 +103,14 @@ func TestLastErrorsKept(t *testing.T) {
 			}
 			for i, cause := range tc.retries {
 				tk := takeID(t, q, e.ID)
-				if out, err := q.RetryAfter(ctx, tk, 0, cause); err != nil || out != Retried {
+				if out, err := q.retryAfter(ctx, tk, 0, cause); err != nil || out != outcomeRetried {
 					t.Fatalf("%s: retry %d: %v, %v", tc.name, i, out, err)
 				}
 			}
 			wantState := StatePending
 			if tc.kill != nil {
 				tk := takeID(t, q, e.ID)
-				if out, err := q.Kill(ctx, tk, tc.kill); err != nil || out != Dead {
+				if out, err := q.killTask(ctx, tk, tc.kill); err != nil || out != outcomeDead {
 					t.Fatalf("%s: kill: %v, %v", tc.name, out, err)
 				}
 				wantState = StateDead

@@ -21,8 +21,8 @@ import (
 	"github.com/tierset/tierset/internal/keyname"
 )
 
-// The worker registry: every running Pool (so every Worker and
-// ShardedWorker) keeps an entry on every server and under every key
+// The worker registry: every running Pool keeps an entry on
+// every server and under every key
 // prefix its queues use, refreshed every PoolOptions.Heartbeat and
 // expiring after 3 intervals without a refresh, so a killed process
 // disappears by itself. Its keys (the table on the keys type, keys.go)
@@ -45,10 +45,10 @@ type WorkerInfo struct {
 	// the entry was read from, each with only those queues: a pool
 	// serving "orders" on one server is not listed as serving another
 	// server's "orders".
-	Lines    []LineInfo `json:"lines"`
-	Started  time.Time  `json:"started"`
-	Interval Duration   `json:"interval"` // its heartbeat interval
-	Version  string     `json:"version"`  // the tierset module version, "(devel)" from a checkout
+	Lines    []LineInfo    `json:"lines"`
+	Started  time.Time     `json:"started"`
+	Interval time.Duration `json:"interval"` // its heartbeat interval
+	Version  string        `json:"version"`  // the tierset module version, "(devel)" from a checkout
 	// Release is the worker release of the pool's code: which queue
 	// controls it honours, so a rolling deploy can tell the workers that
 	// ignore a control the newer release added ("Rolling deploys" in
@@ -60,8 +60,8 @@ type WorkerInfo struct {
 	// Redis TIME (the live set's score and the server's clock when the
 	// list was read), so neither depends on the pool's or the reader's
 	// clock. ListWorkers fills them; they are not part of the stored entry.
-	Beat time.Time `json:"beat,omitzero"`
-	Age  Duration  `json:"age,omitempty"`
+	Beat time.Time     `json:"beat,omitzero"`
+	Age  time.Duration `json:"age,omitempty"`
 }
 
 // LineInfo is one line of a WorkerInfo.
@@ -73,21 +73,27 @@ type LineInfo struct {
 	Running       int      `json:"running"`
 }
 
-// Duration is a time.Duration that reads and writes JSON as a string
-// ("5s").
-type Duration time.Duration
+// workerEntry is a WorkerInfo as the registry stores it: its durations
+// as Go duration strings ("5s"), which every version of the registry
+// writes and reads.
+type workerEntry struct {
+	WorkerInfo
+	Interval jsonDuration `json:"interval"`
+	Age      jsonDuration `json:"age,omitempty"`
+}
 
-// MarshalJSON writes d as a Go duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// jsonDuration is a time.Duration that reads and writes JSON as a string.
+type jsonDuration time.Duration
 
-// UnmarshalJSON reads a Go duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
+func (d jsonDuration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *jsonDuration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
 	}
 	v, err := time.ParseDuration(s)
-	*d = Duration(v)
+	*d = jsonDuration(v)
 	return err
 }
 
@@ -161,12 +167,12 @@ func moduleVersion() string {
 func (p *Pool) info(lines []*line, s *sched, t *regTarget) WorkerInfo {
 	host, _ := os.Hostname()
 	mode := "weighted"
-	if p.o.Mode == Strict {
+	if p.o.Strict {
 		mode = "strict"
 	}
 	w := WorkerInfo{ID: p.o.ID, Host: host, PID: os.Getpid(), Mode: mode,
 		Concurrency: p.o.Concurrency, Started: time.UnixMilli(p.started.Load()),
-		Interval: Duration(p.o.Heartbeat), Version: moduleVersion(), Release: workerRelease}
+		Interval: p.o.Heartbeat, Version: moduleVersion(), Release: workerRelease}
 	s.mu.Lock()
 	for _, l := range lines {
 		w.Running += l.running
@@ -365,7 +371,8 @@ func (r *registration) ownedElsewhere(t *regTarget) bool {
 
 // beat runs registry.lua once on t, bounded by one heartbeat interval.
 func (r *registration) beat(ctx context.Context, t *regTarget, notBefore int64) (reply, error) {
-	b, err := json.Marshal(r.p.info(r.lines, r.s, t))
+	info := r.p.info(r.lines, r.s, t)
+	b, err := json.Marshal(workerEntry{WorkerInfo: info, Interval: jsonDuration(info.Interval)})
 	if err != nil {
 		return nil, fmt.Errorf("delay: heartbeat: %w", err)
 	}
@@ -404,7 +411,7 @@ func (r *registration) unregister(ctx context.Context) {
 	wg.Wait()
 }
 
-// ListWorkers returns the live pools (Workers, ShardedWorkers, Pools)
+// ListWorkers returns the live pools (every running Pool)
 // registered on c under the key prefix (DefaultPrefix when ""), ordered by
 // ID, each with its last heartbeat (Beat) and its age (Age), both read
 // from Redis TIME. An ID whose entry expired is dropped from the list on
@@ -429,13 +436,15 @@ func ListWorkers(ctx context.Context, c redis.UniversalClient, prefix string) ([
 	var out []WorkerInfo
 	for i := 2; i+2 < len(rep); i += 3 {
 		id := rep.str(i)
-		var w WorkerInfo
-		if err := json.Unmarshal([]byte(rep.str(i+2)), &w); err != nil {
+		var e workerEntry
+		if err := json.Unmarshal([]byte(rep.str(i+2)), &e); err != nil {
 			return nil, fmt.Errorf("%w: worker entry %s: %w", ErrCorrupt, id, err)
 		}
+		w := e.WorkerInfo
+		w.Interval = time.Duration(e.Interval)
 		beat, _ := strconv.ParseFloat(rep.str(i+1), 64)
 		w.Beat = time.UnixMilli(int64(beat))
-		w.Age = Duration(time.Duration(max(0, now-int64(beat))) * time.Millisecond)
+		w.Age = time.Duration(max(0, now-int64(beat))) * time.Millisecond
 		out = append(out, w)
 	}
 	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.ID, b.ID) })

@@ -34,11 +34,11 @@ func newTwoServers(t *testing.T, samePrefix bool) *twoServers {
 		ts.prefixA += "-a"
 	}
 	var err error
-	if ts.qb, err = New(ts.b.Client, "reg-b", Options{Prefix: ts.b.Prefix, Observer: ts.obsB}); err != nil {
+	if ts.qb, err = New(ts.b.Client, "reg-b", Options{Prefix: ts.b.Prefix, Observer: obsOf(ts.obsB)}); err != nil {
 		t.Fatal(err)
 	}
 	// no client retries: a call to the killed server fails at once
-	if ts.qa, err = New(ts.s.Client(&redis.Options{MaxRetries: -1}), "reg-a", Options{Prefix: ts.prefixA, Observer: ts.obsA}); err != nil {
+	if ts.qa, err = New(ts.s.Client(&redis.Options{MaxRetries: -1}), "reg-a", Options{Prefix: ts.prefixA, Observer: obsOf(ts.obsA)}); err != nil {
 		t.Fatal(err)
 	}
 	return ts
@@ -325,12 +325,12 @@ func TestRegistryTypedNil(t *testing.T) {
 			_, err := NewPool(PoolOptions{WakeClient: (*redis.Client)(nil)})
 			return err
 		}},
-		{"NewWorker(WakeClient nil *redis.Ring)", func() error {
+		{"newWorker(WakeClient nil *redis.Ring)", func() error {
 			q, err := New(testredis.Mini(t).Client, "q", Options{})
 			if err != nil {
 				return err
 			}
-			_, err = NewWorker(q, h, WorkerOptions{WakeClient: (*redis.Ring)(nil)})
+			_, err = newWorker(q, h, workerOpts{WakeClient: (*redis.Ring)(nil)})
 			return err
 		}},
 	} {
@@ -374,7 +374,7 @@ func TestHealthPaused(t *testing.T) {
 			}
 			return h.Verdict
 		}
-		if v := verdict(); v != Paused {
+		if v := verdict(); v != VerdictPaused {
 			t.Fatalf("paused, no worker: %v, want paused", v)
 		}
 		p, err := NewPool(PoolOptions{Concurrency: 1, Heartbeat: time.Second})
@@ -386,7 +386,7 @@ func TestHealthPaused(t *testing.T) {
 		}
 		stop := runFunc(t, p.Run)
 		waitFor(t, 5*time.Second, "the pool listed", func() bool { return listedOn(ctx, q) })
-		if v := verdict(); v != Paused {
+		if v := verdict(); v != VerdictPaused {
 			t.Fatalf("paused, a live worker: %v, want paused", v)
 		}
 		if err := q.Resume(ctx); err != nil {
@@ -464,7 +464,7 @@ func unserved(t *testing.T, ctx context.Context, q *Queue) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Workers) != 0 || h.Verdict != NoWorker {
+	if len(h.Workers) != 0 || h.Verdict != VerdictNoWorker {
 		t.Errorf("%s: %d workers, verdict %v; want none, NoWorker", q.name, len(h.Workers), h.Verdict)
 	}
 }
@@ -506,7 +506,7 @@ func TestFaultRegistryLostKeysKeepOwner(t *testing.T) {
 	b := testredis.Redis(t) // expiry by Redis's clock
 	ctx := testCtx(t)
 	obs := &faultObserver{errs: map[string][]error{}}
-	q1, q2 := namedQ(t, b, "lost-1", Options{}), namedQ(t, b, "lost-2", Options{Observer: obs})
+	q1, q2 := namedQ(t, b, "lost-1", Options{}), namedQ(t, b, "lost-2", Options{Observer: obsOf(obs)})
 	holder := idPool(t, q1, "lost", 300*time.Millisecond)
 	stopHolder := runFunc(t, holder.Run)
 	waitFor(t, 5*time.Second, "the holder listed", func() bool { return listedOn(ctx, q1) })
@@ -555,7 +555,7 @@ func TestRegistrySplitClaim(t *testing.T) {
 			other := b.Prefix + "-2" // cleaned with b.Prefix
 			q1 := namedQ(t, b, "split-1", Options{})
 			obs := &faultObserver{errs: map[string][]error{}}
-			q2, err := New(b.Client, "split-2", Options{Prefix: other, Observer: obs})
+			q2, err := New(b.Client, "split-2", Options{Prefix: other, Observer: obsOf(obs)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,7 +19,7 @@ const v010Entry = `{"id":"old-pool","host":"h","pid":7,"mode":"weighted","concur
 // TestRegistryOlderRelease: during a rolling deploy a pool of the
 // previous release (its entry carries no release) is listed and counted
 // by Health beside this release's pools, with Release 0, so the queue is
-// Served, never NoWorker, while only old workers hold it, and a reader
+// VerdictServed, never VerdictNoWorker, while only old workers hold it, and a reader
 // tells which workers run the older release.
 func TestRegistryOlderRelease(t *testing.T) {
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
@@ -40,7 +40,7 @@ func TestRegistryOlderRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Verdict != Served || len(h.Workers) != 1 || h.Workers[0].ID != "old-pool" || h.Workers[0].Release != 0 {
+		if h.Verdict != VerdictServed || len(h.Workers) != 1 || h.Workers[0].ID != "old-pool" || h.Workers[0].Release != 0 {
 			t.Fatalf("only an old pool serves the queue: verdict %v, workers %+v", h.Verdict, h.Workers)
 		}
 

@@ -2,11 +2,13 @@ package delay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ func TestPoolRegistry(t *testing.T) {
 			return err == nil && st.Ready == 2
 		})
 		h, err := q.Health(ctx, time.Hour)
-		if err != nil || h.Verdict != NoWorker || len(h.Workers) != 0 {
+		if err != nil || h.Verdict != VerdictNoWorker || len(h.Workers) != 0 {
 			t.Fatalf("before any worker: %v %+v", err, h)
 		}
 		release := make(chan struct{})
@@ -59,12 +61,12 @@ func TestPoolRegistry(t *testing.T) {
 			t.Fatalf("entry %+v", w)
 		}
 		// one task runs (blocked), one waits: the worker is behind
-		if h, err := q.Health(ctx, 0); err != nil || h.Verdict != Behind {
+		if h, err := q.Health(ctx, 0); err != nil || h.Verdict != VerdictBehind {
 			t.Fatalf("with a busy worker: %v %v", err, h.Verdict)
 		}
 		close(release)
 		waitFor(t, 5*time.Second, "both handled", func() bool { return p.Stats()[0].Handled == 2 })
-		if h, err := q.Health(ctx, 0); err != nil || h.Verdict != Idle {
+		if h, err := q.Health(ctx, 0); err != nil || h.Verdict != VerdictIdle {
 			t.Fatalf("drained: %v %v", err, h.Verdict)
 		}
 		_ = stop()
@@ -138,8 +140,8 @@ func TestRegistryHeartbeatBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewWorker(q, h, WorkerOptions{Heartbeat: beat}); !errors.Is(err, ErrInvalid) {
-			t.Errorf("NewWorker(Heartbeat %v): %v, want ErrInvalid", beat, err)
+		if _, err := newWorker(q, h, workerOpts{Heartbeat: beat}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("newWorker(Heartbeat %v): %v, want ErrInvalid", beat, err)
 		}
 	}
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
@@ -173,4 +175,28 @@ func TestRegistryHeartbeatBounds(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestWorkerEntryJSON: the stored registry entry keeps its durations as Go
+// duration strings, as every version writes and reads them, so pools of
+// this version and of v0.1.0 list each other.
+func TestWorkerEntryJSON(t *testing.T) {
+	t.Parallel()
+	info := WorkerInfo{ID: "p1", Mode: "weighted", Concurrency: 8, Interval: 5 * time.Second}
+	b, err := json.Marshal(workerEntry{WorkerInfo: info, Interval: jsonDuration(info.Interval)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"interval":"5s"`) || strings.Contains(string(b), `"age"`) {
+		t.Fatalf("stored entry %s, want interval \"5s\" and no age", b)
+	}
+	old := `{"id":"p0","host":"h","pid":1,"mode":"strict","concurrency":4,"running":0,"lines":[],` +
+		`"started":"2025-01-01T00:00:00Z","interval":"250ms","version":"v0.1.0"}`
+	var e workerEntry
+	if err := json.Unmarshal([]byte(old), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.ID != "p0" || e.Mode != "strict" || time.Duration(e.Interval) != 250*time.Millisecond {
+		t.Fatalf("read %+v (interval %v) from a v0.1.0 entry", e.WorkerInfo, time.Duration(e.Interval))
+	}
 }

@@ -24,7 +24,7 @@ func (q *Queue) release(ctx context.Context, tasks []*Task) (errs []error, err e
 				errs[from+k] = fmt.Errorf("delay: release %s: %w", t.ID, eerr)
 				continue
 			}
-			args = append(args, t.ID, strconv.FormatInt(t.Lease.Fence, 10), strconv.FormatInt(sc, 10))
+			args = append(args, t.ID, strconv.FormatInt(t.lease.Fence, 10), strconv.FormatInt(sc, 10))
 			sent = append(sent, from+k)
 		}
 		if len(sent) == 0 {

@@ -181,7 +181,7 @@ func TestFaultLiveReshard(t *testing.T) {
 	})
 	t.Cleanup(func() { _ = c.Close() })
 	obs := &reshardObserver{}
-	q, err := New(c, "reshard", Options{Observer: obs, Lease: 30 * time.Second})
+	q, err := New(c, "reshard", Options{Observer: obsOf(obs), Lease: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestFaultLiveReshard(t *testing.T) {
 		}
 		return nil
 	}
-	w, err := NewWorker(q, handler, WorkerOptions{Concurrency: 16, BatchSize: 100})
+	w, err := newWorker(q, handler, workerOpts{Concurrency: 16, BatchSize: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,36 +256,36 @@ func (s *Sharded) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, err
 	return out, errors.Join(errs...)
 }
 
-// Ack completes t in its shard (routed by t.Key).
-func (s *Sharded) Ack(ctx context.Context, t *Task) error {
+// ackTask completes t in its shard (routed by t.Key).
+func (s *Sharded) ackTask(ctx context.Context, t *Task) error {
 	if t == nil {
 		return invalid("task", "nil task")
 	}
-	return s.For(t.Key).Ack(ctx, t)
+	return s.For(t.Key).ackTask(ctx, t)
 }
 
-// Retry gives t back to its shard with backoff (see Queue.Retry).
-func (s *Sharded) Retry(ctx context.Context, t *Task, cause error) (Outcome, error) {
+// retry gives t back to its shard with backoff (see Queue.retry).
+func (s *Sharded) retry(ctx context.Context, t *Task, cause error) (outcome, error) {
 	if t == nil {
 		return 0, invalid("task", "nil task")
 	}
-	return s.For(t.Key).Retry(ctx, t, cause)
+	return s.For(t.Key).retry(ctx, t, cause)
 }
 
-// Kill dead-letters t in its shard (see Queue.Kill).
-func (s *Sharded) Kill(ctx context.Context, t *Task, cause error) (Outcome, error) {
+// killTask dead-letters t in its shard (see Queue.killTask).
+func (s *Sharded) killTask(ctx context.Context, t *Task, cause error) (outcome, error) {
 	if t == nil {
 		return 0, invalid("task", "nil task")
 	}
-	return s.For(t.Key).Kill(ctx, t, cause)
+	return s.For(t.Key).killTask(ctx, t, cause)
 }
 
-// Extend extends t's lease in its shard (see Queue.Extend).
-func (s *Sharded) Extend(ctx context.Context, t *Task, lease time.Duration) (time.Time, error) {
+// extend extends t's lease in its shard (see Queue.extend).
+func (s *Sharded) extend(ctx context.Context, t *Task, lease time.Duration) (time.Time, error) {
 	if t == nil {
 		return time.Time{}, invalid("task", "nil task")
 	}
-	return s.For(t.Key).Extend(ctx, t, lease)
+	return s.For(t.Key).extend(ctx, t, lease)
 }
 
 // Sweep runs one bounded sweep (limit per shard) on every shard and adds
@@ -350,44 +350,3 @@ func (s *Sharded) Placement(ctx context.Context) (map[string][]int, error) {
 	}
 	return out, nil
 }
-
-// ShardedWorker drains every shard of a Sharded queue: it is a Pool of
-// one line with a taker per shard, each with its own take loop, its own
-// wake-up (BLPOP on the shard's wake list, client-side timer for the next
-// due task: no polling) and its own backoff, so a shard whose master is
-// down or slow holds back no other shard. Each shard holds at most
-// WorkerOptions.Concurrency (+ Prefetch) taken tasks and the shards' tasks
-// wait for a handler in one queue in the order they were taken, so a
-// shard with a deep backlog cannot starve the others. The total number of
-// handlers running at once is Len() × Concurrency.
-type ShardedWorker struct {
-	s *Sharded
-	p *Pool
-}
-
-// NewShardedWorker returns a worker for every shard of s running h. opts
-// apply to each shard (so Concurrency is per shard).
-func NewShardedWorker(s *Sharded, h Handler, opts WorkerOptions) (*ShardedWorker, error) {
-	if s == nil || h == nil {
-		return nil, invalid("options", "nil sharded queue or handler")
-	}
-	p, err := newWorkerPool(s, h, opts, len(s.shards))
-	if err != nil {
-		return nil, err
-	}
-	return &ShardedWorker{s: s, p: p}, nil
-}
-
-// Run serves every shard until ctx ends, then waits up to ShutdownTimeout
-// for the handlers. It returns ctx.Err(), joined with ErrShutdownTimeout
-// when handlers were still running then. Redis errors never stop it, nor
-// any shard: a shard that cannot start (its start-up Check fails) or
-// whose takes fail reports it (Observer.OnError, Stats().Errors, Up),
-// backs off and tries again while the other shards run. See Pool.Run.
-func (sw *ShardedWorker) Run(ctx context.Context) error { return sw.p.Run(ctx) }
-
-// Stats returns the worker's figures (see Pool.Stats).
-func (sw *ShardedWorker) Stats() LineStats { return sw.p.Stats()[0] }
-
-// ID returns the worker's registry ID (see ListWorkers).
-func (sw *ShardedWorker) ID() string { return sw.p.ID() }

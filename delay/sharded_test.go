@@ -106,10 +106,10 @@ func TestShardedNilTask(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"ack", func() error { return s.Ack(ctx, nil) }},
-		{"retry", func() error { _, err := s.Retry(ctx, nil, nil); return err }},
-		{"kill", func() error { _, err := s.Kill(ctx, nil, nil); return err }},
-		{"extend", func() error { _, err := s.Extend(ctx, nil, time.Second); return err }},
+		{"ack", func() error { return s.ackTask(ctx, nil) }},
+		{"retry", func() error { _, err := s.retry(ctx, nil, nil); return err }},
+		{"kill", func() error { _, err := s.killTask(ctx, nil, nil); return err }},
+		{"extend", func() error { _, err := s.extend(ctx, nil, time.Second); return err }},
 	}
 	for _, r := range rows {
 		if err := r.call(); !errors.Is(err, &ValidationError{Field: "task"}) {
@@ -139,12 +139,12 @@ func TestShardKeysShareOneSlot(t *testing.T) {
 			}
 		}
 		for i := range s.Len() {
-			bt, err := s.Shard(i).Take(ctx, 10)
+			bt, err := s.Shard(i).takeN(ctx, 10)
 			if err != nil {
 				t.Fatalf("Take: %v", err)
 			}
 			for _, task := range bt.Tasks {
-				if _, err := s.Kill(ctx, task, errors.New("to the dead set")); err != nil {
+				if _, err := s.killTask(ctx, task, errors.New("to the dead set")); err != nil {
 					t.Fatalf("Kill: %v", err)
 				}
 			}
@@ -279,7 +279,7 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 			keys = append(keys, now)
 		}
 		for i := range s.Len() {
-			bt, err := s.Shard(i).Take(ctx, 1)
+			bt, err := s.Shard(i).takeN(ctx, 1)
 			if err != nil {
 				t.Fatalf("Take: %v", err)
 			}
@@ -361,7 +361,7 @@ func TestShardOrderingWithinShard(t *testing.T) {
 		for i := range s.Len() {
 			var got []string
 			for {
-				bt, err := s.Shard(i).Take(ctx, 7) // small batches: order must hold across takes
+				bt, err := s.Shard(i).takeN(ctx, 7) // small batches: order must hold across takes
 				if err != nil {
 					t.Fatalf("Take: %v", err)
 				}
@@ -373,7 +373,7 @@ func TestShardOrderingWithinShard(t *testing.T) {
 						t.Fatalf("task %s of shard %d found in shard %d", task.Key, s.ShardOf(task.Key), i)
 					}
 					got = append(got, task.Key)
-					if err := s.Ack(ctx, task); err != nil {
+					if err := s.ackTask(ctx, task); err != nil {
 						t.Fatalf("Ack: %v", err)
 					}
 				}

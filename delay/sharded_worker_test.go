@@ -86,13 +86,13 @@ func TestShardWorkerFairDraining(t *testing.T) {
 			t.Fatalf("EnqueueBatch: %v", err)
 		}
 		h := newShHandled()
-		w, err := NewShardedWorker(s, func(ctx context.Context, task *Task) error {
+		w, err := newWorker(s, func(ctx context.Context, task *Task) error {
 			sh := s.ShardOf(task.Key)
 			h.begin(sh, task.ID)
 			time.Sleep(time.Millisecond) // a handler that does some work
 			h.end(sh, task.ID)
 			return nil
-		}, WorkerOptions{Concurrency: 2})
+		}, workerOpts{Concurrency: 2})
 		if err != nil {
 			t.Fatalf("NewShardedWorker: %v", err)
 		}
@@ -153,7 +153,7 @@ func TestShardNoLossEightConsumers(t *testing.T) {
 		rctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for range 8 {
-			w, err := NewShardedWorker(s, handler, WorkerOptions{Concurrency: 2, WakeClient: wakeClient})
+			w, err := newWorker(s, handler, workerOpts{Concurrency: 2, WakeClient: wakeClient})
 			if err != nil {
 				t.Fatalf("NewShardedWorker: %v", err)
 			}

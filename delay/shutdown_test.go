@@ -27,10 +27,10 @@ func TestFaultDeadlineReleasesTake(t *testing.T) {
 	const n = 5
 	fillDue(t, ctx, q, n)
 	var started sync.WaitGroup // stays at zero: no handler may start
-	w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+	w, err := newWorker(q, func(ctx context.Context, tk *Task) error {
 		t.Errorf("handler started task %s", tk.ID)
 		return nil
-	}, WorkerOptions{Concurrency: n, Heartbeat: -1, WakeClient: env.direct})
+	}, workerOpts{Concurrency: n, Heartbeat: -1, WakeClient: env.direct})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,17 +86,17 @@ func TestPoolShutdownWithinTimeout(t *testing.T) {
 			begun := make(chan struct{})
 			var handlers sync.WaitGroup
 			handlers.Add(1)
-			w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+			w, err := newWorker(q, func(ctx context.Context, tk *Task) error {
 				defer handlers.Done()
 				close(begun)
 				time.Sleep(tc.work)
 				return nil
-			}, WorkerOptions{ShutdownTimeout: timeout, WakeBlock: 3 * time.Second, Heartbeat: -1})
+			}, workerOpts{ShutdownTimeout: timeout, WakeBlock: 3 * time.Second, Heartbeat: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			stop := runFunc(t, w.Run)
-			waitFor(t, 10*time.Second, "the worker up", func() bool { return w.Stats().Up == 1 })
+			waitFor(t, 10*time.Second, "the worker up", func() bool { return w.Stats()[0].Up == 1 })
 			if tc.work > 0 {
 				mustEnqueue(t, ctx, q, Job{Key: "slow"})
 				select {
@@ -133,13 +133,13 @@ func TestPauseStopsPrefetched(t *testing.T) {
 	fillDue(t, ctx, q, n)
 	var mu sync.Mutex
 	var starts []time.Time
-	w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+	w, err := newWorker(q, func(ctx context.Context, tk *Task) error {
 		mu.Lock()
 		starts = append(starts, time.Now())
 		mu.Unlock()
 		time.Sleep(25 * time.Millisecond)
 		return nil
-	}, WorkerOptions{Concurrency: 2, BatchSize: 200, Heartbeat: -1})
+	}, workerOpts{Concurrency: 2, BatchSize: 200, Heartbeat: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,10 +212,10 @@ func TestFaultCancelDuringTake(t *testing.T) {
 			}
 			const n = 5
 			fillDue(t, ctx, q, n)
-			w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+			w, err := newWorker(q, func(ctx context.Context, tk *Task) error {
 				t.Errorf("handler started task %s", tk.ID)
 				return nil
-			}, WorkerOptions{Concurrency: n, ShutdownTimeout: timeout, Heartbeat: -1, WakeClient: env.direct})
+			}, workerOpts{Concurrency: n, ShutdownTimeout: timeout, Heartbeat: -1, WakeClient: env.direct})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -273,10 +273,10 @@ func TestFaultPauseDuringSlowTake(t *testing.T) {
 	const n = 5
 	fillDue(t, ctx, q, n)
 	var started atomic.Int64
-	w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+	w, err := newWorker(q, func(ctx context.Context, tk *Task) error {
 		started.Add(1)
 		return nil
-	}, WorkerOptions{Concurrency: n, Heartbeat: -1, WakeClient: env.direct})
+	}, workerOpts{Concurrency: n, Heartbeat: -1, WakeClient: env.direct})
 	if err != nil {
 		t.Fatal(err)
 	}

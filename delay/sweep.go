@@ -32,10 +32,10 @@ func (q *Queue) Sweep(ctx context.Context, limit int) (SweepResult, error) {
 	res := SweepResult{Returned: int(r.int(1)), Dead: int(r.int(2)), Deleted: int(r.int(3)), Tombstones: int(r.int(4)),
 		Lost: int(r.int(5))}
 	if res.Lost > 0 {
-		q.o.Observer.OnLoss(q.name, fmt.Errorf("%w: %d in-flight task IDs without a record moved to the dead set", ErrRecordLost, res.Lost), res.Lost)
+		q.o.obs.OnLoss(q.name, fmt.Errorf("%w: %d in-flight task IDs without a record moved to the dead set", ErrRecordLost, res.Lost), res.Lost)
 	}
 	if res.Returned+res.Dead > 0 {
-		q.o.Observer.OnSweep(q.name, res.Returned, res.Dead)
+		q.o.obs.OnSweep(q.name, res.Returned, res.Dead)
 	}
 	return res, nil
 }

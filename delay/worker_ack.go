@@ -20,12 +20,12 @@ const (
 // at most once per historyFlush and once more when it stops.
 func (tk *taker) ackLoop(ctx context.Context) {
 	q, acks, quit := tk.q, tk.acks, tk.quit
-	batch := make([]Lease, 0, MaxBatch)
+	batch := make([]leaseRef, 0, MaxBatch)
 	tick := time.NewTicker(historyFlush)
 	defer tick.Stop()
 	defer tk.flushHistory(ctx) // after the last ack: every handler has counted
 	for {
-		var l Lease
+		var l leaseRef
 		select {
 		case l = <-acks:
 		case <-tick.C:
@@ -70,7 +70,7 @@ func (tk *taker) ackLoop(ctx context.Context) {
 			if err == nil {
 				for _, e := range errs {
 					if e != nil {
-						q.o.Observer.OnError(q.name, "ack", e)
+						q.o.obs.OnError(q.name, "ack", e)
 					}
 				}
 				break
@@ -97,7 +97,7 @@ func (tk *taker) flushHistory(ctx context.Context) {
 }
 
 // drain appends what is queued on acks, up to most in all.
-func drain(acks <-chan Lease, batch *[]Lease, most int) {
+func drain(acks <-chan leaseRef, batch *[]leaseRef, most int) {
 	for len(*batch) < most {
 		select {
 		case l := <-acks:

@@ -47,28 +47,28 @@ func TestAckManyBulkSemantics(t *testing.T) {
 		if _, err := q.Cancel(ctx, "gone"); err != nil {
 			t.Fatal(err)
 		}
-		wrong := a.Lease
+		wrong := a.lease
 		wrong.Fence++
 		rows := []struct {
 			name  string
-			lease Lease
+			lease leaseRef
 			want  error
 		}{
 			{"wrong fence", wrong, ErrLeaseLost},
-			{"ok", a.Lease, nil},
-			{"twice in one batch", a.Lease, ErrNotFound},
-			{"unknown", Lease{ID: "nosuch", Fence: 1}, ErrNotFound},
-			{"cancelled in flight", gone.Lease, nil},
-			{"solo", solo.Lease, nil},
+			{"ok", a.lease, nil},
+			{"twice in one batch", a.lease, ErrNotFound},
+			{"unknown", leaseRef{ID: "nosuch", Fence: 1}, ErrNotFound},
+			{"cancelled in flight", gone.lease, nil},
+			{"solo", solo.lease, nil},
 			// a Lease kept outside the process has no key digest: the ack reads it from the record
-			{"built by hand", Lease{ID: hand.ID, Fence: hand.Lease.Fence}, nil},
-			{"empty", Lease{}, &ValidationError{Field: "lease"}},
+			{"built by hand", leaseRef{ID: hand.ID, Fence: hand.lease.Fence}, nil},
+			{"empty", leaseRef{}, &ValidationError{Field: "lease"}},
 		}
 		tasks := make([]*Task, len(rows))
 		for i, r := range rows {
-			tasks[i] = &Task{Lease: r.lease}
+			tasks[i] = &Task{lease: r.lease}
 		}
-		errs, err := q.AckMany(ctx, tasks)
+		errs, err := q.ackTasks(ctx, tasks)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestAckManyBulkSemantics(t *testing.T) {
 				t.Errorf("%s after ack: %+v %v", k, infos, err)
 			}
 		}
-		if err := q.Ack(ctx, byTok["shared/b"]); err != nil {
+		if err := q.ackTask(ctx, byTok["shared/b"]); err != nil {
 			t.Fatal(err)
 		}
 		st, err := q.Stats(ctx)
@@ -112,7 +112,7 @@ func TestTakeBulkEffects(t *testing.T) {
 			errCorrupt, errLost     bool
 			lost                    int
 		}
-		takeWith := func(name string, take func(*Queue, context.Context, int) (Batch, error)) result {
+		takeWith := func(name string, take func(*Queue, context.Context, int) (takeBatch, error)) result {
 			q, err := New(b.Client, name, Options{Prefix: b.Prefix})
 			if err != nil {
 				t.Fatal(err)
@@ -133,14 +133,14 @@ func TestTakeBulkEffects(t *testing.T) {
 				t.Fatal(err)
 			}
 			// one fence per take: the same within a batch, fresh in the next
-			for k, batch := range []Batch{bt, bt2} {
+			for k, batch := range []takeBatch{bt, bt2} {
 				for _, tk := range batch.Tasks {
-					if tk.Lease.Fence != batch.Tasks[0].Lease.Fence || tk.Lease.Fence <= 0 {
-						t.Errorf("%s: take %d: fence %d, first %d", name, k, tk.Lease.Fence, batch.Tasks[0].Lease.Fence)
+					if tk.lease.Fence != batch.Tasks[0].lease.Fence || tk.lease.Fence <= 0 {
+						t.Errorf("%s: take %d: fence %d, first %d", name, k, tk.lease.Fence, batch.Tasks[0].lease.Fence)
 					}
 				}
 			}
-			if len(bt.Tasks) == 0 || len(bt2.Tasks) == 0 || bt2.Tasks[0].Lease.Fence <= bt.Tasks[0].Lease.Fence {
+			if len(bt.Tasks) == 0 || len(bt2.Tasks) == 0 || bt2.Tasks[0].lease.Fence <= bt.Tasks[0].lease.Fence {
 				t.Errorf("%s: second take's fence not fresh: %+v then %+v", name, bt.Tasks, bt2.Tasks)
 			}
 			for _, tk := range append(bt.Tasks, bt2.Tasks...) {
@@ -166,7 +166,7 @@ func TestTakeBulkEffects(t *testing.T) {
 			}
 			return r
 		}
-		want := takeWith("viatake", (*Queue).Take)
+		want := takeWith("viatake", (*Queue).takeN)
 		if !want.errCorrupt || !want.errLost || want.corrupt != 1 || want.lost != 1 || want.fly != 6 || want.due != 1 ||
 			want.dead != 2 || want.lat != 6 || want.delivered != "6/1/1" {
 			t.Fatalf("unexpected baseline %+v", want)
@@ -231,16 +231,16 @@ func TestAckManyRepeats(t *testing.T) {
 				}
 				tasks := make([]*Task, len(tc.pairs))
 				for i, p := range tc.pairs {
-					l := byTok[p.task].Lease
+					l := byTok[p.task].lease
 					if p.wrong {
 						l.Fence++
 					}
 					if p.hand {
-						l = Lease{ID: l.ID, Fence: l.Fence}
+						l = leaseRef{ID: l.ID, Fence: l.Fence}
 					}
-					tasks[i] = &Task{Lease: l}
+					tasks[i] = &Task{lease: l}
 				}
-				errs, err := q.AckMany(ctx, tasks)
+				errs, err := q.ackTasks(ctx, tasks)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -23,11 +23,11 @@ func TestWorkerPrefetchReleasedOnShutdown(t *testing.T) {
 		}
 		started := make(chan string, n)
 		unblock := make(chan struct{})
-		w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+		w, err := newWorker(q, func(ctx context.Context, tk *Task) error {
 			started <- tk.Key
 			<-unblock
 			return nil
-		}, WorkerOptions{Concurrency: 1, BatchSize: 10})
+		}, workerOpts{Concurrency: 1, BatchSize: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestWorkerPrefetchNeverStartsNearlyExpired(t *testing.T) {
 		}
 		var mu sync.Mutex
 		seen := map[string]int{}
-		w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+		w, err := newWorker(q, func(ctx context.Context, tk *Task) error {
 			left := tk.Deadline.Sub(q.ServerNow())
 			mu.Lock()
 			seen[tk.Key]++
@@ -89,7 +89,7 @@ func TestWorkerPrefetchNeverStartsNearlyExpired(t *testing.T) {
 			}
 			time.Sleep(750 * time.Millisecond)
 			return nil
-		}, WorkerOptions{Concurrency: 1, BatchSize: n})
+		}, workerOpts{Concurrency: 1, BatchSize: n})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func BenchmarkTakeAck(b *testing.B) {
 					b.ReportAllocs()
 					ctx := context.Background()
 					var acked atomic.Int64
-					q, err := New(be.Client, "bench"+strconv.Itoa(conc), Options{Prefix: be.Prefix, Observer: &ackCounter{n: &acked}})
+					q, err := New(be.Client, "bench"+strconv.Itoa(conc), Options{Prefix: be.Prefix, Observer: obsOf(&ackCounter{n: &acked})})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -145,8 +145,8 @@ func BenchmarkTakeAck(b *testing.B) {
 							b.Fatal(err)
 						}
 						acked.Store(0)
-						w, err := NewWorker(q, func(context.Context, *Task) error { return nil },
-							WorkerOptions{Concurrency: conc, BatchSize: batch})
+						w, err := newWorker(q, func(context.Context, *Task) error { return nil },
+							workerOpts{Concurrency: conc, BatchSize: batch})
 						if err != nil {
 							b.Fatal(err)
 						}

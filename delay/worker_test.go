@@ -58,16 +58,16 @@ func TestWorkerClockSkew(t *testing.T) {
 				// task is delivered once; a skew leaked into the lease would
 				// still show (-1 h: every lease already over, tasks delivered
 				// again and again)
-				q := newQ(t, b, Options{Lease: 30 * time.Second, Observer: rec,
+				q := newQ(t, b, Options{Lease: 30 * time.Second, Observer: obsOf(rec),
 					Now: func() time.Time { return time.Now().Add(skew) }})
 				var mu sync.Mutex
 				got := map[string]time.Duration{}
-				w, err := NewWorker(q, func(ctx context.Context, tk *Task) error {
+				w, err := newWorker(q, func(ctx context.Context, tk *Task) error {
 					mu.Lock()
 					got[tk.Key] = tk.Lateness()
 					mu.Unlock()
 					return nil
-				}, WorkerOptions{Concurrency: 4})
+				}, workerOpts{Concurrency: 4})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -107,10 +107,10 @@ func TestWorkerOutcomes(t *testing.T) {
 		rec := &Recorder{}
 		// the lease (30 s) outlasts any stall, so every attempt counted
 		// below is a handler outcome, never an expired lease
-		q := newQ(t, b, Options{Lease: 30 * time.Second, MaxAttempts: 3, Observer: rec,
+		q := newQ(t, b, Options{Lease: 30 * time.Second, MaxAttempts: 3, Observer: obsOf(rec),
 			Backoff: func(int) time.Duration { return 5 * time.Millisecond }})
 		var calls sync.Map
-		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error {
+		w, _ := newWorker(q, func(ctx context.Context, tk *Task) error {
 			v, _ := calls.LoadOrStore(tk.Key, new(atomic.Int32))
 			n := v.(*atomic.Int32).Add(1)
 			switch tk.Key {
@@ -128,7 +128,7 @@ func TestWorkerOutcomes(t *testing.T) {
 				return errors.New("nope")
 			}
 			return nil
-		}, WorkerOptions{Concurrency: 2})
+		}, workerOpts{Concurrency: 2})
 		stop := runFunc(t, w.Run)
 		for _, k := range []string{"ok", "flaky", "panics", "permanent", "always"} {
 			mustEnqueue(t, ctx, q, Job{Key: k})
@@ -162,7 +162,7 @@ func TestWorkerShutdown(t *testing.T) {
 		q := newQ(t, b, Options{Lease: 2 * time.Second})
 		started := make(chan string, 2)
 		var finished atomic.Int32
-		w, _ := NewWorker(q, func(hctx context.Context, tk *Task) error {
+		w, _ := newWorker(q, func(hctx context.Context, tk *Task) error {
 			started <- tk.Key
 			d := 100 * time.Millisecond
 			if tk.Key == "slow" {
@@ -175,7 +175,7 @@ func TestWorkerShutdown(t *testing.T) {
 			case <-hctx.Done():
 				return hctx.Err()
 			}
-		}, WorkerOptions{Concurrency: 2, ShutdownTimeout: 200 * time.Millisecond})
+		}, workerOpts{Concurrency: 2, ShutdownTimeout: 200 * time.Millisecond})
 		stop := runFunc(t, w.Run)
 		mustEnqueue(t, ctx, q, Job{Key: "quick"})
 		mustEnqueue(t, ctx, q, Job{Key: "slow"})
@@ -251,7 +251,7 @@ func (h *idleWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 func TestWorkerWakeEarlier(t *testing.T) {
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		got := make(chan *Task, 2)
-		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error { got <- tk; return nil }, WorkerOptions{IdleCheck: time.Minute})
+		w, _ := newWorker(q, func(ctx context.Context, tk *Task) error { got <- tk; return nil }, workerOpts{IdleCheck: time.Minute})
 		mustEnqueue(t, ctx, q, Job{Key: "later", When: After(time.Hour)})
 		idle := watchIdle(b.Client)
 		runFunc(t, w.Run)
@@ -279,7 +279,7 @@ func TestWorkerAutoExtend(t *testing.T) {
 		lease := soak.Pick(2*time.Second, time.Second)
 		q := newQ(t, b, Options{Lease: lease})
 		var calls atomic.Int32
-		w, _ := NewWorker(q, func(ctx context.Context, tk *Task) error {
+		w, _ := newWorker(q, func(ctx context.Context, tk *Task) error {
 			calls.Add(1)
 			// hold the task until its lease was extended past two leases
 			// from its first deadline (events, not a sleep longer than the
@@ -293,7 +293,7 @@ func TestWorkerAutoExtend(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			return errors.New("lease never extended past two leases")
-		}, WorkerOptions{Concurrency: 2, AutoExtend: true})
+		}, workerOpts{Concurrency: 2, AutoExtend: true})
 		stop := runFunc(t, w.Run)
 		mustEnqueue(t, ctx, q, Job{Key: "long"})
 		waitFor(t, 30*time.Second, "ack", func() bool { st, _ := q.Stats(ctx); return st.Acked == 1 })

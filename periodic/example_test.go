@@ -28,21 +28,17 @@ func Example() {
 		}
 		running.Go(func() { _ = s.Run(ctx) })
 	}
-	// a worker would run the tasks; here, take the first three ticks
+	// a pool runs the tick tasks; here its handler records the first three
+	due := make(chan *delay.Task, 16)
+	pool, _ := delay.NewPool(delay.PoolOptions{Concurrency: 1})
+	_ = pool.Add(q, func(_ context.Context, t *delay.Task) error { due <- t; return nil }, delay.QueueOptions{})
+	running.Go(func() { _ = pool.Run(ctx) })
 	var ticks []time.Time
 	tokens := map[string]int{}
 	for len(ticks) < 3 {
-		b, err := q.Take(ctx, 10)
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		for _, t := range b.Tasks {
-			ticks = append(ticks, t.Due)
-			tokens[t.Token]++
-			_ = q.Ack(ctx, t)
-		}
-		time.Sleep(20 * time.Millisecond)
+		t := <-due
+		ticks = append(ticks, t.Due)
+		tokens[t.Token]++
 	}
 	fmt.Println("one task per tick:", len(tokens) == len(ticks))
 	fmt.Println("100ms apart:", ticks[1].Sub(ticks[0]), ticks[2].Sub(ticks[1]))

@@ -152,8 +152,11 @@ func TestFaultTicksExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &handled{ids: map[int64]map[string]bool{}}
-	w, err := delay.NewWorker(qd, h.handle, delay.WorkerOptions{Concurrency: 4})
+	w, err := delay.NewPool(delay.PoolOptions{Concurrency: 4})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(qd, h.handle, delay.QueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithCancel(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -122,12 +123,12 @@ func TestTickGuardOutlivesTask(t *testing.T) {
 		if out := call(tick, "p1"); out.Outcome != "stale" {
 			t.Fatalf("same tick while its task is pending: %q, want stale", out.Outcome)
 		}
-		bt, err := q.Take(ctx, 10)
-		if err != nil || len(bt.Tasks) != 1 {
-			t.Fatalf("take: %d tasks, %v", len(bt.Tasks), err)
+		bt, err := delayraw.Take(ctx, q, 10)
+		if err != nil || len(bt) != 1 {
+			t.Fatalf("take: %d tasks, %v", len(bt), err)
 		}
-		if err := q.Ack(ctx, bt.Tasks[0]); err != nil {
-			t.Fatal(err)
+		if errs, err := delayraw.Ack(ctx, q, bt); err != nil || errs[0] != nil {
+			t.Fatal(err, errs)
 		}
 		if out := call(tick, "p1"); out.Outcome != "stale" || !out.Last.Equal(tick) {
 			t.Fatalf("same tick after its task was acked: %+v, want stale", out)

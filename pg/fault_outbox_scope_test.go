@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 )
 
 // enqueueCommitted writes one outbox row in its own transaction.
@@ -176,11 +177,11 @@ func TestOutboxReconcileMovesDue(t *testing.T) {
 	if _, err := q.RescheduleToken(ctx, "drifted", "t", delay.At(due.Add(24*time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	b, err := q.Take(ctx, 1)
-	if err != nil || len(b.Tasks) != 1 || b.Tasks[0].Key != "retried" {
+	b, err := delayraw.Take(ctx, q, 1)
+	if err != nil || len(b) != 1 || b[0].Key != "retried" {
 		t.Fatalf("Take = %+v, %v; want the retried task", b, err)
 	}
-	if _, err := q.RetryAfter(ctx, b.Tasks[0], 2*time.Hour, errors.New("boom")); err != nil {
+	if _, err := delayraw.RetryAfter(ctx, q, b[0], 2*time.Hour, errors.New("boom")); err != nil {
 		t.Fatal(err)
 	}
 	retryDue := redisDue(t, q, "retried")["t"]

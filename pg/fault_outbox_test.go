@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -147,14 +148,14 @@ func takeAll(t *testing.T, q *delay.Queue) map[string]int {
 	ctx := testCtx(t, time.Minute)
 	seen := map[string]int{}
 	for {
-		b, err := q.Take(ctx, delay.MaxBatch)
+		b, err := delayraw.Take(ctx, q, delay.MaxBatch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b.Tasks) == 0 {
+		if len(b) == 0 {
 			return seen
 		}
-		for _, task := range b.Tasks {
+		for _, task := range b {
 			seen[task.Key]++
 		}
 	}
@@ -273,8 +274,11 @@ func TestFaultOutboxFlushAllReconcile(t *testing.T) {
 		}
 		return nil
 	}
-	w, err := delay.NewWorker(q, handler, delay.WorkerOptions{Concurrency: 16, WakeClient: srv.Client(nil)})
+	w, err := delay.NewPool(delay.PoolOptions{Concurrency: 16, WakeClient: srv.Client(nil)})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(q, handler, delay.QueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var bg sync.WaitGroup

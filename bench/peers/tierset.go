@@ -78,12 +78,16 @@ func (p *tiersetPeer) enqueueMany(ctx context.Context, ts []task) error {
 }
 
 func (p *tiersetPeer) start(ctx context.Context, deliver func([]byte)) error {
-	w, err := delay.NewWorker(p.queue, func(_ context.Context, t *delay.Task) error {
+	w, err := delay.NewPool(delay.PoolOptions{Concurrency: handlers, ShutdownTimeout: 2 * time.Second})
+	if err != nil {
+		return fmt.Errorf("delay.NewPool: %w", err)
+	}
+	err = w.Add(p.queue, func(_ context.Context, t *delay.Task) error {
 		deliver(t.Payload)
 		return nil
-	}, delay.WorkerOptions{Concurrency: handlers, BatchSize: p.batch, ShutdownTimeout: 2 * time.Second})
+	}, delay.QueueOptions{BatchSize: p.batch})
 	if err != nil {
-		return fmt.Errorf("delay.NewWorker: %w", err)
+		return fmt.Errorf("delay.Pool.Add: %w", err)
 	}
 	ctx, p.cancel = context.WithCancel(ctx)
 	p.done = make(chan error, 1)

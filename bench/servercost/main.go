@@ -16,6 +16,7 @@ import (
 
 	"github.com/tierset/tierset/bench/internal/callgrind"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 )
 
 func main() { callgrind.Main("servercost", "127.0.0.1:6393", 20000, "tasks (a multiple of 100)", run) }
@@ -135,14 +136,14 @@ func enqueueAll(ctx context.Context, q *delay.Queue, jobs []delay.Job, per int) 
 func takeAll(ctx context.Context, q *delay.Queue, n int) ([]*delay.Task, error) {
 	var taken []*delay.Task
 	for len(taken) < n {
-		b, err := q.Take(ctx, 100)
+		b, err := delayraw.Take(ctx, q, 100)
 		if err != nil {
 			return nil, err
 		}
-		if len(b.Tasks) == 0 {
+		if len(b) == 0 {
 			return nil, fmt.Errorf("take: nothing due after %d of %d", len(taken), n)
 		}
-		taken = append(taken, b.Tasks...)
+		taken = append(taken, b...)
 	}
 	return taken, nil
 }
@@ -150,7 +151,7 @@ func takeAll(ctx context.Context, q *delay.Queue, n int) ([]*delay.Task, error) 
 // ackAll acks tasks, 100 a call.
 func ackAll(ctx context.Context, q *delay.Queue, taken []*delay.Task) error {
 	for i := 0; i < len(taken); i += 100 {
-		errs, err := q.AckMany(ctx, taken[i:min(i+100, len(taken))])
+		errs, err := delayraw.Ack(ctx, q, taken[i:min(i+100, len(taken))])
 		if err != nil {
 			return err
 		}

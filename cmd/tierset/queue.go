@@ -408,10 +408,10 @@ func queueStats(ctx context.Context, q *delay.Queue, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "  counters: delivered %d, acked %d, retries %d, dead-lettered %d, expired leases %d, cancelled %d, corrupt %d, seq overflows %d\n",
 		st.Delivered, st.Acked, st.Retries, st.DeadLettered, st.Expired, st.Cancelled, st.Corrupt, st.SeqOverflows)
-	if l := st.Lateness; l.Total() > 0 {
+	if l := st.Lateness; l.Total > 0 {
 		// The buckets are powers of two, so each figure is an upper bound.
 		fmt.Fprintf(w, "  lateness (Redis TIME at take - due, %d deliveries): p50 < %s, p99 < %s, p99.9 < %s, max < %s\n",
-			l.Total(), l.Percentile(50), l.Percentile(99), l.Percentile(99.9), l.Percentile(100))
+			l.Total, l.P50, l.P99, l.P999, l.Max)
 	} else {
 		fmt.Fprintln(w, "  lateness: no deliveries yet")
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 )
 
 // deadQueue makes a queue under the server's prefix holding two pending
@@ -23,14 +24,14 @@ func deadQueue(t *testing.T, s *server) (*delay.Queue, string) {
 			t.Fatal(err)
 		}
 	}
-	b, err := q.Take(ctx, 1)
-	if err != nil || len(b.Tasks) != 1 {
-		t.Fatalf("take: %v, %d tasks", err, len(b.Tasks))
+	b, err := delayraw.Take(ctx, q, 1)
+	if err != nil || len(b) != 1 {
+		t.Fatalf("take: %v, %d tasks", err, len(b))
 	}
-	if _, err := q.Kill(ctx, b.Tasks[0], errors.New("payment service said 503")); err != nil {
+	if _, err := delayraw.Kill(ctx, q, b[0], errors.New("payment service said 503")); err != nil {
 		t.Fatal(err)
 	}
-	return q, b.Tasks[0].ID
+	return q, b[0].ID
 }
 
 func TestQueueCommands(t *testing.T) {
@@ -73,14 +74,14 @@ func TestQueueCommands(t *testing.T) {
 			t.Errorf("after requeue: %+v, %v", st, err)
 		}
 		// Kill one again, then purge it by id.
-		b, err := q.Take(ctx, 1)
-		if err != nil || len(b.Tasks) != 1 {
+		b, err := delayraw.Take(ctx, q, 1)
+		if err != nil || len(b) != 1 {
 			t.Fatalf("take: %v", err)
 		}
-		if _, err := q.Kill(ctx, b.Tasks[0], errors.New("bad payload")); err != nil {
+		if _, err := delayraw.Kill(ctx, q, b[0], errors.New("bad payload")); err != nil {
 			t.Fatal(err)
 		}
-		r = tierset(t, qargs("purge", "-yes", "-ids", b.Tasks[0].ID)...)
+		r = tierset(t, qargs("purge", "-yes", "-ids", b[0].ID)...)
 		r.expect(t, 0)
 		if r.stdout != "queue orders: purged 1 dead letter\n" {
 			t.Errorf("purge: %q", r.stdout)
@@ -127,14 +128,14 @@ func TestQueueTask(t *testing.T) {
 		}
 		steps := []error{errors.New("stock service\x1b[2J timed out"), nil, errors.New("payment service said 503")}
 		for i, cause := range steps {
-			b, err := q.Take(ctx, 1)
-			if err != nil || len(b.Tasks) != 1 || b.Tasks[0].ID != e.ID {
-				t.Fatalf("take %d: %+v, %v", i, b.Tasks, err)
+			b, err := delayraw.Take(ctx, q, 1)
+			if err != nil || len(b) != 1 || b[0].ID != e.ID {
+				t.Fatalf("take %d: %+v, %v", i, b, err)
 			}
 			if i < len(steps)-1 {
-				_, err = q.RetryAfter(ctx, b.Tasks[0], 0, cause)
+				_, err = delayraw.RetryAfter(ctx, q, b[0], 0, cause)
 			} else {
-				_, err = q.Kill(ctx, b.Tasks[0], cause)
+				_, err = delayraw.Kill(ctx, q, b[0], cause)
 			}
 			if err != nil {
 				t.Fatalf("step %d: %v", i, err)

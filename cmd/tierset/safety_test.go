@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -99,12 +100,12 @@ func TestQueueDeadEscapesStoredText(t *testing.T) {
 		if _, err := q.Enqueue(ctx, delay.Job{Key: "order-1", When: delay.After(0)}); err != nil {
 			t.Fatal(err)
 		}
-		b, err := q.Take(ctx, 1)
-		if err != nil || len(b.Tasks) != 1 {
-			t.Fatalf("take: %v, %d tasks", err, len(b.Tasks))
+		b, err := delayraw.Take(ctx, q, 1)
+		if err != nil || len(b) != 1 {
+			t.Fatalf("take: %v, %d tasks", err, len(b))
 		}
 		hostile := "boom\x1b[2J\x1b]0;pwned\x07\r\n  fake-id  key \"x\"  error: all good\u202e\xff"
-		if _, err := q.Kill(ctx, b.Tasks[0], errors.New(hostile)); err != nil {
+		if _, err := delayraw.Kill(ctx, q, b[0], errors.New(hostile)); err != nil {
 			t.Fatal(err)
 		}
 		r := tierset(t, s.args("queue", "dead", "-queue", "esc")...)

@@ -28,12 +28,11 @@ type DelayOptions struct {
 	Queues []string
 }
 
-// DelayCollector is a delay.Observer that is also a prometheus.Collector.
+// DelayCollector is a prometheus.Collector fed by a delay.Observer
+// (Observer).
 // It counts what this process's queues and workers did; QueueCollector
 // reads the queue-wide counters from Redis.
 type DelayCollector struct {
-	delay.NopObserver // methods added to delay.Observer later keep compiling
-
 	enqueued, delivered, acked, retries, dead *prometheus.CounterVec
 	swept, sweptDead, errors                  *prometheus.CounterVec
 	losses, warnings                          *prometheus.CounterVec
@@ -43,12 +42,11 @@ type DelayCollector struct {
 }
 
 var (
-	_ delay.Observer       = (*DelayCollector)(nil)
 	_ prometheus.Collector = (*DelayCollector)(nil)
 )
 
-// NewDelayCollector returns a collector; register it and pass it as
-// delay.Options.Observer (and WorkerOptions.Observer, when a worker has its own).
+// NewDelayCollector returns a collector; register it and pass its
+// Observer as delay.Options.Observer.
 func NewDelayCollector(o DelayOptions) *DelayCollector {
 	if o.Namespace == "" {
 		o.Namespace = "tierset"
@@ -125,8 +123,8 @@ func (c *DelayCollector) ensure(queue string) {
 	}
 }
 
-// OnEnqueue counts a new or duplicate enqueue.
-func (c *DelayCollector) OnEnqueue(queue string, duplicate bool) {
+// onEnqueue counts a new or duplicate enqueue.
+func (c *DelayCollector) onEnqueue(queue string, duplicate bool) {
 	c.ensure(queue)
 	r := "new"
 	if duplicate {
@@ -135,46 +133,46 @@ func (c *DelayCollector) OnEnqueue(queue string, duplicate bool) {
 	c.enqueued.WithLabelValues(queue, r).Inc()
 }
 
-// OnDelivered counts a delivery and its lateness (an early one as 0).
-func (c *DelayCollector) OnDelivered(queue string, lateness time.Duration) {
+// onDelivered counts a delivery and its lateness (an early one as 0).
+func (c *DelayCollector) onDelivered(queue string, lateness time.Duration) {
 	c.ensure(queue)
 	c.delivered.WithLabelValues(queue).Inc()
 	c.lateness.WithLabelValues(queue).Observe(max(lateness, 0).Seconds())
 }
 
-// OnAck counts an ack.
-func (c *DelayCollector) OnAck(queue string) {
+// onAck counts an ack.
+func (c *DelayCollector) onAck(queue string) {
 	c.ensure(queue)
 	c.acked.WithLabelValues(queue).Inc()
 }
 
-// OnRetry counts a retry.
-func (c *DelayCollector) OnRetry(queue string, _ int, _ time.Duration) {
+// onRetry counts a retry.
+func (c *DelayCollector) onRetry(queue string, _ int, _ time.Duration) {
 	c.ensure(queue)
 	c.retries.WithLabelValues(queue).Inc()
 }
 
-// OnDead counts a dead-lettered task.
-func (c *DelayCollector) OnDead(queue string, _ int) {
+// onDead counts a dead-lettered task.
+func (c *DelayCollector) onDead(queue string, _ int) {
 	c.ensure(queue)
 	c.dead.WithLabelValues(queue).Inc()
 }
 
-// OnSweep counts what a sweep returned and dead-lettered.
-func (c *DelayCollector) OnSweep(queue string, returned, dead int) {
+// onSweep counts what a sweep returned and dead-lettered.
+func (c *DelayCollector) onSweep(queue string, returned, dead int) {
 	c.ensure(queue)
 	c.swept.WithLabelValues(queue).Add(float64(returned))
 	c.sweptDead.WithLabelValues(queue).Add(float64(dead))
 }
 
-// OnError counts a failed operation.
-func (c *DelayCollector) OnError(queue, op string, _ error) {
+// onError counts a failed operation.
+func (c *DelayCollector) onError(queue, op string, _ error) {
 	c.ensure(queue)
 	c.errors.WithLabelValues(queue, op).Inc()
 }
 
-// OnLoss counts what Redis lost, by the sentinel err wraps.
-func (c *DelayCollector) OnLoss(queue string, err error, n int) {
+// onLoss counts what Redis lost, by the sentinel err wraps.
+func (c *DelayCollector) onLoss(queue string, err error, n int) {
 	c.ensure(queue)
 	c.losses.WithLabelValues(queue, lossKind(err)).Add(float64(n))
 }
@@ -193,10 +191,10 @@ func lossKind(err error) string {
 	return "other"
 }
 
-// OnWarning counts a risky setting or state: eviction_policy,
+// onWarning counts a risky setting or state: eviction_policy,
 // config_unavailable, high_water (a millisecond's score space nearly
 // full), or other (a client without ContextTimeoutEnabled).
-func (c *DelayCollector) OnWarning(queue string, err error) {
+func (c *DelayCollector) onWarning(queue string, err error) {
 	c.ensure(queue)
 	kind := "other"
 	switch {
@@ -210,9 +208,17 @@ func (c *DelayCollector) OnWarning(queue string, err error) {
 	c.warnings.WithLabelValues(queue, kind).Inc()
 }
 
-// OnHandled observes a handler call's duration under its result.
-func (c *DelayCollector) OnHandled(queue string, took time.Duration, res delay.HandleResult) {
-	c.handle.WithLabelValues(queue, res.String()).Observe(took.Seconds())
+// onHandled observes a handler call's duration under its result.
+func (c *DelayCollector) onHandled(queue string, took time.Duration, res delay.HandleResult) {
+	c.handle.WithLabelValues(queue, string(res)).Observe(took.Seconds())
+}
+
+// Observer returns the delay.Observer that feeds c: pass it as
+// delay.Options.Observer (of every queue, or a Sharded queue's Queue).
+func (c *DelayCollector) Observer() delay.Observer {
+	return delay.Observer{OnEnqueue: c.onEnqueue, OnDelivered: c.onDelivered, OnAck: c.onAck, OnRetry: c.onRetry,
+		OnDead: c.onDead, OnSweep: c.onSweep, OnError: c.onError, OnLoss: c.onLoss, OnWarning: c.onWarning,
+		OnHandled: c.onHandled}
 }
 
 func (c *DelayCollector) collectors() parts {

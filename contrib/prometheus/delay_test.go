@@ -13,6 +13,7 @@ import (
 
 	tsprom "github.com/tierset/tierset/contrib/prometheus"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/testredis"
@@ -26,7 +27,7 @@ func TestDelayCollectorLossAndWarning(t *testing.T) {
 	ctx := t.Context()
 	dc := tsprom.NewDelayCollector(tsprom.DelayOptions{})
 	reg := pedanticRegistry(dc)
-	q, err := delay.New(b.Client, "lossy", delay.Options{Prefix: b.Prefix, Observer: dc})
+	q, err := delay.New(b.Client, "lossy", delay.Options{Prefix: b.Prefix, Observer: dc.Observer()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,14 +41,14 @@ func TestDelayCollectorLossAndWarning(t *testing.T) {
 	if err := b.Client.Del(ctx, buckets...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Take(ctx, 10); !errors.Is(err, delay.ErrRecordLost) {
+	if _, err := delayraw.Take(ctx, q, 10); !errors.Is(err, delay.ErrRecordLost) {
 		t.Fatalf("take after the record was deleted: %v, want ErrRecordLost", err)
 	}
 	opt := *b.Client.(*redis.Client).Options()
 	opt.ContextTimeoutEnabled = false
 	loose := redis.NewClient(&opt)
 	t.Cleanup(func() { _ = loose.Close() })
-	if _, err := delay.New(loose, "loose", delay.Options{Prefix: b.Prefix, Observer: dc, AllowNoContextTimeout: true}); err != nil {
+	if _, err := delay.New(loose, "loose", delay.Options{Prefix: b.Prefix, Observer: dc.Observer(), AllowNoContextTimeout: true}); err != nil {
 		t.Fatal(err)
 	}
 	url, _ := scrape(t, reg)
@@ -87,7 +88,7 @@ func TestDelayCollectorHandleSeconds(t *testing.T) {
 	ctx := t.Context()
 	dc := tsprom.NewDelayCollector(tsprom.DelayOptions{})
 	reg := pedanticRegistry(dc)
-	q, err := delay.New(b.Client, "handled", delay.Options{Prefix: b.Prefix, Observer: dc})
+	q, err := delay.New(b.Client, "handled", delay.Options{Prefix: b.Prefix, Observer: dc.Observer()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestDelayCollectorHandleSeconds(t *testing.T) {
 			return delay.Permanent(errors.New("no"))
 		}
 		return nil
-	}, delay.WorkerOptions{Heartbeat: -1})
+	}, delay.PoolOptions{Heartbeat: -1})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mu.Lock()

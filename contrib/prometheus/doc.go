@@ -1,7 +1,8 @@
 // Package prometheus exports tierset's metrics to Prometheus.
 //
-// [CacheCollector] is a [cache.Observer] and [DelayCollector] a
-// [delay.Observer]: pass one as Options.Observer and register it. Both count
+// [CacheCollector] is a [cache.Observer]: pass it as cache.Options.Observer
+// and register it; register a [DelayCollector] and pass its
+// [DelayCollector.Observer] as delay.Options.Observer. Both count
 // what this process saw. [QueueCollector] reads [delay.Queue.Stats] on each
 // scrape: depths and the counters the queue's scripts keep in Redis, which
 // cover every producer and worker of the queue, not just this process.

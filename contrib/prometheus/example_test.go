@@ -27,7 +27,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	q, err := delay.New(rdb, "orders", delay.Options{Observer: delayMetrics})
+	q, err := delay.New(rdb, "orders", delay.Options{Observer: delayMetrics.Observer()})
 	if err != nil {
 		panic(err)
 	}

@@ -151,7 +151,7 @@ func gatherAll(t *testing.T) []*dto.MetricFamily {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := delay.New(rdb, "orders", delay.Options{Observer: dc})
+	q, err := delay.New(rdb, "orders", delay.Options{Observer: dc.Observer()})
 	if err != nil {
 		t.Fatal(err)
 	}

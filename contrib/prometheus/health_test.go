@@ -79,7 +79,7 @@ func TestQueueWorkersAndHealth(t *testing.T) {
 	if w, v := read(); w != 0 || v != "no_worker" {
 		t.Fatalf("before any worker: workers %v, verdict %q; want 0 and no_worker", w, v)
 	}
-	delaytest.StartWorker(t, t.Context(), q, func(context.Context, *delay.Task) error { return nil }, delay.WorkerOptions{})
+	delaytest.StartWorker(t, t.Context(), q, func(context.Context, *delay.Task) error { return nil }, delay.PoolOptions{})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		w, v := read()

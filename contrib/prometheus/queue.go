@@ -43,7 +43,7 @@ type QueueCollector struct {
 
 // verdicts are every delay.Verdict, in the order tierset_queue_health
 // reports them.
-var verdicts = []delay.Verdict{delay.Idle, delay.Served, delay.Behind, delay.NoWorker, delay.Paused}
+var verdicts = []delay.Verdict{delay.VerdictIdle, delay.VerdictServed, delay.VerdictBehind, delay.VerdictNoWorker, delay.VerdictPaused}
 
 var _ prometheus.Collector = (*QueueCollector)(nil)
 
@@ -140,7 +140,7 @@ func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 			if v == h.Verdict {
 				on = 1
 			}
-			ch <- prometheus.MustNewConstMetric(c.health, prometheus.GaugeValue, on, name, strings.ReplaceAll(v.String(), " ", "_"))
+			ch <- prometheus.MustNewConstMetric(c.health, prometheus.GaugeValue, on, name, strings.ReplaceAll(string(v), " ", "_"))
 		}
 		for _, st := range []struct {
 			state string

@@ -11,6 +11,7 @@ import (
 
 	tsprom "github.com/tierset/tierset/contrib/prometheus"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/testredis"
 	"github.com/tierset/tierset/score"
@@ -20,7 +21,7 @@ func TestQueueAndDelayCollectorScrape(t *testing.T) {
 	b := testredis.Redis(t)
 	ctx := t.Context()
 	dc := tsprom.NewDelayCollector(tsprom.DelayOptions{})
-	q, err := delay.New(b.Client, "orders", delay.Options{Prefix: b.Prefix, Observer: dc, MaxAttempts: 1})
+	q, err := delay.New(b.Client, "orders", delay.Options{Prefix: b.Prefix, Observer: dc.Observer(), MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,22 +44,20 @@ func TestQueueAndDelayCollectorScrape(t *testing.T) {
 	if e, err := q.Enqueue(ctx, delay.Job{Key: "k0", Token: "t", When: delay.At(past)}); err != nil || !e.Duplicate {
 		t.Fatalf("duplicate enqueue: %+v %v", e, err)
 	}
-	batch, err := q.Take(ctx, 10)
-	if err != nil || len(batch.Tasks) != 6 {
-		t.Fatalf("take: %d tasks, %v", len(batch.Tasks), err)
+	batch, err := delayraw.Take(ctx, q, 10)
+	if err != nil || len(batch) != 6 {
+		t.Fatalf("take: %d tasks, %v", len(batch), err)
 	}
-	for _, tk := range batch.Tasks[:3] { // 3 acked
-		if err := q.Ack(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
+	if errs, err := delayraw.Ack(ctx, q, batch[:3]); err != nil || errors.Join(errs...) != nil { // 3 acked
+		t.Fatal(err, errs)
 	}
-	if _, err := q.Retry(ctx, batch.Tasks[3], errors.New("boom")); err != nil { // MaxAttempts 1: dead
+	if _, err := delayraw.Retry(ctx, q, batch[3], errors.New("boom")); err != nil { // MaxAttempts 1: dead
 		t.Fatal(err)
 	}
-	if _, err := q.Kill(ctx, batch.Tasks[4], errors.New("bad")); err != nil { // dead
+	if _, err := delayraw.Kill(ctx, q, batch[4], errors.New("bad")); err != nil { // dead
 		t.Fatal(err)
 	}
-	// batch.Tasks[5] stays in flight.
+	// batch[5] stays in flight.
 	s, err := q.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +174,7 @@ func TestQueueCollectorRetriesExpired(t *testing.T) {
 	b := testredis.Redis(t)
 	ctx := t.Context()
 	dc := tsprom.NewDelayCollector(tsprom.DelayOptions{})
-	q, err := delay.New(b.Client, "retry-exp", delay.Options{Prefix: b.Prefix, Observer: dc})
+	q, err := delay.New(b.Client, "retry-exp", delay.Options{Prefix: b.Prefix, Observer: dc.Observer()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,18 +186,18 @@ func TestQueueCollectorRetriesExpired(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	batch, err := q.Take(ctx, 3)
-	if err != nil || len(batch.Tasks) != 3 {
-		t.Fatalf("take: %d tasks, %v", len(batch.Tasks), err)
+	batch, err := delayraw.Take(ctx, q, 3)
+	if err != nil || len(batch) != 3 {
+		t.Fatalf("take: %d tasks, %v", len(batch), err)
 	}
-	for _, tk := range batch.Tasks[:2] {
-		if out, err := q.Retry(ctx, tk, errors.New("boom")); err != nil || out != delay.Retried {
+	for _, tk := range batch[:2] {
+		if out, err := delayraw.Retry(ctx, q, tk, errors.New("boom")); err != nil || out != "retried" {
 			t.Fatalf("retry %s: %v %v, want Retried", tk.ID, out, err)
 		}
 	}
 	// The third lease is cut to 1 ms (the queue's own Lease is 30 s) so it
 	// expires now; the sweep is polled until it has returned it.
-	if _, err := q.Extend(ctx, batch.Tasks[2], time.Millisecond); err != nil {
+	if _, err := delayraw.Extend(ctx, q, batch[2], time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	returned := 0
@@ -297,7 +296,7 @@ func TestQueueCollectorLossCounters(t *testing.T) {
 				t.Fatalf("record buckets: %v %v", buckets, err)
 			}
 			del(t, buckets...)
-			if _, err := q.Take(ctx, 10); !errors.Is(err, delay.ErrRecordLost) {
+			if _, err := delayraw.Take(ctx, q, 10); !errors.Is(err, delay.ErrRecordLost) {
 				t.Fatalf("take after the record was deleted: %v, want ErrRecordLost", err)
 			}
 		}},

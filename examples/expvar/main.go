@@ -1,5 +1,5 @@
 // Command expvar shows how to wire the cache's and the delay queue's
-// Observer interfaces to the standard library's expvar package: no new
+// Observers to the standard library's expvar package: no new
 // dependency, and the counters appear at /debug/vars of any HTTP server
 // that imports expvar. The same few lines with a Prometheus or
 // OpenTelemetry counter instead of expvar.Map.Add wire those.
@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -50,49 +51,65 @@ func (o cacheMetrics) OnRefresh(_ string, outcome cache.RefreshOutcome) {
 
 func (o cacheMetrics) OnDecodeError(string, string, error) { o.m.Add("decode_errors", 1) }
 
-// queueMetrics publishes delay-queue events; lateness goes into a
-// histogram whose percentiles are published through expvar.Func.
-type queueMetrics struct {
-	delay.NopObserver
-	m        *expvar.Map
-	lateness *delay.Histogram
-}
-
-func (o queueMetrics) OnEnqueue(_ string, duplicate bool) {
-	if duplicate {
-		o.m.Add("enqueue_duplicates", 1)
-		return
+// queueObserver publishes delay-queue events: an Observer sets only the
+// funcs of the events it wants. Lateness is summed and its maximum kept,
+// published through expvar.Func.
+func queueObserver(m *expvar.Map, l *latenessStats) delay.Observer {
+	return delay.Observer{
+		OnEnqueue: func(_ string, duplicate bool) {
+			if duplicate {
+				m.Add("enqueue_duplicates", 1)
+				return
+			}
+			m.Add("enqueued", 1)
+		},
+		OnDelivered: func(_ string, lateness time.Duration) {
+			m.Add("delivered", 1)
+			l.record(lateness)
+		},
+		OnAck:   func(string) { m.Add("acked", 1) },
+		OnRetry: func(string, int, time.Duration) { m.Add("retries", 1) },
+		OnDead:  func(string, int) { m.Add("dead_letters", 1) },
+		OnSweep: func(_ string, returned, dead int) { m.Add("swept", int64(returned+dead)) },
+		OnError: func(_ string, op string, _ error) { m.Add("errors_"+op, 1) },
 	}
-	o.m.Add("enqueued", 1)
 }
 
-func (o queueMetrics) OnDelivered(_ string, lateness time.Duration) {
-	o.m.Add("delivered", 1)
-	o.lateness.Record(lateness)
+// latenessStats counts deliveries, sums their lateness and keeps the
+// largest.
+type latenessStats struct {
+	mu         sync.Mutex
+	count      int64
+	total, max time.Duration
 }
 
-func (o queueMetrics) OnAck(string)                         { o.m.Add("acked", 1) }
-func (o queueMetrics) OnRetry(string, int, time.Duration)   { o.m.Add("retries", 1) }
-func (o queueMetrics) OnDead(string, int)                   { o.m.Add("dead_letters", 1) }
-func (o queueMetrics) OnSweep(_ string, returned, dead int) { o.m.Add("swept", int64(returned+dead)) }
-func (o queueMetrics) OnError(_ string, op string, _ error) { o.m.Add("errors_"+op, 1) }
+func (l *latenessStats) record(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count++
+	l.total += d
+	l.max = max(l.max, d)
+}
+
+func (l *latenessStats) snapshot() map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	mean := time.Duration(0)
+	if l.count > 0 {
+		mean = l.total / time.Duration(l.count)
+	}
+	return map[string]any{"count": l.count, "mean": mean.String(), "max": l.max.String()}
+}
 
 // Published once per process: expvar panics on a second registration.
 var (
 	cacheVars = expvar.NewMap("tierset_cache")
 	queueVars = expvar.NewMap("tierset_delay")
-	lateness  = &delay.Histogram{}
+	lateness  = &latenessStats{}
 )
 
 func init() {
-	expvar.Publish("tierset_delay_lateness", expvar.Func(func() any {
-		return map[string]any{
-			"count": lateness.Count(),
-			"p50":   lateness.Percentile(50).String(),
-			"p99":   lateness.Percentile(99).String(),
-			"max":   lateness.Max().String(),
-		}
-	}))
+	expvar.Publish("tierset_delay_lateness", expvar.Func(func() any { return lateness.snapshot() }))
 }
 
 func main() {
@@ -132,7 +149,7 @@ func run(ctx context.Context, rulesPath string, w io.Writer) error {
 		return err
 	}
 
-	q, err := delay.New(client, "reservations", delay.Options{Observer: queueMetrics{m: queueVars, lateness: lateness}})
+	q, err := delay.New(client, "reservations", delay.Options{Observer: queueObserver(queueVars, lateness)})
 	if err != nil {
 		return err
 	}
@@ -141,20 +158,38 @@ func run(ctx context.Context, rulesPath string, w io.Writer) error {
 			return err
 		}
 	}
-	b, err := q.Take(ctx, 3)
+	// A pool runs the handler: order-1 fails for good (dead-lettered),
+	// the others succeed (acked). Run returns once its context ends, with
+	// every outcome applied.
+	p, err := delay.NewPool(delay.PoolOptions{Heartbeat: -1})
 	if err != nil {
 		return err
 	}
-	for i, t := range b.Tasks {
-		if i == 0 {
-			if _, err := q.Kill(ctx, t, errors.New("payment service unavailable")); err != nil {
-				return err
-			}
-			continue
+	handled := make(chan struct{}, 3)
+	err = p.Add(q, func(_ context.Context, t *delay.Task) error {
+		defer func() { handled <- struct{}{} }()
+		if t.Key == "order-1" {
+			return delay.Permanent(errors.New("payment service unavailable"))
 		}
-		if err := q.Ack(ctx, t); err != nil {
-			return err
+		return nil
+	}, delay.QueueOptions{})
+	if err != nil {
+		return err
+	}
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Run(pctx) }()
+	for range 3 {
+		select {
+		case <-handled:
+		case err := <-stopped:
+			return fmt.Errorf("pool stopped early: %w", err)
 		}
+	}
+	stop()
+	if err := <-stopped; !errors.Is(err, context.Canceled) {
+		return err
 	}
 
 	for _, name := range []string{"tierset_cache", "tierset_delay", "tierset_delay_lateness"} {

@@ -36,7 +36,7 @@ func HandleAll(t testing.TB, ctx context.Context, q *delay.Queue, keys []string,
 			return delay.Permanent(errors.New(why))
 		}
 		return nil
-	}, delay.WorkerOptions{Heartbeat: -1})
+	}, delay.PoolOptions{Heartbeat: -1})
 	deadline := time.Now().Add(within)
 	for {
 		st, err := q.Stats(ctx)
@@ -56,16 +56,19 @@ func HandleAll(t testing.TB, ctx context.Context, q *delay.Queue, keys []string,
 	}
 }
 
-// StartWorker starts a worker of q running h, and returns it with a stop
-// that cancels its Run and returns Run's error; cleanup stops it too, so
-// a test that fails midway leaves no worker running.
-func StartWorker(t testing.TB, ctx context.Context, q *delay.Queue, h delay.Handler, o delay.WorkerOptions) (w *delay.Worker, stop func() error) {
+// StartWorker starts a pool of o serving q alone with h, and returns it
+// with a stop that cancels its Run and returns Run's error; cleanup stops
+// it too, so a test that fails midway leaves no pool running.
+func StartWorker(t testing.TB, ctx context.Context, q *delay.Queue, h delay.Handler, o delay.PoolOptions) (p *delay.Pool, stop func() error) {
 	t.Helper()
-	w, err := delay.NewWorker(q, h, o)
+	p, err := delay.NewPool(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w, testrun.Start(t, ctx, w.Run)
+	if err := p.Add(q, h, delay.QueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return p, testrun.Start(t, ctx, p.Run)
 }
 
 // DeadIDs is the set of the IDs of q's dead letters (the first 100).

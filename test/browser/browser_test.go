@@ -20,6 +20,7 @@ import (
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/delayraw"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -77,35 +78,33 @@ func seed(t *testing.T) *fixture {
 	// before, so its page has earlier errors to list; a reschedule puts
 	// it back at the head of the due set after each retry.
 	for _, cause := range earlierErrors {
-		b, err := f.q.Take(ctx, 1)
-		if err != nil || len(b.Tasks) != 1 || b.Tasks[0].Key != "order-000" {
-			t.Fatalf("take order-000: %+v, %v", b.Tasks, err)
+		b, err := delayraw.Take(ctx, f.q, 1)
+		if err != nil || len(b) != 1 || b[0].Key != "order-000" {
+			t.Fatalf("take order-000: %+v, %v", b, err)
 		}
-		if _, err := f.q.RetryAfter(ctx, b.Tasks[0], 0, cause); err != nil {
+		if _, err := delayraw.RetryAfter(ctx, f.q, b[0], 0, cause); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.q.Reschedule(ctx, "order-000", delay.At(now.Add(-20*3*time.Second))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	batch, err := f.q.Take(ctx, 8)
-	if err != nil || len(batch.Tasks) != 8 {
-		t.Fatalf("take: %d, %v", len(batch.Tasks), err)
+	batch, err := delayraw.Take(ctx, f.q, 8)
+	if err != nil || len(batch) != 8 {
+		t.Fatalf("take: %d, %v", len(batch), err)
 	}
-	for i, tk := range batch.Tasks[:5] {
+	for i, tk := range batch[:5] {
 		cause := errors.New("payment service said 503")
 		if i == 0 {
 			cause = errors.New(xssError)
 		}
-		if _, err := f.q.Kill(ctx, tk, cause); err != nil {
+		if _, err := delayraw.Kill(ctx, f.q, tk, cause); err != nil {
 			t.Fatal(err)
 		}
 		f.dead = append(f.dead, tk.ID)
 	}
-	for _, tk := range batch.Tasks[5:6] {
-		if err := f.q.Ack(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
+	if errs, err := delayraw.Ack(ctx, f.q, batch[5:6]); err != nil || errors.Join(errs...) != nil {
+		t.Fatal(err, errs)
 	}
 	pct := func(p int64) gradient.Reward {
 		return gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(p)}

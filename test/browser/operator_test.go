@@ -37,7 +37,7 @@ func TestBrowserOperator(t *testing.T) {
 				t.Fatal(err)
 			}
 			return []string{"orders", strconv.FormatInt(h.Stats.Ready, 10), strconv.FormatInt(h.Stats.Pending-h.Stats.Ready, 10),
-				strconv.FormatInt(h.Stats.InFlight, 10), strconv.FormatInt(h.Stats.Dead, 10), h.Verdict.String()}
+				strconv.FormatInt(h.Stats.InFlight, 10), strconv.FormatInt(h.Stats.Dead, 10), string(h.Verdict)}
 		}
 		var cells []string
 		want := steady(t, health, func() {

@@ -284,7 +284,7 @@ func crossReleaseTasks(t *testing.T, b *testredis.Backend, bin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Verdict != delay.Paused || len(h.Workers) != 2 || h.Stats.Ready != 100 {
+	if h.Verdict != delay.VerdictPaused || len(h.Workers) != 2 || h.Stats.Ready != 100 {
 		t.Fatalf("old workers on a paused queue: verdict %v, %d workers, %d ready", h.Verdict, len(h.Workers), h.Stats.Ready)
 	}
 	for _, w := range h.Workers {

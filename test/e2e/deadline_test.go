@@ -214,7 +214,7 @@ func TestNewRefusesClientIgnoringDeadlines(t *testing.T) {
 			if _, err := cache.New(cl.c, cache.Options{AllowNoContextTimeout: true, Observer: co}); err != nil {
 				t.Errorf("cache.New with AllowNoContextTimeout: %v", err)
 			}
-			if _, err := delay.New(cl.c, "q", delay.Options{AllowNoContextTimeout: true, Observer: do}); err != nil {
+			if _, err := delay.New(cl.c, "q", delay.Options{AllowNoContextTimeout: true, Observer: do.observer()}); err != nil {
 				t.Errorf("delay.New with AllowNoContextTimeout: %v", err)
 			}
 			want := 1
@@ -237,8 +237,9 @@ type cacheWarnings struct {
 func (w *cacheWarnings) OnWarning(err error) { w.got = append(w.got, err) }
 
 type delayWarnings struct {
-	delay.NopObserver
 	got []error
 }
 
-func (w *delayWarnings) OnWarning(_ string, err error) { w.got = append(w.got, err) }
+func (w *delayWarnings) observer() delay.Observer {
+	return delay.Observer{OnWarning: func(_ string, err error) { w.got = append(w.got, err) }}
+}

@@ -127,7 +127,7 @@ func (d *deliveryLog) begin(t *delay.Task) {
 		d.concurrent++
 	}
 	d.active[t.Key] = true
-	d.byKey[t.Key] = append(d.byKey[t.Key], delivery{t.ID, t.Lease.Fence, t.DeliveredAt, t.Deadline, time.Now()})
+	d.byKey[t.Key] = append(d.byKey[t.Key], delivery{t.ID, t.Fence, t.DeliveredAt, t.Deadline, time.Now()})
 	d.n++
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -69,7 +70,20 @@ func TestFailover(t *testing.T) {
 
 	// The queue, and the master it lives on: that master is the victim.
 	const queueName = "failover"
-	qopts := delay.Options{Prefix: prefix, Lease: 2 * time.Second, Observer: &delay.Recorder{}}
+	var seen struct{ enqueued, duplicates, delivered, acked, swept, errs atomic.Int64 }
+	qopts := delay.Options{Prefix: prefix, Lease: 2 * time.Second, Observer: delay.Observer{
+		OnEnqueue: func(_ string, dup bool) {
+			if dup {
+				seen.duplicates.Add(1)
+			} else {
+				seen.enqueued.Add(1)
+			}
+		},
+		OnDelivered: func(string, time.Duration) { seen.delivered.Add(1) },
+		OnAck:       func(string) { seen.acked.Add(1) },
+		OnSweep:     func(_ string, returned, _ int) { seen.swept.Add(int64(returned)) },
+		OnError:     func(string, string, error) { seen.errs.Add(1) },
+	}}
 	q, err := delay.New(cc, queueName, qopts)
 	if err != nil {
 		t.Fatalf("delay.New: %v", err)
@@ -143,13 +157,17 @@ func TestFailover(t *testing.T) {
 
 	// (b) The worker, recording every delivery.
 	deliveries := &deliveryLog{byKey: map[string][]delivery{}, active: map[string]bool{}}
-	w, err := delay.NewWorker(q, func(ctx context.Context, task *delay.Task) error {
+	w, err := delay.NewPool(delay.PoolOptions{Concurrency: 4, ReconnectMax: 500 * time.Millisecond, IdleCheck: time.Second})
+	if err != nil {
+		t.Fatalf("NewPool: %v", err)
+	}
+	err = w.Add(q, func(ctx context.Context, task *delay.Task) error {
 		deliveries.begin(task)
 		deliveries.end(task.Key)
 		return nil
-	}, delay.WorkerOptions{Concurrency: 4, ReconnectMax: 500 * time.Millisecond, IdleCheck: time.Second})
+	}, delay.QueueOptions{})
 	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
+		t.Fatalf("Pool.Add: %v", err)
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = w.Run(runCtx) }()
@@ -258,7 +276,6 @@ func TestFailover(t *testing.T) {
 	if after := prod.ackedAfter(queueRecovered); !queueRecovered.IsZero() && after == 0 {
 		t.Errorf("no task was enqueued after the queue recovered; the resume check is empty")
 	}
-	rec := qopts.Observer.(*delay.Recorder)
 	t.Logf("queue observer: enqueued %d (duplicates %d), delivered %d, acked %d, swept back %d, errors %d",
-		rec.Enqueued.Load(), rec.Duplicates.Load(), rec.Delivered.Load(), rec.Acked.Load(), rec.Swept.Load(), rec.Errors.Load())
+		seen.enqueued.Load(), seen.duplicates.Load(), seen.delivered.Load(), seen.acked.Load(), seen.swept.Load(), seen.errs.Load())
 }

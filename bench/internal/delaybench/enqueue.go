@@ -25,7 +25,7 @@ func (b *delayBench) enqueueOneByOne(ctx context.Context) error {
 // (a cart service's request handlers): with more than one, calls that
 // meet on their way go to Redis together (Enqueue's grouping).
 func (b *delayBench) enqueueEach(ctx context.Context, goroutines int) error {
-	q, err := b.queue(fmt.Sprintf("one%d", goroutines), nil)
+	q, err := b.queue(fmt.Sprintf("one%d", goroutines), delay.Observer{})
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (b *delayBench) enqueueBatched(ctx context.Context) error {
 	}
 
 	// Memory: a fresh queue, so its fixed keys (counters) count too.
-	mq, err := b.queue("mem", nil)
+	mq, err := b.queue("mem", delay.Observer{})
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (b *delayBench) enqueueBatched(ctx context.Context) error {
 // server's work, where one caller leaves Redis idle while it encodes the
 // next pipeline and decodes the last.
 func (b *delayBench) enqueueBatchedCallers(ctx context.Context, callers int) error {
-	q, err := b.queue(fmt.Sprintf("batch%d", callers), nil)
+	q, err := b.queue(fmt.Sprintf("batch%d", callers), delay.Observer{})
 	if err != nil {
 		return err
 	}

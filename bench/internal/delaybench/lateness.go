@@ -28,7 +28,7 @@ func (b *delayBench) lateness(ctx context.Context) error {
 func (b *delayBench) latenessAt(ctx context.Context, rate int) error {
 	want := int(float64(rate) * b.sizes.steady.Seconds())
 	obs := newDelayAckCounter(want)
-	q, err := b.queue("late"+strconv.Itoa(rate), obs)
+	q, err := b.queue("late"+strconv.Itoa(rate), obs.observer())
 	if err != nil {
 		return err
 	}

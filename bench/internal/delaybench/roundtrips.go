@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delayraw"
 	"github.com/tierset/tierset/internal/measure"
 )
 
@@ -56,14 +57,14 @@ func (b *delayBench) roundTrips(ctx context.Context) error {
 		return err
 	}
 	err = count("Take of 100 + AckMany of them", "= 2", 2, func() error {
-		bt, err := q.Take(ctx, 100)
+		bt, err := delayraw.Take(ctx, q, 100)
 		if err != nil {
 			return err
 		}
-		if len(bt.Tasks) != 100 {
-			return fmt.Errorf("take: %d tasks, want 100", len(bt.Tasks))
+		if len(bt) != 100 {
+			return fmt.Errorf("take: %d tasks, want 100", len(bt))
 		}
-		errs, err := q.AckMany(ctx, bt.Tasks)
+		errs, err := delayraw.Ack(ctx, q, bt)
 		if err != nil {
 			return err
 		}

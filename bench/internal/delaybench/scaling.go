@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -140,8 +141,9 @@ func scalingPlacement(p map[string][]int) string {
 }
 
 func scalingRun(ctx context.Context, c *redis.ClusterClient, prefix, name string, k, conc, n, producers int) (scalingRow, error) {
-	rec := &delay.Recorder{}
-	s, err := delay.NewSharded(c, name, delay.ShardedOptions{Shards: k, Queue: delay.Options{Prefix: prefix, Observer: rec}})
+	var acks atomic.Int64
+	obs := delay.Observer{OnAck: func(string) { acks.Add(1) }}
+	s, err := delay.NewSharded(c, name, delay.ShardedOptions{Shards: k, Queue: delay.Options{Prefix: prefix, Observer: obs}})
 	if err != nil {
 		return scalingRow{}, err
 	}
@@ -189,9 +191,11 @@ func scalingRun(ctx context.Context, c *redis.ClusterClient, prefix, name string
 	row.enqueueRate = float64(n) / time.Since(start).Seconds()
 
 	// Take+ack: one worker per shard, from start to the last ack.
-	w, err := delay.NewShardedWorker(s, func(context.Context, *delay.Task) error { return nil },
-		delay.WorkerOptions{Concurrency: conc, BatchSize: 100, ShutdownTimeout: 5 * time.Second})
+	w, err := delay.NewPool(delay.PoolOptions{Concurrency: conc * k, ShutdownTimeout: 5 * time.Second})
 	if err != nil {
+		return row, err
+	}
+	if err := w.Add(s, func(context.Context, *delay.Task) error { return nil }, delay.QueueOptions{BatchSize: 100}); err != nil {
 		return row, err
 	}
 	cpu0, err := scalingNodeCPU(ctx, c)
@@ -205,7 +209,7 @@ func scalingRun(ctx context.Context, c *redis.ClusterClient, prefix, name string
 	start = time.Now()
 	go func() { done <- w.Run(wctx) }()
 	deadline := time.Now().Add(2 * time.Minute)
-	for rec.Acked.Load() < int64(n) && time.Now().Before(deadline) && ctx.Err() == nil {
+	for acks.Load() < int64(n) && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(2 * time.Millisecond)
 	}
 	row.takeAckWall = time.Since(start)
@@ -216,7 +220,7 @@ func scalingRun(ctx context.Context, c *redis.ClusterClient, prefix, name string
 	if err != nil {
 		return row, err
 	}
-	acked := rec.Acked.Load()
+	acked := acks.Load()
 	if acked < int64(n) {
 		return row, fmt.Errorf("take+ack: %d of %d acked within 2 min", acked, n)
 	}

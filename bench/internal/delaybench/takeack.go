@@ -12,13 +12,15 @@ import (
 	"github.com/tierset/tierset/internal/measure"
 )
 
-// delayAckCounter is an Observer that signals when want acks were seen.
+// delayAckCounter counts acks and records lateness as an Observer
+// (observer), and signals when want acks were seen.
 type delayAckCounter struct {
-	delay.Recorder
-	want atomic.Int64
-	last atomic.Int64 // Unix ns of the latest ack
-	done chan struct{}
-	once sync.Once
+	Acked    atomic.Int64
+	Lateness measure.Histogram
+	want     atomic.Int64
+	last     atomic.Int64 // Unix ns of the latest ack
+	done     chan struct{}
+	once     sync.Once
 }
 
 func newDelayAckCounter(want int) *delayAckCounter {
@@ -35,8 +37,13 @@ func (c *delayAckCounter) setWant(n int) {
 	}
 }
 
-func (c *delayAckCounter) OnAck(queue string) {
-	c.Recorder.OnAck(queue)
+// observer returns the Observer that feeds c.
+func (c *delayAckCounter) observer() delay.Observer {
+	return delay.Observer{OnAck: c.onAck, OnDelivered: func(_ string, l time.Duration) { c.Lateness.Record(l) }}
+}
+
+func (c *delayAckCounter) onAck(string) {
+	c.Acked.Add(1)
 	c.last.Store(time.Now().UnixNano())
 	if c.Acked.Load() >= c.want.Load() {
 		c.once.Do(func() { close(c.done) })
@@ -48,9 +55,12 @@ func (c *delayAckCounter) OnAck(queue string) {
 // Run has returned.
 func delayRunWorker(ctx context.Context, q *delay.Queue, obs *delayAckCounter, concurrency, batch int, h delay.Handler,
 	started chan<- time.Time, timeout time.Duration, produce func(context.Context) error) error {
-	w, err := delay.NewWorker(q, h, delay.WorkerOptions{Concurrency: concurrency, BatchSize: batch, ShutdownTimeout: 5 * time.Second})
+	w, err := delay.NewPool(delay.PoolOptions{Concurrency: concurrency, ShutdownTimeout: 5 * time.Second})
 	if err != nil {
-		return fmt.Errorf("delay.NewWorker: %w", err)
+		return fmt.Errorf("delay.NewPool: %w", err)
+	}
+	if err := w.Add(q, h, delay.QueueOptions{BatchSize: batch}); err != nil {
+		return fmt.Errorf("delay.Pool.Add: %w", err)
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -117,7 +127,7 @@ func (b *delayBench) takeAck(ctx context.Context) error {
 func (b *delayBench) takeAckAt(ctx context.Context, r takeAckRun) error {
 	concurrency, batch := r.concurrency, r.batch
 	obs := newDelayAckCounter(b.sizes.takeAck)
-	q, err := b.queue(fmt.Sprintf("takeack%d", concurrency), obs)
+	q, err := b.queue(fmt.Sprintf("takeack%d", concurrency), obs.observer())
 	if err != nil {
 		return err
 	}
