@@ -91,7 +91,7 @@ func TestBadInput(t *testing.T) {
 			{"queue name with braces", newQueue("a{b}", Options{}), &ValidationError{Field: "name"}},
 			{"queue name with space", newQueue("a b", Options{}), &ValidationError{Field: "name"}},
 			{"queue name empty", newQueue("", Options{}), &ValidationError{Field: "name"}},
-			{"queue name too long", newQueue(strings.Repeat("n", MaxNameBytes+1), Options{}), &ValidationError{Field: "name"}},
+			{"queue name too long", newQueue(strings.Repeat("n", maxNameBytes+1), Options{}), &ValidationError{Field: "name"}},
 			{"prefix with brace", newQueue("q", Options{Prefix: "x{"}), &ValidationError{Field: "prefix"}},
 			{"negative max payload", newQueue("q", Options{MaxPayload: -1}), &ValidationError{Field: "options"}},
 			{"typed nil observer", newQueue("q", Options{Observer: (*Recorder)(nil)}), &ValidationError{Field: "options"}},

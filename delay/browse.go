@@ -107,7 +107,7 @@ func Discover(ctx context.Context, c redis.UniversalClient, prefix string) ([]st
 	seen := map[string]bool{}
 	err := keyscan.Each(ctx, c, head+"*"+tail, func(_ context.Context, _ redis.Cmdable, key string) error {
 		name := strings.TrimSuffix(strings.TrimPrefix(key, head), tail)
-		if ValidateName(name) == nil {
+		if validateName(name) == nil {
 			mu.Lock()
 			seen[name] = true
 			mu.Unlock()

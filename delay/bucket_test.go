@@ -207,7 +207,7 @@ func TestDigestCollisions(t *testing.T) {
 			t.Fatalf("B: %s", got)
 		}
 		// the per-key cap counts the key's own tasks, not the entry's
-		for i := 2; i < MaxTasksPerKey; i++ {
+		for i := 2; i < maxTasksPerKey; i++ {
 			mustEnqueue(t, ctx, q, Job{Key: keyA, Token: fmt.Sprintf("n%d", i), When: After(time.Hour)})
 		}
 		if _, err := q.Enqueue(ctx, Job{Key: keyA, Token: "over"}); !errors.Is(err, ErrTooManyTasks) {
@@ -219,7 +219,7 @@ func TestDigestCollisions(t *testing.T) {
 			t.Fatalf("reschedule B: %+v %v", rs, err)
 		}
 		cr, err := q.Cancel(ctx, keyA)
-		if err != nil || cr.Pending != MaxTasksPerKey {
+		if err != nil || cr.Pending != maxTasksPerKey {
 			t.Fatalf("cancel A: %+v %v", cr, err)
 		}
 		if got := lookupTokens(t, ctx, q, keyB); got != "t=pending,v=pending,w=pending" {

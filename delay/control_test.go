@@ -209,7 +209,7 @@ func TestRateBadInput(t *testing.T) {
 	ctx := testCtx(t)
 	q := newQ(t, b, Options{})
 	for _, r := range []Rate{
-		{PerSecond: -1}, {PerSecond: math.NaN()}, {PerSecond: math.Inf(1)}, {PerSecond: MaxRatePerSecond * 2},
+		{PerSecond: -1}, {PerSecond: math.NaN()}, {PerSecond: math.Inf(1)}, {PerSecond: maxRatePerSecond * 2},
 		{PerSecond: 5, Burst: -1}, {PerSecond: 5, Burst: MaxBatch + 1},
 	} {
 		if err := q.SetRate(ctx, r); !errors.Is(err, &ValidationError{Field: "options"}) {

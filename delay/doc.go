@@ -68,7 +68,7 @@
 //     library makes one (the task ID, returned as Enqueued.Token). The same
 //     (key, token) again changes nothing and reports Duplicate with the
 //     existing ID, due time and State; another token is another task (at
-//     most MaxTasksPerKey per key). Test: TestIdempotentEnqueue (incl. 100
+//     most maxTasksPerKey per key). Test: TestIdempotentEnqueue (incl. 100
 //     goroutines, one task). The idempotency window is the task's life in
 //     Redis, plus Options.DoneTTL after its ack: with DoneTTL set, an acked
 //     task enqueued with a caller's token leaves a tombstone (its record
@@ -191,7 +191,7 @@
 // business key (computed in Go and kept in each record). Keys that share a
 // digest share its entry, and every script that reads one tells them apart
 // by the key in each record, so a collision costs a few reads, never a
-// wrong answer. An entry holds at most 4 × MaxTasksPerKey tasks
+// wrong answer. An entry holds at most 4 × maxTasksPerKey tasks
 // (ErrTooManyTasks past it).
 //
 // # Memory
@@ -306,7 +306,7 @@
 //     no whole token tells when the next comes ([Batch.NextToken], at
 //     most a day ahead), so a taker waits instead of asking again. It
 //     only holds due tasks back, never makes one early. PerSecond is 0
-//     (off) or [MinRatePerSecond]..[MaxRatePerSecond], Burst at most
+//     (off) or [minRatePerSecond]..[maxRatePerSecond], Burst at most
 //     MaxBatch (the default is capped there; more is refused). Tests:
 //     TestRateTokenBucket, TestRateEdgeValues, TestRateTinyNoSpin (at the
 //     least rate a worker sends a handful of takes a second, not a spin),

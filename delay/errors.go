@@ -23,7 +23,8 @@ var (
 	ErrLeaseLost = errors.New("delay: lease lost")
 	// ErrNotFound: no such task: it never existed or is already finished.
 	ErrNotFound = errors.New("delay: task not found")
-	// ErrTooManyTasks: the business key already has MaxTasksPerKey tasks.
+	// ErrTooManyTasks: the business key already has 64 tasks (the cap bounds every
+	// per-key script loop).
 	ErrTooManyTasks = errors.New("delay: too many tasks for one business key")
 	// ErrSeqExhausted: a task's search met 64 consecutive full
 	// milliseconds (2^bits tasks each). A burst at one instant does not
@@ -105,7 +106,7 @@ func (e *permanentError) Unwrap() []error { return []error{ErrSkipRetry, e.err} 
 // tells which input.
 //
 // Field names the input: "name" (a queue name: empty, longer than
-// MaxNameBytes, or holding braces, glob characters, whitespace or
+// 128 bytes, or holding braces, glob characters, whitespace or
 // control characters), "prefix" (a key prefix, same rules), "key" (a
 // business key: empty, longer than MaxKeyBytes or holding control
 // characters), "token" (longer than MaxTokenBytes, or holding control

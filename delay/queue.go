@@ -52,7 +52,7 @@ func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
 	if nilClient(c) {
 		return nil, invalid("options", "nil client")
 	}
-	if err := ValidateName(name); err != nil {
+	if err := validateName(name); err != nil {
 		return nil, err
 	}
 	o, err := opts.withDefaults()

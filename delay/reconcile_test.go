@@ -12,17 +12,17 @@ import (
 
 // sliceSource is a Source over a slice, paged by index.
 type sliceSource struct {
-	tasks []SourceTask
+	tasks []Job
 	pages int
 }
 
-func (s *sliceSource) Pending(_ context.Context, before time.Time, cursor string, limit int) ([]SourceTask, string, error) {
+func (s *sliceSource) Pending(_ context.Context, before time.Time, cursor string, limit int) ([]Job, string, error) {
 	s.pages++
 	start := 0
 	if cursor != "" {
 		start, _ = strconv.Atoi(cursor)
 	}
-	var out []SourceTask
+	var out []Job
 	i := start
 	for ; i < len(s.tasks) && len(out) < limit; i++ {
 		if s.tasks[i].At.Before(before) {
@@ -42,7 +42,7 @@ func TestReconcile(t *testing.T) {
 		now := time.Now()
 		var src sliceSource
 		for i := range 250 {
-			src.tasks = append(src.tasks, SourceTask{Key: fmt.Sprintf("o:%d", i), Token: "expire", At: now.Add(time.Duration(i) * time.Second), Payload: []byte("p")})
+			src.tasks = append(src.tasks, Job{Key: fmt.Sprintf("o:%d", i), Token: "expire", When: At(now.Add(time.Duration(i) * time.Second)), Payload: []byte("p")})
 		}
 		// Redis has the first 100, plus 30 the source no longer has, plus one untracked (generated token)
 		// and one far after the bound.
@@ -96,7 +96,7 @@ type countingSource struct {
 	late func()
 }
 
-func (s *countingSource) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]SourceTask, string, error) {
+func (s *countingSource) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]Job, string, error) {
 	out, next, err := s.sliceSource.Pending(ctx, before, cursor, limit)
 	if next == "" && s.late != nil {
 		s.late()
@@ -111,7 +111,7 @@ func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		now := time.Now()
 		mustEnqueue(t, ctx, q, Job{Key: "gone", Token: "t", When: At(now.Add(time.Minute))})
-		src := &countingSource{sliceSource: sliceSource{tasks: []SourceTask{{Key: "kept", Token: "t", At: now.Add(time.Minute)}}}}
+		src := &countingSource{sliceSource: sliceSource{tasks: []Job{{Key: "kept", Token: "t", When: At(now.Add(time.Minute))}}}}
 		src.late = func() { mustEnqueue(t, ctx, q, Job{Key: "late", Token: "t", When: At(now.Add(time.Minute))}) }
 		res, err := q.Reconcile(ctx, src, now.Add(time.Hour), ReconcileOptions{})
 		if err != nil {
@@ -135,10 +135,10 @@ func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
 func TestReconcileMoveDue(t *testing.T) {
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		now := time.Now().Truncate(time.Millisecond)
-		src := sliceSource{tasks: []SourceTask{
-			{Key: "drifted", Token: "t", At: now.Add(time.Hour)},
-			{Key: "same", Token: "t", At: now.Add(time.Hour)},
-			{Key: "retried", Token: "t", At: now.Add(-time.Second)},
+		src := sliceSource{tasks: []Job{
+			{Key: "drifted", Token: "t", When: At(now.Add(time.Hour))},
+			{Key: "same", Token: "t", When: At(now.Add(time.Hour))},
+			{Key: "retried", Token: "t", When: At(now.Add(-time.Second))},
 		}}
 		mustEnqueue(t, ctx, q, Job{Key: "drifted", Token: "t", When: At(now.Add(3 * time.Hour))})
 		mustEnqueue(t, ctx, q, Job{Key: "same", Token: "t", When: At(now.Add(time.Hour))})

@@ -298,7 +298,7 @@ type relayAfterListing struct {
 	t *testing.T
 }
 
-func (r relayAfterListing) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]delay.SourceTask, string, error) {
+func (r relayAfterListing) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]delay.Job, string, error) {
 	tasks, next, err := r.Source.Pending(ctx, before, cursor, limit)
 	if err == nil && next == "" {
 		tx, _ := r.o.db.Begin(ctx)

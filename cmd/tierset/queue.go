@@ -14,6 +14,7 @@ import (
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/deadletters"
+	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/text"
 )
 
@@ -46,7 +47,7 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 		if name == "" {
 			return usagef("-queue is required")
 		}
-		if err := delay.ValidateName(name); err != nil {
+		if err := keyname.Check(name); err != nil {
 			return usagef("-queue %s: %v", quoteArg(name), err)
 		}
 	}
