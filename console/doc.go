@@ -22,8 +22,7 @@
 // at once), then a POST from the console's own origin
 // carrying the CSRF token of the login's session (or, for scripts, the
 // console's token in a form field with a pre-session CSRF token). Task
-// actions go by task ID (delay.Queue.CancelIDs, RescheduleIDs): a task
-// that moved on since the page was drawn is skipped. A login is a
+// actions go by task ID (delay.Selector.IDs): a task that moved on since the page was drawn is skipped. A login is a
 // session kept in Redis with an absolute and an idle expiry, ended at
 // logout; login attempts (and changes carrying the token in a form
 // field) are rate-limited per client address and globally

@@ -76,7 +76,7 @@ func TestFaultConsoleActsOnlyOnTheTaskShown(t *testing.T) {
 				}
 				var y delay.Enqueued
 				gate.fn = func(ctx context.Context) error {
-					if _, err := f.q.CancelToken(ctx, key, "t1"); err != nil {
+					if _, err := f.q.Cancel(ctx, delay.Selector{Key: key, Token: "t1"}); err != nil {
 						return err
 					}
 					y, err = f.q.Enqueue(ctx, delay.Job{Key: key, Token: "t1", When: delay.After(time.Hour)})

@@ -333,7 +333,7 @@ func (s *Console) requeue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PostForm.Get("id")
-	n, err := q.Requeue(r.Context(), id)
+	n, err := q.Requeue(r.Context(), delay.Selector{IDs: []string{id}})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -376,9 +376,9 @@ func (s *Console) purge(w http.ResponseWriter, r *http.Request) {
 	var n int
 	var err error
 	if id := r.PostForm.Get("id"); id != "" {
-		n, err = q.Purge(r.Context(), id)
+		n, err = q.Purge(r.Context(), delay.Selector{IDs: []string{id}})
 	} else {
-		n, err = q.PurgeAll(r.Context())
+		n, err = q.Purge(r.Context(), delay.Selector{All: true})
 	}
 	if err != nil {
 		s.fail(w, r, err)

@@ -85,9 +85,15 @@ func TestBadInput(t *testing.T) {
 			{"extend zero", func() error { _, err := q.Extend(ctx, flying, 0); return err }, &ValidationError{Field: "lease"}},
 			{"sweep 0", func() error { _, err := q.Sweep(ctx, 0); return err }, &ValidationError{Field: "batch"}},
 			{"list dead 0", func() error { _, err := q.ListDead(ctx, 0, 0); return err }, &ValidationError{Field: "batch"}},
-			{"requeue 1001 ids", func() error { _, err := q.Requeue(ctx, make([]string, 1001)...); return err }, &ValidationError{Field: "batch"}},
-			{"cancel empty key", func() error { _, err := q.Cancel(ctx, ""); return err }, &ValidationError{Field: "key"}},
-			{"reschedule negative", func() error { _, err := q.Reschedule(ctx, "pending", After(-1)); return err }, &ValidationError{Field: "delay"}},
+			{"requeue 1001 ids", func() error { _, err := q.Requeue(ctx, Selector{IDs: make([]string, 1001)}); return err }, &ValidationError{Field: "batch"}},
+			{"cancel empty selector", func() error { _, err := q.Cancel(ctx, Selector{}); return err }, &ValidationError{Field: "selector"}},
+			{"cancel key and IDs", func() error { _, err := q.Cancel(ctx, Selector{Key: "pending", IDs: []string{"1"}}); return err }, &ValidationError{Field: "selector"}},
+			{"cancel token without key", func() error { _, err := q.Cancel(ctx, Selector{Token: "t"}); return err }, &ValidationError{Field: "selector"}},
+			{"cancel all", func() error { _, err := q.Cancel(ctx, Selector{All: true}); return err }, &ValidationError{Field: "selector"}},
+			{"cancel key too long", func() error { _, err := q.Cancel(ctx, Selector{Key: strings.Repeat("k", MaxKeyBytes+1)}); return err }, &ValidationError{Field: "key"}},
+			{"requeue by key", func() error { _, err := q.Requeue(ctx, Selector{Key: "pending"}); return err }, &ValidationError{Field: "selector"}},
+			{"purge all and IDs", func() error { _, err := q.Purge(ctx, Selector{All: true, IDs: []string{"1"}}); return err }, &ValidationError{Field: "selector"}},
+			{"reschedule negative", func() error { _, err := q.Reschedule(ctx, Selector{Key: "pending"}, After(-1)); return err }, &ValidationError{Field: "delay"}},
 			{"queue name with braces", newQueue("a{b}", Options{}), &ValidationError{Field: "name"}},
 			{"queue name with space", newQueue("a b", Options{}), &ValidationError{Field: "name"}},
 			{"queue name empty", newQueue("", Options{}), &ValidationError{Field: "name"}},
@@ -95,9 +101,9 @@ func TestBadInput(t *testing.T) {
 			{"prefix with brace", newQueue("q", Options{Prefix: "x{"}), &ValidationError{Field: "prefix"}},
 			{"negative max payload", newQueue("q", Options{MaxPayload: -1}), &ValidationError{Field: "options"}},
 			{"typed nil observer", newQueue("q", Options{Observer: (*Recorder)(nil)}), &ValidationError{Field: "options"}},
-			{"reschedule empty key", func() error { _, err := q.Reschedule(ctx, "", After(time.Minute)); return err }, &ValidationError{Field: "key"}},
+			{"reschedule empty selector", func() error { _, err := q.Reschedule(ctx, Selector{}, After(time.Minute)); return err }, &ValidationError{Field: "selector"}},
 			{"lookup key with control char", func() error { _, err := q.Lookup(ctx, "a\tb"); return err }, &ValidationError{Field: "key"}},
-			{"cancel token with comma", func() error { _, err := q.CancelToken(ctx, "pending", "a,b"); return err }, &ValidationError{Field: "token"}},
+			{"cancel token with comma", func() error { _, err := q.Cancel(ctx, Selector{Key: "pending", Token: "a,b"}); return err }, &ValidationError{Field: "token"}},
 			{"batch job with empty key", func() error {
 				res, err := q.EnqueueBatch(ctx, []Job{{Key: ""}, {Key: "k", Token: "a,b"}})
 				return errors.Join(err, res[0].Err, res[1].Err)
@@ -173,7 +179,7 @@ func TestCorruptRecords(t *testing.T) {
 		if _, err := q.Lookup(ctx, "bad"); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("lookup err = %v", err)
 		}
-		if n, err := q.PurgeAll(ctx); err != nil || n != 6 {
+		if n, err := q.Purge(ctx, Selector{All: true}); err != nil || n != 6 {
 			t.Fatalf("purge %d %v", n, err)
 		}
 	})

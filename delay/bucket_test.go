@@ -113,7 +113,7 @@ func TestIndexFollowsTasks(t *testing.T) {
 								t.Fatalf("step %d: ack: %v", si, err)
 							}
 						case "cancel":
-							if _, err := q.CancelToken(ctx, key, s.token); err != nil {
+							if _, err := q.Cancel(ctx, Selector{Key: key, Token: s.token}); err != nil {
 								t.Fatalf("step %d: cancel: %v", si, err)
 							}
 						}
@@ -214,11 +214,11 @@ func TestDigestCollisions(t *testing.T) {
 			t.Fatalf("A over the cap: %v", err)
 		}
 		mustEnqueue(t, ctx, q, Job{Key: keyB, Token: "w", When: After(time.Hour)})
-		rs, err := q.Reschedule(ctx, keyB, After(2*time.Hour))
+		rs, err := q.Reschedule(ctx, Selector{Key: keyB}, After(2*time.Hour))
 		if err != nil || rs.Moved != 3 {
 			t.Fatalf("reschedule B: %+v %v", rs, err)
 		}
-		cr, err := q.Cancel(ctx, keyA)
+		cr, err := q.Cancel(ctx, Selector{Key: keyA})
 		if err != nil || cr.Pending != maxTasksPerKey {
 			t.Fatalf("cancel A: %+v %v", cr, err)
 		}
@@ -228,7 +228,7 @@ func TestDigestCollisions(t *testing.T) {
 		if got := lookupTokens(t, ctx, q, keyA); got != "" {
 			t.Fatalf("A after cancel: %s", got)
 		}
-		cr, err = q.Cancel(ctx, keyB)
+		cr, err = q.Cancel(ctx, Selector{Key: keyB})
 		if err != nil || cr.Pending != 3 {
 			t.Fatalf("cancel B: %+v %v", cr, err)
 		}

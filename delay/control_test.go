@@ -55,10 +55,10 @@ func TestPauseResume(t *testing.T) {
 		if dup := mustEnqueue(t, ctx, q, Job{Key: "late", Token: "t"}); !dup.Duplicate || dup.ID != e.ID {
 			t.Fatalf("duplicate enqueue while paused: %+v", dup)
 		}
-		if r, err := q.Cancel(ctx, "k0"); err != nil || r.Pending != 1 {
+		if r, err := q.Cancel(ctx, Selector{Key: "k0"}); err != nil || r.Pending != 1 {
 			t.Fatalf("Cancel while paused: %+v %v", r, err)
 		}
-		if r, err := q.Reschedule(ctx, "k1", After(time.Hour)); err != nil || r.Moved != 1 {
+		if r, err := q.Reschedule(ctx, Selector{Key: "k1"}, After(time.Hour)); err != nil || r.Moved != 1 {
 			t.Fatalf("Reschedule while paused: %+v %v", r, err)
 		}
 		if err := q.Ack(ctx, held); err != nil {

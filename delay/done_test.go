@@ -30,7 +30,7 @@ func TestDoneTTL(t *testing.T) {
 		if len(bt.Tasks) != 3 {
 			t.Fatalf("took %d, want 3", len(bt.Tasks))
 		}
-		if _, err := q.Cancel(ctx, "order:3"); err != nil { // in flight: marked
+		if _, err := q.Cancel(ctx, Selector{Key: "order:3"}); err != nil { // in flight: marked
 			t.Fatal(err)
 		}
 		mustAckMany(t, ctx, q, bt.Tasks)
@@ -60,8 +60,8 @@ func TestDoneTTL(t *testing.T) {
 		if err != nil || len(info) != 2 || info[0].State != StateDone || len(info[0].Payload) != 0 {
 			t.Fatalf("Lookup: %+v %v, want the tombstone (no payload) and the new task", info, err)
 		}
-		cr, err := q.CancelToken(ctx, "order:1", "expire")
-		if err != nil || cr.Found() != 0 {
+		cr, err := q.Cancel(ctx, Selector{Key: "order:1", Token: "expire"})
+		if err != nil || cr.Found != 0 {
 			t.Fatalf("Cancel of a finished task: %+v %v, want nothing found", cr, err)
 		}
 		for _, k := range []string{"order:2", "order:3"} {
@@ -99,7 +99,7 @@ func TestDoneTTL(t *testing.T) {
 			}
 		}
 		for _, k := range []string{"order:1", "order:2", "order:3"} {
-			if _, err := q.Cancel(ctx, k); err != nil {
+			if _, err := q.Cancel(ctx, Selector{Key: k}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -62,7 +62,7 @@ func ExampleQueue_Cancel() {
 	q.Enqueue(ctx, delay.Job{Key: "order:7", Token: "expire", When: delay.After(30 * time.Minute)})
 	q.Enqueue(ctx, delay.Job{Key: "order:7", Token: "remind", When: delay.After(10 * time.Minute)})
 
-	r, _ := q.Cancel(ctx, "order:7") // the order was paid
+	r, _ := q.Cancel(ctx, delay.Selector{Key: "order:7"}) // the order was paid
 	fmt.Printf("pending %d, in flight %d, dead %d\n", r.Pending, r.InFlight, r.Dead)
 	// Output:
 	// pending 2, in flight 0, dead 0

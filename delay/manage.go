@@ -9,40 +9,86 @@ import (
 	"time"
 )
 
+// Selector names the tasks Cancel, Reschedule, Requeue or Purge act on:
+// every task of a business key (Key), one task (Key and Token), or the
+// exact tasks that IDs name when the script runs (IDs, at most MaxBatch).
+// Set Key or IDs, not both; All (every dead task) is for Purge alone.
+//
+// By key, a call finds the tasks through the reverse index, in O(log N)
+// per task (no scan). By ID, a call acts only on the tasks the IDs name:
+// IDs are never reused, so an ID whose task has finished or been removed
+// is skipped (counted nowhere), and a task enqueued since with the same
+// key and token, which has a new ID, is never touched, unlike a read of
+// the task followed by a call by key and token.
+type Selector struct {
+	Key string
+	// Token narrows Key to the task (Key, Token); "" means every task of Key.
+	Token string
+	IDs   []string
+	// All selects every dead task (Purge only).
+	All bool
+}
+
+// check validates s for an operation; byKey and all say which forms the
+// operation takes (IDs it always takes).
+func (s Selector) check(byKey, all bool) error {
+	switch {
+	case s.All && !all:
+		return invalid("selector", "All is for Purge alone")
+	case s.All && (s.Key != "" || s.Token != "" || len(s.IDs) > 0):
+		return invalid("selector", "All with Key or IDs")
+	case s.Key != "" && len(s.IDs) > 0:
+		return invalid("selector", "both Key and IDs set")
+	case s.Key == "" && s.Token != "":
+		return invalid("selector", "Token without Key")
+	case s.Key != "" && !byKey:
+		return invalid("selector", "by key (this operation takes IDs or All)")
+	case s.Key == "" && len(s.IDs) == 0 && !s.All:
+		return invalid("selector", "no Key and no IDs")
+	case s.Key != "":
+		if err := validateKey(s.Key); err != nil {
+			return err
+		}
+		return validateToken(s.Token)
+	}
+	return checkIDs(s.IDs)
+}
+
 // CancelResult reports what Cancel found.
 type CancelResult struct {
+	Found    int // Pending + InFlight + Dead: the tasks Cancel acted on
 	Pending  int // pending tasks removed (record, payload and index entry)
 	InFlight int // in-flight tasks marked: their ack removes them, they are never retried
 	Dead     int // dead-lettered tasks removed
 	Already  int // in-flight tasks that were already marked
 }
 
-// Found is the number of tasks Cancel acted on.
-func (r CancelResult) Found() int { return r.Pending + r.InFlight + r.Dead }
-
-// Cancel cancels every task of a business key, in O(log N) per task through
-// the reverse index (no scan).
-func (q *Queue) Cancel(ctx context.Context, key string) (CancelResult, error) {
-	return q.CancelToken(ctx, key, "")
-}
-
-// CancelToken cancels the task (key, token); token "" means every task of key.
-func (q *Queue) CancelToken(ctx context.Context, key, token string) (CancelResult, error) {
-	if err := validateKey(key); err != nil {
+// Cancel cancels the tasks s names, in one script: a pending or dead task
+// is removed, a task in flight is marked (its ack removes it, it is never
+// retried). By ID, a dead ID whose record is lost or unreadable is
+// removed too, as Purge removes it.
+func (q *Queue) Cancel(ctx context.Context, s Selector) (CancelResult, error) {
+	if err := s.check(true, false); err != nil {
 		return CancelResult{}, err
 	}
-	if err := validateToken(token); err != nil {
-		return CancelResult{}, err
+	var r reply
+	var err error
+	if s.Key != "" {
+		r, err = q.mutate(ctx, scriptCancel, "cancel", q.req.next(),
+			[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, s.Key, s.Token, digest(s.Key))
+	} else {
+		r, err = q.mutate(ctx, scriptCancelIds, "cancel", q.req.next(),
+			[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, anys(s.IDs)...)
 	}
-	r, err := q.mutate(ctx, scriptCancel, "cancel", q.req.next(),
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, key, token, digest(key))
 	if err != nil {
 		return CancelResult{}, err
 	}
 	if err := codeErr(r.int(0)); err != nil {
 		return CancelResult{}, fmt.Errorf("delay: cancel: %w", err)
 	}
-	return CancelResult{Pending: int(r.int(1)), InFlight: int(r.int(2)), Dead: int(r.int(3)), Already: int(r.int(4))}, nil
+	res := CancelResult{Pending: int(r.int(1)), InFlight: int(r.int(2)), Dead: int(r.int(3)), Already: int(r.int(4))}
+	res.Found = res.Pending + res.InFlight + res.Dead
+	return res, nil
 }
 
 // RescheduleResult reports what Reschedule found.
@@ -53,28 +99,25 @@ type RescheduleResult struct {
 	Due      time.Time // the new due time of the last task moved
 }
 
-// Reschedule moves every pending task of key to w (O(log N) per task). It
-// is all or nothing: on an error every task is where and as it was.
-func (q *Queue) Reschedule(ctx context.Context, key string, w When) (RescheduleResult, error) {
-	return q.RescheduleToken(ctx, key, "", w)
-}
-
-// RescheduleToken is Reschedule for the task (key, token); token "" means all.
-func (q *Queue) RescheduleToken(ctx context.Context, key, token string, w When) (RescheduleResult, error) {
-	if err := validateKey(key); err != nil {
-		return RescheduleResult{}, err
-	}
-	if err := validateToken(token); err != nil {
+// Reschedule moves the pending tasks s names to w (O(log N) per task), in
+// one script; tasks in flight or dead are counted and left alone. It is
+// all or nothing: on an error every task is where and as it was.
+func (q *Queue) Reschedule(ctx context.Context, s Selector, w When) (RescheduleResult, error) {
+	if err := s.check(true, false); err != nil {
 		return RescheduleResult{}, err
 	}
 	mode, v, err := q.whenArgs(w)
 	if err != nil {
 		return RescheduleResult{}, err
 	}
-	r, err := q.mutate(ctx, scriptReschedule, "reschedule", q.req.next(),
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
-		key, token, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), digest(key))
-	return q.rescheduled(r, err)
+	if s.Key != "" {
+		return q.rescheduled(q.mutate(ctx, scriptReschedule, "reschedule", q.req.next(),
+			[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
+			s.Key, s.Token, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), digest(s.Key)))
+	}
+	args := append([]any{mode, v, q.epoch, q.mult, q.o.Codec.MaxMs()}, anys(s.IDs)...)
+	return q.rescheduled(q.mutate(ctx, scriptRescheduleIds, "reschedule", q.req.next(),
+		[]string{q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake}, args...))
 }
 
 // rescheduled reads the reply of reschedule.lua or reschedule_ids.lua
@@ -91,46 +134,6 @@ func (q *Queue) rescheduled(r reply, err error) (RescheduleResult, error) {
 		res.Due, _, _ = q.o.Codec.DecodeTime(sc)
 	}
 	return res, nil
-}
-
-// CancelIDs cancels tasks by ID (at most MaxBatch), in one script: a
-// pending or dead task is removed, a task in flight is marked as
-// CancelToken marks it. Unlike a read of the task followed by
-// CancelToken, it acts only on the tasks the IDs name when it runs: IDs
-// are never reused, so an ID whose task has finished or been removed is
-// skipped (counted nowhere), and a task enqueued since with the same key
-// and token, which has a new ID, is never touched. A dead ID whose
-// record is lost or unreadable is removed too, as Purge removes it.
-func (q *Queue) CancelIDs(ctx context.Context, ids ...string) (CancelResult, error) {
-	if err := checkIDs(ids); err != nil || len(ids) == 0 {
-		return CancelResult{}, err
-	}
-	r, err := q.mutate(ctx, scriptCancelIds, "cancel", q.req.next(),
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, anys(ids)...)
-	if err != nil {
-		return CancelResult{}, err
-	}
-	if err := codeErr(r.int(0)); err != nil {
-		return CancelResult{}, fmt.Errorf("delay: cancel: %w", err)
-	}
-	return CancelResult{Pending: int(r.int(1)), InFlight: int(r.int(2)), Dead: int(r.int(3)), Already: int(r.int(4))}, nil
-}
-
-// RescheduleIDs moves the pending tasks among ids (at most MaxBatch) to
-// w, in one script; tasks in flight or dead are counted and left alone,
-// and an ID whose task is gone is skipped, as in CancelIDs. It is all or
-// nothing, as Reschedule is.
-func (q *Queue) RescheduleIDs(ctx context.Context, w When, ids ...string) (RescheduleResult, error) {
-	if err := checkIDs(ids); err != nil || len(ids) == 0 {
-		return RescheduleResult{}, err
-	}
-	mode, v, err := q.whenArgs(w)
-	if err != nil {
-		return RescheduleResult{}, err
-	}
-	args := append([]any{mode, v, q.epoch, q.mult, q.o.Codec.MaxMs()}, anys(ids)...)
-	return q.rescheduled(q.mutate(ctx, scriptRescheduleIds, "reschedule", q.req.next(),
-		[]string{q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake}, args...))
 }
 
 func anys(ids []string) []any {
@@ -270,18 +273,16 @@ func checkIDs(ids []string) error {
 	return nil
 }
 
-// Requeue moves dead tasks (at most MaxBatch IDs) back to due now, with
+// Requeue moves the dead tasks s names by IDs back to due now, with
 // their attempt count reset (the last error is kept). It returns how many
 // were requeued. It is all or nothing: on an error (ErrSeqExhausted,
 // score.ErrOutOfRange) every task is still dead, as it was.
-func (q *Queue) Requeue(ctx context.Context, ids ...string) (int, error) {
-	if err := checkIDs(ids); err != nil || len(ids) == 0 {
+func (q *Queue) Requeue(ctx context.Context, s Selector) (int, error) {
+	if err := s.check(false, false); err != nil {
 		return 0, err
 	}
 	args := []any{q.epoch, q.mult, q.o.Codec.MaxMs()}
-	for _, id := range ids {
-		args = append(args, id)
-	}
+	args = append(args, anys(s.IDs)...)
 	r, err := q.mutate(ctx, scriptRequeue, "requeue", q.req.next(),
 		[]string{q.k.dead, q.k.tasks, q.k.due, q.k.ctr, q.k.stats, q.k.wake}, args...)
 	if err != nil {
@@ -293,17 +294,16 @@ func (q *Queue) Requeue(ctx context.Context, ids ...string) (int, error) {
 	return int(r.int(1)), nil
 }
 
-// Purge deletes dead tasks (at most MaxBatch IDs) with their records and
+// Purge deletes the dead tasks s names (by IDs, or All: the whole
+// dead-letter set, MaxBatch tasks per script) with their records and
 // index entries. It returns how many were deleted.
-func (q *Queue) Purge(ctx context.Context, ids ...string) (int, error) {
-	if err := checkIDs(ids); err != nil || len(ids) == 0 {
+func (q *Queue) Purge(ctx context.Context, s Selector) (int, error) {
+	if err := s.check(false, true); err != nil {
 		return 0, err
 	}
-	return q.purge(ctx, 0, ids)
-}
-
-// PurgeAll empties the dead-letter set, MaxBatch tasks per script.
-func (q *Queue) PurgeAll(ctx context.Context) (int, error) {
+	if !s.All {
+		return q.purge(ctx, 0, s.IDs)
+	}
 	total := 0
 	for {
 		n, err := q.purge(ctx, MaxBatch, nil)

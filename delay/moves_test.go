@@ -71,7 +71,7 @@ func moveCases(stopped time.Time) []moveCase {
 				return []string{"victim"}
 			},
 			move: func(ctx context.Context, q *Queue) error {
-				_, err := q.RescheduleToken(ctx, "victim", "a", At(at))
+				_, err := q.Reschedule(ctx, Selector{Key: "victim", Token: "a"}, At(at))
 				return err
 			},
 			want: ErrSeqExhausted,
@@ -87,7 +87,7 @@ func moveCases(stopped time.Time) []moveCase {
 				return []string{"victim"}
 			},
 			move: func(ctx context.Context, q *Queue) error {
-				_, err := q.Reschedule(ctx, "victim", At(q.o.Codec.MaxTime()))
+				_, err := q.Reschedule(ctx, Selector{Key: "victim"}, At(q.o.Codec.MaxTime()))
 				return err
 			},
 			want: score.ErrOutOfRange,
@@ -101,7 +101,7 @@ func moveCases(stopped time.Time) []moveCase {
 				return []string{"victim"}
 			},
 			move: func(ctx context.Context, q *Queue) error {
-				_, err := q.Reschedule(ctx, "victim", At(q.o.Codec.MaxTime()))
+				_, err := q.Reschedule(ctx, Selector{Key: "victim"}, At(q.o.Codec.MaxTime()))
 				return err
 			},
 			want: score.ErrOutOfRange,
@@ -170,7 +170,7 @@ func moveCases(stopped time.Time) []moveCase {
 				for _, d := range page.Tasks {
 					ids = append(ids, d.ID)
 				}
-				_, err = q.Requeue(ctx, ids...)
+				_, err = q.Requeue(ctx, Selector{IDs: ids})
 				return err
 			},
 			want: ErrSeqExhausted,
@@ -298,7 +298,7 @@ func TestRescheduleSeveralTokens(t *testing.T) {
 			mustEnqueue(t, ctx, q, Job{Key: "k", Token: tok, When: After(time.Hour)})
 		}
 		at := time.Now().Add(2 * time.Hour).Truncate(time.Millisecond)
-		res, err := q.Reschedule(ctx, "k", At(at))
+		res, err := q.Reschedule(ctx, Selector{Key: "k"}, At(at))
 		if err != nil || res.Moved != 3 {
 			t.Fatalf("reschedule: %+v %v", res, err)
 		}

@@ -295,7 +295,7 @@ func (q *Queue) moveDue(ctx context.Context, moves []moveDue, page int, res *Rec
 			if err != nil || rec.attempt > 0 || rec.key != batch[k].key || rec.token != batch[k].token {
 				continue
 			}
-			r, err := q.RescheduleToken(ctx, batch[k].key, batch[k].token, At(batch[k].at))
+			r, err := q.Reschedule(ctx, Selector{Key: batch[k].key, Token: batch[k].token}, At(batch[k].at))
 			if err != nil {
 				return fmt.Errorf("delay: reconcile: move %q: %w", batch[k].key, err)
 			}

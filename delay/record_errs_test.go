@@ -141,7 +141,7 @@ func TestLastErrorsKept(t *testing.T) {
 				t.Errorf("%s: Browse: task %s not listed with %q (%v)", tc.name, e.ID, tc.want, err)
 			}
 			// done with it: leave it out of the next row's takes
-			if _, err := q.Cancel(ctx, key); err != nil {
+			if _, err := q.Cancel(ctx, Selector{Key: key}); err != nil {
 				t.Fatal(err)
 			}
 		}

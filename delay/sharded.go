@@ -187,9 +187,9 @@ func (s *Sharded) Reconcile(ctx context.Context, src Source, before time.Time, o
 }
 
 // For returns the shard queue that holds the tasks of a business key. The
-// calls by key go there: s.For(key).Cancel(ctx, key), and likewise
-// CancelToken, Reschedule, RescheduleToken and Lookup, each one shard and
-// one round trip.
+// calls by key go there: s.For(key).Cancel(ctx, Selector{Key: key}),
+// and likewise Reschedule and List by key, each one shard and one round
+// trip.
 func (s *Sharded) For(key string) *Queue { return s.shards[s.shardIndex(key)] }
 
 // Enqueue adds j to the shard of j.Key (see Queue.Enqueue).

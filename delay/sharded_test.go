@@ -290,7 +290,7 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 		// Load the scripts on every node first, so EVALSHA is not retried
 		// as EVAL inside the measured calls.
 		for _, ks := range shKeysPerShard(s, 1) {
-			if _, err := s.For(ks[0]+"-absent").Cancel(ctx, ks[0]+"-absent"); err != nil {
+			if _, err := s.For(ks[0]+"-absent").Cancel(ctx, Selector{Key: ks[0]+"-absent"}); err != nil {
 				t.Fatalf("warm-up Cancel: %v", err)
 			}
 		}
@@ -300,11 +300,11 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 		}
 		for _, k := range keys {
 			rt.Reset()
-			r, err := s.For(k).Cancel(ctx, k)
+			r, err := s.For(k).Cancel(ctx, Selector{Key: k})
 			if err != nil {
 				t.Fatalf("Cancel(%s): %v", k, err)
 			}
-			if r.Found() != 1 || (inflight[k] && r.InFlight != 1) || (!inflight[k] && r.Pending != 1) {
+			if r.Found != 1 || (inflight[k] && r.InFlight != 1) || (!inflight[k] && r.Pending != 1) {
 				t.Errorf("Cancel(%s) = %+v, want 1 task (in flight: %v)", k, r, inflight[k])
 			}
 			if got := rt.Total(); got != 1 {

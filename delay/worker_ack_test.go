@@ -44,7 +44,7 @@ func TestAckManyBulkSemantics(t *testing.T) {
 				hand = tk
 			}
 		}
-		if _, err := q.Cancel(ctx, "gone"); err != nil {
+		if _, err := q.Cancel(ctx, Selector{Key: "gone"}); err != nil {
 			t.Fatal(err)
 		}
 		wrong := a.Lease

@@ -80,7 +80,7 @@ func TestFaultOutboxCancelRescheduleOnlyTheirRows(t *testing.T) {
 	}{
 		{"cancel", func(key string) (int, int, error) {
 			r, err := o.Cancel(ctx, key)
-			return r.Rows, r.Redis.Found(), err
+			return r.Rows, r.Redis.Found, err
 		}, map[string]time.Time{"new": base.Add(time.Minute)}},
 		{"reschedule", func(key string) (int, int, error) {
 			r, err := o.Reschedule(ctx, key, delay.At(later))
@@ -173,7 +173,7 @@ func TestOutboxReconcileMovesDue(t *testing.T) {
 	if res, err := o.RelayOnce(ctx, 10); err != nil || res.Moved != 2 {
 		t.Fatalf("relay = %+v, %v", res, err)
 	}
-	if _, err := q.RescheduleToken(ctx, "drifted", "t", delay.At(due.Add(24*time.Hour))); err != nil {
+	if _, err := q.Reschedule(ctx, delay.Selector{Key: "drifted", Token: "t"}, delay.At(due.Add(24*time.Hour))); err != nil {
 		t.Fatal(err)
 	}
 	b, err := q.Take(ctx, 1)

@@ -48,7 +48,7 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 			return usagef("-queue is required")
 		}
 		if err := keyname.Check(name); err != nil {
-			return usagef("-queue %s: %v", quoteArg(name), err)
+			return usagef("-queue %s: invalid queue name: %v", quoteArg(name), err)
 		}
 	}
 	redisURL := str("redis")
@@ -319,11 +319,11 @@ func errLine(s string) string {
 func queueKeyChange(ctx context.Context, q *delay.Queue, sub, key, token string, when delay.When, w io.Writer) error {
 	switch sub {
 	case "cancel":
-		r, err := q.CancelToken(ctx, key, token)
+		r, err := q.Cancel(ctx, delay.Selector{Key: key, Token: token})
 		if err != nil {
 			return err
 		}
-		if r.Found() == 0 && r.Already == 0 {
+		if r.Found == 0 && r.Already == 0 {
 			return fmt.Errorf("queue %s: no task of key %s to cancel", text.Escape(q.Name()), strconv.Quote(key))
 		}
 		fmt.Fprintf(w, "queue %s: key %s: cancelled %s pending, %d dead; %d in flight marked (their ack removes them, they are never retried)",
@@ -334,7 +334,7 @@ func queueKeyChange(ctx context.Context, q *delay.Queue, sub, key, token string,
 		fmt.Fprintln(w)
 		return nil
 	}
-	r, err := q.Reschedule(ctx, key, when)
+	r, err := q.Reschedule(ctx, delay.Selector{Key: key}, when)
 	if err != nil {
 		return err
 	}
@@ -485,9 +485,9 @@ func queueChange(ctx context.Context, q *delay.Queue, sub string, ids []string, 
 	var n int
 	switch {
 	case sub == "purge" && len(ids) == 0:
-		n, err = q.PurgeAll(ctx)
+		n, err = q.Purge(ctx, delay.Selector{All: true})
 	case sub == "purge":
-		n, err = q.Purge(ctx, ids...)
+		n, err = q.Purge(ctx, delay.Selector{IDs: ids})
 	default:
 		if len(ids) == 0 {
 			if ids, err = deadletters.AllIDs(ctx, q); err != nil {

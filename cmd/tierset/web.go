@@ -70,7 +70,7 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	for _, n := range strings.Split(*queues, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			if err := keyname.Check(n); err != nil {
-				return usagef("-queues %q: %v", n, err)
+				return usagef("-queues %q: invalid queue name: %v", n, err)
 			}
 			cfg.Queues = append(cfg.Queues, n)
 		}

@@ -34,7 +34,7 @@ func AllIDs(ctx context.Context, q *delay.Queue) ([]string, error) {
 func Requeue(ctx context.Context, q *delay.Queue, ids []string) (int, error) {
 	total := 0
 	for i := 0; i < len(ids); i += page {
-		n, err := q.Requeue(ctx, ids[i:min(i+page, len(ids))]...)
+		n, err := q.Requeue(ctx, delay.Selector{IDs: ids[i:min(i+page, len(ids))]})
 		total += n
 		if err != nil {
 			return total, err

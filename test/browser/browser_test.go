@@ -84,7 +84,7 @@ func seed(t *testing.T) *fixture {
 		if _, err := f.q.RetryAfter(ctx, b.Tasks[0], 0, cause); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.q.Reschedule(ctx, "order-000", delay.At(now.Add(-20*3*time.Second))); err != nil {
+		if _, err := f.q.Reschedule(ctx, delay.Selector{Key: "order-000"}, delay.At(now.Add(-20*3*time.Second))); err != nil {
 			t.Fatal(err)
 		}
 	}
