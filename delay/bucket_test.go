@@ -18,7 +18,7 @@ import (
 // lookupTokens is the sorted "token=state" list Lookup gives for key.
 func lookupTokens(t *testing.T, ctx context.Context, q *Queue, key string) string {
 	t.Helper()
-	infos, err := q.Lookup(ctx, key)
+	infos, err := lookup(ctx, q, key)
 	if err != nil {
 		t.Fatalf("Lookup(%q): %v", key, err)
 	}

@@ -50,7 +50,7 @@ func TestCancelIDsActsOnTheTaskNamed(t *testing.T) {
 			t.Errorf("CancelIDs = %+v, want %+v", res, want)
 		}
 		for key, n := range map[string]int{"pend": 0, "die": 0, "again": 1, "fly": 1} {
-			tasks, err := q.Lookup(ctx, key)
+			tasks, err := lookup(ctx, q, key)
 			if err != nil || len(tasks) != n {
 				t.Errorf("Lookup(%s) = %+v, %v; want %d tasks", key, tasks, err, n)
 			}

@@ -56,7 +56,7 @@ func TestDoneTTL(t *testing.T) {
 		if !res[0].Duplicate || res[0].State != StateDone || res[1].Duplicate {
 			t.Fatalf("batch: %+v, want a done duplicate and a new task", res)
 		}
-		info, err := q.Lookup(ctx, "order:1")
+		info, err := lookup(ctx, q, "order:1")
 		if err != nil || len(info) != 2 || info[0].State != StateDone || len(info[0].Payload) != 0 {
 			t.Fatalf("Lookup: %+v %v, want the tombstone (no payload) and the new task", info, err)
 		}
@@ -77,7 +77,7 @@ func TestDoneTTL(t *testing.T) {
 		if err != nil || sw.Tombstones != 1 {
 			t.Fatalf("sweep: %+v %v, want 1 tombstone deleted", sw, err)
 		}
-		info, err = q.Lookup(ctx, "order:1")
+		info, err = lookup(ctx, q, "order:1")
 		if err != nil || len(info) != 1 || info[0].State != StatePending {
 			t.Fatalf("Lookup after the end: %+v %v, want only the pending task", info, err)
 		}

@@ -46,7 +46,7 @@ func loadScripts(t *testing.T, ctx context.Context, c redis.Scripter) {
 // exactly one.
 func lookupOne(t *testing.T, ctx context.Context, q *Queue, key string) TaskInfo {
 	t.Helper()
-	infos, err := q.Lookup(ctx, key)
+	infos, err := lookup(ctx, q, key)
 	if err != nil || len(infos) != 1 {
 		t.Fatalf("Lookup(%q): %d tasks %+v, %v; want exactly 1", key, len(infos), infos, err)
 	}
@@ -172,7 +172,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 			if err := q.Ack(ctx, tk); err != nil {
 				t.Fatalf("Ack: %v, want success", err)
 			}
-			if infos, _ := q.Lookup(ctx, "k"); len(infos) != 0 {
+			if infos, _ := lookup(ctx, q, "k"); len(infos) != 0 {
 				t.Fatalf("after ack: %+v", infos)
 			}
 			if st := mustStats(t, ctx, q); st.Acked != 1 || st.InFlight != 0 {

@@ -30,7 +30,7 @@ func TestIdempotentEnqueue(t *testing.T) {
 		if !dup.Duplicate || dup.ID != gen.ID {
 			t.Fatalf("generated token re-enqueue = %+v (gen %+v)", dup, gen)
 		}
-		infos, err := q.Lookup(ctx, "order:7")
+		infos, err := lookup(ctx, q, "order:7")
 		if err != nil || len(infos) != 3 {
 			t.Fatalf("lookup = %d tasks, %v", len(infos), err)
 		}
@@ -52,7 +52,7 @@ func TestIdempotentEnqueue(t *testing.T) {
 				t.Fatalf("goroutine %d: id %q err %v (first %q)", i, ids[i], errs[i], ids[0])
 			}
 		}
-		infos, _ = q.Lookup(ctx, "order:race")
+		infos, _ = lookup(ctx, q, "order:race")
 		if n, _ := b.Client.ZCard(ctx, q.k.due).Result(); len(infos) != 1 || n != 4 {
 			t.Fatalf("race key has %d tasks, due set %d (want 1, 4)", len(infos), n)
 		}
@@ -202,7 +202,7 @@ func TestRetryDeadLetter(t *testing.T) {
 		if fmt.Sprint(delays) != "[1 2 3]" {
 			t.Fatalf("backoff called with %v", delays)
 		}
-		page, err := q.ListDead(ctx, 0, 10)
+		page, err := listDead(ctx, q, 0, 10)
 		if err != nil || page.Total != 1 || page.Tasks[0].LastError != "boom 3" || page.Tasks[0].Key != "pay:1" || string(page.Tasks[0].Payload) != "p" {
 			t.Fatalf("dead page %+v, %v", page, err)
 		}
@@ -302,7 +302,7 @@ func TestSweepDeadLetters(t *testing.T) {
 		if r, err := q.Sweep(ctx, 10); err != nil || r.Dead != 1 {
 			t.Fatalf("sweep %+v %v", r, err)
 		}
-		p, _ := q.ListDead(ctx, 0, 1)
+		p, _ := listDead(ctx, q, 0, 1)
 		if len(p.Tasks) != 1 || p.Tasks[0].LastError != "delay: lease expired" {
 			t.Fatalf("dead %+v", p)
 		}

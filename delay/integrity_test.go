@@ -247,7 +247,7 @@ func keyLoss(t *testing.T, b *testredis.Backend, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, err := q.ListDead(ctx, 0, MaxBatch)
+	dead, err := listDead(ctx, q, 0, MaxBatch)
 	if err != nil {
 		t.Fatal(err)
 	}

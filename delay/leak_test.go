@@ -151,7 +151,7 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 			// requeue the requeue-path dead tasks (every page)
 			var rq []string
 			for off := 0; ; off += 1000 {
-				page, err := q.ListDead(ctx, off, 1000)
+				page, err := listDead(ctx, q, off, 1000)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -144,121 +144,85 @@ func anys(ids []string) []any {
 	return out
 }
 
-// TaskInfo describes a stored task.
-type TaskInfo struct {
-	ID, Key, Token string
-	State          State
-	// Attempt counts deliveries so far: the one in hand included for a
-	// task in flight.
-	Attempt int
-	// When is the due time (pending), the lease deadline (in flight or
-	// cancelled) or the dead-letter time (dead).
-	When time.Time
-	// LastError is the newest of LastErrors ("" when none).
-	LastError string
-	// LastErrors are the task's last errors, oldest first: up to 3, the
-	// oldest dropped when they pass 2 KiB together (the newest is always
-	// kept). Each retry, kill or expired lease adds one; a retry or kill
-	// with a nil cause adds "". A record written before lists were kept
-	// has its one error here.
-	LastErrors []string
-	Payload    []byte
-}
-
-// Lookup lists the tasks of a business key. An unreadable record gives an
-// error wrapping ErrCorrupt (the other tasks are still returned).
-func (q *Queue) Lookup(ctx context.Context, key string) ([]TaskInfo, error) {
-	if err := validateKey(key); err != nil {
-		return nil, err
+// listKey is List by business key: lookup.lua reads the key's tasks
+// through the reverse index, in one script, by Redis TIME.
+func (q *Queue) listKey(ctx context.Context, o ListOptions) (Page, error) {
+	if err := validateKey(o.Key); err != nil {
+		return Page{}, err
+	}
+	switch o.State {
+	case "", StateDue, StateScheduled, StatePending, StateInFlight, StateCancelled, StateDead, StateDone:
+	default:
+		return Page{}, invalid("batch", "state %q", o.State)
 	}
 	r, err := run(ctx, q.c, scriptLookup, "lookup",
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead}, key, digest(key))
+		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead}, o.Key, digest(o.Key))
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
 	if err := codeErr(r.int(0)); err != nil {
-		return nil, fmt.Errorf("delay: lookup: %w", err)
+		return Page{}, fmt.Errorf("delay: lookup: %w", err)
 	}
-	var out []TaskInfo
-	var bad error
+	split, err := q.o.Codec.Encode(r.int(1), q.mult-1)
+	if err != nil {
+		split = q.dueSplit()
+	}
+	var p Page
 	for i := 2; i+3 < len(r); i += 4 {
 		id, st := r.str(i), State(r.str(i+1))
-		rec, err := decodeRecord(r.str(i+3), q.o.MaxPayload)
-		if err != nil {
-			bad = fmt.Errorf("delay: lookup %s: %w", id, err)
+		ti := TaskInfo{ID: id, State: st}
+		sc, scored := r.score(i + 2)
+		switch {
+		case st == StatePending && scored:
+			ti.State = pendingState(sc, split)
+			ti.When, _, _ = q.o.Codec.DecodeTime(sc)
+		case scored:
+			ti.When = time.UnixMilli(sc)
+		}
+		if st == "unknown" {
+			// a record in no set: Redis lost its due entry
+			ti.State, ti.Err = "", fmt.Errorf("%w: task %s", ErrDueLost, id)
+		}
+		if rec, err := decodeRecord(r.str(i+3), q.o.MaxPayload); err != nil {
+			ti.Err = fmt.Errorf("delay: lookup %s: %w", id, err)
+		} else {
+			ti.Key, ti.Token, ti.Attempt, ti.LastError, ti.LastErrors, ti.Payload = rec.key, rec.token, rec.attempt, rec.err, rec.errs, rec.payload
+			if ti.Token == "" {
+				ti.Token = id
+			}
+			if st == StateInFlight || st == StateCancelled {
+				ti.Attempt++ // the record counts finished deliveries
+			}
+		}
+		p.Total++
+		if !o.matches(ti) {
 			continue
 		}
-		ti := TaskInfo{ID: id, Key: rec.key, Token: rec.token, State: st, Attempt: rec.attempt,
-			LastError: rec.err, LastErrors: rec.errs, Payload: rec.payload}
-		if st == StateInFlight || st == StateCancelled {
-			ti.Attempt++ // the record counts finished deliveries
-		}
-		if ti.Token == "" {
-			ti.Token = id
-		}
-		if sc, ok := r.score(i + 2); ok {
-			if st == StatePending {
-				ti.When, _, _ = q.o.Codec.DecodeTime(sc)
-			} else {
-				ti.When = time.UnixMilli(sc)
-			}
-		}
-		out = append(out, ti)
-	}
-	return out, bad
-}
-
-// DeadTask is one entry of the dead-letter set.
-type DeadTask struct {
-	ID, Key, Token string
-	Attempt        int
-	LastError      string
-	// LastErrors are its last errors, oldest first, as TaskInfo.LastErrors.
-	LastErrors []string
-	DiedAt     time.Time
-	Payload    []byte
-	// Err is set (wrapping ErrCorrupt) when the record does not decode,
-	// or wrapping ErrRecordLost when Redis lost it; Purge still removes it.
-	Err error
-}
-
-// DeadPage is one page of the dead-letter set.
-type DeadPage struct {
-	Total int64
-	Tasks []DeadTask
-}
-
-// ListDead lists count (1..MaxBatch) dead tasks from offset, oldest first.
-func (q *Queue) ListDead(ctx context.Context, offset, count int) (DeadPage, error) {
-	if count < 1 || count > MaxBatch || offset < 0 {
-		return DeadPage{}, invalid("batch", "offset %d count %d", offset, count)
-	}
-	r, err := run(ctx, q.c, scriptDeadlist, "list dead", []string{q.k.dead, q.k.tasks}, offset, count)
-	if err != nil {
-		return DeadPage{}, err
-	}
-	p := DeadPage{Total: r.int(1)}
-	for i := 2; i+2 < len(r); i += 3 {
-		d := DeadTask{ID: r.str(i)}
-		if ms, ok := r.score(i + 1); ok {
-			d.DiedAt = time.UnixMilli(ms)
-		}
-		rec, err := decodeRecord(r.str(i+2), q.o.MaxPayload)
-		switch {
-		case r.str(i+2) == "":
-			// parked by take or sweep: Redis lost its record
-			d.Err = fmt.Errorf("%w: task %s", ErrRecordLost, d.ID)
-		case err != nil:
-			d.Err = err
-		default:
-			d.Key, d.Token, d.Attempt, d.LastError, d.LastErrors, d.Payload = rec.key, rec.token, rec.attempt, rec.err, rec.errs, rec.payload
-			if d.Token == "" {
-				d.Token = d.ID
-			}
-		}
-		p.Tasks = append(p.Tasks, d)
+		p.Scanned++
+		p.Tasks = append(p.Tasks, ti)
 	}
 	return p, nil
+}
+
+// matches applies List's State, KeyPrefix and ErrorText to one task read
+// by key.
+func (o ListOptions) matches(t TaskInfo) bool {
+	switch o.State {
+	case "":
+	case StatePending:
+		if t.State != StateDue && t.State != StateScheduled {
+			return false
+		}
+	case StateInFlight:
+		if t.State != StateInFlight && t.State != StateCancelled {
+			return false
+		}
+	default:
+		if t.State != o.State {
+			return false
+		}
+	}
+	return strings.HasPrefix(t.Key, o.KeyPrefix) && strings.Contains(t.LastError, o.ErrorText)
 }
 
 func checkIDs(ids []string) error {

@@ -117,7 +117,7 @@ func moveCases(stopped time.Time) []moveCase {
 				return []string{"victim"}
 			},
 			move: func(ctx context.Context, q *Queue) error {
-				info, err := q.Lookup(ctx, "victim")
+				info, err := lookup(ctx, q, "victim")
 				if err != nil || len(info) != 1 {
 					return errors.Join(err, errors.New("victim not found"))
 				}
@@ -162,7 +162,7 @@ func moveCases(stopped time.Time) []moveCase {
 				return nil
 			},
 			move: func(ctx context.Context, q *Queue) error {
-				page, err := q.ListDead(ctx, 0, 10)
+				page, err := listDead(ctx, q, 0, 10)
 				if err != nil {
 					return err
 				}
@@ -225,7 +225,7 @@ func movesAllOrNothing(t *testing.T, b *testredis.Backend) {
 				keys = c.setup(t, ctx, q)
 				snap = snapshot(t, ctx, b)
 				for _, k := range keys {
-					looks[k], err = q.Lookup(ctx, k)
+					looks[k], err = lookup(ctx, q, k)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -261,7 +261,7 @@ func movesAllOrNothing(t *testing.T, b *testredis.Backend) {
 				t.Errorf("move: %v, want %v", err, c.want)
 			}
 			for _, k := range keys {
-				now, lerr := q.Lookup(ctx, k)
+				now, lerr := lookup(ctx, q, k)
 				if lerr != nil {
 					t.Fatal(lerr)
 				}
@@ -302,7 +302,7 @@ func TestRescheduleSeveralTokens(t *testing.T) {
 		if err != nil || res.Moved != 3 {
 			t.Fatalf("reschedule: %+v %v", res, err)
 		}
-		info, err := q.Lookup(ctx, "k")
+		info, err := lookup(ctx, q, "k")
 		if err != nil {
 			t.Fatal(err)
 		}

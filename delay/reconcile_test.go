@@ -72,7 +72,7 @@ func TestReconcile(t *testing.T) {
 			t.Fatalf("due set has %d", len(ids))
 		}
 		for _, st := range src.tasks {
-			infos, err := q.Lookup(ctx, st.Key)
+			infos, err := lookup(ctx, q, st.Key)
 			if err != nil || len(infos) != 1 || infos[0].Token != "expire" {
 				t.Fatalf("%s: %+v %v", st.Key, infos, err)
 			}
@@ -122,7 +122,7 @@ func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
 			t.Fatalf("reconcile = %+v, want %+v", res, want)
 		}
 		for key, n := range map[string]int{"gone": 0, "kept": 1, "late": 1} {
-			if infos, err := q.Lookup(ctx, key); err != nil || len(infos) != n {
+			if infos, err := lookup(ctx, q, key); err != nil || len(infos) != n {
 				t.Errorf("%s: %d tasks (%v), want %d", key, len(infos), err, n)
 			}
 		}
@@ -152,7 +152,7 @@ func TestReconcileMoveDue(t *testing.T) {
 		}
 		due := func(key string) time.Time {
 			t.Helper()
-			infos, err := q.Lookup(ctx, key)
+			infos, err := lookup(ctx, q, key)
 			if err != nil || len(infos) != 1 {
 				t.Fatalf("Lookup(%s) = %+v, %v", key, infos, err)
 			}

@@ -53,7 +53,7 @@ func TestShardedReconcile(t *testing.T) {
 			// with every shard's count right, one task of each key in its
 			// own shard leaves no room for a copy anywhere
 			for _, st := range src {
-				if infos, err := s.For(st.Key).Lookup(ctx, st.Key); err != nil || len(infos) != 1 {
+				if infos, err := lookup(ctx, s.For(st.Key), st.Key); err != nil || len(infos) != 1 {
 					t.Fatalf("%s: %s has %d tasks in its shard %d (%v), want 1", stage, st.Key, len(infos), s.shardIndex(st.Key), err)
 				}
 			}

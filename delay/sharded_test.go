@@ -290,7 +290,7 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 		// Load the scripts on every node first, so EVALSHA is not retried
 		// as EVAL inside the measured calls.
 		for _, ks := range shKeysPerShard(s, 1) {
-			if _, err := s.For(ks[0]+"-absent").Cancel(ctx, Selector{Key: ks[0]+"-absent"}); err != nil {
+			if _, err := s.For(ks[0]+"-absent").Cancel(ctx, Selector{Key: ks[0] + "-absent"}); err != nil {
 				t.Fatalf("warm-up Cancel: %v", err)
 			}
 		}
@@ -313,7 +313,7 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 			if per := rt.PerNode(); b.IsCluster() && len(per) != 1 {
 				t.Errorf("Cancel(%s) reached nodes %v, want one", k, per)
 			}
-			if infos, err := s.For(k).Lookup(ctx, k); err != nil || (!inflight[k] && len(infos) != 0) {
+			if infos, err := lookup(ctx, s.For(k), k); err != nil || (!inflight[k] && len(infos) != 0) {
 				t.Errorf("Lookup(%s) after Cancel = %v, %v", k, infos, err)
 			}
 		}

@@ -25,13 +25,13 @@ func enqueueCommitted(ctx context.Context, o *Outbox, job delay.Job) error {
 // redisDue returns the due time of each pending task of key in Redis, by token.
 func redisDue(t *testing.T, q *delay.Queue, key string) map[string]time.Time {
 	t.Helper()
-	infos, err := q.Lookup(t.Context(), key)
+	infos, err := tasksOf(t.Context(), q, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]time.Time{}
 	for _, ti := range infos {
-		if ti.State != delay.StatePending {
+		if ti.State != delay.StateDue && ti.State != delay.StateScheduled {
 			t.Fatalf("task %s of %q is %s, want pending", ti.Token, key, ti.State)
 		}
 		out[ti.Token] = ti.When

@@ -127,7 +127,7 @@ func queueFlags() *cmdFlags {
 	fs.String("queue", "", "queue `NAME`; required but for ls")
 	fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds; required")
 	fs.String("prefix", delay.DefaultPrefix, "key `prefix`")
-	fs.String("state", "due", "tasks: which tasks to list: due (soonest first), inflight (oldest lease first) or dead")
+	fs.String("state", "pending", "tasks: which tasks to list: due (due now), scheduled (due later), pending (both, soonest first), inflight (oldest lease first), dead or done")
 	fs.String("id", "", "task: the task `ID` to show whole, its earlier errors included")
 	fs.String("ids", "", "requeue/purge only these dead task `IDs` (comma-separated); default all")
 	fs.String("key", "", "cancel/reschedule/run: the task's business `key`")
@@ -229,28 +229,19 @@ func queueList(ctx context.Context, be *backend, prefix string, names []string, 
 
 // queueTasks lists tasks of one state (at most limit, MaxBatch).
 func queueTasks(ctx context.Context, q *delay.Queue, state string, limit int, w io.Writer) error {
-	var tasks []delay.TaskInfo
-	var total int64
-	switch state {
-	case "due", "inflight":
-		ov, err := q.Browse(ctx, delay.BrowseOptions{Tasks: limit})
-		if err != nil {
-			return err
-		}
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return err
-		}
-		tasks, total = ov.Due, st.Pending
-		if state == "inflight" {
-			tasks, total = ov.InFlight, st.InFlight
-		}
-	case "dead":
+	label, ok := map[delay.State]string{delay.StateDue: "due now", delay.StateScheduled: "scheduled",
+		delay.StatePending: "pending", delay.StateInFlight: "in flight", delay.StateDone: "done"}[delay.State(state)]
+	switch {
+	case state == string(delay.StateDead):
 		return queueDead(ctx, q, limit, w)
-	default:
-		return usagef("-state %s: want due, inflight or dead", quoteArg(state))
+	case !ok:
+		return usagef("-state %s: want due, scheduled, pending, inflight, dead or done", quoteArg(state))
 	}
-	label := map[string]string{"due": "pending", "inflight": "in flight"}[state]
+	p, err := q.List(ctx, delay.ListOptions{State: delay.State(state), Limit: limit})
+	if err != nil {
+		return err
+	}
+	tasks, total := p.Tasks, p.Total
 	fmt.Fprintf(w, "queue %s: %s %s", text.Escape(q.Name()), count(int(total), "task", "tasks"), label)
 	if int64(len(tasks)) < total {
 		fmt.Fprintf(w, " (showing the first %d)", len(tasks))
@@ -259,7 +250,10 @@ func queueTasks(ctx context.Context, q *delay.Queue, state string, limit int, w 
 	if len(tasks) == 0 {
 		return nil
 	}
-	when := map[string]string{"due": "DUE", "inflight": "LEASE ENDS"}[state]
+	when := map[string]string{"inflight": "LEASE ENDS", "done": "ACKED"}[state]
+	if when == "" {
+		when = "DUE"
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ID\tKEY\tATTEMPTS\t%s\tLAST ERROR\n", when)
 	for _, t := range tasks {
@@ -280,7 +274,7 @@ func queueTask(ctx context.Context, q *delay.Queue, id string, w io.Writer) erro
 		return fmt.Errorf("task %s: %w", text.Escape(t.ID), t.Err)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	when := map[delay.State]string{delay.StatePending: "due", delay.StateInFlight: "lease ends", delay.StateCancelled: "lease ends",
+	when := map[delay.State]string{delay.StateDue: "due", delay.StateScheduled: "due", delay.StateInFlight: "lease ends", delay.StateCancelled: "lease ends",
 		delay.StateDead: "died", delay.StateDone: "forgotten at"}[t.State]
 	fmt.Fprintf(tw, "key\t%s\n", strconv.Quote(t.Key))
 	fmt.Fprintf(tw, "token\t%s\n", strconv.Quote(t.Token))
@@ -423,7 +417,7 @@ func queueDead(ctx context.Context, q *delay.Queue, limit int, w io.Writer) erro
 	if limit <= 0 {
 		return usagef("-limit %d: want > 0", limit)
 	}
-	page, err := q.ListDead(ctx, 0, limit)
+	page, err := q.List(ctx, delay.ListOptions{State: delay.StateDead, Limit: limit})
 	if err != nil {
 		return err
 	}
@@ -444,13 +438,13 @@ func queueDead(ctx context.Context, q *delay.Queue, limit int, w io.Writer) erro
 			fmt.Fprintf(tw, "%s\t-\t-\t-\tcorrupt record: %s\n", text.Escape(t.ID), text.Escape(t.Err.Error()))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", text.Escape(t.ID), strconv.Quote(t.Key), t.Attempt, t.DiedAt.UTC().Format(time.RFC3339), text.Escape(t.LastError))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", text.Escape(t.ID), strconv.Quote(t.Key), t.Attempt, t.When.UTC().Format(time.RFC3339), text.Escape(t.LastError))
 	}
 	return tw.Flush()
 }
 
 func queueChange(ctx context.Context, q *delay.Queue, sub string, ids []string, yes bool, e *env) error {
-	page, err := q.ListDead(ctx, 0, 1)
+	page, err := q.List(ctx, delay.ListOptions{State: delay.StateDead, Limit: 1})
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func TestBrowserConsole(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ov, err := f.q.Browse(t.Context(), delayBrowse())
+			ov, err := queueOverview(t.Context(), f.q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestBrowserConsole(t *testing.T) {
 			chromedp.WaitVisible(css(`#lookup-table`)))
 		rows := get(t, ctx, "lookup rows", chromedp.Evaluate[[][]string](
 			`Array.from(document.querySelectorAll('#lookup-table tr[data-id]')).map(r => [r.dataset.id, r.children[2].textContent, r.children[5].textContent])`))
-		tasks, err := f.q.Lookup(t.Context(), "order-000")
+		tasks, err := tasksOf(t.Context(), f.q, "order-000")
 		if err != nil || len(tasks) != 1 || len(rows) != 1 || rows[0][0] != tasks[0].ID || rows[0][1] != string(tasks[0].State) || rows[0][2] != xssError {
 			t.Errorf("lookup page %v; library %+v, %v", rows, tasks, err)
 		}
@@ -141,7 +141,7 @@ func TestBrowserConsole(t *testing.T) {
 		if delaytest.DeadIDs(t, f.q)[id] {
 			t.Errorf("task %s is still in the dead set after the requeue", id)
 		}
-		tasks, err := f.q.Lookup(t.Context(), "order-001")
+		tasks, err := tasksOf(t.Context(), f.q, "order-001")
 		if err != nil || len(tasks) != 1 || tasks[0].State != "pending" {
 			t.Errorf("requeued task: %+v, %v", tasks, err)
 		}

@@ -53,11 +53,11 @@ func TestBrowserOperator(t *testing.T) {
 
 	t.Run("browse pages follow the cursor", func(t *testing.T) {
 		due := func() []string {
-			p, err := f.q.ListTasks(t.Context(), delay.PageOptions{State: delay.PageDue, Limit: 1000})
+			p, err := f.q.List(t.Context(), delay.ListOptions{State: delay.StateDue, Limit: 1000})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return idsOf(p.Tasks, func(e delay.TaskEntry) string { return e.ID })
+			return idsOf(p.Tasks, func(e delay.TaskInfo) string { return e.ID })
 		}
 		var seen []string
 		want := steady(t, due, func() {
