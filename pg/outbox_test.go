@@ -163,7 +163,7 @@ func TestOutboxRelayCancelReschedule(t *testing.T) {
 	}
 	infos, err := tasksOf(ctx, q, "b")
 	if err != nil || len(infos) != 1 || !infos[0].When.Equal(later) {
-		t.Fatalf("Lookup(b) = %+v, %v; want one task due %v", infos, err, later)
+		t.Fatalf("List(b) = %+v, %v; want one task due %v", infos, err, later)
 	}
 	if n := countRows(t, o, `key = 'b' AND due_at = $1`, later); n != 1 {
 		t.Fatal("key b's due time did not change in the database")

@@ -43,7 +43,7 @@ func TestBrowserConsole(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(ov.Due) == 0 || len(ov.InFlight) == 0 {
-				t.Fatalf("Browse shows no due or no leased task: %+v", ov)
+				t.Fatalf("List shows no due or no leased task: %+v", ov)
 			}
 			v := []int64{st.Ready, st.Pending, st.InFlight, st.Dead, st.Delivered, st.Acked, st.DeadLettered, ov.DueSoon}
 			out := make([]string, 0, len(stats))
@@ -92,13 +92,13 @@ func TestBrowserConsole(t *testing.T) {
 		if errText != xssError || injected != 0 {
 			t.Errorf("the error shows as %q with %d script/img elements; want the text %q and none", errText, injected, xssError)
 		}
-		// Newest first: ListDead's order (oldest first) reversed.
+		// Newest first: List's dead order (oldest first) reversed.
 		rows := get(t, ctx, "dead rows", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#dead-table tr[data-id]')).map(r => r.dataset.id)`))
 		order := get(t, ctx, "order", chromedp.AttributeValue(css(`#dead-total`), "data-order"))
 		listed := deadOrder(t, f.q)
 		slices.Reverse(listed)
 		if order.Value != "newest" || !slices.Equal(rows, listed) {
-			t.Errorf("dead rows %v (order %q); want ListDead reversed, %v", rows, order.Value, listed)
+			t.Errorf("dead rows %v (order %q); want List reversed, %v", rows, order.Value, listed)
 		}
 		screenshot(t, ctx, dir, "dead")
 	})

@@ -74,7 +74,7 @@ func TestBrowserOperator(t *testing.T) {
 			}
 		})
 		if !slices.Equal(seen, want) {
-			t.Errorf("browsed %v; ListTasks %v", seen, want)
+			t.Errorf("browsed %v; List %v", seen, want)
 		}
 		do(t, ctx, "dead tasks", chromedp.Navigate(base+"/tasks?queue=orders&state=dead"), chromedp.WaitVisible(css(`#tasks-table`)))
 		screenshot(t, ctx, dir, "tasks-dead")
