@@ -2,6 +2,7 @@ package delay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -179,6 +180,32 @@ func TestReconcileMoveDue(t *testing.T) {
 			}
 			if got := due("retried"); !got.Equal(retryDue) {
 				t.Fatalf("%s: retried due %v, want its retry's %v", tt.name, got, retryDue)
+			}
+		}
+	})
+}
+
+// TestReconcileRefusesBadSourceJobs: a source job without a token, or
+// with a relative due time, is counted Invalid (the first one's typed
+// error in FirstInvalid) and never enqueued; the valid ones are.
+func TestReconcileRefusesBadSourceJobs(t *testing.T) {
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
+		now := time.Now().Truncate(time.Millisecond)
+		for _, tc := range []struct {
+			name  string
+			bad   Job
+			field string
+		}{
+			{"no token", Job{Key: "a", When: At(now.Add(time.Minute))}, "token"},
+			{"relative time", Job{Key: "b", Token: "t", When: After(time.Minute)}, "when"},
+		} {
+			src := sliceSource{tasks: []Job{tc.bad, {Key: "ok-" + tc.field, Token: "t", When: At(now.Add(time.Minute))}}}
+			res, err := q.Reconcile(ctx, &src, now.Add(time.Hour), ReconcileOptions{KeepExtra: true})
+			if err != nil || res.Invalid != 1 || res.Added != 1 || !errors.Is(res.FirstInvalid, &ValidationError{Field: tc.field}) {
+				t.Errorf("%s: Reconcile = %+v, %v; want 1 invalid (%s), 1 added", tc.name, res, err, tc.field)
+			}
+			if infos, err := lookup(ctx, q, tc.bad.Key); err != nil || len(infos) != 0 {
+				t.Errorf("%s: the bad job was enqueued: %+v, %v", tc.name, infos, err)
 			}
 		}
 	})
