@@ -12,7 +12,7 @@
 // worker" from "behind"); a queue page with its last 24 hours per minute
 // (throughput, failures, lateness; delay.Queue.History) as SVG charts;
 // browsing each state (due, scheduled, in flight, dead, done tombstones) a
-// page at a time from a cursor with delay.Queue.ListTasks, filtered by
+// page at a time from a cursor with delay.Queue.List, filtered by
 // business key prefix or error text over a bounded window; a task page; the worker pools from
 // their heartbeats; dead letters; promotions with a match simulator.
 //
