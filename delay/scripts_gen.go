@@ -151,19 +151,6 @@ var scriptLookup = redis.NewScript(luaLookup)
 //go:embed lua/gen/lookup.lua
 var luaLookup string
 
-// scriptDeadlist runs lua/gen/deadlist.lua, composed from
-// lua/deadlist.lua.
-var scriptDeadlist = redis.NewScript(luaDeadlist)
-
-//go:embed lua/gen/deadlist.lua
-var luaDeadlist string
-
-// scriptBrowse runs lua/gen/browse.lua, composed from lua/browse.lua.
-var scriptBrowse = redis.NewScript(luaBrowse)
-
-//go:embed lua/gen/browse.lua
-var luaBrowse string
-
 // scriptRegistry runs lua/gen/registry.lua, composed from
 // lua/registry.lua: a pool's heartbeat in the worker registry, claiming
 // its ID with an owner token.
@@ -214,8 +201,6 @@ var scripts = [...]struct {
 	{"rate", scriptRate},
 	{"stats", scriptStats},
 	{"lookup", scriptLookup},
-	{"deadlist", scriptDeadlist},
-	{"browse", scriptBrowse},
 	{"registry", scriptRegistry},
 	{"unregister", scriptUnregister},
 	{"workers", scriptWorkers},

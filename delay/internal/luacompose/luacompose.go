@@ -75,8 +75,6 @@ func Scripts() []Script {
 		{Name: "rate", Once: true},
 		{Name: "stats"},
 		{Name: "lookup"},
-		{Name: "deadlist"},
-		{Name: "browse"},
 		{Name: "registry",
 			Doc: "a pool's heartbeat in the worker registry, claiming its ID with an owner token"},
 		{Name: "unregister"},
