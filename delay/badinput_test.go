@@ -85,6 +85,8 @@ func TestBadInput(t *testing.T) {
 			{"extend zero", func() error { _, err := q.Extend(ctx, flying, 0); return err }, &ValidationError{Field: "lease"}},
 			{"sweep 0", func() error { _, err := q.Sweep(ctx, 0); return err }, &ValidationError{Field: "batch"}},
 			{"list limit -1", func() error { _, err := q.List(ctx, ListOptions{State: StateDead, Limit: -1}); return err }, &ValidationError{Field: "batch"}},
+			{"list key with cursor", func() error { _, err := q.List(ctx, ListOptions{Key: "pending", Cursor: "1:a"}); return err }, &ValidationError{Field: "batch"}},
+			{"list key with limit", func() error { _, err := q.List(ctx, ListOptions{Key: "pending", Limit: 5}); return err }, &ValidationError{Field: "batch"}},
 			{"list no state", func() error { _, err := q.List(ctx, ListOptions{}); return err }, &ValidationError{Field: "batch"}},
 			{"list bad cursor", func() error { _, err := q.List(ctx, ListOptions{State: StateDue, Cursor: "x"}); return err }, &ValidationError{Field: "batch"}},
 			{"requeue 1001 ids", func() error { _, err := q.Requeue(ctx, Selector{IDs: make([]string, 1001)}); return err }, &ValidationError{Field: "batch"}},

@@ -23,7 +23,7 @@ type ListOptions struct {
 	// reverse index in one script: every state unless State is set (a
 	// pending task matches StatePending, and StateDue or StateScheduled by
 	// its due time). The page is then the whole list: Cursor, Limit,
-	// Newest, From and To do not apply.
+	// Newest, From and To set with Key are refused.
 	Key string
 	// From and To bound the score time: the due time (pending), the lease
 	// deadline (in flight), the dead-letter time (dead) or the ack time

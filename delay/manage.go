@@ -150,6 +150,9 @@ func (q *Queue) listKey(ctx context.Context, o ListOptions) (Page, error) {
 	if err := validateKey(o.Key); err != nil {
 		return Page{}, err
 	}
+	if o.Cursor != "" || o.Limit != 0 || o.Newest || !o.From.IsZero() || !o.To.IsZero() {
+		return Page{}, invalid("batch", "Cursor, Limit, Newest, From or To with Key (a key's tasks are one page)")
+	}
 	switch o.State {
 	case "", StateDue, StateScheduled, StatePending, StateInFlight, StateCancelled, StateDead, StateDone:
 	default:
