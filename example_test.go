@@ -63,11 +63,11 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println("enqueued:", e.State)
-	paid, err := q.Cancel(ctx, "order:42")
+	paid, err := q.Cancel(ctx, delay.Selector{Key: "order:42"})
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("paid, tasks cancelled:", paid.Found())
+	fmt.Println("paid, tasks cancelled:", paid.Found)
 	// Output:
 	// buy-more: tier 3+, 10% off; 1 more reaches 5+
 	// enqueued: pending

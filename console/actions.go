@@ -138,7 +138,7 @@ func (s *Console) act(w http.ResponseWriter, r *http.Request) {
 }
 
 // apply runs one action on the tasks ids, in one script, by task ID
-// (delay.Queue.CancelIDs, RescheduleIDs, Requeue): never a read of a
+// (delay.Queue.Cancel, Reschedule and Requeue with a Selector of IDs): never a read of a
 // task's key and token followed by a change by key and token, which would
 // reach a task enqueued again under them in between. An ID whose task has
 // finished or gone, or that is in no state the action applies to, is
@@ -157,18 +157,18 @@ func (s *Console) apply(ctx context.Context, q *delay.Queue, action string, ids 
 		// Delete and cancel are one script: a pending or dead task is
 		// removed with its record, one in flight is marked.
 		var res delay.CancelResult
-		res, err = q.CancelIDs(ctx, ids...)
-		done = res.Found()
+		res, err = q.Cancel(ctx, delay.Selector{IDs: ids})
+		done = res.Found
 	case "run", "reschedule":
 		when := delay.When{}
 		if action == "reschedule" {
 			when = delay.At(at)
 		}
 		var res delay.RescheduleResult
-		res, err = q.RescheduleIDs(ctx, when, ids...)
+		res, err = q.Reschedule(ctx, delay.Selector{IDs: ids}, when)
 		done = res.Moved
 	case "requeue":
-		done, err = q.Requeue(ctx, ids...)
+		done, err = q.Requeue(ctx, delay.Selector{IDs: ids})
 	}
 	if err != nil {
 		return action + ": failed (reload the list to see whether it was done)", err

@@ -74,7 +74,7 @@ func TestConsoleActions(t *testing.T) {
 					if _, when := state(ids[0]); when.After(time.Now().Add(time.Second)) {
 						return fmt.Errorf("due %v, want now", when)
 					}
-					return want(state, ids, delay.StatePending)
+					return want(state, ids, delay.StateDue)
 				}},
 			{"reschedule bulk", "reschedule", func() []string {
 				return []string{enq("s1", delay.After(time.Hour)), enq("s2", delay.After(time.Minute))}
@@ -87,7 +87,7 @@ func TestConsoleActions(t *testing.T) {
 				return nil
 			}},
 			{"requeue dead", "requeue", func() []string { return []string{kill("q1"), kill("q2")} }, "",
-				func(ids []string) error { return want(state, ids, delay.StatePending) }},
+				func(ids []string) error { return want(state, ids, delay.StateDue) }},
 			{"delete dead", "delete", func() []string { return []string{kill("d1")} }, "",
 				func(ids []string) error { return want(state, ids, "gone") }},
 			{"delete pending", "delete", func() []string { return []string{enq("d2", delay.After(time.Hour))} }, "",

@@ -62,7 +62,7 @@ func BenchmarkConsole1M(b *testing.B) {
 		b.Fatalf("deep cursor: %v, %v", deep, err)
 	}
 	cursor := strconv.FormatFloat(deep[0].Score, 'f', -1, 64) + ":" + deep[0].Member.(string)
-	dead, err := q.ListTasks(ctx, delay.PageOptions{State: delay.PageDead, Limit: 50})
+	dead, err := q.List(ctx, delay.ListOptions{State: delay.StateDead, Limit: 50})
 	if err != nil {
 		b.Fatal(err)
 	}

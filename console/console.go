@@ -19,6 +19,7 @@ import (
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/keyname"
 )
 
 //go:embed web
@@ -118,7 +119,7 @@ func (o Options) config() (config, error) {
 		return c, &OptionsError{"Token", errors.New("required")}
 	}
 	for _, n := range o.Queues {
-		if err := delay.ValidateName(n); err != nil {
+		if err := keyname.Check(n); err != nil {
 			return c, &OptionsError{"Queues", err}
 		}
 	}

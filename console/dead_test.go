@@ -54,7 +54,7 @@ func TestWebRequeueAllNeedsConfirmation(t *testing.T) {
 			t.Fatalf("confirmed requeue-all: status %d, %d dead left", code, len(delaytest.DeadIDs(t, f.q)))
 		}
 		for _, key := range []string{"order-0", "order-1"} {
-			if tasks, err := f.q.Lookup(t.Context(), key); err != nil || len(tasks) != 1 || tasks[0].State != delay.StatePending {
+			if tasks, err := tasksOf(t.Context(), f.q, key); err != nil || len(tasks) != 1 || tasks[0].State != delay.StateDue {
 				t.Errorf("%s after requeue-all: %+v, %v; want one pending", key, tasks, err)
 			}
 		}
@@ -84,7 +84,7 @@ func TestWebDeadOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		all, err := f.q.ListDead(ctx, 0, 1000)
+		all, err := f.q.List(ctx, delay.ListOptions{State: delay.StateDead, Limit: 1000})
 		if err != nil || all.Total != extra+2 {
 			t.Fatalf("ListDead: %d, %v", all.Total, err)
 		}

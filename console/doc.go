@@ -12,7 +12,7 @@
 // worker" from "behind"); a queue page with its last 24 hours per minute
 // (throughput, failures, lateness; delay.Queue.History) as SVG charts;
 // browsing each state (due, scheduled, in flight, dead, done tombstones) a
-// page at a time from a cursor with delay.Queue.ListTasks, filtered by
+// page at a time from a cursor with delay.Queue.List, filtered by
 // business key prefix or error text over a bounded window; a task page; the worker pools from
 // their heartbeats; dead letters; promotions with a match simulator.
 //
@@ -22,8 +22,7 @@
 // at once), then a POST from the console's own origin
 // carrying the CSRF token of the login's session (or, for scripts, the
 // console's token in a form field with a pre-session CSRF token). Task
-// actions go by task ID (delay.Queue.CancelIDs, RescheduleIDs): a task
-// that moved on since the page was drawn is skipped. A login is a
+// actions go by task ID (delay.Selector.IDs): a task that moved on since the page was drawn is skipped. A login is a
 // session kept in Redis with an absolute and an idle expiry, ended at
 // logout; login attempts (and changes carrying the token in a form
 // field) are rate-limited per client address and globally

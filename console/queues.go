@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 
@@ -74,7 +73,7 @@ func (s *Console) queuesPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // queueCard reads one queue: Health (Stats and the worker registry) and
-// Browse, three round trips.
+// three listings (due now, due within a minute, oldest leases).
 func (s *Console) queueCard(ctx context.Context, q *delay.Queue) queueView {
 	v := queueView{Name: q.Name()}
 	h, err := q.Health(ctx, behindAfter)
@@ -84,17 +83,29 @@ func (s *Console) queueCard(ctx context.Context, q *delay.Queue) queueView {
 		return v
 	}
 	st := h.Stats
-	ov, err := q.Browse(ctx, delay.BrowseOptions{Tasks: 5, Horizon: time.Minute})
+	due, err := q.List(ctx, delay.ListOptions{State: delay.StateDue, Limit: 5})
+	var soon, flying delay.Page
+	if err == nil {
+		soon, err = q.List(ctx, delay.ListOptions{State: delay.StateScheduled, To: st.ServerTime.Add(time.Minute), Limit: 5})
+	}
+	if err == nil {
+		flying, err = q.List(ctx, delay.ListOptions{State: delay.StateInFlight, Limit: 5})
+	}
 	if err != nil {
 		v.Err, v.err, v.down = err.Error(), err, redisDown(err)
 		return v
 	}
 	v.Summary, v.Workers = summaryOf(q.Name(), h), h.Workers
-	v.Stats, v.DueSoon = st, ov.DueSoon
-	for _, t := range ov.Due {
-		v.Due = append(v.Due, rowOf(t, st.ServerTime))
+	v.Stats, v.DueSoon = st, soon.Total
+	for _, t := range append(due.Tasks, soon.Tasks...)[:min(5, len(due.Tasks)+len(soon.Tasks))] {
+		if t.Err == nil {
+			v.Due = append(v.Due, rowOf(t, st.ServerTime))
+		}
 	}
-	for _, t := range ov.InFlight {
+	for _, t := range flying.Tasks {
+		if t.Err != nil {
+			continue
+		}
 		v.InFlight = append(v.InFlight, rowOf(t, st.ServerTime))
 		v.Expiring = v.Expiring || t.When.Before(st.ServerTime)
 	}
@@ -236,7 +247,7 @@ func (s *Console) deadPage(w http.ResponseWriter, r *http.Request) {
 	rows := make([]taskRow, len(dp.Tasks))
 	for i, t := range dp.Tasks {
 		rows[i] = taskRow{ID: t.ID, Key: t.Key, Token: t.Token, Attempt: t.Attempt, LastError: t.LastError,
-			When: t.DiedAt, Rel: rel(t.DiedAt, now), Payload: payloadPreview(t.Payload)}
+			When: t.When, Rel: rel(t.When, now), Payload: payloadPreview(t.Payload)}
 		if t.Err != nil {
 			rows[i].Err = t.Err.Error()
 		}
@@ -252,45 +263,47 @@ func (s *Console) deadPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, "dead.html", "Dead letters", data)
 }
 
-// listDead reads one page of dead letters. ListDead pages oldest first,
-// so newest first reads the total, then the page counted from the end,
-// reversed; a letter dying between the two reads shifts the page by one.
-func listDead(ctx context.Context, q *delay.Queue, page int, newest bool) (delay.DeadPage, error) {
-	if !newest {
-		return q.ListDead(ctx, (page-1)*deadPageSize, deadPageSize)
+// listDead reads page (from 1) of the dead letters in the order asked:
+// the pages before it are read through List's cursor (a page at depth d
+// costs d reads), so a letter dying meanwhile shifts it by one at most.
+func listDead(ctx context.Context, q *delay.Queue, page int, newest bool) (delay.Page, error) {
+	o := delay.ListOptions{State: delay.StateDead, Newest: newest, Limit: delay.MaxBatch}
+	for skip := (page - 1) * deadPageSize; skip > 0; {
+		o.Limit = min(skip, delay.MaxBatch)
+		p, err := q.List(ctx, o)
+		if err != nil {
+			return delay.Page{}, err
+		}
+		if p.Next == "" {
+			return delay.Page{Total: p.Total}, nil
+		}
+		skip -= len(p.Tasks)
+		o.Cursor = p.Next
 	}
-	head, err := q.ListDead(ctx, 0, 1)
-	if err != nil {
-		return delay.DeadPage{}, err
-	}
-	end := head.Total - int64((page-1)*deadPageSize)
-	if end <= 0 {
-		return delay.DeadPage{Total: head.Total}, nil
-	}
-	start := max(0, end-deadPageSize)
-	dp, err := q.ListDead(ctx, int(start), int(end-start))
-	if err != nil {
-		return delay.DeadPage{}, err
-	}
-	slices.Reverse(dp.Tasks)
-	return dp, nil
+	o.Limit = deadPageSize
+	return q.List(ctx, o)
 }
 
-// lookupPage lists the tasks of one business key (Queue.Lookup).
+// lookupPage lists the tasks of one business key (Queue.List by Key).
 func (s *Console) lookupPage(w http.ResponseWriter, r *http.Request) {
 	name, key := r.URL.Query().Get("queue"), r.URL.Query().Get("key")
 	q, ok := s.namedQueue(w, r, name)
 	if !ok {
 		return
 	}
-	tasks, err := q.Lookup(r.Context(), key)
+	p, err := q.List(r.Context(), delay.ListOptions{Key: key})
 	data := map[string]any{"Queue": name, "Key": key}
 	if err != nil {
-		if len(tasks) == 0 && !errors.Is(err, delay.ErrCorrupt) {
-			s.fail(w, r, err)
-			return
+		s.fail(w, r, err)
+		return
+	}
+	var tasks []delay.TaskInfo
+	for _, t := range p.Tasks {
+		if t.Err != nil {
+			data["Err"] = t.Err.Error() // an unreadable record; the others are listed
+			continue
 		}
-		data["Err"] = err.Error() // an unreadable record; the others are listed
+		tasks = append(tasks, t)
 	}
 	now := q.ServerNow()
 	rows := make([]taskRow, len(tasks))
@@ -333,7 +346,7 @@ func (s *Console) requeue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PostForm.Get("id")
-	n, err := q.Requeue(r.Context(), id)
+	n, err := q.Requeue(r.Context(), delay.Selector{IDs: []string{id}})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -376,9 +389,9 @@ func (s *Console) purge(w http.ResponseWriter, r *http.Request) {
 	var n int
 	var err error
 	if id := r.PostForm.Get("id"); id != "" {
-		n, err = q.Purge(r.Context(), id)
+		n, err = q.Purge(r.Context(), delay.Selector{IDs: []string{id}})
 	} else {
-		n, err = q.PurgeAll(r.Context())
+		n, err = q.Purge(r.Context(), delay.Selector{All: true})
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -408,7 +421,7 @@ func (s *Console) confirmPage(w http.ResponseWriter, r *http.Request, tmpl, titl
 	if !ok {
 		return
 	}
-	dp, err := q.ListDead(r.Context(), 0, 1)
+	dp, err := q.List(r.Context(), delay.ListOptions{State: delay.StateDead, Limit: 1})
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -17,30 +17,34 @@ import (
 const taskPageSize = 50
 
 // scanWindow bounds the entries a filtered browse page reads (see
-// delay.PageOptions.ScanLimit).
+// delay.ListOptions.ScanLimit).
 const scanWindow = 10_000
 
 // stateTab is one state's tab on the browse page.
 type stateTab struct {
-	State delay.PageState
+	State delay.State
 	Label string
 	Count int64
 	On    bool
 }
 
-var stateLabels = map[delay.PageState]string{
-	delay.PageDue: "due now", delay.PageScheduled: "scheduled", delay.PageInFlight: "in flight",
-	delay.PageDead: "dead", delay.PageDone: "done (tombstones)",
+// tabStates are the browse page's tabs, in the order a task moves
+// through them.
+var tabStates = []delay.State{delay.StateDue, delay.StateScheduled, delay.StateInFlight, delay.StateDead, delay.StateDone}
+
+var stateLabels = map[delay.State]string{
+	delay.StateDue: "due now", delay.StateScheduled: "scheduled", delay.StateInFlight: "in flight",
+	delay.StateDead: "dead", delay.StateDone: "done (tombstones)",
 }
 
 // actionsFor lists the actions that apply to a state's tasks.
-func actionsFor(st delay.PageState) []string {
+func actionsFor(st delay.State) []string {
 	switch st {
-	case delay.PageDue, delay.PageScheduled:
+	case delay.StateDue, delay.StateScheduled:
 		return []string{"run", "reschedule", "cancel", "delete"}
-	case delay.PageInFlight:
+	case delay.StateInFlight:
 		return []string{"cancel"}
-	case delay.PageDead:
+	case delay.StateDead:
 		return []string{"requeue", "delete"}
 	}
 	return nil
@@ -54,11 +58,11 @@ func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st := delay.PageState(qv.Get("state"))
+	st := delay.State(qv.Get("state"))
 	if st == "" {
-		st = delay.PageDue
+		st = delay.StateDue
 	}
-	if !slices.Contains(delay.PageStates, st) {
+	if !slices.Contains(tabStates, st) {
 		s.fail(w, r, fmt.Errorf("%w: state %q (want due, scheduled, inflight, dead or done)", errBadParam, st))
 		return
 	}
@@ -66,7 +70,7 @@ func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 	switch order {
 	case "":
 		order = "oldest"
-		if st == delay.PageDead || st == delay.PageDone {
+		if st == delay.StateDead || st == delay.StateDone {
 			order = "newest" // the latest death is the one an alert is about
 		}
 	case "oldest", "newest":
@@ -74,9 +78,9 @@ func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: order %q (want oldest or newest)", errBadParam, order))
 		return
 	}
-	o := delay.PageOptions{State: st, Cursor: qv.Get("cursor"), Limit: taskPageSize, Newest: order == "newest",
+	o := delay.ListOptions{State: st, Cursor: qv.Get("cursor"), Limit: taskPageSize, Newest: order == "newest",
 		KeyPrefix: qv.Get("key"), ErrorText: qv.Get("err"), ScanLimit: scanWindow}
-	p, err := q.ListTasks(ctx, o)
+	p, err := q.List(ctx, o)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -86,10 +90,10 @@ func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	counts := map[delay.PageState]int64{delay.PageDue: stats.Ready, delay.PageScheduled: stats.Pending - stats.Ready,
-		delay.PageInFlight: stats.InFlight, delay.PageDead: stats.Dead, delay.PageDone: stats.Done}
-	tabs := make([]stateTab, len(delay.PageStates))
-	for i, ps := range delay.PageStates {
+	counts := map[delay.State]int64{delay.StateDue: stats.Ready, delay.StateScheduled: stats.Pending - stats.Ready,
+		delay.StateInFlight: stats.InFlight, delay.StateDead: stats.Dead, delay.StateDone: stats.Done}
+	tabs := make([]stateTab, len(tabStates))
+	for i, ps := range tabStates {
 		tabs[i] = stateTab{State: ps, Label: stateLabels[ps], Count: counts[ps], On: ps == st}
 	}
 	now := q.ServerNow()
@@ -104,8 +108,8 @@ func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // entryRow is one listed task.
-func entryRow(t delay.TaskEntry, now time.Time) taskRow {
-	row := rowOf(t.TaskInfo, now)
+func entryRow(t delay.TaskInfo, now time.Time) taskRow {
+	row := rowOf(t, now)
 	row.State, row.Payload, row.Fence = t.State, payloadPreview(t.Payload), t.Fence
 	if t.Err != nil {
 		row.Err = t.Err.Error()
@@ -155,19 +159,19 @@ func earlierErrors(errs []string) []string {
 }
 
 // pageStateOf is the browse tab a task is listed under.
-func pageStateOf(t delay.TaskEntry, now time.Time) delay.PageState {
+func pageStateOf(t delay.TaskInfo, now time.Time) delay.State {
 	switch t.State {
-	case delay.StatePending:
+	case delay.StateDue, delay.StateScheduled, delay.StatePending:
 		if t.When.After(now) {
-			return delay.PageScheduled
+			return delay.StateScheduled
 		}
-		return delay.PageDue
+		return delay.StateDue
 	case delay.StateInFlight, delay.StateCancelled:
-		return delay.PageInFlight
+		return delay.StateInFlight
 	case delay.StateDead:
-		return delay.PageDead
+		return delay.StateDead
 	}
-	return delay.PageDone
+	return delay.StateDone
 }
 
 // showPayload is a payload as indented JSON when it is JSON, else as

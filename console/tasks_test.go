@@ -117,14 +117,14 @@ func TestConsoleBrowsePaging(t *testing.T) {
 					u = strings.ReplaceAll(m[1], "&amp;", "&")
 				}
 			}
-			o := delay.PageOptions{State: delay.PageDue, Limit: 1000, Newest: strings.Contains(tc.query, "newest")}
+			o := delay.ListOptions{State: delay.StateDue, Limit: 1000, Newest: strings.Contains(tc.query, "newest")}
 			if strings.Contains(tc.query, "scheduled") {
-				o.State = delay.PageScheduled
+				o.State = delay.StateScheduled
 			}
 			if strings.Contains(tc.query, "key=") {
 				o.KeyPrefix = "bulk-1"
 			}
-			p, err := f.q.ListTasks(ctx, o)
+			p, err := f.q.List(ctx, o)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -88,7 +88,7 @@ func (s *Console) queuePage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, "queue.html", "Queue "+q.Name(), map[string]any{"Q": v, "Tabs": delay.PageStates, "Labels": stateLabels, "History": hist})
+	s.render(w, r, "queue.html", "Queue "+q.Name(), map[string]any{"Q": v, "Tabs": tabStates, "Labels": stateLabels, "History": hist})
 }
 
 // redisDown reports whether err means Redis could not be reached (as

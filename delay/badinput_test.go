@@ -89,19 +89,29 @@ func TestBadInput(t *testing.T) {
 			{"ack unknown task", func() error { return q.ackTask(ctx, &Task{lease: leaseRef{ID: "nosuch", Fence: 1}}) }, ErrNotFound},
 			{"extend zero", func() error { _, err := q.extend(ctx, flying, 0); return err }, &ValidationError{Field: "lease"}},
 			{"sweep 0", func() error { _, err := q.Sweep(ctx, 0); return err }, &ValidationError{Field: "batch"}},
-			{"list dead 0", func() error { _, err := q.ListDead(ctx, 0, 0); return err }, &ValidationError{Field: "batch"}},
-			{"requeue 1001 ids", func() error { _, err := q.Requeue(ctx, make([]string, 1001)...); return err }, &ValidationError{Field: "batch"}},
-			{"cancel empty key", func() error { _, err := q.Cancel(ctx, ""); return err }, &ValidationError{Field: "key"}},
-			{"reschedule negative", func() error { _, err := q.Reschedule(ctx, "pending", After(-1)); return err }, &ValidationError{Field: "delay"}},
+			{"list limit -1", func() error { _, err := q.List(ctx, ListOptions{State: StateDead, Limit: -1}); return err }, &ValidationError{Field: "batch"}},
+			{"list key with cursor", func() error { _, err := q.List(ctx, ListOptions{Key: "pending", Cursor: "1:a"}); return err }, &ValidationError{Field: "batch"}},
+			{"list key with limit", func() error { _, err := q.List(ctx, ListOptions{Key: "pending", Limit: 5}); return err }, &ValidationError{Field: "batch"}},
+			{"list no state", func() error { _, err := q.List(ctx, ListOptions{}); return err }, &ValidationError{Field: "batch"}},
+			{"list bad cursor", func() error { _, err := q.List(ctx, ListOptions{State: StateDue, Cursor: "x"}); return err }, &ValidationError{Field: "batch"}},
+			{"requeue 1001 ids", func() error { _, err := q.Requeue(ctx, Selector{IDs: make([]string, 1001)}); return err }, &ValidationError{Field: "batch"}},
+			{"cancel empty selector", func() error { _, err := q.Cancel(ctx, Selector{}); return err }, &ValidationError{Field: "selector"}},
+			{"cancel key and IDs", func() error { _, err := q.Cancel(ctx, Selector{Key: "pending", IDs: []string{"1"}}); return err }, &ValidationError{Field: "selector"}},
+			{"cancel token without key", func() error { _, err := q.Cancel(ctx, Selector{Token: "t"}); return err }, &ValidationError{Field: "selector"}},
+			{"cancel all", func() error { _, err := q.Cancel(ctx, Selector{All: true}); return err }, &ValidationError{Field: "selector"}},
+			{"cancel key too long", func() error { _, err := q.Cancel(ctx, Selector{Key: strings.Repeat("k", MaxKeyBytes+1)}); return err }, &ValidationError{Field: "key"}},
+			{"requeue by key", func() error { _, err := q.Requeue(ctx, Selector{Key: "pending"}); return err }, &ValidationError{Field: "selector"}},
+			{"purge all and IDs", func() error { _, err := q.Purge(ctx, Selector{All: true, IDs: []string{"1"}}); return err }, &ValidationError{Field: "selector"}},
+			{"reschedule negative", func() error { _, err := q.Reschedule(ctx, Selector{Key: "pending"}, After(-1)); return err }, &ValidationError{Field: "delay"}},
 			{"queue name with braces", newQueue("a{b}", Options{}), &ValidationError{Field: "name"}},
 			{"queue name with space", newQueue("a b", Options{}), &ValidationError{Field: "name"}},
 			{"queue name empty", newQueue("", Options{}), &ValidationError{Field: "name"}},
-			{"queue name too long", newQueue(strings.Repeat("n", MaxNameBytes+1), Options{}), &ValidationError{Field: "name"}},
+			{"queue name too long", newQueue(strings.Repeat("n", maxNameBytes+1), Options{}), &ValidationError{Field: "name"}},
 			{"prefix with brace", newQueue("q", Options{Prefix: "x{"}), &ValidationError{Field: "prefix"}},
 			{"negative max payload", newQueue("q", Options{MaxPayload: -1}), &ValidationError{Field: "options"}},
-			{"reschedule empty key", func() error { _, err := q.Reschedule(ctx, "", After(time.Minute)); return err }, &ValidationError{Field: "key"}},
-			{"lookup key with control char", func() error { _, err := q.Lookup(ctx, "a\tb"); return err }, &ValidationError{Field: "key"}},
-			{"cancel token with comma", func() error { _, err := q.CancelToken(ctx, "pending", "a,b"); return err }, &ValidationError{Field: "token"}},
+			{"reschedule empty selector", func() error { _, err := q.Reschedule(ctx, Selector{}, After(time.Minute)); return err }, &ValidationError{Field: "selector"}},
+			{"lookup key with control char", func() error { _, err := lookup(ctx, q, "a\tb"); return err }, &ValidationError{Field: "key"}},
+			{"cancel token with comma", func() error { _, err := q.Cancel(ctx, Selector{Key: "pending", Token: "a,b"}); return err }, &ValidationError{Field: "token"}},
 			{"batch job with empty key", func() error {
 				res, err := q.EnqueueBatch(ctx, []Job{{Key: ""}, {Key: "k", Token: "a,b"}})
 				return errors.Join(err, res[0].Err, res[1].Err)
@@ -163,7 +173,7 @@ func TestCorruptRecords(t *testing.T) {
 		if n, err := b.Client.ZCard(ctx, q.k.inflight).Result(); err != nil || n != 1 {
 			t.Fatalf("%d in flight (%v), want only the good task", n, err)
 		}
-		p, err := q.ListDead(ctx, 0, 10)
+		p, err := listDead(ctx, q, 0, 10)
 		if err != nil || len(p.Tasks) != 6 {
 			t.Fatalf("dead = %+v %v", p, err)
 		}
@@ -174,10 +184,10 @@ func TestCorruptRecords(t *testing.T) {
 		}
 		b.Client.HSet(ctx, q.k.idx, digest("bad"), "c9")
 		b.Client.HSet(ctx, q.k.taskBucket("c9"), "c9", "1,2,3")
-		if _, err := q.Lookup(ctx, "bad"); !errors.Is(err, ErrCorrupt) {
+		if _, err := lookup(ctx, q, "bad"); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("lookup err = %v", err)
 		}
-		if n, err := q.PurgeAll(ctx); err != nil || n != 6 {
+		if n, err := q.Purge(ctx, Selector{All: true}); err != nil || n != 6 {
 			t.Fatalf("purge %d %v", n, err)
 		}
 	})

@@ -10,7 +10,11 @@ import (
 	"github.com/tierset/tierset/internal/testredis"
 )
 
-func TestBrowse(t *testing.T) {
+// TestListOverview: what an operator looks at first, through List: the
+// tasks due now (oldest first), the ones due within a horizon (a due
+// range's Total), the oldest leases; a corrupt record is listed with its
+// error, the rest still listed.
+func TestListOverview(t *testing.T) {
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		now := q.ServerNow()
 		if b.Mini != nil {
@@ -26,44 +30,51 @@ func TestBrowse(t *testing.T) {
 		if len(batch.Tasks) != 1 || batch.Tasks[0].Key != "taken" {
 			t.Fatalf("take: %+v", batch.Tasks)
 		}
-		ov, err := q.Browse(ctx, BrowseOptions{Tasks: 3})
+		due, err := q.List(ctx, ListOptions{State: StateDue, Limit: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ov.DueSoon != 2 {
-			t.Errorf("DueSoon = %d, want 2", ov.DueSoon)
-		}
 		var keys []string
-		for _, ti := range ov.Due {
+		for _, ti := range due.Tasks {
 			keys = append(keys, ti.Key)
-			if ti.State != StatePending {
+			if ti.State != StateDue {
 				t.Errorf("due task %s state %s", ti.Key, ti.State)
 			}
 		}
-		if fmt.Sprint(keys) != "[k0 k1 k2]" {
-			t.Errorf("due tasks %v, want the three soonest [k0 k1 k2]", keys)
+		if fmt.Sprint(keys) != "[k0 k1]" || due.Total != 2 {
+			t.Errorf("due tasks %v (total %d), want the two overdue [k0 k1]", keys, due.Total)
 		}
-		if len(ov.Due) > 0 && !ov.Due[0].When.Before(ov.Due[1].When) {
-			t.Errorf("due order: %v then %v", ov.Due[0].When, ov.Due[1].When)
+		if len(due.Tasks) == 2 && !due.Tasks[0].When.Before(due.Tasks[1].When) {
+			t.Errorf("due order: %v then %v", due.Tasks[0].When, due.Tasks[1].When)
 		}
-		if len(ov.InFlight) != 1 || ov.InFlight[0].Key != "taken" || ov.InFlight[0].Attempt != 1 ||
-			!ov.InFlight[0].When.Equal(batch.Tasks[0].Deadline.Truncate(time.Millisecond)) {
-			t.Errorf("in flight %+v, want taken, attempt 1, deadline %v", ov.InFlight, batch.Tasks[0].Deadline)
+		soon, err := q.List(ctx, ListOptions{State: StateScheduled, To: now.Add(time.Minute), Limit: 3})
+		if err != nil || soon.Total != 2 || len(soon.Tasks) != 2 || soon.Tasks[0].Key != "k2" || soon.Tasks[0].State != StateScheduled {
+			t.Errorf("due within a minute = %+v, %v; want 2, k2 first, scheduled", soon, err)
 		}
-		none, err := q.Browse(ctx, BrowseOptions{Tasks: -1, Horizon: time.Hour})
-		if err != nil || len(none.Due)+len(none.InFlight) != 0 || none.DueSoon != 3 {
-			t.Errorf("Browse(no tasks, 1h) = %+v, %v; want no lists and 3 due soon", none, err)
+		if hour, err := q.List(ctx, ListOptions{State: StateScheduled, To: now.Add(time.Hour)}); err != nil || hour.Total != 3 {
+			t.Errorf("due within an hour: total %d, %v; want 3", hour.Total, err)
 		}
-		// An unreadable record is counted and left out, the rest still listed.
-		if err := b.Client.HSet(ctx, q.k.taskBucket(ov.Due[0].ID), ov.Due[0].ID, "garbage").Err(); err != nil {
+		if later, err := q.List(ctx, ListOptions{State: StatePending, From: now.Add(time.Minute)}); err != nil || later.Total != 1 || later.Tasks[0].Key != "k4" {
+			t.Errorf("pending from a minute on = %+v, %v; want k4 alone", later, err)
+		}
+		fl, err := q.List(ctx, ListOptions{State: StateInFlight})
+		if err != nil || len(fl.Tasks) != 1 || fl.Tasks[0].Key != "taken" || fl.Tasks[0].Attempt != 1 ||
+			!fl.Tasks[0].When.Equal(batch.Tasks[0].Deadline.Truncate(time.Millisecond)) || fl.Tasks[0].Fence != batch.Tasks[0].Fence {
+			t.Errorf("in flight %+v, %v; want taken, attempt 1, deadline %v", fl.Tasks, err, batch.Tasks[0].Deadline)
+		}
+		// An unreadable record is listed with its error, the rest still listed.
+		if err := b.Client.HSet(ctx, q.k.taskBucket(due.Tasks[0].ID), due.Tasks[0].ID, "garbage").Err(); err != nil {
 			t.Fatal(err)
 		}
-		bad, err := q.Browse(ctx, BrowseOptions{Tasks: 3})
-		if err != nil || bad.Corrupt != 1 || len(bad.Due) != 2 || bad.Due[0].Key != "k1" {
-			t.Errorf("Browse over a corrupt record = %+v, %v; want Corrupt 1 and [k1 k2]", bad, err)
+		bad, err := q.List(ctx, ListOptions{State: StatePending, Limit: 3})
+		if err != nil || len(bad.Tasks) != 3 || !errors.Is(bad.Tasks[0].Err, ErrCorrupt) || bad.Tasks[1].Key != "k1" || bad.Tasks[1].Err != nil {
+			t.Errorf("List over a corrupt record = %+v, %v; want it first with ErrCorrupt, then k1", bad, err)
 		}
-		if _, err := q.Browse(ctx, BrowseOptions{Tasks: MaxBatch + 1}); !errors.Is(err, &ValidationError{Field: "batch"}) {
-			t.Errorf("Browse(MaxBatch+1) err %v, want invalid batch", err)
+		if _, err := q.List(ctx, ListOptions{State: StateDue, Limit: MaxBatch + 1}); !errors.Is(err, &ValidationError{Field: "batch"}) {
+			t.Errorf("List(MaxBatch+1) err %v, want invalid batch", err)
+		}
+		if _, err := q.List(ctx, ListOptions{}); !errors.Is(err, &ValidationError{Field: "batch"}) {
+			t.Errorf("List without a state or key: err %v, want invalid batch", err)
 		}
 	})
 }

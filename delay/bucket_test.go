@@ -18,7 +18,7 @@ import (
 // lookupTokens is the sorted "token=state" list Lookup gives for key.
 func lookupTokens(t *testing.T, ctx context.Context, q *Queue, key string) string {
 	t.Helper()
-	infos, err := q.Lookup(ctx, key)
+	infos, err := lookup(ctx, q, key)
 	if err != nil {
 		t.Fatalf("Lookup(%q): %v", key, err)
 	}
@@ -113,7 +113,7 @@ func TestIndexFollowsTasks(t *testing.T) {
 								t.Fatalf("step %d: ack: %v", si, err)
 							}
 						case "cancel":
-							if _, err := q.CancelToken(ctx, key, s.token); err != nil {
+							if _, err := q.Cancel(ctx, Selector{Key: key, Token: s.token}); err != nil {
 								t.Fatalf("step %d: cancel: %v", si, err)
 							}
 						}
@@ -213,19 +213,19 @@ func TestDigestCollisions(t *testing.T) {
 			t.Fatalf("B: %s", got)
 		}
 		// the per-key cap counts the key's own tasks, not the entry's
-		for i := 2; i < MaxTasksPerKey; i++ {
+		for i := 2; i < maxTasksPerKey; i++ {
 			mustEnqueue(t, ctx, q, Job{Key: keyA, Token: fmt.Sprintf("n%d", i), When: After(time.Hour)})
 		}
 		if _, err := q.Enqueue(ctx, Job{Key: keyA, Token: "over"}); !errors.Is(err, ErrTooManyTasks) {
 			t.Fatalf("A over the cap: %v", err)
 		}
 		mustEnqueue(t, ctx, q, Job{Key: keyB, Token: "w", When: After(time.Hour)})
-		rs, err := q.Reschedule(ctx, keyB, After(2*time.Hour))
+		rs, err := q.Reschedule(ctx, Selector{Key: keyB}, After(2*time.Hour))
 		if err != nil || rs.Moved != 3 {
 			t.Fatalf("reschedule B: %+v %v", rs, err)
 		}
-		cr, err := q.Cancel(ctx, keyA)
-		if err != nil || cr.Pending != MaxTasksPerKey {
+		cr, err := q.Cancel(ctx, Selector{Key: keyA})
+		if err != nil || cr.Pending != maxTasksPerKey {
 			t.Fatalf("cancel A: %+v %v", cr, err)
 		}
 		if got := lookupTokens(t, ctx, q, keyB); got != "t=pending,v=pending,w=pending" {
@@ -234,7 +234,7 @@ func TestDigestCollisions(t *testing.T) {
 		if got := lookupTokens(t, ctx, q, keyA); got != "" {
 			t.Fatalf("A after cancel: %s", got)
 		}
-		cr, err = q.Cancel(ctx, keyB)
+		cr, err = q.Cancel(ctx, Selector{Key: keyB})
 		if err != nil || cr.Pending != 3 {
 			t.Fatalf("cancel B: %+v %v", cr, err)
 		}

@@ -35,22 +35,22 @@ func TestCancelIDsActsOnTheTaskNamed(t *testing.T) {
 		}
 		pending := mustEnqueue(t, ctx, q, Job{Key: "pend", Token: "1", When: After(time.Hour)})
 		old := mustEnqueue(t, ctx, q, Job{Key: "again", Token: "1", When: After(time.Hour)})
-		if _, err := q.CancelToken(ctx, "again", "1"); err != nil {
+		if _, err := q.Cancel(ctx, Selector{Key: "again", Token: "1"}); err != nil {
 			t.Fatal(err)
 		}
 		again := mustEnqueue(t, ctx, q, Job{Key: "again", Token: "1", When: After(time.Hour)})
 		if again.ID == old.ID || again.Duplicate {
 			t.Fatalf("re-enqueue: %+v, want a new task", again)
 		}
-		res, err := q.CancelIDs(ctx, pending.ID, flying.ID, dying.ID, old.ID, acked.ID, pending.ID)
+		res, err := q.Cancel(ctx, Selector{IDs: []string{pending.ID, flying.ID, dying.ID, old.ID, acked.ID, pending.ID}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (CancelResult{Pending: 1, InFlight: 1, Dead: 1}); res != want {
+		if want := (CancelResult{Found: 3, Pending: 1, InFlight: 1, Dead: 1}); res != want {
 			t.Errorf("CancelIDs = %+v, want %+v", res, want)
 		}
 		for key, n := range map[string]int{"pend": 0, "die": 0, "again": 1, "fly": 1} {
-			tasks, err := q.Lookup(ctx, key)
+			tasks, err := lookup(ctx, q, key)
 			if err != nil || len(tasks) != n {
 				t.Errorf("Lookup(%s) = %+v, %v; want %d tasks", key, tasks, err, n)
 			}
@@ -61,7 +61,7 @@ func TestCancelIDsActsOnTheTaskNamed(t *testing.T) {
 				t.Errorf("the task in flight is %s, want cancelled", tasks[0].State)
 			}
 		}
-		if res, err := q.CancelIDs(ctx, flying.ID); err != nil || res.Already != 1 || res.Found() != 0 {
+		if res, err := q.Cancel(ctx, Selector{IDs: []string{flying.ID}}); err != nil || res.Already != 1 || res.Found != 0 {
 			t.Errorf("second CancelIDs of the task in flight: %+v, %v", res, err)
 		}
 		if st, err := q.Stats(ctx); err != nil || st.Cancelled != 4 { // 3 here, 1 by CancelToken
@@ -90,12 +90,12 @@ func TestRescheduleIDsActsOnTheTaskNamed(t *testing.T) {
 			moving = append(moving, mustEnqueue(t, ctx, q, Job{Key: fmt.Sprintf("m%d", i), When: After(time.Hour)}).ID)
 		}
 		old := mustEnqueue(t, ctx, q, Job{Key: "again", Token: "1", When: After(time.Hour)})
-		if _, err := q.CancelToken(ctx, "again", "1"); err != nil {
+		if _, err := q.Cancel(ctx, Selector{Key: "again", Token: "1"}); err != nil {
 			t.Fatal(err)
 		}
 		again := mustEnqueue(t, ctx, q, Job{Key: "again", Token: "1", When: After(time.Hour)})
 		at := time.Now().Add(48 * time.Hour).Truncate(time.Millisecond)
-		res, err := q.RescheduleIDs(ctx, At(at), append(moving, flying.ID, dying.ID, old.ID, moving[0])...)
+		res, err := q.Reschedule(ctx, Selector{IDs: append(moving, flying.ID, dying.ID, old.ID, moving[0])}, At(at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,19 +114,19 @@ func TestRescheduleIDsActsOnTheTaskNamed(t *testing.T) {
 }
 
 // TestByIDInput: a bad ID is ErrNotFound, too many are ErrInvalid, none is
-// a no-op; nothing is sent for any of them.
+// an invalid selector; nothing is sent for any of them.
 func TestByIDInput(t *testing.T) {
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		many := strings.Split(strings.Repeat("a,", MaxBatch+1), ",")[:MaxBatch+1]
 		for _, tc := range []struct {
 			ids  []string
 			want error
-		}{{[]string{""}, ErrNotFound}, {[]string{strings.Repeat("z", 33)}, ErrNotFound}, {many, ErrInvalid}, {nil, nil}} {
-			if res, err := q.CancelIDs(ctx, tc.ids...); !errors.Is(err, tc.want) || res.Found() != 0 {
-				t.Errorf("CancelIDs(%d IDs) = %+v, %v; want %v", len(tc.ids), res, err, tc.want)
+		}{{[]string{""}, ErrNotFound}, {[]string{strings.Repeat("z", 33)}, ErrNotFound}, {many, ErrInvalid}, {nil, &ValidationError{Field: "selector"}}} {
+			if res, err := q.Cancel(ctx, Selector{IDs: tc.ids}); !errors.Is(err, tc.want) || res.Found != 0 {
+				t.Errorf("Cancel(%d IDs) = %+v, %v; want %v", len(tc.ids), res, err, tc.want)
 			}
-			if res, err := q.RescheduleIDs(ctx, After(time.Minute), tc.ids...); !errors.Is(err, tc.want) || res.Moved != 0 {
-				t.Errorf("RescheduleIDs(%d IDs) = %+v, %v; want %v", len(tc.ids), res, err, tc.want)
+			if res, err := q.Reschedule(ctx, Selector{IDs: tc.ids}, After(time.Minute)); !errors.Is(err, tc.want) || res.Moved != 0 {
+				t.Errorf("Reschedule(%d IDs) = %+v, %v; want %v", len(tc.ids), res, err, tc.want)
 			}
 		}
 	})

@@ -63,7 +63,7 @@ func (q *Queue) setPaused(ctx context.Context, mode string) (changed bool, err e
 // only holds due tasks back.
 type Rate struct {
 	// PerSecond is the tasks a second; 0 turns the limit off. Otherwise
-	// MinRatePerSecond..MaxRatePerSecond; anything else (negative, NaN,
+	// 1/86400 (one task a day)..1e6; anything else (negative, NaN,
 	// ±Inf, a rate under the minimum) is refused.
 	PerSecond float64
 	// Burst is the most tasks handed out at once after an idle spell, and
@@ -74,17 +74,17 @@ type Rate struct {
 }
 
 const (
-	// MaxRatePerSecond is the highest Rate.PerSecond.
-	MaxRatePerSecond = 1e6
-	// MinRatePerSecond is the lowest Rate.PerSecond other than 0 (off):
+	// maxRatePerSecond is the highest Rate.PerSecond.
+	maxRatePerSecond = 1e6
+	// minRatePerSecond is the lowest Rate.PerSecond other than 0 (off):
 	// one task a day. It bounds the wait for the next token (a day), so
 	// the next-token time a take replies with stays a plain integer of
 	// milliseconds; a rate under it would be a wait of ages, not a limit.
-	MinRatePerSecond = 1.0 / 86400
+	minRatePerSecond = 1.0 / 86400
 )
 
 // maxTokenWait is the longest wait for a token a take reports
-// (1/MinRatePerSecond; take.lua's MAX_TOKEN_WAIT_MS). The take script
+// (1/minRatePerSecond; take.lua's MAX_TOKEN_WAIT_MS). The take script
 // clamps to it, whatever rate a ctl hash holds, and Go reads a gate time
 // outside [now, now+maxTokenWait] as now+maxTokenWait: an absurd reply
 // waits the longest, never not at all.
@@ -111,9 +111,9 @@ func (r Rate) withDefaults() (Rate, error) {
 	if r.PerSecond == 0 {
 		return Rate{}, nil
 	}
-	if !(r.PerSecond >= MinRatePerSecond && r.PerSecond <= MaxRatePerSecond) { // NaN too
-		return r, invalid("options", "Rate.PerSecond %v (allowed 0 for no limit, or MinRatePerSecond %g..MaxRatePerSecond %g)",
-			r.PerSecond, MinRatePerSecond, float64(MaxRatePerSecond))
+	if !(r.PerSecond >= minRatePerSecond && r.PerSecond <= maxRatePerSecond) { // NaN too
+		return r, invalid("options", "Rate.PerSecond %v (allowed 0 for no limit, or minRatePerSecond %g..maxRatePerSecond %g)",
+			r.PerSecond, minRatePerSecond, float64(maxRatePerSecond))
 	}
 	if r.Burst == 0 {
 		r.Burst = min(MaxBatch, max(1, int(math.Ceil(r.PerSecond/10))))

@@ -55,10 +55,10 @@ func TestPauseResume(t *testing.T) {
 		if dup := mustEnqueue(t, ctx, q, Job{Key: "late", Token: "t"}); !dup.Duplicate || dup.ID != e.ID {
 			t.Fatalf("duplicate enqueue while paused: %+v", dup)
 		}
-		if r, err := q.Cancel(ctx, "k0"); err != nil || r.Pending != 1 {
+		if r, err := q.Cancel(ctx, Selector{Key: "k0"}); err != nil || r.Pending != 1 {
 			t.Fatalf("Cancel while paused: %+v %v", r, err)
 		}
-		if r, err := q.Reschedule(ctx, "k1", After(time.Hour)); err != nil || r.Moved != 1 {
+		if r, err := q.Reschedule(ctx, Selector{Key: "k1"}, After(time.Hour)); err != nil || r.Moved != 1 {
 			t.Fatalf("Reschedule while paused: %+v %v", r, err)
 		}
 		if err := q.ackTask(ctx, held); err != nil {
@@ -209,7 +209,7 @@ func TestRateBadInput(t *testing.T) {
 	ctx := testCtx(t)
 	q := newQ(t, b, Options{})
 	for _, r := range []Rate{
-		{PerSecond: -1}, {PerSecond: math.NaN()}, {PerSecond: math.Inf(1)}, {PerSecond: MaxRatePerSecond * 2},
+		{PerSecond: -1}, {PerSecond: math.NaN()}, {PerSecond: math.Inf(1)}, {PerSecond: maxRatePerSecond * 2},
 		{PerSecond: 5, Burst: -1}, {PerSecond: 5, Burst: MaxBatch + 1},
 	} {
 		if err := q.SetRate(ctx, r); !errors.Is(err, &ValidationError{Field: "options"}) {

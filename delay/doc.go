@@ -1,339 +1,84 @@
-// Package delay is a Redis delay queue on the shared score codec: tasks
-// run at a time judged by Redis TIME, are handed to exactly one consumer per
-// lease, are fenced on completion, retried with backoff, dead-lettered,
-// cancelled or rescheduled by business key, and rebuilt from a source of
-// truth.
+// Package delay is a Redis delay queue: a task runs at a time judged by
+// Redis TIME, is handed to one consumer at a time under a fenced lease,
+// is retried with backoff, dead-lettered after its last attempt, and can
+// be cancelled or rescheduled by its business key.
 //
-// # Use
+// # Enqueue
 //
-//	q, _ := delay.New(rdb, "orders", delay.Options{})
-//	q.Enqueue(ctx, delay.Job{Key: "order:42", Token: "expire", When: delay.After(30 * time.Minute)})
-//	p, _ := delay.NewPool(delay.PoolOptions{Concurrency: 8})
-//	p.Add(q, handle, delay.QueueOptions{})
-//	err := p.Run(ctx) // until ctx ends
-//	q.Cancel(ctx, "order:42") // paid: never expire it
+// [New] builds a [Queue] on a go-redis client (no I/O). A [Job] names a
+// business key (an order ID, say), an optional token that makes (key,
+// token) idempotent, a payload and a due time ([At] or [After]):
 //
-// [New] builds a [Queue] (no I/O). [Queue.Enqueue] and [Queue.EnqueueBatch]
-// (one pipeline per [MaxBatch] jobs) add tasks; [At] and [After] build the
-// due time ([When]). A [Pool] takes due [Task]s, each under a lease, and
-// acks, retries ([RetryAfter]) or dead-letters ([Permanent]) each as its
-// [Handler] returns ([PoolOptions].AutoExtend extends the leases).
-// [Queue.Sweep] returns expired leases. [Queue.Cancel], [Queue.CancelToken],
-// [Queue.Reschedule], [Queue.RescheduleToken] and [Queue.Lookup] work by
-// business key; [Queue.CancelIDs] and [Queue.RescheduleIDs] by task ID,
-// acting only on the task an ID still names. [Queue.ListDead], [Queue.Requeue], [Queue.Purge] and
-// [Queue.PurgeAll] manage the dead-letter set. [Queue.Reconcile] compares
-// with a [Source]. [Queue.Stats] returns [Stats]; an [Observer] (optional
-// funcs; the zero Observer ignores every event) receives events, and whatever the Observer, errors, losses and warnings
-// are logged through [log/slog] (Options.Logger, rate-limited per kind).
-// A worker that Redis refuses (NOAUTH, WRONGPASS or NOPERM, before its
-// first take or wake-up) returns the refusal from Run instead of
-// retrying; a refusal later in the run is retried and logged.
-// A [Pool] ([NewPool], [PoolOptions], [Pool.Add] with [QueueOptions]) runs
-// a [Handler] per line: one queue, or several queues or sharded queues
-// ([Line]) sharing one set of handlers, by weight or priority
-// (PoolOptions.Strict), each with an optional cap. Running pools register themselves
-// on every server their queues use ([ListWorkers], [Queue.Workers]);
-// [Queue.Health] tells "no live worker" from "workers behind" and from
-// "paused".
-// [Queue.Pause], [Queue.Resume] and [Queue.SetRate] ([Rate]) control a
-// queue for every worker of every process. A refused input is a
-// [*ValidationError] naming it, matching [ErrInvalid]; the other sentinels
-// name states ([ErrNotFound], [ErrLeaseLost], ...).
+//	q, err := delay.New(rdb, "orders", delay.Options{})
+//	e, err := q.Enqueue(ctx, delay.Job{Key: "order:42", Token: "expire",
+//		When: delay.After(30 * time.Minute)})
 //
-// # Guarantees, and the tests that prove them
+// Enqueueing the same (key, token) again changes nothing and reports
+// [Enqueued].Duplicate. [Queue.EnqueueBatch] sends many jobs in one
+// pipeline per [MaxBatch]. [Sharded] spreads one logical queue over K
+// shard queues (so over the masters of a Redis Cluster); [Sharded.For]
+// is the shard of a business key.
 //
-// Every guarantee is tested on miniredis and on real Redis (TIERSET_REDIS_URL,
-// or a private redis-server when one is on PATH), and on Redis Cluster when
-// TIERSET_REDIS_CLUSTER is set (internal/testredis.Each).
+// # Run
 //
-//  1. Ordering. A due score is score.TimeCodec's (ms << bits) | seq, computed
-//     in the enqueue script as (ms - epoch) * 2^bits + seq, and checked in Go
-//     with the same codec before sending. The seq is assigned inside the
-//     script, after the last seq handed out for that ms and after every task
-//     already pending in that ms, so tasks due in one ms come out in enqueue
-//     order. The 1025th task of a ms spills into the next ms (still unique,
-//     still valid, counted in Stats.SeqOverflows); the next task that asks
-//     for the same ms starts where the last one landed, so a burst of any
-//     size at one instant costs one step a task. Every score stays ≤ 2^53.
-//     Tests: TestOrderingSameMillisecond (1100 tasks in one ms),
-//     TestBurstBeyond64FullMs (67,036 tasks at one instant, batched then
-//     one by one),
-//     TestInterleavedDueTimesKeepOrder, TestLuaScoreArithmeticNear2p53 (real
-//     Redis: Lua's scores equal the codec's at the last ms before 2^53, and a
-//     spill past it is refused), TestBadInput (range rows).
-//  2. Idempotent enqueue. A task is (business key, token); with no token the
-//     library makes one (the task ID, returned as Enqueued.Token). The same
-//     (key, token) again changes nothing and reports Duplicate with the
-//     existing ID, due time and State; another token is another task (at
-//     most MaxTasksPerKey per key). Test: TestIdempotentEnqueue (incl. 100
-//     goroutines, one task). The idempotency window is the task's life in
-//     Redis, plus Options.DoneTTL after its ack: with DoneTTL set, an acked
-//     task enqueued with a caller's token leaves a tombstone (its record
-//     without payload, in its index entry, and its end in a done ZSET), so
-//     the same (key, token) reports Duplicate with StateDone until the
-//     sweep after DoneTTL deletes it. Without it (the default), or after
-//     it, the same (key, token) enqueues a new task: a producer that
-//     retries an enqueue it could not confirm (for example across a
-//     failover, as TestFailover's does) can then create a second task after
-//     the first was handled; handlers must be idempotent anyway under
-//     at-least-once delivery. Tests: TestDoneTTL, TestDoneTTLWorker,
-//     TestNothingLeaks10k/doneTTL=300ms.
-//  3. Due by Redis TIME. Every script reads redis.call('TIME'); At(T) runs
-//     at T, After(D) at Redis TIME + D (rounded up to the ms, never early).
-//     The client clock (Options.Now) only arms the worker's timer, through an
-//     offset measured on every reply. Tests: TestDueByServerTime (miniredis
-//     SetTime, a day away from the client clock), TestWorkerClockSkew (client
-//     clock ±1 h, delivery still on time).
-//  4. Atomic, bounded take. One script takes ≤ N (1..1000) due tasks with
-//     payloads, in one round trip, moving each to in-flight with deadline
-//     Redis TIME + Lease and a fresh fence (a counter, one per take: two
-//     deliveries of a task are two takes). Tests:
-//     TestEnqueueTakeAck, TestFencing, TestEightConsumers100k (8 workers,
-//     100k tasks: 0 lost, 0 twice).
-//  5. Fenced completion. Ack, Retry, Kill and Extend run only if the task is
-//     in flight with the caller's fence; otherwise ErrLeaseLost (ErrNotFound
-//     once the task is gone). Tests: TestFencing, TestDueByServerTime,
-//     TestBadInput (wrong fence rows), TestWorkerAutoExtend.
-//  6. Recovery. A bounded sweep (any worker runs it when the earliest lease
-//     expires) returns expired leases to due with the attempt counted; at
-//     MaxAttempts the task is dead-lettered. Test:
-//     TestSIGKILLMidHandler (a child process killed with SIGKILL mid-handler
-//     20 times; every task handled, redeliveries only after the lease
-//     deadline), TestSweepDeadLetters, TestWorkerSurvivesRedisRestart.
-//  7. Retry and dead letter. Retry delays by Options.Backoff (default
-//     exponential, equal jitter, capped: DefaultBackoff / ExpBackoff); after
-//     MaxAttempts deliveries the task goes to the dead set with its last
-//     error; ListDead pages it, Requeue and Purge act on it. Handler errors
-//     retry, panics retry, Permanent(err) / ErrSkipRetry dead-letter at once.
-//     Tests: TestRetryDeadLetter, TestWorkerOutcomes.
-//  8. Cancel and reschedule by business key through the reverse index
-//     (a field per key digest): O(log N) per task, no scan. Pending tasks
-//     are removed with their record and index entry; in-flight ones are
-//     marked so that their ack removes them and Retry, Kill or the sweep
-//     delete them instead of retrying; CancelResult says what was found.
-//     Reschedule moves pending tasks and reports in-flight ones untouched.
-//     Reschedule, Requeue and Retry find every new score before their
-//     first write: an error leaves every task where and as it was
-//     (TestFaultMoveFails).
-//     Tests: TestCancelReschedule, TestSweepDeletesCancelled,
-//     TestNothingLeaks10k (10k tasks through every path, then only the
-//     counter keys remain), TestIndexFollowsTasks (the index entry of a key
-//     through every way a second task can join or leave it, alone and
-//     beside a key with the same digest), TestDigestCollisions.
-//  9. Reconcile. Queue.Reconcile lists a Source in pages, re-adds what Redis
-//     lacks (idempotent, same key and token) and removes pending tasks due
-//     before the bound that the source lacks, in batches, never one enqueued
-//     after its listing began. Tests: TestReconcile,
-//     TestReconcileKeepsTasksEnqueuedMeanwhile, TestShardedReconcile.
-//  10. Lost keys (eviction, a stray DEL). IDs are never reused and records
-//     never overwritten: an enqueue that finds the ID counter or the index
-//     gone while the queue holds tasks writes nothing, Queue.Repair puts
-//     it back, and the enqueue is sent again. A due or in-flight ID whose
-//     record is gone goes to the dead set (ErrRecordLost), a record whose
-//     due entry is gone is put back in due by its next enqueue (ErrDueLost);
-//     each is counted in Stats and sent to Observer.OnLoss, and Reconcile
-//     restores what was lost. Check (run by Worker.Run) refuses allkeys-*
-//     eviction; under volatile-* no queue key but wake has a TTL, kept
-//     replies included. Tests: TestFaultKeyLoss, TestFaultEvictionLoss,
-//     TestFaultEvictionPolicy, TestFaultVolatileEvictionKeepsReplies;
-//     docs/operations.md.
+// A [Pool] runs a [Handler] for every due task of the queues (lines) it
+// serves, sharing one set of handlers among them by weight or priority:
 //
-// # One outcome per call, whatever the network did
+//	p, err := delay.NewPool(delay.PoolOptions{Concurrency: 8})
+//	err = p.Add(q, func(ctx context.Context, t *delay.Task) error {
+//		return expire(ctx, t.Key) // nil acks; an error retries with backoff
+//	}, delay.QueueOptions{})
+//	err = p.Run(ctx) // until ctx ends
 //
-// go-redis sends a command again when its connection fails before the
-// reply arrives (MaxRetries, 3 by default), and the Worker sends a failed
-// take or ack again: a script that ran may run a second time. So every
-// mutating script runs under a request ID (a random nonce per Queue and a
-// counter): its first run keeps its reply for Options.ReplyTTL in a small
-// hash shared by 64 calls, <prefix>:{q:<name>}:rp:<nonce>:<bucket>, with no TTL
-// (so no volatile-* policy evicts it) and deleted by later calls once its
-// time in the reply index rp:idx has passed, and a run
-// with the same ID returns
-// that reply without running again (reply.lua). One Enqueue makes one task
-// and reports Duplicate=false for it; an Ack, Retry or Cancel that took
-// effect reports success; a Take whose reply was lost hands over its tasks
-// under their lease. Error replies are never kept. docs/design.md ("Fault
-// model") gives the mechanism, its limits and its cost. Tests:
-// TestFaultCutReplyEveryScript (one reply cut for every script, repair
-// included), TestFaultRetriesExhausted,
-// TestFaultWorkerCutReplies, TestFaultWorkerClientKill,
-// TestFaultWorkerRestarts, TestFaultWorkerLatency (5,000 tasks each: 0
-// lost, 0 handled twice within a lease, 0 false errors),
-// TestReplyKeptExactly, TestMemoryPerKeptReply.
+// A handler's error retries the task after Options.Backoff ([RetryAfter]
+// picks the delay); [Permanent] (or [ErrSkipRetry]) dead-letters it at
+// once; after Options.MaxAttempts deliveries it is dead-lettered. A pool
+// never polls: it wakes on a wake list and on a timer for the next due
+// task. Running pools register themselves ([ListWorkers],
+// [Queue.Workers]).
 //
-// Bad input (TestBadInput) gets a typed error and writes nothing;
-// corrupt records planted in Redis give ErrCorrupt and never a panic or a
-// stuck head (TestCorruptRecords, TestDecodeRecordNeverPanics, FuzzDecodeRecord).
+// # Cancel by business key
 //
-// # Keys
+// Cancel, Reschedule, Requeue and Purge take one [Selector]: every task
+// of a key, one (key, token), or the exact tasks some IDs name:
 //
-// All keys of a queue share the hash tag {q:<name>}, so every
-// script touches one slot (TestKeysShareOneSlot, TestBucketLayout on a
-// cluster); a sharded queue composes K queues named <name>:0..<name>:K-1.
-// The table of every key, its type and what it holds is written once, on
-// the keys type in keys.go; [Queue.Keys] lists a queue's fixed keys.
+//	r, err := q.Cancel(ctx, delay.Selector{Key: "order:42"}) // paid: never expire it
+//	_, err = q.Reschedule(ctx, delay.Selector{Key: "order:42", Token: "expire"},
+//		delay.After(time.Hour))
 //
-// Task IDs are base-36 counters. Records live in bucket hashes: <b> is
-// the task ID without its last digit (36 consecutive tasks per bucket).
-// Scripts get the fixed keys and the tasks base name in KEYS and append
-// the bucket suffix; the suffix comes after the hash tag, so a bucket is
-// always on the slot of its base name. An emptied bucket disappears by
-// itself. The base name itself never exists, which is what keeps every
-// script off a queue whose slot is half moved between two cluster nodes
-// (Redis checks only declared keys); a call refused then is sent again
-// until the slot has moved (docs/cluster.md, "Live resharding";
-// TestFaultLiveReshard, TestClusterMigrationChecksOnlyDeclaredKeys).
+// A pending or dead task is removed; one in flight is marked, so its ack
+// removes it and it is never retried ([CancelResult]). By key, a call
+// costs O(log N) a task through the key's index, never a scan. By ID, a
+// call acts only on the task each ID names when it runs, never on a task
+// enqueued since under the same key and token.
 //
-// The reverse index is one hash whose field is a 6-character digest of the
-// business key (computed in Go and kept in each record). Keys that share a
-// digest share its entry, and every script that reads one tells them apart
-// by the key in each record, so a collision costs a few reads, never a
-// wrong answer. An entry holds at most 4 × MaxTasksPerKey tasks
-// (ErrTooManyTasks past it).
+// # Operate
 //
-// # Memory
+// [Queue.List] reads one [Page] of [TaskInfo] by [State] (due now,
+// scheduled, in flight, dead, done) from a cursor, with a due range and
+// filters ([ListOptions]), or the tasks of one key; [Queue.Task] reads
+// one task by ID. [Queue.Stats] and [Queue.Health] read depths, counters
+// and whether live workers keep up. [Queue.Pause], [Queue.Resume] and
+// [Queue.SetRate] ([Rate]) act on every worker of every process.
+// [Queue.Requeue] and [Queue.Purge] manage the dead letters.
+// [Queue.Reconcile] re-adds what Redis lost from a [Source] of truth,
+// and [Queue.Repair] and [Queue.Check] look after the keys and the
+// server's eviction policy. [Discover] lists the queues under a prefix.
 //
-// There is no key per task: records live in bucket hashes of 36 records,
-// which Redis keeps listpack-encoded while a record fits
-// hash-max-listpack-value (64 B by default); larger records still work, at
-// a higher cost per task. The measured figures are in docs/benchmarks.md
-// (TestMemoryPerPendingTask; TestMemoryPerPart by part).
+// An [Observer] (a struct of optional funcs) receives events
+// (deliveries with lateness, retries, dead letters, errors); whatever the Observer, errors, losses and warnings
+// are logged through log/slog (Options.Logger), rate-limited per kind.
+// A refused input is a [*ValidationError] naming it and matching
+// [ErrInvalid]; nothing is sent for it. The other sentinels name states
+// ([ErrNotFound], [ErrLeaseLost], ...).
 //
-// # Pool: several lines, one set of handlers
+// # Guarantees
 //
-// A [Pool] runs a taker per queue (per shard) and Concurrency handler
-// goroutines that pick the next task among the lines with a task
-// waiting and a free MaxConcurrent: smooth weighted round robin
-// (weighted, over the backlogged lines, a line's turn waiting for its
-// take in flight) or highest weight first (PoolOptions.Strict). Run returns only
-// when ctx ends, or at once on ErrEvictionPolicy (or ErrDuplicateID:
-// another live pool holds its ID in the registry); every Redis error
-// (start-up Check included) is reported, counted in [Pool.Stats] and
-// retried by its queue alone. After ShutdownTimeout (from ctx's end) a
-// handler that returns is completed directly; one that never returns
-// leaves its task to its lease. Design and figures: docs/design.md,
-// "Workers". Tests: TestPoolWeightedShares,
-// TestFaultPoolWeightsDefaultOptions, TestFaultDeadlineReleasesTake,
-// TestFaultCancelDuringTake, TestFaultPauseDuringSlowTake,
-// TestPoolShutdownWithinTimeout, TestPauseStopsPrefetched, TestPoolStrict,
-// TestPoolCaps, TestPoolSharded, TestPoolLineIsolation,
-// TestFaultWorkerStartOutage, TestFaultShutdownAcks, TestPoolRegistry,
-// TestFaultHeartbeatKilledWorker, TestRegistryEveryServer,
-// TestFaultHeartbeatFrozenServer, TestFaultHeartbeatErrorsChargedToTheirLine,
-// TestRegistryDuplicateID, TestRegistryRedisClock, TestHealthPaused,
-// TestRegistryHeartbeatBounds, TestRegistryEntryListsItsServersLines,
-// TestFaultRegistryLostKeysKeepOwner, TestRegistrySplitClaim.
-//
-// # Worker timing
-//
-// A worker never polls on an interval to find due tasks. After each take
-// it arms a client-side timer for the earliest due time (and the earliest
-// lease expiry, for the sweep), both returned by the take script, converted
-// to the client clock through the measured offset. A BLPOP on the wake list,
-// on its own connection (WorkerOptions.WakeClient), only signals "an earlier
-// task arrived": Redis checks blocking timeouts only every 1/hz (100 ms by
-// default), so a BLPOP timeout would be up to 100 ms late. IdleCheck (5 s)
-// is only a safety net for a wake-up consumed by a busy worker.
-//
-// # Worker throughput
-//
-// A take brings up to WorkerOptions.BatchSize tasks whatever the number of
-// free handlers; with BatchSize > Concurrency the surplus waits in a
-// bounded prefetch buffer (WorkerOptions.Prefetch) and the next take goes
-// out when half the batch has drained, so the network overlaps handling. A
-// buffered task is started only while at least half its lease is left;
-// otherwise, and at shutdown, it is released back to due at its original
-// score, not counted as an attempt (release.lua, fenced). Acks are
-// gathered for up to 1 ms or 64 leases and sent as one AckMany. The take,
-// ack and enqueue-batch scripts make a constant number of Redis calls per
-// batch, and EnqueueBatch packs up to 250 jobs into each script call.
-// Tests: TestWorkerPrefetchReleasedOnShutdown,
-// TestWorkerPrefetchNeverStartsNearlyExpired, TestAckManyBulkSemantics,
-// TestTakeBulkEffects, TestEnqueueBatchEqualsOneByOne.
-//
-// # Concurrent Enqueue
-//
-// Enqueue calls made at the same time on one Queue are grouped (group
-// commit): a call that finds fewer than two calls of that Queue on their
-// way goes at once, alone, as before; calls that arrive meanwhile queue,
-// and when a call returns, the queued ones go together as one
-// EnqueueBatch (up to MaxBatch a round trip), which shares the fixed
-// server cost of a script call among them. Each call's outcome
-// is the one it would have had alone (duplicates, codes, errors); calls
-// from one goroutine keep their order. A call whose ctx ends while it
-// queues sends nothing; one whose batch is already on its way returns
-// ctx.Err() with its outcome unknown, as a call cancelled on the wire
-// does. A batch runs without its callers' cancellation, under the latest
-// of their deadlines, so one caller's cancel cannot fail the others.
-// Tests: TestEnqueueGroup, TestEnqueueGroupTransportFailure,
-// TestEnqueueGroupConcurrent, TestBatchContext.
-//
-// # Sharded queue (Redis Cluster)
-//
-// One hash tag pins a [Queue] to one master. [NewSharded] spreads one
-// logical queue over K shard queues named <name>:0 … <name>:K-1, so their
-// tags {q:<name>:i} land on different slots and masters. The shard of a
-// task is [Sharded.ShardOf] its business key, so Cancel, Reschedule and Lookup by
-// key go to one shard in O(1) through [Sharded.For]; a [Pool] serving the Sharded runs one taker per
-// shard, each with its own wake-up and backoff, feeding one set of
-// handlers, so every shard drains and a shard that is down holds back no
-// other. [Sharded.Reconcile] routes each source task to its shard; a
-// shard's own Reconcile skips other shards' tasks
-// (ReconcileResult.OtherShard). Every guarantee above holds inside a
-// shard; ordering is per shard.
-//
-// # Pause, rate limit, high-water mark
-//
-// A queue's line of business can be paused and throttled on its own, for
-// every worker of every process, because the take script reads the
-// queue's ctl hash on every take (docs/design.md, "Business lines").
-//
-//   - Pause: once [Queue.Pause] returns, no take hands out a task of the
-//     queue ([Stats].Paused; the pool idles on the wake list, which
-//     [Queue.Resume] pushes, or polls once a second). Tasks in flight
-//     finish and are acked, expired leases go back to due and wait, and
-//     Enqueue, Cancel, Reschedule and the dead-letter calls keep working;
-//     Stats.Paused and Stats.PausedSince tell it. Tests: TestPauseResume,
-//     TestPauseStopsEveryProcess (3 worker processes: no take after the
-//     pause began, the last handler start ≤ 100 ms after Pause returned),
-//     TestFaultPauseResumeClientKill, TestFaultCutReplyEveryScript.
-//   - Rate limit: [Queue.SetRate] sets a token bucket (Rate.PerSecond,
-//     Rate.Burst) judged by Redis TIME: over any window W at most
-//     PerSecond × W + Burst tasks are handed out, and a take that finds
-//     no whole token tells when the next comes (its next-token time, at
-//     most a day ahead), so a taker waits instead of asking again. It
-//     only holds due tasks back, never makes one early. PerSecond is 0
-//     (off) or [MinRatePerSecond]..[MaxRatePerSecond], Burst at most
-//     MaxBatch (the default is capped there; more is refused). Tests:
-//     TestRateTokenBucket, TestRateEdgeValues, TestRateTinyNoSpin (at the
-//     least rate a worker sends a handful of takes a second, not a spin),
-//     TestRateBurstCappedAfterIdle, TestRateAcrossProcesses (a soak: 3
-//     worker processes for 10 s, within ±5% of the limit, never above it
-//     in any window), TestFaultRateLimitRestart.
-//   - High-water mark: a millisecond holds 2^bits seqs. The enqueue
-//     scripts keep the most seqs of one millisecond in use they met, per
-//     minute of Redis TIME; Stats.HighWater shows the current and last
-//     minute's, [Observer].OnHighWater what this process's enqueues were
-//     given, and OnWarning ([ErrHighWater]) fires once a minute past
-//     Options.HighWaterWarn (80% by default). Test: TestHighWater.
-//
-// # Stats
-//
-// [Queue.Stats] reads depths, the oldest-due age, the counters and the
-// server-side lateness histogram ([LatenessBuckets], kept by the take
-// script by Redis TIME, so it covers every worker of the queue).
-// [Queue.History] returns the last 24 hours per minute (tasks handled ok,
-// retried, dead-lettered, and their lateness), which workers add to one
-// hash per queue at most once a second: no command per task, at most
-// about 740 KiB per queue (docs/benchmarks.md, "Queue history").
-//
-// # For benchmarks
-//
-//   - Batched enqueue: Queue.EnqueueBatch (one pipeline per 1000 jobs).
-//   - Take+ack loop: a Pool of one line with QueueOptions.BatchSize 100.
-//   - Lateness: Task.Lateness (Redis TIME at take minus due time), or
-//     Observer.OnDelivered into a histogram of one's own.
-//   - Memory: measure INFO used_memory around an EnqueueBatch of N tasks
-//     (Queue.Keys lists the fixed keys and the bucket base name).
+// Tasks due in one millisecond run in enqueue order; a delivery is fenced,
+// so a late ack of an expired lease is refused ([ErrLeaseLost]); every
+// mutating call has one outcome however often go-redis re-sends it; a
+// lost record, counter or index is reported and repaired, never silently
+// dropped. Each guarantee, with the tests that prove it, is listed in
+// docs/guarantees.md (section "delay"); the key layout and the scripts
+// are described in docs/design.md.
 package delay

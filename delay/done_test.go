@@ -30,7 +30,7 @@ func TestDoneTTL(t *testing.T) {
 		if len(bt.Tasks) != 3 {
 			t.Fatalf("took %d, want 3", len(bt.Tasks))
 		}
-		if _, err := q.Cancel(ctx, "order:3"); err != nil { // in flight: marked
+		if _, err := q.Cancel(ctx, Selector{Key: "order:3"}); err != nil { // in flight: marked
 			t.Fatal(err)
 		}
 		mustAckMany(t, ctx, q, bt.Tasks)
@@ -56,12 +56,12 @@ func TestDoneTTL(t *testing.T) {
 		if !res[0].Duplicate || res[0].State != StateDone || res[1].Duplicate {
 			t.Fatalf("batch: %+v, want a done duplicate and a new task", res)
 		}
-		info, err := q.Lookup(ctx, "order:1")
+		info, err := lookup(ctx, q, "order:1")
 		if err != nil || len(info) != 2 || info[0].State != StateDone || len(info[0].Payload) != 0 {
 			t.Fatalf("Lookup: %+v %v, want the tombstone (no payload) and the new task", info, err)
 		}
-		cr, err := q.CancelToken(ctx, "order:1", "expire")
-		if err != nil || cr.Found() != 0 {
+		cr, err := q.Cancel(ctx, Selector{Key: "order:1", Token: "expire"})
+		if err != nil || cr.Found != 0 {
 			t.Fatalf("Cancel of a finished task: %+v %v, want nothing found", cr, err)
 		}
 		for _, k := range []string{"order:2", "order:3"} {
@@ -77,7 +77,7 @@ func TestDoneTTL(t *testing.T) {
 		if err != nil || sw.Tombstones != 1 {
 			t.Fatalf("sweep: %+v %v, want 1 tombstone deleted", sw, err)
 		}
-		info, err = q.Lookup(ctx, "order:1")
+		info, err = lookup(ctx, q, "order:1")
 		if err != nil || len(info) != 1 || info[0].State != StatePending {
 			t.Fatalf("Lookup after the end: %+v %v, want only the pending task", info, err)
 		}
@@ -99,7 +99,7 @@ func TestDoneTTL(t *testing.T) {
 			}
 		}
 		for _, k := range []string{"order:1", "order:2", "order:3"} {
-			if _, err := q.Cancel(ctx, k); err != nil {
+			if _, err := q.Cancel(ctx, Selector{Key: k}); err != nil {
 				t.Fatal(err)
 			}
 		}

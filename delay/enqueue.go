@@ -37,7 +37,7 @@ type enqueueCall struct {
 func (q *Queue) newEnqueueCall(jobs int) enqueueCall {
 	c := enqueueCall{idx: make([]int, 0, jobs), args: make([]any, 0, 5+3*jobs),
 		keys: q.onceKeys(q.enqueueKeys(), q.req.next())}
-	c.args = append(c.args, q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey)
+	c.args = append(c.args, q.epoch, q.mult, q.o.Codec.MaxMs(), maxTasksPerKey)
 	return c
 }
 
@@ -91,7 +91,7 @@ func (q *Queue) enqueueOne(ctx context.Context, j Job, mode string, v int64) (En
 		// new call, with its own request ID
 		r, err = q.mutate(ctx, scriptEnqueue, "enqueue", q.req.next(), q.enqueueKeys(),
 			j.Key, dg, j.Token, freshRecord(dg, j.Key, j.Token, j.Payload), q.whenArg(mode, v),
-			q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey)
+			q.epoch, q.mult, q.o.Codec.MaxMs(), maxTasksPerKey)
 		if err != nil {
 			return Enqueued{}, err
 		}

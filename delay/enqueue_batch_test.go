@@ -163,7 +163,7 @@ func TestEnqueueBatchEqualsOneByOne(t *testing.T) {
 			{Key: "", Token: "bad"},                                     // 9: invalid, never sent
 			{Key: "k7", When: When{After: -time.Second}},                // 10: invalid
 		}
-		for i := range MaxTasksPerKey + 2 { // the last two exceed the per-key cap
+		for i := range maxTasksPerKey + 2 { // the last two exceed the per-key cap
 			jobs = append(jobs, Job{Key: "full", Token: "t" + strconv.Itoa(i), When: ms(2)})
 		}
 		jobs = append(jobs,

@@ -24,7 +24,8 @@ var (
 	ErrLeaseLost = errors.New("delay: lease lost")
 	// ErrNotFound: no such task: it never existed or is already finished.
 	ErrNotFound = errors.New("delay: task not found")
-	// ErrTooManyTasks: the business key already has MaxTasksPerKey tasks.
+	// ErrTooManyTasks: the business key already has 64 tasks (the cap bounds every
+	// per-key script loop).
 	ErrTooManyTasks = errors.New("delay: too many tasks for one business key")
 	// ErrSeqExhausted: a task's search met 64 consecutive full
 	// milliseconds (2^bits tasks each). A burst at one instant does not
@@ -126,14 +127,16 @@ func (e *retryAfterError) Unwrap() error { return e.err }
 // tells which input.
 //
 // Field names the input: "name" (a queue name: empty, longer than
-// MaxNameBytes, or holding braces, glob characters, whitespace or
+// 128 bytes, or holding braces, glob characters, whitespace or
 // control characters), "prefix" (a key prefix, same rules), "key" (a
 // business key: empty, longer than MaxKeyBytes or holding control
 // characters), "token" (longer than MaxTokenBytes, or holding control
 // characters or a comma), "payload" (above Options.MaxPayload),
 // "when" (At and After both set), "delay" (a negative delay), "batch"
-// (a count, limit, cursor or page state out of range), "lease" (an
-// empty lease, or a lease duration under 1ms), "task" (a nil task) or
+// (a count, limit, cursor or page state out of range), "selector" (a
+// Selector naming no task, or a form the operation does not take),
+// "lease" (an empty lease, or a lease duration under 1ms), "task" (a nil
+// task) or
 // "options" (an option outside its documented range; Detail names it).
 //
 // Detail says what was refused and what is allowed; Cause is the

@@ -110,10 +110,10 @@ func TestFaultEvictionLoss(t *testing.T) {
 	}
 	past := time.Now().Add(-time.Minute)
 	payload := []byte(strings.Repeat("x", 1000))
-	var src []SourceTask
+	var src []Job
 	var jobs []Job
 	for i := range 1500 {
-		st := SourceTask{Key: "order:" + strconv.Itoa(i), Token: "pay", At: past, Payload: payload}
+		st := Job{Key: "order:" + strconv.Itoa(i), Token: "pay", When: At(past), Payload: payload}
 		src = append(src, st)
 		jobs = append(jobs, Job{Key: st.Key, Token: st.Token, Payload: st.Payload, When: At(st.At)})
 	}

@@ -95,7 +95,7 @@ func ExampleQueue_Cancel() {
 	q.Enqueue(ctx, delay.Job{Key: "order:7", Token: "expire", When: delay.After(30 * time.Minute)})
 	q.Enqueue(ctx, delay.Job{Key: "order:7", Token: "remind", When: delay.After(10 * time.Minute)})
 
-	r, _ := q.Cancel(ctx, "order:7") // the order was paid
+	r, _ := q.Cancel(ctx, delay.Selector{Key: "order:7"}) // the order was paid
 	fmt.Printf("pending %d, in flight %d, dead %d\n", r.Pending, r.InFlight, r.Dead)
 	// Output:
 	// pending 2, in flight 0, dead 0
@@ -188,4 +188,29 @@ func ExampleValidationError() {
 	// Output:
 	// true true
 	// false
+}
+
+func ExampleQueue_List() {
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer exampleredis.Stop(rdb, mr)
+	ctx := context.Background()
+
+	q, _ := delay.New(rdb, "orders", delay.Options{})
+	q.Enqueue(ctx, delay.Job{Key: "order:7", Token: "expire", When: delay.After(30 * time.Minute)})
+	q.Enqueue(ctx, delay.Job{Key: "order:7", Token: "remind", When: delay.After(10 * time.Minute)})
+	q.Enqueue(ctx, delay.Job{Key: "order:8", Token: "expire"})
+
+	due, _ := q.List(ctx, delay.ListOptions{State: delay.StateDue})
+	fmt.Println("due now:", due.Total, due.Tasks[0].Key)
+	later, _ := q.List(ctx, delay.ListOptions{State: delay.StateScheduled, Limit: 1})
+	fmt.Println("scheduled:", later.Total, "first", later.Tasks[0].Token, "next page", later.Next != "")
+	byKey, _ := q.List(ctx, delay.ListOptions{Key: "order:7"})
+	for _, t := range byKey.Tasks {
+		fmt.Println(t.Key, t.Token, t.State)
+	}
+	// Output:
+	// due now: 1 order:8
+	// scheduled: 2 first remind next page true
+	// order:7 expire scheduled
+	// order:7 remind scheduled
 }

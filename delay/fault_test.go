@@ -46,7 +46,7 @@ func loadScripts(t *testing.T, ctx context.Context, c redis.Scripter) {
 // exactly one.
 func lookupOne(t *testing.T, ctx context.Context, q *Queue, key string) TaskInfo {
 	t.Helper()
-	infos, err := q.Lookup(ctx, key)
+	infos, err := lookup(ctx, q, key)
 	if err != nil || len(infos) != 1 {
 		t.Fatalf("Lookup(%q): %d tasks %+v, %v; want exactly 1", key, len(infos), infos, err)
 	}
@@ -172,7 +172,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 			if err := q.ackTask(ctx, tk); err != nil {
 				t.Fatalf("Ack: %v, want success", err)
 			}
-			if infos, _ := q.Lookup(ctx, "k"); len(infos) != 0 {
+			if infos, _ := lookup(ctx, q, "k"); len(infos) != 0 {
 				t.Fatalf("after ack: %+v", infos)
 			}
 			if st := mustStats(t, ctx, q); st.Acked != 1 || st.InFlight != 0 {
@@ -243,7 +243,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "cancel", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			mustEnqueue(t, ctx, q, Job{Key: "k", When: After(time.Hour)})
 			arm()
-			r, err := q.Cancel(ctx, "k")
+			r, err := q.Cancel(ctx, Selector{Key: "k"})
 			if err != nil || r.Pending != 1 {
 				t.Fatalf("Cancel: %+v %v, want 1 pending cancelled", r, err)
 			}
@@ -255,7 +255,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 			mustEnqueue(t, ctx, q, Job{Key: "k", When: After(time.Hour)})
 			at := time.Now().Add(2 * time.Hour).Truncate(time.Millisecond)
 			arm()
-			r, err := q.Reschedule(ctx, "k", At(at))
+			r, err := q.Reschedule(ctx, Selector{Key: "k"}, At(at))
 			if err != nil || r.Moved != 1 || !r.Due.Equal(at) {
 				t.Fatalf("Reschedule: %+v %v, want 1 moved to %v", r, err, at)
 			}
@@ -266,7 +266,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "requeue", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			id := deadOne(t, ctx, q, "k")
 			arm()
-			if n, err := q.Requeue(ctx, id); err != nil || n != 1 {
+			if n, err := q.Requeue(ctx, Selector{IDs: []string{id}}); err != nil || n != 1 {
 				t.Fatalf("Requeue: %d %v, want 1", n, err)
 			}
 			if ti := lookupOne(t, ctx, q, "k"); ti.State != StatePending {
@@ -276,7 +276,7 @@ func TestFaultCutReplyEveryScript(t *testing.T) {
 		{name: "purge", run: func(t *testing.T, ctx context.Context, q *Queue, arm func()) {
 			id := deadOne(t, ctx, q, "k")
 			arm()
-			if n, err := q.Purge(ctx, id); err != nil || n != 1 {
+			if n, err := q.Purge(ctx, Selector{IDs: []string{id}}); err != nil || n != 1 {
 				t.Fatalf("Purge: %d %v, want 1", n, err)
 			}
 			if st := mustStats(t, ctx, q); st.Dead != 0 {

@@ -343,7 +343,7 @@ func TestFaultWorkerLatency(t *testing.T) {
 // (TestFaultUnknownEnqueueJudged).
 func tookEffect(ctx context.Context, q *Queue, key string, by time.Time, handled func(key string) bool) bool {
 	for time.Now().Before(by) {
-		infos, err := q.Lookup(ctx, key)
+		infos, err := lookup(ctx, q, key)
 		if err == nil {
 			return len(infos) > 0 || handled(key)
 		}
@@ -394,7 +394,7 @@ func TestFaultUnknownEnqueueJudged(t *testing.T) {
 		}
 		sleepCtx(ctx, 5*time.Millisecond)
 	}
-	if infos, err := q.Lookup(ctx, "order:1"); err != nil || len(infos) != 0 {
+	if infos, err := lookup(ctx, q, "order:1"); err != nil || len(infos) != 0 {
 		t.Fatalf("Lookup after the ack: %+v, %v; want nothing", infos, err)
 	}
 	if !tookEffect(ctx, q, "order:1", time.Now().Add(10*time.Second), func(string) bool { return handled.Load() > 0 }) {

@@ -73,7 +73,7 @@ func (g *enqueueGroup) enqueue(ctx context.Context, q *Queue, j Job, mode string
 		return Enqueued{}, fmt.Errorf("delay: enqueue: %w (nothing sent)", ctx.Err())
 	}
 	// Its batch is on its way: like a call cancelled on the wire, the
-	// outcome is unknown to this caller (Lookup tells).
+	// outcome is unknown to this caller (List by key tells).
 	return Enqueued{}, fmt.Errorf("delay: enqueue: %w", ctx.Err())
 }
 

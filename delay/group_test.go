@@ -126,7 +126,7 @@ func TestEnqueueGroup(t *testing.T) {
 		if !errors.Is(errs[0], context.Canceled) {
 			t.Fatalf("cancelled while queued: err = %v, want context.Canceled", errs[0])
 		}
-		if got, _ := q.Lookup(ctx, jobs[0].Key); len(got) != 0 {
+		if got, _ := lookup(ctx, q, jobs[0].Key); len(got) != 0 {
 			t.Fatalf("cancelled while queued: Lookup = %+v, want nothing written", got)
 		}
 		ids := map[string]bool{}
@@ -166,7 +166,7 @@ func TestEnqueueGroup(t *testing.T) {
 			t.Fatalf("pending %d, want %d", st.Pending, len(ids))
 		}
 		for i, j := range jobs[1 : n-2] {
-			got, err := q.Lookup(ctx, j.Key)
+			got, err := lookup(ctx, q, j.Key)
 			if err != nil || len(got) != 1 || got[0].ID != res[i+1].ID {
 				t.Fatalf("Lookup(%q) = %+v, %v; want task %s", j.Key, got, err, res[i+1].ID)
 			}
@@ -201,7 +201,7 @@ func TestEnqueueGroupTransportFailure(t *testing.T) {
 			if !errors.Is(errs[i], errInjected) || res[i].ID != "" {
 				t.Fatalf("call %d: %+v, %v; want the injected failure", i, res[i], errs[i])
 			}
-			if got, _ := q.Lookup(ctx, jobs[i].Key); len(got) != 0 {
+			if got, _ := lookup(ctx, q, jobs[i].Key); len(got) != 0 {
 				t.Fatalf("call %d: Lookup = %+v, want nothing written", i, got)
 			}
 		}

@@ -30,7 +30,7 @@ func TestIdempotentEnqueue(t *testing.T) {
 		if !dup.Duplicate || dup.ID != gen.ID {
 			t.Fatalf("generated token re-enqueue = %+v (gen %+v)", dup, gen)
 		}
-		infos, err := q.Lookup(ctx, "order:7")
+		infos, err := lookup(ctx, q, "order:7")
 		if err != nil || len(infos) != 3 {
 			t.Fatalf("lookup = %d tasks, %v", len(infos), err)
 		}
@@ -52,7 +52,7 @@ func TestIdempotentEnqueue(t *testing.T) {
 				t.Fatalf("goroutine %d: id %q err %v (first %q)", i, ids[i], errs[i], ids[0])
 			}
 		}
-		infos, _ = q.Lookup(ctx, "order:race")
+		infos, _ = lookup(ctx, q, "order:race")
 		if n, _ := b.Client.ZCard(ctx, q.k.due).Result(); len(infos) != 1 || n != 4 {
 			t.Fatalf("race key has %d tasks, due set %d (want 1, 4)", len(infos), n)
 		}
@@ -202,7 +202,7 @@ func TestRetryDeadLetter(t *testing.T) {
 		if fmt.Sprint(delays) != "[1 2 3]" {
 			t.Fatalf("backoff called with %v", delays)
 		}
-		page, err := q.ListDead(ctx, 0, 10)
+		page, err := listDead(ctx, q, 0, 10)
 		if err != nil || page.Total != 1 || page.Tasks[0].LastError != "boom 3" || page.Tasks[0].Key != "pay:1" || string(page.Tasks[0].Payload) != "p" {
 			t.Fatalf("dead page %+v, %v", page, err)
 		}
@@ -210,7 +210,7 @@ func TestRetryDeadLetter(t *testing.T) {
 		if st.Dead != 1 || st.Retries != 2 || st.DeadLettered != 1 {
 			t.Fatalf("stats %+v", st)
 		}
-		if n, err := q.Requeue(ctx, page.Tasks[0].ID); err != nil || n != 1 {
+		if n, err := q.Requeue(ctx, Selector{IDs: []string{page.Tasks[0].ID}}); err != nil || n != 1 {
 			t.Fatalf("requeue %d %v", n, err)
 		}
 		bt := mustTake(t, ctx, q, 1)
@@ -220,7 +220,7 @@ func TestRetryDeadLetter(t *testing.T) {
 		if out, err := q.killTask(ctx, bt.Tasks[0], Permanent(errors.New("bad"))); err != nil || out != outcomeDead {
 			t.Fatalf("kill %v %v", out, err)
 		}
-		if n, err := q.PurgeAll(ctx); err != nil || n != 1 {
+		if n, err := q.Purge(ctx, Selector{All: true}); err != nil || n != 1 {
 			t.Fatalf("purge %d %v", n, err)
 		}
 		assertOnlyCounters(t, b, q)
@@ -238,11 +238,11 @@ func TestCancelReschedule(t *testing.T) {
 		if len(flying) != 1 {
 			t.Fatalf("took %d", len(flying))
 		}
-		res, err := q.Cancel(ctx, "o:1")
-		if err != nil || res != (CancelResult{Pending: 1, InFlight: 1}) {
+		res, err := q.Cancel(ctx, Selector{Key: "o:1"})
+		if err != nil || res != (CancelResult{Found: 2, Pending: 1, InFlight: 1}) {
 			t.Fatalf("cancel = %+v, %v", res, err)
 		}
-		if res, _ := q.Cancel(ctx, "o:1"); res != (CancelResult{Already: 1}) {
+		if res, _ := q.Cancel(ctx, Selector{Key: "o:1"}); res != (CancelResult{Already: 1}) {
 			t.Fatalf("second cancel = %+v", res)
 		}
 		if d := mustEnqueue(t, ctx, q, Job{Key: "o:1", Token: "a"}); !d.Duplicate || d.State != StateCancelled {
@@ -253,7 +253,7 @@ func TestCancelReschedule(t *testing.T) {
 			t.Fatalf("retry of cancelled = %v %v", out, err)
 		}
 		// reschedule a pending one to now
-		rr, err := q.Reschedule(ctx, "o:2", After(0))
+		rr, err := q.Reschedule(ctx, Selector{Key: "o:2"}, After(0))
 		if err != nil || rr.Moved != 1 {
 			t.Fatalf("reschedule = %+v %v", rr, err)
 		}
@@ -261,16 +261,16 @@ func TestCancelReschedule(t *testing.T) {
 		if len(got) != 1 || got[0].Key != "o:2" {
 			t.Fatalf("after reschedule took %+v", got)
 		}
-		if rr, _ := q.Reschedule(ctx, "o:2", After(time.Hour)); rr.Moved != 0 || rr.InFlight != 1 {
+		if rr, _ := q.Reschedule(ctx, Selector{Key: "o:2"}, After(time.Hour)); rr.Moved != 0 || rr.InFlight != 1 {
 			t.Fatalf("reschedule in flight = %+v", rr)
 		}
-		if res, _ := q.Cancel(ctx, "o:2"); res.InFlight != 1 {
+		if res, _ := q.Cancel(ctx, Selector{Key: "o:2"}); res.InFlight != 1 {
 			t.Fatalf("cancel o:2 = %+v", res)
 		}
 		if err := q.ackTask(ctx, got[0]); err != nil {
 			t.Fatalf("ack of cancelled: %v", err)
 		}
-		if res, _ := q.Cancel(ctx, "nothing"); res.Found() != 0 {
+		if res, _ := q.Cancel(ctx, Selector{Key: "nothing"}); res.Found != 0 {
 			t.Fatalf("cancel of unknown = %+v", res)
 		}
 		assertOnlyCounters(t, b, q)
@@ -282,7 +282,7 @@ func TestSweepDeletesCancelled(t *testing.T) {
 	eachQueue(t, Options{Lease: 100 * time.Millisecond}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
 		tk := mustTake(t, ctx, q, 1).Tasks[0]
-		if r, _ := q.Cancel(ctx, "k"); r.InFlight != 1 {
+		if r, _ := q.Cancel(ctx, Selector{Key: "k"}); r.InFlight != 1 {
 			t.Fatalf("cancel %+v", r)
 		}
 		passServerTime(t, ctx, b, tk.Deadline)
@@ -302,7 +302,7 @@ func TestSweepDeadLetters(t *testing.T) {
 		if r, err := q.Sweep(ctx, 10); err != nil || r.Dead != 1 {
 			t.Fatalf("sweep %+v %v", r, err)
 		}
-		p, _ := q.ListDead(ctx, 0, 1)
+		p, _ := listDead(ctx, q, 0, 1)
 		if len(p.Tasks) != 1 || p.Tasks[0].LastError != "delay: lease expired" {
 			t.Fatalf("dead %+v", p)
 		}

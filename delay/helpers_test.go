@@ -215,7 +215,7 @@ func newWorker(l Line, h Handler, o workerOpts) (*Pool, error) {
 		conc = 8
 	}
 	if s, ok := l.(*Sharded); ok && s != nil {
-		conc *= s.Len()
+		conc *= len(s.Shards())
 	}
 	p, err := NewPool(PoolOptions{Concurrency: conc, ShutdownTimeout: o.ShutdownTimeout, SweepBatch: o.SweepBatch,
 		AutoExtend: o.AutoExtend, WakeClient: o.WakeClient, WakeBlock: o.WakeBlock, IdleCheck: o.IdleCheck,
@@ -227,4 +227,59 @@ func newWorker(l Line, h Handler, o workerOpts) (*Pool, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// lookup lists the tasks of key through List: the readable ones, and an
+// error wrapping the last unreadable one's. A pending task's state is
+// StatePending (List reports StateDue or StateScheduled by the clock):
+// these tests check which set a task is in.
+func lookup(ctx context.Context, q *Queue, key string) ([]TaskInfo, error) {
+	p, err := q.List(ctx, ListOptions{Key: key})
+	if err != nil {
+		return nil, err
+	}
+	var out []TaskInfo
+	var bad error
+	for _, t := range p.Tasks {
+		if t.Err != nil {
+			bad = t.Err
+			continue
+		}
+		t.State = inSet(t.State)
+		out = append(out, t)
+	}
+	return out, bad
+}
+
+// listDead reads count dead tasks from offset, oldest first, through
+// List's cursor (Total counts the whole dead set).
+func listDead(ctx context.Context, q *Queue, offset, count int) (Page, error) {
+	o := ListOptions{State: StateDead, Limit: count}
+	if offset == 0 {
+		return q.List(ctx, o)
+	}
+	var skipped Page
+	for left := offset; left > 0; {
+		o.Limit = min(left, MaxBatch)
+		p, err := q.List(ctx, o)
+		if err != nil || p.Next == "" && len(p.Tasks) < o.Limit {
+			return Page{Total: p.Total}, err
+		}
+		left -= len(p.Tasks)
+		o.Cursor, skipped = p.Next, p
+	}
+	o.Limit = count
+	p, err := q.List(ctx, o)
+	if err == nil && skipped.Next == "" {
+		p.Tasks = nil
+	}
+	return p, err
+}
+
+// inSet is StatePending for either half of the due set, else st.
+func inSet(st State) State {
+	if st == StateDue || st == StateScheduled {
+		return StatePending
+	}
+	return st
 }

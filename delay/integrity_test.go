@@ -97,8 +97,8 @@ func (f *faultTally) drain(t *testing.T, ctx context.Context, q *Queue, lostOK b
 }
 
 // open is what the source still lists: the tasks of src not acked yet.
-func (f *faultTally) open(src []SourceTask) []SourceTask {
-	var out []SourceTask
+func (f *faultTally) open(src []Job) []Job {
+	var out []Job
 	for _, s := range src {
 		if !f.acked[s.Key] {
 			out = append(out, s)
@@ -114,7 +114,7 @@ func (f *faultTally) take(b takeBatch) {
 }
 
 // report prints and checks the figures over the keys the source holds.
-func (f *faultTally) report(t *testing.T, name string, src []SourceTask) {
+func (f *faultTally) report(t *testing.T, name string, src []Job) {
 	t.Helper()
 	lost, twice := 0, 0
 	for _, s := range src {
@@ -145,10 +145,10 @@ func keyLoss(t *testing.T, b *testredis.Backend, kind string) {
 		t.Fatal(err)
 	}
 	past := time.Now().Add(-time.Minute)
-	var src []SourceTask
+	var src []Job
 	var jobs []Job
 	for i := range 40 {
-		st := SourceTask{Key: "order:" + strconv.Itoa(i), Token: "pay", At: past, Payload: []byte("p" + strconv.Itoa(i))}
+		st := Job{Key: "order:" + strconv.Itoa(i), Token: "pay", When: At(past), Payload: []byte("p" + strconv.Itoa(i))}
 		src = append(src, st)
 		jobs = append(jobs, Job{Key: st.Key, Token: st.Token, Payload: st.Payload, When: At(st.At)})
 	}
@@ -247,7 +247,7 @@ func keyLoss(t *testing.T, b *testredis.Backend, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, err := q.ListDead(ctx, 0, MaxBatch)
+	dead, err := listDead(ctx, q, 0, MaxBatch)
 	if err != nil {
 		t.Fatal(err)
 	}

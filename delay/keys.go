@@ -10,23 +10,23 @@ import (
 
 // Name and key limits, checked in Go before anything is sent.
 const (
-	// MaxNameBytes is the longest queue name (and key prefix).
-	MaxNameBytes = 128
+	// maxNameBytes is the longest queue name (and key prefix).
+	maxNameBytes = 128
 	// MaxKeyBytes is the longest business key.
 	MaxKeyBytes = 512
 	// MaxTokenBytes is the longest idempotency token.
 	MaxTokenBytes = 128
-	// MaxTasksPerKey caps the tasks (tokens) one business key may hold at once,
+	// maxTasksPerKey caps the tasks (tokens) one business key may hold at once,
 	// which bounds every per-key script loop.
-	MaxTasksPerKey = 64
+	maxTasksPerKey = 64
 	// DefaultPrefix is the key prefix when Options.Prefix is empty.
 	DefaultPrefix = "tierset"
 )
 
-// ValidateName reports whether name is a usable queue name: 1..MaxNameBytes
+// validateName reports whether name is a usable queue name: 1..maxNameBytes
 // bytes of valid UTF-8 with no braces, glob characters, whitespace or
 // control characters (the one check of internal/keyname).
-func ValidateName(name string) error {
+func validateName(name string) error {
 	if err := keyname.Check(name); err != nil {
 		return invalid("name", "%w", err)
 	}

@@ -59,11 +59,11 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 		for i := 0; i < n; i++ {
 			switch paths[i%len(paths)] {
 			case "cancelpending":
-				if _, err := q.CancelToken(ctx, jobs[i].Key, jobs[i].Token); err != nil {
+				if _, err := q.Cancel(ctx, Selector{Key: jobs[i].Key, Token: jobs[i].Token}); err != nil {
 					t.Fatal(err)
 				}
 			case "reschedule":
-				if r, err := q.RescheduleToken(ctx, jobs[i].Key, jobs[i].Token, After(0)); err != nil || r.Moved != 1 {
+				if r, err := q.Reschedule(ctx, Selector{Key: jobs[i].Key, Token: jobs[i].Token}, After(0)); err != nil || r.Moved != 1 {
 					t.Fatalf("reschedule %+v %v", r, err)
 				}
 			}
@@ -123,7 +123,7 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 						acks = append(acks, tk)
 					}
 				case p == "cancelflight", p == "cancelflightretry":
-					if r, err := q.CancelToken(ctx, tk.Key, tk.Token); err != nil || r.InFlight != 1 {
+					if r, err := q.Cancel(ctx, Selector{Key: tk.Key, Token: tk.Token}); err != nil || r.InFlight != 1 {
 						t.Fatalf("cancel in flight %+v %v", r, err)
 					}
 					if p == "cancelflight" {
@@ -151,7 +151,7 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 			// requeue the requeue-path dead tasks (every page)
 			var rq []string
 			for off := 0; ; off += 1000 {
-				page, err := q.ListDead(ctx, off, 1000)
+				page, err := listDead(ctx, q, off, 1000)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -165,18 +165,18 @@ func nothingLeaks(t *testing.T, doneTTL time.Duration) {
 				}
 			}
 			for i := 0; i < len(rq); i += 1000 {
-				if n, err := q.Requeue(ctx, rq[i:min(i+1000, len(rq))]...); err != nil || n != min(1000, len(rq)-i) {
+				if n, err := q.Requeue(ctx, Selector{IDs: rq[i:min(i+1000, len(rq))]}); err != nil || n != min(1000, len(rq)-i) {
 					t.Fatalf("requeue %d %v", n, err)
 				}
 				requeued += min(1000, len(rq)-i)
 			}
 		}
 		for i := 0; i < len(deadIDs); i += 1000 {
-			if _, err := q.Purge(ctx, deadIDs[i:min(i+1000, len(deadIDs))]...); err != nil {
+			if _, err := q.Purge(ctx, Selector{IDs: deadIDs[i:min(i+1000, len(deadIDs))]}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := q.PurgeAll(ctx); err != nil { // the "dead" path
+		if _, err := q.Purge(ctx, Selector{All: true}); err != nil { // the "dead" path
 			t.Fatal(err)
 		}
 		if expired != n/len(paths) || requeued != n/len(paths) {

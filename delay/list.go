@@ -12,26 +12,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// PageState names the set that ListTasks pages through.
-type PageState string
-
-// Page states: the due set split at Redis TIME, and the other sets.
-const (
-	PageDue       PageState = "due"       // pending and already due
-	PageScheduled PageState = "scheduled" // pending, due later
-	PageInFlight  PageState = "inflight"  // under a lease (cancelled ones too)
-	PageDead      PageState = "dead"      // in the dead-letter set
-	PageDone      PageState = "done"      // acked, kept as tombstones (Options.DoneTTL)
-)
-
-// PageStates lists the page states in the order a task moves through them.
-var PageStates = []PageState{PageDue, PageScheduled, PageInFlight, PageDead, PageDone}
-
-// PageOptions selects one page of ListTasks.
-type PageOptions struct {
-	// State is the set to page through. Required.
-	State PageState
-	// Cursor continues after the last page (TaskPage.Next); "" starts at
+// ListOptions selects one page of List.
+type ListOptions struct {
+	// State is the set to page through: StateDue (pending and due by
+	// Redis TIME, soonest first), StateScheduled (pending, due later),
+	// StatePending (both), StateInFlight (cancelled ones too, oldest lease
+	// first), StateDead or StateDone. Required unless Key is set.
+	State State
+	// Key lists the tasks of one business key (at most 64), through the
+	// reverse index in one script: every state unless State is set (a
+	// pending task matches StatePending, and StateDue or StateScheduled by
+	// its due time). The page is then the whole list: Cursor, Limit,
+	// Newest, From and To set with Key are refused.
+	Key string
+	// From and To bound the score time: the due time (pending), the lease
+	// deadline (in flight), the dead-letter time (dead) or the ack time
+	// (done); both inclusive, zero for no bound. Total counts the tasks in
+	// the bounds.
+	From, To time.Time
+	// Cursor continues after the last page (Page.Next); "" starts at
 	// the first task.
 	Cursor string
 	// Limit is the most tasks on the page (1..MaxBatch). Defaults to 50.
@@ -45,15 +44,16 @@ type PageOptions struct {
 	ErrorText string
 	// ScanLimit bounds the entries one call reads when a filter is set, so
 	// a filter that matches nothing costs a bounded window, not the whole
-	// set (TaskPage.Bounded says it stopped there). Defaults to 10000.
+	// set (Page.Bounded says it stopped there). Defaults to 10000.
 	ScanLimit int
 }
 
-// TaskPage is one page of ListTasks.
-type TaskPage struct {
-	// Total counts the tasks in the state (before any filter).
+// Page is one page of List.
+type Page struct {
+	// Total counts the tasks in the state and bounds (before KeyPrefix and
+	// ErrorText).
 	Total int64
-	Tasks []TaskEntry
+	Tasks []TaskInfo
 	// Next is the cursor of the next page; "" when the set ends here.
 	Next string
 	// Scanned is how many entries were read to fill the page.
@@ -63,42 +63,67 @@ type TaskPage struct {
 	Bounded bool
 }
 
-// TaskEntry is one task as ListTasks and Task read it.
-type TaskEntry struct {
-	TaskInfo
+// TaskInfo is one task as List and Task read it, beside the delivered
+// *Task a handler gets.
+type TaskInfo struct {
+	ID, Key, Token string
+	// State is StateDue or StateScheduled (by Redis TIME as the read
+	// estimates it) for a pending task, else where the task is.
+	State State
+	// Attempt counts deliveries so far: the one in hand included for a
+	// task in flight.
+	Attempt int
+	// When is the due time (pending), the lease deadline (in flight or
+	// cancelled), the dead-letter time (dead) or the ack time (done).
+	When time.Time
+	// LastError is the newest of LastErrors ("" when none).
+	LastError string
+	// LastErrors are the task's last errors, oldest first: up to 3, the
+	// oldest dropped when they pass 2 KiB together (the newest is always
+	// kept). Each retry, kill or expired lease adds one; a retry or kill
+	// with a nil cause adds "". A record written before lists were kept
+	// has its one error here.
+	LastErrors []string
+	Payload    []byte
 	// Fence is the fence of the current delivery of a task in flight
 	// (0 otherwise).
 	Fence int64
-	// Err is set (wrapping ErrCorrupt or ErrRecordLost) when the record
-	// does not decode or is gone; ID, State and When are still set.
+	// Err is set (wrapping ErrCorrupt, ErrRecordLost or ErrDueLost) when
+	// the record does not decode, is gone, or is in no set; ID, State and
+	// When are set as far as they are known. Purge still removes a dead
+	// one.
 	Err error
 }
 
-// ListTasks reads one page of a state's tasks in score order, from a
-// cursor: a ZRANGE BYSCORE window of the page's size and one pipeline of
-// record reads, so a page costs O(log N + page) at any depth, never a
-// read of the whole set. Filters read further, up to ScanLimit entries.
-func (q *Queue) ListTasks(ctx context.Context, o PageOptions) (TaskPage, error) {
+// List reads one page of tasks. By State, in score order from a cursor:
+// a ZRANGE BYSCORE window of the page's size and one pipeline of record
+// reads, so a page costs O(log N + page) at any depth, never a read of
+// the whole set; filters read further, up to ScanLimit entries. By Key,
+// the key's tasks in one script.
+func (q *Queue) List(ctx context.Context, o ListOptions) (Page, error) {
+	if o.Key != "" {
+		return q.listKey(ctx, o)
+	}
 	if o.Limit == 0 {
 		o.Limit = 50
 	}
 	if o.Limit < 1 || o.Limit > MaxBatch {
-		return TaskPage{}, invalid("batch", "limit %d", o.Limit)
+		return Page{}, invalid("batch", "limit %d", o.Limit)
 	}
 	if o.ScanLimit <= 0 {
 		o.ScanLimit = 10_000
 	}
-	key, lo, hi, err := q.pageRange(o.State)
+	key, lo, hi, err := q.pageRange(o.State, o.From, o.To)
 	if err != nil {
-		return TaskPage{}, err
+		return Page{}, err
 	}
-	var p TaskPage
+	var p Page
 	if p.Total, err = q.c.ZCount(ctx, key, lo, hi).Result(); err != nil {
-		return TaskPage{}, wrapErr(ctx, "list tasks", err)
+		return Page{}, wrapErr(ctx, "list tasks", err)
 	}
 	from, fromID, err := parseCursor(o.Cursor)
 	if err != nil {
-		return TaskPage{}, err
+		return Page{}, err
 	}
 	filtered := o.KeyPrefix != "" || o.ErrorText != ""
 	last := ""          // the cursor of the last task on the page
@@ -111,7 +136,7 @@ func (q *Queue) ListTasks(ctx context.Context, o PageOptions) (TaskPage, error) 
 		}
 		zs, err := q.zwindow(ctx, key, lo, hi, from, o.Newest, off, chunk)
 		if err != nil {
-			return TaskPage{}, err
+			return Page{}, err
 		}
 		// Entries tied with the cursor's score at or before its ID were
 		// on the last page (Redis orders ties by member).
@@ -127,9 +152,9 @@ func (q *Queue) ListTasks(ctx context.Context, o PageOptions) (TaskPage, error) 
 		if len(kept) == 0 && len(zs) == chunk {
 			continue // a run of ties: read past it
 		}
-		ents, err := q.readEntries(ctx, o.State, kept)
+		ents, err := q.readEntries(ctx, o.State, q.dueSplit(), kept)
 		if err != nil {
-			return TaskPage{}, err
+			return Page{}, err
 		}
 		for i, e := range ents {
 			if !filtered && len(p.Tasks) == o.Limit {
@@ -162,26 +187,68 @@ func (q *Queue) ListTasks(ctx context.Context, o PageOptions) (TaskPage, error) 
 
 // pageRange is the state's sorted set and its score bounds: the due set
 // splits at the current millisecond's last seq (by the estimated Redis
-// TIME, as Stats counts Ready).
-func (q *Queue) pageRange(st PageState) (key, lo, hi string, err error) {
+// TIME, as Stats counts Ready); from and to narrow them.
+func (q *Queue) pageRange(st State, from, to time.Time) (key, lo, hi string, err error) {
+	lo, hi = "-inf", "+inf"
 	switch st {
-	case PageDue, PageScheduled:
-		now, err := q.o.Codec.Encode(q.ServerNow().UnixMilli(), q.mult-1)
-		if err != nil {
-			return "", "", "", err
+	case StateDue, StateScheduled, StatePending:
+		key = q.k.due
+		split := strconv.FormatInt(q.dueSplit(), 10)
+		if st == StateDue {
+			hi = split
+		} else if st == StateScheduled {
+			lo = "(" + split
 		}
-		if st == PageDue {
-			return q.k.due, "-inf", strconv.FormatInt(now, 10), nil
+		if !from.IsZero() {
+			f, err := q.o.Codec.Encode(max(ceilUnixMs(from), q.epoch), 0)
+			if err != nil {
+				return "", "", "", err
+			}
+			lo = maxBound(lo, strconv.FormatInt(f, 10))
 		}
-		return q.k.due, "(" + strconv.FormatInt(now, 10), "+inf", nil
-	case PageInFlight:
-		return q.k.inflight, "-inf", "+inf", nil
-	case PageDead:
-		return q.k.dead, "-inf", "+inf", nil
-	case PageDone:
-		return q.k.done, "-inf", "+inf", nil
+		if !to.IsZero() {
+			t, err := q.o.Codec.Encode(max(to.UnixMilli(), q.epoch), q.mult-1)
+			if err != nil {
+				return "", "", "", err
+			}
+			hi = minBound(hi, strconv.FormatInt(t, 10))
+		}
+		return key, lo, hi, nil
+	case StateInFlight:
+		key = q.k.inflight
+	case StateDead:
+		key = q.k.dead
+	case StateDone:
+		key = q.k.done
+	default:
+		return "", "", "", invalid("batch", "state %q (want due, scheduled, pending, inflight, dead or done)", st)
 	}
-	return "", "", "", invalid("batch", "state %q (want due, scheduled, inflight, dead or done)", st)
+	if !from.IsZero() {
+		lo = strconv.FormatInt(ceilUnixMs(from), 10)
+	}
+	if !to.IsZero() {
+		hi = strconv.FormatInt(to.UnixMilli(), 10)
+	}
+	return key, lo, hi, nil
+}
+
+// dueSplit is the highest due-set score that is due now: the current
+// millisecond's last seq, by the estimated Redis TIME.
+func (q *Queue) dueSplit() int64 {
+	now, err := q.o.Codec.Encode(q.ServerNow().UnixMilli(), q.mult-1)
+	if err != nil {
+		return math.MaxInt64 // past the codec's range: everything is due
+	}
+	return now
+}
+
+// pendingState is StateDue or StateScheduled for a due-set score, split at
+// split (a dueSplit).
+func pendingState(sc, split int64) State {
+	if sc <= split {
+		return StateDue
+	}
+	return StateScheduled
 }
 
 // zwindow reads count entries from score from (inclusive; the bound when
@@ -254,7 +321,7 @@ func parseCursor(c string) (float64, string, error) {
 
 // readEntries reads the records of a window's tasks (and the fences of
 // tasks in flight) in one pipeline.
-func (q *Queue) readEntries(ctx context.Context, st PageState, zs []redis.Z) ([]TaskEntry, error) {
+func (q *Queue) readEntries(ctx context.Context, st State, split int64, zs []redis.Z) ([]TaskInfo, error) {
 	if len(zs) == 0 {
 		return nil, nil
 	}
@@ -266,7 +333,7 @@ func (q *Queue) readEntries(ctx context.Context, st PageState, zs []redis.Z) ([]
 			ids[i] = z.Member.(string)
 			recs[i] = p.HGet(ctx, q.k.taskBucket(ids[i]), ids[i])
 		}
-		if st == PageInFlight {
+		if st == StateInFlight {
 			fences = p.HMGet(ctx, q.k.lease, ids...)
 		}
 		return nil
@@ -274,30 +341,27 @@ func (q *Queue) readEntries(ctx context.Context, st PageState, zs []redis.Z) ([]
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, wrapErr(ctx, "list tasks", err)
 	}
-	out := make([]TaskEntry, len(zs))
+	out := make([]TaskInfo, len(zs))
 	for i, z := range zs {
 		var fence any
 		if fences != nil {
 			fence = fences.Val()[i]
 		}
-		out[i] = q.entry(ids[i], st, int64(z.Score), recs[i].Val(), fence)
+		out[i] = q.entry(ids[i], st, split, int64(z.Score), recs[i].Val(), fence)
 	}
 	return out, nil
 }
 
-// entry decodes one task's record read beside its score.
-func (q *Queue) entry(id string, st PageState, sc int64, blob string, fence any) TaskEntry {
-	e := TaskEntry{TaskInfo: TaskInfo{ID: id}}
+// entry decodes one task's record read beside its score in the set of
+// state st (any of the due set's three for a pending task).
+func (q *Queue) entry(id string, st State, split, sc int64, blob string, fence any) TaskInfo {
+	e := TaskInfo{ID: id}
 	switch st {
-	case PageDue, PageScheduled:
-		e.State = StatePending
+	case StateDue, StateScheduled, StatePending:
+		e.State = pendingState(sc, split)
 		e.When, _, _ = q.o.Codec.DecodeTime(sc)
-	case PageInFlight:
-		e.State, e.When = StateInFlight, time.UnixMilli(sc)
-	case PageDead:
-		e.State, e.When = StateDead, time.UnixMilli(sc)
-	case PageDone:
-		e.State, e.When = StateDone, time.UnixMilli(sc)
+	default:
+		e.State, e.When = st, time.UnixMilli(sc)
 	}
 	if s, ok := fence.(string); ok {
 		e.Fence, _ = strconv.ParseInt(s, 10, 64)
@@ -315,7 +379,7 @@ func (q *Queue) entry(id string, st PageState, sc int64, blob string, fence any)
 	if e.Token == "" {
 		e.Token = id
 	}
-	if st == PageInFlight {
+	if st == StateInFlight {
 		e.Attempt++ // the delivery in hand
 		if rec.flags&flagCancelled != 0 {
 			e.State = StateCancelled
@@ -326,14 +390,14 @@ func (q *Queue) entry(id string, st PageState, sc int64, blob string, fence any)
 
 // Task reads one task by ID wherever it is (one pipeline). A task in no
 // set is ErrNotFound.
-func (q *Queue) Task(ctx context.Context, id string) (TaskEntry, error) {
+func (q *Queue) Task(ctx context.Context, id string) (TaskInfo, error) {
 	if err := checkIDs([]string{id}); err != nil {
-		return TaskEntry{}, err
+		return TaskInfo{}, err
 	}
 	sets := []struct {
 		key string
-		st  PageState
-	}{{q.k.due, PageDue}, {q.k.inflight, PageInFlight}, {q.k.dead, PageDead}, {q.k.done, PageDone}}
+		st  State
+	}{{q.k.due, StatePending}, {q.k.inflight, StateInFlight}, {q.k.dead, StateDead}, {q.k.done, StateDone}}
 	scores := make([]*redis.FloatCmd, len(sets))
 	var rec, fence *redis.StringCmd
 	_, err := q.c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -345,7 +409,7 @@ func (q *Queue) Task(ctx context.Context, id string) (TaskEntry, error) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return TaskEntry{}, wrapErr(ctx, "task", err)
+		return TaskInfo{}, wrapErr(ctx, "task", err)
 	}
 	for i, s := range sets {
 		if scores[i].Err() != nil {
@@ -355,7 +419,7 @@ func (q *Queue) Task(ctx context.Context, id string) (TaskEntry, error) {
 		if fence.Err() == nil {
 			f = fence.Val()
 		}
-		return q.entry(id, s.st, int64(scores[i].Val()), rec.Val(), f), nil
+		return q.entry(id, s.st, q.dueSplit(), int64(scores[i].Val()), rec.Val(), f), nil
 	}
-	return TaskEntry{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	return TaskInfo{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 }

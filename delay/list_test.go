@@ -12,12 +12,12 @@ import (
 
 // listAll pages through one state with o, returning the IDs in order and
 // the pages it took.
-func listAll(t *testing.T, q *Queue, o PageOptions) ([]string, int) {
+func listAll(t *testing.T, q *Queue, o ListOptions) ([]string, int) {
 	t.Helper()
 	var ids []string
 	pages := 0
 	for {
-		p, err := q.ListTasks(t.Context(), o)
+		p, err := q.List(t.Context(), o)
 		if err != nil {
 			t.Fatalf("ListTasks(%+v): %v", o, err)
 		}
@@ -68,18 +68,18 @@ func TestListTasks(t *testing.T) {
 
 		for _, tc := range []struct {
 			name  string
-			o     PageOptions
+			o     ListOptions
 			count int
 		}{
-			{"due by 7", PageOptions{State: PageDue, Limit: 7}, 21},
-			{"due newest by 4", PageOptions{State: PageDue, Limit: 4, Newest: true}, 21},
-			{"scheduled by 3", PageOptions{State: PageScheduled, Limit: 3}, 10},
-			{"inflight ties by 2", PageOptions{State: PageInFlight, Limit: 2}, 5},
-			{"inflight ties newest by 2", PageOptions{State: PageInFlight, Limit: 2, Newest: true}, 5},
-			{"dead", PageOptions{State: PageDead}, 3},
-			{"done", PageOptions{State: PageDone}, 1},
-			{"key prefix", PageOptions{State: PageDue, KeyPrefix: "a-2", Limit: 4}, 10},
-			{"error text", PageOptions{State: PageDead, ErrorText: "said 501"}, 1},
+			{"due by 7", ListOptions{State: StateDue, Limit: 7}, 21},
+			{"due newest by 4", ListOptions{State: StateDue, Limit: 4, Newest: true}, 21},
+			{"scheduled by 3", ListOptions{State: StateScheduled, Limit: 3}, 10},
+			{"inflight ties by 2", ListOptions{State: StateInFlight, Limit: 2}, 5},
+			{"inflight ties newest by 2", ListOptions{State: StateInFlight, Limit: 2, Newest: true}, 5},
+			{"dead", ListOptions{State: StateDead}, 3},
+			{"done", ListOptions{State: StateDone}, 1},
+			{"key prefix", ListOptions{State: StateDue, KeyPrefix: "a-2", Limit: 4}, 10},
+			{"error text", ListOptions{State: StateDead, ErrorText: "said 501"}, 1},
 		} {
 			ids, _ := listAll(t, q, tc.o)
 			if len(ids) != tc.count {
@@ -93,7 +93,7 @@ func TestListTasks(t *testing.T) {
 					seen[id] = true
 				}
 			}
-			if tc.o.State == PageInFlight {
+			if tc.o.State == StateInFlight {
 				got := slices.Clone(ids)
 				if tc.o.Newest {
 					slices.Reverse(got)
@@ -104,18 +104,18 @@ func TestListTasks(t *testing.T) {
 			}
 		}
 		// The order is the due order, and Newest is its reverse.
-		up, _ := listAll(t, q, PageOptions{State: PageDue, Limit: 5})
-		down, _ := listAll(t, q, PageOptions{State: PageDue, Limit: 6, Newest: true})
+		up, _ := listAll(t, q, ListOptions{State: StateDue, Limit: 5})
+		down, _ := listAll(t, q, ListOptions{State: StateDue, Limit: 6, Newest: true})
 		slices.Reverse(down)
 		if !slices.Equal(up, down) {
 			t.Errorf("oldest first %v, newest first reversed %v", up, down)
 		}
 		// A filter that matches nothing stops at ScanLimit and says so.
-		p, err := q.ListTasks(ctx, PageOptions{State: PageDue, KeyPrefix: "zz", ScanLimit: 8})
+		p, err := q.List(ctx, ListOptions{State: StateDue, KeyPrefix: "zz", ScanLimit: 8})
 		if err != nil || !p.Bounded || p.Scanned != 8 || p.Next == "" || len(p.Tasks) != 0 {
 			t.Errorf("bounded filter: %+v, %v", p, err)
 		}
-		p, err = q.ListTasks(ctx, PageOptions{State: PageDue, Limit: 1})
+		p, err = q.List(ctx, ListOptions{State: StateDue, Limit: 1})
 		if err != nil || p.Total != 21 || len(p.Tasks) != 1 || string(p.Tasks[0].Payload) != `{"n":1}` || p.Tasks[0].Key != "a-09" {
 			t.Errorf("first due: %+v, %v", p, err)
 		}
@@ -131,8 +131,8 @@ func TestListTasks(t *testing.T) {
 		if _, err := q.Task(ctx, "zzzz"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Task of an unknown ID: %v, want ErrNotFound", err)
 		}
-		for _, o := range []PageOptions{{State: "nope"}, {State: PageDue, Limit: MaxBatch + 1}, {State: PageDue, Cursor: "x"}} {
-			if _, err := q.ListTasks(ctx, o); !errors.Is(err, &ValidationError{Field: "batch"}) {
+		for _, o := range []ListOptions{{State: "nope"}, {State: StateDue, Limit: MaxBatch + 1}, {State: StateDue, Cursor: "x"}} {
+			if _, err := q.List(ctx, o); !errors.Is(err, &ValidationError{Field: "batch"}) {
 				t.Errorf("ListTasks(%+v): %v, want invalid batch", o, err)
 			}
 		}

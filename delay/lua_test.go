@@ -45,7 +45,7 @@ func TestLuaScoreArithmeticNear2p53(t *testing.T) {
 		}
 		// fill the last ms: the 1025th would spill past MaxTime and is refused
 		jobs := make([]Job, 1021)
-		for i := range jobs { // at most MaxTasksPerKey tokens per business key
+		for i := range jobs { // at most maxTasksPerKey tokens per business key
 			jobs[i] = Job{Key: "fill:" + strconv.Itoa(i/60), Token: "t" + strconv.Itoa(i), When: At(last)}
 		}
 		mustEnqueueBatch(t, ctx, q, jobs)

@@ -9,40 +9,86 @@ import (
 	"time"
 )
 
+// Selector names the tasks Cancel, Reschedule, Requeue or Purge act on:
+// every task of a business key (Key), one task (Key and Token), or the
+// exact tasks that IDs name when the script runs (IDs, at most MaxBatch).
+// Set Key or IDs, not both; All (every dead task) is for Purge alone.
+//
+// By key, a call finds the tasks through the reverse index, in O(log N)
+// per task (no scan). By ID, a call acts only on the tasks the IDs name:
+// IDs are never reused, so an ID whose task has finished or been removed
+// is skipped (counted nowhere), and a task enqueued since with the same
+// key and token, which has a new ID, is never touched, unlike a read of
+// the task followed by a call by key and token.
+type Selector struct {
+	Key string
+	// Token narrows Key to the task (Key, Token); "" means every task of Key.
+	Token string
+	IDs   []string
+	// All selects every dead task (Purge only).
+	All bool
+}
+
+// check validates s for an operation; byKey and all say which forms the
+// operation takes (IDs it always takes).
+func (s Selector) check(byKey, all bool) error {
+	switch {
+	case s.All && !all:
+		return invalid("selector", "All is for Purge alone")
+	case s.All && (s.Key != "" || s.Token != "" || len(s.IDs) > 0):
+		return invalid("selector", "All with Key or IDs")
+	case s.Key != "" && len(s.IDs) > 0:
+		return invalid("selector", "both Key and IDs set")
+	case s.Key == "" && s.Token != "":
+		return invalid("selector", "Token without Key")
+	case s.Key != "" && !byKey:
+		return invalid("selector", "by key (this operation takes IDs or All)")
+	case s.Key == "" && len(s.IDs) == 0 && !s.All:
+		return invalid("selector", "no Key and no IDs")
+	case s.Key != "":
+		if err := validateKey(s.Key); err != nil {
+			return err
+		}
+		return validateToken(s.Token)
+	}
+	return checkIDs(s.IDs)
+}
+
 // CancelResult reports what Cancel found.
 type CancelResult struct {
+	Found    int // Pending + InFlight + Dead: the tasks Cancel acted on
 	Pending  int // pending tasks removed (record, payload and index entry)
 	InFlight int // in-flight tasks marked: their ack removes them, they are never retried
 	Dead     int // dead-lettered tasks removed
 	Already  int // in-flight tasks that were already marked
 }
 
-// Found is the number of tasks Cancel acted on.
-func (r CancelResult) Found() int { return r.Pending + r.InFlight + r.Dead }
-
-// Cancel cancels every task of a business key, in O(log N) per task through
-// the reverse index (no scan).
-func (q *Queue) Cancel(ctx context.Context, key string) (CancelResult, error) {
-	return q.CancelToken(ctx, key, "")
-}
-
-// CancelToken cancels the task (key, token); token "" means every task of key.
-func (q *Queue) CancelToken(ctx context.Context, key, token string) (CancelResult, error) {
-	if err := validateKey(key); err != nil {
+// Cancel cancels the tasks s names, in one script: a pending or dead task
+// is removed, a task in flight is marked (its ack removes it, it is never
+// retried). By ID, a dead ID whose record is lost or unreadable is
+// removed too, as Purge removes it.
+func (q *Queue) Cancel(ctx context.Context, s Selector) (CancelResult, error) {
+	if err := s.check(true, false); err != nil {
 		return CancelResult{}, err
 	}
-	if err := validateToken(token); err != nil {
-		return CancelResult{}, err
+	var r reply
+	var err error
+	if s.Key != "" {
+		r, err = q.mutate(ctx, scriptCancel, "cancel", q.req.next(),
+			[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, s.Key, s.Token, digest(s.Key))
+	} else {
+		r, err = q.mutate(ctx, scriptCancelIds, "cancel", q.req.next(),
+			[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, anys(s.IDs)...)
 	}
-	r, err := q.mutate(ctx, scriptCancel, "cancel", q.req.next(),
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, key, token, digest(key))
 	if err != nil {
 		return CancelResult{}, err
 	}
 	if err := codeErr(r.int(0)); err != nil {
 		return CancelResult{}, fmt.Errorf("delay: cancel: %w", err)
 	}
-	return CancelResult{Pending: int(r.int(1)), InFlight: int(r.int(2)), Dead: int(r.int(3)), Already: int(r.int(4))}, nil
+	res := CancelResult{Pending: int(r.int(1)), InFlight: int(r.int(2)), Dead: int(r.int(3)), Already: int(r.int(4))}
+	res.Found = res.Pending + res.InFlight + res.Dead
+	return res, nil
 }
 
 // RescheduleResult reports what Reschedule found.
@@ -53,28 +99,25 @@ type RescheduleResult struct {
 	Due      time.Time // the new due time of the last task moved
 }
 
-// Reschedule moves every pending task of key to w (O(log N) per task). It
-// is all or nothing: on an error every task is where and as it was.
-func (q *Queue) Reschedule(ctx context.Context, key string, w When) (RescheduleResult, error) {
-	return q.RescheduleToken(ctx, key, "", w)
-}
-
-// RescheduleToken is Reschedule for the task (key, token); token "" means all.
-func (q *Queue) RescheduleToken(ctx context.Context, key, token string, w When) (RescheduleResult, error) {
-	if err := validateKey(key); err != nil {
-		return RescheduleResult{}, err
-	}
-	if err := validateToken(token); err != nil {
+// Reschedule moves the pending tasks s names to w (O(log N) per task), in
+// one script; tasks in flight or dead are counted and left alone. It is
+// all or nothing: on an error every task is where and as it was.
+func (q *Queue) Reschedule(ctx context.Context, s Selector, w When) (RescheduleResult, error) {
+	if err := s.check(true, false); err != nil {
 		return RescheduleResult{}, err
 	}
 	mode, v, err := q.whenArgs(w)
 	if err != nil {
 		return RescheduleResult{}, err
 	}
-	r, err := q.mutate(ctx, scriptReschedule, "reschedule", q.req.next(),
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
-		key, token, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), digest(key))
-	return q.rescheduled(r, err)
+	if s.Key != "" {
+		return q.rescheduled(q.mutate(ctx, scriptReschedule, "reschedule", q.req.next(),
+			[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake},
+			s.Key, s.Token, mode, v, q.epoch, q.mult, q.o.Codec.MaxMs(), digest(s.Key)))
+	}
+	args := append([]any{mode, v, q.epoch, q.mult, q.o.Codec.MaxMs()}, anys(s.IDs)...)
+	return q.rescheduled(q.mutate(ctx, scriptRescheduleIds, "reschedule", q.req.next(),
+		[]string{q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake}, args...))
 }
 
 // rescheduled reads the reply of reschedule.lua or reschedule_ids.lua
@@ -93,46 +136,6 @@ func (q *Queue) rescheduled(r reply, err error) (RescheduleResult, error) {
 	return res, nil
 }
 
-// CancelIDs cancels tasks by ID (at most MaxBatch), in one script: a
-// pending or dead task is removed, a task in flight is marked as
-// CancelToken marks it. Unlike a read of the task followed by
-// CancelToken, it acts only on the tasks the IDs name when it runs: IDs
-// are never reused, so an ID whose task has finished or been removed is
-// skipped (counted nowhere), and a task enqueued since with the same key
-// and token, which has a new ID, is never touched. A dead ID whose
-// record is lost or unreadable is removed too, as Purge removes it.
-func (q *Queue) CancelIDs(ctx context.Context, ids ...string) (CancelResult, error) {
-	if err := checkIDs(ids); err != nil || len(ids) == 0 {
-		return CancelResult{}, err
-	}
-	r, err := q.mutate(ctx, scriptCancelIds, "cancel", q.req.next(),
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.stats}, anys(ids)...)
-	if err != nil {
-		return CancelResult{}, err
-	}
-	if err := codeErr(r.int(0)); err != nil {
-		return CancelResult{}, fmt.Errorf("delay: cancel: %w", err)
-	}
-	return CancelResult{Pending: int(r.int(1)), InFlight: int(r.int(2)), Dead: int(r.int(3)), Already: int(r.int(4))}, nil
-}
-
-// RescheduleIDs moves the pending tasks among ids (at most MaxBatch) to
-// w, in one script; tasks in flight or dead are counted and left alone,
-// and an ID whose task is gone is skipped, as in CancelIDs. It is all or
-// nothing, as Reschedule is.
-func (q *Queue) RescheduleIDs(ctx context.Context, w When, ids ...string) (RescheduleResult, error) {
-	if err := checkIDs(ids); err != nil || len(ids) == 0 {
-		return RescheduleResult{}, err
-	}
-	mode, v, err := q.whenArgs(w)
-	if err != nil {
-		return RescheduleResult{}, err
-	}
-	args := append([]any{mode, v, q.epoch, q.mult, q.o.Codec.MaxMs()}, anys(ids)...)
-	return q.rescheduled(q.mutate(ctx, scriptRescheduleIds, "reschedule", q.req.next(),
-		[]string{q.k.tasks, q.k.due, q.k.inflight, q.k.dead, q.k.ctr, q.k.stats, q.k.wake}, args...))
-}
-
 func anys(ids []string) []any {
 	out := make([]any, len(ids))
 	for i, id := range ids {
@@ -141,121 +144,88 @@ func anys(ids []string) []any {
 	return out
 }
 
-// TaskInfo describes a stored task.
-type TaskInfo struct {
-	ID, Key, Token string
-	State          State
-	// Attempt counts deliveries so far: the one in hand included for a
-	// task in flight.
-	Attempt int
-	// When is the due time (pending), the lease deadline (in flight or
-	// cancelled) or the dead-letter time (dead).
-	When time.Time
-	// LastError is the newest of LastErrors ("" when none).
-	LastError string
-	// LastErrors are the task's last errors, oldest first: up to 3, the
-	// oldest dropped when they pass 2 KiB together (the newest is always
-	// kept). Each retry, kill or expired lease adds one; a retry or kill
-	// with a nil cause adds "". A record written before lists were kept
-	// has its one error here.
-	LastErrors []string
-	Payload    []byte
-}
-
-// Lookup lists the tasks of a business key. An unreadable record gives an
-// error wrapping ErrCorrupt (the other tasks are still returned).
-func (q *Queue) Lookup(ctx context.Context, key string) ([]TaskInfo, error) {
-	if err := validateKey(key); err != nil {
-		return nil, err
+// listKey is List by business key: lookup.lua reads the key's tasks
+// through the reverse index, in one script, by Redis TIME.
+func (q *Queue) listKey(ctx context.Context, o ListOptions) (Page, error) {
+	if err := validateKey(o.Key); err != nil {
+		return Page{}, err
+	}
+	if o.Cursor != "" || o.Limit != 0 || o.Newest || !o.From.IsZero() || !o.To.IsZero() {
+		return Page{}, invalid("batch", "Cursor, Limit, Newest, From or To with Key (a key's tasks are one page)")
+	}
+	switch o.State {
+	case "", StateDue, StateScheduled, StatePending, StateInFlight, StateCancelled, StateDead, StateDone:
+	default:
+		return Page{}, invalid("batch", "state %q", o.State)
 	}
 	r, err := run(ctx, q.c, scriptLookup, "lookup",
-		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead}, key, digest(key))
+		[]string{q.k.idx, q.k.tasks, q.k.due, q.k.inflight, q.k.dead}, o.Key, digest(o.Key))
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
 	if err := codeErr(r.int(0)); err != nil {
-		return nil, fmt.Errorf("delay: lookup: %w", err)
+		return Page{}, fmt.Errorf("delay: lookup: %w", err)
 	}
-	var out []TaskInfo
-	var bad error
+	split, err := q.o.Codec.Encode(r.int(1), q.mult-1)
+	if err != nil {
+		split = q.dueSplit()
+	}
+	var p Page
 	for i := 2; i+3 < len(r); i += 4 {
 		id, st := r.str(i), State(r.str(i+1))
-		rec, err := decodeRecord(r.str(i+3), q.o.MaxPayload)
-		if err != nil {
-			bad = fmt.Errorf("delay: lookup %s: %w", id, err)
+		ti := TaskInfo{ID: id, State: st}
+		sc, scored := r.score(i + 2)
+		switch {
+		case st == StatePending && scored:
+			ti.State = pendingState(sc, split)
+			ti.When, _, _ = q.o.Codec.DecodeTime(sc)
+		case scored:
+			ti.When = time.UnixMilli(sc)
+		}
+		if st == "unknown" {
+			// a record in no set: Redis lost its due entry
+			ti.State, ti.Err = "", fmt.Errorf("%w: task %s", ErrDueLost, id)
+		}
+		if rec, err := decodeRecord(r.str(i+3), q.o.MaxPayload); err != nil {
+			ti.Err = fmt.Errorf("delay: lookup %s: %w", id, err)
+		} else {
+			ti.Key, ti.Token, ti.Attempt, ti.LastError, ti.LastErrors, ti.Payload = rec.key, rec.token, rec.attempt, rec.err, rec.errs, rec.payload
+			if ti.Token == "" {
+				ti.Token = id
+			}
+			if st == StateInFlight || st == StateCancelled {
+				ti.Attempt++ // the record counts finished deliveries
+			}
+		}
+		p.Total++
+		if !o.matches(ti) {
 			continue
 		}
-		ti := TaskInfo{ID: id, Key: rec.key, Token: rec.token, State: st, Attempt: rec.attempt,
-			LastError: rec.err, LastErrors: rec.errs, Payload: rec.payload}
-		if st == StateInFlight || st == StateCancelled {
-			ti.Attempt++ // the record counts finished deliveries
-		}
-		if ti.Token == "" {
-			ti.Token = id
-		}
-		if sc, ok := r.score(i + 2); ok {
-			if st == StatePending {
-				ti.When, _, _ = q.o.Codec.DecodeTime(sc)
-			} else {
-				ti.When = time.UnixMilli(sc)
-			}
-		}
-		out = append(out, ti)
-	}
-	return out, bad
-}
-
-// DeadTask is one entry of the dead-letter set.
-type DeadTask struct {
-	ID, Key, Token string
-	Attempt        int
-	LastError      string
-	// LastErrors are its last errors, oldest first, as TaskInfo.LastErrors.
-	LastErrors []string
-	DiedAt     time.Time
-	Payload    []byte
-	// Err is set (wrapping ErrCorrupt) when the record does not decode,
-	// or wrapping ErrRecordLost when Redis lost it; Purge still removes it.
-	Err error
-}
-
-// DeadPage is one page of the dead-letter set.
-type DeadPage struct {
-	Total int64
-	Tasks []DeadTask
-}
-
-// ListDead lists count (1..MaxBatch) dead tasks from offset, oldest first.
-func (q *Queue) ListDead(ctx context.Context, offset, count int) (DeadPage, error) {
-	if count < 1 || count > MaxBatch || offset < 0 {
-		return DeadPage{}, invalid("batch", "offset %d count %d", offset, count)
-	}
-	r, err := run(ctx, q.c, scriptDeadlist, "list dead", []string{q.k.dead, q.k.tasks}, offset, count)
-	if err != nil {
-		return DeadPage{}, err
-	}
-	p := DeadPage{Total: r.int(1)}
-	for i := 2; i+2 < len(r); i += 3 {
-		d := DeadTask{ID: r.str(i)}
-		if ms, ok := r.score(i + 1); ok {
-			d.DiedAt = time.UnixMilli(ms)
-		}
-		rec, err := decodeRecord(r.str(i+2), q.o.MaxPayload)
-		switch {
-		case r.str(i+2) == "":
-			// parked by take or sweep: Redis lost its record
-			d.Err = fmt.Errorf("%w: task %s", ErrRecordLost, d.ID)
-		case err != nil:
-			d.Err = err
-		default:
-			d.Key, d.Token, d.Attempt, d.LastError, d.LastErrors, d.Payload = rec.key, rec.token, rec.attempt, rec.err, rec.errs, rec.payload
-			if d.Token == "" {
-				d.Token = d.ID
-			}
-		}
-		p.Tasks = append(p.Tasks, d)
+		p.Scanned++
+		p.Tasks = append(p.Tasks, ti)
 	}
 	return p, nil
+}
+
+// matches applies List's State, KeyPrefix and ErrorText to one task read
+// by key.
+func (o ListOptions) matches(t TaskInfo) bool {
+	switch o.State {
+	case "":
+	case StatePending:
+		if t.State != StateDue && t.State != StateScheduled {
+			return false
+		}
+	case StateInFlight:
+		if t.State != StateInFlight && t.State != StateCancelled {
+			return false
+		}
+	default:
+		if t.State != o.State {
+			return false
+		}
+	}
+	return strings.HasPrefix(t.Key, o.KeyPrefix) && strings.Contains(t.LastError, o.ErrorText)
 }
 
 func checkIDs(ids []string) error {
@@ -270,18 +240,16 @@ func checkIDs(ids []string) error {
 	return nil
 }
 
-// Requeue moves dead tasks (at most MaxBatch IDs) back to due now, with
+// Requeue moves the dead tasks s names by IDs back to due now, with
 // their attempt count reset (the last error is kept). It returns how many
 // were requeued. It is all or nothing: on an error (ErrSeqExhausted,
 // score.ErrOutOfRange) every task is still dead, as it was.
-func (q *Queue) Requeue(ctx context.Context, ids ...string) (int, error) {
-	if err := checkIDs(ids); err != nil || len(ids) == 0 {
+func (q *Queue) Requeue(ctx context.Context, s Selector) (int, error) {
+	if err := s.check(false, false); err != nil {
 		return 0, err
 	}
 	args := []any{q.epoch, q.mult, q.o.Codec.MaxMs()}
-	for _, id := range ids {
-		args = append(args, id)
-	}
+	args = append(args, anys(s.IDs)...)
 	r, err := q.mutate(ctx, scriptRequeue, "requeue", q.req.next(),
 		[]string{q.k.dead, q.k.tasks, q.k.due, q.k.ctr, q.k.stats, q.k.wake}, args...)
 	if err != nil {
@@ -293,17 +261,16 @@ func (q *Queue) Requeue(ctx context.Context, ids ...string) (int, error) {
 	return int(r.int(1)), nil
 }
 
-// Purge deletes dead tasks (at most MaxBatch IDs) with their records and
+// Purge deletes the dead tasks s names (by IDs, or All: the whole
+// dead-letter set, MaxBatch tasks per script) with their records and
 // index entries. It returns how many were deleted.
-func (q *Queue) Purge(ctx context.Context, ids ...string) (int, error) {
-	if err := checkIDs(ids); err != nil || len(ids) == 0 {
+func (q *Queue) Purge(ctx context.Context, s Selector) (int, error) {
+	if err := s.check(false, true); err != nil {
 		return 0, err
 	}
-	return q.purge(ctx, 0, ids)
-}
-
-// PurgeAll empties the dead-letter set, MaxBatch tasks per script.
-func (q *Queue) PurgeAll(ctx context.Context) (int, error) {
+	if !s.All {
+		return q.purge(ctx, 0, s.IDs)
+	}
 	total := 0
 	for {
 		n, err := q.purge(ctx, MaxBatch, nil)

@@ -71,7 +71,7 @@ func moveCases(stopped time.Time) []moveCase {
 				return []string{"victim"}
 			},
 			move: func(ctx context.Context, q *Queue) error {
-				_, err := q.RescheduleToken(ctx, "victim", "a", At(at))
+				_, err := q.Reschedule(ctx, Selector{Key: "victim", Token: "a"}, At(at))
 				return err
 			},
 			want: ErrSeqExhausted,
@@ -87,7 +87,7 @@ func moveCases(stopped time.Time) []moveCase {
 				return []string{"victim"}
 			},
 			move: func(ctx context.Context, q *Queue) error {
-				_, err := q.Reschedule(ctx, "victim", At(q.o.Codec.MaxTime()))
+				_, err := q.Reschedule(ctx, Selector{Key: "victim"}, At(q.o.Codec.MaxTime()))
 				return err
 			},
 			want: score.ErrOutOfRange,
@@ -101,7 +101,7 @@ func moveCases(stopped time.Time) []moveCase {
 				return []string{"victim"}
 			},
 			move: func(ctx context.Context, q *Queue) error {
-				_, err := q.Reschedule(ctx, "victim", At(q.o.Codec.MaxTime()))
+				_, err := q.Reschedule(ctx, Selector{Key: "victim"}, At(q.o.Codec.MaxTime()))
 				return err
 			},
 			want: score.ErrOutOfRange,
@@ -117,7 +117,7 @@ func moveCases(stopped time.Time) []moveCase {
 				return []string{"victim"}
 			},
 			move: func(ctx context.Context, q *Queue) error {
-				info, err := q.Lookup(ctx, "victim")
+				info, err := lookup(ctx, q, "victim")
 				if err != nil || len(info) != 1 {
 					return errors.Join(err, errors.New("victim not found"))
 				}
@@ -162,7 +162,7 @@ func moveCases(stopped time.Time) []moveCase {
 				return nil
 			},
 			move: func(ctx context.Context, q *Queue) error {
-				page, err := q.ListDead(ctx, 0, 10)
+				page, err := listDead(ctx, q, 0, 10)
 				if err != nil {
 					return err
 				}
@@ -170,7 +170,7 @@ func moveCases(stopped time.Time) []moveCase {
 				for _, d := range page.Tasks {
 					ids = append(ids, d.ID)
 				}
-				_, err = q.Requeue(ctx, ids...)
+				_, err = q.Requeue(ctx, Selector{IDs: ids})
 				return err
 			},
 			want: ErrSeqExhausted,
@@ -225,7 +225,7 @@ func movesAllOrNothing(t *testing.T, b *testredis.Backend) {
 				keys = c.setup(t, ctx, q)
 				snap = snapshot(t, ctx, b)
 				for _, k := range keys {
-					looks[k], err = q.Lookup(ctx, k)
+					looks[k], err = lookup(ctx, q, k)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -261,7 +261,7 @@ func movesAllOrNothing(t *testing.T, b *testredis.Backend) {
 				t.Errorf("move: %v, want %v", err, c.want)
 			}
 			for _, k := range keys {
-				now, lerr := q.Lookup(ctx, k)
+				now, lerr := lookup(ctx, q, k)
 				if lerr != nil {
 					t.Fatal(lerr)
 				}
@@ -298,11 +298,11 @@ func TestRescheduleSeveralTokens(t *testing.T) {
 			mustEnqueue(t, ctx, q, Job{Key: "k", Token: tok, When: After(time.Hour)})
 		}
 		at := time.Now().Add(2 * time.Hour).Truncate(time.Millisecond)
-		res, err := q.Reschedule(ctx, "k", At(at))
+		res, err := q.Reschedule(ctx, Selector{Key: "k"}, At(at))
 		if err != nil || res.Moved != 3 {
 			t.Fatalf("reschedule: %+v %v", res, err)
 		}
-		info, err := q.Lookup(ctx, "k")
+		info, err := lookup(ctx, q, "k")
 		if err != nil {
 			t.Fatal(err)
 		}

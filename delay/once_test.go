@@ -231,7 +231,7 @@ func TestReplyTTLOption(t *testing.T) {
 		}
 	}
 	q, err := New(b.Client, "q", Options{})
-	if err != nil || q.Options().ReplyTTL != DefaultReplyTTL || q.keepMs != "30000" {
+	if err != nil || q.Options().ReplyTTL != defaultReplyTTL || q.keepMs != "30000" {
 		t.Fatalf("default: %v %v %q", q.Options().ReplyTTL, err, q.keepMs)
 	}
 }

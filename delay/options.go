@@ -11,18 +11,18 @@ import (
 
 // Defaults for the zero values of Options.
 const (
-	DefaultMaxPayload  = 1 << 20
-	DefaultLease       = 30 * time.Second
-	DefaultMaxAttempts = 25
-	// DefaultReplyTTL is how long a mutating call's reply is kept when
+	defaultMaxPayload  = 1 << 20
+	defaultLease       = 30 * time.Second
+	defaultMaxAttempts = 25
+	// defaultReplyTTL is how long a mutating call's reply is kept when
 	// Options.ReplyTTL is 0. go-redis re-sends a command at most
 	// MaxRetries (3) times, each after a ReadTimeout (3 s) at worst plus a
 	// backoff of at most 512 ms: 10.5 s in all with its default options,
 	// and the Worker re-sends an ack within a few more seconds.
-	DefaultReplyTTL = 30 * time.Second
-	// DefaultHighWaterWarn is Options.HighWaterWarn's default: the score
+	defaultReplyTTL = 30 * time.Second
+	// defaultHighWaterWarn is Options.HighWaterWarn's default: the score
 	// design's advice to alert above about 80% of a millisecond's space.
-	DefaultHighWaterWarn = 0.8
+	defaultHighWaterWarn = 0.8
 	// MaxBatch is the largest Take, sweep, requeue or purge batch: Lua unpack
 	// breaks near 8k on Redis and 5k on miniredis, and scripts stay short.
 	MaxBatch = 1000
@@ -38,13 +38,13 @@ type Options struct {
 	// Codec turns (due ms, seq) into scores. Default: the zero
 	// score.TimeCodec (Unix epoch, 10 sequence bits).
 	Codec score.TimeCodec
-	// MaxPayload caps a payload in bytes. Default DefaultMaxPayload (1 MiB).
+	// MaxPayload caps a payload in bytes. Defaults to 1 MiB.
 	MaxPayload int
 	// Lease is how long a taken task stays with its consumer before the
-	// sweep may hand it out again. Default DefaultLease (30 s).
+	// sweep may hand it out again. Defaults to 30 s.
 	Lease time.Duration
 	// MaxAttempts is the number of deliveries after which Retry or an
-	// expired lease dead-letters the task. Default DefaultMaxAttempts (25).
+	// expired lease dead-letters the task. Defaults to 25.
 	MaxAttempts int
 	// Backoff gives the Retry delay after a failed delivery (attempt counts
 	// deliveries, from 1). Default: DefaultBackoff.
@@ -70,7 +70,7 @@ type Options struct {
 	// tasks cancelled in flight. A finished task then costs its record
 	// without payload, its index entry and a ZSET member (about 235 B, as
 	// much as a pending task: TestMemoryPerTombstone) until the sweep
-	// after DoneTTL removes it; it counts toward MaxTasksPerKey meanwhile.
+	// after DoneTTL removes it; it counts toward the 64 tasks a key may hold meanwhile.
 	// Default 0: off, finished tasks leave nothing.
 	DoneTTL time.Duration
 	// AllowNoContextTimeout accepts a *redis.Client, *redis.ClusterClient
@@ -94,14 +94,14 @@ type Options struct {
 	// kept reply costs its reply bytes (take keeps IDs and scores, not
 	// payloads) until the queue's later calls delete it, by Redis TIME:
 	// it has no TTL, so a volatile-* policy cannot evict it. Default
-	// DefaultReplyTTL (30 s).
+	// 30 s.
 	ReplyTTL time.Duration
 	// HighWaterWarn is the share of one millisecond's 2^bits seqs (the
 	// score codec's space) at which the queue warns, once a minute at
 	// most, through Observer.OnWarning (ErrHighWater): an enqueue of this
 	// process was given seq+1 ≥ HighWaterWarn × 2^bits. Past the whole
 	// space, tasks spill into the next millisecond. Stats.HighWater holds
-	// the queue-wide mark. In (0, 1]. Default DefaultHighWaterWarn (0.8).
+	// the queue-wide mark. In (0, 1]. Defaults to 0.8.
 	HighWaterWarn float64
 	// Now is the client clock. It never decides what is due (Redis TIME
 	// does); it only arms the worker's timer, through an offset to Redis
@@ -146,19 +146,19 @@ func (o Options) withDefaults() (Options, error) {
 	case o.MaxPayload < 0:
 		return o, invalid("options", "MaxPayload %d", o.MaxPayload)
 	case o.MaxPayload == 0:
-		o.MaxPayload = DefaultMaxPayload
+		o.MaxPayload = defaultMaxPayload
 	}
 	switch {
 	case o.Lease < 0 || (o.Lease > 0 && o.Lease < time.Millisecond):
 		return o, invalid("options", "Lease %v", o.Lease)
 	case o.Lease == 0:
-		o.Lease = DefaultLease
+		o.Lease = defaultLease
 	}
 	switch {
 	case o.MaxAttempts < 0:
 		return o, invalid("options", "MaxAttempts %d", o.MaxAttempts)
 	case o.MaxAttempts == 0:
-		o.MaxAttempts = DefaultMaxAttempts
+		o.MaxAttempts = defaultMaxAttempts
 	}
 	if o.DoneTTL < 0 || (o.DoneTTL > 0 && o.DoneTTL < time.Millisecond) {
 		return o, invalid("options", "DoneTTL %v", o.DoneTTL)
@@ -167,13 +167,13 @@ func (o Options) withDefaults() (Options, error) {
 	case o.ReplyTTL < 0 || (o.ReplyTTL > 0 && o.ReplyTTL < time.Millisecond):
 		return o, invalid("options", "ReplyTTL %v", o.ReplyTTL)
 	case o.ReplyTTL == 0:
-		o.ReplyTTL = DefaultReplyTTL
+		o.ReplyTTL = defaultReplyTTL
 	}
 	switch {
 	case math.IsNaN(o.HighWaterWarn) || o.HighWaterWarn < 0 || o.HighWaterWarn > 1:
 		return o, invalid("options", "HighWaterWarn %v (allowed (0, 1])", o.HighWaterWarn)
 	case o.HighWaterWarn == 0:
-		o.HighWaterWarn = DefaultHighWaterWarn
+		o.HighWaterWarn = defaultHighWaterWarn
 	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff

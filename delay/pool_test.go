@@ -295,7 +295,7 @@ func TestPoolSharded(t *testing.T) {
 		if err := p.Add(q, record("plain"), QueueOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Add(s.Shard(1), record("x"), QueueOptions{}); !errors.Is(err, &ValidationError{Field: "options"}) {
+		if err := p.Add(s.shards[1], record("x"), QueueOptions{}); !errors.Is(err, &ValidationError{Field: "options"}) {
 			t.Fatalf("a shard added twice: %v", err)
 		}
 		stop := runFunc(t, p.Run)

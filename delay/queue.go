@@ -52,7 +52,7 @@ func New(c redis.UniversalClient, name string, opts Options) (*Queue, error) {
 	if nilClient(c) {
 		return nil, invalid("options", "nil client")
 	}
-	if err := ValidateName(name); err != nil {
+	if err := validateName(name); err != nil {
 		return nil, err
 	}
 	o, err := opts.withDefaults()
@@ -101,14 +101,16 @@ func (q *Queue) Keys() []string { return q.k.all() }
 // State is where a task is.
 type State string
 
-// Task states.
+// Task states, as List and Task report them and List selects them. The
+// CLI and the console show these words.
 const (
-	StatePending   State = "pending"   // in the due set, waiting for its time
+	StateDue       State = "due"       // pending and due by Redis TIME: a worker takes it next
+	StateScheduled State = "scheduled" // pending, due later
+	StatePending   State = "pending"   // in the due set: due or scheduled (Enqueued.State; a List filter for both)
 	StateInFlight  State = "inflight"  // taken, under a lease
 	StateCancelled State = "cancelled" // in flight but cancelled: its ack removes it, it is never retried
 	StateDead      State = "dead"      // in the dead-letter set
 	StateDone      State = "done"      // acked, its (Key, Token) kept for Options.DoneTTL
-	StateUnknown   State = "unknown"
 )
 
 // When is a due time: absolute (At) or relative to Redis TIME (After).

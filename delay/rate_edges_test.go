@@ -21,7 +21,7 @@ import (
 // TestRateEdgeValues: every Rate outside its documented range is refused
 // with the invalid-options error naming the field (and writes nothing);
 // the ends of the range are accepted, and a default burst never passes
-// MaxBatch. On Sharded, a share under MinRatePerSecond is refused too.
+// MaxBatch. On Sharded, a share under minRatePerSecond is refused too.
 func TestRateEdgeValues(t *testing.T) {
 	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
@@ -40,21 +40,21 @@ func TestRateEdgeValues(t *testing.T) {
 			{in: Rate{PerSecond: math.Inf(-1)}, field: "Rate.PerSecond"},
 			{in: Rate{PerSecond: 1e-17, Burst: 1}, field: "Rate.PerSecond"},
 			{in: Rate{PerSecond: math.SmallestNonzeroFloat64}, field: "Rate.PerSecond"},
-			{in: Rate{PerSecond: MinRatePerSecond / 2}, field: "Rate.PerSecond"},
+			{in: Rate{PerSecond: minRatePerSecond / 2}, field: "Rate.PerSecond"},
 			{in: Rate{PerSecond: 1e308}, field: "Rate.PerSecond"},
 			{in: Rate{PerSecond: math.MaxFloat64}, field: "Rate.PerSecond"},
-			{in: Rate{PerSecond: MaxRatePerSecond * 2}, field: "Rate.PerSecond"},
+			{in: Rate{PerSecond: maxRatePerSecond * 2}, field: "Rate.PerSecond"},
 			{in: Rate{PerSecond: 5, Burst: -1}, field: "Rate.Burst"},
 			{in: Rate{PerSecond: 5, Burst: math.MinInt}, field: "Rate.Burst"},
 			{in: Rate{PerSecond: 5, Burst: MaxBatch + 1}, field: "Rate.Burst"},
 			{in: Rate{PerSecond: 5, Burst: math.MaxInt}, field: "Rate.Burst"},
 			{in: Rate{PerSecond: 0, Burst: -1}, field: "Rate.Burst"},
-			{in: Rate{PerSecond: MinRatePerSecond}, want: Rate{PerSecond: MinRatePerSecond, Burst: 1}},
+			{in: Rate{PerSecond: minRatePerSecond}, want: Rate{PerSecond: minRatePerSecond, Burst: 1}},
 			{in: Rate{PerSecond: 0.5}, want: Rate{PerSecond: 0.5, Burst: 1}},
 			{in: Rate{PerSecond: 1000}, want: Rate{PerSecond: 1000, Burst: 100}},
 			{in: Rate{PerSecond: 10000}, want: Rate{PerSecond: 10000, Burst: MaxBatch}},
 			{in: Rate{PerSecond: 20000}, want: Rate{PerSecond: 20000, Burst: MaxBatch}}, // not 2,000
-			{in: Rate{PerSecond: MaxRatePerSecond}, want: Rate{PerSecond: MaxRatePerSecond, Burst: MaxBatch}},
+			{in: Rate{PerSecond: maxRatePerSecond}, want: Rate{PerSecond: maxRatePerSecond, Burst: MaxBatch}},
 			{in: Rate{PerSecond: 25, Burst: MaxBatch}, want: Rate{PerSecond: 25, Burst: MaxBatch}},
 			{in: Rate{PerSecond: 25, Burst: 1}, want: Rate{PerSecond: 25, Burst: 1}},
 		} {
@@ -83,11 +83,11 @@ func TestRateEdgeValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetRate(ctx, Rate{PerSecond: 2 * MinRatePerSecond}); !errors.Is(err, &ValidationError{Field: "options"}) {
-			t.Errorf("Sharded.SetRate under 4 × MinRatePerSecond: %v, want invalid options", err)
+		if err := s.SetRate(ctx, Rate{PerSecond: 2 * minRatePerSecond}); !errors.Is(err, &ValidationError{Field: "options"}) {
+			t.Errorf("Sharded.SetRate under 4 × minRatePerSecond: %v, want invalid options", err)
 		}
-		if err := s.SetRate(ctx, Rate{PerSecond: 4 * MinRatePerSecond}); err != nil {
-			t.Errorf("Sharded.SetRate at 4 × MinRatePerSecond: %v", err)
+		if err := s.SetRate(ctx, Rate{PerSecond: 4 * minRatePerSecond}); err != nil {
+			t.Errorf("Sharded.SetRate at 4 × minRatePerSecond: %v", err)
 		}
 		if err := s.SetRate(ctx, Rate{}); err != nil {
 			t.Fatal(err)
@@ -96,7 +96,7 @@ func TestRateEdgeValues(t *testing.T) {
 }
 
 // TestShardedRateAtMinimumShare: Sharded.SetRate accepts a rate of
-// exactly K × MinRatePerSecond, the least its doc allows, for shard
+// exactly K × minRatePerSecond, the least its doc allows, for shard
 // counts where that product over K rounds a unit in the last place under
 // the minimum (23, 49, ...), and each shard gets at least the minimum.
 func TestShardedRateAtMinimumShare(t *testing.T) {
@@ -107,7 +107,7 @@ func TestShardedRateAtMinimumShare(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := Rate{PerSecond: float64(k) * MinRatePerSecond}
+			r := Rate{PerSecond: float64(k) * minRatePerSecond}
 			if err := s.SetRate(ctx, r); err != nil {
 				t.Errorf("K=%d: SetRate(%+v): %v; want accepted", k, r, err)
 				continue
@@ -117,12 +117,12 @@ func TestShardedRateAtMinimumShare(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, x := range st {
-				if x.Rate.PerSecond < MinRatePerSecond || x.Rate.PerSecond > 1.000001*MinRatePerSecond {
-					t.Errorf("K=%d: shard %d rate %v, want MinRatePerSecond", k, i, x.Rate.PerSecond)
+				if x.Rate.PerSecond < minRatePerSecond || x.Rate.PerSecond > 1.000001*minRatePerSecond {
+					t.Errorf("K=%d: shard %d rate %v, want minRatePerSecond", k, i, x.Rate.PerSecond)
 				}
 			}
 			if err := s.SetRate(ctx, Rate{PerSecond: math.Nextafter(r.PerSecond, 0)}); !errors.Is(err, &ValidationError{Field: "options"}) {
-				t.Errorf("K=%d: SetRate just under K × MinRatePerSecond: %v, want invalid options", k, err)
+				t.Errorf("K=%d: SetRate just under K × minRatePerSecond: %v, want invalid options", k, err)
 			}
 		}
 	})
@@ -198,7 +198,7 @@ func (h *takeCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 // TestRateTinyNoSpin: a throttled queue costs one take per token, not a
-// spin. At MinRatePerSecond, with a rate of 1e-17 that an older writer
+// spin. At minRatePerSecond, with a rate of 1e-17 that an older writer
 // left in the ctl hash (whose wait is past 2^63 ms), and with a rate of -1
 // a stray write left there (its wait came out negative), a take with
 // no token left replies a next token within a day, and a Worker that
@@ -211,8 +211,8 @@ func TestRateTinyNoSpin(t *testing.T) {
 			name string
 			set  func(t *testing.T, q *Queue)
 		}{
-			{"MinRatePerSecond", func(t *testing.T, q *Queue) {
-				if err := q.SetRate(ctx, Rate{PerSecond: MinRatePerSecond, Burst: 1}); err != nil {
+			{"minRatePerSecond", func(t *testing.T, q *Queue) {
+				if err := q.SetRate(ctx, Rate{PerSecond: minRatePerSecond, Burst: 1}); err != nil {
 					t.Fatal(err)
 				}
 			}},
@@ -329,8 +329,8 @@ func TestRateBurstCappedAfterIdle(t *testing.T) {
 // Go constants they mirror.
 func TestRateScriptBoundsMatchGo(t *testing.T) {
 	t.Parallel()
-	if got := time.Duration(float64(time.Second) / MinRatePerSecond); got != maxTokenWait {
-		t.Errorf("1/MinRatePerSecond is %v, maxTokenWait %v", got, maxTokenWait)
+	if got := time.Duration(float64(time.Second) / minRatePerSecond); got != maxTokenWait {
+		t.Errorf("1/minRatePerSecond is %v, maxTokenWait %v", got, maxTokenWait)
 	}
 	for file, want := range map[string]map[string]int64{
 		"lua/take.lua": {"MAX_BURST": MaxBatch, "MAX_TOKEN_WAIT_MS": maxTokenWait.Milliseconds()},

@@ -10,21 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// SourceTask is a pending task as the source of truth (the caller's
-// database) knows it. Token is required: (Key, Token) is how Redis and the
-// source are matched.
-type SourceTask struct {
-	Key, Token string
-	At         time.Time
-	Payload    []byte
-}
-
 // Source is the caller's source of truth, listed in pages.
 type Source interface {
 	// Pending returns at most limit tasks, still to run, due before before,
 	// from the page after cursor ("" = the first page), and the next cursor
-	// ("" = no more pages).
-	Pending(ctx context.Context, before time.Time, cursor string, limit int) (tasks []SourceTask, next string, err error)
+	// ("" = no more pages). Each job's Token is required ((Key, Token) is
+	// how Redis and the source are matched) and its due time is When.At
+	// (a job with When.After is refused as invalid).
+	Pending(ctx context.Context, before time.Time, cursor string, limit int) (jobs []Job, next string, err error)
 }
 
 // ReconcileOptions configure Reconcile. The zero value is the default.
@@ -148,10 +141,14 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 		res.Listed += len(page)
 		jobs := make([]Job, 0, len(page))
 		for _, st := range page {
-			if st.Token == "" {
+			if st.Token == "" || st.After != 0 {
 				res.Invalid++
 				if res.FirstInvalid == nil {
-					res.FirstInvalid = invalid("token", "source task %q has no token", st.Key)
+					field, what := "token", "has no token"
+					if st.Token != "" {
+						field, what = "when", "has When.After (a source lists absolute times)"
+					}
+					res.FirstInvalid = invalid(field, "source task %q %s", st.Key, what)
 				}
 				continue
 			}
@@ -160,7 +157,7 @@ func reconcile(ctx context.Context, shards []*Queue, route func(key string) int,
 				continue
 			}
 			known[keyToken{st.Key, st.Token}] = true
-			jobs = append(jobs, Job{Key: st.Key, Token: st.Token, Payload: st.Payload, When: At(st.At)})
+			jobs = append(jobs, Job{Key: st.Key, Token: st.Token, Payload: st.Payload, When: At(st.At)}) // a copy
 		}
 		if len(known) > opts.MaxSourceTasks {
 			return res, invalid("options", "source lists more than MaxSourceTasks (%d)", opts.MaxSourceTasks)
@@ -298,7 +295,7 @@ func (q *Queue) moveDue(ctx context.Context, moves []moveDue, page int, res *Rec
 			if err != nil || rec.attempt > 0 || rec.key != batch[k].key || rec.token != batch[k].token {
 				continue
 			}
-			r, err := q.RescheduleToken(ctx, batch[k].key, batch[k].token, At(batch[k].at))
+			r, err := q.Reschedule(ctx, Selector{Key: batch[k].key, Token: batch[k].token}, At(batch[k].at))
 			if err != nil {
 				return fmt.Errorf("delay: reconcile: move %q: %w", batch[k].key, err)
 			}

@@ -2,6 +2,7 @@ package delay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -12,17 +13,17 @@ import (
 
 // sliceSource is a Source over a slice, paged by index.
 type sliceSource struct {
-	tasks []SourceTask
+	tasks []Job
 	pages int
 }
 
-func (s *sliceSource) Pending(_ context.Context, before time.Time, cursor string, limit int) ([]SourceTask, string, error) {
+func (s *sliceSource) Pending(_ context.Context, before time.Time, cursor string, limit int) ([]Job, string, error) {
 	s.pages++
 	start := 0
 	if cursor != "" {
 		start, _ = strconv.Atoi(cursor)
 	}
-	var out []SourceTask
+	var out []Job
 	i := start
 	for ; i < len(s.tasks) && len(out) < limit; i++ {
 		if s.tasks[i].At.Before(before) {
@@ -42,7 +43,7 @@ func TestReconcile(t *testing.T) {
 		now := time.Now()
 		var src sliceSource
 		for i := range 250 {
-			src.tasks = append(src.tasks, SourceTask{Key: fmt.Sprintf("o:%d", i), Token: "expire", At: now.Add(time.Duration(i) * time.Second), Payload: []byte("p")})
+			src.tasks = append(src.tasks, Job{Key: fmt.Sprintf("o:%d", i), Token: "expire", When: At(now.Add(time.Duration(i) * time.Second)), Payload: []byte("p")})
 		}
 		// Redis has the first 100, plus 30 the source no longer has, plus one untracked (generated token)
 		// and one far after the bound.
@@ -72,7 +73,7 @@ func TestReconcile(t *testing.T) {
 			t.Fatalf("due set has %d", len(ids))
 		}
 		for _, st := range src.tasks {
-			infos, err := q.Lookup(ctx, st.Key)
+			infos, err := lookup(ctx, q, st.Key)
 			if err != nil || len(infos) != 1 || infos[0].Token != "expire" {
 				t.Fatalf("%s: %+v %v", st.Key, infos, err)
 			}
@@ -96,7 +97,7 @@ type countingSource struct {
 	late func()
 }
 
-func (s *countingSource) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]SourceTask, string, error) {
+func (s *countingSource) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]Job, string, error) {
 	out, next, err := s.sliceSource.Pending(ctx, before, cursor, limit)
 	if next == "" && s.late != nil {
 		s.late()
@@ -111,7 +112,7 @@ func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		now := time.Now()
 		mustEnqueue(t, ctx, q, Job{Key: "gone", Token: "t", When: At(now.Add(time.Minute))})
-		src := &countingSource{sliceSource: sliceSource{tasks: []SourceTask{{Key: "kept", Token: "t", At: now.Add(time.Minute)}}}}
+		src := &countingSource{sliceSource: sliceSource{tasks: []Job{{Key: "kept", Token: "t", When: At(now.Add(time.Minute))}}}}
 		src.late = func() { mustEnqueue(t, ctx, q, Job{Key: "late", Token: "t", When: At(now.Add(time.Minute))}) }
 		res, err := q.Reconcile(ctx, src, now.Add(time.Hour), ReconcileOptions{})
 		if err != nil {
@@ -122,7 +123,7 @@ func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
 			t.Fatalf("reconcile = %+v, want %+v", res, want)
 		}
 		for key, n := range map[string]int{"gone": 0, "kept": 1, "late": 1} {
-			if infos, err := q.Lookup(ctx, key); err != nil || len(infos) != n {
+			if infos, err := lookup(ctx, q, key); err != nil || len(infos) != n {
 				t.Errorf("%s: %d tasks (%v), want %d", key, len(infos), err, n)
 			}
 		}
@@ -135,10 +136,10 @@ func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
 func TestReconcileMoveDue(t *testing.T) {
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		now := time.Now().Truncate(time.Millisecond)
-		src := sliceSource{tasks: []SourceTask{
-			{Key: "drifted", Token: "t", At: now.Add(time.Hour)},
-			{Key: "same", Token: "t", At: now.Add(time.Hour)},
-			{Key: "retried", Token: "t", At: now.Add(-time.Second)},
+		src := sliceSource{tasks: []Job{
+			{Key: "drifted", Token: "t", When: At(now.Add(time.Hour))},
+			{Key: "same", Token: "t", When: At(now.Add(time.Hour))},
+			{Key: "retried", Token: "t", When: At(now.Add(-time.Second))},
 		}}
 		mustEnqueue(t, ctx, q, Job{Key: "drifted", Token: "t", When: At(now.Add(3 * time.Hour))})
 		mustEnqueue(t, ctx, q, Job{Key: "same", Token: "t", When: At(now.Add(time.Hour))})
@@ -152,7 +153,7 @@ func TestReconcileMoveDue(t *testing.T) {
 		}
 		due := func(key string) time.Time {
 			t.Helper()
-			infos, err := q.Lookup(ctx, key)
+			infos, err := lookup(ctx, q, key)
 			if err != nil || len(infos) != 1 {
 				t.Fatalf("Lookup(%s) = %+v, %v", key, infos, err)
 			}
@@ -179,6 +180,32 @@ func TestReconcileMoveDue(t *testing.T) {
 			}
 			if got := due("retried"); !got.Equal(retryDue) {
 				t.Fatalf("%s: retried due %v, want its retry's %v", tt.name, got, retryDue)
+			}
+		}
+	})
+}
+
+// TestReconcileRefusesBadSourceJobs: a source job without a token, or
+// with a relative due time, is counted Invalid (the first one's typed
+// error in FirstInvalid) and never enqueued; the valid ones are.
+func TestReconcileRefusesBadSourceJobs(t *testing.T) {
+	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
+		now := time.Now().Truncate(time.Millisecond)
+		for _, tc := range []struct {
+			name  string
+			bad   Job
+			field string
+		}{
+			{"no token", Job{Key: "a", When: At(now.Add(time.Minute))}, "token"},
+			{"relative time", Job{Key: "b", Token: "t", When: After(time.Minute)}, "when"},
+		} {
+			src := sliceSource{tasks: []Job{tc.bad, {Key: "ok-" + tc.field, Token: "t", When: At(now.Add(time.Minute))}}}
+			res, err := q.Reconcile(ctx, &src, now.Add(time.Hour), ReconcileOptions{KeepExtra: true})
+			if err != nil || res.Invalid != 1 || res.Added != 1 || !errors.Is(res.FirstInvalid, &ValidationError{Field: tc.field}) {
+				t.Errorf("%s: Reconcile = %+v, %v; want 1 invalid (%s), 1 added", tc.name, res, err, tc.field)
+			}
+			if infos, err := lookup(ctx, q, tc.bad.Key); err != nil || len(infos) != 0 {
+				t.Errorf("%s: the bad job was enqueued: %+v, %v", tc.name, infos, err)
 			}
 		}
 	})

@@ -151,19 +151,6 @@ var scriptLookup = redis.NewScript(luaLookup)
 //go:embed lua/gen/lookup.lua
 var luaLookup string
 
-// scriptDeadlist runs lua/gen/deadlist.lua, composed from
-// lua/deadlist.lua.
-var scriptDeadlist = redis.NewScript(luaDeadlist)
-
-//go:embed lua/gen/deadlist.lua
-var luaDeadlist string
-
-// scriptBrowse runs lua/gen/browse.lua, composed from lua/browse.lua.
-var scriptBrowse = redis.NewScript(luaBrowse)
-
-//go:embed lua/gen/browse.lua
-var luaBrowse string
-
 // scriptEnqueueTick runs lua/gen/enqueue_tick.lua, composed from
 // lua/enqueue_tick.lua: one tick of a periodic job: the one-job enqueue
 // behind the job's guard, so that a tick makes at most one task ever.
@@ -222,8 +209,6 @@ var scripts = [...]struct {
 	{"rate", scriptRate},
 	{"stats", scriptStats},
 	{"lookup", scriptLookup},
-	{"deadlist", scriptDeadlist},
-	{"browse", scriptBrowse},
 	{"enqueue_tick", scriptEnqueueTick},
 	{"registry", scriptRegistry},
 	{"unregister", scriptUnregister},

@@ -18,17 +18,17 @@ import (
 
 // Sharded-queue limits.
 const (
-	// DefaultShards is the shard count when ShardedOptions.Shards is 0.
-	DefaultShards = 8
-	// MaxShards bounds the shard count: a worker runs one take loop (and
+	// defaultShards is the shard count when ShardedOptions.Shards is 0.
+	defaultShards = 8
+	// maxShards bounds the shard count: a worker runs one take loop (and
 	// holds one blocking connection) per shard.
-	MaxShards = 256
+	maxShards = 256
 )
 
 // ShardedOptions configure a Sharded queue.
 type ShardedOptions struct {
-	// Shards is the number of shards K. Default DefaultShards (8); at most
-	// MaxShards. K is part of the data layout: a business key's shard is
+	// Shards is the number of shards K. Defaults to 8; at most
+	// 256 (a worker runs one take loop per shard). K is part of the data layout: a business key's shard is
 	// hash(key) mod K, so changing K for a queue that still holds tasks
 	// makes Cancel and Reschedule look in the wrong shard. Drain first.
 	Shards int
@@ -42,15 +42,15 @@ type ShardedOptions struct {
 // Redis Cluster, over up to K masters. A single Queue lives on one hash
 // tag, hence on one master, whatever the cluster size.
 //
-// A task's shard is ShardOf(business key), a stable hash of the key. All
-// tasks of one business key share a shard, so Cancel and Reschedule by key
-// go to exactly one shard (O(1) routing, then the shard's reverse index),
+// A task's shard is a stable hash of its business key (For(key) is that
+// shard). All tasks of one business key share a shard, so Cancel and
+// Reschedule by key go to exactly one shard (O(1) routing, then the shard's reverse index),
 // and every guarantee of Queue (ordering, idempotency by (key, token),
 // fenced leases, recovery) holds inside each shard. Ordering across shards
 // is by due time only approximately: two tasks due in the same millisecond
 // on different shards have no defined order.
 //
-// Task IDs are unique per shard only; (ShardOf(t.Key), t.ID) is unique
+// Task IDs are unique per shard only; (For(t.Key), t.ID) is unique
 // across the queue, and the methods taking a *Task route by t.Key.
 //
 // Which master holds a shard is decided by the CRC16 of its tag, not by
@@ -90,26 +90,26 @@ func (s *Sharded) Resume(ctx context.Context) error {
 
 // SetRate limits the logical queue to r by giving each of its K shards
 // r.PerSecond/K a second and a burst of r.Burst/K rounded up (so at most
-// r.Burst + K - 1 at once). Keys spread evenly over shards (ShardOf), so
+// r.Burst + K - 1 at once). Keys spread evenly over shards (For), so
 // with a backlog on every shard the whole delivers r.PerSecond; a shard
 // without a backlog leaves its share unused. A rate whose share is under
-// MinRatePerSecond (r.PerSecond under K × MinRatePerSecond) is refused;
-// K × MinRatePerSecond itself is accepted. On an error, as Pause.
+// one task a day (r.PerSecond under K/86400) is refused; K/86400 itself
+// is accepted. On an error, as Pause.
 func (s *Sharded) SetRate(ctx context.Context, r Rate) error {
 	r, err := r.withDefaults()
 	if err != nil {
 		return err
 	}
 	k := len(s.shards)
-	// The bound is K × MinRatePerSecond as the caller computes it; the
+	// The bound is K × minRatePerSecond as the caller computes it; the
 	// share of exactly that can round a unit in the last place under the
 	// minimum (K = 23, 49, ...), so it is lifted to the minimum.
-	if r.PerSecond > 0 && r.PerSecond < float64(k)*MinRatePerSecond {
-		return invalid("options", "Rate.PerSecond %v over %d shards is under MinRatePerSecond %g a shard",
-			r.PerSecond, k, MinRatePerSecond)
+	if r.PerSecond > 0 && r.PerSecond < float64(k)*minRatePerSecond {
+		return invalid("options", "Rate.PerSecond %v over %d shards is under minRatePerSecond %g a shard",
+			r.PerSecond, k, minRatePerSecond)
 	}
 	if r.PerSecond > 0 {
-		r = Rate{PerSecond: max(r.PerSecond/float64(k), MinRatePerSecond), Burst: (r.Burst + k - 1) / k}
+		r = Rate{PerSecond: max(r.PerSecond/float64(k), minRatePerSecond), Burst: (r.Burst + k - 1) / k}
 	}
 	for i, q := range s.shards {
 		if err := q.SetRate(ctx, r); err != nil {
@@ -125,11 +125,11 @@ func NewSharded(c redis.UniversalClient, name string, opts ShardedOptions) (*Sha
 	k := opts.Shards
 	switch {
 	case k == 0:
-		k = DefaultShards
-	case k < 0 || k > MaxShards:
-		return nil, invalid("options", "Shards %d (allowed 1..%d)", k, MaxShards)
+		k = defaultShards
+	case k < 0 || k > maxShards:
+		return nil, invalid("options", "Shards %d (allowed 1..%d)", k, maxShards)
 	}
-	if err := ValidateName(name); err != nil {
+	if err := validateName(name); err != nil {
 		return nil, err
 	}
 	s := &Sharded{name: name, shards: make([]*Queue, k)}
@@ -150,26 +150,20 @@ func shardName(name string, i int) string { return name + ":" + strconv.Itoa(i) 
 // Name returns the logical queue name.
 func (s *Sharded) Name() string { return s.name }
 
-// Len returns the number of shards K.
-func (s *Sharded) Len() int { return len(s.shards) }
-
-// Shard returns shard i (0 ≤ i < Len); it panics outside that range, like
-// a slice index.
-func (s *Sharded) Shard(i int) *Queue { return s.shards[i] }
-
-// Shards returns the shard queues in order (a copy of the slice).
+// Shards returns the shard queues in order (a copy of the slice): shard i
+// is the queue "<name>:<i>". For reaches the shard of a business key.
 func (s *Sharded) Shards() []*Queue { return append([]*Queue(nil), s.shards...) }
 
-// ShardOf returns the shard of a business key: the 64-bit FNV-1a hash of
+// shardIndex is the shard of a business key: the 64-bit FNV-1a hash of
 // the key, put through MurmurHash3's 64-bit finalizer, mapped to 0..K-1 by
 // its high bits (hash·K >> 64). FNV-1a alone spreads badly: its low bits
 // see only the low bits of each byte ("order-2" and "order-6" would share
 // a shard under mod 4 forever), and its high bits barely move with the
 // last byte, which is where sequential keys differ. The mapping is stable
 // across processes and releases: it is part of the data layout.
-func (s *Sharded) ShardOf(key string) int { return shardOf(key, len(s.shards)) }
+func (s *Sharded) shardIndex(key string) int { return shardOf(key, len(s.shards)) }
 
-// shardOf is ShardOf for k shards.
+// shardOf is shardIndex for k shards.
 func shardOf(key string, k int) int {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
@@ -184,19 +178,19 @@ func shardOf(key string, k int) int {
 }
 
 // Reconcile is Queue.Reconcile for the whole sharded queue: the source is
-// listed once, each task is enqueued in its own shard (ShardOf its key,
+// listed once, each task is enqueued in its own shard (For its key,
 // the shards written concurrently, as EnqueueBatch does), and, unless
 // KeepExtra, each shard's pending tasks that the source lacks are removed.
 // The result sums the shards'.
 func (s *Sharded) Reconcile(ctx context.Context, src Source, before time.Time, opts ReconcileOptions) (ReconcileResult, error) {
-	return reconcile(ctx, s.shards, s.ShardOf, s.EnqueueBatch, src, before, opts)
+	return reconcile(ctx, s.shards, s.shardIndex, s.EnqueueBatch, src, before, opts)
 }
 
 // For returns the shard queue that holds the tasks of a business key. The
-// calls by key go there: s.For(key).Cancel(ctx, key), and likewise
-// CancelToken, Reschedule, RescheduleToken and Lookup, each one shard and
-// one round trip.
-func (s *Sharded) For(key string) *Queue { return s.shards[s.ShardOf(key)] }
+// calls by key go there: s.For(key).Cancel(ctx, Selector{Key: key}),
+// and likewise Reschedule and List by key, each one shard and one round
+// trip.
+func (s *Sharded) For(key string) *Queue { return s.shards[s.shardIndex(key)] }
 
 // Enqueue adds j to the shard of j.Key (see Queue.Enqueue).
 func (s *Sharded) Enqueue(ctx context.Context, j Job) (Enqueued, error) {
@@ -225,7 +219,7 @@ func (s *Sharded) EnqueueBatch(ctx context.Context, jobs []Job) ([]Enqueued, err
 	}
 	groups := make([][]int, len(s.shards))
 	for i, j := range jobs {
-		sh := s.ShardOf(j.Key)
+		sh := s.shardIndex(j.Key)
 		groups[sh] = append(groups[sh], i)
 	}
 	var wg sync.WaitGroup
@@ -286,24 +280,6 @@ func (s *Sharded) extend(ctx context.Context, t *Task, lease time.Duration) (tim
 		return time.Time{}, invalid("task", "nil task")
 	}
 	return s.For(t.Key).extend(ctx, t, lease)
-}
-
-// Sweep runs one bounded sweep (limit per shard) on every shard and adds
-// up the results; it stops at the first shard that fails.
-func (s *Sharded) Sweep(ctx context.Context, limit int) (SweepResult, error) {
-	var total SweepResult
-	for i, q := range s.shards {
-		r, err := q.Sweep(ctx, limit)
-		if err != nil {
-			return total, fmt.Errorf("delay: shard %d: %w", i, err)
-		}
-		total.Returned += r.Returned
-		total.Dead += r.Dead
-		total.Deleted += r.Deleted
-		total.Tombstones += r.Tombstones
-		total.Lost += r.Lost
-	}
-	return total, nil
 }
 
 // Stats reads every shard's Stats, in shard order.

@@ -20,11 +20,11 @@ func TestShardedReconcile(t *testing.T) {
 		s := shNew(t, b, "recon", 4, Options{})
 		due := time.Now().Add(time.Hour)
 		before := due.Add(time.Minute)
-		src := make([]SourceTask, 120)
-		perShard := make([]int, s.Len())
+		src := make([]Job, 120)
+		perShard := make([]int, len(s.shards))
 		for i := range src {
-			src[i] = SourceTask{Key: "order-" + strconv.Itoa(i), Token: "expire", At: due}
-			perShard[s.ShardOf(src[i].Key)]++
+			src[i] = Job{Key: "order-" + strconv.Itoa(i), Token: "expire", When: At(due)}
+			perShard[s.shardIndex(src[i].Key)]++
 		}
 		wipe := func() {
 			t.Helper()
@@ -53,8 +53,8 @@ func TestShardedReconcile(t *testing.T) {
 			// with every shard's count right, one task of each key in its
 			// own shard leaves no room for a copy anywhere
 			for _, st := range src {
-				if infos, err := s.For(st.Key).Lookup(ctx, st.Key); err != nil || len(infos) != 1 {
-					t.Fatalf("%s: %s has %d tasks in its shard %d (%v), want 1", stage, st.Key, len(infos), s.ShardOf(st.Key), err)
+				if infos, err := lookup(ctx, s.For(st.Key), st.Key); err != nil || len(infos) != 1 {
+					t.Fatalf("%s: %s has %d tasks in its shard %d (%v), want 1", stage, st.Key, len(infos), s.shardIndex(st.Key), err)
 				}
 			}
 		}

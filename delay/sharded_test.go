@@ -30,10 +30,10 @@ func shNew(t *testing.T, b *testredis.Backend, name string, k int, o Options) *S
 // shKeysPerShard returns n business keys for every shard of s (FNV spreads
 // "order-<i>" keys; we bucket them by shard).
 func shKeysPerShard(s *Sharded, n int) [][]string {
-	out := make([][]string, s.Len())
-	for i, full := 0, 0; full < s.Len(); i++ {
+	out := make([][]string, len(s.shards))
+	for i, full := 0, 0; full < len(s.shards); i++ {
 		k := "order-" + strconv.Itoa(i)
-		sh := s.ShardOf(k)
+		sh := s.shardIndex(k)
 		if len(out[sh]) < n {
 			out[sh] = append(out[sh], k)
 			if len(out[sh]) == n {
@@ -70,10 +70,10 @@ func TestShardedBadOptions(t *testing.T) {
 		want   error
 	}{
 		{"negative_shards", "q", -1, &ValidationError{Field: "options"}},
-		{"too_many_shards", "q", MaxShards + 1, &ValidationError{Field: "options"}},
+		{"too_many_shards", "q", maxShards + 1, &ValidationError{Field: "options"}},
 		{"brace_in_name", "q{x}", 2, &ValidationError{Field: "name"}},
 		{"empty_name", "", 2, &ValidationError{Field: "name"}},
-		{"shard_name_too_long", strings.Repeat("n", MaxNameBytes-1), 10, &ValidationError{Field: "name"}},
+		{"shard_name_too_long", strings.Repeat("n", maxNameBytes-1), 10, &ValidationError{Field: "name"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,8 +84,8 @@ func TestShardedBadOptions(t *testing.T) {
 		})
 	}
 	s, err := NewSharded(b.Client, "q", ShardedOptions{})
-	if err != nil || s.Len() != DefaultShards {
-		t.Fatalf("zero options: len %d err %v, want %d shards", s.Len(), err, DefaultShards)
+	if err != nil || len(s.shards) != defaultShards {
+		t.Fatalf("zero options: len %d err %v, want %d shards", len(s.shards), err, defaultShards)
 	}
 	if n, _ := testredis.CountKeys(context.Background(), b.Client, b.Prefix); n != 0 {
 		t.Fatalf("NewSharded wrote %d keys", n)
@@ -134,12 +134,12 @@ func TestShardKeysShareOneSlot(t *testing.T) {
 			if _, err := s.Enqueue(ctx, Job{Key: keys[0] + "-now"}); err != nil {
 				t.Fatalf("Enqueue: %v", err)
 			}
-			if err := slot.Same(s.Shard(i).Keys()...); err != nil {
+			if err := slot.Same(s.shards[i].Keys()...); err != nil {
 				t.Errorf("shard %d: Keys() span slots: %v", i, err)
 			}
 		}
-		for i := range s.Len() {
-			bt, err := s.Shard(i).takeN(ctx, 10)
+		for i := range len(s.shards) {
+			bt, err := s.shards[i].takeN(ctx, 10)
 			if err != nil {
 				t.Fatalf("Take: %v", err)
 			}
@@ -166,8 +166,8 @@ func TestShardKeysShareOneSlot(t *testing.T) {
 			}
 			slotOfShard[tag] = sl
 		}
-		if len(slotOfShard) != s.Len() {
-			t.Fatalf("keys of %d shards found (%v), want %d", len(slotOfShard), slotOfShard, s.Len())
+		if len(slotOfShard) != len(s.shards) {
+			t.Fatalf("keys of %d shards found (%v), want %d", len(slotOfShard), slotOfShard, len(s.shards))
 		}
 		seen := map[int]string{}
 		for tag, sl := range slotOfShard {
@@ -270,7 +270,7 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 		inflight := map[string]bool{}
 		for i, ks := range shKeysPerShard(s, 1) {
 			now := ks[0] + "-now"
-			for s.ShardOf(now) != i {
+			for s.shardIndex(now) != i {
 				now += "x"
 			}
 			if _, err := s.Enqueue(ctx, Job{Key: now}); err != nil {
@@ -278,8 +278,8 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 			}
 			keys = append(keys, now)
 		}
-		for i := range s.Len() {
-			bt, err := s.Shard(i).takeN(ctx, 1)
+		for i := range len(s.shards) {
+			bt, err := s.shards[i].takeN(ctx, 1)
 			if err != nil {
 				t.Fatalf("Take: %v", err)
 			}
@@ -290,7 +290,7 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 		// Load the scripts on every node first, so EVALSHA is not retried
 		// as EVAL inside the measured calls.
 		for _, ks := range shKeysPerShard(s, 1) {
-			if _, err := s.For(ks[0]+"-absent").Cancel(ctx, ks[0]+"-absent"); err != nil {
+			if _, err := s.For(ks[0]+"-absent").Cancel(ctx, Selector{Key: ks[0] + "-absent"}); err != nil {
 				t.Fatalf("warm-up Cancel: %v", err)
 			}
 		}
@@ -300,11 +300,11 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 		}
 		for _, k := range keys {
 			rt.Reset()
-			r, err := s.For(k).Cancel(ctx, k)
+			r, err := s.For(k).Cancel(ctx, Selector{Key: k})
 			if err != nil {
 				t.Fatalf("Cancel(%s): %v", k, err)
 			}
-			if r.Found() != 1 || (inflight[k] && r.InFlight != 1) || (!inflight[k] && r.Pending != 1) {
+			if r.Found != 1 || (inflight[k] && r.InFlight != 1) || (!inflight[k] && r.Pending != 1) {
 				t.Errorf("Cancel(%s) = %+v, want 1 task (in flight: %v)", k, r, inflight[k])
 			}
 			if got := rt.Total(); got != 1 {
@@ -313,12 +313,12 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 			if per := rt.PerNode(); b.IsCluster() && len(per) != 1 {
 				t.Errorf("Cancel(%s) reached nodes %v, want one", k, per)
 			}
-			if infos, err := s.For(k).Lookup(ctx, k); err != nil || (!inflight[k] && len(infos) != 0) {
+			if infos, err := lookup(ctx, s.For(k), k); err != nil || (!inflight[k] && len(infos) != 0) {
 				t.Errorf("Lookup(%s) after Cancel = %v, %v", k, infos, err)
 			}
 		}
-		if len(inflight) != s.Len() {
-			t.Fatalf("%d tasks in flight, want one per shard (%d)", len(inflight), s.Len())
+		if len(inflight) != len(s.shards) {
+			t.Fatalf("%d tasks in flight, want one per shard (%d)", len(inflight), len(s.shards))
 		}
 		stats, err := s.Stats(ctx)
 		if err != nil {
@@ -350,18 +350,18 @@ func TestShardOrderingWithinShard(t *testing.T) {
 		if err != nil {
 			t.Fatalf("EnqueueBatch: %v", err)
 		}
-		want := make([][]string, s.Len())
+		want := make([][]string, len(s.shards))
 		for i, r := range res {
 			if r.Err != nil || r.ID == "" {
 				t.Fatalf("job %d: %+v", i, r)
 			}
-			sh := s.ShardOf(jobs[i].Key)
+			sh := s.shardIndex(jobs[i].Key)
 			want[sh] = append(want[sh], jobs[i].Key)
 		}
-		for i := range s.Len() {
+		for i := range len(s.shards) {
 			var got []string
 			for {
-				bt, err := s.Shard(i).takeN(ctx, 7) // small batches: order must hold across takes
+				bt, err := s.shards[i].takeN(ctx, 7) // small batches: order must hold across takes
 				if err != nil {
 					t.Fatalf("Take: %v", err)
 				}
@@ -369,8 +369,8 @@ func TestShardOrderingWithinShard(t *testing.T) {
 					break
 				}
 				for _, task := range bt.Tasks {
-					if s.ShardOf(task.Key) != i {
-						t.Fatalf("task %s of shard %d found in shard %d", task.Key, s.ShardOf(task.Key), i)
+					if s.shardIndex(task.Key) != i {
+						t.Fatalf("task %s of shard %d found in shard %d", task.Key, s.shardIndex(task.Key), i)
 					}
 					got = append(got, task.Key)
 					if err := s.ackTask(ctx, task); err != nil {
@@ -401,7 +401,7 @@ func TestShardOfSpreadsAndIsStable(t *testing.T) {
 			const n = 32000
 			counts := make([]int, k)
 			for i := range n {
-				counts[s.ShardOf("order-"+strconv.Itoa(i))]++
+				counts[s.shardIndex("order-"+strconv.Itoa(i))]++
 			}
 			for i, c := range counts {
 				if want := n / k; c < want*85/100 || c > want*115/100 {
@@ -413,7 +413,7 @@ func TestShardOfSpreadsAndIsStable(t *testing.T) {
 	s := shNew(t, b, "pinned", 8, Options{})
 	got := ""
 	for _, key := range []string{"order-0", "order-1", "order-2", "cart:42", "é"} {
-		got += strconv.Itoa(s.ShardOf(key))
+		got += strconv.Itoa(s.shardIndex(key))
 	}
 	if want := "12514"; got != want {
 		t.Errorf("ShardOf mapping changed: got %s, want %s", got, want)

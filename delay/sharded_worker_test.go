@@ -87,7 +87,7 @@ func TestShardWorkerFairDraining(t *testing.T) {
 		}
 		h := newShHandled()
 		w, err := newWorker(s, func(ctx context.Context, task *Task) error {
-			sh := s.ShardOf(task.Key)
+			sh := s.shardIndex(task.Key)
 			h.begin(sh, task.ID)
 			time.Sleep(time.Millisecond) // a handler that does some work
 			h.end(sh, task.ID)
@@ -145,7 +145,7 @@ func TestShardNoLossEightConsumers(t *testing.T) {
 		wakeClient := shBlockingClient(t, b)
 		h := newShHandled()
 		handler := func(ctx context.Context, task *Task) error {
-			sh := s.ShardOf(task.Key)
+			sh := s.shardIndex(task.Key)
 			h.begin(sh, task.ID)
 			h.end(sh, task.ID)
 			return nil
@@ -174,7 +174,7 @@ func TestShardNoLossEightConsumers(t *testing.T) {
 				if r.Err != nil {
 					t.Fatalf("job %s: %v", jobs[i].Key, r.Err)
 				}
-				enqueued[strconv.Itoa(s.ShardOf(jobs[i].Key))+"/"+r.ID] = true
+				enqueued[strconv.Itoa(s.shardIndex(jobs[i].Key))+"/"+r.ID] = true
 			}
 		}
 		ok := shWaitFor(t, time.Minute, func() bool { return h.total() >= n })

@@ -84,7 +84,7 @@ func (q *Queue) EnqueueTick(ctx context.Context, t Tick) (Tick, error) {
 	for repaired := false; ; repaired = true {
 		r, err = q.mutate(ctx, scriptEnqueueTick, "enqueue tick", q.req.next(), keys,
 			j.Key, dg, j.Token, freshRecord(dg, j.Key, j.Token, j.Payload), q.whenArg(mode, v),
-			q.epoch, q.mult, q.o.Codec.MaxMs(), MaxTasksPerKey, ms, t.Process, t.Def, skip, next)
+			q.epoch, q.mult, q.o.Codec.MaxMs(), maxTasksPerKey, ms, t.Process, t.Def, skip, next)
 		if err != nil {
 			return t, err
 		}

@@ -44,7 +44,7 @@ func TestAckManyBulkSemantics(t *testing.T) {
 				hand = tk
 			}
 		}
-		if _, err := q.Cancel(ctx, "gone"); err != nil {
+		if _, err := q.Cancel(ctx, Selector{Key: "gone"}); err != nil {
 			t.Fatal(err)
 		}
 		wrong := a.lease
@@ -78,12 +78,12 @@ func TestAckManyBulkSemantics(t *testing.T) {
 			}
 		}
 		// "shared/b" is still in flight and still found by its key.
-		infos, err := q.Lookup(ctx, "shared")
+		infos, err := lookup(ctx, q, "shared")
 		if err != nil || len(infos) != 1 || infos[0].State != StateInFlight {
 			t.Fatalf("shared after ack: %+v %v", infos, err)
 		}
 		for _, k := range []string{"solo", "gone", "byhand"} {
-			if infos, err := q.Lookup(ctx, k); err != nil || len(infos) != 0 {
+			if infos, err := lookup(ctx, q, k); err != nil || len(infos) != 0 {
 				t.Errorf("%s after ack: %+v %v", k, infos, err)
 			}
 		}

@@ -142,7 +142,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		if count("flaky") != 3 || count("panics") != 2 || count("permanent") != 1 || count("always") != 3 {
 			t.Fatalf("calls flaky=%d panics=%d permanent=%d always=%d", count("flaky"), count("panics"), count("permanent"), count("always"))
 		}
-		p, _ := q.ListDead(ctx, 0, 10)
+		p, _ := listDead(ctx, q, 0, 10)
 		errs := map[string]string{}
 		for _, d := range p.Tasks {
 			errs[d.Key] = d.LastError
@@ -192,10 +192,10 @@ func TestWorkerShutdown(t *testing.T) {
 		// cancelled it: interrupted, not failed, so it is released back to
 		// due with its attempt not counted (directly: Run has returned).
 		waitFor(t, 5*time.Second, "the slow task released", func() bool {
-			infos, _ := q.Lookup(ctx, "slow")
+			infos, _ := lookup(ctx, q, "slow")
 			return len(infos) == 1 && infos[0].State == StatePending
 		})
-		infos, _ := q.Lookup(ctx, "slow")
+		infos, _ := lookup(ctx, q, "slow")
 		if infos[0].Attempt != 0 {
 			t.Fatalf("slow task %+v: want attempt 0", infos)
 		}

@@ -76,7 +76,7 @@ func (st *stepper) step(ctx context.Context) {
 // job in q, sorted, and fails on two tasks of one tick.
 func ticksOf(t *testing.T, ctx context.Context, q *delay.Queue, job string) []int64 {
 	t.Helper()
-	infos, err := q.Lookup(ctx, job)
+	infos, err := lookup(ctx, q, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,3 +115,9 @@ func equalInts(a, b []int64) bool {
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func slogTo(w *logBuf) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// lookup is every task of key in q (List by key).
+func lookup(ctx context.Context, q *delay.Queue, key string) ([]delay.TaskInfo, error) {
+	p, err := q.List(ctx, delay.ListOptions{Key: key})
+	return p.Tasks, err
+}

@@ -142,7 +142,7 @@ func TestTickGuardOutlivesTask(t *testing.T) {
 		if out := call(tick.Add(time.Second), "p2"); out.Outcome != "undeclared" {
 			t.Fatalf("a process that never declared: %q, want undeclared", out.Outcome)
 		}
-		if got, err := q.Lookup(ctx, "j"); err != nil || len(got) != 0 {
+		if got, err := lookup(ctx, q, "j"); err != nil || len(got) != 0 {
 			t.Fatalf("tasks of j: %+v %v, want none (the one tick was acked)", got, err)
 		}
 	})
@@ -373,7 +373,7 @@ func TestRunLoserDoesNotSpin(t *testing.T) {
 	// until six ticks of the winner were enqueued after the loser started
 	var infos []delay.TaskInfo
 	for {
-		infos, err = q.Lookup(ctx, "j")
+		infos, err = lookup(ctx, q, "j")
 		if err != nil {
 			t.Fatal(err)
 		}

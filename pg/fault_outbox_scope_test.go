@@ -26,13 +26,13 @@ func enqueueCommitted(ctx context.Context, o *Outbox, job delay.Job) error {
 // redisDue returns the due time of each pending task of key in Redis, by token.
 func redisDue(t *testing.T, q *delay.Queue, key string) map[string]time.Time {
 	t.Helper()
-	infos, err := q.Lookup(t.Context(), key)
+	infos, err := tasksOf(t.Context(), q, key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]time.Time{}
 	for _, ti := range infos {
-		if ti.State != delay.StatePending {
+		if ti.State != delay.StateDue && ti.State != delay.StateScheduled {
 			t.Fatalf("task %s of %q is %s, want pending", ti.Token, key, ti.State)
 		}
 		out[ti.Token] = ti.When
@@ -81,7 +81,7 @@ func TestFaultOutboxCancelRescheduleOnlyTheirRows(t *testing.T) {
 	}{
 		{"cancel", func(key string) (int, int, error) {
 			r, err := o.Cancel(ctx, key)
-			return r.Rows, r.Redis.Found(), err
+			return r.Rows, r.Redis.Found, err
 		}, map[string]time.Time{"new": base.Add(time.Minute)}},
 		{"reschedule", func(key string) (int, int, error) {
 			r, err := o.Reschedule(ctx, key, delay.At(later))
@@ -174,7 +174,7 @@ func TestOutboxReconcileMovesDue(t *testing.T) {
 	if res, err := o.RelayOnce(ctx, 10); err != nil || res.Moved != 2 {
 		t.Fatalf("relay = %+v, %v", res, err)
 	}
-	if _, err := q.RescheduleToken(ctx, "drifted", "t", delay.At(due.Add(24*time.Hour))); err != nil {
+	if _, err := q.Reschedule(ctx, delay.Selector{Key: "drifted", Token: "t"}, delay.At(due.Add(24*time.Hour))); err != nil {
 		t.Fatal(err)
 	}
 	b, err := delayraw.Take(ctx, q, 1)

@@ -178,7 +178,7 @@ func (o *Outbox) Cancel(ctx context.Context, key string) (CancelResult, error) {
 	}
 	res.Rows = len(tokens)
 	for _, tok := range tokens {
-		r, err := o.q.CancelToken(ctx, key, tok)
+		r, err := o.q.Cancel(ctx, delay.Selector{Key: key, Token: tok})
 		if err != nil {
 			return res, fmt.Errorf("pg: outbox cancel %q token %q in redis (the database says cancelled; Reconcile removes it): %w", key, tok, err)
 		}
@@ -219,7 +219,7 @@ func (o *Outbox) Reschedule(ctx context.Context, key string, w delay.When) (Resc
 	var redisErr error
 	tokens, err := o.changeRows(ctx, key, `due_at = $3`, func(tokens []string) {
 		for _, tok := range tokens {
-			r, err := o.q.RescheduleToken(ctx, key, tok, delay.At(res.Due))
+			r, err := o.q.Reschedule(ctx, delay.Selector{Key: key, Token: tok}, delay.At(res.Due))
 			if err != nil {
 				redisErr = fmt.Errorf("pg: outbox reschedule %q token %q in redis (the database has the new time; Reconcile moves it): %w", key, tok, err)
 				return

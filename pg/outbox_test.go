@@ -142,7 +142,7 @@ func TestOutboxRelayCancelReschedule(t *testing.T) {
 	if res, err := o.RelayOnce(ctx, 10); err != nil || res.Duplicate != 1 || res.Moved != 0 {
 		t.Fatalf("relay of an already enqueued row = %+v, %v; want 1 duplicate", res, err)
 	}
-	if infos, _ := q.Lookup(ctx, "c"); len(infos) != 1 {
+	if infos, _ := tasksOf(ctx, q, "c"); len(infos) != 1 {
 		t.Fatalf("key c has %d tasks in Redis, want 1", len(infos))
 	}
 
@@ -150,7 +150,7 @@ func TestOutboxRelayCancelReschedule(t *testing.T) {
 	if err != nil || cres.Rows != 1 || cres.Redis.Pending != 1 {
 		t.Fatalf("Cancel(a) = %+v, %v; want 1 row and 1 pending task", cres, err)
 	}
-	if infos, _ := q.Lookup(ctx, "a"); len(infos) != 0 {
+	if infos, _ := tasksOf(ctx, q, "a"); len(infos) != 0 {
 		t.Fatalf("cancelled key a still has %d tasks in Redis", len(infos))
 	}
 	if n := countRows(t, o, `key = 'a' AND state = 'cancelled'`); n != 1 {
@@ -161,9 +161,9 @@ func TestOutboxRelayCancelReschedule(t *testing.T) {
 	if err != nil || rres.Rows != 1 || rres.Redis.Moved != 1 {
 		t.Fatalf("Reschedule(b) = %+v, %v; want 1 row and 1 task moved", rres, err)
 	}
-	infos, err := q.Lookup(ctx, "b")
+	infos, err := tasksOf(ctx, q, "b")
 	if err != nil || len(infos) != 1 || !infos[0].When.Equal(later) {
-		t.Fatalf("Lookup(b) = %+v, %v; want one task due %v", infos, err, later)
+		t.Fatalf("List(b) = %+v, %v; want one task due %v", infos, err, later)
 	}
 	if n := countRows(t, o, `key = 'b' AND due_at = $1`, later); n != 1 {
 		t.Fatal("key b's due time did not change in the database")
@@ -180,7 +180,7 @@ func TestOutboxRelayCancelReschedule(t *testing.T) {
 	if res, err := o.RelayOnce(ctx, 10); err != nil || res.Total() != 0 {
 		t.Fatalf("relay after cancel = %+v, %v; want nothing to relay", res, err)
 	}
-	if infos, _ := q.Lookup(ctx, "d"); len(infos) != 0 {
+	if infos, _ := tasksOf(ctx, q, "d"); len(infos) != 0 {
 		t.Fatal("a row cancelled before its relay reached Redis")
 	}
 	// Done: once, then ErrNotPending.
@@ -298,7 +298,7 @@ type relayAfterListing struct {
 	t *testing.T
 }
 
-func (r relayAfterListing) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]delay.SourceTask, string, error) {
+func (r relayAfterListing) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]delay.Job, string, error) {
 	tasks, next, err := r.Source.Pending(ctx, before, cursor, limit)
 	if err == nil && next == "" {
 		tx, _ := r.o.db.Begin(ctx)
@@ -326,9 +326,15 @@ func TestReconcileWithoutTheRelayLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	infos, _ := q.Lookup(ctx, "late")
+	infos, _ := tasksOf(ctx, q, "late")
 	t.Logf("unlocked reconcile with a relay between listing and removal: removed %d, newer %d, tasks left for the pending row %d", res.Removed, res.Newer, len(infos))
 	if res.Removed != 0 || res.Newer != 1 || len(infos) != 1 || countRows(t, o, `key = 'late' AND state = 'relayed'`) != 1 {
 		t.Fatalf("removed %d, newer %d, %d tasks left: a task relayed during the reconcile was removed", res.Removed, res.Newer, len(infos))
 	}
+}
+
+// tasksOf lists the tasks of a business key (delay.Queue.List by Key).
+func tasksOf(ctx context.Context, q *delay.Queue, key string) ([]delay.TaskInfo, error) {
+	p, err := q.List(ctx, delay.ListOptions{Key: key})
+	return p.Tasks, err
 }

@@ -266,7 +266,7 @@ var _ delay.Source = Source{}
 func (o *Outbox) Source() Source { return Source{o} }
 
 // Pending implements delay.Source; the cursor is the last row id listed.
-func (s Source) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]delay.SourceTask, string, error) {
+func (s Source) Pending(ctx context.Context, before time.Time, cursor string, limit int) ([]delay.Job, string, error) {
 	after := int64(0)
 	if cursor != "" {
 		v, err := strconv.ParseInt(cursor, 10, 64)
@@ -286,10 +286,10 @@ func (s Source) Pending(ctx context.Context, before time.Time, cursor string, li
 		return nil, "", fmt.Errorf("pg: source: %w", err)
 	}
 	defer rows.Close()
-	var out []delay.SourceTask
+	var out []delay.Job
 	var last int64
 	for rows.Next() {
-		var t delay.SourceTask
+		var t delay.Job
 		if err := rows.Scan(&last, &t.Key, &t.Token, &t.Payload, &t.At); err != nil {
 			return nil, "", fmt.Errorf("pg: source: scan: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/deadletters"
+	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/text"
 )
 
@@ -46,8 +47,8 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 		if name == "" {
 			return usagef("-queue is required")
 		}
-		if err := delay.ValidateName(name); err != nil {
-			return usagef("-queue %s: %v", quoteArg(name), err)
+		if err := keyname.Check(name); err != nil {
+			return usagef("-queue %s: invalid queue name: %v", quoteArg(name), err)
 		}
 	}
 	redisURL := str("redis")
@@ -126,7 +127,7 @@ func queueFlags() *cmdFlags {
 	fs.String("queue", "", "queue `NAME`; required but for ls")
 	fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds (default $TIERSET_REDIS_URL); required")
 	fs.String("prefix", delay.DefaultPrefix, "key `prefix`")
-	fs.String("state", "due", "tasks: which tasks to list: due (soonest first), inflight (oldest lease first) or dead")
+	fs.String("state", "pending", "tasks: which tasks to list: due (due now), scheduled (due later), pending (both, soonest first), inflight (oldest lease first), dead or done")
 	fs.String("id", "", "task: the task `ID` to show whole, its earlier errors included")
 	fs.String("ids", "", "requeue/purge only these dead task `IDs` (comma-separated); default all")
 	fs.String("key", "", "cancel/reschedule/run: the task's business `key`")
@@ -228,28 +229,19 @@ func queueList(ctx context.Context, be *backend, prefix string, names []string, 
 
 // queueTasks lists tasks of one state (at most limit, MaxBatch).
 func queueTasks(ctx context.Context, q *delay.Queue, state string, limit int, w io.Writer) error {
-	var tasks []delay.TaskInfo
-	var total int64
-	switch state {
-	case "due", "inflight":
-		ov, err := q.Browse(ctx, delay.BrowseOptions{Tasks: limit})
-		if err != nil {
-			return err
-		}
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return err
-		}
-		tasks, total = ov.Due, st.Pending
-		if state == "inflight" {
-			tasks, total = ov.InFlight, st.InFlight
-		}
-	case "dead":
+	label, ok := map[delay.State]string{delay.StateDue: "due now", delay.StateScheduled: "scheduled",
+		delay.StatePending: "pending", delay.StateInFlight: "in flight", delay.StateDone: "done"}[delay.State(state)]
+	switch {
+	case state == string(delay.StateDead):
 		return queueDead(ctx, q, limit, w)
-	default:
-		return usagef("-state %s: want due, inflight or dead", quoteArg(state))
+	case !ok:
+		return usagef("-state %s: want due, scheduled, pending, inflight, dead or done", quoteArg(state))
 	}
-	label := map[string]string{"due": "pending", "inflight": "in flight"}[state]
+	p, err := q.List(ctx, delay.ListOptions{State: delay.State(state), Limit: limit})
+	if err != nil {
+		return err
+	}
+	tasks, total := p.Tasks, p.Total
 	fmt.Fprintf(w, "queue %s: %s %s", text.Escape(q.Name()), count(int(total), "task", "tasks"), label)
 	if int64(len(tasks)) < total {
 		fmt.Fprintf(w, " (showing the first %d)", len(tasks))
@@ -258,7 +250,10 @@ func queueTasks(ctx context.Context, q *delay.Queue, state string, limit int, w 
 	if len(tasks) == 0 {
 		return nil
 	}
-	when := map[string]string{"due": "DUE", "inflight": "LEASE ENDS"}[state]
+	when := map[string]string{"inflight": "LEASE ENDS", "done": "ACKED"}[state]
+	if when == "" {
+		when = "DUE"
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ID\tKEY\tATTEMPTS\t%s\tLAST ERROR\n", when)
 	for _, t := range tasks {
@@ -279,7 +274,7 @@ func queueTask(ctx context.Context, q *delay.Queue, id string, w io.Writer) erro
 		return fmt.Errorf("task %s: %w", text.Escape(t.ID), t.Err)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	when := map[delay.State]string{delay.StatePending: "due", delay.StateInFlight: "lease ends", delay.StateCancelled: "lease ends",
+	when := map[delay.State]string{delay.StateDue: "due", delay.StateScheduled: "due", delay.StateInFlight: "lease ends", delay.StateCancelled: "lease ends",
 		delay.StateDead: "died", delay.StateDone: "forgotten at"}[t.State]
 	fmt.Fprintf(tw, "key\t%s\n", strconv.Quote(t.Key))
 	fmt.Fprintf(tw, "token\t%s\n", strconv.Quote(t.Token))
@@ -318,11 +313,11 @@ func errLine(s string) string {
 func queueKeyChange(ctx context.Context, q *delay.Queue, sub, key, token string, when delay.When, w io.Writer) error {
 	switch sub {
 	case "cancel":
-		r, err := q.CancelToken(ctx, key, token)
+		r, err := q.Cancel(ctx, delay.Selector{Key: key, Token: token})
 		if err != nil {
 			return err
 		}
-		if r.Found() == 0 && r.Already == 0 {
+		if r.Found == 0 && r.Already == 0 {
 			return fmt.Errorf("queue %s: no task of key %s to cancel", text.Escape(q.Name()), strconv.Quote(key))
 		}
 		fmt.Fprintf(w, "queue %s: key %s: cancelled %s pending, %d dead; %d in flight marked (their ack removes them, they are never retried)",
@@ -333,7 +328,7 @@ func queueKeyChange(ctx context.Context, q *delay.Queue, sub, key, token string,
 		fmt.Fprintln(w)
 		return nil
 	}
-	r, err := q.Reschedule(ctx, key, when)
+	r, err := q.Reschedule(ctx, delay.Selector{Key: key}, when)
 	if err != nil {
 		return err
 	}
@@ -422,7 +417,7 @@ func queueDead(ctx context.Context, q *delay.Queue, limit int, w io.Writer) erro
 	if limit <= 0 {
 		return usagef("-limit %d: want > 0", limit)
 	}
-	page, err := q.ListDead(ctx, 0, limit)
+	page, err := q.List(ctx, delay.ListOptions{State: delay.StateDead, Limit: limit})
 	if err != nil {
 		return err
 	}
@@ -443,13 +438,13 @@ func queueDead(ctx context.Context, q *delay.Queue, limit int, w io.Writer) erro
 			fmt.Fprintf(tw, "%s\t-\t-\t-\tcorrupt record: %s\n", text.Escape(t.ID), text.Escape(t.Err.Error()))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", text.Escape(t.ID), strconv.Quote(t.Key), t.Attempt, t.DiedAt.UTC().Format(time.RFC3339), text.Escape(t.LastError))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", text.Escape(t.ID), strconv.Quote(t.Key), t.Attempt, t.When.UTC().Format(time.RFC3339), text.Escape(t.LastError))
 	}
 	return tw.Flush()
 }
 
 func queueChange(ctx context.Context, q *delay.Queue, sub string, ids []string, yes bool, e *env) error {
-	page, err := q.ListDead(ctx, 0, 1)
+	page, err := q.List(ctx, delay.ListOptions{State: delay.StateDead, Limit: 1})
 	if err != nil {
 		return err
 	}
@@ -484,9 +479,9 @@ func queueChange(ctx context.Context, q *delay.Queue, sub string, ids []string, 
 	var n int
 	switch {
 	case sub == "purge" && len(ids) == 0:
-		n, err = q.PurgeAll(ctx)
+		n, err = q.Purge(ctx, delay.Selector{All: true})
 	case sub == "purge":
-		n, err = q.Purge(ctx, ids...)
+		n, err = q.Purge(ctx, delay.Selector{IDs: ids})
 	default:
 		if len(ids) == 0 {
 			if ids, err = deadletters.AllIDs(ctx, q); err != nil {

@@ -100,7 +100,7 @@ func TestQueueCommands(t *testing.T) {
 			{[]string{"queue", "cancel", "-queue", "q", "-redis", "127.0.0.1:1"}, "cancel needs -key"},
 			{[]string{"queue", "drain", "-queue", "q"}, `unknown queue subcommand "drain"`},
 			{[]string{"queue", "stats"}, "-queue is required"},
-			{[]string{"queue", "stats", "-queue", "a b"}, `-queue "a b": delay: invalid name`},
+			{[]string{"queue", "stats", "-queue", "a b"}, `-queue "a b": invalid queue name`},
 			{[]string{"queue", "stats", "-queue", "q"}, "-redis (or $TIERSET_REDIS_URL) is required"},
 		} {
 			r := tierset(t, tc.args...)

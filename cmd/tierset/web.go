@@ -16,6 +16,7 @@ import (
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/console"
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/keyname"
 	"github.com/tierset/tierset/internal/redisconf"
 )
 
@@ -74,8 +75,8 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	}
 	for _, n := range strings.Split(*queues, ",") {
 		if n = strings.TrimSpace(n); n != "" {
-			if err := delay.ValidateName(n); err != nil {
-				return usagef("-queues %q: %v", n, err)
+			if err := keyname.Check(n); err != nil {
+				return usagef("-queues %q: invalid queue name: %v", n, err)
 			}
 			cfg.Queues = append(cfg.Queues, n)
 		}

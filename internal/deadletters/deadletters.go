@@ -15,17 +15,19 @@ const page = 1000
 // AllIDs lists every dead letter's ID of q, page by page.
 func AllIDs(ctx context.Context, q *delay.Queue) ([]string, error) {
 	var ids []string
-	for off := 0; ; off += page {
-		p, err := q.ListDead(ctx, off, page)
+	o := delay.ListOptions{State: delay.StateDead, Limit: page}
+	for {
+		p, err := q.List(ctx, o)
 		if err != nil {
 			return nil, err
 		}
 		for _, t := range p.Tasks {
 			ids = append(ids, t.ID)
 		}
-		if len(p.Tasks) < page {
+		if p.Next == "" {
 			return ids, nil
 		}
+		o.Cursor = p.Next
 	}
 }
 
@@ -34,7 +36,7 @@ func AllIDs(ctx context.Context, q *delay.Queue) ([]string, error) {
 func Requeue(ctx context.Context, q *delay.Queue, ids []string) (int, error) {
 	total := 0
 	for i := 0; i < len(ids); i += page {
-		n, err := q.Requeue(ctx, ids[i:min(i+page, len(ids))]...)
+		n, err := q.Requeue(ctx, delay.Selector{IDs: ids[i:min(i+page, len(ids))]})
 		total += n
 		if err != nil {
 			return total, err

@@ -74,7 +74,7 @@ func StartWorker(t testing.TB, ctx context.Context, q *delay.Queue, h delay.Hand
 // DeadIDs is the set of the IDs of q's dead letters (the first 100).
 func DeadIDs(t testing.TB, q *delay.Queue) map[string]bool {
 	t.Helper()
-	p, err := q.ListDead(t.Context(), 0, 100)
+	p, err := q.List(t.Context(), delay.ListOptions{State: delay.StateDead, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

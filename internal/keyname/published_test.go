@@ -19,7 +19,6 @@ func TestPublishedValues(t *testing.T) {
 	}{
 		{"cache.DefaultPrefix", cache.DefaultPrefix, keyname.DefaultPrefix},
 		{"delay.DefaultPrefix", delay.DefaultPrefix, keyname.DefaultPrefix},
-		{"delay.MaxNameBytes", delay.MaxNameBytes, keyname.MaxBytes},
 	}
 	for _, r := range rows {
 		if r.got != r.want {

@@ -85,7 +85,7 @@ func seed(t *testing.T) *fixture {
 		if _, err := delayraw.RetryAfter(ctx, f.q, b[0], 0, cause); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.q.Reschedule(ctx, "order-000", delay.At(now.Add(-20*3*time.Second))); err != nil {
+		if _, err := f.q.Reschedule(ctx, delay.Selector{Key: "order-000"}, delay.At(now.Add(-20*3*time.Second))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -260,14 +260,14 @@ func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Actio
 // css is a CSS selector for the first matching element.
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
-// deadOrder is the dead set's IDs as ListDead pages them, oldest first.
+// deadOrder is the dead set's IDs as List pages them, oldest first.
 func deadOrder(t *testing.T, q *delay.Queue) []string {
 	t.Helper()
-	p, err := q.ListDead(t.Context(), 0, 100)
+	p, err := q.List(t.Context(), delay.ListOptions{State: delay.StateDead, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return idsOf(p.Tasks, func(d delay.DeadTask) string { return d.ID })
+	return idsOf(p.Tasks, func(d delay.TaskInfo) string { return d.ID })
 }
 
 // idsOf is the IDs of a page's entries, in the page's order.
@@ -279,8 +279,30 @@ func idsOf[E any](entries []E, id func(E) string) []string {
 	return out
 }
 
-// delayBrowse is what the Queues page asks Browse for.
-func delayBrowse() delay.BrowseOptions { return delay.BrowseOptions{Tasks: 5, Horizon: time.Minute} }
+// overview is what the Queues page lists: the tasks due now then those
+// due within a minute (five in all), how many fall due within a minute,
+// and the oldest leases.
+type overview struct {
+	Due, InFlight []delay.TaskInfo
+	DueSoon       int64
+}
+
+func queueOverview(ctx context.Context, q *delay.Queue) (overview, error) {
+	due, err := q.List(ctx, delay.ListOptions{State: delay.StateDue, Limit: 5})
+	if err != nil {
+		return overview{}, err
+	}
+	soon, err := q.List(ctx, delay.ListOptions{State: delay.StateScheduled, To: q.ServerNow().Add(time.Minute), Limit: 5})
+	if err != nil {
+		return overview{}, err
+	}
+	fl, err := q.List(ctx, delay.ListOptions{State: delay.StateInFlight, Limit: 5})
+	if err != nil {
+		return overview{}, err
+	}
+	all := append(due.Tasks, soon.Tasks...)
+	return overview{Due: all[:min(5, len(all))], InFlight: fl.Tasks, DueSoon: soon.Total}, nil
+}
 
 // steady calls visit between two reads of the queue and returns the read
 // once both agree. Seeded tasks fall due every 3 s, so a page is compared
@@ -296,4 +318,10 @@ func steady(t *testing.T, read func() []string, visit func()) []string {
 	}
 	t.Fatalf("the queue changed during each of 5 visits of the page")
 	return nil
+}
+
+// tasksOf lists the tasks of a business key (delay.Queue.List by Key).
+func tasksOf(ctx context.Context, q *delay.Queue, key string) ([]delay.TaskInfo, error) {
+	p, err := q.List(ctx, delay.ListOptions{Key: key})
+	return p.Tasks, err
 }

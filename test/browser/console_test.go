@@ -38,12 +38,12 @@ func TestBrowserConsole(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ov, err := f.q.Browse(t.Context(), delayBrowse())
+			ov, err := queueOverview(t.Context(), f.q)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(ov.Due) == 0 || len(ov.InFlight) == 0 {
-				t.Fatalf("Browse shows no due or no leased task: %+v", ov)
+				t.Fatalf("List shows no due or no leased task: %+v", ov)
 			}
 			v := []int64{st.Ready, st.Pending, st.InFlight, st.Dead, st.Delivered, st.Acked, st.DeadLettered, ov.DueSoon}
 			out := make([]string, 0, len(stats))
@@ -92,13 +92,13 @@ func TestBrowserConsole(t *testing.T) {
 		if errText != xssError || injected != 0 {
 			t.Errorf("the error shows as %q with %d script/img elements; want the text %q and none", errText, injected, xssError)
 		}
-		// Newest first: ListDead's order (oldest first) reversed.
+		// Newest first: List's dead order (oldest first) reversed.
 		rows := get(t, ctx, "dead rows", chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#dead-table tr[data-id]')).map(r => r.dataset.id)`))
 		order := get(t, ctx, "order", chromedp.AttributeValue(css(`#dead-total`), "data-order"))
 		listed := deadOrder(t, f.q)
 		slices.Reverse(listed)
 		if order.Value != "newest" || !slices.Equal(rows, listed) {
-			t.Errorf("dead rows %v (order %q); want ListDead reversed, %v", rows, order.Value, listed)
+			t.Errorf("dead rows %v (order %q); want List reversed, %v", rows, order.Value, listed)
 		}
 		screenshot(t, ctx, dir, "dead")
 	})
@@ -109,7 +109,7 @@ func TestBrowserConsole(t *testing.T) {
 			chromedp.WaitVisible(css(`#lookup-table`)))
 		rows := get(t, ctx, "lookup rows", chromedp.Evaluate[[][]string](
 			`Array.from(document.querySelectorAll('#lookup-table tr[data-id]')).map(r => [r.dataset.id, r.children[2].textContent, r.children[5].textContent])`))
-		tasks, err := f.q.Lookup(t.Context(), "order-000")
+		tasks, err := tasksOf(t.Context(), f.q, "order-000")
 		if err != nil || len(tasks) != 1 || len(rows) != 1 || rows[0][0] != tasks[0].ID || rows[0][1] != string(tasks[0].State) || rows[0][2] != xssError {
 			t.Errorf("lookup page %v; library %+v, %v", rows, tasks, err)
 		}
@@ -141,7 +141,7 @@ func TestBrowserConsole(t *testing.T) {
 		if delaytest.DeadIDs(t, f.q)[id] {
 			t.Errorf("task %s is still in the dead set after the requeue", id)
 		}
-		tasks, err := f.q.Lookup(t.Context(), "order-001")
+		tasks, err := tasksOf(t.Context(), f.q, "order-001")
 		if err != nil || len(tasks) != 1 || tasks[0].State != "pending" {
 			t.Errorf("requeued task: %+v, %v", tasks, err)
 		}

@@ -53,11 +53,11 @@ func TestBrowserOperator(t *testing.T) {
 
 	t.Run("browse pages follow the cursor", func(t *testing.T) {
 		due := func() []string {
-			p, err := f.q.ListTasks(t.Context(), delay.PageOptions{State: delay.PageDue, Limit: 1000})
+			p, err := f.q.List(t.Context(), delay.ListOptions{State: delay.StateDue, Limit: 1000})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return idsOf(p.Tasks, func(e delay.TaskEntry) string { return e.ID })
+			return idsOf(p.Tasks, func(e delay.TaskInfo) string { return e.ID })
 		}
 		var seen []string
 		want := steady(t, due, func() {
@@ -74,7 +74,7 @@ func TestBrowserOperator(t *testing.T) {
 			}
 		})
 		if !slices.Equal(seen, want) {
-			t.Errorf("browsed %v; ListTasks %v", seen, want)
+			t.Errorf("browsed %v; List %v", seen, want)
 		}
 		do(t, ctx, "dead tasks", chromedp.Navigate(base+"/tasks?queue=orders&state=dead"), chromedp.WaitVisible(css(`#tasks-table`)))
 		screenshot(t, ctx, dir, "tasks-dead")

@@ -80,8 +80,6 @@ func Scripts() []Script {
 		{Name: "rate", Once: true},
 		{Name: "stats"},
 		{Name: "lookup"},
-		{Name: "deadlist"},
-		{Name: "browse"},
 		{Name: "enqueue_tick", Once: true, Inline: "enqueue",
 			Doc: "one tick of a periodic job: the one-job enqueue behind the job's guard, so that a tick makes at most one task ever"},
 		{Name: "registry",

@@ -1,0 +1,49 @@
+package delay
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tierset/tierset/internal/keyscan"
+)
+
+// Discover lists the names of the queues stored under prefix (""
+// = DefaultPrefix), sorted: every queue that ever had a task enqueued. It
+// SCANs the keyspace (on every master of a Cluster), so it costs time in
+// proportion to all keys in Redis: call it at start-up, not per request.
+func Discover(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
+	if nilClient(c) {
+		return nil, invalid("client", "nil client")
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if err := validatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	head, tail := prefix+":{q:", "}:ctr"
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	err := keyscan.Each(ctx, c, head+"*"+tail, func(_ context.Context, _ redis.Cmdable, key string) error {
+		name := strings.TrimSuffix(strings.TrimPrefix(key, head), tail)
+		if validateName(name) == nil {
+			mu.Lock()
+			seen[name] = true
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrapErr(ctx, "discover", err)
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
