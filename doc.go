@@ -85,6 +85,8 @@
 //     each is composed from lib.lua and its body.
 //   - delay/internal/luagen: go generate ./delay: writes the composed
 //     scripts and scripts_gen.go.
+//   - internal/cacheraw: cache's member decoder, for the bench's
+//     full-scan baseline (the member format is storage, not API).
 //   - internal/deadletters: every dead letter's ID, and requeueing a list
 //     of IDs, for the CLI and the console.
 //   - internal/delayraw: delay's lease calls one by one (take, ack,

@@ -32,7 +32,7 @@ func TestDecodeTierReadsWhatRefreshWrote(t *testing.T) {
 	var tiers []TierHit
 	sentinels := 0
 	for _, raw := range raws {
-		h, ok, err := DecodeTier(raw)
+		h, ok, err := decodeTier(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestDecodeTierReadsWhatRefreshWrote(t *testing.T) {
 	if tiers[1].ID != "b" || !tiers[1].Reward.Percent.Equal(decimal.NewFromInt(15)) || tiers[1].HasGifts {
 		t.Errorf("tier b decoded as %+v", tiers[1])
 	}
-	if _, _, err := DecodeTier("\xdb\x7f\xff\xff\xff"); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := decodeTier("\xdb\x7f\xff\xff\xff"); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("hostile bytes: %v", err)
 	}
 }

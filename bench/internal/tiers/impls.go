@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
+	"github.com/tierset/tierset/internal/cacheraw"
 	"github.com/tierset/tierset/score"
 )
 
@@ -71,7 +72,7 @@ type fullScanHit struct {
 // matchFullScan is the anti-pattern the range match replaces: fetch the
 // whole sorted set, decode every member, pick the largest threshold ≤ s in
 // Go. It reports ok=false when s is below every tier. Every member is
-// decoded with the library's own decoder (cache.DecodeTier, the same
+// decoded with the library's own decoder (cacheraw.DecodeTier, the same
 // guarded reader Match uses, without its memo), so the comparison is of
 // the access pattern, not of decoders. The floor and ceiling sentinels are
 // decoded like every member but are not tiers.
@@ -95,7 +96,7 @@ func matchFullScan(ctx context.Context, rc redis.Cmdable, key string, s int64) (
 		if err != nil {
 			return hit, false, fmt.Errorf("bench: fullscan score: %w", err)
 		}
-		d, isTier, err := cache.DecodeTier(m)
+		d, isTier, err := cacheraw.DecodeTier(m)
 		if err != nil {
 			return hit, false, fmt.Errorf("bench: fullscan decode: %w", err)
 		}
