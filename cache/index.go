@@ -98,7 +98,7 @@ func (c *Cache) pruneIndex(ctx context.Context, gone []string) error {
 	}
 	pipe := c.client.Pipeline()
 	for _, id := range gone {
-		scriptIndexPrune.Run(ctx, pipe, []string{c.metaKey(id), c.indexKey(id)}, id)
+		scriptIndexPrune.Eval(ctx, pipe, []string{c.metaKey(id), c.indexKey(id)}, id)
 	}
 	_, err := pipe.Exec(ctx)
 	return err
@@ -155,7 +155,7 @@ func (c *Cache) Reindex(ctx context.Context) (ReindexResult, error) {
 		pipe := c.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(part))
 		for k, id := range part {
-			cmds[k] = scriptIndexAdd.Run(ctx, pipe, []string{c.metaKey(id), c.indexKey(id)}, id)
+			cmds[k] = scriptIndexAdd.Eval(ctx, pipe, []string{c.metaKey(id), c.indexKey(id)}, id)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return res, fmt.Errorf("cache: reindex: %w", ctxErr(ctx, err))
