@@ -229,4 +229,3 @@ func (c *Cache) Unindexed(ctx context.Context) ([]string, error) {
 	}
 	return out, nil
 }
-
