@@ -13,10 +13,8 @@ import (
 )
 
 // The promotion index: which promotions exist, kept by the writes
-// themselves, so List costs the promotions and not the keyspace.
-//
-//	<prefix>:{<tag of slot s>}:ids  SET     the IDs of the promotions whose keys live on slot s
-//	<prefix>:index                  STRING  "1" once Reindex has filled the index: List reads it
+// themselves, so List costs the promotions and not the keyspace (keys in
+// the table in keys.go; design in docs/design.md, "Promotion index").
 //
 // One index key per Redis Cluster slot, named with a hash tag that lands
 // on that slot (slot.TagOf), so Refresh adds the ID and Delete removes it
