@@ -1,6 +1,7 @@
 package warm_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -24,7 +25,9 @@ import (
 func TestWarmStrayKeys(t *testing.T) {
 	soak.Require(t, "fills a private server with 10M keys; TestIndexListNoScan in cache is the fast check")
 	strays, n := 10_000_000, 10_000
-	ctx := testredis.Ctx(t)
+	// Filling 10M keys outlasts testredis.Ctx's two minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	t.Cleanup(cancel)
 	ps := make([]gradient.Promotion, n)
 	for i := range ps {
 		ps[i] = gradient.Promotion{ID: fmt.Sprintf("p%05d", i), Metric: gradient.Quantity, Tiers: []gradient.Tier{
@@ -35,11 +38,19 @@ func TestWarmStrayKeys(t *testing.T) {
 	setup := func(fill int) *cache.Cache {
 		t.Helper()
 		srv := testredis.StartServer(t, "--enable-debug-command", "yes")
-		rdb := srv.Client(&redis.Options{ReadTimeout: time.Minute})
+		rdb := srv.Client(&redis.Options{ReadTimeout: 10 * time.Minute})
 		t.Cleanup(func() { _ = rdb.Close() })
 		if fill > 0 {
-			if err := rdb.Do(ctx, "debug", "populate", fill, "stray").Err(); err != nil {
-				t.Skipf("DEBUG POPULATE refused (%v): the strays need it", err)
+			// Pipelined chunks of 1M, each under its own key prefix.
+			pipe := rdb.Pipeline()
+			for i := 0; i < fill; i += 1_000_000 {
+				pipe.Do(ctx, "debug", "populate", min(1_000_000, fill-i), fmt.Sprintf("stray%d", i/1_000_000))
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatalf("DEBUG POPULATE: %v", err)
+			}
+			if got := rdb.DBSize(ctx).Val(); got < int64(fill) {
+				t.Fatalf("DBSIZE %d after populating %d", got, fill)
 			}
 		}
 		c, err := cache.New(rdb, cache.Options{Prefix: testredis.Prefix(t)})
