@@ -80,11 +80,15 @@ func (c *Cache) Ladder(ctx context.Context, id string) (Ladder, error) {
 }
 
 // IDs returns the ID of every promotion stored under the prefix, sorted.
-// Like List it SCANs the keyspace (every master of a Cluster), so its cost
-// grows with every key in Redis, but it reads no promotion.
+// Like List it reads the promotion index once the prefix is marked (then
+// checks each meta key exists, one pipelined EXISTS per 1000), and SCANs
+// the keyspace (every master of a Cluster) before; it reads no promotion.
 func (c *Cache) IDs(ctx context.Context) ([]string, error) {
-	ids, err := c.scanIDs(ctx)
+	ids, indexed, err := c.listIDs(ctx)
 	c.obs.OnRoundTrips(OpList, 1)
+	if err == nil && indexed {
+		ids, err = c.liveIDs(ctx, ids)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cache: ids: %w", ctxErr(ctx, err))
 	}

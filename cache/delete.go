@@ -80,12 +80,16 @@ func (c *Cache) Delete(ctx context.Context, id string, revision int64) (RefreshR
 				gifts = append(gifts, c.giftsKey(id, v))
 			}
 		}
-		if err := sameSlot(append(append(keys, tomb, lease), gifts...)...); err != nil {
+		index := c.indexKey(id)
+		if err := sameSlot(append(append(keys, tomb, lease, index), gifts...)...); err != nil {
 			return err
 		}
 		var del *redis.IntCmd
 		_, err := tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 			del = pipe.Del(ctx, keys...)
+			// With meta, at once: List never reads a deleted promotion
+			// from the index, and never misses a stored one (index.go).
+			pipe.SRem(ctx, index, id)
 			for _, k := range gifts {
 				// LT: never lengthen a TTL (End + Grace may come sooner).
 				pipe.Do(ctx, "pexpire", k, c.grace.Milliseconds(), "lt")

@@ -83,6 +83,8 @@
 //     [MatchOptions].Next each line also reads the next tier; the two reads
 //     carry versions, and a line whose versions differ (a refresh committed
 //     between them) is re-read atomically (lua/recheck.lua).
+//   - [Cache.List] and [Cache.IDs] read a per-slot index the writes keep
+//     (once [Cache.Reindex] marked the prefix), not a SCAN of the keyspace.
 //   - Whether a promotion is active is decided by the caller's clock,
 //     [Options].Now, at millisecond resolution; Redis's clock only expires
 //     keys at End + Grace.

@@ -183,30 +183,41 @@ func (c *Cache) parseInfo(id string, m map[string]string) (Info, error) {
 
 // List returns every promotion stored under the prefix, in no particular
 // order (for a warm-up's -prune: list, diff against the rules, Delete).
-// It SCANs for meta keys, on every master of a Redis Cluster, then reads
-// them with their tiers cardinality in pipelines of 1000 (and the gift
-// list sizes in one more per 1000 when some have gifts). A damaged
-// promotion is listed with Info.Damage set; one whose meta hash is gone
-// is not listed (List finds promotions by their meta keys).
+// On a prefix Reindex has marked it reads the promotion index (16384
+// SMEMBERS in one pipeline, split per master on a Cluster; index.go), so
+// its cost does not grow with other keys in Redis; before that it SCANs
+// for meta keys on every master. It then reads the promotions with their
+// tiers cardinality in pipelines of 1000 (and the gift list sizes in one
+// more per 1000 when some have gifts). A damaged promotion is listed with
+// Info.Damage set; one whose meta hash is gone is not listed (and leaves
+// the index).
 func (c *Cache) List(ctx context.Context) ([]Info, error) {
-	ids, err := c.scanIDs(ctx)
+	ids, indexed, err := c.listIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cache: list: %w", ctxErr(ctx, err))
 	}
 	out := make([]Info, 0, len(ids))
+	var gone []string
 	for i := 0; i < len(ids); i += 1000 {
-		ins, err := c.infos(ctx, ids[i:min(i+1000, len(ids))], OpList)
+		part := ids[i:min(i+1000, len(ids))]
+		ins, err := c.infos(ctx, part, OpList)
 		if err != nil {
 			return nil, fmt.Errorf("cache: list: %w", ctxErr(ctx, err))
 		}
-		for _, in := range ins {
+		for k, in := range ins {
 			switch {
 			case in.err != nil:
 				return nil, in.err
 			case in.Version == "": // expired or deleted since the scan
+				gone = append(gone, part[k])
 				continue
 			}
 			out = append(out, in.Info)
+		}
+	}
+	if indexed {
+		if err := c.pruneIndex(ctx, gone); err != nil {
+			return nil, fmt.Errorf("cache: list: %w", ctxErr(ctx, err))
 		}
 	}
 	return out, nil

@@ -11,6 +11,12 @@ package cache
 //	<prefix>:{p:<id>}:absent           STRING  read-through: the source does not know <id> ("1") or it ended ("ended"), PX MissTTL
 //	<prefix>:{p:<id>}:lease            STRING  read-through: the process loading <id>, SET NX PX LeaseTTL; every write and delete DELs it
 //	<prefix>:{p:<id>}:tomb             STRING  an ordered Delete's revision, PX TombstoneTTL
+//	<prefix>:{<slot tag>}:ids          SET     promotion index: the IDs whose keys live on that slot (index.go)
+//	<prefix>:index                     STRING  "1": the index is complete, List reads it (set by Reindex)
+//
+// The index keys are the exception to one tag per promotion: one per
+// Cluster slot, named by slot.TagOf so it shares the slot (not the tag)
+// of the promotions it lists and joins their transactions.
 //
 // IDs are checked by gradient.ValidateID (no braces, whitespace or control
 // characters) before any key is built, and New refuses prefixes with

@@ -382,7 +382,8 @@ func (c *Cache) refreshOne(ctx context.Context, e *encoded, fl *fill) (RefreshRe
 	tiers, meta, gifts, tomb := c.tiersKey(e.id), c.metaKey(e.id), c.giftsKey(e.id, e.version), c.tombKey(e.id)
 	lease := c.leaseKey(e.id)
 	res := RefreshResult{ID: e.id, Version: e.version, Revision: e.promo.Revision}
-	if err := sameSlot(tiers, meta, gifts, tomb, lease); err != nil {
+	index := c.indexKey(e.id)
+	if err := sameSlot(tiers, meta, gifts, tomb, lease, index); err != nil {
 		return res, 0, err
 	}
 	watch := []string{meta, tomb}
@@ -419,6 +420,7 @@ func (c *Cache) refreshOne(ctx context.Context, e *encoded, fl *fill) (RefreshRe
 			cmds, err := tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 				pipe.HSet(ctx, meta, metaRev, strconv.FormatInt(e.promo.Revision, 10))
 				pipe.Del(ctx, lease)
+				pipe.SAdd(ctx, index, e.id) // a v0.1.0 writer's promotion joins the index
 				return nil
 			})
 			return queuedErr(cmds, err)
@@ -455,6 +457,9 @@ func (c *Cache) refreshOne(ctx context.Context, e *encoded, fl *fill) (RefreshRe
 				pipe.HSet(ctx, gifts, vals...)
 			}
 			pipe.HSet(ctx, meta, e.metaFields(prev, c.now())...)
+			// In the same transaction as meta: the index never lacks a
+			// stored promotion (index.go).
+			pipe.SAdd(ctx, index, e.id)
 			keys := []string{tiers, meta}
 			if len(e.gifts) > 0 {
 				keys = append(keys, gifts)

@@ -23,6 +23,7 @@ func cmdWarm(ctx context.Context, args []string, e *env) error {
 	prefix := fs.String("prefix", cache.DefaultPrefix, "key `prefix`")
 	prune := fs.Bool("prune", false, "delete stored promotions that are not in the file (without it they are only listed)")
 	maxPrune := fs.Int("max-prune", 0, "with -prune, refuse the whole run (write and delete nothing) when more than `N` promotions would be deleted;\n0: 10% of the stored promotions, at least 1")
+	reindex := fs.Bool("reindex", false, "first fill the promotion index by SCAN and mark the prefix, so List stops scanning the keyspace\n(once no v0.1.0 writer is left, and after keys were deleted or restored by hand; docs/operations.md)")
 	dryRun := fs.Bool("dry-run", false, "validate and print what would change; write nothing")
 	progressMode := fs.String("progress", "auto", "progress line: auto (only on a terminal), always or never")
 	maxBytes := fs.Int64("max-bytes", rules.DefaultMaxBytes, "refuse rules files larger than this many `bytes`")
@@ -51,6 +52,13 @@ func cmdWarm(ctx context.Context, args []string, e *env) error {
 	c, err := cache.New(be.client, cache.Options{Prefix: *prefix})
 	if err != nil {
 		return usagef("%v", err)
+	}
+	if *reindex && !*dryRun {
+		res, err := c.Reindex(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "reindexed: %d added, %d pruned\n", res.Added, res.Pruned)
 	}
 	fmt.Fprintf(e.stdout, "%s: %d promotions\n", text.Escape(*rulesPath), len(promos))
 	sum, err := warmAndReport(ctx, c, promos, warm.Options{Prune: *prune, DryRun: *dryRun, MaxPrune: *maxPrune},
