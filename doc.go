@@ -77,8 +77,8 @@
 //   - bench/internal/callgrind: what bench/cachecost and bench/servercost
 //     share: their command line and the callgrind dump of a phase.
 //   - bench/internal/tiers, bench/internal/delaybench,
-//     bench/internal/budgetbench: the tier, delay and budget benchmarks
-//     of go run ./bench.
+//     bench/internal/budgetbench, bench/internal/storm: the tier, delay,
+//     budget and sale-storm benchmarks of go run ./bench.
 //   - bench/peers/internal/cli: what the peer benchmark commands share
 //     around a run (count lists, the machine's load, floors).
 //   - delay/internal/luacompose: the one list of the delay scripts and how
