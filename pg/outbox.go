@@ -182,6 +182,7 @@ func (o *Outbox) Cancel(ctx context.Context, key string) (CancelResult, error) {
 		if err != nil {
 			return res, fmt.Errorf("pg: outbox cancel %q token %q in redis (the database says cancelled; Reconcile removes it): %w", key, tok, err)
 		}
+		res.Redis.Found += r.Found
 		res.Redis.Pending += r.Pending
 		res.Redis.InFlight += r.InFlight
 		res.Redis.Dead += r.Dead
