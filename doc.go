@@ -9,12 +9,9 @@
 // package's Example (README.md shows it whole, with its imports) does all
 // three in one program.
 //
-// Each promotion's tiers live in a Redis sorted set whose score is the
-// threshold: an item count, or an amount in integer minor units (cents),
-// never a float. A hit is one ZRANGE key value -inf BYSCORE REV LIMIT 0 1
-// on the server, so the cost stays flat whether a promotion has 3 tiers or
-// 3000, and a whole cart resolves in one pipelined round trip. Gift details
-// sit in separate keys and are fetched only after a hit.
+// A promotion's tiers are a sorted set scored by threshold (a count, or
+// integer minor units, never a float); a hit is one ZRANGE … BYSCORE REV
+// LIMIT 0 1, a whole cart one round trip, gifts fetched only after a hit.
 //
 // # Package map
 //
@@ -22,8 +19,7 @@
 // (TestPackageMapComplete in internal/doccheck fails when a package is
 // missing from it or listed here but gone). Library packages:
 //
-//   - [github.com/tierset/tierset/score]: exact scores (counts, money in
-//     minor units, (ms<<10)|seq time scores), the 2^53 rule, range bounds.
+//   - [github.com/tierset/tierset/score]: exact scores and the 2^53 rule.
 //   - [github.com/tierset/tierset/gradient]: the domain (promotions, tiers,
 //     rewards, gifts), validation, the in-memory matcher and reward math.
 //   - [github.com/tierset/tierset/cache]: the tiers in Redis: atomic
@@ -39,10 +35,8 @@
 //     calendar period, reserved at checkout, confirmed on payment.
 //   - [github.com/tierset/tierset/rules]: the JSON rules file, parsed
 //     exactly, with errors naming file, promotion, tier and field.
-//   - [github.com/tierset/tierset/warm]: the warm-up job: idempotent by
-//     content hash, with prune and dry run.
-//   - [github.com/tierset/tierset/examples]: the sample rules file,
-//     embedded for tierset demo.
+//   - [github.com/tierset/tierset/warm]: the idempotent warm-up job.
+//   - [github.com/tierset/tierset/examples]: the sample rules file.
 //   - [github.com/tierset/tierset/console]: the operator's web console:
 //     browse, act on and chart every queue, promotions, workers.
 //
@@ -51,12 +45,10 @@
 //
 //   - [github.com/tierset/tierset/pg]: PostgreSQL as the source of truth:
 //     migrations, LISTEN/NOTIFY watch, a transactional outbox for the queue.
-//   - pg/cmd/tierset-pg: warms promotions from PostgreSQL, and can keep
-//     watching.
+//   - pg/cmd/tierset-pg: warms promotions from PostgreSQL, and watches.
 //   - pg/examples/cartsvc: an example cart-pricing HTTP service.
 //   - pg/internal/pgtest: a PostgreSQL schema per test.
-//   - [github.com/tierset/tierset/contrib/prometheus]: the Observers as
-//     Prometheus metrics.
+//   - [github.com/tierset/tierset/contrib/prometheus]: Prometheus metrics.
 //   - [github.com/tierset/tierset/contrib/cron]: cron schedules
 //     (robfig/cron/v3) in a time zone for package periodic.
 //   - bench/peers: tierset's delay queue against asynq, BullMQ and River.
@@ -65,8 +57,7 @@
 //
 // Commands and examples:
 //
-//   - cmd/tierset: the operator's CLI (warm, match, demo, queue, audit)
-//     and tierset web, which serves package console.
+//   - cmd/tierset: the operator's CLI and tierset web (package console).
 //   - examples/expvar: the Observers wired to expvar.
 //   - bench: the main job, go run ./bench.
 //   - bench/cachecost, bench/servercost: the server cost of the cache's

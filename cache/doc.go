@@ -19,8 +19,8 @@
 //	}
 //
 // Errors name states ([ErrNotFound], [ErrNoTier], [ErrDamaged], ...) and
-// are checked with errors.Is; a promotion [gradient.Promotion.Validate] refuses is a
-// [*gradient.ValidationError].
+// are checked with errors.Is; a promotion [gradient.Promotion.Validate]
+// refuses is a [*gradient.ValidationError].
 //
 // # Key layout
 //
@@ -32,18 +32,13 @@
 //
 // Each member is a deterministic msgpack array carrying what a hit needs
 // (tier ID, reward, has-gifts flag) plus the promotion's version, metric,
-// minor digits, window and owner tag (a 32-bit hash of the promotion ID,
-// checked on every read, so a member under another promotion's key is
-// [ErrCorrupt]; members written before the tag are read without the check
-// until the next Refresh, which sees a new version and rewrites them).
-// A floor sentinel at score -1 and a ceiling
-// sentinel at 2^53 carry the same metadata, so
-// ZRANGE tiers <v> -inf BYSCORE REV LIMIT 0 1 returns a tier on a hit, the
-// floor when no tier is reached ([ErrNoTier], or [ErrNotActive] outside the
-// window) and nothing only when the tiers key is gone. Such a line is read
-// again with its meta key (lua/recheck.lua): no meta is [ErrNotFound], meta
-// without tiers is [ErrDamaged]. Scores are integers within ±2^53 (see
-// package score); the score 2^53 itself is reserved for the ceiling.
+// minor digits, window and an owner tag checked on every read. A floor
+// sentinel at score -1 and a ceiling at 2^53 make ZRANGE tiers <v> -inf
+// BYSCORE REV LIMIT 0 1 return a tier on a hit, the floor when no tier is
+// reached ([ErrNoTier], or [ErrNotActive] outside the window) and nothing
+// only when the tiers key is gone; such a line is read again with its
+// meta key (lua/recheck.lua): no meta is [ErrNotFound], meta without tiers
+// is [ErrDamaged]. docs/design.md describes the format whole.
 //
 // # Guarantees
 //
@@ -103,9 +98,8 @@
 // when the content is unchanged; it is served meanwhile for at most
 // min(1 s, MaxStaleness/2)), a read that raced one, or another read of its
 // promotion (answered from a ladder read or from Redis, or by Ladder,
-// Info or List), installs nothing
-// (so a process never answers an older version of a promotion after a
-// newer one), and while tracking is not
+// Info or List), installs nothing (so a process never answers an older
+// version of a promotion after a newer one), and while tracking is not
 // established, or after its connection drops, nothing is held and every
 // read goes to Redis. No answer comes from a ladder Redis confirmed more
 // than [NearCacheOptions].MaxStaleness ago.

@@ -1,6 +1,10 @@
 package doccheck
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -45,5 +49,37 @@ func TestDocCommentsAttached(t *testing.T) {
 	t.Parallel()
 	for _, d := range Detached(load(t)) {
 		t.Errorf("doc comment separated from its declaration by a blank line: %s", d)
+	}
+}
+
+// maxDocLines bounds a package's doc.go: it says how to use the package;
+// the details live in docs/.
+const maxDocLines = 120
+
+// TestDocLength: every doc.go of the repository, nested modules included,
+// is at most maxDocLines lines.
+func TestDocLength(t *testing.T) {
+	t.Parallel()
+	err := filepath.WalkDir(repo, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != repo {
+			return filepath.SkipDir
+		}
+		if d.Name() != "doc.go" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if n := strings.Count(string(b), "\n"); n > maxDocLines {
+			t.Errorf("%s has %d lines, more than %d: move details to docs/", path, n, maxDocLines)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
