@@ -110,7 +110,10 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (Page, error) {
 	if o.Limit < 1 || o.Limit > MaxBatch {
 		return Page{}, invalid("batch", "limit %d", o.Limit)
 	}
-	if o.ScanLimit <= 0 {
+	if o.ScanLimit < 0 {
+		return Page{}, invalid("batch", "scan limit %d (want 0 for the default, or more)", o.ScanLimit)
+	}
+	if o.ScanLimit == 0 {
 		o.ScanLimit = 10_000
 	}
 	key, lo, hi, err := q.pageRange(o.State, o.From, o.To)

@@ -197,8 +197,11 @@ func (q *Queue) listKey(ctx context.Context, o ListOptions) (Page, error) {
 				ti.Attempt++ // the record counts finished deliveries
 			}
 		}
-		p.Total++
-		if !o.matches(ti) {
+		if !o.inState(ti) {
+			continue
+		}
+		p.Total++ // in the state, before KeyPrefix and ErrorText, as by State
+		if !strings.HasPrefix(ti.Key, o.KeyPrefix) || !strings.Contains(ti.LastError, o.ErrorText) {
 			continue
 		}
 		p.Scanned++
@@ -207,9 +210,8 @@ func (q *Queue) listKey(ctx context.Context, o ListOptions) (Page, error) {
 	return p, nil
 }
 
-// matches applies List's State, KeyPrefix and ErrorText to one task read
-// by key.
-func (o ListOptions) matches(t TaskInfo) bool {
+// inState applies List's State to one task read by key.
+func (o ListOptions) inState(t TaskInfo) bool {
 	switch o.State {
 	case "":
 	case StatePending:
@@ -225,7 +227,7 @@ func (o ListOptions) matches(t TaskInfo) bool {
 			return false
 		}
 	}
-	return strings.HasPrefix(t.Key, o.KeyPrefix) && strings.Contains(t.LastError, o.ErrorText)
+	return true
 }
 
 func checkIDs(ids []string) error {
