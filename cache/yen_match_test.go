@@ -41,3 +41,32 @@ func TestYenMatchBelowThreshold(t *testing.T) {
 		}
 	})
 }
+
+// TestMinorDigitsRange: MinorDigits outside -1..9 is refused, in a
+// promotion (a *gradient.ValidationError on minor_digits, nothing
+// written) and in Options (a *ValidationError on options).
+func TestMinorDigitsRange(t *testing.T) {
+	t.Parallel()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		c := newCache(t, b, Options{})
+		for _, d := range []int{-2, 10, -100} {
+			if _, err := New(b.Client, Options{Prefix: b.Prefix, MinorDigits: d}); !errors.Is(err, &ValidationError{Field: "options"}) {
+				t.Errorf("Options.MinorDigits %d: %v, want a *ValidationError on options", d, err)
+			}
+			p := unorderedPromo("d", 0, 0)
+			p.Metric, p.MinorDigits = gradient.Amount, d
+			var ve *gradient.ValidationError
+			if _, err := c.Refresh(ctx, p); !errors.As(err, &ve) || ve.Field != "minor_digits" {
+				t.Errorf("Promotion.MinorDigits %d: %v, want a *gradient.ValidationError on minor_digits", d, err)
+			}
+			if _, err := c.Info(ctx, "d"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("after a refused Refresh: %v, want ErrNotFound", err)
+			}
+		}
+		for _, d := range []int{0, -1, 1, 9} {
+			if gradient.Digits(d) != map[int]int{0: 2, -1: 0, 1: 1, 9: 9}[d] {
+				t.Errorf("Digits(%d) = %d", d, gradient.Digits(d))
+			}
+		}
+	})
+}
