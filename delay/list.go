@@ -202,14 +202,19 @@ func (q *Queue) pageRange(st State, from, to time.Time) (key, lo, hi string, err
 		} else if st == StateScheduled {
 			lo = "(" + split
 		}
-		if !from.IsZero() {
+		// A bound past the codec's range holds no pending task: From there
+		// selects none, To there bounds nothing.
+		last := q.o.Codec.MaxTime()
+		if from.After(last) {
+			lo = "+inf"
+		} else if !from.IsZero() {
 			f, err := q.o.Codec.Encode(max(ceilUnixMs(from), q.epoch), 0)
 			if err != nil {
 				return "", "", "", err
 			}
 			lo = maxBound(lo, strconv.FormatInt(f, 10))
 		}
-		if !to.IsZero() {
+		if !to.IsZero() && !to.After(last) {
 			t, err := q.o.Codec.Encode(max(to.UnixMilli(), q.epoch), q.mult-1)
 			if err != nil {
 				return "", "", "", err
