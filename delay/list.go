@@ -399,8 +399,8 @@ func (q *Queue) entry(id string, st State, split, sc int64, blob string, fence a
 // Task reads one task by ID wherever it is (one pipeline). A task in no
 // set is ErrNotFound.
 func (q *Queue) Task(ctx context.Context, id string) (TaskInfo, error) {
-	if err := checkIDs([]string{id}); err != nil {
-		return TaskInfo{}, err
+	if !wellFormedID(id) {
+		return TaskInfo{}, fmt.Errorf("%w: task ID %q", ErrNotFound, id)
 	}
 	sets := []struct {
 		key string

@@ -71,6 +71,13 @@ func TestSelectorBadInput(t *testing.T) {
 			{"cancel too many ids", func() error { _, err := q.Cancel(ctx, Selector{IDs: many}); return err }, "batch"},
 			{"purge too many ids", func() error { _, err := q.Purge(ctx, Selector{IDs: many}); return err }, "batch"},
 			{"reschedule too many ids", func() error { _, err := q.Reschedule(ctx, Selector{IDs: many}, After(time.Minute)); return err }, "batch"},
+			{"cancel empty ID", func() error { _, err := q.Cancel(ctx, Selector{IDs: []string{"1", ""}}); return err }, "selector"},
+			{"purge long ID", func() error { _, err := q.Purge(ctx, Selector{IDs: []string{strings.Repeat("9", 33)}}); return err }, "selector"},
+			{"requeue empty ID", func() error { _, err := q.Requeue(ctx, Selector{IDs: []string{""}}); return err }, "selector"},
+			{"reschedule long ID", func() error {
+				_, err := q.Reschedule(ctx, Selector{IDs: []string{strings.Repeat("9", 33)}}, After(time.Minute))
+				return err
+			}, "selector"},
 			{"cancel key with ctrl", func() error { _, err := q.Cancel(ctx, Selector{Key: "a\x01"}); return err }, "key"},
 			{"list key with cursor", func() error { _, err := q.List(ctx, ListOptions{Key: "k", Cursor: "1:1"}); return err }, "batch"},
 			{"list key with newest", func() error { _, err := q.List(ctx, ListOptions{Key: "k", Newest: true}); return err }, "batch"},

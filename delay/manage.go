@@ -235,12 +235,17 @@ func checkIDs(ids []string) error {
 		return invalid("batch", "%d IDs", len(ids))
 	}
 	for _, id := range ids {
-		if id == "" || len(id) > 32 {
-			return fmt.Errorf("%w: task ID %q", ErrNotFound, id)
+		if !wellFormedID(id) {
+			// Malformed, not merely gone: an ID that names no task is
+			// skipped, but one no task could have is the caller's mistake.
+			return invalid("selector", "task ID %q (want 1..32 bytes, as Enqueued.ID)", id)
 		}
 	}
 	return nil
 }
+
+// wellFormedID reports whether id could name a task.
+func wellFormedID(id string) bool { return id != "" && len(id) <= 32 }
 
 // Requeue moves the dead tasks s names by IDs back to due now, with
 // their attempt count reset (the last error is kept). It returns how many
