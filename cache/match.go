@@ -153,7 +153,12 @@ func (c *Cache) queryScore(q *Query) (int64, error) {
 	switch q.Metric {
 	case gradient.Quantity:
 	case gradient.Amount:
+		// c.digits is the count; QueryScore reads a MinorDigits value, where
+		// 0 stands for the default 2, so a count of 0 goes as NoMinorDigits.
 		digits = c.digits
+		if digits == 0 {
+			digits = gradient.NoMinorDigits
+		}
 	default:
 		return 0, invalid("query", "metric %d", q.Metric)
 	}

@@ -449,7 +449,7 @@ func (s *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, cache.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, &delay.ValidationError{Field: "batch"}), errors.Is(err, &delay.ValidationError{Field: "name"}), errors.Is(err, &delay.ValidationError{Field: "key"}), errors.Is(err, &cache.ValidationError{Field: "id"}),
+	case errors.Is(err, &delay.ValidationError{Field: "batch"}), errors.Is(err, &delay.ValidationError{Field: "name"}), errors.Is(err, &delay.ValidationError{Field: "key"}), errors.Is(err, &delay.ValidationError{Field: "selector"}), errors.Is(err, &cache.ValidationError{Field: "id"}),
 		errors.Is(err, errBadParam):
 		code = http.StatusBadRequest
 	}

@@ -113,15 +113,15 @@ func TestRescheduleIDsActsOnTheTaskNamed(t *testing.T) {
 	})
 }
 
-// TestByIDInput: a bad ID is ErrNotFound, too many are ErrInvalid, none is
-// an invalid selector; nothing is sent for any of them.
+// TestByIDInput: a malformed ID and none are an invalid selector, too
+// many are ErrInvalid; nothing is sent for any of them.
 func TestByIDInput(t *testing.T) {
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		many := strings.Split(strings.Repeat("a,", MaxBatch+1), ",")[:MaxBatch+1]
 		for _, tc := range []struct {
 			ids  []string
 			want error
-		}{{[]string{""}, ErrNotFound}, {[]string{strings.Repeat("z", 33)}, ErrNotFound}, {many, ErrInvalid}, {nil, &ValidationError{Field: "selector"}}} {
+		}{{[]string{""}, &ValidationError{Field: "selector"}}, {[]string{"1", strings.Repeat("z", 33)}, &ValidationError{Field: "selector"}}, {many, ErrInvalid}, {nil, &ValidationError{Field: "selector"}}} {
 			if res, err := q.Cancel(ctx, Selector{IDs: tc.ids}); !errors.Is(err, tc.want) || res.Found != 0 {
 				t.Errorf("Cancel(%d IDs) = %+v, %v; want %v", len(tc.ids), res, err, tc.want)
 			}

@@ -134,10 +134,10 @@ func (e *retryAfterError) Unwrap() error { return e.err }
 // characters or a comma), "payload" (above Options.MaxPayload),
 // "when" (At and After both set), "delay" (a negative delay), "batch"
 // (a count, limit, cursor or page state out of range), "selector" (a
-// Selector naming no task, or a form the operation does not take),
-// "lease" (an empty lease, or a lease duration under 1ms), "task" (a nil
-// task) or
-// "options" (an option outside its documented range; Detail names it).
+// Selector naming no task, holding a malformed ID, or of a form the
+// operation does not take), "lease" (an empty lease, or a lease duration
+// under 1ms), "task" (a nil task) or "options" (an option outside its
+// documented range; Detail names it).
 //
 // Detail says what was refused and what is allowed; Cause is the
 // underlying error, or nil.

@@ -110,7 +110,10 @@ func (q *Queue) List(ctx context.Context, o ListOptions) (Page, error) {
 	if o.Limit < 1 || o.Limit > MaxBatch {
 		return Page{}, invalid("batch", "limit %d", o.Limit)
 	}
-	if o.ScanLimit <= 0 {
+	if o.ScanLimit < 0 {
+		return Page{}, invalid("batch", "scan limit %d (want 0 for the default, or more)", o.ScanLimit)
+	}
+	if o.ScanLimit == 0 {
 		o.ScanLimit = 10_000
 	}
 	key, lo, hi, err := q.pageRange(o.State, o.From, o.To)
@@ -199,14 +202,19 @@ func (q *Queue) pageRange(st State, from, to time.Time) (key, lo, hi string, err
 		} else if st == StateScheduled {
 			lo = "(" + split
 		}
-		if !from.IsZero() {
+		// A bound past the codec's range holds no pending task: From there
+		// selects none, To there bounds nothing.
+		last := q.o.Codec.MaxTime()
+		if from.After(last) {
+			lo = "+inf"
+		} else if !from.IsZero() {
 			f, err := q.o.Codec.Encode(max(ceilUnixMs(from), q.epoch), 0)
 			if err != nil {
 				return "", "", "", err
 			}
 			lo = maxBound(lo, strconv.FormatInt(f, 10))
 		}
-		if !to.IsZero() {
+		if !to.IsZero() && !to.After(last) {
 			t, err := q.o.Codec.Encode(max(to.UnixMilli(), q.epoch), q.mult-1)
 			if err != nil {
 				return "", "", "", err
@@ -391,8 +399,8 @@ func (q *Queue) entry(id string, st State, split, sc int64, blob string, fence a
 // Task reads one task by ID wherever it is (one pipeline). A task in no
 // set is ErrNotFound.
 func (q *Queue) Task(ctx context.Context, id string) (TaskInfo, error) {
-	if err := checkIDs([]string{id}); err != nil {
-		return TaskInfo{}, err
+	if !wellFormedID(id) {
+		return TaskInfo{}, fmt.Errorf("%w: task ID %q", ErrNotFound, id)
 	}
 	sets := []struct {
 		key string

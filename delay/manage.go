@@ -197,8 +197,11 @@ func (q *Queue) listKey(ctx context.Context, o ListOptions) (Page, error) {
 				ti.Attempt++ // the record counts finished deliveries
 			}
 		}
-		p.Total++
-		if !o.matches(ti) {
+		if !o.inState(ti) {
+			continue
+		}
+		p.Total++ // in the state, before KeyPrefix and ErrorText, as by State
+		if !strings.HasPrefix(ti.Key, o.KeyPrefix) || !strings.Contains(ti.LastError, o.ErrorText) {
 			continue
 		}
 		p.Scanned++
@@ -207,9 +210,8 @@ func (q *Queue) listKey(ctx context.Context, o ListOptions) (Page, error) {
 	return p, nil
 }
 
-// matches applies List's State, KeyPrefix and ErrorText to one task read
-// by key.
-func (o ListOptions) matches(t TaskInfo) bool {
+// inState applies List's State to one task read by key.
+func (o ListOptions) inState(t TaskInfo) bool {
 	switch o.State {
 	case "":
 	case StatePending:
@@ -225,7 +227,7 @@ func (o ListOptions) matches(t TaskInfo) bool {
 			return false
 		}
 	}
-	return strings.HasPrefix(t.Key, o.KeyPrefix) && strings.Contains(t.LastError, o.ErrorText)
+	return true
 }
 
 func checkIDs(ids []string) error {
@@ -233,12 +235,17 @@ func checkIDs(ids []string) error {
 		return invalid("batch", "%d IDs", len(ids))
 	}
 	for _, id := range ids {
-		if id == "" || len(id) > 32 {
-			return fmt.Errorf("%w: task ID %q", ErrNotFound, id)
+		if !wellFormedID(id) {
+			// Malformed, not merely gone: an ID that names no task is
+			// skipped, but one no task could have is the caller's mistake.
+			return invalid("selector", "task ID %q (want 1..32 bytes, as Enqueued.ID)", id)
 		}
 	}
 	return nil
 }
+
+// wellFormedID reports whether id could name a task.
+func wellFormedID(id string) bool { return id != "" && len(id) <= 32 }
 
 // Requeue moves the dead tasks s names by IDs back to due now, with
 // their attempt count reset (the last error is kept). It returns how many

@@ -173,7 +173,15 @@ func (q *Queue) ServerNow() time.Time {
 	return q.o.Now().Add(time.Duration(q.offsetMs.Load()) * time.Millisecond)
 }
 
-func ceilMs(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+// ceilMs rounds d up to whole milliseconds without the overflow of
+// d+1ms-1 near math.MaxInt64 (which turned a huge delay negative).
+func ceilMs(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return ms
+}
 
 func ceilUnixMs(t time.Time) int64 {
 	ms := t.UnixMilli()
