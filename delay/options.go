@@ -68,9 +68,9 @@ type Options struct {
 	// run a finished task twice. Only tasks enqueued with a caller's Token
 	// keep one (a generated token is unknown to any producer), and not
 	// tasks cancelled in flight. A finished task then costs its record
-	// without payload, its index entry and a ZSET member (about 235 B, as
-	// much as a pending task: TestMemoryPerTombstone) until the sweep
-	// after DoneTTL removes it; it counts toward the 64 tasks a key may hold meanwhile.
+	// without payload, its index entry and a ZSET member (as much memory
+	// as a pending task: docs/benchmarks.md) until the sweep after DoneTTL
+	// removes it; it counts toward the 64 tasks a key may hold meanwhile.
 	// Default 0: off, finished tasks leave nothing.
 	DoneTTL time.Duration
 	// AllowNoContextTimeout accepts a *redis.Client, *redis.ClusterClient
