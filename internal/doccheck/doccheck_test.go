@@ -83,3 +83,13 @@ func TestDocLength(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// readRepo reads a file of the repository, by its path from the root.
+func readRepo(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repo, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

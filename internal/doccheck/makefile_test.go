@@ -1,8 +1,6 @@
 package doccheck
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,14 +11,7 @@ import (
 // are CI's, character for character.
 func TestMakefileMatchesCI(t *testing.T) {
 	t.Parallel()
-	read := func(name string) string {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join(repo, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
+	read := func(name string) string { return readRepo(t, name) }
 	ci, mk, readme := read(".ci/run"), read("Makefile"), read("README.md")
 	ciVar := func(name string) string {
 		t.Helper()

@@ -2,7 +2,6 @@ package doccheck
 
 import (
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -18,14 +17,7 @@ import (
 // lists every nested module.
 func TestModulesReleasable(t *testing.T) {
 	t.Parallel()
-	read := func(name string) string {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join(repo, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
+	read := func(name string) string { return readRepo(t, name) }
 	var nested []string
 	err := filepath.WalkDir(repo, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
