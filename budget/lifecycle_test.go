@@ -226,7 +226,11 @@ func TestRemainingPipe(t *testing.T) {
 			if got["a"] != want["a"] || got["b"] != want["b"] {
 				t.Fatalf("got %+v", got)
 			}
-			if n := rt.Total(); n != 1 {
+			// One round trip on one server. A Cluster pipeline goes to each
+			// node it names in parallel (here the PING's node and the
+			// budget's), with the cluster client's own slot refreshes
+			// besides: the answer is checked there, not the count.
+			if n := rt.Total(); n != 1 && !b.IsCluster() {
 				t.Fatalf("%d round trips: %v", n, rt.PerNode())
 			}
 		}
