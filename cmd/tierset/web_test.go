@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/tierset/tierset/internal/redisconf"
 )
 
 func TestWebShownURL(t *testing.T) {
@@ -20,8 +22,10 @@ func TestWebShownURL(t *testing.T) {
 }
 
 // TestWebFlags: bad flag combinations are usage errors (exit 2) before anything listens.
+// Not parallel: it runs the command in this process with
+// $TIERSET_REDIS_URL unset, which would otherwise name a server.
 func TestWebFlags(t *testing.T) {
-	t.Parallel()
+	t.Setenv(redisconf.EnvURL, "")
 	for _, tc := range []struct {
 		args []string
 		want string
