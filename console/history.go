@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/text"
 )
 
 // historyWindow is how far back the queue page's charts go: all the
@@ -76,7 +77,7 @@ func historyOf(h []delay.Minute) historyView {
 		p99[i] = float64(m.LateP99) / float64(time.Millisecond)
 	}
 	count := func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) + " /min" }
-	ms := func(f float64) string { return time.Duration(f * float64(time.Millisecond)).String() }
+	ms := func(f float64) string { return text.Duration(time.Duration(f * float64(time.Millisecond))) }
 	v.Charts = []lineChart{
 		chart("hist-throughput", "Throughput: tasks handled ok per minute", count,
 			series{"ok", "ok", ok}),

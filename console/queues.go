@@ -13,6 +13,7 @@ import (
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/deadletters"
+	"github.com/tierset/tierset/internal/text"
 )
 
 // deadPageSize is how many dead letters one page lists.
@@ -126,9 +127,9 @@ func rowOf(t delay.TaskInfo, now time.Time) taskRow {
 func rel(t, now time.Time) string {
 	d := t.Sub(now).Round(time.Second)
 	if d >= 0 {
-		return "in " + d.String()
+		return "in " + text.Duration(d)
 	}
-	return (-d).String() + " ago"
+	return text.Duration(-d) + " ago"
 }
 
 // rate records a Stats sample and reports the rates since the oldest
@@ -153,7 +154,7 @@ func (s *Console) rate(name string, st delay.Stats) string {
 	}
 	per := func(a, b int64) string { return strconv.FormatFloat(float64(a-b)/dt, 'f', 1, 64) }
 	return fmt.Sprintf("Rates over the last %s: delivered %s/s, acked %s/s, dead-lettered %s/s",
-		time.Duration(dt*float64(time.Second)).Round(time.Second), per(now.delivered, first.delivered),
+		text.Duration(time.Duration(dt*float64(time.Second)).Round(time.Second)), per(now.delivered, first.delivered),
 		per(now.acked, first.acked), per(now.dead, first.dead))
 }
 
@@ -204,7 +205,7 @@ func latenessChart(l delay.LatenessBuckets) histChart {
 
 // msLabel is bucket b's exclusive upper bound, 2^b ms, readably.
 func msLabel(b int) string {
-	return (time.Duration(int64(1)<<b) * time.Millisecond).String()
+	return text.Duration(time.Duration(int64(1)<<b) * time.Millisecond)
 }
 
 func (s *Console) deadPage(w http.ResponseWriter, r *http.Request) {
@@ -442,16 +443,26 @@ func confirmed(w http.ResponseWriter, r *http.Request, q *delay.Queue, verb stri
 // fail shows an error page: 404 for what does not exist, 400 for bad
 // input the library refused, 502 for Redis.
 func (s *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
-	code := http.StatusBadGateway
-	switch {
-	case redisDown(err):
+	code := statusOf(err)
+	if code == http.StatusServiceUnavailable {
 		s.renderDown(w, r, err)
 		return
-	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, cache.ErrNotFound):
-		code = http.StatusNotFound
-	case errors.Is(err, &delay.ValidationError{Field: "batch"}), errors.Is(err, &delay.ValidationError{Field: "name"}), errors.Is(err, &delay.ValidationError{Field: "key"}), errors.Is(err, &delay.ValidationError{Field: "selector"}), errors.Is(err, &cache.ValidationError{Field: "id"}),
-		errors.Is(err, errBadParam):
-		code = http.StatusBadRequest
 	}
 	s.renderCode(w, r, code, "error.html", "Error", map[string]string{"Err": err.Error()})
+}
+
+// statusOf is the HTTP status of a failed request: 503 when Redis is
+// unreachable, 404 for what does not exist, 400 for a bad parameter,
+// else 502 (Redis answered with an error).
+func statusOf(err error) int {
+	switch {
+	case redisDown(err):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, cache.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, &delay.ValidationError{Field: "batch"}), errors.Is(err, &delay.ValidationError{Field: "name"}), errors.Is(err, &delay.ValidationError{Field: "key"}), errors.Is(err, &delay.ValidationError{Field: "selector"}), errors.Is(err, &cache.ValidationError{Field: "id"}),
+		errors.Is(err, errBadParam):
+		return http.StatusBadRequest
+	}
+	return http.StatusBadGateway
 }

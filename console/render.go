@@ -5,6 +5,8 @@ import (
 	"html/template"
 	"net/http"
 	"time"
+
+	"github.com/tierset/tierset/internal/text"
 )
 
 var webFuncs = template.FuncMap{
@@ -14,7 +16,7 @@ var webFuncs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05.000Z")
 	},
-	"dur": func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+	"dur": text.Duration,
 }
 
 // pageData is what every template gets.

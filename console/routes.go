@@ -32,6 +32,7 @@ func (s *Console) routes() {
 	s.mux.HandleFunc("/dead/purge", s.purge)
 	s.mux.HandleFunc("GET /promotions", s.promotionsPage)
 	s.mux.HandleFunc("GET /promotion", s.promotionPage)
+	s.apiRoutes()
 }
 
 // ServeHTTP serves the console behind its guard. Every page but the
@@ -41,6 +42,10 @@ func (s *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/style.css" {
 			if err := s.ping(r.Context()); err != nil {
+				if isAPI(r) {
+					apiFail(w, err)
+					return
+				}
 				s.renderDown(w, r, err)
 				return
 			}

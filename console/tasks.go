@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -58,28 +59,12 @@ func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st := delay.State(qv.Get("state"))
-	if st == "" {
-		st = delay.StateDue
-	}
-	if !slices.Contains(tabStates, st) {
-		s.fail(w, r, fmt.Errorf("%w: state %q (want due, scheduled, inflight, dead or done)", errBadParam, st))
+	o, order, err := listOptions(qv)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
-	order := qv.Get("order")
-	switch order {
-	case "":
-		order = "oldest"
-		if st == delay.StateDead || st == delay.StateDone {
-			order = "newest" // the latest death is the one an alert is about
-		}
-	case "oldest", "newest":
-	default:
-		s.fail(w, r, fmt.Errorf("%w: order %q (want oldest or newest)", errBadParam, order))
-		return
-	}
-	o := delay.ListOptions{State: st, Cursor: qv.Get("cursor"), Limit: taskPageSize, Newest: order == "newest",
-		KeyPrefix: qv.Get("key"), ErrorText: qv.Get("err"), ScanLimit: scanWindow}
+	st := o.State
 	p, err := q.List(ctx, o)
 	if err != nil {
 		s.fail(w, r, err)
@@ -105,6 +90,32 @@ func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 		"Rows": rows, "Page": p, "Key": o.KeyPrefix, "ErrText": o.ErrorText, "Filtered": o.KeyPrefix != "" || o.ErrorText != "",
 		"Cursor": o.Cursor, "Actions": actionsFor(st), "Window": scanWindow, "Paused": stats.Paused}
 	s.render(w, r, "tasks.html", "Tasks of "+q.Name(), data)
+}
+
+// listOptions reads a listing's query: state (default due), order
+// (oldest, or newest; newest by default for dead and done), cursor, key
+// prefix and error text. The browse page and /api/tasks share it.
+func listOptions(qv url.Values) (delay.ListOptions, string, error) {
+	st := delay.State(qv.Get("state"))
+	if st == "" {
+		st = delay.StateDue
+	}
+	if !slices.Contains(tabStates, st) {
+		return delay.ListOptions{}, "", fmt.Errorf("%w: state %q (want due, scheduled, inflight, dead or done)", errBadParam, st)
+	}
+	order := qv.Get("order")
+	switch order {
+	case "":
+		order = "oldest"
+		if st == delay.StateDead || st == delay.StateDone {
+			order = "newest" // the latest death is the one an alert is about
+		}
+	case "oldest", "newest":
+	default:
+		return delay.ListOptions{}, "", fmt.Errorf("%w: order %q (want oldest or newest)", errBadParam, order)
+	}
+	return delay.ListOptions{State: st, Cursor: qv.Get("cursor"), Limit: taskPageSize, Newest: order == "newest",
+		KeyPrefix: qv.Get("key"), ErrorText: qv.Get("err"), ScanLimit: scanWindow}, order, nil
 }
 
 // entryRow is one listed task.

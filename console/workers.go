@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/text"
 )
 
 // behindAfter is how long the oldest ready task may wait before a served
@@ -65,7 +66,7 @@ func (s *Console) workersPage(w http.ResponseWriter, r *http.Request) {
 		// Age is Redis TIME at the listing minus the last beat, both the
 		// server's clock: the console's own clock may be off by any amount.
 		age := time.Duration(wi.Age)
-		rows[i] = workerRow{WorkerInfo: wi, Queues: strings.Join(qs, ", "), Age: age.Round(time.Second).String() + " ago",
+		rows[i] = workerRow{WorkerInfo: wi, Queues: strings.Join(qs, ", "), Age: text.Duration(age.Round(time.Second)) + " ago",
 			Late: age > 2*time.Duration(wi.Interval)}
 	}
 	s.render(w, r, "workers.html", "Workers", map[string]any{"Rows": rows, "Prefix": s.cfg.queuePrefix})

@@ -15,10 +15,11 @@ import (
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/deadletters"
 	"github.com/tierset/tierset/internal/keyname"
+	"github.com/tierset/tierset/internal/opsview"
 	"github.com/tierset/tierset/internal/text"
 )
 
-const queueSynopsis = "tierset queue ls|stats|tasks|task|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-state S] [-id ID] [-ids ID,...] [-key K [-token T]] [-at TIME | -in D] [-limit N] [-yes]"
+const queueSynopsis = "tierset queue ls|stats|tasks|task|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-state S] [-id ID] [-ids ID,...] [-key K [-token T]] [-at TIME | -in D] [-limit N] [-json] [-payload] [-yes]"
 
 // queueSubs are the queue subcommands, in the order help lists them.
 var queueSubs = []string{"ls", "stats", "tasks", "task", "dead", "requeue", "purge", "cancel", "reschedule", "run", "pause", "resume"}
@@ -91,7 +92,7 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	if sub == "ls" {
-		return queueList(ctx, be, prefix, names, e.stdout)
+		return queueList(ctx, be, prefix, names, output{w: e.stdout, json: str("json") == "true"})
 	}
 	if !slices.Contains(names, name) {
 		return fmt.Errorf("no queue %s under prefix %s (%s)", quoteArg(name), quoteArg(prefix), knownQueues(names))
@@ -101,15 +102,16 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 		return usagef("%v", err)
 	}
 	yes := str("yes") == "true"
+	out := output{w: e.stdout, json: str("json") == "true"}
 	switch sub {
 	case "stats":
-		return queueStats(ctx, q, e.stdout)
+		return queueStats(ctx, q, out)
 	case "tasks":
-		return queueTasks(ctx, q, str("state"), limit, e.stdout)
+		return queueTasks(ctx, q, str("state"), limit, out)
 	case "task":
-		return queueTask(ctx, q, str("id"), e.stdout)
+		return queueTask(ctx, q, str("id"), str("payload") == "true", out)
 	case "dead":
-		return queueDead(ctx, q, limit, e.stdout)
+		return queueDead(ctx, q, limit, out)
 	case "pause", "resume":
 		return queuePause(ctx, q, sub == "pause", e.stdout)
 	case "cancel", "reschedule", "run":
@@ -136,6 +138,8 @@ func queueFlags() *cmdFlags {
 	fs.String("in", "", "reschedule: the new due time as a `delay` from now (such as 90s or 2h)")
 	fs.Int("limit", 50, "tasks/dead: list at most `N` tasks")
 	fs.Bool("yes", false, "requeue/purge without asking for confirmation")
+	fs.Bool("json", false, "ls/stats/tasks/task/dead: print JSON (the field names of the console's /api answers)")
+	fs.Bool("payload", false, "task: print the payload too (JSON as is, other bytes escaped); -json always includes it")
 	return fs
 }
 
@@ -183,9 +187,9 @@ func parseWhen(at, in string) (delay.When, error) {
 		}
 		return delay.At(t), nil
 	}
-	d, err := time.ParseDuration(in)
+	d, err := text.ParseDuration(in)
 	if err != nil || d < 0 {
-		return delay.When{}, usagef("-in %s: want a delay ≥ 0 such as 90s or 2h", quoteArg(in))
+		return delay.When{}, usagef("-in %s: want a delay ≥ 0 such as 90s, 2h or 3d", quoteArg(in))
 	}
 	return delay.After(d), nil
 }
@@ -198,7 +202,23 @@ func knownQueues(names []string) string {
 }
 
 // queueList prints one line per queue under prefix.
-func queueList(ctx context.Context, be *backend, prefix string, names []string, w io.Writer) error {
+func queueList(ctx context.Context, be *backend, prefix string, names []string, out output) error {
+	w := out.w
+	if out.json {
+		views := make([]opsview.Queue, 0, len(names))
+		for _, n := range names {
+			q, err := delay.New(be.client, n, delay.Options{Prefix: prefix})
+			if err != nil {
+				return err
+			}
+			st, err := q.Stats(ctx)
+			if err != nil {
+				return fmt.Errorf("queue %s: %w", text.Escape(n), err)
+			}
+			views = append(views, opsview.QueueOf(n, st))
+		}
+		return out.encode(views)
+	}
 	if len(names) == 0 {
 		fmt.Fprintf(w, "no queue under prefix %s\n", text.Escape(prefix))
 		return nil
@@ -218,7 +238,7 @@ func queueList(ctx context.Context, be *backend, prefix string, names []string, 
 		if st.Paused {
 			state = "paused"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", text.Escape(n), st.Ready, st.Pending-st.Ready, st.InFlight, st.Dead, st.OldestDueAge.Round(time.Millisecond), state)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", text.Escape(n), st.Ready, st.Pending-st.Ready, st.InFlight, st.Dead, text.Duration(st.OldestDueAge), state)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -228,18 +248,22 @@ func queueList(ctx context.Context, be *backend, prefix string, names []string, 
 }
 
 // queueTasks lists tasks of one state (at most limit, MaxBatch).
-func queueTasks(ctx context.Context, q *delay.Queue, state string, limit int, w io.Writer) error {
+func queueTasks(ctx context.Context, q *delay.Queue, state string, limit int, out output) error {
+	w := out.w
 	label, ok := map[delay.State]string{delay.StateDue: "due now", delay.StateScheduled: "scheduled",
 		delay.StatePending: "pending", delay.StateInFlight: "in flight", delay.StateDone: "done"}[delay.State(state)]
 	switch {
 	case state == string(delay.StateDead):
-		return queueDead(ctx, q, limit, w)
+		return queueDead(ctx, q, limit, out)
 	case !ok:
 		return usagef("-state %s: want due, scheduled, pending, inflight, dead or done", quoteArg(state))
 	}
 	p, err := q.List(ctx, delay.ListOptions{State: delay.State(state), Limit: limit})
 	if err != nil {
 		return err
+	}
+	if out.json {
+		return out.encode(opsview.PageOf(q.Name(), delay.State(state), p))
 	}
 	tasks, total := p.Tasks, p.Total
 	fmt.Fprintf(w, "queue %s: %s %s", text.Escape(q.Name()), count(int(total), "task", "tasks"), label)
@@ -264,10 +288,20 @@ func queueTasks(ctx context.Context, q *delay.Queue, state string, limit int, w 
 
 // queueTask prints one task whole: its fields, its last error and the
 // earlier ones its record keeps (newest first), and its payload's size.
-func queueTask(ctx context.Context, q *delay.Queue, id string, w io.Writer) error {
+func queueTask(ctx context.Context, q *delay.Queue, id string, payload bool, out output) error {
+	w := out.w
 	t, err := q.Task(ctx, id)
 	if err != nil {
 		return err
+	}
+	if out.json {
+		if err := out.encode(opsview.TaskOf(t, true)); err != nil {
+			return err
+		}
+		if t.Err != nil {
+			return fmt.Errorf("task %s: %w", text.Escape(t.ID), t.Err)
+		}
+		return nil
 	}
 	fmt.Fprintf(w, "queue %s: task %s: %s\n", text.Escape(q.Name()), text.Escape(t.ID), t.State)
 	if t.Err != nil {
@@ -284,6 +318,9 @@ func queueTask(ctx context.Context, q *delay.Queue, id string, w io.Writer) erro
 		fmt.Fprintf(tw, "fence\t%d\n", t.Fence)
 	}
 	fmt.Fprintf(tw, "payload\t%d bytes\n", len(t.Payload))
+	if payload && len(t.Payload) > 0 {
+		fmt.Fprintf(tw, "\t%s\n", text.Escape(string(t.Payload)))
+	}
 	last := "-"
 	if len(t.LastErrors) > 0 {
 		last = errLine(t.LastError)
@@ -384,14 +421,18 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-func queueStats(ctx context.Context, q *delay.Queue, w io.Writer) error {
+func queueStats(ctx context.Context, q *delay.Queue, out output) error {
+	w := out.w
 	st, err := q.Stats(ctx)
 	if err != nil {
 		return err
 	}
+	if out.json {
+		return out.encode(opsview.QueueOf(q.Name(), st))
+	}
 	fmt.Fprintf(w, "queue %s at %s (Redis TIME)\n", q.Name(), st.ServerTime.UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(w, "  depth:    pending %d (ready %d), in flight %d, dead %d, finished kept (DoneTTL) %d\n", st.Pending, st.Ready, st.InFlight, st.Dead, st.Done)
-	fmt.Fprintf(w, "  oldest due task waiting: %s\n", st.OldestDueAge)
+	fmt.Fprintf(w, "  oldest due task waiting: %s\n", text.Duration(st.OldestDueAge))
 	switch {
 	case st.Paused:
 		fmt.Fprintf(w, "  paused since %s (tierset queue resume to let workers take again)\n", st.PausedSince.UTC().Format(time.RFC3339))
@@ -406,20 +447,24 @@ func queueStats(ctx context.Context, q *delay.Queue, w io.Writer) error {
 	if l := st.Lateness; l.Total > 0 {
 		// The buckets are powers of two, so each figure is an upper bound.
 		fmt.Fprintf(w, "  lateness (Redis TIME at take - due, %d deliveries): p50 < %s, p99 < %s, p99.9 < %s, max < %s\n",
-			l.Total, l.P50, l.P99, l.P999, l.Max)
+			l.Total, text.Duration(l.P50), text.Duration(l.P99), text.Duration(l.P999), text.Duration(l.Max))
 	} else {
 		fmt.Fprintln(w, "  lateness: no deliveries yet")
 	}
 	return nil
 }
 
-func queueDead(ctx context.Context, q *delay.Queue, limit int, w io.Writer) error {
+func queueDead(ctx context.Context, q *delay.Queue, limit int, out output) error {
+	w := out.w
 	if limit <= 0 {
 		return usagef("-limit %d: want > 0", limit)
 	}
 	page, err := q.List(ctx, delay.ListOptions{State: delay.StateDead, Limit: limit})
 	if err != nil {
 		return err
+	}
+	if out.json {
+		return out.encode(opsview.PageOf(q.Name(), delay.StateDead, page))
 	}
 	fmt.Fprintf(w, "queue %s: %s", text.Escape(q.Name()), count(int(page.Total), "dead letter", "dead letters"))
 	if int64(len(page.Tasks)) < page.Total {

@@ -1,0 +1,94 @@
+package console
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/tierset/tierset/internal/opsview"
+)
+
+// The console's JSON answers, for scripts and dashboards: the views of
+// internal/opsview, which the tierset CLI's -json prints too, so a field
+// has one name in both. Reads only; actions stay behind the login and
+// its CSRF token.
+func (s *Console) apiRoutes() {
+	s.mux.HandleFunc("GET /api/queues", s.apiQueues)
+	s.mux.HandleFunc("GET /api/tasks", s.apiTasks)
+	s.mux.HandleFunc("GET /api/task", s.apiTask)
+}
+
+// isAPI reports whether r asks for a JSON answer.
+func isAPI(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/") }
+
+// apiQueues answers GET /api/queues: every queue's depth, state and
+// counters.
+func (s *Console) apiQueues(w http.ResponseWriter, r *http.Request) {
+	qs, err := s.queueList(r.Context())
+	if err != nil {
+		apiFail(w, err)
+		return
+	}
+	views := make([]opsview.Queue, len(qs))
+	for i, q := range qs {
+		st, err := q.Stats(r.Context())
+		if err != nil {
+			apiFail(w, err)
+			return
+		}
+		views[i] = opsview.QueueOf(q.Name(), st)
+	}
+	apiWrite(w, http.StatusOK, views)
+}
+
+// apiTasks answers GET /api/tasks?queue&state[&cursor][&order][&key][&err]
+// with one page, as the browse page reads it.
+func (s *Console) apiTasks(w http.ResponseWriter, r *http.Request) {
+	qv := r.URL.Query()
+	q, err := s.queue(r.Context(), qv.Get("queue"))
+	if err != nil {
+		apiFail(w, err)
+		return
+	}
+	o, _, err := listOptions(qv)
+	if err != nil {
+		apiFail(w, err)
+		return
+	}
+	p, err := q.List(r.Context(), o)
+	if err != nil {
+		apiFail(w, err)
+		return
+	}
+	apiWrite(w, http.StatusOK, opsview.PageOf(q.Name(), o.State, p))
+}
+
+// apiTask answers GET /api/task?queue&id with the task whole, its
+// payload included.
+func (s *Console) apiTask(w http.ResponseWriter, r *http.Request) {
+	qv := r.URL.Query()
+	q, err := s.queue(r.Context(), qv.Get("queue"))
+	if err != nil {
+		apiFail(w, err)
+		return
+	}
+	t, err := q.Task(r.Context(), qv.Get("id"))
+	if err != nil {
+		apiFail(w, err)
+		return
+	}
+	apiWrite(w, http.StatusOK, opsview.TaskOf(t, true))
+}
+
+// apiFail answers {"error": …} with err's status (statusOf).
+func apiFail(w http.ResponseWriter, err error) {
+	apiWrite(w, statusOf(err), map[string]string{"error": err.Error()})
+}
+
+func apiWrite(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the status is sent; a broken connection has no one to tell
+}

@@ -1,0 +1,121 @@
+// Package opsview is the one JSON shape of what an operator reads about
+// a queue: the tierset CLI's -json output and the console's /api answers
+// both encode these types, so a field has one name in both.
+package opsview
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/text"
+)
+
+// Task is one task as the listings show it.
+type Task struct {
+	ID    string `json:"id"`
+	Key   string `json:"key"`
+	Token string `json:"token"`
+	// State is due, scheduled, inflight, cancelled, dead or done.
+	State   string `json:"state"`
+	Attempt int    `json:"attempt"`
+	// When is the due time, lease end, death or ack time (by State).
+	When       time.Time `json:"when"`
+	LastError  string    `json:"last_error,omitempty"`
+	LastErrors []string  `json:"last_errors,omitempty"`
+	Fence      int64     `json:"fence,omitempty"`
+	// PayloadBytes is the payload's size; the payload itself is in
+	// Payload when it is JSON, else in PayloadBase64, and in neither when
+	// the caller left payloads out.
+	PayloadBytes  int             `json:"payload_bytes"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 []byte          `json:"payload_base64,omitempty"`
+	// Error is set when the record does not decode, is gone, or is in no
+	// set (TaskInfo.Err).
+	Error string `json:"error,omitempty"`
+}
+
+// TaskOf is t's view, with its payload when withPayload.
+func TaskOf(t delay.TaskInfo, withPayload bool) Task {
+	v := Task{ID: t.ID, Key: t.Key, Token: t.Token, State: string(t.State), Attempt: t.Attempt,
+		When: t.When.UTC(), LastError: t.LastError, LastErrors: t.LastErrors, Fence: t.Fence,
+		PayloadBytes: len(t.Payload)}
+	if t.Err != nil {
+		v.Error = t.Err.Error()
+	}
+	if withPayload && len(t.Payload) > 0 {
+		if json.Valid(t.Payload) {
+			v.Payload = json.RawMessage(t.Payload)
+		} else {
+			v.PayloadBase64 = t.Payload
+		}
+	}
+	return v
+}
+
+// Page is one page of a listing.
+type Page struct {
+	Queue string `json:"queue"`
+	State string `json:"state"`
+	// Total counts the state's tasks in the listing's bounds, not only
+	// this page's.
+	Total int64 `json:"total"`
+	// Next is the cursor of the page after this one ("" on the last).
+	Next  string `json:"next,omitempty"`
+	Tasks []Task `json:"tasks"`
+}
+
+// PageOf is p's view; payloads are left out of listings.
+func PageOf(queue string, st delay.State, p delay.Page) Page {
+	v := Page{Queue: queue, State: string(st), Total: p.Total, Next: p.Next, Tasks: make([]Task, len(p.Tasks))}
+	for i, t := range p.Tasks {
+		v.Tasks[i] = TaskOf(t, false)
+	}
+	return v
+}
+
+// Queue is a queue's depth, state and counters (delay.Stats).
+type Queue struct {
+	Name       string    `json:"name"`
+	ServerTime time.Time `json:"server_time"`
+	Ready      int64     `json:"ready"`
+	Scheduled  int64     `json:"scheduled"`
+	InFlight   int64     `json:"inflight"`
+	Dead       int64     `json:"dead"`
+	Done       int64     `json:"done"`
+	// OldestDueAge is how long the earliest ready task has waited, as
+	// text.Duration prints it, and in milliseconds.
+	OldestDueAge   string     `json:"oldest_due_age"`
+	OldestDueAgeMs int64      `json:"oldest_due_age_ms"`
+	Paused         bool       `json:"paused"`
+	PausedSince    *time.Time `json:"paused_since,omitempty"`
+	RatePerSecond  float64    `json:"rate_per_second,omitempty"`
+	RateBurst      int        `json:"rate_burst,omitempty"`
+	Delivered      int64      `json:"delivered"`
+	Acked          int64      `json:"acked"`
+	Retries        int64      `json:"retries"`
+	DeadLettered   int64      `json:"dead_lettered"`
+	Expired        int64      `json:"expired"`
+	Cancelled      int64      `json:"cancelled"`
+	Corrupt        int64      `json:"corrupt"`
+	SeqOverflows   int64      `json:"seq_overflows"`
+	Lost           int64      `json:"lost"`
+	HighWater      int64      `json:"high_water"`
+	HighWaterSpace int64      `json:"high_water_space"`
+}
+
+// QueueOf is the view of a queue's Stats.
+func QueueOf(name string, st delay.Stats) Queue {
+	v := Queue{Name: name, ServerTime: st.ServerTime.UTC(), Ready: st.Ready, Scheduled: st.Pending - st.Ready,
+		InFlight: st.InFlight, Dead: st.Dead, Done: st.Done,
+		OldestDueAge: text.Duration(st.OldestDueAge), OldestDueAgeMs: st.OldestDueAge.Milliseconds(),
+		Paused: st.Paused, RatePerSecond: st.Rate.PerSecond, RateBurst: st.Rate.Burst,
+		Delivered: st.Delivered, Acked: st.Acked, Retries: st.Retries, DeadLettered: st.DeadLettered,
+		Expired: st.Expired, Cancelled: st.Cancelled, Corrupt: st.Corrupt, SeqOverflows: st.SeqOverflows,
+		Lost: st.Lost, HighWater: st.HighWater, HighWaterSpace: st.HighWaterSpace}
+	if st.Paused {
+		since := st.PausedSince.UTC()
+		v.PausedSince = &since
+	}
+	return v
+}
