@@ -9,9 +9,8 @@
 // package's Example (README.md shows it whole, with its imports) does all
 // three in one program.
 //
-// A promotion's tiers are a sorted set scored by threshold (a count, or
-// integer minor units, never a float); a hit is one ZRANGE … BYSCORE REV
-// LIMIT 0 1, a whole cart one round trip, gifts fetched only after a hit.
+// A promotion's tiers are a sorted set scored by threshold (never a
+// float); a hit is one ZRANGE … BYSCORE REV LIMIT 0 1.
 //
 // # Package map
 //
@@ -98,6 +97,7 @@
 //   - internal/matchfmt: match input parsed and results worded once, for
 //     the CLI and the console.
 //   - internal/measure: the measurement helpers every benchmark shares.
+//   - internal/opsview: the JSON views the CLI and the console's /api share.
 //   - internal/redisconf: what tierset asks of a go-redis client; URLs
 //     printed with the password redacted.
 //   - internal/redisserver: private redis-server processes for tests and

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/opsview"
 )
 
@@ -16,6 +17,7 @@ func (s *Console) apiRoutes() {
 	s.mux.HandleFunc("GET /api/queues", s.apiQueues)
 	s.mux.HandleFunc("GET /api/tasks", s.apiTasks)
 	s.mux.HandleFunc("GET /api/task", s.apiTask)
+	s.mux.HandleFunc("GET /api/workers", s.apiWorkers)
 }
 
 // isAPI reports whether r asks for a JSON answer.
@@ -78,6 +80,21 @@ func (s *Console) apiTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	apiWrite(w, http.StatusOK, opsview.TaskOf(t, true))
+}
+
+// apiWorkers answers GET /api/workers: the live worker pools from their
+// heartbeats, ages by Redis TIME.
+func (s *Console) apiWorkers(w http.ResponseWriter, r *http.Request) {
+	ws, err := delay.ListWorkers(r.Context(), s.cfg.client, s.cfg.queuePrefix)
+	if err != nil {
+		apiFail(w, err)
+		return
+	}
+	views := make([]opsview.Worker, len(ws))
+	for i, wi := range ws {
+		views[i] = opsview.WorkerOf(wi)
+	}
+	apiWrite(w, http.StatusOK, views)
 }
 
 // apiFail answers {"error": …} with err's status (statusOf).

@@ -72,6 +72,7 @@ func TestAPIEqualsDelay(t *testing.T) {
 			{"/api/tasks?queue=nope", http.StatusNotFound},
 			{"/api/task?queue=orders&id=zzzzzz", http.StatusNotFound},
 			{"/api/queues?x=1", http.StatusOK},
+			{"/api/workers", http.StatusOK},
 		} {
 			var v map[string]any
 			var list []any

@@ -15,9 +15,9 @@
 // page at a time from a cursor with delay.Queue.List, filtered by
 // business key prefix or error text over a bounded window; a task page; the worker pools from
 // their heartbeats; dead letters; promotions with a match simulator.
-// For scripts, GET /api/queues, /api/tasks?queue&state[&cursor] and
-// /api/task?queue&id answer JSON with the field names of the tierset
-// CLI's -json.
+// For scripts, GET /api/queues, /api/tasks?queue&state[&cursor],
+// /api/task?queue&id and /api/workers answer JSON with the field names
+// of the tierset CLI's -json.
 //
 // Every change (cancel, run now, reschedule, requeue, delete, one task or
 // a selection; pause and resume; the dead-letter requeue-all and purge)

@@ -184,7 +184,7 @@ func TestConsoleRedisDown(t *testing.T) {
 			t.Errorf("GET %s with Redis down: %d, banner %v", page, code, strings.Contains(body, bannerID))
 		}
 	}
-	for _, api := range []string{"/api/queues", "/api/tasks?queue=orders", "/api/task?queue=orders&id=1"} {
+	for _, api := range []string{"/api/queues", "/api/tasks?queue=orders", "/api/task?queue=orders&id=1", "/api/workers"} {
 		code, body := get(t, c, hs+api)
 		if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "{\n  \"error\": ") || !strings.Contains(body, "connect") {
 			t.Errorf("GET %s with Redis down: %d %q, want 503 with a JSON error", api, code, body)

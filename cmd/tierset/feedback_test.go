@@ -12,6 +12,7 @@ import (
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/delayraw"
+	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/opsview"
 	"github.com/tierset/tierset/internal/text"
 )
@@ -199,5 +200,69 @@ func TestQueueTaskPayload(t *testing.T) {
 				t.Errorf("task -json lacks %q:\n%s", tc.jsonPart, r.stdout)
 			}
 		}
+	})
+}
+
+// queue workers lists the live pools from their heartbeats, in text and
+// JSON, all of them or those serving -queue.
+func TestQueueWorkers(t *testing.T) {
+	t.Parallel()
+	eachServer(t, func(t *testing.T, s *server) {
+		ctx := t.Context()
+		q, err := delay.New(s.client, "orders", delay.Options{Prefix: s.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := delay.New(s.client, "mail", delay.Options{Prefix: s.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, qq := range []*delay.Queue{q, other} { // a queue is found by its keys
+			if _, err := qq.Enqueue(ctx, delay.Job{Key: "later", When: delay.After(24 * time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		delaytest.StartWorker(t, ctx, q, func(context.Context, *delay.Task) error { return nil },
+			delay.PoolOptions{ID: "pool-a", Concurrency: 3, Heartbeat: time.Second})
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ws, err := delay.ListWorkers(ctx, s.client, s.prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ws) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the pool did not register within 10s: %+v", ws)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		r := tierset(t, s.args("queue", "workers")...)
+		r.expect(t, 0)
+		if !strings.Contains(r.stdout, "pool-a ") || !strings.Contains(r.stdout, " 0/3 ") || !strings.Contains(r.stdout, "1 live worker pool\n") {
+			t.Errorf("queue workers:\n%s", r.stdout)
+		}
+		cases := []struct {
+			queue string
+			want  int
+		}{{"orders", 1}, {"mail", 0}, {"", 1}}
+		for _, tc := range cases {
+			args := []string{"queue", "workers", "-json"}
+			if tc.queue != "" {
+				args = append(args, "-queue", tc.queue)
+			}
+			r = tierset(t, s.args(args...)...)
+			r.expect(t, 0)
+			var ws []opsview.Worker
+			if err := json.Unmarshal([]byte(r.stdout), &ws); err != nil || len(ws) != tc.want {
+				t.Fatalf("workers -json -queue %q: %v, %d pools, want %d\n%s", tc.queue, err, len(ws), tc.want, r.stdout)
+			}
+			if tc.want == 1 && (ws[0].ID != "pool-a" || ws[0].Concurrency != 3 || ws[0].Interval != "1s" || ws[0].Lines[0].Name != "orders") {
+				t.Errorf("workers -json: %+v", ws[0])
+			}
+		}
+		r = tierset(t, s.args("queue", "workers", "-queue", "nosuch")...)
+		r.expect(t, 1)
 	})
 }

@@ -19,10 +19,10 @@ import (
 	"github.com/tierset/tierset/internal/text"
 )
 
-const queueSynopsis = "tierset queue ls|stats|tasks|task|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-state S] [-id ID] [-ids ID,...] [-key K [-token T]] [-at TIME | -in D] [-limit N] [-json] [-payload] [-yes]"
+const queueSynopsis = "tierset queue ls|workers|stats|tasks|task|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-state S] [-id ID] [-ids ID,...] [-key K [-token T]] [-at TIME | -in D] [-limit N] [-json] [-payload] [-yes]"
 
 // queueSubs are the queue subcommands, in the order help lists them.
-var queueSubs = []string{"ls", "stats", "tasks", "task", "dead", "requeue", "purge", "cancel", "reschedule", "run", "pause", "resume"}
+var queueSubs = []string{"ls", "workers", "stats", "tasks", "task", "dead", "requeue", "purge", "cancel", "reschedule", "run", "pause", "resume"}
 
 func cmdQueue(ctx context.Context, args []string, e *env) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
@@ -44,7 +44,7 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 	}
 	str := func(name string) string { return fs.Lookup(name).Value.String() }
 	name, prefix := str("queue"), str("prefix")
-	if sub != "ls" {
+	if sub != "ls" && (sub != "workers" || name != "") {
 		if name == "" {
 			return usagef("-queue is required")
 		}
@@ -94,6 +94,12 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 	if sub == "ls" {
 		return queueList(ctx, be, prefix, names, output{w: e.stdout, json: str("json") == "true"})
 	}
+	if sub == "workers" {
+		if name != "" && !slices.Contains(names, name) {
+			return fmt.Errorf("no queue %s under prefix %s (%s)", quoteArg(name), quoteArg(prefix), knownQueues(names))
+		}
+		return queueWorkers(ctx, be, prefix, name, output{w: e.stdout, json: str("json") == "true"})
+	}
 	if !slices.Contains(names, name) {
 		return fmt.Errorf("no queue %s under prefix %s (%s)", quoteArg(name), quoteArg(prefix), knownQueues(names))
 	}
@@ -126,7 +132,7 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 
 func queueFlags() *cmdFlags {
 	fs := newFlags("queue", queueSynopsis)
-	fs.String("queue", "", "queue `NAME`; required but for ls")
+	fs.String("queue", "", "queue `NAME`; required but for ls and workers (there it keeps the pools serving it)")
 	fs.String("redis", "", "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds (default $TIERSET_REDIS_URL); required")
 	fs.String("prefix", delay.DefaultPrefix, "key `prefix`")
 	fs.String("state", "pending", "tasks: which tasks to list: due (due now), scheduled (due later), pending (both, soonest first), inflight (oldest lease first), dead or done")
@@ -138,7 +144,7 @@ func queueFlags() *cmdFlags {
 	fs.String("in", "", "reschedule: the new due time as a `delay` from now (such as 90s or 2h)")
 	fs.Int("limit", 50, "tasks/dead: list at most `N` tasks")
 	fs.Bool("yes", false, "requeue/purge without asking for confirmation")
-	fs.Bool("json", false, "ls/stats/tasks/task/dead: print JSON (the field names of the console's /api answers)")
+	fs.Bool("json", false, "ls/workers/stats/tasks/task/dead: print JSON (the field names of the console's /api answers)")
 	fs.Bool("payload", false, "task: print the payload too (JSON as is, other bytes escaped); -json always includes it")
 	return fs
 }
@@ -244,6 +250,39 @@ func queueList(ctx context.Context, be *backend, prefix string, names []string, 
 		return err
 	}
 	fmt.Fprintf(w, "%s\n", count(len(names), "queue", "queues"))
+	return nil
+}
+
+// queueWorkers prints the live worker pools under prefix (those serving
+// queue when it is not ""), from their heartbeats, ages by Redis TIME.
+func queueWorkers(ctx context.Context, be *backend, prefix, queue string, out output) error {
+	ws, err := delay.ListWorkers(ctx, be.client, prefix)
+	if err != nil {
+		return err
+	}
+	views := []opsview.Worker{}
+	for _, w := range ws {
+		if queue == "" || w.Serves(queue) {
+			views = append(views, opsview.WorkerOf(w))
+		}
+	}
+	if out.json {
+		return out.encode(views)
+	}
+	tw := tabwriter.NewWriter(out.w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tHOST\tPID\tMODE\tRUNNING\tQUEUES\tLAST BEAT\tVERSION")
+	for _, w := range views {
+		var qs []string
+		for _, l := range w.Lines {
+			qs = append(qs, l.Queues...)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d/%d\t%s\t%s ago\t%s\n", text.Escape(w.ID), text.Escape(w.Host), w.PID, w.Mode,
+			w.Running, w.Concurrency, escapeJoin(qs), w.Age, text.Escape(w.Version))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out.w, "%s\n", count(len(views), "live worker pool", "live worker pools"))
 	return nil
 }
 

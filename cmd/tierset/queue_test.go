@@ -95,7 +95,7 @@ func TestQueueCommands(t *testing.T) {
 			args []string
 			msg  string
 		}{
-			{[]string{"queue"}, "want a subcommand: ls, stats, tasks, task, dead, requeue, purge, cancel, reschedule, run, pause, resume"},
+			{[]string{"queue"}, "want a subcommand: ls, workers, stats, tasks, task, dead, requeue, purge, cancel, reschedule, run, pause, resume"},
 			{[]string{"queue", "reschedule", "-queue", "q", "-redis", "127.0.0.1:1", "-key", "k"}, "exactly one of -at TIME or -in DELAY"},
 			{[]string{"queue", "cancel", "-queue", "q", "-redis", "127.0.0.1:1"}, "cancel needs -key"},
 			{[]string{"queue", "drain", "-queue", "q"}, `unknown queue subcommand "drain"`},

@@ -119,3 +119,28 @@ func QueueOf(name string, st delay.Stats) Queue {
 	}
 	return v
 }
+
+// Worker is one live worker pool (delay.WorkerInfo), its durations as
+// text.Duration prints them.
+type Worker struct {
+	ID          string           `json:"id"`
+	Host        string           `json:"host"`
+	PID         int              `json:"pid"`
+	Mode        string           `json:"mode"`
+	Concurrency int              `json:"concurrency"`
+	Running     int              `json:"running"`
+	Lines       []delay.LineInfo `json:"lines"`
+	Started     time.Time        `json:"started"`
+	Interval    string           `json:"interval"`
+	Beat        time.Time        `json:"beat"`
+	Age         string           `json:"age"`
+	Version     string           `json:"version"`
+	Release     int              `json:"release"`
+}
+
+// WorkerOf is w's view.
+func WorkerOf(w delay.WorkerInfo) Worker {
+	return Worker{ID: w.ID, Host: w.Host, PID: w.PID, Mode: w.Mode, Concurrency: w.Concurrency, Running: w.Running,
+		Lines: w.Lines, Started: w.Started.UTC(), Interval: text.Duration(w.Interval), Beat: w.Beat.UTC(),
+		Age: text.Duration(w.Age), Version: w.Version, Release: w.Release}
+}
