@@ -23,6 +23,16 @@ local base = KEYS[1]
 local now = now_ms()
 local cur = redis.call('GET', KEYS[2])
 local mine = 'rb:' .. ARGV[2]
+-- fresh files a counter key in keyset the first time this rebuild
+-- touches it, and empties it then: a key keyset no longer listed (the
+-- keyset was evicted) is not dropped by 'begin' and would keep its
+-- old counts under the new ones. It anchors the key (see intact).
+local function fresh(suffix)
+  if redis.call('SADD', KEYS[5], suffix) == 1 then
+    redis.call('DEL', base .. suffix)
+    redis.call('HSET', base .. suffix, '_', '1')
+  end
+end
 if ARGV[1] == 'begin' then
   -- Holds whose time has passed give back first, so none can give back
   -- later from counters this rebuild sets.
@@ -43,9 +53,8 @@ if ARGV[1] == 'begin' then
   for _, order in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf')) do
     local d = redis.call('HGET', base .. 'o:' .. order, 'd') or ''
     for suffix, field, delta in string.gmatch(d, '([^\t\n]*)\t([^\t\n]*)\t(%d+)\n') do
+      fresh(suffix)
       redis.call('HINCRBY', base .. suffix, field, delta)
-      redis.call('HSETNX', base .. suffix, '_', '1')
-      redis.call('SADD', KEYS[5], suffix)
     end
   end
   return {'ok', now, ''}
@@ -59,9 +68,8 @@ if ARGV[1] == 'add' then
     local suffix, field, count, ends = ARGV[7 + 4 * j], ARGV[8 + 4 * j], ARGV[9 + 4 * j], tonumber(ARGV[10 + 4 * j])
     if ends + keep > now then
       local k = base .. suffix
+      fresh(suffix)
       redis.call('HINCRBY', k, field, count)
-      redis.call('HSETNX', k, '_', '1')
-      redis.call('SADD', KEYS[5], suffix)
       if ends < 9007199254740992 then
         redis.call('PEXPIREAT', k, ends + keep)
       end
