@@ -317,10 +317,11 @@ func tiersetWay(rdb *redis.Client, prefix string) *way {
 // The targets, 20× PostgreSQL's grants/s with a p99 of 2 ms, are
 // printed, not failing: on the shared 2-core machine they were missed
 // (docs/benchmarks.md, "A cap against PostgreSQL"). The robust floor is
-// what held there with a margin of 2×.
+// what held there in every run with a margin of 2× (4.6× the lowest, in
+// a -quick run at load 21).
 const (
 	floorClients = 64
-	floorRobust  = 4.0                  // tierset grants/s over PostgreSQL's, robust
+	floorRobust  = 2.0                  // tierset grants/s over PostgreSQL's, robust
 	floorTarget  = 20.0                 // the same, the target (tight)
 	floorP99     = 2 * time.Millisecond // tierset's p99 per reservation (tight)
 )
