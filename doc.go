@@ -43,7 +43,7 @@
 // does not reach them):
 //
 //   - [github.com/tierset/tierset/pg]: PostgreSQL as the source of truth:
-//     migrations, LISTEN/NOTIFY watch, a transactional outbox for the queue.
+//     migrations, LISTEN/NOTIFY watch, the queue's outbox, the budget ledger.
 //   - pg/cmd/tierset-pg: warms promotions from PostgreSQL, and watches.
 //   - pg/examples/cartsvc: an example cart-pricing HTTP service.
 //   - pg/internal/pgtest: a PostgreSQL schema per test.
@@ -51,7 +51,8 @@
 //   - [github.com/tierset/tierset/contrib/cron]: cron schedules
 //     (robfig/cron/v3) in a time zone for package periodic.
 //   - bench/peers: tierset's delay queue against asynq, BullMQ and River.
-//   - bench/peers/cart: 20-line carts priced four ways, PostgreSQL included.
+//   - bench/peers/cart, bench/peers/budgetpg: tierset against PostgreSQL:
+//     20-line carts priced four ways; a promotion cap on one hot row.
 //   - test/browser: the web console in a headless Chromium.
 //
 // Commands and examples:
@@ -105,8 +106,7 @@
 //   - internal/slot: Redis Cluster hash slots, checked on the client.
 //   - internal/soak: the one switch (TIERSET_SOAK=1) that runs the long
 //     tests: soaks, kill loops, fault schedules.
-//   - internal/testredis: the test backends: miniredis, a real Redis, a
-//     cluster.
+//   - internal/testredis: test backends: miniredis, a real Redis, a cluster.
 //   - internal/testrun: a worker's or pool's Run started in a test and
 //     stopped at cleanup.
 //   - internal/text: outside input quoted and escaped for messages and

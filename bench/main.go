@@ -111,7 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.budget, "budget", false, "the budget phase: memory per hold and per counter, reservations/s at 1, 16, 64 clients, the cost of WAIT (Options.Replicas)")
 	fs.BoolVar(&cfg.delay, "delay", false, "every delay phase: also one-by-one and concurrent enqueue, take+ack at concurrency 100, lateness at 1k and 10k tasks/s")
 	fs.BoolVar(&cfg.peers, "peers", false, "also run bench/peers (tierset vs asynq, BullMQ and River, a nested module; needs the go command and a real Redis) and judge its floors")
-	fs.BoolVar(&cfg.service, "service", false, "also run bench/peers/cart (carts priced by PostgreSQL and by tierset; needs the go command, a real Redis and PostgreSQL) and judge its floors")
+	fs.BoolVar(&cfg.service, "service", false, "also run bench/peers/cart (carts priced by PostgreSQL and by tierset) and bench/peers/budgetpg (a promotion cap in one PostgreSQL row and in package budget); needs the go command, a real Redis and PostgreSQL; judge their floors")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "with -cluster: sharded delay queue throughput, 1 shard vs 3 shards (1 vs 3 masters)")
 	fs.BoolVar(&cfg.storm, "storm", false, "run only the sale storm (8 client processes, the bench re-executed, over 10,000 promotions: hot edits, then a republish of all) and the big carts; needs a single real Redis")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the generated promotions and query values")

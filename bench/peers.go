@@ -39,13 +39,20 @@ func runPeers(ctx context.Context, url string, quick, full bool, stdout, stderr 
 }
 
 // runService runs bench/peers/cart (the cart priced by PostgreSQL and by
-// tierset) on the same Redis and returns its floor rows.
+// tierset) and bench/peers/budgetpg (a promotion cap kept in one
+// PostgreSQL row and by package budget) on the same Redis and returns
+// their floor rows.
 func runService(ctx context.Context, url string, quick bool, stdout, stderr io.Writer) ([]measure.Floor, error) {
 	args := []string{"-redis", url}
 	if quick {
 		args = append(args, "-rounds", "1", "-d", "500ms")
 	}
-	return runNested(ctx, "./cart", args, stdout, stderr)
+	rows, err := runNested(ctx, "./cart", args, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	more, err := runNested(ctx, "./budgetpg", args, stdout, stderr)
+	return append(rows, more...), err
 }
 
 // runNested runs `go run pkg args -floors <file>` in peersDir and reads

@@ -319,8 +319,8 @@ func newKeys(prefix, name string) keys {
 
 func (k keys) record(order string) string { return k.base + "o:" + order }
 
-// Keys lists the budget's fixed keys; counters and records are
-// Keys()[0] (the base) + a suffix.
+// Keys lists the budget's fixed keys; counters, records and "prev" (the
+// epoch the last Rebuild replaced) are Keys()[0] (the base) + a suffix.
 func (b *Budget) Keys() []string {
 	return []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.log, b.k.keyset}
 }

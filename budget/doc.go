@@ -71,7 +71,13 @@
 //     until Rebuild puts back the ledger's redemptions. Tests:
 //     TestLostAndRebuild, TestFaultRestart (with appendonly every grant
 //     survives; without, the ledger is rebuilt; the cap is never passed),
-//     TestFaultSIGKILL (callers killed mid-reserve).
+//     TestFaultSIGKILL (callers killed mid-reserve). A counter evicted
+//     while the epoch stays would read as 0: Reserve and Remaining answer
+//     ErrLost instead until Rebuild (TestCounterEvicted,
+//     TestCounterEvictedByMaxmemory). A Redemption naming its Order is
+//     counted once whatever Redis holds of it, and a later Confirm of it
+//     counts nothing again (TestRebuildLedgerOrders): the ledger in
+//     PostgreSQL (pg.Ledger) rebuilds from its rows this way.
 //
 // Bad input (TestBadInput, TestBadDefinition) is a *ValidationError
 // naming it, matching ErrInvalid, and writes nothing. Fractional uses

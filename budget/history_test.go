@@ -179,9 +179,11 @@ func readState(t *testing.T, ctx context.Context, c redis.UniversalClient, bg *b
 	for f, v := range fields {
 		var n int64
 		fmt.Sscan(v, &n)
-		if f == "u" {
+		switch f {
+		case "_": // the counter's anchor (see intact in lua/lib.lua)
+		case "u":
 			s.total = n
-		} else {
+		default:
 			s.per[strings.TrimPrefix(f, "u@customer=")] = n
 		}
 	}

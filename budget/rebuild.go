@@ -11,6 +11,11 @@ import (
 // Redemption is one confirmed reservation as a ledger keeps it: what
 // Rebuild counts.
 type Redemption struct {
+	// Order, when set, names the confirmed order. Rebuild then makes its
+	// record in Redis confirmed, so a Confirm of it that arrives later
+	// (from a ledger's outbox) counts nothing again, and a hold of it
+	// still live stops counting: the redemption stands for it.
+	Order      string
 	Attributes map[string]string
 	Lines      []Line
 	// At is when it was confirmed: it picks the period of period caps.
@@ -27,19 +32,30 @@ const rebuildBatch = 500
 // Redis lost its data (every call answers ErrLost until then). While it
 // runs, every other call answers ErrLost; a second Rebuild started
 // meanwhile takes over and the first returns ErrConflict. The counters
-// of periods already over are skipped.
+// of periods already over are skipped. A redemption naming its Order
+// is counted once even if Redis still holds a hold of that order, or a
+// record of it released or expired: the ledger is the truth.
 func (b *Budget) Rebuild(ctx context.Context, reds []Redemption) (epoch string, err error) {
 	type ctr struct{ suffix, field string }
 	sums := map[ctr]int64{}
 	ends := map[ctr]int64{}
 	var order []ctr
+	var orders []string
+	seen := map[string]bool{}
 	for i, r := range reds {
 		if r.At.IsZero() {
 			return "", invalid("redemption", "%d: no time", i)
 		}
-		bd, ps, err := b.check(r.Attributes, r.Lines)
+		bd, ps, err := b.checkRedemption(r)
 		if err != nil {
 			return "", invalid("redemption", "%d: %w", i, err)
+		}
+		if r.Order != "" {
+			if seen[r.Order] {
+				return "", invalid("redemption", "%d: order %q twice", i, r.Order)
+			}
+			seen[r.Order] = true
+			orders = append(orders, r.Order)
 		}
 		caps, _ := capArgs(bd, ps, r.At, false)
 		// caps: n, then per cap field, delta, limit, ncand, candidates; the
@@ -86,14 +102,43 @@ func (b *Budget) Rebuild(ctx context.Context, reds []Redemption) (epoch string, 
 		for _, k := range order[:n] {
 			args = append(args, k.suffix, k.field, sums[k], ends[k])
 		}
+		args = append(args, 0)
 		if _, err := step("add", args...); err != nil {
 			return "", err
 		}
 		order = order[n:]
+	}
+	for len(orders) > 0 {
+		n := min(len(orders), rebuildBatch)
+		args := []any{0, n}
+		for _, o := range orders[:n] {
+			args = append(args, o)
+		}
+		if _, err := step("add", args...); err != nil {
+			return "", err
+		}
+		orders = orders[n:]
 	}
 	rp, err := step("end")
 	if rp == nil {
 		return "", err
 	}
 	return rp.str(2), err
+}
+
+// CheckRedemption validates r as Rebuild would (its time aside) against
+// the promotions defined now: a ledger checks a redemption with it before
+// writing it. A refusal is a *ValidationError naming the input.
+func (b *Budget) CheckRedemption(r Redemption) error {
+	_, _, err := b.checkRedemption(r)
+	return err
+}
+
+func (b *Budget) checkRedemption(r Redemption) (body, []Promotion, error) {
+	if r.Order != "" {
+		if err := b.checkOrder(r.Order); err != nil {
+			return body{}, nil, err
+		}
+	}
+	return b.check(r.Attributes, r.Lines)
 }

@@ -101,7 +101,7 @@ func (b *Budget) remainingQuery(attrs map[string]string, promotions []string) (*
 	if err != nil {
 		return nil, err
 	}
-	return &remainingQuery{bd: bd, ps: ps, now: b.serverNow(), keys: []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep}}, nil
+	return &remainingQuery{bd: bd, ps: ps, now: b.serverNow(), keys: []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.keyset}}, nil
 }
 
 func (q *remainingQuery) args(b *Budget) []any {

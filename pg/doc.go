@@ -48,6 +48,16 @@
 //     task whose due time differs from its row's: the compensation path
 //     after Redis lost data, which [Outbox.Relay] also runs at start and
 //     every RelayOptions.ReconcileEvery, one process at a time.
+//   - [Ledger] keeps a budget's redemptions (package budget) in the
+//     budget_ledger table, the truth: [Ledger.Confirm] writes the paid
+//     order's row and its confirm task in the caller's transaction;
+//     [Ledger.Apply], the task's work, confirms it in Redis, and when
+//     Redis cannot (its hold ended, Redis lost it) runs
+//     [Ledger.Reconcile], which rebuilds the counters from the ledger
+//     with budget.Rebuild (also the step after a failover or a FLUSH).
+//     Holds keep counting until their confirm lands, so no grant passes
+//     a cap meanwhile. Bad input is a [ValidationError] naming it
+//     (Field "redemption" carries the budget's), and writes nothing.
 //
 // pg is its own module so the core module never depends on pgx.
 package pg

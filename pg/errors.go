@@ -33,7 +33,11 @@ var (
 // "row" (a promotion's database rows that do not make a valid
 // promotion: an unknown enum, an unparsable number or a promotion
 // gradient refuses; Detail names it and Cause, often a
-// *gradient.ValidationError, says why).
+// *gradient.ValidationError, says why); for a Ledger, "tx" (a nil
+// transaction), "order" (empty) or "redemption" (what package budget
+// refuses of it: Cause is the *budget.ValidationError, so the error
+// matches budget.ErrInvalid too), and "key" (Apply of a task that is not
+// this ledger's).
 //
 // Detail says what was refused and what is allowed; Cause is the
 // underlying error, or nil.

@@ -118,9 +118,29 @@ local function over(base, list)
   return nil
 end
 
+-- intact is false when a counter a cap reads was made and is gone while
+-- the epoch stayed: an eviction (maxmemory) or a partial loss, which
+-- would otherwise read as 0 and grant past the cap. Every counter key
+-- holds the field '_' from its creation, so one given back to nothing
+-- still exists; keyset lists every counter key made and holds '' while
+-- it is whole (Rebuild files it). A period key that expired on time is
+-- of a period over, which no cap reads.
+local function intact(base, keyset, list)
+  if redis.call('SISMEMBER', keyset, '') == 0 then
+    return false
+  end
+  for _, cap in ipairs(list) do
+    if redis.call('EXISTS', base .. cap.suffix) == 0 and redis.call('SISMEMBER', keyset, cap.suffix) == 1 then
+      return false
+    end
+  end
+  return true
+end
+
 -- apply adds the deltas, sets a period key's expiry (its end plus keep
 -- ms, past the longest hold that can count in it), files every counter
--- key in keyset (which Rebuild clears) and returns the record's d.
+-- key in keyset (which Rebuild clears), anchors it (field '_', see
+-- intact) and returns the record's d.
 local function apply(base, keyset, list, keep)
   local d = {}
   for _, cap in ipairs(list) do
@@ -128,6 +148,7 @@ local function apply(base, keyset, list, keep)
       local k = base .. cap.suffix
       if redis.call('HINCRBY', k, cap.field, cap.delta) == tonumber(cap.delta) then
         redis.call('SADD', keyset, cap.suffix)
+        redis.call('HSETNX', k, '_', '1')
         if cap.ends < 9007199254740992 then
           redis.call('PEXPIREAT', k, cap.ends + keep)
         end

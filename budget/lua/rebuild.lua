@@ -14,13 +14,25 @@
 -- ARGV[4] -> report: '1' files expired holds in unrep
 -- ARGV[5] -> keep ms (a period key lives this long past its end)
 -- ARGV[6..] -> 'add': n, then n x (suffix, field, count, end ms); a count
---   whose period key would already have expired is skipped
+--   whose period key would already have expired is skipped; then m and m
+--   orders the ledger holds as redeemed: their records become confirmed,
+--   and a hold of one stops counting (the ledger's count stands for it)
 -- Returns {'ok', now, epoch (Redis TIME ms, after 'end') or ''} or {'busy', now} (another
 --   rebuild holds the budget).
 local base = KEYS[1]
 local now = now_ms()
 local cur = redis.call('GET', KEYS[2])
 local mine = 'rb:' .. ARGV[2]
+-- fresh files a counter key in keyset the first time this rebuild
+-- touches it, and empties it then: a key keyset no longer listed (the
+-- keyset was evicted) is not dropped by 'begin' and would keep its
+-- old counts under the new ones. It anchors the key (see intact).
+local function fresh(suffix)
+  if redis.call('SADD', KEYS[5], suffix) == 1 then
+    redis.call('DEL', base .. suffix)
+    redis.call('HSET', base .. suffix, '_', '1')
+  end
+end
 if ARGV[1] == 'begin' then
   -- Holds whose time has passed give back first, so none can give back
   -- later from counters this rebuild sets.
@@ -29,13 +41,20 @@ if ARGV[1] == 'begin' then
     redis.call('DEL', base .. s)
   end
   redis.call('DEL', KEYS[5])
+  -- The epoch replaced, kept (under the base, like counters) so 'end'
+  -- can give a later one even within the same millisecond.
+  if cur and string.sub(cur, 1, 3) ~= 'rb:' then
+    redis.call('SET', base .. 'prev', cur)
+  end
+  -- '' marks keyset whole (see intact in lib.lua).
+  redis.call('SADD', KEYS[5], '')
   redis.call('SET', KEYS[2], mine)
   -- The holds still live count again, as they did before.
   for _, order in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf')) do
     local d = redis.call('HGET', base .. 'o:' .. order, 'd') or ''
     for suffix, field, delta in string.gmatch(d, '([^\t\n]*)\t([^\t\n]*)\t(%d+)\n') do
+      fresh(suffix)
       redis.call('HINCRBY', base .. suffix, field, delta)
-      redis.call('SADD', KEYS[5], suffix)
     end
   end
   return {'ok', now, ''}
@@ -49,17 +68,34 @@ if ARGV[1] == 'add' then
     local suffix, field, count, ends = ARGV[7 + 4 * j], ARGV[8 + 4 * j], ARGV[9 + 4 * j], tonumber(ARGV[10 + 4 * j])
     if ends + keep > now then
       local k = base .. suffix
+      fresh(suffix)
       redis.call('HINCRBY', k, field, count)
-      redis.call('SADD', KEYS[5], suffix)
       if ends < 9007199254740992 then
         redis.call('PEXPIREAT', k, ends + keep)
       end
     end
   end
+  local i = 7 + 4 * n
+  for j = 1, tonumber(ARGV[i] or '0') do
+    local order = ARGV[i + j]
+    local rk = base .. 'o:' .. order
+    local r = redis.call('HMGET', rk, 'st', 'd')
+    -- A hold still filed in holds was counted again by 'begin' (nothing
+    -- purges while the rebuild runs); the ledger's count replaces it.
+    if r[1] == 'h' and redis.call('ZREM', KEYS[3], order) == 1 then
+      undo(base, r[2])
+    end
+    if r[1] == 'h' or r[1] == 'x' or r[1] == 'r' then
+      -- A later Confirm answers confirmed and counts nothing again.
+      redis.call('HSET', rk, 'st', 'c', 'ct', now)
+      redis.call('PEXPIRE', rk, ARGV[3])
+      redis.call('ZREM', KEYS[4], order)
+    end
+  end
   return {'ok', now, ''}
 end
--- The epoch is Redis TIME at the end: a rebuilt budget never shows the
--- epoch of the state it replaced.
-local ep = string.format('%d', now)
+-- The epoch is Redis TIME at the end, past the epoch replaced: a rebuilt
+-- budget never shows the epoch of the state it replaced.
+local ep = string.format('%d', math.max(now, tonumber(redis.call('GET', base .. 'prev') or '0') + 1))
 redis.call('SET', KEYS[2], ep)
 return {'ok', now, ep}

@@ -8,7 +8,7 @@
 -- KEYS[4] -> unrep (ZSET order -> expiry ms: expired, not yet reported)
 -- KEYS[5] -> the order's record (HASH st, req, exp, d, at, ct)
 -- KEYS[6] -> log (STREAM of confirmations)
--- KEYS[7] -> keyset (SET of counter key suffixes)
+-- KEYS[7] -> keyset (SET of counter key suffixes, and '' while whole)
 -- ARGV[1] -> order
 -- ARGV[2] -> req: the request as the library encodes it (its identity)
 -- ARGV[3] -> hold ms
@@ -21,7 +21,8 @@
 -- Returns {'ok', now, epoch, state, expiry ms, new (1|0)},
 --   {'limit', now, cap index (1-based), used}, {'conflict', now, state},
 --   {'state', now, state} (mode 'c': the record is no longer expired),
---   {'lost', now} or {'skew', now}.
+--   {'lost', now} (no epoch, or a counter it reads is gone: see intact) or
+--   {'skew', now}.
 local base, order, req = KEYS[1], ARGV[1], ARGV[2]
 local now = now_ms()
 local ep = live(KEYS[2])
@@ -44,6 +45,9 @@ end
 local list = caps(now, 9)
 if not list then
   return {'skew', now}
+end
+if not intact(base, KEYS[7], list) then
+  return {'lost', now}
 end
 local c, u = over(base, list)
 if c then
