@@ -40,7 +40,8 @@ func cartCache(t *testing.T, ctx context.Context, b *testredis.Backend, near boo
 // given: a promotion exhausted for one customer is flagged for that
 // customer only, one exhausted in all for everyone; a hit the budget does
 // not know is not capped, a line without a hit is not asked about, and a
-// missing per-customer value is a *ValidationError naming it.
+// missing per-customer value is a *ValidationError naming it, sent
+// nowhere.
 func TestOffers(t *testing.T) {
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		bg := newBudget(t, ctx, b, budget.Options{},
@@ -111,9 +112,18 @@ func TestOffers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		rt, err := testredis.CountRoundTrips(ctx, b.Client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.Reset()
 		_, err = bg.Offers(ctx, nil, rs)
 		if !errors.Is(err, &budget.ValidationError{Field: "attributes"}) || !errors.Is(err, budget.ErrInvalid) {
 			t.Fatalf("no customer: %v, want a ValidationError naming attributes", err)
+		}
+		// Nothing sent (a cluster client's own slot refreshes aside).
+		if n := rt.Total(); n != 0 && !b.IsCluster() {
+			t.Fatalf("a refused Offers sent %d round trips", n)
 		}
 		// Only unbudgeted hits and misses: nothing to ask, no attributes needed.
 		none, err := bg.Offers(ctx, nil, rs[2:])
