@@ -139,6 +139,9 @@ type Options struct {
 	// Logger gets what fails beside a call (an expiry task that could not
 	// be enqueued). Defaults to slog.Default().
 	Logger *slog.Logger
+	// Observer receives grants, refusals and expired holds (metrics).
+	// Defaults to none.
+	Observer Observer
 }
 
 func (o Options) withDefaults() (Options, error) {

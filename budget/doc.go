@@ -20,6 +20,7 @@
 //	b.Confirm(ctx, "order-42") // paid: a redemption
 //	b.Release(ctx, "order-42") // not paid: given back (or let the hold end)
 //	left, _ := b.Remaining(ctx, attrs, "summer", "winter") // cart time, one round trip
+//	offers, _ := b.Offers(ctx, attrs, results) // per cache.Result hit: can it still be given?
 //
 // [New] builds a [Budget] (no I/O) over [Promotion]s, each with [Cap]s:
 // a [Measure] (Uses or Spend, exact integer minor units up to 2^53),
@@ -33,6 +34,21 @@
 // and [Budget.Sweep] report holds that ended unpaid; [Budget.Remaining]
 // and [Budget.RemainingPipe] answer what is [Left]; [Budget.Rebuild] sets
 // the counters from a ledger's [Redemption]s.
+//
+// # At cart time, and for operators
+//
+// [Budget.Offers] takes a cart's cache.Cache.MatchCart results and says
+// per hit whether its promotion can still be given to the customer
+// ([Offer]; [Left.Allows] checks a line's discount): one Remaining round
+// trip after the match, none without a budgeted hit, so one in all when
+// the near cache answers the match (TestOffersRoundTrips; TestOffers
+// flags a promotion used up per customer and in all). [Budget.Info]
+// reads each cap's used, held and remaining, per period and per
+// attribute value (TestInfo); [Budget.Order] an order's record.
+// [Budget.Publish] writes the definitions so that tools without them
+// ([Open], [List]: the tierset CLI's budget command, the console's
+// /budgets page) read the caps. [Options].Observer ([Observer]) gets
+// grants, refusals by cap and expired holds (TestObserver).
 //
 // # Guarantees, and the tests that prove them
 //

@@ -36,7 +36,9 @@ func (b *Budget) Expire(ctx context.Context, order string) (Expiry, error) {
 	}
 	switch rp.status() {
 	case "ok":
-		return Expiry{State: states[rp.str(2)], Expires: ms(rp.int(3)), First: rp.int(4) == 1}, err
+		e := Expiry{State: states[rp.str(2)], Expires: ms(rp.int(3)), First: rp.int(4) == 1}
+		b.expired(e)
+		return e, err
 	case "notfound":
 		return Expiry{}, fmt.Errorf("%w: order %q", ErrNotFound, order)
 	case "lost":

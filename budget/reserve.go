@@ -58,7 +58,7 @@ func (b *Budget) Reserve(ctx context.Context, r Request) (Reservation, error) {
 	}
 	for i, l := range bd.L {
 		if m := ps[i].MaxPerCart; m > 0 && l.Uses > m {
-			return Reservation{}, &LimitError{Promotion: l.Promotion, Cap: Cap{Measure: Uses, Limit: m}, PerCart: true, Asked: l.Uses}
+			return Reservation{}, b.refused(&LimitError{Promotion: l.Promotion, Cap: Cap{Measure: Uses, Limit: m}, PerCart: true, Asked: l.Uses})
 		}
 	}
 	rp, refs, err := b.reserve(ctx, r.Order, bd, ps, r.Hold, "r")
@@ -70,10 +70,11 @@ func (b *Budget) Reserve(ctx context.Context, r Request) (Reservation, error) {
 		res := Reservation{Order: r.Order, State: states[rp.str(3)], Expires: ms(rp.int(4)), Epoch: rp.str(2), New: rp.int(5) == 1}
 		if res.New {
 			b.enqueueExpiry(ctx, r.Order, rp.int(4))
+			b.granted(bd.L)
 		}
 		return res, err
 	case "limit":
-		return Reservation{}, b.limitErr(rp, refs)
+		return Reservation{}, b.refused(b.limitErr(rp, refs))
 	case "conflict":
 		return Reservation{}, fmt.Errorf("%w: order %q is %s", ErrConflict, r.Order, states[rp.str(2)])
 	case "lost":

@@ -17,6 +17,8 @@ var luaFS embed.FS
 // scripts is a budget's compiled scripts, by name.
 type scripts struct {
 	reserve, confirm, release, expire, sweep, remaining, rebuild *redis.Script
+	// info and publish serve operators (info.go).
+	info, publish *redis.Script
 }
 
 func compose(name string) string {
@@ -40,5 +42,7 @@ func newScripts() *scripts {
 		sweep:     redis.NewScript(compose("sweep")),
 		remaining: redis.NewScript(compose("remaining")),
 		rebuild:   redis.NewScript(compose("rebuild")),
+		info:      redis.NewScript(compose("info")),
+		publish:   redis.NewScript(compose("publish")),
 	}
 }

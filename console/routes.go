@@ -32,6 +32,8 @@ func (s *Console) routes() {
 	s.mux.HandleFunc("/dead/purge", s.purge)
 	s.mux.HandleFunc("GET /promotions", s.promotionsPage)
 	s.mux.HandleFunc("GET /promotion", s.promotionPage)
+	s.mux.HandleFunc("GET /budgets", s.budgetsPage)
+	s.mux.HandleFunc("GET /api/budgets", s.apiBudgets)
 	s.apiRoutes()
 }
 

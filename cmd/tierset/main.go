@@ -8,6 +8,7 @@
 //	tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-at TIME] [-redis URL | -rules FILE] [-prefix P]
 //	tierset demo  [-rules FILE] [-at TIME]
 //	tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-yes]
+//	tierset budget ls|show [-budget NAME] [-order ID] -redis URL [-prefix P] [-json]
 //	tierset audit -redis URL [-match PATTERN] [-json]
 //	tierset web   -redis URL [-listen ADDR] [-token T]
 //	tierset version
@@ -49,6 +50,7 @@ Usage:
   tierset match -promo ID -value V [-base AMOUNT] [-rounding MODE] [-redis URL | -rules FILE]
   tierset demo  [-rules FILE]
   tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL
+  tierset budget ls|show [-budget NAME] [-order ID] -redis URL [-json]
   tierset audit -redis URL [-match PATTERN] [-json]
   tierset web   -redis URL [-listen 127.0.0.1:8080] [-token T]
   tierset version
@@ -116,6 +118,7 @@ var commands = map[string]func(ctx context.Context, args []string, e *env) error
 		fmt.Fprintln(e.stdout, versionLine())
 		return nil
 	},
+	"budget": cmdBudget,
 }
 
 // versionLine is the module version (a tag under go install), or the VCS

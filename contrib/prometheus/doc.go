@@ -6,6 +6,8 @@
 // what this process saw. [QueueCollector] reads [delay.Queue.Stats] on each
 // scrape: depths and the counters the queue's scripts keep in Redis, which
 // cover every producer and worker of the queue, not just this process.
+// A [BudgetCollector]'s [BudgetCollector.Observer] is a budget.Options.Observer:
+// grants, refusals by cap and expired holds this process saw.
 //
 // The package is its own module so the core tierset module keeps its short
 // dependency list; importing it is what pulls in client_golang.
@@ -52,4 +54,7 @@
 //	tierset_queue_index_lost_total{queue}              Stats.IndexLost: key index repairs
 //	tierset_queue_lateness_seconds{queue}              the server-side histogram, its own bucket bounds, _sum a lower bound;
 //	                                                   a delivery exactly 2^b ms late is under le=2^(b+1) ms
+//	tierset_budget_grants_total{budget,promotion}      new holds, per line (BudgetCollector; MaxPromotions, then "other")
+//	tierset_budget_refusals_total{budget,promotion,cap}  reservations refused by a cap (Cap.String, or "per cart")
+//	tierset_budget_holds_expired_total{budget}         holds that ended unpaid (Expire's first report)
 package prometheus

@@ -6,6 +6,12 @@
 //	GET  /healthz        the process is up
 //	GET  /readyz         Redis answers (503 otherwise)
 //
+// With -budget NAME (a budget published under -prefix, see
+// budget.Publish) a request names its "customer" and each line whose
+// promotion the budget caps says whether it can still be given
+// ("budget": {"available": ...}); one that cannot is priced without its
+// discount, so the price shown is the one a reservation honours.
+//
 // Run `go run ./examples/cartsvc -demo` (from the pg module) to seed
 // PostgreSQL, warm Redis, start the service and price a few carts.
 package main
@@ -28,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/tierset/tierset"
+	"github.com/tierset/tierset/budget"
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/redisconf"
@@ -37,6 +44,7 @@ import (
 
 type config struct {
 	addr, source, schema, redisURL, prefix string
+	budget                                 string // a published budget's name: lines say what it allows
 	minorDigits                            int
 	demo                                   bool
 }
@@ -49,6 +57,7 @@ func main() {
 	flag.StringVar(&cfg.redisURL, "redis", os.Getenv(redisconf.EnvURL), "Redis: host:port, a redis:// or rediss:// `URL`, or comma-separated cluster seeds (default $TIERSET_REDIS_URL); required")
 	flag.StringVar(&cfg.prefix, "prefix", cache.DefaultPrefix, "Redis key `prefix`")
 	flag.IntVar(&cfg.minorDigits, "minor-digits", 0, "the currency's minor-unit `digits`: 0 for the default 2 (USD/CNY), -1 for none (JPY), 1..9")
+	flag.StringVar(&cfg.budget, "budget", "", "the `name` of a budget (published under -prefix, see budget.Publish): each line then says whether its promotion can still be given to the request's customer")
 	flag.BoolVar(&cfg.demo, "demo", false, "seed a demo schema, warm, serve on a free port, price a few carts, clean up and exit")
 	flag.Parse()
 	// No default server: a service that silently priced carts from
@@ -82,6 +91,8 @@ type service struct {
 	redis redis.UniversalClient
 	cache *cache.Cache
 	rules *pg.Rules
+	// budget is the -budget named, nil without one.
+	budget *budget.Budget
 }
 
 func open(ctx context.Context, cfg config, log io.Writer) (*service, error) {
@@ -122,9 +133,19 @@ func open(ctx context.Context, cfg config, log io.Writer) (*service, error) {
 		_ = rc.Close()
 		return nil, err
 	}
+	var bg *budget.Budget
+	if cfg.budget != "" {
+		if bg, err = budget.Open(ctx, rc, cfg.budget, budget.Options{Prefix: cfg.prefix}); err != nil {
+			_ = c.Close()
+			pool.Close()
+			_ = rc.Close()
+			return nil, fmt.Errorf("-budget: %w", err)
+		}
+		fmt.Fprintf(log, "cartsvc: budget %s caps %d promotions\n", cfg.budget, len(bg.Promotions()))
+	}
 	fmt.Fprintf(log, "cartsvc: promotions from %s schema %s, served from %s prefix %s\n",
 		pg.RedactURL(cfg.source), cfg.schema, tgt, cfg.prefix)
-	return &service{pool: pool, redis: rc, cache: c, rules: r}, nil
+	return &service{pool: pool, redis: rc, cache: c, rules: r, budget: bg}, nil
 }
 
 // rulesLoader reads one promotion from the database for cache.Loader.
@@ -185,6 +206,7 @@ func (s *service) start(ctx context.Context, l net.Listener, cfg config, log io.
 	h := newServer(s.cache, serverOptions{
 		MinorDigits: cfg.minorDigits,
 		Ready:       func(ctx context.Context) error { return s.redis.Ping(ctx).Err() },
+		Budget:      s.offerer(),
 	})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	ch := make(chan error, 1)
@@ -201,6 +223,15 @@ func (s *service) start(ctx context.Context, l net.Listener, cfg config, log io.
 	}()
 	fmt.Fprintf(log, "cartsvc: serving on http://%s\n", l.Addr())
 	return ch, nil
+}
+
+// offerer is the service's budget as a server option: nil without one
+// (a nil *budget.Budget in the interface would not be nil).
+func (s *service) offerer() Offerer {
+	if s.budget == nil {
+		return nil
+	}
+	return s.budget
 }
 
 func errOrEmpty(err error) any {

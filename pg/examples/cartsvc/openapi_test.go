@@ -170,6 +170,10 @@ func validate(t errorer, doc map[string]any, at string, schema, v any) {
 		if _, ok := v.(float64); !ok {
 			t.Errorf("%s: %v is not a number", at, v)
 		}
+	case "boolean":
+		if _, ok := v.(bool); !ok {
+			t.Errorf("%s: %v is not a boolean", at, v)
+		}
 	}
 }
 

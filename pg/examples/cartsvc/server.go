@@ -48,6 +48,9 @@ type serverOptions struct {
 	// OnError sees the internal errors behind a 503 (which the client
 	// is never shown); nil drops them.
 	OnError func(error)
+	// Budget, when set, says per line whether its promotion can still be
+	// given (budget.go); nil prices without caps.
+	Budget Offerer
 }
 
 type server struct {
@@ -99,6 +102,8 @@ func newServer(c Pricer, o serverOptions) http.Handler {
 
 type cartRequest struct {
 	Lines []json.RawMessage `json:"lines"`
+	// Customer is who buys: the value of caps counted per customer.
+	Customer string `json:"customer"`
 }
 
 type lineRequest struct {
@@ -182,6 +187,8 @@ type lineResponse struct {
 	// "problem" (Problem says why the line has no answer).
 	Outcome string   `json:"outcome"`
 	Problem *problem `json:"problem,omitempty"`
+	// Budget is set on a hit whose promotion a budget caps (budget.go).
+	Budget *budgetJSON `json:"budget,omitempty"`
 }
 
 type cartResponse struct {
@@ -215,7 +222,7 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) price(w http.ResponseWriter, r *http.Request) {
-	qs, bases, err := parseCart(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	qs, bases, customer, err := parseCart(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		var bf *badField
 		var tooBig *http.MaxBytesError
@@ -245,6 +252,11 @@ func (s *server) price(w http.ResponseWriter, r *http.Request) {
 			Detail: "the promotion store did not answer in time; try again"})
 		return
 	}
+	offers, prob := s.offers(ctx, customer, rs)
+	if prob != nil {
+		writeProblem(w, *prob)
+		return
+	}
 	resp := cartResponse{Lines: make([]lineResponse, len(rs))}
 	total := decimal.Zero
 	digits := int32(gradient.Digits(s.o.MinorDigits))
@@ -265,6 +277,7 @@ func (s *server) price(w http.ResponseWriter, r *http.Request) {
 				lr.Outcome, lr.Problem = "problem", &problem{Type: probBadLine, Title: "Discount not computable",
 					Detail: "the tier's reward cannot apply to this line's base and value"}
 			} else {
+				d = s.capped(&lr, offers, i, d, digits)
 				lr.Discount = d.StringFixed(digits)
 				total = total.Add(d)
 			}
@@ -331,20 +344,25 @@ var rewardKinds = map[gradient.RewardKind]string{
 }
 
 // parseCart reads and checks a request; every refusal names its field.
-func parseCart(body io.Reader) ([]cache.Query, []decimal.Decimal, error) {
+func parseCart(body io.Reader) ([]cache.Query, []decimal.Decimal, string, error) {
+	qs, bases, req, err := parseLines(body)
+	return qs, bases, req.Customer, err
+}
+
+func parseLines(body io.Reader) ([]cache.Query, []decimal.Decimal, cartRequest, error) {
 	raw, err := io.ReadAll(body)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, cartRequest{}, err
 	}
 	var req cartRequest
 	if err := strictDecode(raw, &req); err != nil {
-		return nil, nil, err
+		return nil, nil, req, err
 	}
 	switch {
 	case len(req.Lines) == 0:
-		return nil, nil, &badField{"lines", "at least one line is required"}
+		return nil, nil, req, &badField{"lines", "at least one line is required"}
 	case len(req.Lines) > maxLines:
-		return nil, nil, &badField{"lines", fmt.Sprintf("%d lines (max %d)", len(req.Lines), maxLines)}
+		return nil, nil, req, &badField{"lines", fmt.Sprintf("%d lines (max %d)", len(req.Lines), maxLines)}
 	}
 	qs := make([]cache.Query, len(req.Lines))
 	bases := make([]decimal.Decimal, len(req.Lines))
@@ -355,42 +373,42 @@ func parseCart(body io.Reader) ([]cache.Query, []decimal.Decimal, error) {
 			var bf *badField
 			if errors.As(err, &bf) {
 				bf.field = strings.TrimSuffix(at+"."+bf.field, ".")
-				return nil, nil, bf
+				return nil, nil, req, bf
 			}
-			return nil, nil, &badField{at, err.Error()}
+			return nil, nil, req, &badField{at, err.Error()}
 		}
 		ln.Quantity, ln.Amount, ln.Base = absent(ln.Quantity), absent(ln.Amount), absent(ln.Base)
 		if err := gradient.ValidateID(ln.Promotion); err != nil {
-			return nil, nil, &badField{at + ".promotion", err.Error()}
+			return nil, nil, req, &badField{at + ".promotion", err.Error()}
 		}
 		switch {
 		case ln.Quantity != nil && ln.Amount != nil:
-			return nil, nil, &badField{at + ".quantity", "give quantity or amount, not both"}
+			return nil, nil, req, &badField{at + ".quantity", "give quantity or amount, not both"}
 		case ln.Quantity != nil:
 			n, err := strconv.ParseInt(string(ln.Quantity), 10, 64)
 			if err != nil || n < 0 {
-				return nil, nil, &badField{at + ".quantity", notWhole(ln.Quantity)}
+				return nil, nil, req, &badField{at + ".quantity", notWhole(ln.Quantity)}
 			}
 			qs[i] = cache.QuantityQuery(ln.Promotion, n)
 		case ln.Amount != nil:
 			d, err := money(ln.Amount)
 			if err != nil {
-				return nil, nil, &badField{at + ".amount", err.Error()}
+				return nil, nil, req, &badField{at + ".amount", err.Error()}
 			}
 			qs[i] = cache.AmountQuery(ln.Promotion, d)
 		default:
-			return nil, nil, &badField{at + ".quantity", "quantity (items) or amount (money) is required"}
+			return nil, nil, req, &badField{at + ".quantity", "quantity (items) or amount (money) is required"}
 		}
 		if ln.Base == nil {
-			return nil, nil, &badField{at + ".base", "base (the line's price before discount) is required"}
+			return nil, nil, req, &badField{at + ".base", "base (the line's price before discount) is required"}
 		}
 		d, err := money(ln.Base)
 		if err != nil {
-			return nil, nil, &badField{at + ".base", err.Error()}
+			return nil, nil, req, &badField{at + ".base", err.Error()}
 		}
 		bases[i] = d
 	}
-	return qs, bases, nil
+	return qs, bases, req, nil
 }
 
 // notWhole says why raw is no quantity: a number echoed ("2.5 is not a
