@@ -443,6 +443,9 @@ func confirmed(w http.ResponseWriter, r *http.Request, q *delay.Queue, verb stri
 // input the library refused, 502 for Redis.
 func (s *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := http.StatusBadGateway
+	if c, ok := jobFailCode(err); ok {
+		code = c
+	}
 	switch {
 	case redisDown(err):
 		s.renderDown(w, r, err)

@@ -30,6 +30,9 @@ func (s *Console) routes() {
 	s.mux.HandleFunc("/dead/requeue", s.requeue)
 	s.mux.HandleFunc("/dead/requeue-all", s.requeueAll)
 	s.mux.HandleFunc("/dead/purge", s.purge)
+	s.mux.HandleFunc("GET /periodic", s.periodicPage)
+	s.mux.HandleFunc("GET /periodic/confirm", s.periodicConfirm)
+	s.mux.HandleFunc("/periodic/act", s.periodicAct)
 	s.mux.HandleFunc("GET /promotions", s.promotionsPage)
 	s.mux.HandleFunc("GET /promotion", s.promotionPage)
 }
