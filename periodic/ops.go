@@ -13,7 +13,7 @@ import (
 	"github.com/tierset/tierset/delay"
 )
 
-// ErrDeclared: Forget refused: a live process declares the job.
+// ErrDeclared is Forget's refusal: a live process declares the job.
 var ErrDeclared = errors.New("periodic: job declared by a live process")
 
 // List returns every job declared on q and not forgotten, by name, as
