@@ -455,6 +455,9 @@ func (s *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 // unreachable, 404 for what does not exist, 400 for a bad parameter,
 // else 502 (Redis answered with an error).
 func statusOf(err error) int {
+	if c, ok := jobFailCode(err); ok {
+		return c
+	}
 	switch {
 	case redisDown(err):
 		return http.StatusServiceUnavailable

@@ -36,10 +36,12 @@ type Tick struct {
 	// "early" (Redis TIME is before Time), "undeclared" (no live
 	// declaration of Def by Process) or "other" (Winner, another
 	// definition, drives the job). Last is the guard after the call
-	// (zero: none), Now the call's Redis TIME.
+	// (zero: none), Prev the guard before it (so the one call that moved
+	// the guard knows the ticks it passed over), Now the call's Redis TIME.
 	Outcome string
 	Task    Enqueued
 	Last    time.Time
+	Prev    time.Time
 	Now     time.Time
 	Winner  string
 }
@@ -89,7 +91,7 @@ func (q *Queue) EnqueueTick(ctx context.Context, t Tick) (Tick, error) {
 			return t, err
 		}
 		inner = nil
-		if a, ok := r.at(4).([]any); ok {
+		if a, ok := r.at(5).([]any); ok {
 			inner = a
 		}
 		if c := inner.int(0); inner == nil || repaired || (c != codeCtrLost && c != codeIdxLost) {
@@ -107,6 +109,10 @@ func (q *Queue) EnqueueTick(ctx context.Context, t Tick) (Tick, error) {
 		t.Last = time.UnixMilli(last)
 	}
 	t.Winner = r.str(3)
+	t.Prev = time.Time{}
+	if prev := r.int(4); prev > 0 {
+		t.Prev = time.UnixMilli(prev)
+	}
 	if out != 0 {
 		if out < 0 || out >= int64(len(tickOutcomes)) {
 			return t, fmt.Errorf("delay: enqueue tick %q: %w: unknown outcome %d", t.Key, ErrCorrupt, out)

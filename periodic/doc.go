@@ -11,7 +11,7 @@
 //	pool.Add(q, ...)                    // the ticks are tasks: Key "report",
 //	                                    // Token the tick's Unix ms, Due the tick
 //	jobs, _ := periodic.List(ctx, q)    // operators: schedule, ticks, processes
-//	periodic.Pause(ctx, q, "report")    // and Resume
+//	periodic.Pause(ctx, q, "report")    // and Resume; Forget once undeclared
 //
 // A [Schedule] is anything with Next(time.Time) time.Time: [Every] is
 // built in, and contrib/cron (a nested module) parses cron specs in a
@@ -63,12 +63,22 @@
 //
 // # Operators
 //
-// [List] returns every job ever declared on the queue with its spec,
-// last and next tick, last enqueued tick, pause state and the live
-// processes per definition. [Pause] and [Resume] act on one job for
-// every process: a paused job's ticks pass without tasks, so a resume
-// brings no burst (TestPauseResume). Each is one call, for a console
-// page, a CLI command or a metrics scrape.
+// [List] returns every job declared on the queue with its spec, catch-up
+// policy, last and next tick, last enqueued tick, pause state and the
+// live processes per definition, each with when it last declared.
+// [Pause] and [Resume] act on one job for every process, judged by the
+// tick script in Redis, so processes started later obey too: a paused
+// job's ticks pass without tasks and are not caught up whatever its
+// CatchUp, so a resume brings no burst (TestPauseResume,
+// TestFaultPauseHoldsAcrossProcesses: processes killed, started and
+// Redis restarted while paused). [Forget] deletes a job's state once no
+// live process declares it ([ErrDeclared] before); a process that
+// declares it later starts it over from its next tick (TestForget,
+// TestForgetThenFrozenProcess). An unknown name is [ErrNotFound].
+// Options.Observer counts the ticks enqueued and missed (dropped by
+// catch-up, or paused), each once across processes (TestObserverCounts);
+// contrib/prometheus exports them. The console's Periodic page and
+// "tierset periodic" are built on these calls.
 //
 // # Keys
 //

@@ -52,5 +52,5 @@ func Example() {
 	// one task per tick: true
 	// 100ms apart: 100ms 100ms
 	// report every 100ms processes: 2
-	// periodic: job not found: "nightly"
+	// periodic: job not found: "nightly" on queue "jobs"
 }

@@ -58,6 +58,12 @@ func TestBadInput(t *testing.T) {
 		{"pause: bad name", func() error { return Pause(ctx, q, "") }, &ValidationError{Field: "name"}},
 		{"pause: never declared", func() error { return Pause(ctx, q, "nobody") }, ErrNotFound},
 		{"resume: never declared", func() error { return Resume(ctx, q, "nobody") }, ErrNotFound},
+		{"pause: overlong name", func() error { return Pause(ctx, q, strings.Repeat("n", MaxNameBytes+1)) }, &ValidationError{Field: "name"}},
+		{"resume: nil queue", func() error { return Resume(ctx, nil, "j") }, &ValidationError{Field: "queue"}},
+		{"forget: empty name", func() error { return Forget(ctx, q, "") }, &ValidationError{Field: "name"}},
+		{"forget: glob in name", func() error { return Forget(ctx, q, "a*") }, &ValidationError{Field: "name"}},
+		{"forget: never declared", func() error { return Forget(ctx, q, "nobody") }, ErrNotFound},
+		{"list: nil queue", func() error { _, err := List(ctx, nil); return err }, &ValidationError{Field: "queue"}},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
@@ -227,8 +233,8 @@ func TestRollingScheduleChange(t *testing.T) {
 		t.Fatalf("List: %+v %v", jobs, err)
 	}
 	ji := jobs[0]
-	if !ji.Conflict || len(ji.Definitions) != 2 || ji.Spec != "every 1s" || ji.Definitions[0].Processes[0] != "old" ||
-		ji.Definitions[1].Processes[0] != "new" || !ji.Last.Equal(t0.Add(4*time.Second)) || !ji.Next.Equal(t0.Add(5*time.Second)) {
+	if !ji.Conflict || len(ji.Definitions) != 2 || ji.Spec != "every 1s" || ji.Definitions[0].Processes[0].Process != "old" ||
+		ji.Definitions[1].Processes[0].Process != "new" || !ji.Last.Equal(t0.Add(4*time.Second)) || !ji.Next.Equal(t0.Add(5*time.Second)) {
 		t.Fatalf("List during the change: %+v", ji)
 	}
 	// the deploy ends: the old process stops

@@ -37,6 +37,9 @@ type Options struct {
 	// to Redis TIME measured on every call; ticks are judged by Redis
 	// TIME. Defaults to time.Now.
 	Now func() time.Time
+	// Observer receives what this process did with the ticks (metrics:
+	// contrib/prometheus). Defaults to none.
+	Observer Observer
 }
 
 // Scheduler declares periodic jobs on one queue and enqueues their ticks
@@ -280,8 +283,8 @@ func (r *runner) declare(ctx context.Context) error {
 		for _, e := range es {
 			st := s.k.job(e.job.Name)
 			p.SAdd(ctx, s.k.index(), e.job.Name)
-			p.HSet(ctx, st, "p:"+s.o.Process, strconv.FormatInt(exp, 10)+" "+e.def)
-			p.HSetNX(ctx, st, "d:"+e.def, strconv.FormatInt(now.UnixMilli(), 10)+" "+e.job.Spec)
+			p.HSet(ctx, st, "p:"+s.o.Process, strconv.FormatInt(exp, 10)+" "+e.def+" "+strconv.FormatInt(now.UnixMilli(), 10))
+			p.HSetNX(ctx, st, "d:"+e.def, defValue(now, e.job))
 		}
 		for i, e := range es {
 			hs[i] = p.HGetAll(ctx, s.k.job(e.job.Name))
@@ -296,6 +299,13 @@ func (r *runner) declare(ctx context.Context) error {
 	}
 	for i, e := range es {
 		st := parseState(hs[i].Val(), now)
+		if st.last == 0 && e.last > 0 {
+			// the job's state is gone (Forget, while this process was
+			// frozen past its TTL): what this process remembers of the
+			// guard may be behind ticks others handled before it, so it
+			// starts over as a new job would, from now
+			e.last, e.from = 0, now.UnixMilli()
+		}
 		if st.last > e.last {
 			e.last = st.last
 		}
@@ -358,6 +368,7 @@ func (r *runner) tick(ctx context.Context, e *entry) {
 		if l := t.Last.UnixMilli(); !t.Last.IsZero() && l > e.last {
 			e.last = l
 		}
+		r.count(e, t)
 		switch t.Outcome {
 		case "enqueued", "duplicate", "skipped", "paused", "stale":
 			continue

@@ -1,14 +1,11 @@
 package periodic
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/tierset/tierset/delay"
 )
@@ -17,14 +14,14 @@ import (
 // tag (so every key is on the queue's slot, beside the tasks the ticks
 // make); nothing else builds these names:
 //
-//	<prefix>:{q:<queue>}:periodic         SET   names of the jobs ever declared on the queue
+//	<prefix>:{q:<queue>}:periodic         SET   names of the jobs declared on the queue (until Forget)
 //	<prefix>:{q:<queue>}:periodic:<job>   HASH  the job's state (delay/lua/enqueue_tick.lua):
 //	    last     the guard: the last tick handled (Unix ms, Redis TIME)
 //	    enq      the last tick that made a task
 //	    next     the tick after last, by the schedule that handled last
 //	    paused   since (Unix ms), while paused
-//	    p:<process>     '<expiry Unix ms> <definition>': a live process's declaration
-//	    d:<definition>  '<first declared Unix ms> <spec>'
+//	    p:<process>     '<expiry Unix ms> <definition> <declared Unix ms>': a live process's declaration
+//	    d:<definition>  '<first declared Unix ms> <catch-up> <max catch-up> <grace ms> <spec>'
 type keys struct{ tag string }
 
 func keysOf(q *delay.Queue) (keys, error) {
@@ -45,16 +42,30 @@ func keysOf(q *delay.Queue) (keys, error) {
 func (k keys) index() string          { return k.tag + ":periodic" }
 func (k keys) job(name string) string { return k.tag + ":periodic:" + name }
 
+// Declaration is one live process's declaration of a job.
+type Declaration struct {
+	// Process is the scheduler's Options.Process.
+	Process string
+	// Declared is when it last declared the job (Redis TIME): every
+	// Options.TTL/3 while it runs. Expires is when the declaration lapses
+	// unless renewed.
+	Declared, Expires time.Time
+}
+
 // Definition is one definition of a job live in some process.
 type Definition struct {
 	// Digest identifies the definition (schedule, payload, catch-up).
 	Digest string
 	// Spec is how its processes describe the schedule.
 	Spec string
+	// CatchUp, MaxCatchUp and Grace are its catch-up policy (Job's).
+	CatchUp    CatchUp
+	MaxCatchUp int
+	Grace      time.Duration
 	// FirstDeclared is when a process first declared it (Redis TIME).
 	FirstDeclared time.Time
-	// Processes are the processes that declare it now.
-	Processes []string
+	// Processes are the processes that declare it now, by name.
+	Processes []Declaration
 	// Winner: this definition drives the job's ticks.
 	Winner bool
 }
@@ -65,6 +76,9 @@ type JobInfo struct {
 	// Spec and Digest are the winning definition's ("" when no process
 	// declares the job: it does not tick).
 	Spec, Digest string
+	// CatchUp is the winning definition's policy (Definitions[0] has
+	// its bounds); CatchUpOne when no process declares the job.
+	CatchUp CatchUp
 	// Last is the last tick handled (enqueued, or dropped by catch-up or
 	// a pause); LastEnqueued the last that made a task; Next the tick
 	// after Last by the schedule that handled Last. Zero: none yet.
@@ -73,7 +87,9 @@ type JobInfo struct {
 	Paused      bool
 	PausedSince time.Time
 	// Definitions live now, the winner first. More than one is a
-	// schedule change under way (Conflict).
+	// schedule change under way (Conflict). None: no live process
+	// declares the job, which does not tick and may be forgotten
+	// ([Forget]).
 	Definitions []Definition
 	Conflict    bool
 }
@@ -116,22 +132,22 @@ func parseState(h map[string]string, now time.Time) state {
 		case strings.HasPrefix(f, "d:"):
 			first[f[2:]] = v
 		case strings.HasPrefix(f, "p:"):
-			exp, def, ok := strings.Cut(v, " ")
+			exp, rest, ok := strings.Cut(v, " ")
 			if !ok || parseMs(exp) <= now.UnixMilli() {
 				continue
 			}
+			def, at, _ := strings.Cut(rest, " ")
 			d := byDef[def]
 			if d == nil {
 				d = &Definition{Digest: def}
 				byDef[def] = d
 			}
-			d.Processes = append(d.Processes, f[2:])
+			d.Processes = append(d.Processes, Declaration{Process: f[2:], Declared: msTime(parseMs(at)), Expires: msTime(parseMs(exp))})
 		}
 	}
 	for def, d := range byDef {
-		at, spec, _ := strings.Cut(first[def], " ")
-		d.FirstDeclared, d.Spec = msTime(parseMs(at)), spec
-		sort.Strings(d.Processes)
+		parseDef(d, first[def])
+		sort.Slice(d.Processes, func(i, j int) bool { return d.Processes[i].Process < d.Processes[j].Process })
 		s.defs = append(s.defs, *d)
 	}
 	sort.Slice(s.defs, func(i, j int) bool {
@@ -147,88 +163,33 @@ func parseState(h map[string]string, now time.Time) state {
 	return s
 }
 
+// defValue is a definition's d: field: when it was first declared, its
+// catch-up policy and its spec (last: it may hold spaces).
+func defValue(at time.Time, j Job) string {
+	return fmt.Sprintf("%d %d %d %d %s", at.UnixMilli(), int(j.CatchUp), j.MaxCatchUp, j.Grace.Milliseconds(), j.Spec)
+}
+
+// parseDef fills d from its d: field (defValue).
+func parseDef(d *Definition, v string) {
+	f := strings.SplitN(v, " ", 5)
+	d.FirstDeclared = msTime(parseMs(f[0]))
+	if len(f) < 5 {
+		return
+	}
+	cu, err1 := strconv.Atoi(f[1])
+	mx, err2 := strconv.Atoi(f[2])
+	gr, err3 := strconv.ParseInt(f[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return
+	}
+	d.CatchUp, d.MaxCatchUp, d.Grace, d.Spec = CatchUp(cu), mx, time.Duration(gr)*time.Millisecond, f[4]
+}
+
 func (s state) info(name string) JobInfo {
 	ji := JobInfo{Name: name, Last: msTime(s.last), LastEnqueued: msTime(s.enq), Next: msTime(s.next),
 		Paused: s.paused > 0, PausedSince: msTime(s.paused), Definitions: s.defs, Conflict: len(s.defs) > 1}
 	if len(s.defs) > 0 {
-		ji.Spec, ji.Digest = s.defs[0].Spec, s.defs[0].Digest
+		ji.Spec, ji.Digest, ji.CatchUp = s.defs[0].Spec, s.defs[0].Digest, s.defs[0].CatchUp
 	}
 	return ji
-}
-
-// List returns every job ever declared on q, by name, as Redis holds it
-// now: schedule, last and next tick, the live processes declaring it, and
-// whether a schedule change is under way. One call for a console page,
-// a CLI listing or a metrics scrape.
-func List(ctx context.Context, q *delay.Queue) ([]JobInfo, error) {
-	k, err := keysOf(q)
-	if err != nil {
-		return nil, err
-	}
-	c := q.Client()
-	names, err := c.SMembers(ctx, k.index()).Result()
-	if err != nil {
-		return nil, fmt.Errorf("periodic: list: %w", err)
-	}
-	sort.Strings(names)
-	var tm *redis.TimeCmd
-	hs := make([]*redis.MapStringStringCmd, len(names))
-	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		tm = p.Time(ctx)
-		for i, n := range names {
-			hs[i] = p.HGetAll(ctx, k.job(n))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("periodic: list: %w", err)
-	}
-	out := make([]JobInfo, 0, len(names))
-	for i, n := range names {
-		out = append(out, parseState(hs[i].Val(), tm.Val()).info(n))
-	}
-	return out, nil
-}
-
-// Pause pauses the job name on q for every process: its ticks pass (the
-// guard moves on) without tasks until Resume, so a resume brings no
-// burst of missed ticks. Tasks already enqueued are left alone.
-func Pause(ctx context.Context, q *delay.Queue, name string) error {
-	return setPaused(ctx, q, name, true)
-}
-
-// Resume undoes Pause: the next tick after the resume makes a task.
-func Resume(ctx context.Context, q *delay.Queue, name string) error {
-	return setPaused(ctx, q, name, false)
-}
-
-func setPaused(ctx context.Context, q *delay.Queue, name string, on bool) error {
-	k, err := keysOf(q)
-	if err != nil {
-		return err
-	}
-	if err := checkName(name); err != nil {
-		return err
-	}
-	c := q.Client()
-	known, err := c.SIsMember(ctx, k.index(), name).Result()
-	if err != nil {
-		return fmt.Errorf("periodic: pause %q: %w", name, err)
-	}
-	if !known {
-		return fmt.Errorf("%w: %q", ErrNotFound, name)
-	}
-	if !on {
-		err = c.HDel(ctx, k.job(name), "paused").Err()
-	} else {
-		// the first pause's time is kept; Redis TIME, not this clock
-		var now time.Time
-		if now, err = c.Time(ctx).Result(); err == nil {
-			err = c.HSetNX(ctx, k.job(name), "paused", now.UnixMilli()).Err()
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("periodic: pause %q: %w", name, err)
-	}
-	return nil
 }

@@ -9,6 +9,7 @@
 //	tierset demo  [-rules FILE] [-at TIME]
 //	tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-yes]
 //	tierset budget ls|show [-budget NAME] [-order ID] -redis URL [-prefix P] [-json]
+//	tierset periodic list|pause|resume|forget [-queue NAME] [-job NAME] -redis URL [-prefix P] [-json]
 //	tierset audit -redis URL [-match PATTERN] [-json]
 //	tierset web   -redis URL [-listen ADDR] [-token T]
 //	tierset version
@@ -51,6 +52,7 @@ Usage:
   tierset demo  [-rules FILE]
   tierset queue ls|stats|tasks|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL
   tierset budget ls|show [-budget NAME] [-order ID] -redis URL [-json]
+  tierset periodic list|pause|resume|forget [-queue NAME] [-job NAME] -redis URL [-json]
   tierset audit -redis URL [-match PATTERN] [-json]
   tierset web   -redis URL [-listen 127.0.0.1:8080] [-token T]
   tierset version
@@ -105,12 +107,13 @@ func isTerminal(f *os.File) bool {
 }
 
 var commands = map[string]func(ctx context.Context, args []string, e *env) error{
-	"warm":  cmdWarm,
-	"match": cmdMatch,
-	"demo":  cmdDemo,
-	"queue": cmdQueue,
-	"web":   cmdWeb,
-	"audit": cmdAudit,
+	"warm":     cmdWarm,
+	"match":    cmdMatch,
+	"demo":     cmdDemo,
+	"queue":    cmdQueue,
+	"web":      cmdWeb,
+	"audit":    cmdAudit,
+	"periodic": cmdPeriodic,
 	"version": func(_ context.Context, args []string, e *env) error {
 		if err := newFlags("version", "tierset version").parse(args, e); err != nil {
 			return err

@@ -2,8 +2,9 @@
 //
 // [CacheCollector] is a [cache.Observer]: pass it as cache.Options.Observer
 // and register it; register a [DelayCollector] and pass its
-// [DelayCollector.Observer] as delay.Options.Observer. Both count
-// what this process saw. [QueueCollector] reads [delay.Queue.Stats] on each
+// [DelayCollector.Observer] as delay.Options.Observer, and a
+// [PeriodicCollector] and its [PeriodicCollector.Observer] as
+// periodic.Options.Observer. They count what this process saw. [QueueCollector] reads [delay.Queue.Stats] on each
 // scrape: depths and the counters the queue's scripts keep in Redis, which
 // cover every producer and worker of the queue, not just this process.
 // A [BudgetCollector]'s [BudgetCollector.Observer] is a budget.Options.Observer:
@@ -38,6 +39,8 @@
 //	tierset_delay_warnings_total{queue,kind}           eviction_policy, config_unavailable, high_water, other
 //	tierset_delay_lateness_seconds{queue}              this process's deliveries
 //	tierset_delay_handle_seconds{queue,result}         this process's handler calls: ok, error, skip_retry, panic, shutdown
+//	tierset_periodic_ticks_enqueued_total{queue,job}  ticks that made their task (each tick counted by one process)
+//	tierset_periodic_ticks_missed_total{queue,job,reason}  ticks passed without a task: catchup, paused
 //	tierset_queue_up{queue}                            1 when the last Health read worked
 //	tierset_queue_workers{queue}                       live worker pools serving the queue
 //	tierset_queue_health{queue,verdict}                1 for the current verdict: idle, served, behind, no_worker, paused

@@ -159,7 +159,8 @@ func gatherAll(t *testing.T) []*dto.MetricFamily {
 	_, _ = c.Refresh(t.Context())
 	cc.OnLoad("x", cache.LoadLoaded, time.Millisecond)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(cc, dc, tsprom.NewQueueCollector(tsprom.QueueOptions{}, q))
+	pc := tsprom.NewPeriodicCollector(tsprom.PeriodicOptions{Jobs: []tsprom.PeriodicJob{{Queue: "orders", Name: "report"}}})
+	reg.MustRegister(cc, dc, tsprom.NewQueueCollector(tsprom.QueueOptions{}, q), pc)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
