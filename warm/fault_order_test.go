@@ -149,6 +149,7 @@ func (o *staleCounter) OnLoad(_ string, how cache.LoadOutcome, _ time.Duration) 
 // MaxStaleness. 1,000 runs on one Redis, 100 on a cluster (a tenth of
 // each under -race).
 func TestFaultOrderedSchedule(t *testing.T) {
+	t.Parallel()
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		// 1,000 schedules (100 on a cluster) under the soak switch; 50 (10)
 		// by default, the same assertions.

@@ -24,6 +24,9 @@ import (
 // prefix is measured on the stray server for comparison.
 func TestWarmStrayKeys(t *testing.T) {
 	soak.Require(t, "fills a private server with 10M keys; TestIndexListNoScan in cache is the fast check")
+	// Beside TestFaultOrderedSchedule: its own servers, and a ratio of two
+	// measurements interleaved on them.
+	t.Parallel()
 	strays, n := 10_000_000, 10_000
 	// Filling 10M keys outlasts testredis.Ctx's two minutes.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
