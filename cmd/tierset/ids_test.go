@@ -39,3 +39,24 @@ func TestParseIDs(t *testing.T) {
 		}
 	}
 }
+
+// Every queue subcommand says which flags it reads, so onlyFlags refuses
+// the others.
+func TestQueueSubFlags(t *testing.T) {
+	for _, sub := range queueSubs {
+		if _, ok := queueSubFlags[sub]; !ok {
+			t.Errorf("queue %s has no entry in queueSubFlags", sub)
+		}
+	}
+	if len(queueSubFlags) != len(queueSubs) {
+		t.Errorf("queueSubFlags has %d entries, queueSubs %d", len(queueSubFlags), len(queueSubs))
+	}
+	fs := queueFlags()
+	for sub, flags := range queueSubFlags {
+		for _, f := range flags {
+			if fs.Lookup(f) == nil {
+				t.Errorf("queue %s reads -%s, which queueFlags does not define", sub, f)
+			}
+		}
+	}
+}

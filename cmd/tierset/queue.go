@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -40,6 +41,9 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 	}
 	fs := queueFlags()
 	if err := fs.parse(args[1:], e); err != nil {
+		return err
+	}
+	if err := onlyFlags(fs, sub, queueSubFlags[sub]); err != nil {
 		return err
 	}
 	str := func(name string) string { return fs.Lookup(name).Value.String() }
@@ -128,6 +132,32 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 	default:
 		return queueChange(ctx, q, sub, ids, yes, e)
 	}
+}
+
+// queueSubFlags are the flags each subcommand reads besides -redis,
+// -prefix and -queue; any other is a mistake (a -json on requeue, a
+// -state on dead), refused rather than ignored.
+var queueSubFlags = map[string][]string{
+	"ls": {"json"}, "workers": {"json"}, "stats": {"json"},
+	"tasks": {"state", "limit", "json"}, "task": {"id", "json", "payload"}, "dead": {"limit", "json"},
+	"requeue": {"ids", "yes"}, "purge": {"ids", "yes"},
+	"cancel": {"key", "token"}, "reschedule": {"key", "at", "in"}, "run": {"key"},
+	"pause": nil, "resume": nil,
+}
+
+// onlyFlags refuses a flag given on the command line that sub does not
+// read (flags every subcommand reads: redis, prefix, queue).
+func onlyFlags(fs *cmdFlags, sub string, allowed []string) error {
+	var bad []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "redis" && f.Name != "prefix" && f.Name != "queue" && !slices.Contains(allowed, f.Name) {
+			bad = append(bad, "-"+f.Name)
+		}
+	})
+	if len(bad) > 0 {
+		return usagef("%s does not take %s", sub, strings.Join(bad, ", "))
+	}
+	return nil
 }
 
 func queueFlags() *cmdFlags {

@@ -102,6 +102,9 @@ func TestQueueCommands(t *testing.T) {
 			{[]string{"queue", "stats"}, "-queue is required"},
 			{[]string{"queue", "stats", "-queue", "a b"}, `-queue "a b": invalid queue name`},
 			{[]string{"queue", "stats", "-queue", "q"}, "-redis (or $TIERSET_REDIS_URL) is required"},
+			{[]string{"queue", "requeue", "-queue", "q", "-json"}, "requeue does not take -json"},
+			{[]string{"queue", "dead", "-queue", "q", "-state", "due", "-yes"}, "dead does not take -state, -yes"},
+			{[]string{"queue", "stats", "-queue", "q", "-payload"}, "stats does not take -payload"},
 		} {
 			r := tierset(t, tc.args...)
 			r.expect(t, 2)
