@@ -143,8 +143,10 @@ type Applied struct {
 	Confirmation budget.Confirmation
 	// Reconciled: Redis could not confirm the order as the ledger has it
 	// (its hold ended or was released before the task ran, Redis lost it,
-	// or it never reached Redis); Apply ran Reconcile, so the counters
-	// count it. Cause is what Redis answered.
+	// it never reached Redis, or Redis confirmed other attributes or
+	// lines: Cause matches budget.ErrConflict); Apply ran Reconcile, so
+	// the counters count it as the ledger does. Cause is what Redis
+	// answered.
 	Reconciled bool
 	Cause      error
 	// Done: Apply marked the task's row done (false: it already was).
@@ -167,15 +169,27 @@ func (l *Ledger) Apply(ctx context.Context, key, token string) (Applied, error) 
 	switch {
 	case err == nil:
 		a.Confirmation = c
+		// Redis confirmed the cart it reserved; the ledger may hold
+		// another (the payment recorded other lines): then the ledger's
+		// counts, so reconcile.
+		same, err := l.sameAsLedger(ctx, c)
+		if err != nil {
+			return a, fmt.Errorf("pg: ledger apply %q: %w", a.Order, err)
+		}
+		if !same {
+			a.Cause = fmt.Errorf("%w: order %q: Redis confirmed attributes or lines other than the ledger's", budget.ErrConflict, a.Order)
+		}
 	case errors.Is(err, budget.ErrExpired), errors.Is(err, budget.ErrReleased),
 		errors.Is(err, budget.ErrNotFound), errors.Is(err, budget.ErrLost):
 		a.Cause = err
+	default:
+		return a, fmt.Errorf("pg: ledger apply %q: %w", a.Order, err)
+	}
+	if a.Cause != nil {
 		if _, err := l.Reconcile(ctx); err != nil {
 			return a, fmt.Errorf("pg: ledger apply %q: redis answered %v; reconcile: %w", a.Order, a.Cause, err)
 		}
 		a.Reconciled = true
-	default:
-		return a, fmt.Errorf("pg: ledger apply %q: %w", a.Order, err)
 	}
 	tx, err := l.db.Begin(ctx)
 	if err != nil {
@@ -194,6 +208,19 @@ func (l *Ledger) Apply(ctx context.Context, key, token string) (Applied, error) 
 	}
 	a.Done = true
 	return a, nil
+}
+
+// sameAsLedger reports whether the ledger's row of c's order holds c's
+// attributes and lines (false when it holds no row of it).
+func (l *Ledger) sameAsLedger(ctx context.Context, c budget.Confirmation) (bool, error) {
+	attrs, lines := encodeRedemption(Redemption{Attributes: c.Attributes, Lines: c.Lines})
+	var same bool
+	err := l.db.QueryRow(ctx, `SELECT attributes = $3::jsonb AND lines = $4::jsonb FROM `+l.schema+`.budget_ledger
+		WHERE budget = $1 AND order_id = $2`, l.b.Name(), c.Order, attrs, lines).Scan(&same)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return same, err
 }
 
 // Reconciled is what Reconcile did.

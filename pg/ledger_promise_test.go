@@ -117,3 +117,37 @@ func TestLedgerAmountAt2p53(t *testing.T) {
 		t.Fatalf("a unit past a full 2^53 cap: %v, want ErrLimit", err)
 	}
 }
+
+// TestLedgerApplyLinesDiffer: the payment's transaction records lines
+// other than the ones checkout reserved (the cart changed, a bug). The
+// ledger is the truth: once Apply ran, Redis must count what the ledger
+// holds, not the reservation.
+func TestLedgerApplyLinesDiffer(t *testing.T) {
+	e := newLedgerEnv(t)
+	ctx := testCtx(t, time.Minute)
+	if err := e.reserve(ctx, "o1", 1); err != nil { // 1 use
+		t.Fatal(err)
+	}
+	tx, err := e.ob.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := e.ledger.Confirm(ctx, tx, Redemption{Order: "o1", Attributes: cust(1),
+		Lines: []budget.Line{{Promotion: "p", Uses: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := e.drain(ctx)
+	if err != nil || len(applied) != 1 {
+		t.Fatalf("drain: %+v %v", applied, err)
+	}
+	if u := e.used(t, ctx); u != 2 {
+		t.Fatalf("after Apply Redis counts %d uses, the ledger 2 (Applied %+v)", u, applied[0])
+	}
+	if !applied[0].Reconciled || !errors.Is(applied[0].Cause, budget.ErrConflict) {
+		t.Fatalf("Applied %+v: want Reconciled with a Cause matching budget.ErrConflict", applied[0])
+	}
+}
