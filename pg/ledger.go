@@ -34,7 +34,7 @@ type Ledger struct {
 }
 
 // NewLedger returns the ledger of b in schema ("" = DefaultSchema); its
-// confirm tasks go through ob.
+// confirm tasks go through ob. b's name must not hold a colon.
 func NewLedger(db DB, schema string, b *budget.Budget, ob *Outbox) (*Ledger, error) {
 	s, err := checkSchema(schema)
 	if err != nil {
@@ -42,6 +42,13 @@ func NewLedger(db DB, schema string, b *budget.Budget, ob *Outbox) (*Ledger, err
 	}
 	if db == nil || b == nil || ob == nil {
 		return nil, invalid("options", "nil DB, budget or outbox")
+	}
+	// A task key is prefix, name, ":", order, and an order may hold a
+	// colon: with one in the name too, budgets "a" and "a:b" would share
+	// keys (a's order "b:o" and a:b's order "o") and a's ledger would own
+	// a:b's tasks.
+	if strings.Contains(b.Name(), ":") {
+		return nil, invalid("options", "budget name %s holds a colon: its confirm task keys would be ambiguous", quote(b.Name()))
 	}
 	return &Ledger{db: db, schema: s, b: b, ob: ob}, nil
 }

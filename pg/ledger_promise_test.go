@@ -151,3 +151,33 @@ func TestLedgerApplyLinesDiffer(t *testing.T) {
 		t.Fatalf("Applied %+v: want Reconciled with a Cause matching budget.ErrConflict", applied[0])
 	}
 }
+
+// TestLedgerBudgetNameColon: two budgets whose names differ by a colon
+// ("a" and "a:b") would share confirm task keys: a's order "b:o" and
+// a:b's order "o" are both "budget-confirm:a:b:o", one outbox row, and
+// a's ledger owns a:b's tasks. NewLedger refuses such a name.
+func TestLedgerBudgetNameColon(t *testing.T) {
+	e := newLedgerEnv(t)
+	ab, err := budget.New(e.direct, "a:b", budget.Options{Prefix: "shop", Promotions: []budget.Promotion{promo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := budget.New(e.direct, "a", budget.Options{Prefix: "shop", Promotions: []budget.Promotion{promo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, err := NewLedger(e.ob.db, e.ob.schema, a, e.ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab, err := NewLedger(e.ob.db, e.ob.schema, ab, e.ob)
+	if errors.Is(err, &ValidationError{Field: "options"}) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := la.TaskKey("b:o"); k == lab.TaskKey("o") || la.Owns(lab.TaskKey("o")) {
+		t.Fatalf("budget a's order b:o and budget a:b's order o share the task %q; a owns a:b's tasks: %v", k, la.Owns(lab.TaskKey("o")))
+	}
+}
