@@ -253,6 +253,12 @@ func (l *Ledger) Reconcile(ctx context.Context) (Reconciled, error) {
 		return res, fmt.Errorf("pg: ledger reconcile: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	// Read committed whatever the session's default: under repeatable
+	// read the snapshot would be the lock statement's, taken before the
+	// lock was granted, and miss what committed while it waited.
+	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL READ COMMITTED`); err != nil {
+		return res, fmt.Errorf("pg: ledger reconcile: %w", err)
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, l.lockName()); err != nil {
 		return res, fmt.Errorf("pg: ledger reconcile: lock: %w", err)
 	}

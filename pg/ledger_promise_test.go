@@ -1,11 +1,13 @@
 package pg
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tierset/tierset/budget"
 )
 
@@ -179,5 +181,77 @@ func TestLedgerBudgetNameColon(t *testing.T) {
 	}
 	if k := la.TaskKey("b:o"); k == lab.TaskKey("o") || la.Owns(lab.TaskKey("o")) {
 		t.Fatalf("budget a's order b:o and budget a:b's order o share the task %q; a owns a:b's tasks: %v", k, la.Owns(lab.TaskKey("o")))
+	}
+}
+
+// TestFaultLedgerReconcileRepeatableRead: a database whose sessions
+// default to REPEATABLE READ. Reconcile waits for the lock a payment's
+// transaction holds; the payment commits; Reconcile's listing must count
+// it ("every confirmation committed before it is counted"), which a
+// snapshot taken before the lock was granted would not.
+func TestFaultLedgerReconcileRepeatableRead(t *testing.T) {
+	e := newLedgerEnv(t)
+	ctx := testCtx(t, time.Minute)
+	pool := e.ob.db.(*pgxpool.Pool)
+	cfg := pool.Config().Copy()
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+	rr, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rr.Close)
+	l, err := NewLedger(rr, e.ob.schema, e.ledger.b, e.ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.reserve(ctx, "o1", 1); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := l.Confirm(ctx, tx, Redemption{Order: "o1", Attributes: cust(1), Lines: []budget.Line{{Promotion: "p", Uses: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		r   Reconciled
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := l.Reconcile(ctx)
+		done <- result{r, err}
+	}()
+	waitAdvisoryWaiter(t, ctx, pool)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if res.r.Redemptions != 1 {
+		t.Fatalf("Reconcile counted %d redemptions, want the 1 committed while it waited", res.r.Redemptions)
+	}
+}
+
+// waitAdvisoryWaiter returns once a session waits for an advisory lock.
+func waitAdvisoryWaiter(t *testing.T, ctx context.Context, pool *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Reconcile never waited for the ledger's lock")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
