@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -86,7 +87,7 @@ func (l *Ledger) lockName() string { return "tierset.budget." + l.schema + "." +
 // "order" or "redemption", whose Cause is the *budget.ValidationError)
 // and writes nothing. tx holds a lock Reconcile waits for until it ends.
 func (l *Ledger) Confirm(ctx context.Context, tx pgx.Tx, r Redemption) (recorded bool, err error) {
-	if tx == nil {
+	if isNilTx(tx) {
 		return false, invalid("tx", "nil transaction")
 	}
 	if r.Order == "" {
@@ -127,6 +128,17 @@ func (l *Ledger) Confirm(ctx context.Context, tx pgx.Tx, r Redemption) (recorded
 		return false, err
 	}
 	return true, nil
+}
+
+// isNilTx reports a nil tx, typed nils included: a nil *pgxpool.Tx in
+// the interface is not == nil, and its first statement would dereference
+// it.
+func isNilTx(tx pgx.Tx) bool {
+	if tx == nil {
+		return true
+	}
+	v := reflect.ValueOf(tx)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // encodeRedemption is r's attributes and lines as the ledger stores them:

@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,115 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tierset/tierset/budget"
 )
-
-// TestLedgerConfirmSameOrderConcurrently: many payment transactions
-// confirm one order at once: exactly one records it, the others answer a
-// no-op (same lines) or ErrConflict (other lines), and one row and one
-// confirm task exist.
-func TestLedgerConfirmSameOrderConcurrently(t *testing.T) {
-	e := newLedgerEnv(t)
-	ctx := testCtx(t, time.Minute)
-	const n = 8
-	var wg sync.WaitGroup
-	recorded := make([]bool, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			uses := int64(1)
-			if i%2 == 1 {
-				uses = 2 // another cart under the same order
-			}
-			tx, err := e.ob.db.Begin(ctx)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer func() { _ = tx.Rollback(ctx) }()
-			recorded[i], errs[i] = e.ledger.Confirm(ctx, tx, Redemption{Order: "o", Attributes: cust(1),
-				Lines: []budget.Line{{Promotion: "p", Uses: uses}}})
-			if errs[i] == nil {
-				errs[i] = tx.Commit(ctx)
-			}
-		})
-	}
-	wg.Wait()
-	won := -1
-	for i := range n {
-		if recorded[i] {
-			if won >= 0 {
-				t.Fatalf("transactions %d and %d both recorded the order", won, i)
-			}
-			won = i
-		}
-	}
-	if won < 0 {
-		t.Fatalf("no transaction recorded the order: %v", errs)
-	}
-	for i := range n {
-		switch {
-		case i%2 == won%2 && errs[i] != nil:
-			t.Errorf("transaction %d (same lines as the winner): %v", i, errs[i])
-		case i%2 != won%2 && !errors.Is(errs[i], budget.ErrConflict):
-			t.Errorf("transaction %d (other lines): %v, want ErrConflict", i, errs[i])
-		}
-	}
-	if n := e.ledgerRows(t, ctx); n != 1 {
-		t.Fatalf("%d ledger rows, want 1", n)
-	}
-	if n := countRows(t, e.ob, `key = $1`, e.ledger.TaskKey("o")); n != 1 {
-		t.Fatalf("%d confirm tasks, want 1", n)
-	}
-}
-
-// TestLedgerAmountAt2p53: a redemption of the largest amount (2^53
-// minor units) survives the ledger exactly: after Redis lost everything,
-// Reconcile counts it to the unit and the spend cap of 2^53 is full.
-func TestLedgerAmountAt2p53(t *testing.T) {
-	e := newLedgerEnv(t)
-	ctx := testCtx(t, time.Minute)
-	big := budget.Promotion{ID: "big", Caps: []budget.Cap{{Measure: budget.Spend, Limit: budget.MaxAmount}}}
-	for _, b := range []*budget.Budget{e.shop, e.ledger.b} {
-		if err := b.Define(big); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lines := []budget.Line{{Promotion: "big", Uses: budget.MaxAmount, Amount: budget.MaxAmount}}
-	if _, err := e.shop.Reserve(ctx, budget.Request{Order: "o", Lines: lines, Hold: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := e.ob.db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := e.ledger.Confirm(ctx, tx, Redemption{Order: "o", Lines: lines}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.drain(ctx); err != nil {
-		t.Fatal(err)
-	}
-	reds, err := e.ledger.Redemptions(ctx)
-	if err != nil || len(reds) != 1 || reds[0].Lines[0] != lines[0] {
-		t.Fatalf("ledger holds %+v (%v), want %+v", reds, err, lines)
-	}
-	if err := e.direct.FlushDB(ctx).Err(); err != nil { // the test's private server
-		t.Fatal(err)
-	}
-	if _, err := e.ledger.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	left, err := e.shop.Remaining(ctx, nil, "big")
-	if err != nil || left["big"].Spend != 0 {
-		t.Fatalf("after Reconcile: %+v %v, want no spend left", left, err)
-	}
-	if _, err := e.shop.Reserve(ctx, budget.Request{Order: "o2", Lines: []budget.Line{{Promotion: "big", Uses: 1, Amount: 1}},
-		Hold: time.Minute}); !errors.Is(err, budget.ErrLimit) {
-		t.Fatalf("a unit past a full 2^53 cap: %v, want ErrLimit", err)
-	}
-}
 
 // TestLedgerApplyLinesDiffer: the payment's transaction records lines
 // other than the ones checkout reserved (the cart changed, a bug). The
@@ -181,6 +73,65 @@ func TestLedgerBudgetNameColon(t *testing.T) {
 	}
 	if k := la.TaskKey("b:o"); k == lab.TaskKey("o") || la.Owns(lab.TaskKey("o")) {
 		t.Fatalf("budget a's order b:o and budget a:b's order o share the task %q; a owns a:b's tasks: %v", k, la.Owns(lab.TaskKey("o")))
+	}
+}
+
+// TestLedgerConfirmSameOrderConcurrently: many payment transactions
+// confirm one order at once: exactly one records it, the others answer a
+// no-op (same lines) or ErrConflict (other lines), and one row and one
+// confirm task exist.
+func TestLedgerConfirmSameOrderConcurrently(t *testing.T) {
+	e := newLedgerEnv(t)
+	ctx := testCtx(t, time.Minute)
+	const n = 8
+	var wg sync.WaitGroup
+	recorded := make([]bool, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			uses := int64(1)
+			if i%2 == 1 {
+				uses = 2 // another cart under the same order
+			}
+			tx, err := e.ob.db.Begin(ctx)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			recorded[i], errs[i] = e.ledger.Confirm(ctx, tx, Redemption{Order: "o", Attributes: cust(1),
+				Lines: []budget.Line{{Promotion: "p", Uses: uses}}})
+			if errs[i] == nil {
+				errs[i] = tx.Commit(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	won := -1
+	for i := range n {
+		if recorded[i] {
+			if won >= 0 {
+				t.Fatalf("transactions %d and %d both recorded the order", won, i)
+			}
+			won = i
+		}
+	}
+	if won < 0 {
+		t.Fatalf("no transaction recorded the order: %v", errs)
+	}
+	for i := range n {
+		switch {
+		case i%2 == won%2 && errs[i] != nil:
+			t.Errorf("transaction %d (same lines as the winner): %v", i, errs[i])
+		case i%2 != won%2 && !errors.Is(errs[i], budget.ErrConflict):
+			t.Errorf("transaction %d (other lines): %v, want ErrConflict", i, errs[i])
+		}
+	}
+	if n := e.ledgerRows(t, ctx); n != 1 {
+		t.Fatalf("%d ledger rows, want 1", n)
+	}
+	if n := countRows(t, e.ob, `key = $1`, e.ledger.TaskKey("o")); n != 1 {
+		t.Fatalf("%d confirm tasks, want 1", n)
 	}
 }
 
@@ -253,5 +204,75 @@ func waitAdvisoryWaiter(t *testing.T, ctx context.Context, pool *pgxpool.Pool) {
 			t.Fatal("Reconcile never waited for the ledger's lock")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLedgerConfirmTypedNilTx: a nil *pgxpool.Tx in the pgx.Tx interface
+// is bad input like a nil one, not a panic.
+func TestLedgerConfirmTypedNilTx(t *testing.T) {
+	e := newLedgerEnv(t)
+	ctx := testCtx(t, time.Minute)
+	var tx *pgxpool.Tx
+	var err error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		_, err = e.ledger.Confirm(ctx, tx, Redemption{Order: "o", Attributes: cust(1), Lines: []budget.Line{{Promotion: "p", Uses: 1}}})
+	}()
+	if !errors.Is(err, &ValidationError{Field: "tx"}) {
+		t.Fatalf("Confirm with a nil *pgxpool.Tx: %v, want a *ValidationError with Field \"tx\"", err)
+	}
+}
+
+// TestLedgerAmountAt2p53: a redemption of the largest amount (2^53
+// minor units) survives the ledger exactly: after Redis lost everything,
+// Reconcile counts it to the unit and the spend cap of 2^53 is full.
+func TestLedgerAmountAt2p53(t *testing.T) {
+	e := newLedgerEnv(t)
+	ctx := testCtx(t, time.Minute)
+	big := budget.Promotion{ID: "big", Caps: []budget.Cap{{Measure: budget.Spend, Limit: budget.MaxAmount}}}
+	for _, b := range []*budget.Budget{e.shop, e.ledger.b} {
+		if err := b.Define(big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := []budget.Line{{Promotion: "big", Uses: budget.MaxAmount, Amount: budget.MaxAmount}}
+	if _, err := e.shop.Reserve(ctx, budget.Request{Order: "o", Lines: lines, Hold: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := e.ob.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := e.ledger.Confirm(ctx, tx, Redemption{Order: "o", Lines: lines}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reds, err := e.ledger.Redemptions(ctx)
+	if err != nil || len(reds) != 1 || reds[0].Lines[0] != lines[0] {
+		t.Fatalf("ledger holds %+v (%v), want %+v", reds, err, lines)
+	}
+	if err := e.direct.FlushDB(ctx).Err(); err != nil { // the test's private server
+		t.Fatal(err)
+	}
+	if _, err := e.ledger.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	left, err := e.shop.Remaining(ctx, nil, "big")
+	if err != nil || left["big"].Spend != 0 {
+		t.Fatalf("after Reconcile: %+v %v, want no spend left", left, err)
+	}
+	if _, err := e.shop.Reserve(ctx, budget.Request{Order: "o2", Lines: []budget.Line{{Promotion: "big", Uses: 1, Amount: 1}},
+		Hold: time.Minute}); !errors.Is(err, budget.ErrLimit) {
+		t.Fatalf("a unit past a full 2^53 cap: %v, want ErrLimit", err)
 	}
 }
