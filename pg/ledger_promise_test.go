@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -274,5 +275,62 @@ func TestLedgerAmountAt2p53(t *testing.T) {
 	if _, err := e.shop.Reserve(ctx, budget.Request{Order: "o2", Lines: []budget.Line{{Promotion: "big", Uses: 1, Amount: 1}},
 		Hold: time.Minute}); !errors.Is(err, budget.ErrLimit) {
 		t.Fatalf("a unit past a full 2^53 cap: %v, want ErrLimit", err)
+	}
+}
+
+// TestLedgerLongestNames: the longest budget name and order ID the
+// budget takes make a confirm task the outbox and the delay queue take,
+// and the redemption lands in Redis; one byte more of order is refused
+// by name and writes nothing.
+func TestLedgerLongestNames(t *testing.T) {
+	e := newLedgerEnv(t)
+	ctx := testCtx(t, time.Minute)
+	opts := budget.Options{Prefix: "shop", Promotions: []budget.Promotion{promo}}
+	b, err := budget.New(e.direct, strings.Repeat("n", 128), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLedger(e.ob.db, e.ob.schema, b, e.ob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Reconcile(ctx); err != nil { // builds the budget
+		t.Fatal(err)
+	}
+	one := []budget.Line{{Promotion: "p", Uses: 1}}
+	for _, n := range []int{budget.MaxOrderBytes, budget.MaxOrderBytes + 1} {
+		order := strings.Repeat("o", n)
+		tx, err := e.ob.db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.Confirm(ctx, tx, Redemption{Order: order, Attributes: cust(1), Lines: one})
+		if n > budget.MaxOrderBytes {
+			_ = tx.Rollback(ctx)
+			if !errors.Is(err, &ValidationError{Field: "redemption"}) || !errors.Is(err, &budget.ValidationError{Field: "order"}) {
+				t.Fatalf("order of %d bytes: %v, want a *ValidationError", n, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("order of %d bytes: %v", n, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.ob.RelayOnce(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		a, err := l.Apply(ctx, l.TaskKey(order), ledgerToken)
+		if err != nil || !a.Reconciled || !a.Done {
+			t.Fatalf("Apply: %+v %v (want reconciled: never reserved)", a, err)
+		}
+		left, err := b.Remaining(ctx, cust(1), "p")
+		if err != nil || left["p"].Uses != 1 {
+			t.Fatalf("Remaining %+v %v: want the ledger's redemption counted (1 of customer c1's 2 left)", left, err)
+		}
+	}
+	if n := countRows(t, e.ob, `true`); n != 1 {
+		t.Fatalf("%d outbox rows, want 1 (the refused order wrote none)", n)
 	}
 }
