@@ -59,3 +59,41 @@ func TestFaultLedgerHoldsEvicted(t *testing.T) {
 		t.Fatalf("granted %d more past the ledger's 1, want %d (cap %d)", granted, ledgerCap-1, ledgerCap)
 	}
 }
+
+// TestFaultLedgerRecordEvicted: a held order's record is evicted, then
+// the order is paid. Its confirm finds no record (ErrNotFound) and
+// reconciles: Redis counts the ledger's redemption once (the hold, whose
+// deltas went with its record, counts nowhere), and the rest of the cap
+// is granted, no more.
+func TestFaultLedgerRecordEvicted(t *testing.T) {
+	e := newLedgerEnv(t)
+	ctx := testCtx(t, time.Minute)
+	if err := e.reserve(ctx, "paid", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.direct.Del(ctx, e.shop.Keys()[0]+"o:paid").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pay(ctx, "paid", 0, true); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := e.drain(ctx)
+	if err != nil || len(applied) != 1 || !applied[0].Reconciled || !errors.Is(applied[0].Cause, budget.ErrNotFound) {
+		t.Fatalf("drain: %+v %v (want reconciled after ErrNotFound)", applied, err)
+	}
+	if u := e.used(t, ctx); u != 1 {
+		t.Fatalf("Redis counts %d, the ledger 1", u)
+	}
+	granted := 0
+	for i := 10; i < 10+2*ledgerCap; i++ {
+		switch err := e.reserve(ctx, fmt.Sprint("more", i), i); {
+		case err == nil:
+			granted++
+		case !errors.Is(err, budget.ErrLimit):
+			t.Fatal(err)
+		}
+	}
+	if granted != ledgerCap-1 {
+		t.Fatalf("granted %d more past the ledger's 1, want %d (cap %d)", granted, ledgerCap-1, ledgerCap)
+	}
+}
