@@ -79,8 +79,14 @@ func (b *Budget) Rebuild(ctx context.Context, reds []Redemption) (epoch string, 
 	_, _ = rand.Read(tok[:])
 	token := hex.EncodeToString(tok[:])
 	keys := []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.keyset}
+	// seq numbers the 'add' steps: the script does a step sent again
+	// (after a lost reply) only once.
+	seq := 0
 	step := func(name string, extra ...any) (reply, error) {
-		args := append([]any{name, token, b.o.RecordTTL.Milliseconds(), b.reportFlag(), b.keepMs()}, extra...)
+		if name == "add" {
+			seq++
+		}
+		args := append([]any{name, token, b.o.RecordTTL.Milliseconds(), b.reportFlag(), b.keepMs(), seq}, extra...)
 		rp, err := b.run(ctx, b.s.rebuild, true, keys, args...)
 		if rp == nil {
 			return nil, err

@@ -25,7 +25,8 @@ type Request struct {
 	// characters. The same order again answers the same reservation.
 	Order string
 	// Attributes hold the value of every attribute a cap counts per
-	// (Cap.Per), such as "customer".
+	// (Cap.Per), such as "customer": names and values of UTF-8, 1..
+	// MaxValueBytes bytes, no control characters.
 	Attributes map[string]string
 	// Lines name the promotions, each once: 1..MaxLines.
 	Lines []Line
@@ -57,12 +58,18 @@ func (b *Budget) check(attrs map[string]string, lines []Line) (body, []Promotion
 	if len(lines) == 0 || len(lines) > MaxLines {
 		return body{}, nil, invalid("lines", "%d lines (allowed 1..%d)", len(lines), MaxLines)
 	}
+	// UTF-8 only: a record holds attributes as JSON, which turns bad bytes
+	// into U+FFFD, so a confirmation (and a ledger, and a Rebuild from
+	// it) would name another value than the counters count under.
 	for k, v := range attrs {
-		if err := checkText(k, MaxValueBytes); err != nil || strings.ContainsAny(k, "=@") {
-			return body{}, nil, invalid("attributes", "name %q (1..%d bytes, no control characters, '=' or '@')", k, MaxValueBytes)
+		if err := checkText(k, MaxValueBytes); err != nil || strings.ContainsAny(k, "=@") || !utf8.ValidString(k) {
+			return body{}, nil, invalid("attributes", "name %q (1..%d bytes of UTF-8, no control characters, '=' or '@')", k, MaxValueBytes)
 		}
 		if err := checkText(v, MaxValueBytes); err != nil {
 			return body{}, nil, invalid("attributes", "%s: %w", k, err)
+		}
+		if !utf8.ValidString(v) {
+			return body{}, nil, invalid("attributes", "%s: invalid UTF-8", k)
 		}
 	}
 	ls := slices.Clone(lines)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -34,7 +35,7 @@ type Ledger struct {
 }
 
 // NewLedger returns the ledger of b in schema ("" = DefaultSchema); its
-// confirm tasks go through ob.
+// confirm tasks go through ob. b's name must not hold a colon.
 func NewLedger(db DB, schema string, b *budget.Budget, ob *Outbox) (*Ledger, error) {
 	s, err := checkSchema(schema)
 	if err != nil {
@@ -42,6 +43,13 @@ func NewLedger(db DB, schema string, b *budget.Budget, ob *Outbox) (*Ledger, err
 	}
 	if db == nil || b == nil || ob == nil {
 		return nil, invalid("options", "nil DB, budget or outbox")
+	}
+	// A task key is prefix, name, ":", order, and an order may hold a
+	// colon: with one in the name too, budgets "a" and "a:b" would share
+	// keys (a's order "b:o" and a:b's order "o") and a's ledger would own
+	// a:b's tasks.
+	if strings.Contains(b.Name(), ":") {
+		return nil, invalid("options", "budget name %s holds a colon: its confirm task keys would be ambiguous", quote(b.Name()))
 	}
 	return &Ledger{db: db, schema: s, b: b, ob: ob}, nil
 }
@@ -79,7 +87,7 @@ func (l *Ledger) lockName() string { return "tierset.budget." + l.schema + "." +
 // "order" or "redemption", whose Cause is the *budget.ValidationError)
 // and writes nothing. tx holds a lock Reconcile waits for until it ends.
 func (l *Ledger) Confirm(ctx context.Context, tx pgx.Tx, r Redemption) (recorded bool, err error) {
-	if tx == nil {
+	if isNilTx(tx) {
 		return false, invalid("tx", "nil transaction")
 	}
 	if r.Order == "" {
@@ -122,6 +130,17 @@ func (l *Ledger) Confirm(ctx context.Context, tx pgx.Tx, r Redemption) (recorded
 	return true, nil
 }
 
+// isNilTx reports a nil tx, typed nils included: a nil *pgxpool.Tx in
+// the interface is not == nil, and its first statement would dereference
+// it.
+func isNilTx(tx pgx.Tx) bool {
+	if tx == nil {
+		return true
+	}
+	v := reflect.ValueOf(tx)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 // encodeRedemption is r's attributes and lines as the ledger stores them:
 // lines sorted by promotion, so one cart always encodes the same.
 func encodeRedemption(r Redemption) (attrs, lines string) {
@@ -143,8 +162,10 @@ type Applied struct {
 	Confirmation budget.Confirmation
 	// Reconciled: Redis could not confirm the order as the ledger has it
 	// (its hold ended or was released before the task ran, Redis lost it,
-	// or it never reached Redis); Apply ran Reconcile, so the counters
-	// count it. Cause is what Redis answered.
+	// it never reached Redis, or Redis confirmed other attributes or
+	// lines: Cause matches budget.ErrConflict); Apply ran Reconcile, so
+	// the counters count it as the ledger does. Cause is what Redis
+	// answered.
 	Reconciled bool
 	Cause      error
 	// Done: Apply marked the task's row done (false: it already was).
@@ -167,15 +188,27 @@ func (l *Ledger) Apply(ctx context.Context, key, token string) (Applied, error) 
 	switch {
 	case err == nil:
 		a.Confirmation = c
+		// Redis confirmed the cart it reserved; the ledger may hold
+		// another (the payment recorded other lines): then the ledger's
+		// counts, so reconcile.
+		same, err := l.sameAsLedger(ctx, c)
+		if err != nil {
+			return a, fmt.Errorf("pg: ledger apply %q: %w", a.Order, err)
+		}
+		if !same {
+			a.Cause = fmt.Errorf("%w: order %q: Redis confirmed attributes or lines other than the ledger's", budget.ErrConflict, a.Order)
+		}
 	case errors.Is(err, budget.ErrExpired), errors.Is(err, budget.ErrReleased),
 		errors.Is(err, budget.ErrNotFound), errors.Is(err, budget.ErrLost):
 		a.Cause = err
+	default:
+		return a, fmt.Errorf("pg: ledger apply %q: %w", a.Order, err)
+	}
+	if a.Cause != nil {
 		if _, err := l.Reconcile(ctx); err != nil {
 			return a, fmt.Errorf("pg: ledger apply %q: redis answered %v; reconcile: %w", a.Order, a.Cause, err)
 		}
 		a.Reconciled = true
-	default:
-		return a, fmt.Errorf("pg: ledger apply %q: %w", a.Order, err)
 	}
 	tx, err := l.db.Begin(ctx)
 	if err != nil {
@@ -194,6 +227,19 @@ func (l *Ledger) Apply(ctx context.Context, key, token string) (Applied, error) 
 	}
 	a.Done = true
 	return a, nil
+}
+
+// sameAsLedger reports whether the ledger's row of c's order holds c's
+// attributes and lines (false when it holds no row of it).
+func (l *Ledger) sameAsLedger(ctx context.Context, c budget.Confirmation) (bool, error) {
+	attrs, lines := encodeRedemption(Redemption{Attributes: c.Attributes, Lines: c.Lines})
+	var same bool
+	err := l.db.QueryRow(ctx, `SELECT attributes = $3::jsonb AND lines = $4::jsonb FROM `+l.schema+`.budget_ledger
+		WHERE budget = $1 AND order_id = $2`, l.b.Name(), c.Order, attrs, lines).Scan(&same)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return same, err
 }
 
 // Reconciled is what Reconcile did.
@@ -219,6 +265,12 @@ func (l *Ledger) Reconcile(ctx context.Context) (Reconciled, error) {
 		return res, fmt.Errorf("pg: ledger reconcile: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	// Read committed whatever the session's default: under repeatable
+	// read the snapshot would be the lock statement's, taken before the
+	// lock was granted, and miss what committed while it waited.
+	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL READ COMMITTED`); err != nil {
+		return res, fmt.Errorf("pg: ledger reconcile: %w", err)
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, l.lockName()); err != nil {
 		return res, fmt.Errorf("pg: ledger reconcile: lock: %w", err)
 	}

@@ -321,6 +321,7 @@ func TestLedgerBadInput(t *testing.T) {
 		{"zero uses", Redemption{Order: "o", Attributes: cust(1), Lines: []budget.Line{{Promotion: "p"}}}, false, "redemption", "uses"},
 		{"negative amount", Redemption{Order: "o", Attributes: cust(1), Lines: []budget.Line{{Promotion: "p", Uses: 1, Amount: -1}}}, false, "redemption", "amount"},
 		{"customer missing", Redemption{Order: "o", Lines: one}, false, "redemption", "attributes"},
+		{"customer not UTF-8", Redemption{Order: "o", Attributes: map[string]string{"customer": "c\xff"}, Lines: one}, false, "redemption", "attributes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,10 +23,19 @@ if not ep then
 end
 purge(KEYS[1], KEYS[3], KEYS[4], now, ARGV[3], ARGV[2])
 local r = redis.call('HMGET', KEYS[5], 'st', 'req', 'ct')
+if r[1] == 'h' and redis.call('ZREM', KEYS[3], ARGV[1]) == 0 then
+  -- Held but not in holds: the holds index was lost (evicted), and a
+  -- Rebuild since counted only the holds it listed, so this hold may
+  -- count nowhere. Confirm it as an expired hold is, counted anew if the
+  -- caps allow: an overcount until the next Rebuild if none ran, never
+  -- an undercount.
+  redis.call('HSET', KEYS[5], 'st', 'x')
+  redis.call('PEXPIRE', KEYS[5], ARGV[2])
+  return {'expired', now, r[2]}
+end
 if r[1] == 'h' then
   redis.call('HSET', KEYS[5], 'st', 'c', 'ct', now)
   redis.call('PEXPIRE', KEYS[5], ARGV[2])
-  redis.call('ZREM', KEYS[3], ARGV[1])
   logged(KEYS[6], ARGV[4], ARGV[1], now, r[2], ep)
   return {'ok', now, ep, r[2], now, 1}
 elseif r[1] == 'c' then

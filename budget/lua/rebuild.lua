@@ -13,7 +13,9 @@
 -- ARGV[3] -> record TTL ms
 -- ARGV[4] -> report: '1' files expired holds in unrep
 -- ARGV[5] -> keep ms (a period key lives this long past its end)
--- ARGV[6..] -> 'add': n, then n x (suffix, field, count, end ms); a count
+-- ARGV[6] -> step number ('add': 1, 2, ...): a step sent again (go-redis
+--   resends a script whose reply was lost) answers 'ok' and does nothing
+-- ARGV[7..] -> 'add': n, then n x (suffix, field, count, end ms); a count
 --   whose period key would already have expired is skipped; then m and m
 --   orders the ledger holds as redeemed: their records become confirmed,
 --   and a hold of one stops counting (the ledger's count stands for it)
@@ -23,6 +25,14 @@ local base = KEYS[1]
 local now = now_ms()
 local cur = redis.call('GET', KEYS[2])
 local mine = 'rb:' .. ARGV[2]
+-- stepk holds '<token>:<step>' of the last step done, so a step sent
+-- again after its reply was lost is not done twice: 'add' counts are
+-- increments, and 'end' has already replaced the token it checks.
+local stepk = base .. 'rbstep'
+local stepid = ARGV[2] .. ':' .. ARGV[1] .. ARGV[6]
+if ARGV[1] ~= 'begin' and redis.call('GET', stepk) == stepid then
+  return {'ok', now, ARGV[1] == 'end' and cur or ''}
+end
 -- fresh files a counter key in keyset the first time this rebuild
 -- touches it, and empties it then: a key keyset no longer listed (the
 -- keyset was evicted) is not dropped by 'begin' and would keep its
@@ -49,6 +59,7 @@ if ARGV[1] == 'begin' then
   -- '' marks keyset whole (see intact in lib.lua).
   redis.call('SADD', KEYS[5], '')
   redis.call('SET', KEYS[2], mine)
+  redis.call('DEL', stepk)
   -- The holds still live count again, as they did before.
   for _, order in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. now, '+inf')) do
     local d = redis.call('HGET', base .. 'o:' .. order, 'd') or ''
@@ -62,10 +73,11 @@ end
 if cur ~= mine then
   return {'busy', now}
 end
+redis.call('SET', stepk, stepid)
 if ARGV[1] == 'add' then
-  local n, keep = tonumber(ARGV[6]), tonumber(ARGV[5])
+  local n, keep = tonumber(ARGV[7]), tonumber(ARGV[5])
   for j = 0, n - 1 do
-    local suffix, field, count, ends = ARGV[7 + 4 * j], ARGV[8 + 4 * j], ARGV[9 + 4 * j], tonumber(ARGV[10 + 4 * j])
+    local suffix, field, count, ends = ARGV[8 + 4 * j], ARGV[9 + 4 * j], ARGV[10 + 4 * j], tonumber(ARGV[11 + 4 * j])
     if ends + keep > now then
       local k = base .. suffix
       fresh(suffix)
@@ -75,7 +87,7 @@ if ARGV[1] == 'add' then
       end
     end
   end
-  local i = 7 + 4 * n
+  local i = 8 + 4 * n
   for j = 1, tonumber(ARGV[i] or '0') do
     local order = ARGV[i + j]
     local rk = base .. 'o:' .. order

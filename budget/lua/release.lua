@@ -19,10 +19,13 @@ end
 purge(KEYS[1], KEYS[3], KEYS[4], now, ARGV[3], ARGV[2])
 local st = redis.call('HGET', KEYS[5], 'st')
 if st == 'h' then
-  undo(KEYS[1], redis.call('HGET', KEYS[5], 'd'))
+  -- A hold missing from holds (the index was evicted) may count nowhere
+  -- after a Rebuild: giving it back could undercount, so it is not.
+  if redis.call('ZREM', KEYS[3], ARGV[1]) == 1 then
+    undo(KEYS[1], redis.call('HGET', KEYS[5], 'd'))
+  end
   redis.call('HSET', KEYS[5], 'st', 'r')
   redis.call('PEXPIRE', KEYS[5], ARGV[2])
-  redis.call('ZREM', KEYS[3], ARGV[1])
   return {'ok', now, 'r', 1}
 elseif st == 'r' then
   return {'ok', now, 'r', 0}
