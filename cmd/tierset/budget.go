@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -17,8 +16,11 @@ import (
 
 const budgetSynopsis = "tierset budget ls|show [-budget NAME] [-order ID] -redis URL [-prefix P] [-json]"
 
-// budgetSubs are the budget subcommands, in the order help lists them.
-var budgetSubs = []string{"ls", "show"}
+// budgetCmd is tierset budget: its subcommands, in the order help lists
+// them, each with the flags it reads besides -redis and -prefix.
+var budgetCmd = command{name: "budget", common: []string{"redis", "prefix"}, flags: budgetFlags, subs: []subcommand{
+	{"ls", []string{"budget", "json"}}, {"show", []string{"budget", "order", "json"}},
+}}
 
 func budgetFlags() *cmdFlags {
 	fs := newFlags("budget", budgetSynopsis)
@@ -35,20 +37,8 @@ func budgetFlags() *cmdFlags {
 // nothing but what every budget read does (holds whose time has passed
 // are given back).
 func cmdBudget(ctx context.Context, args []string, e *env) error {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		budgetFlags().printHelp(e.stdout)
-		return errHelp
-	}
-	want := strings.Join(budgetSubs, ", ")
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("want a subcommand: %s", want)
-	}
-	sub := args[0]
-	if !slices.Contains(budgetSubs, sub) {
-		return usagef("unknown budget subcommand %s (want %s)", quoteArg(sub), want)
-	}
-	fs := budgetFlags()
-	if err := fs.parse(args[1:], e); err != nil {
+	sub, fs, err := budgetCmd.parse(args, e)
+	if err != nil {
 		return err
 	}
 	str := func(name string) string { return fs.Lookup(name).Value.String() }
@@ -63,9 +53,6 @@ func cmdBudget(ctx context.Context, args []string, e *env) error {
 		if err := keyname.Check(name); err != nil {
 			return usagef("-budget %s: invalid budget name: %v", quoteArg(name), err)
 		}
-	}
-	if order != "" && sub != "show" {
-		return usagef("-order goes with show")
 	}
 	if !redisGiven(str("redis")) {
 		return usagef("-redis (or $TIERSET_REDIS_URL) is required: a budget lives in a real Redis")

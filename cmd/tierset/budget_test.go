@@ -98,7 +98,7 @@ func TestBudgetCommands(t *testing.T) {
 			{[]string{"budget", "drop"}, `unknown budget subcommand "drop"`},
 			{[]string{"budget", "show", "-redis", "127.0.0.1:1"}, "show needs -budget"},
 			{[]string{"budget", "ls", "-budget", "a b", "-redis", "127.0.0.1:1"}, `-budget "a b": invalid budget name`},
-			{[]string{"budget", "ls", "-order", "o1", "-redis", "127.0.0.1:1"}, "-order goes with show"},
+			{[]string{"budget", "ls", "-order", "o1", "-redis", "127.0.0.1:1"}, "ls does not take -order"},
 			{[]string{"budget", "ls"}, "-redis (or $TIERSET_REDIS_URL) is required"},
 			{[]string{"budget", "ls", "-limit", "3"}, "flag provided but not defined: -limit"},
 		} {

@@ -40,22 +40,20 @@ func TestParseIDs(t *testing.T) {
 	}
 }
 
-// Every queue subcommand says which flags it reads, so onlyFlags refuses
-// the others.
-func TestQueueSubFlags(t *testing.T) {
-	for _, sub := range queueSubs {
-		if _, ok := queueSubFlags[sub]; !ok {
-			t.Errorf("queue %s has no entry in queueSubFlags", sub)
-		}
-	}
-	if len(queueSubFlags) != len(queueSubs) {
-		t.Errorf("queueSubFlags has %d entries, queueSubs %d", len(queueSubFlags), len(queueSubs))
-	}
-	fs := queueFlags()
-	for sub, flags := range queueSubFlags {
-		for _, f := range flags {
+// Every flag a subcommand says it reads is one its command defines.
+func TestSubcommandFlags(t *testing.T) {
+	for _, c := range []command{queueCmd, budgetCmd, periodicCmd} {
+		fs := c.flags()
+		for _, f := range c.common {
 			if fs.Lookup(f) == nil {
-				t.Errorf("queue %s reads -%s, which queueFlags does not define", sub, f)
+				t.Errorf("%s: every subcommand reads -%s, which its flags do not define", c.name, f)
+			}
+		}
+		for _, sub := range c.subs {
+			for _, f := range sub.flags {
+				if fs.Lookup(f) == nil {
+					t.Errorf("%s %s reads -%s, which its flags do not define", c.name, sub.name, f)
+				}
 			}
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,8 +17,11 @@ import (
 
 const periodicSynopsis = "tierset periodic list|pause|resume|forget [-queue NAME] [-job NAME] -redis URL [-prefix P] [-json]"
 
-// periodicSubs are the periodic subcommands, in the order help lists them.
-var periodicSubs = []string{"list", "pause", "resume", "forget"}
+// periodicCmd is tierset periodic: its subcommands, in the order help
+// lists them, each with the flags it reads besides -redis and -prefix.
+var periodicCmd = command{name: "periodic", common: []string{"redis", "prefix"}, flags: periodicFlags, subs: []subcommand{
+	{"list", []string{"queue", "json"}}, {"pause", []string{"queue", "job"}}, {"resume", []string{"queue", "job"}}, {"forget", []string{"queue", "job"}},
+}}
 
 func periodicFlags() *cmdFlags {
 	fs := newFlags("periodic", periodicSynopsis)
@@ -36,20 +37,8 @@ func periodicFlags() *cmdFlags {
 // queues (package periodic): every flag is checked before Redis is
 // reached.
 func cmdPeriodic(ctx context.Context, args []string, e *env) error {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		periodicFlags().printHelp(e.stdout)
-		return errHelp
-	}
-	want := strings.Join(periodicSubs, ", ")
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("want a subcommand: %s", want)
-	}
-	sub := args[0]
-	if !slices.Contains(periodicSubs, sub) {
-		return usagef("unknown periodic subcommand %s (want %s)", quoteArg(sub), want)
-	}
-	fs := periodicFlags()
-	if err := fs.parse(args[1:], e); err != nil {
+	sub, fs, err := periodicCmd.parse(args, e)
+	if err != nil {
 		return err
 	}
 	str := func(name string) string { return fs.Lookup(name).Value.String() }
@@ -65,8 +54,6 @@ func cmdPeriodic(ctx context.Context, args []string, e *env) error {
 			return usagef("%s needs -queue", sub)
 		case job == "":
 			return usagef("%s needs -job (the periodic job's name, as list shows it)", sub)
-		case asJSON:
-			return usagef("-json is for list")
 		}
 		if err := keyname.Check(job); err != nil || len(job) > periodic.MaxNameBytes {
 			if err == nil {
@@ -74,8 +61,6 @@ func cmdPeriodic(ctx context.Context, args []string, e *env) error {
 			}
 			return usagef("-job %s: invalid job name: %v", quoteArg(job), err)
 		}
-	} else if job != "" {
-		return usagef("list takes no -job")
 	}
 	redisURL := str("redis")
 	if !redisGiven(redisURL) {

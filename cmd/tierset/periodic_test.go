@@ -138,8 +138,8 @@ func TestPeriodicUsage(t *testing.T) {
 		{[]string{"periodic", "resume", "-queue", "q"}, "resume needs -job"},
 		{[]string{"periodic", "forget", "-queue", "q", "-job", "a b"}, "invalid job name"},
 		{[]string{"periodic", "pause", "-queue", "q", "-job", strings.Repeat("j", periodic.MaxNameBytes+1)}, "invalid job name"},
-		{[]string{"periodic", "pause", "-queue", "q", "-job", "j", "-json"}, "-json is for list"},
-		{[]string{"periodic", "list", "-job", "j"}, "list takes no -job"},
+		{[]string{"periodic", "pause", "-queue", "q", "-job", "j", "-json"}, "pause does not take -json"},
+		{[]string{"periodic", "list", "-job", "j"}, "list does not take -job"},
 		{[]string{"periodic", "list", "-queue", "a{b"}, "invalid queue name"},
 		{[]string{"periodic", "list"}, "-redis (or $TIERSET_REDIS_URL) is required"},
 	} {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,28 +21,19 @@ import (
 
 const queueSynopsis = "tierset queue ls|workers|stats|tasks|task|dead|requeue|purge|cancel|reschedule|run|pause|resume [-queue NAME] -redis URL [-prefix P] [-state S] [-id ID] [-ids ID,...] [-key K [-token T]] [-at TIME | -in D] [-limit N] [-json] [-payload] [-yes]"
 
-// queueSubs are the queue subcommands, in the order help lists them.
-var queueSubs = []string{"ls", "workers", "stats", "tasks", "task", "dead", "requeue", "purge", "cancel", "reschedule", "run", "pause", "resume"}
+// queueCmd is tierset queue: its subcommands, in the order help lists
+// them, each with the flags it reads besides -redis, -prefix and -queue.
+var queueCmd = command{name: "queue", common: []string{"redis", "prefix", "queue"}, flags: queueFlags, subs: []subcommand{
+	{"ls", []string{"json"}}, {"workers", []string{"json"}}, {"stats", []string{"json"}},
+	{"tasks", []string{"state", "limit", "json"}}, {"task", []string{"id", "json", "payload"}}, {"dead", []string{"limit", "json"}},
+	{"requeue", []string{"ids", "yes"}}, {"purge", []string{"ids", "yes"}},
+	{"cancel", []string{"key", "token"}}, {"reschedule", []string{"key", "at", "in"}}, {"run", []string{"key"}},
+	{"pause", nil}, {"resume", nil},
+}}
 
 func cmdQueue(ctx context.Context, args []string, e *env) error {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		fs := queueFlags()
-		fs.printHelp(e.stdout)
-		return errHelp
-	}
-	want := strings.Join(queueSubs, ", ")
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usagef("want a subcommand: %s", want)
-	}
-	sub := args[0]
-	if !slices.Contains(queueSubs, sub) {
-		return usagef("unknown queue subcommand %s (want %s)", quoteArg(sub), want)
-	}
-	fs := queueFlags()
-	if err := fs.parse(args[1:], e); err != nil {
-		return err
-	}
-	if err := onlyFlags(fs, sub, queueSubFlags[sub]); err != nil {
+	sub, fs, err := queueCmd.parse(args, e)
+	if err != nil {
 		return err
 	}
 	str := func(name string) string { return fs.Lookup(name).Value.String() }
@@ -132,32 +122,6 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 	default:
 		return queueChange(ctx, q, sub, ids, yes, e)
 	}
-}
-
-// queueSubFlags are the flags each subcommand reads besides -redis,
-// -prefix and -queue; any other is a mistake (a -json on requeue, a
-// -state on dead), refused rather than ignored.
-var queueSubFlags = map[string][]string{
-	"ls": {"json"}, "workers": {"json"}, "stats": {"json"},
-	"tasks": {"state", "limit", "json"}, "task": {"id", "json", "payload"}, "dead": {"limit", "json"},
-	"requeue": {"ids", "yes"}, "purge": {"ids", "yes"},
-	"cancel": {"key", "token"}, "reschedule": {"key", "at", "in"}, "run": {"key"},
-	"pause": nil, "resume": nil,
-}
-
-// onlyFlags refuses a flag given on the command line that sub does not
-// read (flags every subcommand reads: redis, prefix, queue).
-func onlyFlags(fs *cmdFlags, sub string, allowed []string) error {
-	var bad []string
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "redis" && f.Name != "prefix" && f.Name != "queue" && !slices.Contains(allowed, f.Name) {
-			bad = append(bad, "-"+f.Name)
-		}
-	})
-	if len(bad) > 0 {
-		return usagef("%s does not take %s", sub, strings.Join(bad, ", "))
-	}
-	return nil
 }
 
 func queueFlags() *cmdFlags {
