@@ -139,7 +139,6 @@ func (o *faultObserver) counts() map[string]int {
 // a pause began hands out a task, the tasks in flight are acked, and
 // every task is handled exactly once.
 func TestFaultPauseResumeClientKill(t *testing.T) {
-	t.Parallel()
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
 	c := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})
