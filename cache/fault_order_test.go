@@ -61,7 +61,6 @@ func (l *gatedLoader) Load(ctx context.Context, id string) (*gradient.Promotion,
 // answered from what Redis holds. Ordered (revisions 1 then 2) and
 // unordered (revision 0: the lease alone orders them).
 func TestFaultLoadRace(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		name    string
 		del     bool

@@ -96,7 +96,6 @@ func TestDeleteGrace(t *testing.T) {
 // before then gets ErrGiftsGone (never ErrDamaged: the promotion is gone,
 // not damaged).
 func TestDeleteGiftsExpire(t *testing.T) {
-	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		grace := time.Hour
 		if b.Real() {

@@ -146,7 +146,6 @@ func TestNotFoundMismatchNext(t *testing.T) {
 // whole, the old version's gifts stay readable for Grace and then
 // expire, an identical refresh is Unchanged and writes nothing.
 func TestRefreshVersions(t *testing.T) {
-	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		grace := time.Hour
 		if b.Real() {

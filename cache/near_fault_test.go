@@ -183,7 +183,6 @@ func checkStaleness(t *testing.T, st *staleness, nc *Cache, bound time.Duration,
 // replaced version MaxStaleness after the write returned, and every cut
 // is seen as lost tracking.
 func TestFaultNearProxyCut(t *testing.T) {
-	t.Parallel()
 	b := testredis.Redis(t)
 	upstream := b.Client.(*redis.Client).Options().Addr
 	px, err := faultproxy.Start(upstream)
@@ -325,7 +324,6 @@ func TestFaultNearRestart(t *testing.T) {
 // stops every read from being served a replaced version MaxStaleness
 // after the write returned.
 func TestFaultNearLostInvalidation(t *testing.T) {
-	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		if _, err := writer.Refresh(ctx, stalePromotion(0)); err != nil {
