@@ -14,6 +14,7 @@ import (
 )
 
 func TestParseFlags(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		args    []string
@@ -76,6 +77,7 @@ func TestParseFlags(t *testing.T) {
 // timing floors are printed as not judged, round trips and bytes per
 // lookup are judged, and -strict passes on what it judges.
 func TestMiniredisRun(t *testing.T) {
+	t.Parallel()
 	var out, errOut strings.Builder
 	code := realMain([]string{"-miniredis", "-quick", "-strict", "-tiers", "3,300", "-duration", "100ms"}, &out, &errOut)
 	if code != 0 {
@@ -107,6 +109,7 @@ func TestMiniredisRun(t *testing.T) {
 // run starts its own server, says so on its first line, judges the memory
 // floor there, and leaves no server behind.
 func TestPrivateServerRun(t *testing.T) {
+	t.Parallel()
 	if !redisserver.Have() {
 		t.Skip("redis-server not on PATH: the run would use miniredis")
 	}

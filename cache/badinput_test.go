@@ -36,6 +36,7 @@ func mutate(p gradient.Promotion, f func(p *gradient.Promotion)) gradient.Promot
 // nothing under the cache's prefix. Corrupt-data rows plant bytes under
 // their own prefix and check the planted keys are all that is there.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		good := simplePromotion("good", 3, 5)
 		refresh := func(ps ...gradient.Promotion) func(ctx context.Context, c *Cache) error {
@@ -196,6 +197,7 @@ func TestBadInput(t *testing.T) {
 // read gives ErrCorrupt (never a panic), reported to the Observer, and
 // that the read wrote nothing.
 func TestCorruptData(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &countingObserver{}
 		c := newCache(t, b, Options{Observer: obs})
@@ -273,7 +275,11 @@ func mustMember(t *testing.T, c *Cache, tier string) string {
 // TestUnreachable: a Redis nobody listens on gives errors that wrap the
 // network cause, on every call, and no panic.
 func TestUnreachable(t *testing.T) {
-	rc := redis.NewClient(&redis.Options{Addr: testredis.ClosedAddr(t), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ContextTimeoutEnabled: true})
+	t.Parallel()
+	// go-redis retries a refused dial 5 times, 100 ms apart by default:
+	// half a second per call that says nothing about the cache.
+	rc := redis.NewClient(&redis.Options{Addr: testredis.ClosedAddr(t), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		DialerRetryTimeout: time.Millisecond, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rc.Close() })
 	c, err := New(rc, Options{})
 	if err != nil {

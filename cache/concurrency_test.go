@@ -29,6 +29,7 @@ func versioned(tag string, thresholds ...int64) gradient.Promotion {
 // different tiers and different gifts. Every read must be wholly one
 // version: tier, next tier and gifts all of the version that answered.
 func TestConcurrentRefresh(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		v1, v2 := versioned("v1", 2, 4, 6, 8), versioned("v2", 3, 5, 7, 9, 11)
@@ -194,6 +195,7 @@ func (execFailer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // whole and readable, the report lists what was stored before the fault,
 // and a failed gift round trip fails the call with the cause.
 func TestFaultInjection(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		fc := &failingClient{UniversalClient: b.Client}
 		c, err := New(fc, Options{Prefix: b.Prefix})

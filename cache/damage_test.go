@@ -71,6 +71,7 @@ func TestDamageHealed(t *testing.T) {
 // Redis path says (ErrDamaged where that needs the missing part), never
 // ErrNotFound for a promotion whose meta hash is there.
 func TestNearDamageHealed(t *testing.T) {
+	t.Parallel()
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		checkDamageHealed(t, b, newNearCache(t, nearClient(t, b), b.Prefix, Options{}))
 	})
@@ -292,6 +293,7 @@ func TestLegacyFormatRewritten(t *testing.T) {
 // read can see is repaired by one Load (through Refresh), with and
 // without the near cache, and every read answers like the oracle.
 func TestReadThroughRepairsDamage(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		vals := []int64{0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 50}

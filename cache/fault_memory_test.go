@@ -76,6 +76,7 @@ func rewarm(t *testing.T, ctx context.Context, c *Cache, ps []gradient.Promotion
 // re-warm (Refresh of all, with the memory limit lifted) repairs every
 // promotion: all reads equal the oracle.
 func TestFaultEvictionHealed(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	env := newFaultEnv(t)
 	base := infoInt(t, ctx, env.rdb, "memory", "used_memory")
@@ -117,6 +118,7 @@ func TestFaultEvictionHealed(t *testing.T) {
 // is half-written (each is whole or absent); every read is the oracle's
 // answer or ErrNotFound. With the limit lifted, one re-warm stores all.
 func TestFaultNoEviction(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	env := newFaultEnv(t)
 	used := infoInt(t, ctx, env.rdb, "memory", "used_memory")
@@ -162,6 +164,7 @@ func TestFaultNoEviction(t *testing.T) {
 // whole; every read during the storm is the oracle's answer, ErrNotFound
 // or a failed call, never a wrong one; afterwards all equal the oracle.
 func TestFaultClientKillStorm(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	env := newFaultEnv(t)
 	killer := env.srv.Client(&redis.Options{ContextTimeoutEnabled: true})

@@ -161,6 +161,7 @@ func checkRefreshError(t *testing.T, ctx context.Context, c *Cache, ps []gradien
 // promotion. A second Refresh then stores everything, and every read
 // equals the oracle.
 func TestFaultRefreshCutReply(t *testing.T) {
+	t.Parallel()
 	for _, row := range []struct {
 		name  string
 		match faultproxy.Match
@@ -214,6 +215,7 @@ func TestFaultRefreshCutReply(t *testing.T) {
 // oracle's answer (go-redis re-sends the read) or a typed error, never a
 // wrong answer; Delete leaves the promotion deleted or whole.
 func TestFaultReadCutReply(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	env := newFaultEnv(t)
 	ps := faultPromos(9, 10, 20)

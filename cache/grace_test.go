@@ -19,6 +19,7 @@ import (
 // (ErrGiftsGone), false damage and mixed reads are counted and must be 0;
 // between a Delete and the next Refresh readers see ErrNotFound.
 func TestDeleteGrace(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{Grace: 10 * time.Minute})
 		v1, v2 := versioned("v1", 2, 4, 6, 8), versioned("v2", 3, 5, 7, 9, 11)

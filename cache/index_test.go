@@ -55,6 +55,7 @@ func promoIDs(ps []gradient.Promotion) []string {
 // Delete and a vanished meta key leaving the list, and Unindexed naming a
 // promotion written past the index.
 func TestIndexList(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		ps := faultPromos(11, 30, 4)
@@ -114,6 +115,7 @@ func TestIndexList(t *testing.T) {
 // that List, IDs and a pruning warm on a marked prefix never SCAN: their
 // cost cannot grow with the keyspace.
 func TestIndexListNoScan(t *testing.T) {
+	t.Parallel()
 	srv := testredis.StartServer(t, "--enable-debug-command", "yes")
 	rdb := srv.Client(&redis.Options{})
 	ctx := testCtx(t)
@@ -157,6 +159,7 @@ func TestIndexListNoScan(t *testing.T) {
 // exactly the promotions whose meta key exists: the index changes in the
 // write's own transaction, so there is no window to bound.
 func TestFaultIndexCutReply(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
 	if _, err := env.direct.Reindex(ctx); err != nil {

@@ -29,6 +29,7 @@ func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 // hits inside [Start, End), and is ErrNotActive again from End on, by the
 // caller's clock (not Redis's).
 func TestWindow(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		start := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 		end := start.Add(2 * time.Hour)
@@ -310,6 +311,7 @@ func (w *writeRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // every master of a cluster; Delete removes tiers and meta at once and
 // leaves the gift lists to expire within Grace.
 func TestDeleteInfoList(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		var ids []string

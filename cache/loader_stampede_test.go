@@ -182,6 +182,7 @@ func TestReadThroughChild(t *testing.T) {
 // 200 goroutines on a cold promotion make exactly 1 Load between them,
 // and all 800 lines get the oracle's answer.
 func TestReadThroughProcesses(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		type proc struct {
 			cmd *exec.Cmd

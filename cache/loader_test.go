@@ -26,6 +26,7 @@ const (
 // process (a second Cache) asks the source 0 times, and a warm of the ID
 // clears the mark at once.
 func TestReadThroughRememberedMiss(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		// Up to 20,000 round trips: more than testCtx's 2 minutes on a loaded
 		// machine under -race.
@@ -97,6 +98,7 @@ func TestReadThroughRememberedMiss(t *testing.T) {
 // remembered-missing ID in another process clears this process's mark
 // as soon as the invalidation arrives.
 func TestReadThroughMissClearedByTracking(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		ld := &countingLoader{promos: map[string]gradient.Promotion{}}
 		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{Loader: ld})
@@ -238,6 +240,7 @@ func TestReadThroughMissesBounded(t *testing.T) {
 // asking the source; a warm of the ID forgets the failure at once, and
 // after FailTTL the source is asked again.
 func TestReadThroughFailureRemembered(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		errSource := errors.New("source down")
 		for _, tc := range []struct {
@@ -311,6 +314,7 @@ func known(rt *readThrough, id string) bool {
 // every line, and is remembered like an unknown ID: a second cart and a
 // second process make no load until MissTTL.
 func TestReadThroughEnded(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		p := simplePromotion("ended", 2, 4)
 		p.Start = time.Now().Add(-72 * time.Hour)

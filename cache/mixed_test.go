@@ -39,6 +39,7 @@ func (h *splitHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // one recheck (lua/recheck.lua): the answer is wholly the new version, at one
 // extra round trip.
 func TestMixedVersionsAreRetried(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		if b.IsCluster() {
 			t.Skip("the split hook needs a single-node client")

@@ -252,6 +252,7 @@ func untilLost(t *testing.T, nc *Cache, round int, what string, fault func()) in
 // TestFaultNearClientKill: CLIENT KILL of the tracking connection, then a
 // write: the same bound, and every kill seen as lost tracking.
 func TestFaultNearClientKill(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		if _, err := writer.Refresh(ctx, stalePromotion(0)); err != nil {
@@ -312,6 +313,7 @@ func privateNear(t *testing.T) (srv *testredis.Server, w, nc *Cache, st *stalene
 // cache; the promotion is written again after it: nothing held from
 // before the restart is served.
 func TestFaultNearRestart(t *testing.T) {
+	t.Parallel()
 	srv, w, nc, st := privateNear(t)
 	faults := faultRounds(t, st, nc, w, 5, func(int) { srv.Restart() })
 	checkStaleness(t, st, nc, faultStaleness, faults)

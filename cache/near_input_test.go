@@ -33,6 +33,7 @@ func (l *nilLoader) Load(context.Context, string) (*gradient.Promotion, error) {
 // refused with ErrInvalid naming the input, never a panic, and nothing
 // is dialled.
 func TestNearTypedNilInputs(t *testing.T) {
+	t.Parallel()
 	near := &NearCacheOptions{}
 	for _, tc := range []struct {
 		name  string
@@ -95,6 +96,7 @@ func unreachable(t *testing.T) *redis.Client {
 // are accepted, saturate as their docs say, and the near cache still
 // answers, holds and remembers as it does at the defaults.
 func TestNearExtremeOptions(t *testing.T) {
+	t.Parallel()
 	cl := unreachable(t)
 	for _, o := range []NearCacheOptions{
 		{MaxPromotions: math.MinInt}, {MaxBytes: math.MinInt64}, {MaxStaleness: -1},

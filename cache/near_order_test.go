@@ -24,6 +24,7 @@ import (
 // one it already answered. Run with the invalidation of the Refresh
 // delivered as it comes, and held until after A's reply.
 func TestFaultNearOldReplyAfterNewer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		holdInvals bool
@@ -191,6 +192,7 @@ func (h *holdSend) wait(ctx context.Context, cmds []redis.Cmder) {
 // revision 2: a read that starts after R returned must not be answered an
 // older revision than R was, whichever path R took.
 func TestFaultNearRedisPathNewerAnswer(t *testing.T) {
+	t.Parallel()
 	f := newOrderFixture(t)
 	b, px, client, ctx, writer := f.b, f.px, f.client, f.ctx, f.writer
 	cur, oldV, curV := f.cur, f.oldV, f.curV
@@ -274,6 +276,7 @@ func TestFaultNearRedisPathNewerAnswer(t *testing.T) {
 // Ladder or Info of the same Cache has answered revision 3, Match must
 // not answer revision 2 from the held ladder.
 func TestFaultNearLadderInfoNewerAnswer(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		read func(ctx context.Context, c *Cache) (string, error)

@@ -53,6 +53,7 @@ func (h *holdReply) reads(cmds []redis.Cmder) bool {
 // served the new version. MaxStaleness is a minute, so only the
 // generation check keeps the old ladder out.
 func TestNearReadRacingInvalidation(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		old, next := versioned("old", 2, 4, 6), versioned("new", 3, 5, 7)

@@ -50,6 +50,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // asking at once all wait for that one re-read: one version check and
 // one ladder read in the process, and each answers the new version.
 func TestFaultNearRereadCoalesced(t *testing.T) {
+	t.Parallel()
 	f := newOrderFixture(t)
 	ctx := f.ctx
 	nc := newNearCache(t, f.client, f.b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: 400 * time.Millisecond}})
@@ -107,6 +108,7 @@ func TestFaultNearRereadCoalesced(t *testing.T) {
 // another path (Info) or by the re-read landing, no cart is answered the
 // old one again.
 func TestFaultNearServedDuringReread(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		newer func(t *testing.T, ctx context.Context, nc *Cache, hold *faultproxy.Hold, curV string)
@@ -165,6 +167,7 @@ func TestFaultNearServedDuringReread(t *testing.T) {
 // revision invalidates the held ladder; with the same content it is kept
 // (adopted, no ladder read), with other content it is read once.
 func TestFaultNearUnchangedRepublish(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		k         int // content of the republish: 0 is the held content
@@ -216,6 +219,7 @@ func TestFaultNearUnchangedRepublish(t *testing.T) {
 // invalidation (a write it may have missed), tracking lost, or another
 // read settling leaves the ladder stale.
 func TestNearAdoptGeneration(t *testing.T) {
+	t.Parallel()
 	c, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), Options{NearCache: &NearCacheOptions{}})
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +259,7 @@ func TestNearAdoptGeneration(t *testing.T) {
 // grow with ladders held but unused; a ladder left unused stays served,
 // confirmed by the tracking connection's answered PINGs, with no read.
 func TestNearRevalidatesUsedOnly(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		ids := make([]string, 20)
@@ -362,6 +367,7 @@ func (h *hgetRecorder) all() [][]string {
 // version check of its own): a read that starts MaxStaleness after the
 // write returned must not be answered the replaced version.
 func TestFaultNearHeldInvalidationUnused(t *testing.T) {
+	t.Parallel()
 	f := newOrderFixture(t)
 	ctx := f.ctx
 	const maxStale = 400 * time.Millisecond

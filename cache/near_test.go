@@ -108,6 +108,7 @@ func sameResults(want, got []Result) string {
 // writes answers every boundary value, with Next, as gradient.Matcher
 // does. No Redis: it checks the in-memory answer itself.
 func TestNearLadderAgreesWithOracle(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(14))
 	c, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), Options{NearCache: &NearCacheOptions{}})
 	if err != nil {
@@ -166,6 +167,7 @@ func TestNearLadderAgreesWithOracle(t *testing.T) {
 // tracking drop or another read of its promotion settling installs
 // nothing, whatever it read.
 func TestNearGenerationCheck(t *testing.T) {
+	t.Parallel()
 	c, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), Options{NearCache: &NearCacheOptions{}})
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +247,7 @@ func nearLadders(t *testing.T, c *Cache, id string, n int) []func() *ladder {
 // already given: it is the newer one or nothing (the next read then asks
 // Redis).
 func TestNearSettleOrder(t *testing.T) {
+	t.Parallel()
 	c, err := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), Options{NearCache: &NearCacheOptions{}})
 	if err != nil {
 		t.Fatal(err)
@@ -300,6 +303,7 @@ func TestNearSettleOrder(t *testing.T) {
 // carts (every option, missing promotions, bad queries) exactly as the
 // Redis path does, and the second time with no round trip at all.
 func TestNearAgreesWithRedisPath(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		rng := rand.New(rand.NewSource(7))
 		plain := newCache(t, b, Options{})
@@ -381,6 +385,7 @@ func TestNearAgreesWithRedisPath(t *testing.T) {
 // another process would be) within the time its invalidation takes; a
 // Delete likewise.
 func TestNearRefreshInvalidates(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		other := newCache(t, b, Options{})
 		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: time.Minute}})
@@ -507,6 +512,7 @@ func TestNearMemoryBounded(t *testing.T) {
 // TestNearOptions: bad bounds are invalid options; a client the tracker
 // cannot follow is refused.
 func TestNearOptions(t *testing.T) {
+	t.Parallel()
 	cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	for _, o := range []NearCacheOptions{{MaxPromotions: -1}, {MaxBytes: -1}, {MaxStaleness: time.Millisecond}, {MaxTiers: -1}} {
 		if _, err := New(cl, Options{NearCache: &o}); !errorsIs(err, &ValidationError{Field: "options"}) {
@@ -539,6 +545,7 @@ func TestNearOptions(t *testing.T) {
 // Cache.Gifts on a near answer) gives the caller a copy, so the held hit
 // never gains a list and a caller's write to its list reaches nobody else.
 func TestNearSharedHitsStayUnwritten(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{})
 		p := versioned("v1", 2, 4, 6)
@@ -619,6 +626,7 @@ func TestNearCloseIsPrompt(t *testing.T) {
 // promotion is held, not yet held, or never held (over MaxTiers, or over
 // its shard's share of MaxBytes).
 func TestNearStatsCountLines(t *testing.T) {
+	t.Parallel()
 	b := testredis.Redis(t)
 	ctx := testCtx(t)
 	w := newCache(t, b, Options{})

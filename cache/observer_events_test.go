@@ -29,6 +29,7 @@ func waitCount(t *testing.T, what string, v interface{ Load() int64 }, want int6
 // invalidates and the background re-read installs the new version, a second promotion past MaxPromotions evicts the first, and
 // a killed tracking connection drops everything.
 func TestObserverNearEvents(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		if _, err := writer.Refresh(ctx, simplePromotion("x", 1, 2), simplePromotion("y", 1)); err != nil {
@@ -81,6 +82,7 @@ func TestObserverNearEvents(t *testing.T) {
 // the Redis path (here a promotion over MaxTiers) is one OnLookup, not
 // one from each path.
 func TestObserverNearDirectLineLookedUpOnce(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		if _, err := writer.Refresh(ctx, simplePromotion("wide", 1, 2, 3, 4)); err != nil {
@@ -104,6 +106,7 @@ func TestObserverNearDirectLineLookedUpOnce(t *testing.T) {
 // as OpGifts round trips, apart from its OpMatch ones, on the Redis path
 // and on the near path (where the held version's gift lists cost none).
 func TestObserverGiftRoundTrips(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		writer := newCache(t, b, Options{})
 		if _, err := writer.Refresh(ctx, simplePromotion("g", 1, 2)); err != nil {
@@ -147,6 +150,7 @@ func TestObserverGiftRoundTrips(t *testing.T) {
 // TestObserverLoadOutcomes: each way a read-through ends reaches OnLoad
 // once, with its outcome.
 func TestObserverLoadOutcomes(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &countingObserver{}
 		ld := LoaderFunc(func(_ context.Context, id string) (*gradient.Promotion, error) {

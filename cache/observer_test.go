@@ -11,6 +11,7 @@ import (
 // TestObserverRoundTrips: what Refresh and Delete report to the Observer
 // equals what a counting hook sees.
 func TestObserverRoundTrips(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		if b.IsCluster() {
 			t.Skip("per-node counting; covered by TestClusterCartPerMaster")

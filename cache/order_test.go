@@ -26,6 +26,7 @@ func revPromotion(id string, rev int64, content int) gradient.Promotion {
 // after it, for writes and deletes carrying revisions in every order
 // (0 = unordered), on every backend.
 func TestRefreshOrdered(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		del      bool  // Delete instead of Refresh
 		rev      int64 // the write's revision
@@ -146,6 +147,7 @@ func TestRefreshOrderedBadInput(t *testing.T) {
 // TestRefreshOrderedTombstoneExpires: the tombstone lives TombstoneTTL,
 // then an old revision is written again (the documented bound).
 func TestRefreshOrderedTombstoneExpires(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{TombstoneTTL: 300 * time.Millisecond})
 		if res, err := c.Delete(ctx, "tomb", 5); err != nil || res.Outcome != Absent {
@@ -177,6 +179,7 @@ func TestRefreshOrderedTombstoneExpires(t *testing.T) {
 // content is Unchanged and writes nothing, an ordered one records its
 // revision alone; Info reads it at revision 0.
 func TestRefreshOrderedUpgrade(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		if _, err := c.Refresh(ctx, revPromotion("old", 0, 1)); err != nil {

@@ -19,6 +19,7 @@ import (
 // Without the soak switch miniredis stops at 300 tiers: it sorts a whole
 // set on every range query, and the 3000-tier carts run on real Redis.
 func TestCartRoundTrips(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &countingObserver{}
 		c := newCache(t, b, Options{Observer: obs})
@@ -116,6 +117,7 @@ func maxNode(m map[string]int) int {
 // splits the pipeline per master and sends the parts in parallel), and one
 // more per master holding a hit with gifts.
 func TestClusterCartPerMaster(t *testing.T) {
+	t.Parallel()
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		cc, ok := b.Client.(*redis.ClusterClient)
 		if !ok {
@@ -188,6 +190,7 @@ func TestClusterCartPerMaster(t *testing.T) {
 // all such lines together, and tells the two apart; a cart whose lines
 // all find something never pays it.
 func TestRecheckRoundTrips(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		var promos []gradient.Promotion

@@ -92,6 +92,7 @@ func ladderOf(id string, n int) gradient.Promotion {
 // ladder of at most skiplistAbove tiers is a listpack and a longer one a
 // skiplist.
 func TestLadderEncoding(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		if b.IsCluster() {
 			t.Skip("CONFIG GET and OBJECT ENCODING are per node; the single server answers for both")

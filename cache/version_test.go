@@ -17,6 +17,7 @@ import (
 // and Info reads back, for any prefix, and refuses what Refresh refuses
 // with the same error.
 func TestVersionIsWhatRefreshStores(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		c := newCache(t, b, Options{})
 		rng := rand.New(rand.NewSource(11))

@@ -17,6 +17,7 @@ import (
 
 // Every bad input gets a typed error and writes nothing.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		epoch := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 		codec, err := score.NewTimeCodec(epoch, 10)
@@ -145,6 +146,7 @@ func TestBadInput(t *testing.T) {
 // Corrupt bytes planted in Redis give typed errors, never a panic, and
 // never block the queue head.
 func TestCorruptRecords(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		good := mustEnqueue(t, ctx, q, Job{Key: "good"})
 		past, _ := q.o.Codec.EncodeTime(time.Now().Add(-time.Minute), 0)

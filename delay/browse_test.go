@@ -15,6 +15,7 @@ import (
 // range's Total), the oldest leases; a corrupt record is listed with its
 // error, the rest still listed.
 func TestListOverview(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		now := q.ServerNow()
 		if b.Mini != nil {

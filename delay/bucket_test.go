@@ -186,6 +186,7 @@ var collidingKeys = func() func(t *testing.T) (string, string) {
 // Keys that share a digest share one index entry; every path that reads
 // it must tell them apart by the key in each record.
 func TestDigestCollisions(t *testing.T) {
+	t.Parallel()
 	keyA, keyB := collidingKeys(t)
 	if keyA == keyB || digest(keyA) != digest(keyB) {
 		t.Fatalf("keys %q %q do not collide", keyA, keyB)

@@ -16,6 +16,7 @@ import (
 // the same key and token were enqueued again since (a new ID), an acked
 // task's tombstone and a repeated ID.
 func TestCancelIDsActsOnTheTaskNamed(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{DoneTTL: time.Hour}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		flying := mustEnqueue(t, ctx, q, Job{Key: "fly", Token: "1"})
 		dying := mustEnqueue(t, ctx, q, Job{Key: "die", Token: "1"})
@@ -74,6 +75,7 @@ func TestCancelIDsActsOnTheTaskNamed(t *testing.T) {
 // tasks named, counts one in flight and one dead, and leaves alone a task
 // enqueued with the key and token of a cancelled ID.
 func TestRescheduleIDsActsOnTheTaskNamed(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		flying := mustEnqueue(t, ctx, q, Job{Key: "fly"})
 		dying := mustEnqueue(t, ctx, q, Job{Key: "die"})
@@ -116,6 +118,7 @@ func TestRescheduleIDsActsOnTheTaskNamed(t *testing.T) {
 // TestByIDInput: a malformed ID and none are an invalid selector, too
 // many are ErrInvalid; nothing is sent for any of them.
 func TestByIDInput(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		many := strings.Split(strings.Repeat("a,", MaxBatch+1), ",")[:MaxBatch+1]
 		for _, tc := range []struct {

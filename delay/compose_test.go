@@ -45,6 +45,7 @@ func testOnce(t *testing.T, body, keep, grow string) string {
 // what generating from the sources and luacompose.Scripts gives now, so
 // the Lua and Go checked in are what runs.
 func TestGeneratedScriptsCurrent(t *testing.T) {
+	t.Parallel()
 	want, err := luacompose.Generate(luaDir)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +78,7 @@ func TestGeneratedScriptsCurrent(t *testing.T) {
 // luacompose.Scripts, in order, each running its generated file, and
 // every body in lua/ is listed there.
 func TestScriptsRunGenerated(t *testing.T) {
+	t.Parallel()
 	gen, err := luacompose.Generate(luaDir)
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +114,7 @@ func TestScriptsRunGenerated(t *testing.T) {
 // Each generated file starts with the generated line and then the body's
 // KEYS/ARGV/Returns header.
 func TestComposeKeepsWhatScriptsUse(t *testing.T) {
+	t.Parallel()
 	lib := readLib(t)
 	var defined []string
 	for _, m := range luacompose.LibFunc.FindAllStringSubmatch(lib.Once, -1) {

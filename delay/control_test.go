@@ -18,6 +18,7 @@ import (
 // pause, and the sweep, whose expired leases wait in due. A second Pause
 // keeps the first start; Resume pushes the wake list and takes resume.
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{Lease: 50 * time.Millisecond}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		held := takeOne(t, ctx, q, Job{Key: "held"}) // in flight across the pause
 		if _, err := q.extend(ctx, held, time.Minute); err != nil {
@@ -135,6 +136,7 @@ func TestPauseReportsChange(t *testing.T) {
 // passed (fractions carried), never past the burst, and a new limit
 // keeps the tokens earned.
 func TestRateTokenBucket(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	ctx := testCtx(t)
 	q := newQ(t, b, Options{})
@@ -251,6 +253,7 @@ func (o *highWaterObserver) OnWarning(_ string, err error) { o.warnings = append
 // by one and batched), counts a spill as the whole space, warns once a
 // window, and Stats shows the current and the previous minute's.
 func TestHighWater(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t) // Redis TIME moved across windows
 	ctx := testCtx(t)
 	codec, err := score.NewTimeCodec(time.Unix(1_700_000_000, 0), 4)

@@ -17,6 +17,7 @@ import (
 // DoneTTL the sweep deletes the tombstone, record and index entry alike,
 // and the pair makes a new task.
 func TestDoneTTL(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		const ttl = 400 * time.Millisecond
 		now := time.Now()

@@ -138,6 +138,7 @@ func twoQueues(t *testing.T, b *testredis.Backend) (single, batch *Queue) {
 // pending and in-flight tasks, of a generated token), the per-key cap,
 // per-job validation errors, and everything stored.
 func TestEnqueueBatchEqualsOneByOne(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		single, batch := twoQueues(t, b)
 		m := time.Now().Add(time.Hour).Truncate(time.Millisecond)
@@ -215,6 +216,7 @@ func TestEnqueueBatchEqualsOneByOne(t *testing.T) {
 // due in it: the spill continues after them and the overflow is counted,
 // exactly as one by one.
 func TestEnqueueBatchSpillEqualsOneByOne(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		single, batch := twoQueues(t, b)
 		m := time.Now().Add(time.Hour).Truncate(time.Millisecond)
@@ -251,6 +253,7 @@ func TestEnqueueBatchSpillEqualsOneByOne(t *testing.T) {
 
 // At and After mixed in one batch: After(D) is Redis TIME + D, At exact.
 func TestEnqueueBatchMixesAtAndAfter(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		at := time.Now().Add(time.Minute).Truncate(time.Millisecond)
 		serverNow := func() time.Time {
@@ -302,6 +305,7 @@ func TestEnqueueBatchMixesAtAndAfter(t *testing.T) {
 // Large payloads split a batch into several script calls (bounded
 // arguments); order and contents are kept.
 func TestEnqueueBatchLargePayloads(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		at := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 		var jobs []Job
@@ -331,6 +335,7 @@ func TestEnqueueBatchLargePayloads(t *testing.T) {
 
 // MaxBatch jobs go in one round trip once the script is loaded.
 func TestEnqueueBatchOneRoundTrip(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "warm"})
 		if _, err := q.EnqueueBatch(ctx, []Job{{Key: "warm2"}}); err != nil {

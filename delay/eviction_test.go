@@ -97,6 +97,7 @@ func TestFaultEvictionPolicy(t *testing.T) {
 // memory pressure. The loss is detected and reported, and Reconcile from
 // the source puts every task back: 0 lost, 0 handled twice, 0 false errors.
 func TestFaultEvictionLoss(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s := testredis.StartServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru")
 	c := s.Client(nil)
@@ -203,6 +204,7 @@ func TestFaultEvictionLoss(t *testing.T) {
 // so each call makes exactly one task while the cache's keys are evicted
 // around it.
 func TestFaultVolatileEvictionKeepsReplies(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{"volatile-lru", "volatile-ttl"} {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()

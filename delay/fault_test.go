@@ -89,6 +89,7 @@ func deadOne(t *testing.T, ctx context.Context, q *Queue, key string) string {
 // false for its own write, success where the change was made, and a take
 // whose reply was lost hands over the tasks it moved, under the same lease.
 func TestFaultCutReplyEveryScript(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
 	loadScripts(t, ctx, env.direct)
@@ -457,6 +458,7 @@ func waitServerPast(t *testing.T, ctx context.Context, q *Queue, at time.Time) {
 // and ackMany with req): the take hands over the tasks the lost run moved,
 // under that run's lease, and the ack reports the success of its lost run.
 func TestFaultRetriesExhausted(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
 	loadScripts(t, ctx, env.direct)

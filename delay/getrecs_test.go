@@ -14,6 +14,7 @@ import (
 // past a mismatch: each way the records can lie there must hand out each
 // task's own record, and a record gone must still count as lost.
 func TestTakeWholeBuckets(t *testing.T) {
+	t.Parallel()
 	const n = 3 * 36 // two whole buckets at least, whatever the first ID
 	cases := []struct {
 		name string

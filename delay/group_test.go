@@ -216,6 +216,7 @@ func TestEnqueueGroupTransportFailure(t *testing.T) {
 // TestEnqueueGroupConcurrent: many goroutines, no gate: every call gets
 // its own task, and fewer script calls than Enqueue calls reach Redis.
 func TestEnqueueGroupConcurrent(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		rt, err := testredis.CountRoundTrips(ctx, b.Client)
 		if err != nil {
@@ -270,6 +271,7 @@ func TestEnqueueGroupConcurrent(t *testing.T) {
 }
 
 func TestBatchContext(t *testing.T) {
+	t.Parallel()
 	base, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	soon, cancelSoon := context.WithTimeout(base, time.Hour)

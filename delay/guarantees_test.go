@@ -70,6 +70,7 @@ func TestIdempotentEnqueue(t *testing.T) {
 
 // Due by Redis TIME, not the client clock: on miniredis, driven with SetTime.
 func TestDueByServerTime(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	ctx := testCtx(t)
 	base := time.Now().Add(24 * time.Hour).Truncate(time.Millisecond) // far from the client clock
@@ -121,6 +122,7 @@ func TestDueByServerTime(t *testing.T) {
 // Leases and fencing, on every backend: a lease is exclusive; the stale
 // holder is fenced.
 func TestFencing(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{Lease: 200 * time.Millisecond}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
 		first := mustTake(t, ctx, q, 5).Tasks[0]
@@ -169,6 +171,7 @@ func TestFencing(t *testing.T) {
 // Retries back off into a dead-letter set after MaxAttempts; the dead set
 // can be listed, requeued and purged.
 func TestRetryDeadLetter(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		var delays []int
 		q := newQ(t, b, Options{MaxAttempts: 3, Backoff: func(a int) time.Duration {
@@ -279,6 +282,7 @@ func TestCancelReschedule(t *testing.T) {
 
 // A cancelled in-flight task whose lease expires is deleted by the sweep.
 func TestSweepDeletesCancelled(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{Lease: 100 * time.Millisecond}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
 		tk := mustTake(t, ctx, q, 1).Tasks[0]
@@ -295,6 +299,7 @@ func TestSweepDeletesCancelled(t *testing.T) {
 
 // Expired at MaxAttempts → dead on sweep.
 func TestSweepDeadLetters(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{Lease: 50 * time.Millisecond, MaxAttempts: 1}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "k"})
 		tk := mustTake(t, ctx, q, 1).Tasks[0]

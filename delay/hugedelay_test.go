@@ -16,6 +16,7 @@ import (
 // delay) and leaves the task where it was; RetryAfter with 0 or a
 // negative delay retries now.
 func TestHugeDelay(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		for _, d := range []time.Duration{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 - time.Millisecond + 2} {
 			if _, err := q.Enqueue(ctx, Job{Key: "e", When: After(d)}); !errors.Is(err, score.ErrOutOfRange) {

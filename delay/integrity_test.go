@@ -287,6 +287,7 @@ var lossKinds = []string{"ctr", "bucket", "due", "idx"}
 // A queue key deleted (one at a time): detected, reported, repaired, and
 // Reconcile restores the tasks; on real Redis.
 func TestFaultKeyLoss(t *testing.T) {
+	t.Parallel()
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		for _, kind := range lossKinds {
 			t.Run(kind, func(t *testing.T) { keyLoss(t, b, kind) })
@@ -296,6 +297,7 @@ func TestFaultKeyLoss(t *testing.T) {
 
 // The same cases on miniredis.
 func TestKeyLoss(t *testing.T) {
+	t.Parallel()
 	for _, kind := range lossKinds {
 		t.Run(kind, func(t *testing.T) { keyLoss(t, testredis.Mini(t), kind) })
 	}

@@ -12,6 +12,7 @@ import (
 // The take script files every delivery under its lateness by the server's
 // clock, so Stats reports percentiles across every worker of the queue.
 func TestStatsLatenessBucketsByServerClock(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		var now time.Time
 		if b.Mini != nil {

@@ -12,6 +12,7 @@ import (
 // like any other (To there bounds nothing, From there selects nothing),
 // not an error; From after To is an empty page.
 func TestListBoundsPastCodec(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "a", When: After(time.Hour)})
 		now, past := time.Now(), q.o.Codec.MaxTime().Add(time.Hour)

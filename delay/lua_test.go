@@ -15,6 +15,7 @@ import (
 // equal to score.TimeCodec's, and the spill past the codec's last ms must be
 // refused. Real Redis only: its Lua number formatting is what matters.
 func TestLuaScoreArithmeticNear2p53(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		// epoch chosen so that the codec's last ms is one minute from now
 		codec0 := score.DefaultTimeCodec()

@@ -39,6 +39,7 @@ func (s *scripted) EvalSha(ctx context.Context, sha string, keys []string, args 
 // A call refused because its slot is migrating is sent again, unchanged,
 // until it runs or its wait is over; any other error returns at once.
 func TestRunResendsWhileSlotMigrates(t *testing.T) {
+	t.Parallel()
 	tryAgain := redisErr("TRYAGAIN Multiple keys request during rehashing of slot")
 	ask := redisErr("ASK 11972 127.0.0.1:7001")
 	cases := []struct {

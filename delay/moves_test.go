@@ -283,16 +283,19 @@ func movesAllOrNothing(t *testing.T, b *testredis.Backend) {
 // A move that fails, for each reason, leaves every task where and as it
 // was, on real Redis.
 func TestFaultMoveFails(t *testing.T) {
+	t.Parallel()
 	testredis.EachReal(t, movesAllOrNothing)
 }
 
 // The same on miniredis.
 func TestMoveFailsMini(t *testing.T) {
+	t.Parallel()
 	movesAllOrNothing(t, testredis.Mini(t))
 }
 
 // A reschedule of several tokens that fits moves them all, in token order.
 func TestRescheduleSeveralTokens(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		for _, tok := range []string{"a", "b", "c"} {
 			mustEnqueue(t, ctx, q, Job{Key: "k", Token: tok, When: After(time.Hour)})

@@ -22,6 +22,7 @@ import (
 // way of keeping (rp_enc, rp_codes, rp_ints, with their fallbacks) is
 // covered, on every backend.
 func TestReplyKeptExactly(t *testing.T) {
+	t.Parallel()
 	const counted = "local n = redis.call('INCR', KEYS[1])\n" +
 		"if ARGV[1] == 'err' then return redis.error_reply('refused') end\n"
 	cases := []struct {
@@ -194,6 +195,7 @@ func TestReplySweptByTime(t *testing.T) {
 // (a stray DEL) would never be swept; Repair files them again, and on an
 // intact index files nothing.
 func TestRepairFilesReplies(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		obs := &lossRecorder{}
 		q := newQ(t, b, Options{Observer: obsOf(obs)})

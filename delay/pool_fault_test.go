@@ -27,6 +27,7 @@ func (o *faultObserver) count(op string) int {
 // keep retrying their start-up Check, report the outage, and deliver
 // every task enqueued once it is back.
 func TestFaultWorkerStartOutage(t *testing.T) {
+	t.Parallel()
 	for _, shards := range []int{0, 4} {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
 			t.Parallel()
@@ -115,6 +116,7 @@ func TestFaultWorkerStartOutage(t *testing.T) {
 // Handlers that outlive ShutdownTimeout by 0-500 ms and then return nil
 // are acked (directly, the ack loop having stopped): nothing runs again.
 func TestFaultShutdownAcks(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		rec := &Recorder{}
 		// The default 30 s lease: on a loaded machine the 20 handlers may
@@ -178,6 +180,7 @@ func (o *shutdownAckObserver) OnAck(string) { o.acks.Add(1) }
 // is acked once and no error but the transport one is reported (a new
 // call would find the task gone and report it not found).
 func TestFaultShutdownAckCutReply(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
 	loadScripts(t, ctx, env.direct) // a cut EVALSHA is then one that ran
@@ -235,6 +238,7 @@ func TestFaultShutdownAckCutReply(t *testing.T) {
 // A configuration error no retry fixes (a server that may evict the
 // queue's keys) ends Run at once, named with the queue.
 func TestPoolEvictionPolicyStops(t *testing.T) {
+	t.Parallel()
 	r := testredis.StartServer(t, "--maxmemory-policy", "allkeys-lru")
 	c := r.Client(nil)
 	q, err := New(c, "evictable", Options{})

@@ -12,6 +12,7 @@ import (
 )
 
 func TestEnqueueTakeAck(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{Lease: time.Second}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		e := mustEnqueue(t, ctx, q, Job{Key: "order:1", Payload: []byte("hello")})
 		if e.Duplicate || e.ID == "" || e.Token != e.ID || e.State != StatePending {
@@ -78,6 +79,7 @@ func indexEntries(t *testing.T, b *testredis.Backend, q *Queue) int64 {
 }
 
 func TestOrderingSameMillisecond(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		at := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 		const n = 1100 // more than 1024 in one ms: spills, counted
@@ -131,6 +133,7 @@ func TestOrderingSameMillisecond(t *testing.T) {
 // and then one by one: the order holds across both, and so does the
 // count of spilled tasks.
 func TestBurstBeyond64FullMs(t *testing.T) {
+	t.Parallel()
 	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
@@ -167,6 +170,7 @@ func TestBurstBeyond64FullMs(t *testing.T) {
 }
 
 func TestInterleavedDueTimesKeepOrder(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		t1 := time.Now().Add(-2 * time.Second).Truncate(time.Millisecond)
 		t2 := t1.Add(5 * time.Millisecond)
@@ -187,6 +191,7 @@ func TestInterleavedDueTimesKeepOrder(t *testing.T) {
 
 // Every key of a queue hashes to one slot, so no script is CROSSSLOT.
 func TestKeysShareOneSlot(t *testing.T) {
+	t.Parallel()
 	testredis.EachReal(t, func(t *testing.T, b *testredis.Backend) {
 		if !b.IsCluster() {
 			t.Skip("CLUSTER KEYSLOT needs a cluster")

@@ -176,9 +176,13 @@ func TestEightConsumers100k(t *testing.T) {
 			return st.Acked, err == nil && st.Acked == n
 		})
 		took := time.Since(enqDone)
+		// All eight at once: each Run waits up to WakeBlock for its wake
+		// BLPOP, and one after another those waits add up.
+		var stopping sync.WaitGroup
 		for _, s := range stops {
-			_ = s()
+			stopping.Go(func() { _ = s() })
 		}
+		stopping.Wait()
 		lost, twice := 0, 0
 		for i := range seen {
 			switch v := seen[i].Load(); {

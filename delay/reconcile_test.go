@@ -39,6 +39,7 @@ func (s *sliceSource) Pending(_ context.Context, before time.Time, cursor string
 // Reconcile from the source of truth re-adds what Redis lacks and removes
 // what the source lacks.
 func TestReconcile(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		now := time.Now()
 		var src sliceSource
@@ -109,6 +110,7 @@ func (s *countingSource) Pending(ctx context.Context, before time.Time, cursor s
 // TestReconcileKeepsTasksEnqueuedMeanwhile: a task enqueued after the
 // listing began is never removed as one the source dropped.
 func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		now := time.Now()
 		mustEnqueue(t, ctx, q, Job{Key: "gone", Token: "t", When: At(now.Add(time.Minute))})
@@ -134,6 +136,7 @@ func TestReconcileKeepsTasksEnqueuedMeanwhile(t *testing.T) {
 // moved to the source's due time; a delivered (retried) one keeps its
 // retry's time; without it nothing present moves.
 func TestReconcileMoveDue(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		now := time.Now().Truncate(time.Millisecond)
 		src := sliceSource{tasks: []Job{
@@ -189,6 +192,7 @@ func TestReconcileMoveDue(t *testing.T) {
 // with a relative due time, is counted Invalid (the first one's typed
 // error in FirstInvalid) and never enqueued; the valid ones are.
 func TestReconcileRefusesBadSourceJobs(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		now := time.Now().Truncate(time.Millisecond)
 		for _, tc := range []struct {

@@ -62,6 +62,7 @@ func TestDecodeErrs(t *testing.T) {
 // a record in the old form (one bare error) keeps its error as the oldest.
 // Task, Lookup, Browse and ListDead show the same list.
 func TestLastErrorsKept(t *testing.T) {
+	t.Parallel()
 	big := func(c byte) string { return strings.Repeat(string(c), 1000) }
 	tests := []struct {
 		name string

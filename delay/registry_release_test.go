@@ -22,6 +22,7 @@ const v010Entry = `{"id":"old-pool","host":"h","pid":7,"mode":"weighted","concur
 // VerdictServed, never VerdictNoWorker, while only old workers hold it, and a reader
 // tells which workers run the older release.
 func TestRegistryOlderRelease(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := namedQ(t, b, "rel", Options{})
 		mustEnqueue(t, ctx, q, Job{Key: "k"})

@@ -20,6 +20,7 @@ import (
 // handlers; it leaves the list when Run returns; Health tells a queue
 // with no live worker from one whose workers are behind.
 func TestPoolRegistry(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := namedQ(t, b, "reg-a", Options{})
 		other := namedQ(t, b, "reg-b", Options{})
@@ -79,6 +80,7 @@ func TestPoolRegistry(t *testing.T) {
 // A SIGKILLed worker process leaves the list within 3 heartbeat
 // intervals of the kill, by its entry's TTL alone.
 func TestFaultHeartbeatKilledWorker(t *testing.T) {
+	t.Parallel()
 	b := testredis.Redis(t) // a real child process needs a real server
 	ctx := testCtx(t)
 	const beat = 300 * time.Millisecond

@@ -13,6 +13,7 @@ import (
 // TestListKeyTotal: by Key, Page.Total counts the tasks in the State
 // asked for (before KeyPrefix and ErrorText), as it does by State.
 func TestListKeyTotal(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "k", Token: "dead"})
 		tk := mustTake(t, ctx, q, 1).Tasks[0]
@@ -45,6 +46,7 @@ func TestListKeyTotal(t *testing.T) {
 // TestSelectorBadInput: every malformed selector is a *ValidationError
 // naming "selector" or "batch", and writes nothing.
 func TestSelectorBadInput(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		mustEnqueue(t, ctx, q, Job{Key: "k", When: After(time.Hour)})
 		before := snapshot(t, ctx, b)
@@ -112,6 +114,7 @@ func TestSelectorBadInput(t *testing.T) {
 // TestSelectorIDs: by ID, an ID that names no task, a duplicate and an
 // ID of another queue are skipped, counted nowhere.
 func TestSelectorIDs(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{}, func(t *testing.T, ctx context.Context, b *testredis.Backend, q *Queue) {
 		e := mustEnqueue(t, ctx, q, Job{Key: "k", When: After(time.Hour)})
 		r, err := q.Reschedule(ctx, Selector{IDs: []string{e.ID, e.ID, "99999", "zz:z"}}, After(2*time.Hour))

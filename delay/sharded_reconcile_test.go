@@ -16,6 +16,7 @@ import (
 // every task present. A shard's own Reconcile over the whole source adds
 // only its own tasks and reports the others' as OtherShard.
 func TestShardedReconcile(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s := shNew(t, b, "recon", 4, Options{})
 		due := time.Now().Add(time.Hour)

@@ -122,6 +122,7 @@ func TestShardedNilTask(t *testing.T) {
 // {q:<name>:i} and hashes to one slot (by the server's own CLUSTER
 // KEYSLOT on the cluster), and different shards use different slots.
 func TestShardKeysShareOneSlot(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s := shNew(t, b, "orders", 8, Options{})
 		for i, keys := range shKeysPerShard(s, 5) {
@@ -185,6 +186,7 @@ func TestShardKeysShareOneSlot(t *testing.T) {
 // the slot map) is compared with where each shard's keys physically are,
 // found by scanning every master directly.
 func TestShardPlacementSpreadsOverMasters(t *testing.T) {
+	t.Parallel()
 	b := testredis.Cluster(t)
 	cc := b.Client.(*redis.ClusterClient)
 	ctx := testCtx(t)
@@ -251,6 +253,7 @@ func shSortedInts(v []int) []int {
 // one shard in one round trip (one node on the cluster) and finds the
 // task, pending or in flight; duplicates of (key, token) stay in one shard.
 func TestShardCancelByKeyFindsItsTask(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s := shNew(t, b, "carts", 4, Options{})
 		const n = 100
@@ -336,6 +339,7 @@ func TestShardCancelByKeyFindsItsTask(t *testing.T) {
 // batch path come out of each shard in enqueue order, including many in
 // the same millisecond (sequence assigned by the shard's script).
 func TestShardOrderingWithinShard(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		s := shNew(t, b, "ordered", 4, Options{})
 		base := time.Now().Add(-time.Minute).Truncate(time.Millisecond)

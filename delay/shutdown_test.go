@@ -17,6 +17,7 @@ import (
 // take's tasks before Run returns: they are due again at once, their
 // attempt not counted, so with MaxAttempts 1 they still run.
 func TestFaultDeadlineReleasesTake(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
 	loadScripts(t, ctx, env.direct)
@@ -263,6 +264,7 @@ func TestFaultCancelDuringTake(t *testing.T) {
 // after a take answered pauseStale or more after it was sent: none
 // starts, and the tasks are due again, attempt 1.
 func TestFaultPauseDuringSlowTake(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
 	loadScripts(t, ctx, env.direct)

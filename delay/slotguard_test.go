@@ -14,6 +14,7 @@ import (
 // trips), on every backend, so the refusal does not depend on Redis
 // answering CROSSSLOT (miniredis never does).
 func TestSlotGuardRefusesCrossSlotScript(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		rt, err := testredis.CountRoundTrips(ctx, b.Client)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 // call reports what its first run did ("enqueued", not "stale", which a
 // second run would answer since the guard moved), and one task exists.
 func TestFaultCutReplyEnqueueTick(t *testing.T) {
+	t.Parallel()
 	env := newFaultEnv(t)
 	ctx := testCtx(t)
 	loadScripts(t, ctx, env.direct)
@@ -53,6 +54,7 @@ func TestFaultCutReplyEnqueueTick(t *testing.T) {
 
 // A refused tick is a typed error and writes nothing.
 func TestEnqueueTickBadInput(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q := newQ(t, b, Options{})
 		state := q.k.ctl + ":tick-state"

@@ -102,6 +102,7 @@ func TestAckManyBulkSemantics(t *testing.T) {
 // that vanished parked in dead and reported as lost, counters, states and the lateness histogram kept,
 // a fresh fence per take.
 func TestTakeBulkEffects(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		type result struct {
 			keys                    string

@@ -16,6 +16,7 @@ import (
 // A prefetching worker gives its unstarted buffered tasks back at shutdown
 // at once, attempt count restored, instead of leaving them to the lease.
 func TestWorkerPrefetchReleasedOnShutdown(t *testing.T) {
+	t.Parallel()
 	eachQueue(t, Options{Lease: time.Minute}, func(t *testing.T, ctx context.Context, _ *testredis.Backend, q *Queue) {
 		const n = 6
 		for i := range n {

@@ -156,6 +156,7 @@ func TestWorkerOutcomes(t *testing.T) {
 // Graceful shutdown: running handlers finish; a handler past the timeout is
 // left to its lease and comes back later.
 func TestWorkerShutdown(t *testing.T) {
+	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		// 2 s: the release after ShutdownTimeout must land within the
 		// lease even on a loaded machine

@@ -159,6 +159,7 @@ func BenchmarkCart(b *testing.B) {
 // work: for many random values, including below the lowest and above the
 // highest threshold, fullscan, range and raw give the oracle's tier.
 func TestFullScanAgreesWithRange(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, be *testredis.Backend) {
 		lib, err := cache.New(be.Client, cache.Options{Prefix: be.Prefix, MinorDigits: minorDigits})
 		if err != nil {
@@ -239,6 +240,7 @@ func TestFullScanAgreesWithRange(t *testing.T) {
 // TestVerifyCatchesDisagreement corrupts the warmed data behind the
 // oracle's back: the bench's oracle check must refuse to measure.
 func TestVerifyCatchesDisagreement(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		corrupt func(zs []redis.Z) []redis.Z // gets the tiers ascending, returns the ZADDs

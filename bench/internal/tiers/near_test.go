@@ -83,6 +83,7 @@ func TestNearFloors(t *testing.T) {
 // answers checked against the oracle first); on miniredis it has none and
 // says why.
 func TestNearRows(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, be *testredis.Backend) {
 		var log strings.Builder
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -160,6 +161,7 @@ func TestConvergeFloor(t *testing.T) {
 // refresh is seen by every reader (else it fails), with one sample per
 // reader and refresh.
 func TestConvergenceRun(t *testing.T) {
+	t.Parallel()
 	testredis.EachReal(t, func(t *testing.T, be *testredis.Backend) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
