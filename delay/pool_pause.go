@@ -28,7 +28,7 @@ func (tk *taker) pausedLate(ctx context.Context) bool {
 	sent := time.Now()
 	paused, err := tk.q.c.HExists(ctx, tk.q.k.ctl, "paused").Result()
 	if err != nil {
-		tk.onError("pause check", err)
+		tk.onError("pause check", wrapErr(ctx, "pause check", err))
 		return false
 	}
 	if !paused {
@@ -59,7 +59,7 @@ func (tk *taker) watchPause(ctx context.Context) {
 			case ctx.Err() != nil:
 				return
 			case err != nil:
-				tk.onError("pause check", err)
+				tk.onError("pause check", wrapErr(ctx, "pause check", err))
 				sleepCtx(ctx, pauseCheck)
 			case paused:
 				tk.releaseBuffered(ctx)

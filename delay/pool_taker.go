@@ -356,12 +356,13 @@ func (tk *taker) wakeLoop(ctx context.Context, fail context.CancelCauseFunc) {
 		case ended(ctx) || errors.Is(err, redis.ErrClosed):
 			return
 		case !answered && refused(err):
+			err = wrapErr(ctx, "wake", err)
 			tk.onError("wake", err)
-			fail(errFatal{fmt.Errorf("delay: queue %s: wake: %w", tk.q.name, err)})
+			fail(errFatal{fmt.Errorf("delay: queue %s: %w", tk.q.name, err)})
 			return
 		default:
 			failures++
-			tk.onError("wake", err)
+			tk.onError("wake", wrapErr(ctx, "wake", err))
 			sleepCtx(ctx, tk.reconnectDelay(failures))
 		}
 	}

@@ -178,7 +178,11 @@ func TestRegistryDuplicateID(t *testing.T) {
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 		q1, q2 := namedQ(t, b, "dup-1", Options{}), namedQ(t, b, "dup-2", Options{})
 		pool := func(q *Queue) *Pool {
-			p, err := NewPool(PoolOptions{Concurrency: 1, Heartbeat: 100 * time.Millisecond, ID: "dup"})
+			// A beat may take its whole interval: 500 ms, not 100, so a
+			// busy machine under -race does not time every beat out (the
+			// refusal comes at the second pool's beats, whatever their
+			// interval).
+			p, err := NewPool(PoolOptions{Concurrency: 1, Heartbeat: 500 * time.Millisecond, ID: "dup"})
 			if err != nil {
 				t.Fatal(err)
 			}
