@@ -53,7 +53,11 @@ func TestFaultNearRereadCoalesced(t *testing.T) {
 	t.Parallel()
 	f := newOrderFixture(t)
 	ctx := f.ctx
-	nc := newNearCache(t, f.client, f.b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: 400 * time.Millisecond}})
+	// MaxStaleness 3 s: the background re-read gives up after
+	// MaxStaleness, and the carts then read on their own. The test holds
+	// the reply for staleServe (1 s here) and until eight goroutines have
+	// joined, which a busy machine can stretch past a shorter bound.
+	nc := newNearCache(t, f.client, f.b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: 3 * time.Second}})
 	waitHeld(t, nc)
 	before := nc.NearStats()
 	hold := f.px.HoldNext(rereadCheck(nc.tiersKey("s")))
