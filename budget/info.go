@@ -239,6 +239,9 @@ type capDef struct {
 	Per      string `json:"per,omitempty"`
 	Period   string `json:"period,omitempty"`
 	Location string `json:"location,omitempty"`
+	// Offset (seconds east of UTC) is set for a fixed zone whose name
+	// does not load (time.FixedZone): Open makes the same fixed zone.
+	Offset *int `json:"offset,omitempty"`
 }
 
 type promoDef struct {
@@ -264,7 +267,7 @@ func (b *Budget) Publish(ctx context.Context) error {
 		for i, c := range p.Caps {
 			d.Caps[i] = capDef{Measure: measureNames[c.Measure], Limit: c.Limit, Per: c.Per, Period: periodNames[c.Period]}
 			if c.Period != Ever {
-				d.Caps[i].Location = c.Location.String()
+				d.Caps[i].Location, d.Caps[i].Offset = zoneDef(c.Location)
 			}
 		}
 		js, err := json.Marshal(d)
@@ -311,7 +314,9 @@ func Open(ctx context.Context, c Client, name string, opts Options) (*Budget, er
 					cp.Period = pd
 				}
 			}
-			if cd.Location != "" {
+			if cd.Offset != nil {
+				cp.Location = time.FixedZone(cd.Location, *cd.Offset)
+			} else if cd.Location != "" {
 				if cp.Location, err = time.LoadLocation(cd.Location); err != nil {
 					return nil, fmt.Errorf("budget: open %q: promotion %q: %w", name, id, err)
 				}
@@ -324,6 +329,22 @@ func Open(ctx context.Context, c Client, name string, opts Options) (*Budget, er
 		return nil, fmt.Errorf("budget: open %q: %w", name, err)
 	}
 	return b, nil
+}
+
+// zoneDef is how Publish writes loc: its name, and its offset when the
+// name does not load and the zone is fixed (time.FixedZone), so that Open
+// builds the same zone instead of failing on the name.
+func zoneDef(loc *time.Location) (string, *int) {
+	name := loc.String()
+	if _, err := time.LoadLocation(name); err == nil && name != "" {
+		return name, nil
+	}
+	_, jan := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).In(loc).Zone()
+	_, jul := time.Date(2000, 7, 1, 0, 0, 0, 0, time.UTC).In(loc).Zone()
+	if jan != jul {
+		return name, nil // not fixed: Open reports the name it cannot load
+	}
+	return name, &jan
 }
 
 // List returns the names of the budgets under prefix (default
