@@ -1,0 +1,171 @@
+package budget_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/budget"
+	"github.com/tierset/tierset/cache"
+	"github.com/tierset/tierset/internal/faultproxy"
+	"github.com/tierset/tierset/internal/testredis"
+)
+
+// TestFaultObserverCutReply: the reply of a Reserve's script is cut and
+// go-redis sends it again, which answers the first run's reservation from
+// the record. The Observer still counts one grant per line: the caller
+// made one reservation and it was new.
+func TestFaultObserverCutReply(t *testing.T) {
+	f := testredis.StartFaulty(t)
+	ctx := testredis.Ctx(t)
+	b := &testredis.Backend{Client: f.Cut, Prefix: testredis.Prefix(t)}
+	var grants atomic.Int64
+	bg := newBudget(t, ctx, b, budget.Options{Observer: budget.Observer{OnGrant: func(string, string) { grants.Add(1) }}}, capPromo(5, false))
+	// A first reservation loads the script, so the cut one runs it.
+	if _, err := bg.Reserve(ctx, budget.Request{Order: "o0", Lines: line("p", 1, 0), Hold: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	grants.Store(0)
+	f.Proxy.CutNext(1, faultproxy.Contains("EVALSHA"))
+	res, err := bg.Reserve(ctx, budget.Request{Order: "o1", Lines: line("p", 1, 0), Hold: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Proxy.Cuts() != 1 {
+		t.Fatalf("%d cuts, want 1", f.Proxy.Cuts())
+	}
+	if grants.Load() != 1 || !res.New {
+		t.Fatalf("one reservation whose reply was cut: %d grants observed, New %v", grants.Load(), res.New)
+	}
+}
+
+// TestFaultCounterEvictedReads: a counter evicted while the epoch stays
+// (DEL stands for the eviction): Offers answers ErrLost (it is a
+// Remaining), a Release or Confirm meanwhile does not bring the counter
+// back below what was counted, Reserve stays ErrLost, and Info, which
+// the console shows, does not report the cap's whole limit left.
+func TestFaultCounterEvictedReads(t *testing.T) {
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		bg := newBudget(t, ctx, b, budget.Options{}, capPromo(3, false))
+		for i := range 3 {
+			if _, err := bg.Reserve(ctx, budget.Request{Order: fmt.Sprint("o", i), Lines: line("p", 1, 0), Hold: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := bg.Confirm(ctx, "o0"); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Client.Del(ctx, bg.Keys()[0]+"c:p").Err(); err != nil {
+			t.Fatal(err)
+		}
+		hit := []cache.Result{{Promotion: "p", Tier: &cache.TierHit{}}}
+		if _, err := bg.Offers(ctx, nil, hit); !errors.Is(err, budget.ErrLost) {
+			t.Fatalf("Offers after the counter's eviction: %v, want ErrLost", err)
+		}
+		if _, err := bg.Release(ctx, "o1"); err != nil && !errors.Is(err, budget.ErrLost) {
+			t.Fatal(err)
+		}
+		if _, err := bg.Confirm(ctx, "o2"); err != nil && !errors.Is(err, budget.ErrLost) {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			_, err := bg.Reserve(ctx, budget.Request{Order: fmt.Sprint("n", i), Lines: line("p", 1, 0), Hold: time.Minute})
+			if !errors.Is(err, budget.ErrLost) {
+				t.Fatalf("Reserve %d after the eviction: %v, want ErrLost", i, err)
+			}
+		}
+		in, err := bg.Info(ctx)
+		if err == nil && in.Promotions[0].Caps[0].Remaining == 3 {
+			t.Fatalf("Info after the eviction reports the whole cap left: %+v (want ErrLost)", in.Promotions[0].Caps[0])
+		}
+		if err != nil && !errors.Is(err, budget.ErrLost) {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestFaultFrozenInfo: Redis frozen (SIGSTOP) while Info, Offers and
+// Reserve wait: each returns an error at its deadline, not a stale
+// answer, and after the thaw the cap still refuses.
+func TestFaultFrozenInfo(t *testing.T) {
+	srv := testredis.StartServer(t)
+	c := srv.Client(nil)
+	ctx := testredis.Ctx(t)
+	bg := newBudget(t, ctx, &testredis.Backend{Client: c, Prefix: testredis.Prefix(t)}, budget.Options{}, capPromo(1, false))
+	if _, err := bg.Reserve(ctx, budget.Request{Order: "o", Lines: line("p", 1, 0), Hold: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze()
+	thawed := false
+	t.Cleanup(func() {
+		if !thawed {
+			srv.Thaw()
+		}
+	})
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := bg.Info(short); err == nil {
+		t.Fatal("Info answered from a frozen Redis")
+	}
+	if _, err := bg.Offers(short, nil, []cache.Result{{Promotion: "p", Tier: &cache.TierHit{}}}); err == nil {
+		t.Fatal("Offers answered from a frozen Redis")
+	}
+	if _, err := bg.Reserve(short, budget.Request{Order: "x", Lines: line("p", 1, 0), Hold: time.Minute}); err == nil {
+		t.Fatal("Reserve granted from a frozen Redis")
+	}
+	srv.Thaw()
+	thawed = true
+	// The Reserve sent while frozen may run after the thaw; either it
+	// ran (refused: the cap is full) or it did not. Nothing is granted.
+	for _, o := range []string{"x", "y"} {
+		if _, err := bg.Reserve(ctx, budget.Request{Order: o, Lines: line("p", 1, 0), Hold: time.Minute}); !errors.Is(err, budget.ErrLimit) {
+			t.Fatalf("after the thaw, %s: %v, want ErrLimit", o, err)
+		}
+	}
+	in, err := bg.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp := in.Promotions[0].Caps[0]; cp.Used != 1 || cp.Remaining != 0 {
+		t.Fatalf("after the thaw: %+v", cp)
+	}
+}
+
+// TestInfoMaxHoldsPlusOne: MaxInfoHolds+1 live holds: Info counts them
+// all in Holds, sets Partial, and Held counts exactly MaxInfoHolds of
+// them (the rest is in Used).
+func TestInfoMaxHoldsPlusOne(t *testing.T) {
+	b := testredis.Redis(t)
+	ctx := testredis.Ctx(t)
+	const n = budget.MaxInfoHolds + 1
+	bg := newBudget(t, ctx, b, budget.Options{}, capPromo(n, false))
+	sem := make(chan struct{}, 8)
+	errs := make(chan error, n)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			if _, err := bg.Reserve(ctx, budget.Request{Order: fmt.Sprint("o", i), Lines: line("p", 1, 0), Hold: 10 * time.Minute}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	for range cap(sem) {
+		sem <- struct{}{}
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	in, err := bg.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := in.Promotions[0].Caps[0]
+	if in.Holds != n || !in.Partial || cp.Used != n || cp.Held != budget.MaxInfoHolds || cp.Remaining != 0 || in.Promotions[0].Holds != budget.MaxInfoHolds {
+		t.Fatalf("Info of %d holds: holds %d partial %v, cap %+v, promotion holds %d", n, in.Holds, in.Partial, cp, in.Promotions[0].Holds)
+	}
+}
