@@ -60,7 +60,9 @@ type CapInfo struct {
 // Info reads the counters of the promotions named (every one defined,
 // when none is), holds whose time has passed given back first: one
 // script, O(counter fields + live holds read). It is for operators (the
-// CLI, the console): a cart asks Remaining or Offers.
+// CLI, the console): a cart asks Remaining or Offers. Like Remaining it
+// answers ErrLost when a counter it reads was evicted while the epoch
+// stayed, rather than the whole cap left.
 func (b *Budget) Info(ctx context.Context, promotions ...string) (Info, error) {
 	ps, err := b.infoPromotions(promotions)
 	if err != nil {
@@ -85,7 +87,7 @@ func (b *Budget) Info(ctx context.Context, promotions ...string) (Info, error) {
 		}
 	}
 	args := append([]any{b.o.RecordTTL.Milliseconds(), b.reportFlag(), MaxInfoHolds}, suffixes...)
-	rp, err := b.run(ctx, b.s.info, false, []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep}, args...)
+	rp, err := b.run(ctx, b.s.info, false, []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.keyset}, args...)
 	if rp == nil {
 		return Info{}, err
 	}
@@ -97,7 +99,7 @@ func (b *Budget) Info(ctx context.Context, promotions ...string) (Info, error) {
 		return Info{}, rp.unexpected("info")
 	}
 	at := rp.int(1)
-	counters := reply(rp.list(2))
+	counters, gone := reply(rp.list(2)), reply(rp.list(6))
 	held := map[string]int64{}
 	for h, i := reply(rp.list(3)), 0; i+2 < len(h); i += 3 {
 		held[h.str(i)+"\t"+h.str(i+1)] = h.int(i + 2)
@@ -117,6 +119,11 @@ func (b *Budget) Info(ctx context.Context, promotions ...string) (Info, error) {
 		for k, x := range cc.cands {
 			if x.start > at || at >= x.end {
 				continue
+			}
+			if gone.int(cc.at+k) == 1 {
+				// Evicted while the epoch stayed: it would read as 0,
+				// the whole cap left (Reserve and Remaining say ErrLost).
+				return Info{}, ErrLost
 			}
 			if c.Period != Ever {
 				ci.Start, ci.End = ms(x.start), ms(x.end)
