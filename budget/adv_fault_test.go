@@ -169,3 +169,35 @@ func TestInfoMaxHoldsPlusOne(t *testing.T) {
 		t.Fatalf("Info of %d holds: holds %d partial %v, cap %+v, promotion holds %d", n, in.Holds, in.Partial, cp, in.Promotions[0].Holds)
 	}
 }
+
+// TestFaultListEpochEvicted: a published budget whose epoch key was
+// evicted (DEL stands for it) answers ErrLost, and List still names it,
+// so the CLI and console list it with why instead of dropping it.
+func TestFaultListEpochEvicted(t *testing.T) {
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		bg := newBudget(t, ctx, b, budget.Options{}, capPromo(3, false))
+		if err := bg.Publish(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Client.Del(ctx, bg.Keys()[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bg.Remaining(ctx, nil, "p"); !errors.Is(err, budget.ErrLost) {
+			t.Fatalf("epoch gone: Remaining %v, want ErrLost", err)
+		}
+		names, err := budget.List(ctx, b.Client, b.Prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(names) != 1 || names[0] != "shop" {
+			t.Fatalf("List with the epoch evicted: %q, want [shop]", names)
+		}
+		ob, err := budget.Open(ctx, b.Client, "shop", budget.Options{Prefix: b.Prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ob.Info(ctx); !errors.Is(err, budget.ErrLost) {
+			t.Fatalf("Info with the epoch evicted: %v, want ErrLost", err)
+		}
+	})
+}
