@@ -355,8 +355,10 @@ func zoneDef(loc *time.Location) (string, *int) {
 }
 
 // List returns the names of the budgets under prefix (default
-// "tierset") that Rebuild built: those with an epoch key, sorted. It
-// scans every master of a cluster.
+// "tierset") that Rebuild built or Publish wrote: those with an epoch key
+// or published definitions, sorted, so a published budget whose epoch was
+// lost (it answers ErrLost) is still listed. It scans every master of a
+// cluster.
 func List(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
 	if prefix == "" {
 		prefix = keyname.DefaultPrefix
@@ -366,13 +368,18 @@ func List(ctx context.Context, c redis.UniversalClient, prefix string) ([]string
 	}
 	var names []string
 	start := prefix + ":{b:"
-	err := keyscan.Each(ctx, c, start+"*}:epoch", func(_ context.Context, _ redis.Cmdable, key string) error {
-		n := strings.TrimSuffix(strings.TrimPrefix(key, start), "}:epoch")
-		if !strings.ContainsAny(n, "{}") {
-			names = append(names, n)
+	for _, suffix := range []string{"}:epoch", "}:defs"} {
+		err := keyscan.Each(ctx, c, start+"*"+suffix, func(_ context.Context, _ redis.Cmdable, key string) error {
+			n := strings.TrimSuffix(strings.TrimPrefix(key, start), suffix)
+			if !strings.ContainsAny(n, "{}") {
+				names = append(names, n)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
+	}
 	slices.Sort(names)
-	return slices.Compact(names), err
+	return slices.Compact(names), nil
 }
