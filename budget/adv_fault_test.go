@@ -201,3 +201,43 @@ func TestFaultListEpochEvicted(t *testing.T) {
 		}
 	})
 }
+
+// TestFaultInfoSkewedClock: a tool's clock is off from Redis TIME by more
+// than a period (here Redis TIME is 40 days behind) and it has not yet
+// measured the offset (a fresh Open): Info still reads the period
+// holding Redis TIME, as Reserve and Remaining do, not an empty one.
+func TestFaultInfoSkewedClock(t *testing.T) {
+	b := testredis.Mini(t)
+	ctx := testredis.Ctx(t)
+	b.Mini.SetTime(time.Now().Add(-40 * 24 * time.Hour))
+	for _, period := range []budget.Period{budget.Day, budget.Week, budget.Month} {
+		t.Run(fmt.Sprint(period), func(t *testing.T) {
+			name := fmt.Sprint("shop", period)
+			bg, err := budget.New(b.Client, name, budget.Options{Prefix: b.Prefix, Promotions: []budget.Promotion{{ID: "p",
+				Caps: []budget.Cap{{Measure: budget.Uses, Limit: 5, Period: period, Location: time.UTC}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bg.Rebuild(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := bg.Publish(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := bg.Reserve(ctx, budget.Request{Order: "o", Lines: line("p", 2, 0), Hold: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			ob, err := budget.Open(ctx, b.Client, name, budget.Options{Prefix: b.Prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := ob.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := in.Promotions[0].Caps[0]; c.Used != 2 || c.Remaining != 3 || c.Start.After(in.At) || !in.At.Before(c.End) {
+				t.Fatalf("Info from a tool whose clock is 40 days ahead: %+v at %v", c, in.At)
+			}
+		})
+	}
+}
