@@ -68,37 +68,45 @@ func (b *Budget) Info(ctx context.Context, promotions ...string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	now := b.serverNow()
-	type capCands struct {
-		p     int
-		c     int
-		cands []cand
-		at    int // index of the first candidate in suffixes
-	}
-	var cs []capCands
-	var suffixes []any
-	for i, p := range ps {
-		for j, c := range p.Caps {
-			cc := capCands{p: i, c: j, cands: candidates(p.ID, c, now), at: len(suffixes)}
-			for _, x := range cc.cands {
-				suffixes = append(suffixes, x.suffix)
+	var (
+		cs []infoCap
+		rp reply
+		at int64
+	)
+	for now, try := b.serverNow(), 0; ; try++ {
+		cs = cs[:0]
+		var suffixes []any
+		for i, p := range ps {
+			for j, c := range p.Caps {
+				cc := infoCap{p: i, c: j, cands: candidates(p.ID, c, now), at: len(suffixes)}
+				for _, x := range cc.cands {
+					suffixes = append(suffixes, x.suffix)
+				}
+				cs = append(cs, cc)
 			}
-			cs = append(cs, cc)
 		}
+		args := append([]any{b.o.RecordTTL.Milliseconds(), b.reportFlag(), MaxInfoHolds}, suffixes...)
+		var err error
+		rp, err = b.run(ctx, b.s.info, false, []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.keyset}, args...)
+		if rp == nil {
+			return Info{}, err
+		}
+		switch rp.status() {
+		case "lost":
+			return Info{}, ErrLost
+		case "ok":
+		default:
+			return Info{}, rp.unexpected("info")
+		}
+		at = rp.int(1)
+		// The periods were picked by this process's estimate of Redis
+		// TIME; off by more than a period (a tool's clock, before any
+		// reply measured it), read again at Redis TIME, as Reserve does.
+		if try > 0 || covers(cs, at) {
+			break
+		}
+		now = ms(at)
 	}
-	args := append([]any{b.o.RecordTTL.Milliseconds(), b.reportFlag(), MaxInfoHolds}, suffixes...)
-	rp, err := b.run(ctx, b.s.info, false, []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.keyset}, args...)
-	if rp == nil {
-		return Info{}, err
-	}
-	switch rp.status() {
-	case "lost":
-		return Info{}, ErrLost
-	case "ok":
-	default:
-		return Info{}, rp.unexpected("info")
-	}
-	at := rp.int(1)
 	counters, gone := reply(rp.list(2)), reply(rp.list(6))
 	held := map[string]int64{}
 	for h, i := reply(rp.list(3)), 0; i+2 < len(h); i += 3 {
@@ -146,6 +154,28 @@ func (b *Budget) Info(ctx context.Context, promotions ...string) (Info, error) {
 		out.Promotions[cc.p].Caps[cc.c] = ci
 	}
 	return out, nil
+}
+
+// infoCap is one cap Info reads: its promotion and cap index, and its
+// candidate periods, from index at of the suffixes sent.
+type infoCap struct {
+	p, c  int
+	cands []cand
+	at    int
+}
+
+// covers says whether every cap has a candidate period holding at.
+func covers(cs []infoCap, at int64) bool {
+	for _, c := range cs {
+		ok := false
+		for _, x := range c.cands {
+			ok = ok || (x.start <= at && at < x.end)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // group is a cap's counter field without the attribute value.
