@@ -241,3 +241,27 @@ func TestFaultInfoSkewedClock(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultOrderSkewedClock: Order judges a hold ended by Redis TIME, so
+// a tool whose clock is 40 days ahead of Redis (a fresh Open, no offset
+// measured) reads a live hold as Held, not Expired.
+func TestFaultOrderSkewedClock(t *testing.T) {
+	b := testredis.Mini(t)
+	ctx := testredis.Ctx(t)
+	b.Mini.SetTime(time.Now().Add(-40 * 24 * time.Hour))
+	bg := newBudget(t, ctx, b, budget.Options{}, capPromo(5, false))
+	if _, err := bg.Reserve(ctx, budget.Request{Order: "o", Lines: line("p", 1, 0), Hold: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	ob, err := budget.Open(ctx, b.Client, "shop", budget.Options{Prefix: b.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := ob.Order(ctx, "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.State != budget.Held {
+		t.Fatalf("a live hold read by a tool 40 days ahead: %s", o.State)
+	}
+}
