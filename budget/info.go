@@ -221,8 +221,8 @@ func (b *Budget) Promotions() []string {
 // OrderInfo is an order's record: Budget.Order.
 type OrderInfo struct {
 	Order string
-	// State is Held until the hold ends (by Redis TIME, as estimated
-	// here), then Expired even before a script purges it.
+	// State is Held until the hold ends (by Redis TIME), then Expired
+	// even before a script purges it.
 	State      State
 	Attributes map[string]string
 	Lines      []Line
@@ -240,6 +240,9 @@ func (b *Budget) Order(ctx context.Context, order string) (OrderInfo, error) {
 	}
 	pipe := b.c.Pipeline()
 	cmd := pipe.HGetAll(ctx, b.k.record(order))
+	// Redis TIME, not this process's estimate of it (a tool's fresh Open
+	// has measured no offset), judges whether the hold has ended.
+	tm := pipe.Time(ctx)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return OrderInfo{}, err
 	}
@@ -260,7 +263,7 @@ func (b *Budget) Order(ctx context.Context, order string) (OrderInfo, error) {
 	}
 	oi := OrderInfo{Order: order, State: states[r["st"]], Attributes: attrs, Lines: lines,
 		Reserved: num("at"), Expires: num("exp"), Confirmed: num("ct")}
-	if oi.State == Held && !oi.Expires.After(b.serverNow()) {
+	if oi.State == Held && !oi.Expires.After(tm.Val()) {
 		oi.State = Expired
 	}
 	return oi, nil
