@@ -249,13 +249,20 @@ func (b *Budget) Release(ctx context.Context, order string) (State, error) {
 	}
 	rp, err := b.run(ctx, b.s.release, true,
 		[]string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.record(order)},
-		order, b.o.RecordTTL.Milliseconds(), b.reportFlag())
+		order, b.o.RecordTTL.Milliseconds(), b.reportFlag(), callToken())
 	if rp == nil {
 		return "", err
 	}
 	switch rp.status() {
 	case "ok":
-		return states[rp.str(2)], err
+		st := states[rp.str(2)]
+		if st == Expired {
+			// This Release took the expired order's report: it is the
+			// order's one OnHoldExpired (a later Expire answers First
+			// false).
+			b.expired(Expiry{State: st, First: rp.int(3) == 1})
+		}
+		return st, err
 	case "confirmed":
 		return "", fmt.Errorf("%w: order %q", ErrConfirmed, order)
 	case "notfound":
