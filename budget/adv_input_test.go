@@ -1,7 +1,9 @@
 package budget_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -63,4 +65,33 @@ func TestAdvOffersInput(t *testing.T) {
 	if out[0].Left != (budget.Left{Uses: 2, Spend: budget.NoCap}) || !out[0].OK || !out[0].Left.Allows(2, 1<<53) || out[0].Left.Allows(3, 0) {
 		t.Fatalf("MaxPerCart only: %+v", out[0])
 	}
+}
+
+// TestAdvPublishMany: Publish of many promotions (more than Lua's unpack
+// takes at once) writes them all, and Open reads them back; a budget of
+// none publishes an empty definition.
+func TestAdvPublishMany(t *testing.T) {
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		for _, n := range []int{0, 5000} {
+			ps := make([]budget.Promotion, n)
+			for i := range ps {
+				ps[i] = budget.Promotion{ID: fmt.Sprint("p", i), Caps: []budget.Cap{{Measure: budget.Uses, Limit: int64(i)}}}
+			}
+			name := fmt.Sprint("shop", n)
+			bg, err := budget.New(b.Client, name, budget.Options{Prefix: b.Prefix, Promotions: ps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := bg.Publish(ctx); err != nil {
+				t.Fatalf("Publish of %d promotions: %v", n, err)
+			}
+			ob, err := budget.Open(ctx, b.Client, name, budget.Options{Prefix: b.Prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(ob.Promotions()); got != n {
+				t.Fatalf("Open read %d promotions of %d", got, n)
+			}
+		}
+	})
 }
