@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -263,5 +264,121 @@ func TestFaultOrderSkewedClock(t *testing.T) {
 	}
 	if o.State != budget.Held {
 		t.Fatalf("a live hold read by a tool 40 days ahead: %s", o.State)
+	}
+}
+
+// TestFaultRestartReads: Redis restarted without persistence: Offers,
+// Info and Remaining answer ErrLost (not the whole cap left) and Reserve
+// grants nothing until Rebuild; with appendonly always, Info after the
+// restart reads every grant made before it.
+func TestFaultRestartReads(t *testing.T) {
+	for _, aof := range []bool{true, false} {
+		t.Run(fmt.Sprint("appendonly=", aof), func(t *testing.T) {
+			var args []string
+			if aof {
+				args = []string{"--appendonly", "yes", "--appendfsync", "always"}
+			}
+			srv := testredis.StartServer(t, args...)
+			c := srv.Client(nil)
+			ctx := testredis.Ctx(t)
+			bg := newBudget(t, ctx, &testredis.Backend{Client: c, Prefix: testredis.Prefix(t)}, budget.Options{}, capPromo(3, false))
+			for i := range 3 {
+				if _, err := bg.Reserve(ctx, budget.Request{Order: fmt.Sprint("o", i), Lines: line("p", 1, 0), Hold: time.Hour}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srv.Restart()
+			hit := []cache.Result{{Promotion: "p", Tier: &cache.TierHit{}}}
+			// The first command after the restart may meet the closed
+			// connection; go-redis retries it on a new one.
+			offers, err := bg.Offers(ctx, nil, hit)
+			in, ierr := bg.Info(ctx)
+			_, rerr := bg.Reserve(ctx, budget.Request{Order: "n", Lines: line("p", 1, 0), Hold: time.Hour})
+			if aof {
+				if err != nil || offers[0].OK || ierr != nil || in.Promotions[0].Caps[0].Used != 3 || !errors.Is(rerr, budget.ErrLimit) {
+					t.Fatalf("after a restart with appendonly: offers %+v %v; info %+v %v; reserve %v", offers, err, in, ierr, rerr)
+				}
+				return
+			}
+			if !errors.Is(err, budget.ErrLost) || !errors.Is(ierr, budget.ErrLost) || !errors.Is(rerr, budget.ErrLost) {
+				t.Fatalf("after a restart without persistence: offers %v, info %v, reserve %v (want ErrLost)", err, ierr, rerr)
+			}
+		})
+	}
+}
+
+// TestFaultKillDuringReads: CLIENT KILL of every connection, again and
+// again, while 8 goroutines reserve and 4 read Offers and Info: a read
+// either fails or answers within the cap (Offers OK false once Info
+// says it is full), and the cap ends exactly full.
+func TestFaultKillDuringReads(t *testing.T) {
+	f := testredis.StartFaulty(t)
+	ctx := testredis.Ctx(t)
+	b := &testredis.Backend{Client: f.Cut, Prefix: testredis.Prefix(t)}
+	const limit = 25
+	bg := newBudget(t, ctx, b, budget.Options{}, capPromo(limit, false))
+	admin := f.Server.Client(nil)
+	stop := make(chan struct{})
+	errs := make(chan error, 16)
+	var killer, readers, writers sync.WaitGroup
+	killer.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			_ = admin.ClientKillByFilter(ctx, "TYPE", "normal", "SKIPME", "yes").Err()
+		}
+	})
+	hit := []cache.Result{{Promotion: "p", Tier: &cache.TierHit{}}}
+	for range 4 {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if in, err := bg.Info(ctx); err == nil {
+					if c := in.Promotions[0].Caps[0]; c.Used > limit || c.Remaining != limit-c.Used {
+						errs <- fmt.Errorf("Info under kills: %+v", c)
+						return
+					}
+				}
+				if o, err := bg.Offers(ctx, nil, hit); err == nil && (o[0].Left.Uses < 0 || o[0].Left.Uses > limit || o[0].OK != (o[0].Left.Uses > 0)) {
+					errs <- fmt.Errorf("Offers under kills: %+v", o[0])
+					return
+				}
+			}
+		})
+	}
+	for g := range 8 {
+		writers.Go(func() {
+			for i := 0; i < 40; i++ {
+				o := fmt.Sprintf("o%d-%d", g, i)
+				for try := 0; try < 20; try++ { // the same order again until it answers
+					_, err := bg.Reserve(ctx, budget.Request{Order: o, Lines: line("p", 1, 0), Hold: time.Hour})
+					if err == nil || errors.Is(err, budget.ErrLimit) {
+						break
+					}
+				}
+			}
+		})
+	}
+	writers.Wait()
+	close(stop)
+	readers.Wait()
+	killer.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	in, err := bg.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := in.Promotions[0].Caps[0]; c.Used != limit {
+		t.Fatalf("after the kills: %+v, want the cap exactly full", c)
 	}
 }
