@@ -3,6 +3,7 @@ package budget
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,7 +216,7 @@ type Budget struct {
 // refused (ctx deadlines would not reach its socket). A new budget refuses every call with ErrLost until
 // Rebuild (with no redemptions, for a fresh one) builds it.
 func New(c Client, name string, opts Options) (*Budget, error) {
-	if c == nil {
+	if nilClient(c) {
 		return nil, invalid("options", "nil client")
 	}
 	if err := keyname.Check(name); err != nil {
@@ -264,6 +265,17 @@ func (b *Budget) Promotion(id string) (Promotion, bool) {
 	defer b.mu.RUnlock()
 	p, ok := b.promos[id]
 	return p, ok
+}
+
+// nilClient reports a nil client, typed nils included: a nil
+// *redis.Client in the interface is not == nil, and its first use would
+// dereference it.
+func nilClient(c Client) bool {
+	if c == nil {
+		return true
+	}
+	v := reflect.ValueOf(c)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 func checkPromotion(p Promotion) error {

@@ -30,7 +30,7 @@ func (b *Budget) Expire(ctx context.Context, order string) (Expiry, error) {
 	}
 	rp, err := b.run(ctx, b.s.expire, true,
 		[]string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.record(order)},
-		order, b.o.RecordTTL.Milliseconds(), b.reportFlag())
+		order, b.o.RecordTTL.Milliseconds(), b.reportFlag(), callToken())
 	if rp == nil {
 		return Expiry{}, err
 	}

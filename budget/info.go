@@ -60,44 +60,54 @@ type CapInfo struct {
 // Info reads the counters of the promotions named (every one defined,
 // when none is), holds whose time has passed given back first: one
 // script, O(counter fields + live holds read). It is for operators (the
-// CLI, the console): a cart asks Remaining or Offers.
+// CLI, the console): a cart asks Remaining or Offers. Like Remaining it
+// answers ErrLost when a counter it reads was evicted while the epoch
+// stayed, rather than the whole cap left.
 func (b *Budget) Info(ctx context.Context, promotions ...string) (Info, error) {
 	ps, err := b.infoPromotions(promotions)
 	if err != nil {
 		return Info{}, err
 	}
-	now := b.serverNow()
-	type capCands struct {
-		p     int
-		c     int
-		cands []cand
-		at    int // index of the first candidate in suffixes
-	}
-	var cs []capCands
-	var suffixes []any
-	for i, p := range ps {
-		for j, c := range p.Caps {
-			cc := capCands{p: i, c: j, cands: candidates(p.ID, c, now), at: len(suffixes)}
-			for _, x := range cc.cands {
-				suffixes = append(suffixes, x.suffix)
+	var (
+		cs []infoCap
+		rp reply
+		at int64
+	)
+	for now, try := b.serverNow(), 0; ; try++ {
+		cs = cs[:0]
+		var suffixes []any
+		for i, p := range ps {
+			for j, c := range p.Caps {
+				cc := infoCap{p: i, c: j, cands: candidates(p.ID, c, now), at: len(suffixes)}
+				for _, x := range cc.cands {
+					suffixes = append(suffixes, x.suffix)
+				}
+				cs = append(cs, cc)
 			}
-			cs = append(cs, cc)
 		}
+		args := append([]any{b.o.RecordTTL.Milliseconds(), b.reportFlag(), MaxInfoHolds}, suffixes...)
+		var err error
+		rp, err = b.run(ctx, b.s.info, false, []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.keyset}, args...)
+		if rp == nil {
+			return Info{}, err
+		}
+		switch rp.status() {
+		case "lost":
+			return Info{}, ErrLost
+		case "ok":
+		default:
+			return Info{}, rp.unexpected("info")
+		}
+		at = rp.int(1)
+		// The periods were picked by this process's estimate of Redis
+		// TIME; off by more than a period (a tool's clock, before any
+		// reply measured it), read again at Redis TIME, as Reserve does.
+		if try > 0 || covers(cs, at) {
+			break
+		}
+		now = ms(at)
 	}
-	args := append([]any{b.o.RecordTTL.Milliseconds(), b.reportFlag(), MaxInfoHolds}, suffixes...)
-	rp, err := b.run(ctx, b.s.info, false, []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep}, args...)
-	if rp == nil {
-		return Info{}, err
-	}
-	switch rp.status() {
-	case "lost":
-		return Info{}, ErrLost
-	case "ok":
-	default:
-		return Info{}, rp.unexpected("info")
-	}
-	at := rp.int(1)
-	counters := reply(rp.list(2))
+	counters, gone := reply(rp.list(2)), reply(rp.list(6))
 	held := map[string]int64{}
 	for h, i := reply(rp.list(3)), 0; i+2 < len(h); i += 3 {
 		held[h.str(i)+"\t"+h.str(i+1)] = h.int(i + 2)
@@ -117,6 +127,11 @@ func (b *Budget) Info(ctx context.Context, promotions ...string) (Info, error) {
 		for k, x := range cc.cands {
 			if x.start > at || at >= x.end {
 				continue
+			}
+			if gone.int(cc.at+k) == 1 {
+				// Evicted while the epoch stayed: it would read as 0,
+				// the whole cap left (Reserve and Remaining say ErrLost).
+				return Info{}, ErrLost
 			}
 			if c.Period != Ever {
 				ci.Start, ci.End = ms(x.start), ms(x.end)
@@ -139,6 +154,28 @@ func (b *Budget) Info(ctx context.Context, promotions ...string) (Info, error) {
 		out.Promotions[cc.p].Caps[cc.c] = ci
 	}
 	return out, nil
+}
+
+// infoCap is one cap Info reads: its promotion and cap index, and its
+// candidate periods, from index at of the suffixes sent.
+type infoCap struct {
+	p, c  int
+	cands []cand
+	at    int
+}
+
+// covers says whether every cap has a candidate period holding at.
+func covers(cs []infoCap, at int64) bool {
+	for _, c := range cs {
+		ok := false
+		for _, x := range c.cands {
+			ok = ok || (x.start <= at && at < x.end)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // group is a cap's counter field without the attribute value.
@@ -184,8 +221,8 @@ func (b *Budget) Promotions() []string {
 // OrderInfo is an order's record: Budget.Order.
 type OrderInfo struct {
 	Order string
-	// State is Held until the hold ends (by Redis TIME, as estimated
-	// here), then Expired even before a script purges it.
+	// State is Held until the hold ends (by Redis TIME), then Expired
+	// even before a script purges it.
 	State      State
 	Attributes map[string]string
 	Lines      []Line
@@ -203,6 +240,9 @@ func (b *Budget) Order(ctx context.Context, order string) (OrderInfo, error) {
 	}
 	pipe := b.c.Pipeline()
 	cmd := pipe.HGetAll(ctx, b.k.record(order))
+	// Redis TIME, not this process's estimate of it (a tool's fresh Open
+	// has measured no offset), judges whether the hold has ended.
+	tm := pipe.Time(ctx)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return OrderInfo{}, err
 	}
@@ -223,7 +263,7 @@ func (b *Budget) Order(ctx context.Context, order string) (OrderInfo, error) {
 	}
 	oi := OrderInfo{Order: order, State: states[r["st"]], Attributes: attrs, Lines: lines,
 		Reserved: num("at"), Expires: num("exp"), Confirmed: num("ct")}
-	if oi.State == Held && !oi.Expires.After(b.serverNow()) {
+	if oi.State == Held && !oi.Expires.After(tm.Val()) {
 		oi.State = Expired
 	}
 	return oi, nil
@@ -239,6 +279,9 @@ type capDef struct {
 	Per      string `json:"per,omitempty"`
 	Period   string `json:"period,omitempty"`
 	Location string `json:"location,omitempty"`
+	// Offset (seconds east of UTC) is set for a fixed zone whose name
+	// does not load (time.FixedZone): Open makes the same fixed zone.
+	Offset *int `json:"offset,omitempty"`
 }
 
 type promoDef struct {
@@ -264,7 +307,7 @@ func (b *Budget) Publish(ctx context.Context) error {
 		for i, c := range p.Caps {
 			d.Caps[i] = capDef{Measure: measureNames[c.Measure], Limit: c.Limit, Per: c.Per, Period: periodNames[c.Period]}
 			if c.Period != Ever {
-				d.Caps[i].Location = c.Location.String()
+				d.Caps[i].Location, d.Caps[i].Offset = zoneDef(c.Location)
 			}
 		}
 		js, err := json.Marshal(d)
@@ -311,7 +354,9 @@ func Open(ctx context.Context, c Client, name string, opts Options) (*Budget, er
 					cp.Period = pd
 				}
 			}
-			if cd.Location != "" {
+			if cd.Offset != nil {
+				cp.Location = time.FixedZone(cd.Location, *cd.Offset)
+			} else if cd.Location != "" {
 				if cp.Location, err = time.LoadLocation(cd.Location); err != nil {
 					return nil, fmt.Errorf("budget: open %q: promotion %q: %w", name, id, err)
 				}
@@ -326,9 +371,27 @@ func Open(ctx context.Context, c Client, name string, opts Options) (*Budget, er
 	return b, nil
 }
 
+// zoneDef is how Publish writes loc: its name, and its offset when the
+// name does not load and the zone is fixed (time.FixedZone), so that Open
+// builds the same zone instead of failing on the name.
+func zoneDef(loc *time.Location) (string, *int) {
+	name := loc.String()
+	if _, err := time.LoadLocation(name); err == nil && name != "" {
+		return name, nil
+	}
+	_, jan := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).In(loc).Zone()
+	_, jul := time.Date(2000, 7, 1, 0, 0, 0, 0, time.UTC).In(loc).Zone()
+	if jan != jul {
+		return name, nil // not fixed: Open reports the name it cannot load
+	}
+	return name, &jan
+}
+
 // List returns the names of the budgets under prefix (default
-// "tierset") that Rebuild built: those with an epoch key, sorted. It
-// scans every master of a cluster.
+// "tierset") that Rebuild built or Publish wrote: those with an epoch key
+// or published definitions, sorted, so a published budget whose epoch was
+// lost (it answers ErrLost) is still listed. It scans every master of a
+// cluster.
 func List(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
 	if prefix == "" {
 		prefix = keyname.DefaultPrefix
@@ -338,13 +401,18 @@ func List(ctx context.Context, c redis.UniversalClient, prefix string) ([]string
 	}
 	var names []string
 	start := prefix + ":{b:"
-	err := keyscan.Each(ctx, c, start+"*}:epoch", func(_ context.Context, _ redis.Cmdable, key string) error {
-		n := strings.TrimSuffix(strings.TrimPrefix(key, start), "}:epoch")
-		if !strings.ContainsAny(n, "{}") {
-			names = append(names, n)
+	for _, suffix := range []string{"}:epoch", "}:defs"} {
+		err := keyscan.Each(ctx, c, start+"*"+suffix, func(_ context.Context, _ redis.Cmdable, key string) error {
+			n := strings.TrimSuffix(strings.TrimPrefix(key, start), suffix)
+			if !strings.ContainsAny(n, "{}") {
+				names = append(names, n)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
+	}
 	slices.Sort(names)
-	return slices.Compact(names), err
+	return slices.Compact(names), nil
 }

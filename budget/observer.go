@@ -13,8 +13,9 @@ type Observer struct {
 	// reached; cap is the Cap's String ("uses per customer", "spend per
 	// day in Europe/Berlin") or "per cart" for MaxPerCart.
 	OnRefusal func(budget, promotion, cap string)
-	// OnHoldExpired: Expire found a hold that ended unpaid, the first time
-	// its report was taken (Expiry.First): one per expired order.
+	// OnHoldExpired: a hold ended unpaid, when its report was taken, by
+	// Expire (Expiry.First) or by a Release that found it ended: one per
+	// expired order (only with Options.Expiry, which files the reports).
 	OnHoldExpired func(budget string)
 }
 

@@ -2,6 +2,8 @@ package budget
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -31,8 +33,10 @@ type Reservation struct {
 	Expires time.Time
 	// Epoch is the budget's epoch (see Rebuild).
 	Epoch string
-	// New is false when the call answered a reservation already made (the
-	// same order with the same arguments: a retry, or a lost reply).
+	// New is false when the call answered a reservation an earlier call
+	// made (the same order with the same arguments: the caller's retry
+	// after an error). The script go-redis sends again after a cut reply
+	// is the same call: it answers New, and the Observer counts its grant.
 	New bool
 }
 
@@ -61,7 +65,7 @@ func (b *Budget) Reserve(ctx context.Context, r Request) (Reservation, error) {
 			return Reservation{}, b.refused(&LimitError{Promotion: l.Promotion, Cap: Cap{Measure: Uses, Limit: m}, PerCart: true, Asked: l.Uses})
 		}
 	}
-	rp, refs, err := b.reserve(ctx, r.Order, bd, ps, r.Hold, "r")
+	rp, refs, err := b.reserve(ctx, r.Order, bd, ps, r.Hold, "r", callToken())
 	if err != nil && rp == nil {
 		return Reservation{}, err
 	}
@@ -85,12 +89,12 @@ func (b *Budget) Reserve(ctx context.Context, r Request) (Reservation, error) {
 
 // reserve runs reserve.lua in mode, once more with Redis TIME if this
 // process's estimate of it was off by more than a period.
-func (b *Budget) reserve(ctx context.Context, order string, bd body, ps []Promotion, hold time.Duration, mode string) (reply, []capRef, error) {
+func (b *Budget) reserve(ctx context.Context, order string, bd body, ps []Promotion, hold time.Duration, mode, token string) (reply, []capRef, error) {
 	now := b.serverNow()
 	for try := 0; ; try++ {
 		caps, refs := capArgs(bd, ps, now, false)
 		args := append([]any{order, bd.encode(), hold.Milliseconds(), b.o.RecordTTL.Milliseconds(),
-			b.keepMs(), b.reportFlag(), mode, b.o.LogMax}, caps...)
+			b.keepMs(), b.reportFlag(), mode, b.o.LogMax, token}, caps...)
 		rp, err := b.run(ctx, b.s.reserve, true,
 			[]string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.record(order), b.k.log, b.k.keyset}, args...)
 		if rp == nil || rp.status() != "skew" {
@@ -101,6 +105,14 @@ func (b *Budget) reserve(ctx context.Context, order string, bd body, ps []Promot
 		}
 		now = ms(rp.int(1))
 	}
+}
+
+// callToken names one Reserve call: go-redis may send its script again
+// after a cut reply, and the record it made answers that token as new.
+func callToken() string {
+	var t [8]byte
+	_, _ = rand.Read(t[:])
+	return hex.EncodeToString(t[:])
 }
 
 func (b *Budget) limitErr(rp reply, refs []capRef) error {
@@ -202,7 +214,7 @@ func (b *Budget) reconfirm(ctx context.Context, order, req string) (Confirmation
 	if err != nil {
 		return Confirmation{}, true, fmt.Errorf("%w: order %q: %w", ErrExpired, order, err)
 	}
-	rp, refs, err := b.reserve(ctx, order, bd, ps, 0, "c")
+	rp, refs, err := b.reserve(ctx, order, bd, ps, 0, "c", "")
 	if rp == nil {
 		return Confirmation{}, true, err
 	}
@@ -237,13 +249,20 @@ func (b *Budget) Release(ctx context.Context, order string) (State, error) {
 	}
 	rp, err := b.run(ctx, b.s.release, true,
 		[]string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.record(order)},
-		order, b.o.RecordTTL.Milliseconds(), b.reportFlag())
+		order, b.o.RecordTTL.Milliseconds(), b.reportFlag(), callToken())
 	if rp == nil {
 		return "", err
 	}
 	switch rp.status() {
 	case "ok":
-		return states[rp.str(2)], err
+		st := states[rp.str(2)]
+		if st == Expired {
+			// This Release took the expired order's report: it is the
+			// order's one OnHoldExpired (a later Expire answers First
+			// false).
+			b.expired(Expiry{State: st, First: rp.int(3) == 1})
+		}
+		return st, err
 	case "confirmed":
 		return "", fmt.Errorf("%w: order %q", ErrConfirmed, order)
 	case "notfound":

@@ -10,6 +10,7 @@
 -- ARGV[1] -> order
 -- ARGV[2] -> record TTL ms
 -- ARGV[3] -> report: '1' files expired holds in unrep
+-- ARGV[4] -> call token (see taken in lib.lua)
 -- Returns {'ok', now, state, expiry ms, first (1|0)}, {'notfound', now}
 --   or {'lost', now}.
 local now = now_ms()
@@ -23,6 +24,6 @@ if not r[1] then
 end
 local first = 0
 if r[1] == 'x' then
-  first = redis.call('ZREM', KEYS[4], ARGV[1])
+  first = taken(KEYS[4], KEYS[5], ARGV[1], ARGV[4])
 end
 return {'ok', now, r[1], tonumber(r[2]), first}

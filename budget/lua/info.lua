@@ -6,12 +6,14 @@
 -- KEYS[2] -> epoch
 -- KEYS[3] -> holds
 -- KEYS[4] -> unrep
+-- KEYS[5] -> keyset (every counter key suffix made; '' while whole)
 -- ARGV[1] -> record TTL ms
 -- ARGV[2] -> report: '1' files expired holds in unrep
 -- ARGV[3] -> the most holds read (the earliest to end)
 -- ARGV[4..] -> counter key suffixes
 -- Returns {'ok', now, {per suffix: {group, sum, values, most, ...}},
---   {held: {suffix, group, sum, ...}}, {promotion, holds, ...}, live holds}
+--   {held: {suffix, group, sum, ...}}, {promotion, holds, ...}, live holds,
+--   {per suffix: 1 when the counter is lost (see intact), else 0}}
 --   or {'lost', now}. A group is a field without its attribute value:
 --   'u', 's', 'u@customer'.
 local base = KEYS[1]
@@ -23,8 +25,14 @@ purge(base, KEYS[3], KEYS[4], now, ARGV[2], ARGV[1])
 local function group(f)
   return (string.gsub(f, '=.*$', ''))
 end
-local counters = {}
+local counters, gone = {}, {}
+local whole = redis.call('SISMEMBER', KEYS[5], '') == 1
 for i = 4, #ARGV do
+  if not whole or (redis.call('EXISTS', base .. ARGV[i]) == 0 and redis.call('SISMEMBER', KEYS[5], ARGV[i]) == 1) then
+    gone[#gone + 1] = 1
+  else
+    gone[#gone + 1] = 0
+  end
   local kv = redis.call('HGETALL', base .. ARGV[i])
   local agg, order = {}, {}
   for j = 1, #kv, 2 do
@@ -83,4 +91,4 @@ for _, p in ipairs(pkeys) do
   pout[#pout + 1] = p
   pout[#pout + 1] = promos[p]
 end
-return {'ok', now, counters, hout, pout, redis.call('ZCARD', KEYS[3])}
+return {'ok', now, counters, hout, pout, redis.call('ZCARD', KEYS[3]), gone}

@@ -159,6 +159,20 @@ local function apply(base, keyset, list, keep)
   return table.concat(d)
 end
 
+-- taken takes an expired order's report from unrep: 1 when this call
+-- took it, also when go-redis sends the same call (token) again after a
+-- cut reply (the record keeps the token of the call that took it), else 0.
+local function taken(unrep, rk, order, token)
+  if redis.call('ZREM', unrep, order) == 1 then
+    redis.call('HSET', rk, 'rt', token)
+    return 1
+  end
+  if token ~= '' and redis.call('HGET', rk, 'rt') == token then
+    return 1
+  end
+  return 0
+end
+
 -- logged appends a confirmation to the log stream: what a ledger is
 -- written from.
 local function logged(log, max, order, now, req, ep)

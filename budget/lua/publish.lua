@@ -5,7 +5,8 @@
 -- ARGV[i] -> promotion, definition, promotion, definition, ...
 -- Returns the number of promotions published.
 redis.call('DEL', KEYS[1])
-if #ARGV > 0 then
-  redis.call('HSET', KEYS[1], unpack(ARGV))
+-- In chunks: Lua's unpack refuses more than about 8,000 values at once.
+for i = 1, #ARGV, 1000 do
+  redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 return #ARGV / 2

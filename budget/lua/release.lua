@@ -10,7 +10,9 @@
 -- ARGV[1] -> order
 -- ARGV[2] -> record TTL ms
 -- ARGV[3] -> report: '1' files expired holds in unrep
--- Returns {'ok', now, state, new (1|0)}, {'confirmed', now},
+-- ARGV[4] -> call token (see taken in lib.lua)
+-- Returns {'ok', now, state, new (1|0): for 'x', 1 when this call took
+--   the expired order's report}, {'confirmed', now},
 --   {'notfound', now} or {'lost', now}.
 local now = now_ms()
 if not live(KEYS[2]) then
@@ -30,8 +32,7 @@ if st == 'h' then
 elseif st == 'r' then
   return {'ok', now, 'r', 0}
 elseif st == 'x' then
-  redis.call('ZREM', KEYS[4], ARGV[1])
-  return {'ok', now, 'x', 0}
+  return {'ok', now, 'x', taken(KEYS[4], KEYS[5], ARGV[1], ARGV[4])}
 elseif st == 'c' then
   return {'confirmed', now}
 end

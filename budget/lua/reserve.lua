@@ -17,7 +17,10 @@
 -- ARGV[6] -> report: '1' files expired holds in unrep
 -- ARGV[7] -> mode: 'r' reserve, 'c' confirm an expired hold
 -- ARGV[8] -> log MAXLEN (approximate)
--- ARGV[9..] -> caps (see caps in lib.lua)
+-- ARGV[9] -> call token: a record made with it answers new = 1 again, so
+--   a script go-redis sends again after a cut reply still reports the
+--   grant it made
+-- ARGV[10..] -> caps (see caps in lib.lua)
 -- Returns {'ok', now, epoch, state, expiry ms, new (1|0)},
 --   {'limit', now, cap index (1-based), used}, {'conflict', now, state},
 --   {'state', now, state} (mode 'c': the record is no longer expired),
@@ -30,19 +33,23 @@ if not ep then
   return {'lost', now}
 end
 purge(base, KEYS[3], KEYS[4], now, ARGV[6], ARGV[4])
-local r = redis.call('HMGET', KEYS[5], 'st', 'req', 'exp')
+local r = redis.call('HMGET', KEYS[5], 'st', 'req', 'exp', 'n')
 local st = r[1]
 if ARGV[7] == 'r' then
   if st == 'h' or st == 'c' then
     if r[2] ~= req then
       return {'conflict', now, st}
     end
-    return {'ok', now, ep, st, tonumber(r[3]), 0}
+    local again = 0
+    if st == 'h' and r[4] == ARGV[9] then
+      again = 1 -- the same call sent again: its grant
+    end
+    return {'ok', now, ep, st, tonumber(r[3]), again}
   end
 elseif st ~= 'x' or r[2] ~= req then
   return {'state', now, st or ''}
 end
-local list = caps(now, 9)
+local list = caps(now, 10)
 if not list then
   return {'skew', now}
 end
@@ -57,7 +64,7 @@ local d = apply(base, KEYS[7], list, tonumber(ARGV[5]))
 if ARGV[7] == 'r' then
   local exp = now + tonumber(ARGV[3])
   redis.call('DEL', KEYS[5])
-  redis.call('HSET', KEYS[5], 'st', 'h', 'req', req, 'exp', exp, 'd', d, 'at', now)
+  redis.call('HSET', KEYS[5], 'st', 'h', 'req', req, 'exp', exp, 'd', d, 'at', now, 'n', ARGV[9])
   redis.call('ZADD', KEYS[3], exp, order)
   -- An order reserved again after its hold ended has nothing left to report.
   redis.call('ZREM', KEYS[4], order)
