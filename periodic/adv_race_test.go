@@ -296,13 +296,15 @@ func TestAdvForgetRace(t *testing.T) {
 	absTicks(t, ctx, q, "j")
 }
 
-// Process clocks an hour apart either way (Options.Now) change nothing:
+// Process clocks an hour apart either way (Options.Now) change nothing
+// (CatchUpAll: a starved machine makes passes late, and CatchUpOne
+// would drop the older of two due ticks):
 // one task per tick, due at its tick, no gap.
 func TestAdvSkewedClocks(t *testing.T) {
 	b := testredis.Redis(t)
 	ctx := testredis.Ctx(t)
 	q := newQueue(t, b)
-	j := Job{Name: "j", Schedule: Every(MinPeriod)}
+	j := Job{Name: "j", Schedule: Every(MinPeriod), CatchUp: CatchUpAll, MaxCatchUp: MaxCatchUp}
 	f := newFleet(t, ctx)
 	for i, skew := range []time.Duration{-time.Hour, 0, time.Hour, 37 * time.Second} {
 		skew := skew

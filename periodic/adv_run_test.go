@@ -115,7 +115,7 @@ func TestAdvAddRemoveWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Add(Job{Name: "j", Schedule: Every(MinPeriod)}); err != nil {
+	if err := s.Add(Job{Name: "j", Schedule: Every(MinPeriod), CatchUp: CatchUpAll, MaxCatchUp: MaxCatchUp}); err != nil {
 		t.Fatal(err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
