@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -146,7 +147,7 @@ func (j Job) checked(now time.Time) (Job, string, error) {
 	if err := checkName(j.Name); err != nil {
 		return j, "", err
 	}
-	if j.Schedule == nil {
+	if isNilSchedule(j.Schedule) {
 		return j, "", invalid("schedule", "job %q: nil schedule", j.Name)
 	}
 	switch j.CatchUp {
@@ -208,4 +209,18 @@ func (j Job) digest() string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// isNilSchedule reports whether s is nil or holds a nil pointer, func,
+// map, channel or slice: a typed nil passes s == nil and would panic in
+// Next, in Add or later in Run's goroutine.
+func isNilSchedule(s Schedule) bool {
+	if s == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(s); rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Slice, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -303,8 +303,15 @@ func (r *runner) declare(ctx context.Context) error {
 			// the job's state is gone (Forget, while this process was
 			// frozen past its TTL): what this process remembers of the
 			// guard may be behind ticks others handled before it, so it
-			// starts over as a new job would, from now
-			e.last, e.from = 0, now.UnixMilli()
+			// starts over as a new job would, from now. Now is read
+			// again: the TIME above may be from before a freeze that
+			// outlasted the Forget, and ticks before the Forget may
+			// have been handled
+			at, err := c.Time(ctx).Result()
+			if err != nil {
+				return err
+			}
+			e.last, e.from = 0, max(now.UnixMilli(), at.UnixMilli())
 		}
 		if st.last > e.last {
 			e.last = st.last
