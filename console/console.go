@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/keyname"
+	"github.com/tierset/tierset/periodic"
 )
 
 //go:embed web
@@ -236,6 +238,17 @@ func (s *Console) loadQueues(ctx context.Context, force bool) error {
 		var err error
 		if names, err = delay.Discover(ctx, s.cfg.client, s.cfg.queuePrefix); err != nil {
 			return err
+		}
+		// A queue whose periodic jobs are declared before its first task
+		// (an hourly job's, say) is one too.
+		withJobs, err := periodic.Discover(ctx, s.cfg.client, s.cfg.queuePrefix)
+		if err != nil {
+			return err
+		}
+		for _, n := range withJobs {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
 		}
 	}
 	qs := make([]*delay.Queue, 0, len(names))

@@ -59,7 +59,6 @@ func TestConsolePeriodicActForged(t *testing.T) {
 // discovered queues (no fixed list), a queue whose only content is a
 // periodic job, its first tick an hour away, is among them.
 func TestConsolePeriodicQueueWithoutTasks(t *testing.T) {
-	t.Skip("known break: console discovers queues with delay.Discover (task counters), so a queue holding only periodic jobs is not on /periodic; cmd/tierset's periodicQueues shows the scan that finds it")
 	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
 		cron, err := delay.New(f.b.Client, "cron", delay.Options{Prefix: f.b.Prefix})
 		if err != nil {

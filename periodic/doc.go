@@ -63,7 +63,9 @@
 //
 // # Operators
 //
-// [List] returns every job declared on the queue with its spec, catch-up
+// [Discover] names the queues holding jobs (a job is declared before its
+// queue's first task, which delay.Discover finds queues by); [List]
+// returns every job declared on a queue with its spec, catch-up
 // policy, last and next tick, last enqueued tick, pause state and the
 // live processes per definition, each with when it last declared.
 // [Pause] and [Resume] act on one job for every process, judged by the

@@ -6,17 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/keyname"
-	"github.com/tierset/tierset/internal/keyscan"
 	"github.com/tierset/tierset/internal/text"
 	"github.com/tierset/tierset/periodic"
 )
@@ -77,11 +71,9 @@ func cmdPeriodic(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	defer be.close()
-	// A named queue is taken as named: a job is declared before its
-	// queue's first task, which is what Discover finds queues by.
 	names := []string{qname}
 	if qname == "" {
-		if names, err = periodicQueues(ctx, be.client, prefix); err != nil {
+		if names, err = periodic.Discover(ctx, be.client, prefix); err != nil {
 			return err
 		}
 	}
@@ -261,36 +253,4 @@ func periodicChange(ctx context.Context, q *delay.Queue, prefix, sub, job string
 		fmt.Fprintf(w, "periodic job %s: forgotten\n", name)
 	}
 	return nil
-}
-
-// periodicQueues is every queue under prefix that has a task counter
-// (delay.Discover) or a set of periodic jobs: a job is declared before
-// its queue's first task, and an hourly job's queue may hold none, so
-// Discover alone would leave such jobs out of "list".
-func periodicQueues(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
-	names, err := delay.Discover(ctx, c, prefix)
-	if err != nil {
-		return nil, err
-	}
-	if prefix == "" {
-		prefix = delay.DefaultPrefix
-	}
-	// the set of job names is <prefix>:{q:<queue>}:periodic; a job's
-	// hash adds ":<job>", so it does not end in "}:periodic"
-	head, tail := prefix+":{q:", "}:periodic"
-	var mu sync.Mutex
-	err = keyscan.Each(ctx, c, head+"*"+tail, func(_ context.Context, _ redis.Cmdable, key string) error {
-		name := strings.TrimSuffix(strings.TrimPrefix(key, head), tail)
-		mu.Lock()
-		defer mu.Unlock()
-		if keyname.Check(name) == nil && !slices.Contains(names, name) {
-			names = append(names, name)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("discover periodic jobs: %w", err)
-	}
-	slices.Sort(names)
-	return names, nil
 }
