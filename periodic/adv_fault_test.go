@@ -26,6 +26,7 @@ func faultyQueue(t *testing.T, c redis.UniversalClient) *delay.Queue {
 // pause, none inside, PausedSince from the first (cut) Pause, and the
 // observers still add up.
 func TestFaultAdvCutRepliesPauseResume(t *testing.T) {
+	t.Parallel()
 	f := testredis.StartFaulty(t)
 	ctx := testredis.Ctx(t)
 	q := faultyQueue(t, f.Cut)
@@ -142,6 +143,7 @@ func TestFaultAdvCutRepliesPauseResume(t *testing.T) {
 // follow CatchUpAll with MaxCatchUp 3 (at most 4 tasks for them), no
 // tick doubles, and the observers count every tick once.
 func TestFaultAdvFrozenRedis(t *testing.T) {
+	t.Parallel()
 	f := testredis.StartFaulty(t)
 	ctx := testredis.Ctx(t)
 	q := faultyQueue(t, f.Cut)

@@ -56,6 +56,7 @@ func (g *gateClock) now() time.Time {
 // before the Forget (their tasks cancelled meanwhile, so only the guard
 // could stop it) and no catch-up of the ticks nobody handled after.
 func TestAdvFrozenThroughForget(t *testing.T) {
+	t.Parallel()
 	for skip := range 4 {
 		t.Run(fmt.Sprintf("frozen at clock read %d", skip), func(t *testing.T) {
 			b := testredis.Redis(t)

@@ -122,6 +122,7 @@ func contiguous(t *testing.T, ticks []int64, period, lo, hi int64, what string) 
 // up to the ticks handled (enqueued = tasks; enqueued + missed = ticks
 // from the first through Last).
 func TestAdvPauseResumeRace(t *testing.T) {
+	t.Parallel()
 	b := testredis.Redis(t)
 	ctx := testredis.Ctx(t)
 	q := newQueue(t, b)
@@ -301,6 +302,7 @@ func TestAdvForgetRace(t *testing.T) {
 // would drop the older of two due ticks):
 // one task per tick, due at its tick, no gap.
 func TestAdvSkewedClocks(t *testing.T) {
+	t.Parallel()
 	b := testredis.Redis(t)
 	ctx := testredis.Ctx(t)
 	q := newQueue(t, b)

@@ -23,6 +23,7 @@ import (
 // come again, one task each, with no gap. The fast run is 2 processes
 // and 8 paused periods; the soak 4 and 30.
 func TestFaultPauseHoldsAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	if !testredis.HaveServer() {
 		t.Skip("no redis-server on PATH: the test restarts its own")
 	}

@@ -118,6 +118,7 @@ func (h *handled) first() int64 {
 // at its tick by Redis TIME, with no gap. The fast run is 4 processes,
 // 100 ms ticks, 30 ticks; the soak is 10 processes, 1 s ticks, 60 ticks.
 func TestFaultTicksExactlyOnce(t *testing.T) {
+	t.Parallel()
 	procs := soak.Pick(10, 4)
 	period := soak.Pick(time.Second, 100*time.Millisecond)
 	ticks := soak.Pick(60, 30)
