@@ -24,9 +24,6 @@ func TestAdvForgetFrozenShapes(t *testing.T) {
 		{"frozen inside a declaration", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if !tc.freezeInDeclare {
-				t.Skip("known break: a process that declared a job, froze before its first tick and thaws after the job was forgotten plans from its first declaration and catches up ticks handled before the Forget (declare resets only when it knew a guard)")
-			}
 			b := testredis.Mini(t)
 			ctx := testredis.Ctx(t)
 			q := newQueue(t, b)

@@ -115,6 +115,11 @@ func setPaused(ctx context.Context, q *delay.Queue, name string, on bool) error 
 // declarations written meanwhile.
 const maxForgetTries = 5
 
+// forgetKeep is how long Forget's tombstone (the time it ran) outlives
+// it: a process frozen since before the Forget that thaws within it
+// starts the job over instead of catching up ticks others handled.
+const forgetKeep = 7 * 24 * time.Hour
+
 // Forget deletes the stored state of the job name on q (its guard, pause
 // and definitions) and drops it from List, once no live process
 // declares it: while one does, it refuses with ErrDeclared, naming the
@@ -122,7 +127,9 @@ const maxForgetTries = 5
 // transaction (WATCH), so a process declaring meanwhile either comes
 // first, and Forget refuses, or finds the job new. A process that
 // declares the job after Forget starts it over from its next tick (no
-// catch-up: its old ticks are not known any more). The job's tasks
+// catch-up: its old ticks are not known any more), also one that
+// declared it before and was frozen through the Forget: a tombstone of
+// the Forget's time, kept for 7 days, tells it so. The job's tasks
 // already in the queue are left alone.
 func Forget(ctx context.Context, q *delay.Queue, name string) error {
 	k, err := known(ctx, q, name, "forget")
@@ -153,6 +160,7 @@ func Forget(ctx context.Context, q *delay.Queue, name string) error {
 			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 				p.Del(ctx, st)
 				p.SRem(ctx, k.index(), name)
+				p.Set(ctx, k.forgotten(name), now.UnixMilli(), forgetKeep)
 				return nil
 			})
 			return err

@@ -276,6 +276,7 @@ func (r *runner) declare(ctx context.Context) error {
 	s.mu.Unlock()
 	exp := now.Add(s.o.TTL).UnixMilli()
 	hs := make([]*redis.MapStringStringCmd, len(es))
+	fg := make([]*redis.SliceCmd, len(es))
 	_, err = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for _, name := range gone {
 			p.HDel(ctx, s.k.job(name), "p:"+s.o.Process)
@@ -288,6 +289,7 @@ func (r *runner) declare(ctx context.Context) error {
 		}
 		for i, e := range es {
 			hs[i] = p.HGetAll(ctx, s.k.job(e.job.Name))
+			fg[i] = p.MGet(ctx, s.k.forgotten(e.job.Name)) // no redis.Nil when absent
 		}
 		return nil
 	})
@@ -299,14 +301,14 @@ func (r *runner) declare(ctx context.Context) error {
 	}
 	for i, e := range es {
 		st := parseState(hs[i].Val(), now)
-		if st.last == 0 && e.last > 0 {
+		if st.last == 0 && (e.last > 0 || e.from != 0 && forgotAt(fg[i]) >= e.from) {
 			// the job's state is gone (Forget, while this process was
 			// frozen past its TTL): what this process remembers of the
-			// guard may be behind ticks others handled before it, so it
-			// starts over as a new job would, from now. Now is read
-			// again: the TIME above may be from before a freeze that
-			// outlasted the Forget, and ticks before the Forget may
-			// have been handled
+			// guard, or its first declaration when it knew none, may be
+			// behind ticks others handled before it, so it starts over
+			// as a new job would, from now. Now is read again: the TIME
+			// above may be from before a freeze that outlasted the
+			// Forget, and ticks before the Forget may have been handled
 			at, err := c.Time(ctx).Result()
 			if err != nil {
 				return err
@@ -322,6 +324,21 @@ func (r *runner) declare(ctx context.Context) error {
 		r.report(ctx, e, st)
 	}
 	return nil
+}
+
+// forgotAt is the time of the tombstone Forget left (Unix ms), 0 when
+// there is none or it does not read as a time.
+func forgotAt(c *redis.SliceCmd) int64 {
+	v := c.Val()
+	if len(v) != 1 {
+		return 0
+	}
+	str, _ := v[0].(string)
+	ms, err := strconv.ParseInt(str, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return ms
 }
 
 // report logs a change in the job's live definitions: two or more live

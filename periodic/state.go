@@ -22,6 +22,7 @@ import (
 //	    paused   since (Unix ms), while paused
 //	    p:<process>     '<expiry Unix ms> <definition> <declared Unix ms>': a live process's declaration
 //	    d:<definition>  '<first declared Unix ms> <catch-up> <max catch-up> <grace ms> <spec>'
+//	<prefix>:{q:<queue>}:periodic-forgot:<job>  STRING  when Forget ran (Unix ms, Redis TIME), for forgetKeep
 type keys struct{ tag string }
 
 func keysOf(q *delay.Queue) (keys, error) {
@@ -41,6 +42,11 @@ func keysOf(q *delay.Queue) (keys, error) {
 
 func (k keys) index() string          { return k.tag + ":periodic" }
 func (k keys) job(name string) string { return k.tag + ":periodic:" + name }
+
+// forgotten is the tombstone Forget leaves: the time it ran (Unix ms),
+// for forgetKeep. Its prefix is not the index's, so Discover does not
+// match it and no job name can make it a job's key.
+func (k keys) forgotten(name string) string { return k.tag + ":periodic-forgot:" + name }
 
 // Declaration is one live process's declaration of a job.
 type Declaration struct {
