@@ -399,18 +399,20 @@ func List(ctx context.Context, c redis.UniversalClient, prefix string) ([]string
 	if err := keyname.Check(prefix); err != nil {
 		return nil, invalid("prefix", "%w", err)
 	}
+	if nilClient(c) {
+		return nil, invalid("client", "nil client")
+	}
 	var names []string
 	start := prefix + ":{b:"
 	for _, suffix := range []string{"}:epoch", "}:defs"} {
-		err := keyscan.Each(ctx, c, start+"*"+suffix, func(_ context.Context, _ redis.Cmdable, key string) error {
-			n := strings.TrimSuffix(strings.TrimPrefix(key, start), suffix)
-			if !strings.ContainsAny(n, "{}") {
-				names = append(names, n)
-			}
-			return nil
-		})
+		keys, err := keyscan.Keys(ctx, c, start+"*"+suffix)
 		if err != nil {
 			return nil, err
+		}
+		for _, key := range keys {
+			if n := strings.TrimSuffix(strings.TrimPrefix(key, start), suffix); !strings.ContainsAny(n, "{}") {
+				names = append(names, n)
+			}
 		}
 	}
 	slices.Sort(names)

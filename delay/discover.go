@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,23 +25,15 @@ func Discover(ctx context.Context, c redis.UniversalClient, prefix string) ([]st
 		return nil, err
 	}
 	head, tail := prefix+":{q:", "}:ctr"
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	err := keyscan.Each(ctx, c, head+"*"+tail, func(_ context.Context, _ redis.Cmdable, key string) error {
-		name := strings.TrimSuffix(strings.TrimPrefix(key, head), tail)
-		if validateName(name) == nil {
-			mu.Lock()
-			seen[name] = true
-			mu.Unlock()
-		}
-		return nil
-	})
+	keys, err := keyscan.Keys(ctx, c, head+"*"+tail)
 	if err != nil {
 		return nil, wrapErr(ctx, "discover", err)
 	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
+	names := make([]string, 0, len(keys))
+	for _, key := range keys {
+		if name := strings.TrimSuffix(strings.TrimPrefix(key, head), tail); validateName(name) == nil {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	return names, nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -36,20 +35,16 @@ func Discover(ctx context.Context, c redis.UniversalClient, prefix string) ([]st
 	if head == ks.tag {
 		return nil, fmt.Errorf("periodic: discover: queue tag %q does not end in the queue's name", ks.tag)
 	}
-	var mu sync.Mutex
-	var names []string
 	// A job's hash adds ":<job>" to the index key, so it does not match.
-	err = keyscan.Each(ctx, c, head+"*"+tail, func(_ context.Context, _ redis.Cmdable, key string) error {
-		name := strings.TrimSuffix(strings.TrimPrefix(key, head), tail)
-		mu.Lock()
-		defer mu.Unlock()
-		if keyname.Check(name) == nil && !slices.Contains(names, name) {
-			names = append(names, name)
-		}
-		return nil
-	})
+	keys, err := keyscan.Keys(ctx, c, head+"*"+tail)
 	if err != nil {
 		return nil, fmt.Errorf("periodic: discover: %w", err)
+	}
+	names := make([]string, 0, len(keys))
+	for _, key := range keys {
+		if name := strings.TrimSuffix(strings.TrimPrefix(key, head), tail); keyname.Check(name) == nil {
+			names = append(names, name)
+		}
 	}
 	slices.Sort(names)
 	return names, nil

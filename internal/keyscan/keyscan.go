@@ -5,6 +5,7 @@ package keyscan
 
 import (
 	"context"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -44,4 +45,23 @@ func EachType(ctx context.Context, c redis.UniversalClient, pattern, typ string,
 		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
 	}
 	return scan(ctx, c)
+}
+
+// Keys returns the keys matching pattern, each once (SCAN may return a
+// key twice), in no set order: Each with the locking and the dedupe every
+// listing needs.
+func Keys(ctx context.Context, c redis.UniversalClient, pattern string) ([]string, error) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var out []string
+	err := Each(ctx, c, pattern, func(_ context.Context, _ redis.Cmdable, key string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, key)
+		}
+		return nil
+	})
+	return out, err
 }

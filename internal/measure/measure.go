@@ -81,19 +81,7 @@ func eachMasterInfo(ctx context.Context, c redis.UniversalClient, section string
 // Keys lists the keys matching pattern, on every master, without
 // duplicates.
 func Keys(ctx context.Context, c redis.UniversalClient, pattern string) ([]string, error) {
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	var out []string
-	err := keyscan.Each(ctx, c, pattern, func(_ context.Context, _ redis.Cmdable, key string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if !seen[key] {
-			seen[key] = true
-			out = append(out, key)
-		}
-		return nil
-	})
-	return out, err
+	return keyscan.Keys(ctx, c, pattern)
 }
 
 // DeleteKeys deletes every key matching pattern (SCAN and one DEL per key

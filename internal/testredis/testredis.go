@@ -274,13 +274,5 @@ func CountKeys(ctx context.Context, c redis.UniversalClient, prefix string) (int
 
 // Keys lists the keys under prefix (on every master of a cluster).
 func Keys(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
-	var mu sync.Mutex
-	var out []string
-	err := keyscan.Each(ctx, c, prefix+"*", func(_ context.Context, _ redis.Cmdable, key string) error {
-		mu.Lock()
-		out = append(out, key)
-		mu.Unlock()
-		return nil
-	})
-	return out, err
+	return keyscan.Keys(ctx, c, prefix+"*")
 }
