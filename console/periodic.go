@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/tierset/tierset/internal/opsview"
+	"github.com/tierset/tierset/internal/text"
 	"github.com/tierset/tierset/periodic"
 )
 
@@ -48,19 +50,11 @@ func (s *Console) periodicRows(ctx context.Context) ([]jobRow, error) {
 		}
 		now := q.ServerNow()
 		for _, j := range jobs {
-			r := jobRow{Queue: q.Name(), JobInfo: j, State: "running"}
-			switch {
-			case j.Paused:
-				r.State = "paused"
-			case len(j.Definitions) == 0:
-				r.State = "undeclared"
-			case j.Conflict:
-				r.State = "changing"
-			}
+			r := jobRow{Queue: q.Name(), JobInfo: j, State: opsview.JobState(j)}
 			for _, d := range j.Definitions {
 				for _, p := range d.Processes {
 					r.Processes = append(r.Processes, procRow{Declaration: p, Digest: d.Digest, Winner: d.Winner,
-						Age: max(now.Sub(p.Declared), 0).Round(time.Second).String() + " ago"})
+						Age: text.Duration(max(now.Sub(p.Declared), 0).Round(time.Second)) + " ago"})
 				}
 			}
 			rows = append(rows, r)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/keyname"
+	"github.com/tierset/tierset/internal/opsview"
 	"github.com/tierset/tierset/internal/text"
 	"github.com/tierset/tierset/periodic"
 )
@@ -89,66 +89,10 @@ func cmdPeriodic(ctx context.Context, args []string, e *env) error {
 	return periodicChange(ctx, qs[0], prefix, sub, job, e.stdout)
 }
 
-// periodicRow is one job of List, with its queue (-json).
+// periodicRow is one job of List, with its queue.
 type periodicRow struct {
-	Queue string `json:"queue"`
+	Queue string
 	periodic.JobInfo
-}
-
-// jobJSON is a job as -json prints it: snake_case, times in RFC 3339
-// UTC (null when none), durations in ms.
-type jobJSON struct {
-	Queue        string    `json:"queue"`
-	Name         string    `json:"name"`
-	Spec         string    `json:"spec"`
-	CatchUp      string    `json:"catch_up"`
-	Paused       bool      `json:"paused"`
-	PausedSince  *string   `json:"paused_since"`
-	Last         *string   `json:"last_tick"`
-	LastEnqueued *string   `json:"last_enqueued"`
-	Next         *string   `json:"next_tick"`
-	Conflict     bool      `json:"conflict"`
-	Definitions  []defJSON `json:"definitions"`
-}
-
-type defJSON struct {
-	Digest        string     `json:"digest"`
-	Spec          string     `json:"spec"`
-	CatchUp       string     `json:"catch_up"`
-	MaxCatchUp    int        `json:"max_catch_up"`
-	GraceMs       int64      `json:"grace_ms"`
-	FirstDeclared *string    `json:"first_declared"`
-	Winner        bool       `json:"winner"`
-	Processes     []procJSON `json:"processes"`
-}
-
-type procJSON struct {
-	Process  string  `json:"process"`
-	Declared *string `json:"declared"`
-	Expires  *string `json:"expires"`
-}
-
-func jsonTime(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	s := t.UTC().Format(time.RFC3339Nano)
-	return &s
-}
-
-func (r periodicRow) json() jobJSON {
-	j := jobJSON{Queue: r.Queue, Name: r.Name, Spec: r.Spec, CatchUp: r.CatchUp.String(), Paused: r.Paused,
-		PausedSince: jsonTime(r.PausedSince), Last: jsonTime(r.Last), LastEnqueued: jsonTime(r.LastEnqueued),
-		Next: jsonTime(r.Next), Conflict: r.Conflict, Definitions: []defJSON{}}
-	for _, d := range r.Definitions {
-		dj := defJSON{Digest: d.Digest, Spec: d.Spec, CatchUp: d.CatchUp.String(), MaxCatchUp: d.MaxCatchUp,
-			GraceMs: d.Grace.Milliseconds(), FirstDeclared: jsonTime(d.FirstDeclared), Winner: d.Winner, Processes: []procJSON{}}
-		for _, p := range d.Processes {
-			dj.Processes = append(dj.Processes, procJSON{Process: p.Process, Declared: jsonTime(p.Declared), Expires: jsonTime(p.Expires)})
-		}
-		j.Definitions = append(j.Definitions, dj)
-	}
-	return j
 }
 
 // periodicList prints every job of qs: a table, then each job's live
@@ -165,13 +109,11 @@ func periodicList(ctx context.Context, qs []*delay.Queue, asJSON bool, w io.Writ
 		}
 	}
 	if asJSON {
-		out := make([]jobJSON, len(rows))
+		views := make([]opsview.PeriodicJob, len(rows))
 		for i, r := range rows {
-			out[i] = r.json()
+			views[i] = opsview.PeriodicJobOf(r.Queue, r.JobInfo)
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return output{w: w, json: true}.encode(views)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintf(w, "no periodic job on %s\n", count(len(qs), "queue", "queues"))
@@ -186,24 +128,16 @@ func periodicList(ctx context.Context, qs []*delay.Queue, asJSON bool, w io.Writ
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tJOB\tSPEC\tCATCH-UP\tSTATE\tLAST TICK\tLAST ENQUEUED\tNEXT TICK\tPROCESSES\t")
 	for _, r := range rows {
-		state, procs := "running", 0
+		procs := 0
 		for _, d := range r.Definitions {
 			procs += len(d.Processes)
-		}
-		switch {
-		case r.Paused:
-			state = "paused"
-		case len(r.Definitions) == 0:
-			state = "undeclared"
-		case r.Conflict:
-			state = "changing"
 		}
 		spec := r.Spec
 		if spec == "" {
 			spec = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", text.Escape(r.Queue), text.Escape(r.Name), text.Escape(spec),
-			r.CatchUp, state, utc(r.Last), utc(r.LastEnqueued), utc(r.Next), procs)
+			r.CatchUp, opsview.JobState(r.JobInfo), utc(r.Last), utc(r.LastEnqueued), utc(r.Next), procs)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -1,6 +1,7 @@
 // Package opsview is the one JSON shape of what an operator reads about
-// a queue: the tierset CLI's -json output and the console's /api answers
-// both encode these types, so a field has one name in both.
+// queues, periodic jobs and budgets: the tierset CLI's -json output and
+// the console's /api answers both encode these types, so a field has one
+// name in both; the state words both print are worded here too.
 package opsview
 
 import (
