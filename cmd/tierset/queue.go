@@ -85,14 +85,15 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return err
 	}
+	out := output{w: e.stdout, json: str("json") == "true"}
 	if sub == "ls" {
-		return queueList(ctx, be, prefix, names, output{w: e.stdout, json: str("json") == "true"})
+		return queueList(ctx, be, prefix, names, out)
 	}
 	if sub == "workers" {
 		if name != "" && !slices.Contains(names, name) {
 			return fmt.Errorf("no queue %s under prefix %s (%s)", quoteArg(name), quoteArg(prefix), knownQueues(names))
 		}
-		return queueWorkers(ctx, be, prefix, name, output{w: e.stdout, json: str("json") == "true"})
+		return queueWorkers(ctx, be, prefix, name, out)
 	}
 	if !slices.Contains(names, name) {
 		return fmt.Errorf("no queue %s under prefix %s (%s)", quoteArg(name), quoteArg(prefix), knownQueues(names))
@@ -102,7 +103,6 @@ func cmdQueue(ctx context.Context, args []string, e *env) error {
 		return usagef("%v", err)
 	}
 	yes := str("yes") == "true"
-	out := output{w: e.stdout, json: str("json") == "true"}
 	switch sub {
 	case "stats":
 		return queueStats(ctx, q, out)
@@ -135,7 +135,7 @@ func queueFlags() *cmdFlags {
 	fs.String("key", "", "cancel/reschedule/run: the task's business `key`")
 	fs.String("token", "", "cancel: only the task of this `token` (default every task of -key)")
 	fs.String("at", "", "reschedule: the new due `time` (RFC 3339)")
-	fs.String("in", "", "reschedule: the new due time as a `delay` from now (such as 90s or 2h)")
+	fs.String("in", "", "reschedule: the new due time as a `delay` from now (such as 90s, 2h or 3d)")
 	fs.Int("limit", 50, "tasks/dead: list at most `N` tasks")
 	fs.Bool("yes", false, "requeue/purge without asking for confirmation")
 	fs.Bool("json", false, "ls/workers/stats/tasks/task/dead: print JSON (the field names of the console's /api answers)")
@@ -203,28 +203,7 @@ func knownQueues(names []string) string {
 
 // queueList prints one line per queue under prefix.
 func queueList(ctx context.Context, be *backend, prefix string, names []string, out output) error {
-	w := out.w
-	if out.json {
-		views := make([]opsview.Queue, 0, len(names))
-		for _, n := range names {
-			q, err := delay.New(be.client, n, delay.Options{Prefix: prefix})
-			if err != nil {
-				return err
-			}
-			st, err := q.Stats(ctx)
-			if err != nil {
-				return fmt.Errorf("queue %s: %w", text.Escape(n), err)
-			}
-			views = append(views, opsview.QueueOf(n, st))
-		}
-		return out.encode(views)
-	}
-	if len(names) == 0 {
-		fmt.Fprintf(w, "no queue under prefix %s\n", text.Escape(prefix))
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "QUEUE\tREADY\tSCHEDULED\tIN FLIGHT\tDEAD\tOLDEST DUE\tSTATE\t")
+	views := make([]opsview.Queue, 0, len(names))
 	for _, n := range names {
 		q, err := delay.New(be.client, n, delay.Options{Prefix: prefix})
 		if err != nil {
@@ -234,16 +213,29 @@ func queueList(ctx context.Context, be *backend, prefix string, names []string, 
 		if err != nil {
 			return fmt.Errorf("queue %s: %w", text.Escape(n), err)
 		}
+		views = append(views, opsview.QueueOf(n, st))
+	}
+	if out.json {
+		return out.encode(views)
+	}
+	w := out.w
+	if len(views) == 0 {
+		fmt.Fprintf(w, "no queue under prefix %s\n", text.Escape(prefix))
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "QUEUE\tREADY\tSCHEDULED\tIN FLIGHT\tDEAD\tOLDEST DUE\tSTATE\t")
+	for _, v := range views {
 		state := "running"
-		if st.Paused {
+		if v.Paused {
 			state = "paused"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", text.Escape(n), st.Ready, st.Pending-st.Ready, st.InFlight, st.Dead, text.Duration(st.OldestDueAge), state)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t\n", text.Escape(v.Name), v.Ready, v.Scheduled, v.InFlight, v.Dead, v.OldestDueAge, state)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s\n", count(len(names), "queue", "queues"))
+	fmt.Fprintf(w, "%s\n", count(len(views), "queue", "queues"))
 	return nil
 }
 
