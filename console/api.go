@@ -52,7 +52,7 @@ func (s *Console) apiTasks(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, err)
 		return
 	}
-	o, _, err := listOptions(qv)
+	o, err := listOptions(qv)
 	if err != nil {
 		apiFail(w, err)
 		return

@@ -59,12 +59,15 @@ func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	o, order, err := listOptions(qv)
+	o, err := listOptions(qv)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	st := o.State
+	st, order := o.State, "oldest"
+	if o.Newest {
+		order = "newest"
+	}
 	p, err := q.List(ctx, o)
 	if err != nil {
 		s.fail(w, r, err)
@@ -95,13 +98,13 @@ func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 // listOptions reads a listing's query: state (default due), order
 // (oldest, or newest; newest by default for dead and done), cursor, key
 // prefix and error text. The browse page and /api/tasks share it.
-func listOptions(qv url.Values) (delay.ListOptions, string, error) {
+func listOptions(qv url.Values) (delay.ListOptions, error) {
 	st := delay.State(qv.Get("state"))
 	if st == "" {
 		st = delay.StateDue
 	}
 	if !slices.Contains(tabStates, st) {
-		return delay.ListOptions{}, "", fmt.Errorf("%w: state %q (want due, scheduled, inflight, dead or done)", errBadParam, st)
+		return delay.ListOptions{}, fmt.Errorf("%w: state %q (want due, scheduled, inflight, dead or done)", errBadParam, st)
 	}
 	order := qv.Get("order")
 	switch order {
@@ -112,10 +115,10 @@ func listOptions(qv url.Values) (delay.ListOptions, string, error) {
 		}
 	case "oldest", "newest":
 	default:
-		return delay.ListOptions{}, "", fmt.Errorf("%w: order %q (want oldest or newest)", errBadParam, order)
+		return delay.ListOptions{}, fmt.Errorf("%w: order %q (want oldest or newest)", errBadParam, order)
 	}
 	return delay.ListOptions{State: st, Cursor: qv.Get("cursor"), Limit: taskPageSize, Newest: order == "newest",
-		KeyPrefix: qv.Get("key"), ErrorText: qv.Get("err"), ScanLimit: scanWindow}, order, nil
+		KeyPrefix: qv.Get("key"), ErrorText: qv.Get("err"), ScanLimit: scanWindow}, nil
 }
 
 // entryRow is one listed task.
