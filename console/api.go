@@ -31,14 +31,10 @@ func (s *Console) apiQueues(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, err)
 		return
 	}
-	views := make([]opsview.Queue, len(qs))
-	for i, q := range qs {
-		st, err := q.Stats(r.Context())
-		if err != nil {
-			apiFail(w, err)
-			return
-		}
-		views[i] = opsview.QueueOf(q.Name(), st)
+	views, err := opsview.ReadQueues(r.Context(), qs)
+	if err != nil {
+		apiFail(w, err)
+		return
 	}
 	apiWrite(w, http.StatusOK, views)
 }

@@ -203,17 +203,17 @@ func knownQueues(names []string) string {
 
 // queueList prints one line per queue under prefix.
 func queueList(ctx context.Context, be *backend, prefix string, names []string, out output) error {
-	views := make([]opsview.Queue, 0, len(names))
-	for _, n := range names {
+	qs := make([]*delay.Queue, len(names))
+	for i, n := range names {
 		q, err := delay.New(be.client, n, delay.Options{Prefix: prefix})
 		if err != nil {
 			return err
 		}
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return fmt.Errorf("queue %s: %w", text.Escape(n), err)
-		}
-		views = append(views, opsview.QueueOf(n, st))
+		qs[i] = q
+	}
+	views, err := opsview.ReadQueues(ctx, qs)
+	if err != nil {
+		return err
 	}
 	if out.json {
 		return out.encode(views)

@@ -5,7 +5,9 @@
 package opsview
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/tierset/tierset/delay"
@@ -103,6 +105,20 @@ type Queue struct {
 	Lost           int64      `json:"lost"`
 	HighWater      int64      `json:"high_water"`
 	HighWaterSpace int64      `json:"high_water_space"`
+}
+
+// ReadQueues reads the Stats of each of qs, in order: what the CLI's
+// queue ls and the console's /api/queues list.
+func ReadQueues(ctx context.Context, qs []*delay.Queue) ([]Queue, error) {
+	views := make([]Queue, 0, len(qs))
+	for _, q := range qs {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("queue %s: %w", text.Escape(q.Name()), err)
+		}
+		views = append(views, QueueOf(q.Name(), st))
+	}
+	return views, nil
 }
 
 // QueueOf is the view of a queue's Stats.
