@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/tierset/tierset/delay"
 )
 
@@ -42,6 +44,12 @@ func TestInvalidInput(t *testing.T) {
 			_, err := o.Reschedule(ctx, "k", delay.When{At: time.Now(), After: time.Second})
 			return err
 		}},
+		{"enqueue nil tx", "tx", func(ctx context.Context) error { _, err := o.Enqueue(ctx, nil, delay.Job{Key: "k"}); return err }},
+		{"enqueue typed nil tx", "tx", func(ctx context.Context) error {
+			_, err := o.Enqueue(ctx, (*pgxpool.Tx)(nil), delay.Job{Key: "k"})
+			return err
+		}},
+		{"done typed nil tx", "tx", func(ctx context.Context) error { return o.Done(ctx, (*pgxpool.Tx)(nil), "k", "t") }},
 		{"watch nil pool", "options", func(ctx context.Context) error { return Watch(ctx, nil, nil, nil, WatchOptions{}) }},
 	}
 	for _, tt := range tests {

@@ -80,8 +80,12 @@ func NewToken() string {
 // token is returned. Enqueueing the same (Key, Token) twice is a no-op.
 // job.After counts from Options.Now at this call. A job the queue would
 // refuse returns a *ValidationError (matching ErrInvalid) whose Cause is
-// the *delay.ValidationError (matching delay.ErrInvalid), and writes nothing.
+// the *delay.ValidationError (matching delay.ErrInvalid), and writes nothing;
+// so does a nil tx, typed nils included (Field "tx").
 func (o *Outbox) Enqueue(ctx context.Context, tx pgx.Tx, job delay.Job) (token string, err error) {
+	if isNilTx(tx) {
+		return "", invalid("tx", "nil transaction")
+	}
 	due, err := o.checkJob(&job)
 	if err != nil {
 		return "", err
@@ -142,8 +146,12 @@ func printable(s string) bool {
 // handler does its work: once tx commits, Source stops listing it and a
 // reconcile never re-adds it. It returns ErrNotPending when the row is
 // already done, cancelled or unknown: the handler must then not do the
-// work again (a task may be delivered twice after Redis lost data).
+// work again (a task may be delivered twice after Redis lost data). A nil
+// tx, typed nils included, is a *ValidationError with Field "tx".
 func (o *Outbox) Done(ctx context.Context, tx pgx.Tx, key, token string) error {
+	if isNilTx(tx) {
+		return invalid("tx", "nil transaction")
+	}
 	var id int64
 	err := tx.QueryRow(ctx, `UPDATE `+o.schema+`.delay_outbox SET state = 'done', finished_at = now()
 		WHERE queue = $1 AND key = $2 AND token = $3 AND state IN ('new', 'relayed') RETURNING id`,
