@@ -3,6 +3,7 @@ package periodic
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -21,9 +22,12 @@ import (
 // not per request.
 func Discover(ctx context.Context, c redis.UniversalClient, prefix string) ([]string, error) {
 	// A probe queue gives the hash tag delay stores a queue under, so the
-	// pattern follows delay's key layout rather than a copy of it.
+	// pattern follows delay's key layout rather than a copy of it. It
+	// sends nothing, so a client without ContextTimeoutEnabled is fine
+	// here and not worth a warning.
 	const probe = "probe"
-	q, err := delay.New(c, probe, delay.Options{Prefix: prefix})
+	q, err := delay.New(c, probe, delay.Options{Prefix: prefix, AllowNoContextTimeout: true,
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/testredis"
 	"github.com/tierset/tierset/periodic"
@@ -53,6 +55,18 @@ func TestDiscover(t *testing.T) {
 				t.Fatalf("Discover: %v, want [cron] within 10 s of the declaration", names)
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+		// Discover sends nothing through delay, so a client that ignores
+		// ctx deadlines on the socket lists the same.
+		if c, ok := b.Client.(*redis.Client); ok {
+			opt := *c.Options()
+			opt.ContextTimeoutEnabled = false
+			plainClient := redis.NewClient(&opt)
+			t.Cleanup(func() { plainClient.Close() })
+			names, err := periodic.Discover(ctx, plainClient, b.Prefix)
+			if err != nil || !slices.Equal(names, []string{"cron"}) {
+				t.Errorf("Discover with ContextTimeoutEnabled false: %v, %v, want [cron]", names, err)
+			}
 		}
 		if _, err := periodic.Discover(ctx, b.Client, "bad prefix"); !errors.Is(err, delay.ErrInvalid) {
 			t.Errorf("Discover with a bad prefix: %v, want ErrInvalid", err)
