@@ -32,7 +32,8 @@
 //   - storm (-storm, alone; bench/internal/storm): 8 client processes
 //     (this binary re-executed, each with its own near cache) price
 //     Zipf-skewed carts over 10,000 promotions through hot edits and a
-//     republish of all, then 150-line carts on both paths.
+//     republish of all, then 150-line carts on both paths (-bigcart
+//     runs only those).
 //
 // Every floor is one named row of one table at the end. Robust floors
 // (round trips, bytes per lookup, p50 flatness, the lead over a full

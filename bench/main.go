@@ -46,6 +46,7 @@ type config struct {
 	service     bool
 	scaling     bool
 	storm       bool
+	bigcart     bool
 	seed        uint64
 }
 
@@ -114,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.service, "service", false, "also run bench/peers/cart (carts priced by PostgreSQL and by tierset) and bench/peers/budgetpg (a promotion cap in one PostgreSQL row and in package budget); needs the go command, a real Redis and PostgreSQL; judge their floors")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "with -cluster: sharded delay queue throughput, 1 shard vs 3 shards (1 vs 3 masters)")
 	fs.BoolVar(&cfg.storm, "storm", false, "run only the sale storm (8 client processes, the bench re-executed, over 10,000 promotions: hot edits, then a republish of all) and the big carts; needs a single real Redis")
+	fs.BoolVar(&cfg.bigcart, "bigcart", false, "run only the big carts of -storm (150- and 20-line carts over 100 promotions, 16 clients, Redis path and near cache); needs a single real Redis")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the generated promotions and query values")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), usageText, 20)
@@ -176,6 +178,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.scaling && len(cfg.clusterSeed) == 0 {
 		return cfg, errors.New("-scaling needs -cluster")
 	}
+	if cfg.bigcart && (cfg.mini || len(cfg.clusterSeed) > 0) {
+		return cfg, errors.New("-bigcart needs a single real Redis: not with -miniredis or -cluster")
+	}
 	if cfg.storm && (cfg.mini || len(cfg.clusterSeed) > 0) {
 		return cfg, errors.New("-storm needs a single real Redis (-redis or the private redis-server)")
 	}
@@ -232,6 +237,15 @@ func runBench(ctx context.Context, cfg config, stdout, stderr io.Writer) (code i
 		fmt.Fprintf(stderr, "cleanup: deleted %d leftover keys under %s:*\n", n, cfg.prefix)
 	}()
 
+	if cfg.bigcart && !cfg.storm {
+		if be.url == "" {
+			return 1, errors.New("-bigcart needs a real Redis: none on PATH and no -redis")
+		}
+		if err := storm.BigCarts(ctx, be.url, cfg.prefix, cfg.quick, stdout); err != nil {
+			return 1, err
+		}
+		return 0, nil
+	}
 	if cfg.storm {
 		if be.url == "" {
 			return 1, errors.New("-storm needs a real Redis: none on PATH and no -redis")

@@ -52,6 +52,12 @@ func TestParseFlags(t *testing.T) {
 				t.Errorf("%+v", c)
 			}
 		}},
+		{"bigcart on a cluster", []string{"-bigcart", "-cluster", "127.0.0.1:7000"}, "-bigcart needs a single real Redis", nil},
+		{"bigcart", []string{"-bigcart", "-quick"}, "", func(t *testing.T, c config) {
+			if !c.bigcart || c.storm || !c.quick {
+				t.Errorf("%+v", c)
+			}
+		}},
 		{"bad prefix", []string{"-prefix", "a{b}"}, "-prefix", nil},
 		{"bad tiers", []string{"-tiers", "3,x"}, "-tiers", nil},
 		{"stray argument", []string{"x"}, "unexpected argument", nil},

@@ -41,7 +41,7 @@ func (c *Cache) recheck(ctx context.Context, lines []line, rs []Result) error {
 			continue
 		}
 		next := "0"
-		if ln.next != nil {
+		if ln.wantNext {
 			next = "1"
 		}
 		cmds[i] = recheckScript.Eval(ctx, pipe, []string{ln.key, c.metaKey(rs[i].Promotion)}, ln.score, next)
@@ -66,23 +66,13 @@ func (c *Cache) recheck(ctx context.Context, lines []line, rs []Result) error {
 			continue
 		}
 		ln.reread = true
-		ln.hit = replyCmd(ctx, vals[0])
-		if ln.next != nil {
-			ln.next = replyCmd(ctx, vals[1])
+		ln.hitRaw, ln.hitOK = vals[0].(string)
+		if ln.wantNext {
+			ln.nextRaw, ln.nextOK = vals[1].(string)
 		}
 		ln.metaExists = vals[2] == int64(1)
 	}
 	return nil
-}
-
-// replyCmd wraps one member (or nil) of a script reply as the ZRANGE
-// reply evaluate reads.
-func replyCmd(ctx context.Context, v any) *redis.StringSliceCmd {
-	cmd := redis.NewStringSliceCmd(ctx)
-	if s, ok := v.(string); ok {
-		cmd.SetVal([]string{s})
-	}
-	return cmd
 }
 
 // damaged is the error of a promotion whose stored keys are not whole.
@@ -124,16 +114,11 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 	if r.Err != nil {
 		return hits
 	}
-	hitVals := ln.hit.Val()
-	var nextVals []string
-	if ln.next != nil {
-		nextVals = ln.next.Val()
-	}
-	if len(hitVals) == 0 {
+	if !ln.hitOK {
 		switch {
 		case !ln.reread:
 			ln.recheck = true // not found, damaged, or created between two reads
-		case len(nextVals) != 0:
+		case ln.nextOK:
 			r.Err = damaged(q.Promotion, "floor sentinel missing from its tiers key")
 		case ln.metaExists:
 			r.Err = damaged(q.Promotion, "tiers key missing, meta present")
@@ -143,7 +128,7 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 		return hits
 	}
 	tag := ownerTag(q.Promotion)
-	hd, err := c.decode(q.Promotion, hitVals[0])
+	hd, err := c.decode(q.Promotion, ln.hitRaw)
 	if err == nil && hd.m.hasOwner && hd.m.owner != tag {
 		err = c.misplaced(q.Promotion)
 	}
@@ -153,8 +138,8 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 	}
 	h := &hd.m
 	var nd *decoded
-	if ln.next != nil {
-		if len(nextVals) == 0 {
+	if ln.wantNext {
+		if !ln.nextOK {
 			if ln.reread {
 				r.Err = damaged(q.Promotion, "ceiling sentinel missing from its tiers key")
 			} else {
@@ -162,7 +147,7 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 			}
 			return hits
 		}
-		nd, err = c.decode(q.Promotion, nextVals[0])
+		nd, err = c.decode(q.Promotion, ln.nextRaw)
 		if err == nil && nd.m.hasOwner && nd.m.owner != tag {
 			err = c.misplaced(q.Promotion)
 		}

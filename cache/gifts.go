@@ -1,9 +1,11 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,40 +33,64 @@ func (c *Cache) Gifts(ctx context.Context, rs []Result) error {
 // read by this call (a Match or MatchCart with Gifts), not handed in by
 // the caller (Cache.Gifts).
 func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh bool) (int, error) {
-	var pipe redis.Pipeliner
-	var cmds []*redis.SliceCmd
+	// One HMGET per gifts key (promotion and version) for all the lines
+	// it answers: the lines that need a list, by key, each with the
+	// position of its tier among its key's fields.
+	var want []int
 	for i := range rs {
-		t := rs[i].Tier
-		if t == nil || !t.HasGifts || t.Gifts != nil {
-			continue
+		if t := rs[i].Tier; t != nil && t.HasGifts && t.Gifts == nil {
+			want = append(want, i)
 		}
-		if pipe == nil {
-			pipe = c.client.Pipeline()
-			cmds = make([]*redis.SliceCmd, len(rs))
-		}
-		cmds[i] = pipe.HMGet(ctx, c.giftsKey(rs[i].Promotion, rs[i].Version), t.ID)
 	}
-	if pipe == nil {
+	if len(want) == 0 {
 		return 0, nil
 	}
+	slices.SortStableFunc(want, func(a, b int) int {
+		if c := cmp.Compare(rs[a].Promotion, rs[b].Promotion); c != 0 {
+			return c
+		}
+		return cmp.Compare(rs[a].Version, rs[b].Version)
+	})
+	pipe := c.client.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(rs)) // by line: its key's HMGET
+	field := make([]int, len(rs))            // by line: its tier's position in that HMGET
+	for lo := 0; lo < len(want); {
+		first := &rs[want[lo]]
+		hi := lo + 1
+		for hi < len(want) && rs[want[hi]].Promotion == first.Promotion && rs[want[hi]].Version == first.Version {
+			hi++
+		}
+		var fields []string
+		for _, i := range want[lo:hi] {
+			k := slices.Index(fields, rs[i].Tier.ID)
+			if k < 0 {
+				k, fields = len(fields), append(fields, rs[i].Tier.ID)
+			}
+			field[i] = k
+		}
+		cmd := pipe.HMGet(ctx, c.giftsKey(first.Promotion, first.Version), fields...)
+		for _, i := range want[lo:hi] {
+			cmds[i] = cmd
+		}
+		lo = hi
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		for i, cmd := range cmds {
-			if cmd != nil {
-				if err := lineErr(cmd.Err(), &rs[i]); err != nil {
-					return 1, err
-				}
+		for _, i := range want {
+			if err := lineErr(cmds[i].Err(), &rs[i]); err != nil {
+				return 1, err
 			}
 		}
 	}
 	var missing []int
-	for i, cmd := range cmds {
-		if cmd == nil || cmd.Err() != nil {
+	for _, i := range want {
+		cmd := cmds[i]
+		if cmd.Err() != nil {
 			continue
 		}
 		vals := cmd.Val()
-		raw, ok := "", len(vals) == 1
+		raw, ok := "", field[i] < len(vals)
 		if ok {
-			raw, ok = vals[0].(string)
+			raw, ok = vals[field[i]].(string)
 		}
 		if !ok {
 			missing = append(missing, i)
@@ -81,6 +107,7 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh bool) (int, e
 	if len(missing) == 0 {
 		return 1, nil
 	}
+	slices.Sort(missing) // query order, as before grouping
 	return 2, c.giftsMissing(ctx, rs, missing, fresh)
 }
 

@@ -88,8 +88,16 @@ type line struct {
 	score int64
 	key   string // the promotion's tiers key, a substring of the call's key buffer
 	bound string // "(score", the next-tier range's exclusive bound (MatchOptions.Next)
-	hit   *redis.StringSliceCmd
-	next  *redis.StringSliceCmd
+	// hit and next are the line's own ZRANGEs; a line answered by its
+	// group's read (cartgroup.go) has none, or only next.
+	hit  *redis.StringSliceCmd
+	next *redis.StringSliceCmd
+	// hitRaw and nextRaw are the replies evaluate reads: the member found
+	// (hitOK, nextOK), else nothing stored in the range.
+	hitRaw, nextRaw string
+	hitOK, nextOK   bool
+	sent            bool // read in this call's pipeline (its own command or its group's)
+	wantNext        bool // MatchOptions.Next
 	// recheck: the first read cannot be answered alone (nothing stored,
 	// or hit and next from different versions); recheck re-reads it
 	// with its meta key in one script call. reread: this is that re-read.
@@ -98,6 +106,21 @@ type line struct {
 	// args backs the hit command's arguments, so a call allocates them
 	// once for all its lines instead of once per command.
 	args [hitArgc]any
+}
+
+// takeReplies copies the replies of the line's own commands into hitRaw
+// and nextRaw.
+func (ln *line) takeReplies() {
+	if ln.hit != nil {
+		if v := ln.hit.Val(); len(v) > 0 {
+			ln.hitRaw, ln.hitOK = v[0], true
+		}
+	}
+	if ln.next != nil {
+		if v := ln.next.Val(); len(v) > 0 {
+			ln.nextRaw, ln.nextOK = v[0], true
+		}
+	}
 }
 
 // Match answers one query. On ErrNoTier the Result still carries Next (with
@@ -326,7 +349,7 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 		if pending == 1 && !opt.Next {
 			err = c.sendSingle(ctx, lines, rs)
 		} else {
-			err = c.sendPipeline(ctx, lines, rs, opt.Next)
+			err = c.sendPipeline(ctx, qs, lines, rs, opt.Next)
 		}
 		if err != nil {
 			c.obs.OnRoundTrips(OpMatch, rts)
@@ -342,7 +365,7 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 		nowMs := c.now().UnixMilli()
 		rechecks := 0
 		for i := range lines {
-			if rs[i].Err == nil && lines[i].hit != nil {
+			if rs[i].Err == nil && lines[i].sent {
 				hits = c.evaluate(&qs[i], &lines[i], &rs[i], nowMs, hits)
 				if lines[i].recheck {
 					rechecks++
@@ -440,46 +463,77 @@ func (c *Cache) sendSingle(ctx context.Context, lines []line, rs []Result) error
 		if rs[i].Err != nil {
 			continue
 		}
-		lines[i].hit = lines[i].hitCmd(ctx)
-		_ = c.client.Process(ctx, lines[i].hit)
-		return lineErr(lines[i].hit.Err(), &rs[i])
+		ln := &lines[i]
+		ln.hit, ln.sent = ln.hitCmd(ctx), true
+		_ = c.client.Process(ctx, ln.hit)
+		if err := lineErr(ln.hit.Err(), &rs[i]); err != nil {
+			return err
+		}
+		ln.takeReplies()
+		return nil
 	}
 	return nil
 }
 
-func (c *Cache) sendPipeline(ctx context.Context, lines []line, rs []Result, next bool) error {
+// sendPipeline sends every line's reads in one pipeline: a line alone on
+// its promotion (or too far from the others' values) its own ZRANGEs,
+// the lines of one promotion together one read for all (cartgroup.go).
+func (c *Cache) sendPipeline(ctx context.Context, qs []Query, lines []line, rs []Result, next bool) error {
 	pipe := c.client.Pipeline()
 	var nextArgs []any
 	if next {
 		nextArgs = make([]any, nextArgc*len(lines))
 	}
+	var gs *cartGroups
+	if len(lines) > 1 {
+		gs = groupLines(qs, lines, rs)
+	}
 	for i := range lines {
+		ln := &lines[i]
 		if rs[i].Err != nil {
 			continue
 		}
-		lines[i].hit = lines[i].hitCmd(ctx)
-		_ = pipe.Process(ctx, lines[i].hit)
-		if next {
-			lines[i].next = lines[i].nextCmd(ctx, nextArgs[i*nextArgc:])
-			_ = pipe.Process(ctx, lines[i].next)
+		ln.sent, ln.wantNext = true, next
+		if gs == nil || !gs.grouped(i) {
+			ln.hit = ln.hitCmd(ctx)
+			_ = pipe.Process(ctx, ln.hit)
 		}
+		if next && (gs == nil || gs.ownsNext(i)) {
+			ln.next = ln.nextCmd(ctx, nextArgs[i*nextArgc:])
+			_ = pipe.Process(ctx, ln.next)
+		}
+	}
+	if gs != nil {
+		gs.send(ctx, pipe, lines)
 	}
 	_, err := pipe.Exec(ctx)
-	if err == nil {
-		return nil
-	}
-	for i := range lines {
-		if rs[i].Err != nil || lines[i].hit == nil {
-			continue
+	if err != nil {
+		for i := range lines {
+			ln := &lines[i]
+			if rs[i].Err != nil || !ln.sent {
+				continue
+			}
+			for _, cmd := range []*redis.StringSliceCmd{ln.hit, ln.next} {
+				if cmd != nil {
+					if err := lineErr(cmd.Err(), &rs[i]); err != nil {
+						return err
+					}
+				}
+			}
 		}
-		if err := lineErr(lines[i].hit.Err(), &rs[i]); err != nil {
-			return err
-		}
-		if lines[i].next != nil {
-			if err := lineErr(lines[i].next.Err(), &rs[i]); err != nil {
+		if gs != nil {
+			if err := gs.errs(lines, rs); err != nil {
 				return err
 			}
 		}
+	}
+	for i := range lines {
+		if rs[i].Err == nil && lines[i].sent {
+			lines[i].takeReplies()
+		}
+	}
+	if gs != nil {
+		gs.answer(c, qs, lines, rs)
 	}
 	return nil
 }

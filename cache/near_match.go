@@ -339,6 +339,7 @@ func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, er
 	var fetches map[string]*fetch // by gifts key
 	var pipe redis.Pipeliner
 	nowNs := time.Now().UnixNano()
+	var cp copies
 	for i := range rs {
 		t := rs[i].Tier
 		if t == nil || !t.HasGifts || t.Gifts != nil || skipped(i) {
@@ -347,7 +348,7 @@ func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, er
 		if l, _ := nc.get(rs[i].Promotion, nowNs); l != nil && l.version == rs[i].Version {
 			if g := l.gifts.Load(); g != nil {
 				if list, ok := (*g)[t.ID]; ok {
-					rs[i].Tier = withGifts(t, append([]gradient.Gift(nil), list...)) // callers may write to theirs
+					rs[i].Tier = cp.withGifts(rs, t, list)
 					continue
 				}
 			}
@@ -396,7 +397,7 @@ func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, er
 			rs[i].Err = fmt.Errorf("promotion %q tier %q: %w", rs[i].Promotion, t.ID, err)
 			continue
 		}
-		rs[i].Tier = withGifts(t, append([]gradient.Gift(nil), list...)) // callers may write to theirs
+		rs[i].Tier = cp.withGifts(rs, t, list)
 	}
 	if len(missing) > 0 {
 		// As on the Redis path: ErrDamaged while the version is current,
@@ -404,6 +405,39 @@ func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, er
 		return 2, c.giftsMissing(ctx, rs, missing, true)
 	}
 	return 1, nil
+}
+
+// copies hands out the copies of held tiers and gift lists a call
+// returns (callers may write to theirs; the held ones are shared) from a
+// few slabs instead of two allocations a line.
+type copies struct {
+	tiers []TierHit
+	gifts []gradient.Gift
+}
+
+// withGifts is withGifts(t, a copy of list), both copies from the slabs.
+func (cp *copies) withGifts(rs []Result, t *TierHit, list []gradient.Gift) *TierHit {
+	if len(cp.tiers) == cap(cp.tiers) {
+		n := 0
+		for i := range rs {
+			if rs[i].Tier != nil && rs[i].Tier.HasGifts {
+				n++
+			}
+		}
+		cp.tiers = make([]TierHit, 0, max(n, 1))
+	}
+	if cap(cp.gifts)-len(cp.gifts) < len(list) {
+		cp.gifts = make([]gradient.Gift, 0, max(2*cap(cp.gifts), 4*len(list), 16))
+	}
+	at := len(cp.gifts)
+	cp.gifts = append(cp.gifts, list...)
+	cp.tiers = append(cp.tiers, *t)
+	h := &cp.tiers[len(cp.tiers)-1]
+	h.Gifts = nil // as append([]gradient.Gift(nil), list...) gives an empty list
+	if len(list) > 0 {
+		h.Gifts = cp.gifts[at:len(cp.gifts):len(cp.gifts)] // an append by the caller copies, never reaching the next line's
+	}
+	return h
 }
 
 // decodeGiftLists decodes a version's gift hash and, when every list is
