@@ -37,6 +37,8 @@ end
 purge(base, KEYS[3], KEYS[4], now, ARGV[3], ARGV[1])
 local keep = tonumber(ARGV[2])
 local memo, whole = {}, {}
+-- No report is waiting (the common case): no order's to take out.
+local unrep = redis.call('EXISTS', KEYS[4]) == 1
 
 -- one judges a request whose arguments start at ARGV[i]; it returns its
 -- reply and the index of the next request.
@@ -80,12 +82,16 @@ local function one(rk, i)
     -- An order reserved again after its hold ended has nothing left to
     -- report (its report outlives its record: no record does not mean
     -- none).
-    redis.call('ZREM', KEYS[4], order)
+    if unrep then
+      redis.call('ZREM', KEYS[4], order)
+    end
     return {'ok', now, ep, 'h', exp, 1}, nexti
   end
   redis.call('HSET', rk, 'st', 'c', 'd', d, 'ct', now)
   redis.call('PEXPIRE', rk, ARGV[1])
-  redis.call('ZREM', KEYS[4], order)
+  if unrep then
+    redis.call('ZREM', KEYS[4], order)
+  end
   logged(KEYS[5], ARGV[4], order, now, req, ep)
   return {'ok', now, ep, 'c', tonumber(r[3]), 1}, nexti
 end
