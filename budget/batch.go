@@ -9,9 +9,10 @@ import (
 )
 
 // Group commit. Concurrent Reserve calls of one Budget in one process
-// share a script: a call made while no script of the Budget's is in
-// flight goes at once (alone: no added latency); calls made while one is
-// in flight queue and go together in the next, up to Options.MaxBatch.
+// share a script: a call made while fewer than maxFlying batches of the
+// Budget's are in flight goes at once (alone: no added latency); calls
+// made while they are queue and go together in the next, up to
+// Options.MaxBatch.
 // reserve.lua judges them one after another, each all or none on its own,
 // and reads Redis TIME, the epoch and the keyset and purges once a batch:
 // the server's cost per reservation is what falls (docs/benchmarks.md, "A
@@ -52,10 +53,15 @@ const (
 // batcher is a Budget's queue of requests and whether a batch is in
 // flight.
 type batcher struct {
-	mu    sync.Mutex
-	queue []*pending
-	busy  bool
+	mu     sync.Mutex
+	queue  []*pending
+	flying int // batches in flight, at most maxFlying
 }
+
+// maxFlying batches of a Budget may be in flight at once: the next is
+// on its way while Redis runs one, so the server does not idle while the
+// process reads a reply and builds the next batch.
+const maxFlying = 2
 
 // newPending builds a request judged for Redis TIME about now.
 func (b *Budget) newPending(order string, bd body, ps []Promotion, hold time.Duration, mode, token string, now time.Time) *pending {
@@ -75,8 +81,8 @@ func (b *Budget) submit(ctx context.Context, p *pending) (reply, error) {
 	bt := &b.batch
 	bt.mu.Lock()
 	bt.queue = append(bt.queue, p)
-	if !bt.busy {
-		bt.busy = true
+	if bt.flying < maxFlying {
+		bt.flying++
 		go b.flush(context.WithoutCancel(ctx))
 	}
 	bt.mu.Unlock()
@@ -105,7 +111,7 @@ func (b *Budget) flush(base context.Context) {
 		bt.mu.Lock()
 		n := min(len(bt.queue), b.o.MaxBatch)
 		if n == 0 {
-			bt.busy = false
+			bt.flying--
 			bt.mu.Unlock()
 			return
 		}

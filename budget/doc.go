@@ -78,8 +78,9 @@
 //     exactly, every grant confirmed, released or still held).
 //   - Group commit. Concurrent Reserve calls of one Budget share a
 //     script (at most Options.MaxBatch), each judged all or none on its
-//     own; the first goes at once. A caller whose ctx ends while its
-//     batch is in flight gets ErrUnknown; its grant is still settled.
+//     own; with fewer than two in flight a call goes at once. One whose
+//     ctx ends while its batch is in flight gets ErrUnknown; its grant
+//     is still settled (expiry task, Observer).
 //     Tests: TestBatchExactCap, TestBatchPerRequestErrors,
 //     TestBatchCancelOneWaiter, TestFaultBatchCutReply.
 //   - Expiry reported. With Options.Expiry (a *delay.Queue), Reserve

@@ -163,31 +163,48 @@ local function intact(base, keyset, list, whole)
   return true
 end
 
--- apply adds the deltas, sets a period key's expiry (its end plus keep
--- ms, past the longest hold that can count in it), files every counter
--- key in keyset (which Rebuild clears), anchors it (field '_', see
--- intact) and returns the record's d. memo (see used) gets the new
--- counters.
-local function apply(base, keyset, list, keep, memo)
+-- apply counts the deltas in pend (counter id -> {suffix, field, sum,
+-- ends}, and pend.ids in order) for commit to add, updates memo (see
+-- used) and returns the record's d. Within one script nothing reads a
+-- counter but through memo, so the adds wait for commit: one HINCRBY a
+-- counter a script.
+local function apply(base, list, memo, pend)
   local d = {}
   for _, cap in ipairs(list) do
     if cap.delta ~= '0' then
-      local k = base .. cap.suffix
-      local n = redis.call('HINCRBY', k, cap.field, cap.delta)
-      if memo then
-        memo[cap.suffix .. '\t' .. cap.field] = n
-      end
-      if n == tonumber(cap.delta) then
-        redis.call('SADD', keyset, cap.suffix)
-        redis.call('HSETNX', k, '_', '1')
-        if cap.ends < 9007199254740992 then
-          redis.call('PEXPIREAT', k, cap.ends + keep)
-        end
+      local id = cap.suffix .. '\t' .. cap.field
+      local delta = tonumber(cap.delta)
+      memo[id] = used(base, cap, memo) + delta
+      local a = pend[id]
+      if a then
+        a.sum = a.sum + delta
+      else
+        pend[id] = {suffix = cap.suffix, field = cap.field, sum = delta, ends = cap.ends}
+        pend.ids[#pend.ids + 1] = id
       end
       d[#d + 1] = cap.suffix .. '\t' .. cap.field .. '\t' .. cap.delta .. '\n'
     end
   end
   return table.concat(d)
+end
+
+-- commit adds what apply counted, sets a period key's expiry (its end
+-- plus keep ms, past the longest hold that can count in it), files every
+-- counter key in keyset (which Rebuild clears) and anchors it (field '_',
+-- see intact). Sums stay below 2^53 (each add was checked against a
+-- limit), so '%.0f' writes them exactly.
+local function commit(base, keyset, keep, pend)
+  for _, id in ipairs(pend.ids) do
+    local a = pend[id]
+    local k = base .. a.suffix
+    if redis.call('HINCRBY', k, a.field, string.format('%.0f', a.sum)) == a.sum then
+      redis.call('SADD', keyset, a.suffix)
+      redis.call('HSETNX', k, '_', '1')
+      if a.ends < 9007199254740992 then
+        redis.call('PEXPIREAT', k, a.ends + keep)
+      end
+    end
+  end
 end
 
 -- taken takes an expired order's report from unrep: 1 when this call

@@ -39,13 +39,19 @@ local keep = tonumber(ARGV[2])
 local memo, whole = {}, {}
 -- No report is waiting (the common case): no order's to take out.
 local unrep = redis.call('EXISTS', KEYS[4]) == 1
+-- The writes wait for the end: counters first (commit), then records
+-- and holds in request order, so a script stopped in between (it cannot
+-- be, short of a key of the wrong type) counts a hold it did not record,
+-- never past a cap. recs answers what this batch wrote to a record;
+-- zadd gathers the holds entries.
+local pend, recs, writes, zadd = {ids = {}}, {}, {}, {}
 
 -- one judges a request whose arguments start at ARGV[i]; it returns its
 -- reply and the index of the next request.
 local function one(rk, i)
   local order, req, mode, token = ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 4]
   local list, nexti = caps(now, i + 5)
-  local r = redis.call('HMGET', rk, 'st', 'req', 'exp', 'n', 'rt')
+  local r = recs[rk] or redis.call('HMGET', rk, 'st', 'req', 'exp', 'n', 'rt')
   local st = r[1]
   if mode == 'r' then
     if st == 'h' or st == 'c' then
@@ -71,28 +77,36 @@ local function one(rk, i)
   if c then
     return {'limit', now, c, u}, nexti
   end
-  local d = apply(base, KEYS[6], list, keep, memo)
+  local d = apply(base, list, memo, pend)
   if mode == 'r' then
     local exp = now + tonumber(ARGV[i + 2])
-    if st or r[5] then
-      redis.call('DEL', rk) -- an ended record, or one Release or Expire left
+    local del = st or r[5] -- an ended record, or one Release or Expire left
+    recs[rk] = {'h', req, exp, token, false}
+    writes[#writes + 1] = function()
+      if del then
+        redis.call('DEL', rk)
+      end
+      redis.call('HSET', rk, 'st', 'h', 'req', req, 'exp', exp, 'd', d, 'at', now, 'n', token)
+      -- An order reserved again after its hold ended has nothing left
+      -- to report (its report outlives its record: no record does not
+      -- mean none).
+      if unrep then
+        redis.call('ZREM', KEYS[4], order)
+      end
     end
-    redis.call('HSET', rk, 'st', 'h', 'req', req, 'exp', exp, 'd', d, 'at', now, 'n', token)
-    redis.call('ZADD', KEYS[3], exp, order)
-    -- An order reserved again after its hold ended has nothing left to
-    -- report (its report outlives its record: no record does not mean
-    -- none).
+    zadd[#zadd + 1] = exp
+    zadd[#zadd + 1] = order
+    return {'ok', now, ep, 'h', exp, 1}, nexti
+  end
+  recs[rk] = {'c', req, r[3], r[4], r[5]}
+  writes[#writes + 1] = function()
+    redis.call('HSET', rk, 'st', 'c', 'd', d, 'ct', now)
+    redis.call('PEXPIRE', rk, ARGV[1])
     if unrep then
       redis.call('ZREM', KEYS[4], order)
     end
-    return {'ok', now, ep, 'h', exp, 1}, nexti
+    logged(KEYS[5], ARGV[4], order, now, req, ep)
   end
-  redis.call('HSET', rk, 'st', 'c', 'd', d, 'ct', now)
-  redis.call('PEXPIRE', rk, ARGV[1])
-  if unrep then
-    redis.call('ZREM', KEYS[4], order)
-  end
-  logged(KEYS[5], ARGV[4], order, now, req, ep)
   return {'ok', now, ep, 'c', tonumber(r[3]), 1}, nexti
 end
 
@@ -100,5 +114,12 @@ local out = {'batch', now}
 local i = 6
 for j = 1, tonumber(ARGV[5]) do
   out[2 + j], i = one(KEYS[6 + j], i)
+end
+commit(base, KEYS[6], keep, pend)
+for _, w in ipairs(writes) do
+  w()
+end
+if #zadd > 0 then
+  redis.call('ZADD', KEYS[3], unpack(zadd))
 end
 return out
