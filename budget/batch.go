@@ -18,13 +18,17 @@ import (
 // the server's cost per reservation is what falls (docs/benchmarks.md, "A
 // cap against PostgreSQL").
 //
-// The batch runs on a goroutine of its own, under the first caller's
-// context values without its cancellation, bounded by the latest deadline
-// of its callers (none if one has none: go-redis's timeouts then bound
-// it). A caller whose ctx ends while its request waits in the queue takes
-// it out and gets ctx.Err() (nothing was sent); one whose ctx ends while
-// its batch is in flight gets ErrUnknown, and the batch settles its
-// request (expiry task, Observer) when the reply comes.
+// A call sent alone runs on its caller's goroutine and ctx, as before
+// batching. A batch of queued calls runs on a goroutine of its own, under
+// the context values of the call that started it without its
+// cancellation, bounded by the latest deadline of its callers (none if
+// one has none: go-redis's timeouts then bound it). A caller whose ctx
+// ends while its request waits in the queue takes it out and gets
+// ctx.Err() (nothing was sent); one whose ctx ends while its batch is in
+// flight gets ErrUnknown, and the batch settles its request (expiry
+// task, Observer) when the reply comes. A call sent alone whose ctx ends
+// before the reply gets ErrUnknown too, with nothing to settle: its
+// expiry task is Sweep's, as after any lost reply.
 
 // pending is one request of a batch.
 type pending struct {
@@ -71,15 +75,30 @@ func (b *Budget) newPending(order string, bd body, ps []Promotion, hold time.Dur
 	return &pending{order: order, bd: bd, args: append(args, caps...), refs: refs, done: make(chan struct{})}
 }
 
-// submit sends p in the next batch and waits for its reply.
+// submit sends p in the next batch and waits for its reply. A call that
+// finds a batch free and none queued is sent at once, alone, on its own
+// goroutine and ctx (no hop to another goroutine: no added latency); the
+// calls that queued meanwhile then go in a batch of their own.
 func (b *Budget) submit(ctx context.Context, p *pending) (reply, error) {
 	if b.o.MaxBatch == 1 {
-		rps, err := b.runBatch(ctx, []*pending{p})
-		return rps[0], err
+		return b.alone(ctx, p)
 	}
 	p.deadline, p.ok = ctx.Deadline()
 	bt := &b.batch
 	bt.mu.Lock()
+	if bt.flying < maxFlying && len(bt.queue) == 0 {
+		bt.flying++
+		bt.mu.Unlock()
+		rp, err := b.alone(ctx, p)
+		bt.mu.Lock()
+		if len(bt.queue) > 0 {
+			go b.flush(context.WithoutCancel(ctx)) // takes over the slot
+		} else {
+			bt.flying--
+		}
+		bt.mu.Unlock()
+		return rp, err
+	}
 	bt.queue = append(bt.queue, p)
 	if bt.flying < maxFlying {
 		bt.flying++
@@ -145,6 +164,16 @@ func (b *Budget) flush(base context.Context) {
 		}
 		cancel()
 	}
+}
+
+// alone sends p by itself on ctx. A reply lost to ctx's end is
+// ErrUnknown, as in a batch: the script may have run.
+func (b *Budget) alone(ctx context.Context, p *pending) (reply, error) {
+	rps, err := b.runBatch(ctx, []*pending{p})
+	if rps[0] == nil && err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w: order %q: %w", ErrUnknown, p.order, err)
+	}
+	return rps[0], err
 }
 
 // latest is the latest deadline of ps; ok false when one has none.

@@ -37,10 +37,11 @@ var (
 	// acknowledge the write within Options.ReplicaTimeout. The write took
 	// effect on the master; a failover now may lose it.
 	ErrNotReplicated = errors.New("budget: write not acknowledged by replicas")
-	// ErrUnknown: Reserve's ctx ended while its request was in a batch in
-	// flight (Options.MaxBatch): the hold may have been made. Its expiry
-	// task and Observer events still happen when the batch answers; the
-	// same Reserve again answers the reservation (New false) if it was.
+	// ErrUnknown: Reserve's ctx ended while its request was in flight:
+	// the hold may have been made; the same Reserve again answers it (New
+	// false) if it was. In a batch of others (Options.MaxBatch) its expiry
+	// task and Observer events still happen when the batch answers; sent
+	// alone, its expiry task is left to Sweep, as after any lost reply.
 	// The error also matches ctx's error.
 	ErrUnknown = errors.New("budget: outcome unknown")
 )
