@@ -9,10 +9,13 @@ import (
 )
 
 // Group commit. Concurrent Reserve calls of one Budget in one process
-// share a script: a call made while fewer than maxFlying batches of the
-// Budget's are in flight goes at once (alone: no added latency); calls
-// made while they are queue and go together in the next, up to
-// Options.MaxBatch.
+// share a script: a call made while nothing of the Budget's is in flight
+// goes at once, alone (no added latency); calls made meanwhile queue and
+// go together in the next, up to Options.MaxBatch. One batch flies at a
+// time: with two, a batch whose reply was cut could be cut again on each
+// of go-redis's re-sends by faults that the other's callers meet
+// (TestFaultObserverExactUnderCuts saw it), and two were not measurably
+// faster on this 2-core machine.
 // reserve.lua judges them one after another, each all or none on its own,
 // and reads Redis TIME, the epoch and the keyset and purges once a batch:
 // the server's cost per reservation is what falls (docs/benchmarks.md, "A
@@ -57,15 +60,10 @@ const (
 // batcher is a Budget's queue of requests and whether a batch is in
 // flight.
 type batcher struct {
-	mu     sync.Mutex
-	queue  []*pending
-	flying int // batches in flight, at most maxFlying
+	mu    sync.Mutex
+	queue []*pending
+	busy  bool // a batch (or a call alone) is in flight
 }
-
-// maxFlying batches of a Budget may be in flight at once: the next is
-// on its way while Redis runs one, so the server does not idle while the
-// process reads a reply and builds the next batch.
-const maxFlying = 2
 
 // newPending builds a request judged for Redis TIME about now.
 func (b *Budget) newPending(order string, bd body, ps []Promotion, hold time.Duration, mode, token string, now time.Time) *pending {
@@ -76,9 +74,10 @@ func (b *Budget) newPending(order string, bd body, ps []Promotion, hold time.Dur
 }
 
 // submit sends p in the next batch and waits for its reply. A call that
-// finds a batch free and none queued is sent at once, alone, on its own
-// goroutine and ctx (no hop to another goroutine: no added latency); the
-// calls that queued meanwhile then go in a batch of their own.
+// finds nothing in flight (so nothing queued) is sent at once, alone, on
+// its own goroutine and ctx (no hop to another goroutine: no added
+// latency); the calls that queued meanwhile then go in a batch of their
+// own.
 func (b *Budget) submit(ctx context.Context, p *pending) (reply, error) {
 	if b.o.MaxBatch == 1 {
 		return b.alone(ctx, p)
@@ -86,24 +85,20 @@ func (b *Budget) submit(ctx context.Context, p *pending) (reply, error) {
 	p.deadline, p.ok = ctx.Deadline()
 	bt := &b.batch
 	bt.mu.Lock()
-	if bt.flying < maxFlying && len(bt.queue) == 0 {
-		bt.flying++
+	if !bt.busy {
+		bt.busy = true
 		bt.mu.Unlock()
 		rp, err := b.alone(ctx, p)
 		bt.mu.Lock()
 		if len(bt.queue) > 0 {
-			go b.flush(context.WithoutCancel(ctx)) // takes over the slot
+			go b.flush(context.WithoutCancel(ctx)) // stays busy
 		} else {
-			bt.flying--
+			bt.busy = false
 		}
 		bt.mu.Unlock()
 		return rp, err
 	}
 	bt.queue = append(bt.queue, p)
-	if bt.flying < maxFlying {
-		bt.flying++
-		go b.flush(context.WithoutCancel(ctx))
-	}
 	bt.mu.Unlock()
 	select {
 	case <-p.done:
@@ -130,7 +125,7 @@ func (b *Budget) flush(base context.Context) {
 		bt.mu.Lock()
 		n := min(len(bt.queue), b.o.MaxBatch)
 		if n == 0 {
-			bt.flying--
+			bt.busy = false
 			bt.mu.Unlock()
 			return
 		}

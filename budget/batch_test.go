@@ -132,12 +132,10 @@ func await(t *testing.T, ch <-chan outcomeOf) outcomeOf {
 }
 
 // batched starts a Faulty server with a budget on it (a cap of limit
-// uses in all on promotion "p", and 1 per customer on "once") and holds
-// the replies of the first two batches, "first" and "second" (one order
-// each: two batches fly at once): calls made until release queue, and go
-// together in the next batch. release lets both go and returns their
-// answers.
-func batched(t *testing.T, limit int64, opts budget.Options) (*testredis.Faulty, *budget.Budget, context.Context, func() []<-chan outcomeOf) {
+// uses in all, and 1 per customer on promotion "once") and holds the
+// reply of the first batch: calls made until release go together in the
+// second.
+func batched(t *testing.T, limit int64, opts budget.Options) (*testredis.Faulty, *budget.Budget, context.Context, func() <-chan outcomeOf) {
 	t.Helper()
 	f := testredis.StartFaulty(t)
 	ctx := testredis.Ctx(t)
@@ -147,39 +145,19 @@ func batched(t *testing.T, limit int64, opts budget.Options) (*testredis.Faulty,
 	if _, err := bg.Reserve(ctx, budget.Request{Order: "warm", Lines: line("p", 1, 0), Hold: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	var chs []<-chan outcomeOf
-	var holds []*faultproxy.Hold
-	for _, order := range []string{"first", "second"} {
-		h := f.Proxy.HoldNext(faultproxy.Contains("EVALSHA"))
-		t.Cleanup(h.Release)
-		chs = append(chs, reserveAsync(ctx, bg, budget.Request{Order: order, Lines: line("p", 1, 0), Hold: time.Hour}))
-		waitHeld(t, h)
-		holds = append(holds, h)
-	}
-	return f, bg, ctx, func() []<-chan outcomeOf {
-		for _, h := range holds {
-			h.Release()
-		}
-		return chs
-	}
-}
-
-// released releases the held batches and checks their grants.
-func released(t *testing.T, release func() []<-chan outcomeOf) {
-	t.Helper()
-	for _, ch := range release() {
-		if o := await(t, ch); o.err != nil || !o.res.New {
-			t.Fatalf("a held batch: %+v, %v", o.res, o.err)
-		}
-	}
+	h := f.Proxy.HoldNext(faultproxy.Contains("EVALSHA"))
+	t.Cleanup(h.Release)
+	first := reserveAsync(ctx, bg, budget.Request{Order: "first", Lines: line("p", 1, 0), Hold: time.Hour})
+	waitHeld(t, h)
+	return f, bg, ctx, func() <-chan outcomeOf { h.Release(); return first }
 }
 
 // TestBatchPerRequestErrors: one batch holds a grant, a refusal by a cap,
 // a refusal per customer, a conflict and a repeat; each caller gets its
 // own answer. A bad request is refused before it is queued.
 func TestBatchPerRequestErrors(t *testing.T) {
-	_, bg, ctx, release := batched(t, 4, budget.Options{})
-	// "warm", "first" and "second" hold 3 of the 4.
+	_, bg, ctx, release := batched(t, 3, budget.Options{})
+	// "warm" and "first" hold 2 of the 3.
 	bad := reserveAsync(ctx, bg, budget.Request{Order: "bad", Lines: line("nope", 1, 0), Hold: time.Hour})
 	if o := await(t, bad); !errors.Is(o.err, &budget.ValidationError{Field: "promotion"}) {
 		t.Fatalf("bad request while a batch is in flight: %v, want a ValidationError for promotion", o.err)
@@ -196,12 +174,14 @@ func TestBatchPerRequestErrors(t *testing.T) {
 		chs = append(chs, reserveAsync(ctx, bg, r))
 		queuedBehind(t, bg, i+1) // in this order
 	}
-	released(t, release)
+	if o := await(t, release()); o.err != nil || !o.res.New {
+		t.Fatalf("first: %+v, %v", o.res, o.err)
+	}
 	checks := []func(o outcomeOf) bool{
 		func(o outcomeOf) bool { return o.err == nil && o.res.New && o.res.State == budget.Held },
 		func(o outcomeOf) bool {
 			var le *budget.LimitError
-			return errors.As(o.err, &le) && le.Promotion == "p" && le.Used == 4 && le.Asked == 1
+			return errors.As(o.err, &le) && le.Promotion == "p" && le.Used == 3 && le.Asked == 1
 		},
 		func(o outcomeOf) bool {
 			var le *budget.LimitError
@@ -245,7 +225,9 @@ func TestBatchCancelOneWaiter(t *testing.T) {
 	queuedBehind(t, bg, 2)
 	second := f.Proxy.HoldNext(faultproxy.Contains("EVALSHA"))
 	t.Cleanup(second.Release)
-	released(t, release)
+	if o := await(t, release()); o.err != nil {
+		t.Fatal(o.err)
+	}
 	waitHeld(t, second) // the batch of in-flight and other ran; its reply is held
 	cancelFlying()
 	if o := await(t, inFlight); !errors.Is(o.err, budget.ErrUnknown) || !errors.Is(o.err, context.Canceled) {
@@ -255,12 +237,12 @@ func TestBatchCancelOneWaiter(t *testing.T) {
 	if o := await(t, other); o.err != nil || !o.res.New {
 		t.Fatalf("other in the batch: %+v, %v", o.res, o.err)
 	}
-	// warm, first, second, other and in-flight: five grants observed.
-	for range 5 {
+	// warm, first, other and in-flight: four grants observed.
+	for range 4 {
 		select {
 		case <-seen:
 		case <-time.After(10 * time.Second):
-			t.Fatalf("%d grants observed in 10s, want 5", grants.Load())
+			t.Fatalf("%d grants observed in 10s, want 4", grants.Load())
 		}
 	}
 	if o, err := bg.Reserve(ctx, budget.Request{Order: "in-flight", Lines: line("p", 1, 0), Hold: time.Hour}); err != nil || o.New {
@@ -270,11 +252,11 @@ func TestBatchCancelOneWaiter(t *testing.T) {
 		t.Errorf("queued-gone: %v, want ErrNotFound (never sent)", err)
 	}
 	left, err := bg.Remaining(ctx, nil, "p")
-	if err != nil || left["p"].Uses != 100-5 {
-		t.Errorf("remaining %+v, %v: want %d", left, err, 100-5)
+	if err != nil || left["p"].Uses != 100-4 {
+		t.Errorf("remaining %+v, %v: want %d", left, err, 100-4)
 	}
-	if n := grants.Load(); n != 5 {
-		t.Errorf("%d grants observed, want 5", n)
+	if n := grants.Load(); n != 4 {
+		t.Errorf("%d grants observed, want 4", n)
 	}
 }
 
@@ -292,7 +274,9 @@ func TestFaultBatchCutReply(t *testing.T) {
 	}
 	queuedBehind(t, bg, n)
 	f.Proxy.CutNext(1, faultproxy.Contains("EVALSHA"))
-	released(t, release)
+	if o := await(t, release()); o.err != nil {
+		t.Fatal(o.err)
+	}
 	for i, ch := range chs {
 		if o := await(t, ch); o.err != nil || !o.res.New {
 			t.Errorf("cut%d: %+v, %v: want a new hold", i, o.res, o.err)
@@ -302,10 +286,10 @@ func TestFaultBatchCutReply(t *testing.T) {
 		t.Fatalf("%d cuts, want 1", f.Proxy.Cuts())
 	}
 	left, err := bg.Remaining(ctx, nil, "p")
-	if err != nil || left["p"].Uses != 100-3-n {
-		t.Errorf("remaining %+v, %v: want %d", left, err, 100-3-n)
+	if err != nil || left["p"].Uses != 100-2-n {
+		t.Errorf("remaining %+v, %v: want %d", left, err, 100-2-n)
 	}
-	if g := grants.Load(); g != 3+n {
-		t.Errorf("%d grants observed, want %d", g, 3+n)
+	if g := grants.Load(); g != 2+n {
+		t.Errorf("%d grants observed, want %d", g, 2+n)
 	}
 }

@@ -147,9 +147,8 @@ type Options struct {
 	Observer Observer
 	// MaxBatch bounds how many concurrent Reserve calls of this Budget in
 	// this process one script judges (group commit): a call made while
-	// fewer than two scripts of the Budget's are in flight goes at once,
-	// those made meanwhile go together in the next, each granted or
-	// refused on its own. 1 sends every
+	// none is in flight goes at once, those made meanwhile go together in
+	// the next, each granted or refused on its own. 1 sends every
 	// call alone; at most 1000. Defaults to DefaultMaxBatch (64).
 	MaxBatch int
 }

@@ -78,7 +78,7 @@
 //     exactly, every grant confirmed, released or still held).
 //   - Group commit. Concurrent Reserve calls of one Budget share a
 //     script (at most Options.MaxBatch), each judged all or none on its
-//     own; with fewer than two in flight a call goes at once. One whose
+//     own; with none in flight a call goes at once. One whose
 //     ctx ends while its batch is in flight gets ErrUnknown; its grant
 //     is still settled (expiry task, Observer).
 //     Tests: TestBatchExactCap, TestBatchPerRequestErrors,
