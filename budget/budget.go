@@ -39,6 +39,8 @@ const (
 	MaxAmount = score.MaxExact
 	// DefaultMaxHold is Options.MaxHold's default.
 	DefaultMaxHold = 24 * time.Hour
+	// DefaultMaxBatch is Options.MaxBatch's default.
+	DefaultMaxBatch = 64
 )
 
 // Measure is what a cap counts.
@@ -143,6 +145,12 @@ type Options struct {
 	// Observer receives grants, refusals and expired holds (metrics).
 	// Defaults to none.
 	Observer Observer
+	// MaxBatch bounds how many concurrent Reserve calls of this Budget in
+	// this process one script judges (group commit): a call made while
+	// none is in flight goes at once, those made meanwhile go together in
+	// the next, each granted or refused on its own. 1 sends every
+	// call alone; at most 1000. Defaults to DefaultMaxBatch (64).
+	MaxBatch int
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -176,6 +184,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.LogMax < 0 || o.Replicas < 0 {
 		return o, invalid("options", "LogMax %d, Replicas %d (neither may be negative)", o.LogMax, o.Replicas)
 	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxBatch < 1 || o.MaxBatch > 1000 {
+		return o, invalid("options", "MaxBatch %d (allowed 1..1000)", o.MaxBatch)
+	}
 	if o.ExpiryToken == "" {
 		o.ExpiryToken = "budget-expiry"
 	}
@@ -206,6 +220,8 @@ type Budget struct {
 	// offsetMs is Redis TIME minus the client clock, measured on every
 	// reply: periods are computed for Redis's now, not the client's.
 	offsetMs atomic.Int64
+	// batch queues concurrent Reserve calls (batch.go).
+	batch batcher
 	// loaded: remaining.lua is known to be on the server (RemainingPipe
 	// sends EVALSHA then, the full script otherwise).
 	loaded atomic.Bool

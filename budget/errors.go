@@ -37,6 +37,13 @@ var (
 	// acknowledge the write within Options.ReplicaTimeout. The write took
 	// effect on the master; a failover now may lose it.
 	ErrNotReplicated = errors.New("budget: write not acknowledged by replicas")
+	// ErrUnknown: Reserve's ctx ended while its request was in flight:
+	// the hold may have been made; the same Reserve again answers it (New
+	// false) if it was. In a batch of others (Options.MaxBatch) its expiry
+	// task and Observer events still happen when the batch answers; sent
+	// alone, its expiry task is left to Sweep, as after any lost reply.
+	// The error also matches ctx's error.
+	ErrUnknown = errors.New("budget: outcome unknown")
 )
 
 // ValidationError is a refused input: nothing was sent or written. It

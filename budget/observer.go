@@ -4,7 +4,9 @@ import "errors"
 
 // Observer receives a budget's events, for metrics. Every func is
 // optional and is called synchronously on the caller's goroutine, after
-// the call's script: keep it cheap (count, do not do I/O).
+// the call's script (for a Reserve that returned ErrUnknown, on its
+// batch's goroutine when the reply comes): keep it cheap (count, do not
+// do I/O).
 type Observer struct {
 	// OnGrant: Reserve made a new hold counting against promotion's caps,
 	// once per line (a repeated Reserve of the same order is not a grant).

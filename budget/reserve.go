@@ -65,40 +65,56 @@ func (b *Budget) Reserve(ctx context.Context, r Request) (Reservation, error) {
 			return Reservation{}, b.refused(&LimitError{Promotion: l.Promotion, Cap: Cap{Measure: Uses, Limit: m}, PerCart: true, Asked: l.Uses})
 		}
 	}
-	rp, refs, err := b.reserve(ctx, r.Order, bd, ps, r.Hold, "r", callToken())
+	rp, refs, err := b.reserve(ctx, r.Order, bd, ps, r.Hold, "r", callToken(), true)
 	if err != nil && rp == nil {
 		return Reservation{}, err
 	}
+	res, rerr := b.settle(ctx, r.Order, bd, rp, refs)
+	if rerr != nil {
+		return res, rerr
+	}
+	return res, err
+}
+
+// settle turns a reserve reply into the Reservation or the error, and
+// files what a new hold owes: its expiry task and the Observer's grants.
+func (b *Budget) settle(ctx context.Context, order string, bd body, rp reply, refs []capRef) (Reservation, error) {
 	switch rp.status() {
 	case "ok":
-		res := Reservation{Order: r.Order, State: states[rp.str(3)], Expires: ms(rp.int(4)), Epoch: rp.str(2), New: rp.int(5) == 1}
+		res := Reservation{Order: order, State: states[rp.str(3)], Expires: ms(rp.int(4)), Epoch: rp.str(2), New: rp.int(5) == 1}
 		if res.New {
-			b.enqueueExpiry(ctx, r.Order, rp.int(4))
+			b.enqueueExpiry(ctx, order, rp.int(4))
 			b.granted(bd.L)
 		}
-		return res, err
+		return res, nil
 	case "limit":
 		return Reservation{}, b.refused(b.limitErr(rp, refs))
 	case "conflict":
-		return Reservation{}, fmt.Errorf("%w: order %q is %s", ErrConflict, r.Order, states[rp.str(2)])
+		return Reservation{}, fmt.Errorf("%w: order %q is %s", ErrConflict, order, states[rp.str(2)])
 	case "lost":
 		return Reservation{}, ErrLost
 	}
 	return Reservation{}, rp.unexpected("reserve")
 }
 
-// reserve runs reserve.lua in mode, once more with Redis TIME if this
-// process's estimate of it was off by more than a period.
-func (b *Budget) reserve(ctx context.Context, order string, bd body, ps []Promotion, hold time.Duration, mode, token string) (reply, []capRef, error) {
+// reserve runs reserve.lua on one request in mode, once more with Redis
+// TIME if this process's estimate of it was off by more than a period;
+// batched, in the Budget's next batch (batch.go), else alone.
+func (b *Budget) reserve(ctx context.Context, order string, bd body, ps []Promotion, hold time.Duration, mode, token string, batched bool) (reply, []capRef, error) {
 	now := b.serverNow()
 	for try := 0; ; try++ {
-		caps, refs := capArgs(bd, ps, now, false)
-		args := append([]any{order, bd.encode(), hold.Milliseconds(), b.o.RecordTTL.Milliseconds(),
-			b.keepMs(), b.reportFlag(), mode, b.o.LogMax, token}, caps...)
-		rp, err := b.run(ctx, b.s.reserve, true,
-			[]string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.record(order), b.k.log, b.k.keyset}, args...)
+		p := b.newPending(order, bd, ps, hold, mode, token, now)
+		var rp reply
+		var err error
+		if batched {
+			rp, err = b.submit(ctx, p)
+		} else {
+			var rps []reply
+			rps, err = b.runBatch(ctx, []*pending{p})
+			rp = rps[0]
+		}
 		if rp == nil || rp.status() != "skew" {
-			return rp, refs, err
+			return rp, p.refs, err
 		}
 		if try > 0 {
 			return nil, nil, errSkew
@@ -214,7 +230,7 @@ func (b *Budget) reconfirm(ctx context.Context, order, req string) (Confirmation
 	if err != nil {
 		return Confirmation{}, true, fmt.Errorf("%w: order %q: %w", ErrExpired, order, err)
 	}
-	rp, refs, err := b.reserve(ctx, order, bd, ps, 0, "c", "")
+	rp, refs, err := b.reserve(ctx, order, bd, ps, 0, "c", "", false)
 	if rp == nil {
 		return Confirmation{}, true, err
 	}

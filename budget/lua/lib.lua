@@ -73,11 +73,14 @@ end
 -- field, delta, limit, ncand, then ncand x (suffix, start ms, end ms). It
 -- picks, per cap, the candidate period holding now; nil, if none does
 -- (the client's clock is off by more than a period: it asks again with
--- Redis TIME). Non-period caps send one candidate covering all time.
+-- Redis TIME). Non-period caps send one candidate covering all time. The
+-- second result is the index after the list, nil or not (a batch reads
+-- the next request there).
 local function caps(now, i)
   local n = tonumber(ARGV[i])
   i = i + 1
   local out = {}
+  local skew = false
   for c = 1, n do
     local cap = {field = ARGV[i], delta = ARGV[i + 1], limit = tonumber(ARGV[i + 2])}
     local ncand = tonumber(ARGV[i + 3])
@@ -89,27 +92,40 @@ local function caps(now, i)
       end
     end
     if not cap.suffix then
-      return nil
+      skew = true
     end
     i = i + 3 * ncand
     out[c] = cap
   end
-  return out
+  if skew then
+    return nil, i
+  end
+  return out, i
 end
 
--- used is a cap's counter now (0 when absent).
-local function used(base, cap)
-  return tonumber(redis.call('HGET', base .. cap.suffix, cap.field) or '0')
+-- used is a cap's counter now (0 when absent). memo, when given, keeps
+-- the counters one script read or wrote (key suffix, tab, field ->
+-- value): a batch reads each once.
+local function used(base, cap, memo)
+  local id = cap.suffix .. '\t' .. cap.field
+  if memo and memo[id] then
+    return memo[id]
+  end
+  local u = tonumber(redis.call('HGET', base .. cap.suffix, cap.field) or '0')
+  if memo then
+    memo[id] = u
+  end
+  return u
 end
 
 -- over is the index of the first cap the deltas would pass, and its
 -- counter; nil when every cap allows them. delta > limit - used compares
 -- without rounding (each side is an integer below 2^53).
-local function over(base, list)
+local function over(base, list, memo)
   for c, cap in ipairs(list) do
     local d = tonumber(cap.delta)
     if d > 0 then
-      local u = used(base, cap)
+      local u = used(base, cap, memo)
       if d > cap.limit - u then
         return c, u
       end
@@ -124,39 +140,71 @@ end
 -- holds the field '_' from its creation, so one given back to nothing
 -- still exists; keyset lists every counter key made and holds '' while
 -- it is whole (Rebuild files it). A period key that expired on time is
--- of a period over, which no cap reads.
-local function intact(base, keyset, list)
-  if redis.call('SISMEMBER', keyset, '') == 0 then
-    return false
+-- of a period over, which no cap reads. whole, when given, keeps what
+-- one script found whole (keyset '' -> true, each counter suffix ->
+-- true): nothing a script does deletes a counter key, so a batch checks
+-- each once.
+local function intact(base, keyset, list, whole)
+  whole = whole or {}
+  if not whole[''] then
+    if redis.call('SISMEMBER', keyset, '') == 0 then
+      return false
+    end
+    whole[''] = true
   end
   for _, cap in ipairs(list) do
-    if redis.call('EXISTS', base .. cap.suffix) == 0 and redis.call('SISMEMBER', keyset, cap.suffix) == 1 then
-      return false
+    if not whole[cap.suffix] then
+      if redis.call('EXISTS', base .. cap.suffix) == 0 and redis.call('SISMEMBER', keyset, cap.suffix) == 1 then
+        return false
+      end
+      whole[cap.suffix] = true
     end
   end
   return true
 end
 
--- apply adds the deltas, sets a period key's expiry (its end plus keep
--- ms, past the longest hold that can count in it), files every counter
--- key in keyset (which Rebuild clears), anchors it (field '_', see
--- intact) and returns the record's d.
-local function apply(base, keyset, list, keep)
+-- apply counts the deltas in pend (counter id -> {suffix, field, sum,
+-- ends}, and pend.ids in order) for commit to add, updates memo (see
+-- used) and returns the record's d. Within one script nothing reads a
+-- counter but through memo, so the adds wait for commit: one HINCRBY a
+-- counter a script.
+local function apply(base, list, memo, pend)
   local d = {}
   for _, cap in ipairs(list) do
     if cap.delta ~= '0' then
-      local k = base .. cap.suffix
-      if redis.call('HINCRBY', k, cap.field, cap.delta) == tonumber(cap.delta) then
-        redis.call('SADD', keyset, cap.suffix)
-        redis.call('HSETNX', k, '_', '1')
-        if cap.ends < 9007199254740992 then
-          redis.call('PEXPIREAT', k, cap.ends + keep)
-        end
+      local id = cap.suffix .. '\t' .. cap.field
+      local delta = tonumber(cap.delta)
+      memo[id] = used(base, cap, memo) + delta
+      local a = pend[id]
+      if a then
+        a.sum = a.sum + delta
+      else
+        pend[id] = {suffix = cap.suffix, field = cap.field, sum = delta, ends = cap.ends}
+        pend.ids[#pend.ids + 1] = id
       end
       d[#d + 1] = cap.suffix .. '\t' .. cap.field .. '\t' .. cap.delta .. '\n'
     end
   end
   return table.concat(d)
+end
+
+-- commit adds what apply counted, sets a period key's expiry (its end
+-- plus keep ms, past the longest hold that can count in it), files every
+-- counter key in keyset (which Rebuild clears) and anchors it (field '_',
+-- see intact). Sums stay below 2^53 (each add was checked against a
+-- limit), so '%.0f' writes them exactly.
+local function commit(base, keyset, keep, pend)
+  for _, id in ipairs(pend.ids) do
+    local a = pend[id]
+    local k = base .. a.suffix
+    if redis.call('HINCRBY', k, a.field, string.format('%.0f', a.sum)) == a.sum then
+      redis.call('SADD', keyset, a.suffix)
+      redis.call('HSETNX', k, '_', '1')
+      if a.ends < 9007199254740992 then
+        redis.call('PEXPIREAT', k, a.ends + keep)
+      end
+    end
+  end
 end
 
 -- taken takes an expired order's report from unrep: 1 when this call

@@ -1,77 +1,125 @@
--- reserve.lua: checks every cap of every line and reserves all or none
--- (mode 'r'), or confirms an expired hold again if its caps still allow
--- it (mode 'c'). Expired holds are purged first.
+-- reserve.lua: judges a batch of requests one after another, each on its
+-- own: reserves all or none of a request's caps (mode 'r'), or confirms
+-- an expired hold again if its caps still allow it (mode 'c'). Expired
+-- holds are purged first, once; Redis TIME, the epoch and the keyset are
+-- read once; each counter is read once (see used and intact in lib.lua).
 --
 -- KEYS[1] -> base name <prefix>:{b:<name>}: (never exists; derived keys)
 -- KEYS[2] -> epoch (string: generation, or rb:<token> while rebuilding)
 -- KEYS[3] -> holds (ZSET order -> hold expiry ms)
 -- KEYS[4] -> unrep (ZSET order -> expiry ms: expired, not yet reported)
--- KEYS[5] -> the order's record (HASH st, req, exp, d, at, ct)
--- KEYS[6] -> log (STREAM of confirmations)
--- KEYS[7] -> keyset (SET of counter key suffixes, and '' while whole)
--- ARGV[1] -> order
--- ARGV[2] -> req: the request as the library encodes it (its identity)
--- ARGV[3] -> hold ms
--- ARGV[4] -> record TTL ms (after a record ends)
--- ARGV[5] -> keep ms (a period key lives this long past its end)
--- ARGV[6] -> report: '1' files expired holds in unrep
--- ARGV[7] -> mode: 'r' reserve, 'c' confirm an expired hold
--- ARGV[8] -> log MAXLEN (approximate)
--- ARGV[9] -> call token: a record made with it answers new = 1 again, so
---   a script go-redis sends again after a cut reply still reports the
---   grant it made
--- ARGV[10..] -> caps (see caps in lib.lua)
--- Returns {'ok', now, epoch, state, expiry ms, new (1|0)},
---   {'limit', now, cap index (1-based), used}, {'conflict', now, state},
---   {'state', now, state} (mode 'c': the record is no longer expired),
---   {'lost', now} (no epoch, or a counter it reads is gone: see intact) or
+-- KEYS[5] -> log (STREAM of confirmations)
+-- KEYS[6] -> keyset (SET of counter key suffixes, and '' while whole)
+-- KEYS[6 + j] -> request j's order record (HASH st, req, exp, d, at, n,
+--   ct, rt)
+-- ARGV[1] -> record TTL ms (after a record ends)
+-- ARGV[2] -> keep ms (a period key lives this long past its end)
+-- ARGV[3] -> report: '1' files expired holds in unrep
+-- ARGV[4] -> log MAXLEN (approximate)
+-- ARGV[5] -> n: the number of requests
+-- ARGV[6..] -> n requests, each: order; req (the request as the library
+--   encodes it: its identity); hold ms; mode ('r' reserve, 'c' confirm an
+--   expired hold); call token (a record made with it answers new = 1
+--   again, so a batch go-redis sends again after a cut reply still
+--   reports the grants it made); then its caps (see caps in lib.lua)
+-- Returns {'lost', now} (no epoch) or {'batch', now, reply 1, ..,
+--   reply n}, each reply one of {'ok', now, epoch, state, expiry ms, new
+--   (1|0)}, {'limit', now, cap index (1-based), used}, {'conflict', now,
+--   state}, {'state', now, state} (mode 'c': the record is no longer
+--   expired), {'lost', now} (a counter it reads is gone: see intact) or
 --   {'skew', now}.
-local base, order, req = KEYS[1], ARGV[1], ARGV[2]
+local base = KEYS[1]
 local now = now_ms()
 local ep = live(KEYS[2])
 if not ep then
   return {'lost', now}
 end
-purge(base, KEYS[3], KEYS[4], now, ARGV[6], ARGV[4])
-local r = redis.call('HMGET', KEYS[5], 'st', 'req', 'exp', 'n')
-local st = r[1]
-if ARGV[7] == 'r' then
-  if st == 'h' or st == 'c' then
-    if r[2] ~= req then
-      return {'conflict', now, st}
+purge(base, KEYS[3], KEYS[4], now, ARGV[3], ARGV[1])
+local keep = tonumber(ARGV[2])
+local memo, whole = {}, {}
+-- No report is waiting (the common case): no order's to take out.
+local unrep = redis.call('EXISTS', KEYS[4]) == 1
+-- The writes wait for the end: counters first (commit), then records
+-- and holds in request order, so a script stopped in between (it cannot
+-- be, short of a key of the wrong type) counts a hold it did not record,
+-- never past a cap. recs answers what this batch wrote to a record;
+-- zadd gathers the holds entries.
+local pend, recs, writes, zadd = {ids = {}}, {}, {}, {}
+
+-- one judges a request whose arguments start at ARGV[i]; it returns its
+-- reply and the index of the next request.
+local function one(rk, i)
+  local order, req, mode, token = ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 4]
+  local list, nexti = caps(now, i + 5)
+  local r = recs[rk] or redis.call('HMGET', rk, 'st', 'req', 'exp', 'n', 'rt')
+  local st = r[1]
+  if mode == 'r' then
+    if st == 'h' or st == 'c' then
+      if r[2] ~= req then
+        return {'conflict', now, st}, nexti
+      end
+      local again = 0
+      if st == 'h' and r[4] == token then
+        again = 1 -- the same call sent again: its grant
+      end
+      return {'ok', now, ep, st, tonumber(r[3]), again}, nexti
     end
-    local again = 0
-    if st == 'h' and r[4] == ARGV[9] then
-      again = 1 -- the same call sent again: its grant
-    end
-    return {'ok', now, ep, st, tonumber(r[3]), again}
+  elseif st ~= 'x' or r[2] ~= req then
+    return {'state', now, st or ''}, nexti
   end
-elseif st ~= 'x' or r[2] ~= req then
-  return {'state', now, st or ''}
+  if not list then
+    return {'skew', now}, nexti
+  end
+  if not intact(base, KEYS[6], list, whole) then
+    return {'lost', now}, nexti
+  end
+  local c, u = over(base, list, memo)
+  if c then
+    return {'limit', now, c, u}, nexti
+  end
+  local d = apply(base, list, memo, pend)
+  if mode == 'r' then
+    local exp = now + tonumber(ARGV[i + 2])
+    local del = st or r[5] -- an ended record, or one Release or Expire left
+    recs[rk] = {'h', req, exp, token, false}
+    writes[#writes + 1] = function()
+      if del then
+        redis.call('DEL', rk)
+      end
+      redis.call('HSET', rk, 'st', 'h', 'req', req, 'exp', exp, 'd', d, 'at', now, 'n', token)
+      -- An order reserved again after its hold ended has nothing left
+      -- to report (its report outlives its record: no record does not
+      -- mean none).
+      if unrep then
+        redis.call('ZREM', KEYS[4], order)
+      end
+    end
+    zadd[#zadd + 1] = exp
+    zadd[#zadd + 1] = order
+    return {'ok', now, ep, 'h', exp, 1}, nexti
+  end
+  recs[rk] = {'c', req, r[3], r[4], r[5]}
+  writes[#writes + 1] = function()
+    redis.call('HSET', rk, 'st', 'c', 'd', d, 'ct', now)
+    redis.call('PEXPIRE', rk, ARGV[1])
+    if unrep then
+      redis.call('ZREM', KEYS[4], order)
+    end
+    logged(KEYS[5], ARGV[4], order, now, req, ep)
+  end
+  return {'ok', now, ep, 'c', tonumber(r[3]), 1}, nexti
 end
-local list = caps(now, 10)
-if not list then
-  return {'skew', now}
+
+local out = {'batch', now}
+local i = 6
+for j = 1, tonumber(ARGV[5]) do
+  out[2 + j], i = one(KEYS[6 + j], i)
 end
-if not intact(base, KEYS[7], list) then
-  return {'lost', now}
+commit(base, KEYS[6], keep, pend)
+for _, w in ipairs(writes) do
+  w()
 end
-local c, u = over(base, list)
-if c then
-  return {'limit', now, c, u}
+if #zadd > 0 then
+  redis.call('ZADD', KEYS[3], unpack(zadd))
 end
-local d = apply(base, KEYS[7], list, tonumber(ARGV[5]))
-if ARGV[7] == 'r' then
-  local exp = now + tonumber(ARGV[3])
-  redis.call('DEL', KEYS[5])
-  redis.call('HSET', KEYS[5], 'st', 'h', 'req', req, 'exp', exp, 'd', d, 'at', now, 'n', ARGV[9])
-  redis.call('ZADD', KEYS[3], exp, order)
-  -- An order reserved again after its hold ended has nothing left to report.
-  redis.call('ZREM', KEYS[4], order)
-  return {'ok', now, ep, 'h', exp, 1}
-end
-redis.call('HSET', KEYS[5], 'st', 'c', 'd', d, 'ct', now)
-redis.call('PEXPIRE', KEYS[5], ARGV[4])
-redis.call('ZREM', KEYS[4], order)
-logged(KEYS[6], ARGV[8], order, now, req, ep)
-return {'ok', now, ep, 'c', tonumber(r[3]), 1}
+return out
