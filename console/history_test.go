@@ -97,7 +97,7 @@ func TestConsoleHistoryChartScale(t *testing.T) {
 	h[2].Late[1] = 3
 	h[2].LateSum = 60 * time.Millisecond
 	h[2].LateMean, h[2].LateP99 = 20*time.Millisecond, 100*time.Millisecond // as History computes them
-	v := historyOf(h)
+	v := historyOf(h, time.UTC)
 	if v.Points != 3 || v.OK != 6 || v.Failures != 1 {
 		t.Fatalf("view %+v", v)
 	}
