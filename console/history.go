@@ -40,12 +40,15 @@ type lineChart struct {
 }
 
 // chartTick is a whole hour on the time axis: a line at X (viewBox
-// units) and, every few hours, a label placed at Left percent of the
-// width (HTML under the SVG, which is stretched and would stretch text).
+// units) and, every few hours, a label at Left percent of the width (in
+// an SVG of its own under the chart, which is stretched and would
+// stretch text; a percentage, as inline styles are refused by the
+// console's Content-Security-Policy).
 type chartTick struct {
 	X           int
 	Left, Label string
-	Show, End   bool // End: near the right edge, the label ends at its tick
+	Show        bool
+	Start, End  bool // near the left or right edge: the label starts or ends at its tick
 }
 
 // chartCol is a hover target over one to a few minutes: its <title> is
@@ -153,7 +156,7 @@ func timeTicks(starts []time.Time) []chartTick {
 		}
 		left := 100 * float64(i) / float64(n-1)
 		ticks = append(ticks, chartTick{X: i, Left: strconv.FormatFloat(left, 'f', 2, 64),
-			Label: label, Show: t.Hour()%step == 0, End: left > 90})
+			Label: label, Show: t.Hour()%step == 0, Start: left < 5, End: left > 95})
 	}
 	return ticks
 }
