@@ -6,8 +6,8 @@
 //	if err != nil { ... }
 //	http.Handle("/", c) // its routes are absolute: mount it at the root of a host
 //
-// Pages (docs/console.md has them with screenshots): a summary of every
-// queue (counts per state, paused, rate limit, live workers, the oldest
+// Pages (docs/console.md has them with screenshots): a summary table of
+// every queue, one row each (cards too for up to 12 queues) (counts per state, paused, rate limit, live workers, the oldest
 // ready task's wait and Queue.Health's verdict, which tells "no live
 // worker" from "behind"); a queue page with its last 24 hours per minute
 // (throughput, failures, lateness; delay.Queue.History) as SVG charts;

@@ -19,6 +19,10 @@ import (
 // deadPageSize is how many dead letters one page lists.
 const deadPageSize = 50
 
+// maxCards is the most queues the Queues page shows a card for; past it
+// the page is the summary table alone (each queue's page has its card).
+const maxCards = 12
+
 type rateSample struct {
 	at                     time.Time
 	delivered, acked, dead int64
@@ -58,19 +62,35 @@ func (s *Console) queuesPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	views := make([]queueView, len(qs))
+	// Past maxCards queues the page is the summary table alone, one
+	// Health read a queue: a card costs three listings more, and a page of
+	// hundreds of cards is read by nobody.
+	cards := len(qs) <= maxCards
+	var views []queueView
 	rows := make([]summaryRow, len(qs))
 	for i, q := range qs {
-		views[i] = s.queueCard(r.Context(), q)
-		if err := views[i].Err; err != "" && views[i].down {
-			s.fail(w, r, views[i].err)
+		if !cards {
+			h, err := q.Health(r.Context(), behindAfter)
+			if err != nil && redisDown(err) {
+				s.fail(w, r, err)
+				return
+			}
+			rows[i] = summaryOf(q.Name(), h)
+			if err != nil {
+				rows[i] = summaryRow{Name: q.Name(), Err: err.Error(), Verdict: "error"}
+			}
+			continue
+		}
+		v := s.queueCard(r.Context(), q)
+		if err := v.Err; err != "" && v.down {
+			s.fail(w, r, v.err)
 			return
 		}
-		rows[i] = views[i].Summary
+		views, rows[i] = append(views, v), v.Summary
 	}
 	refresh, _ := strconv.Atoi(r.URL.Query().Get("refresh"))
 	s.render(w, r, "queues.html", "Queues", map[string]any{"Queues": views, "Summary": rows, "Prefix": s.cfg.queuePrefix,
-		"Refresh": min(max(refresh, 0), 3600)})
+		"Refresh": min(max(refresh, 0), 3600), "Count": len(qs), "CardsOmitted": !cards, "MaxCards": maxCards})
 }
 
 // queueCard reads one queue: Health (Stats and the worker registry) and
