@@ -263,6 +263,9 @@ func (s *Console) runBulk(ctx context.Context, q *delay.Queue, sp bulkSpec, j bu
 			break
 		}
 	}
+	// The end is written even when the job's own deadline ended it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	j.Status, j.Ended = "done", s.cfg.now()
 	if err != nil {
 		j.Status, j.Err = "failed", err.Error()

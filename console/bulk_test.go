@@ -134,8 +134,9 @@ func waitJob(t *testing.T, c *http.Client, base, loc string) jobState {
 // nothing there or on a POST without the confirm field, CSRF token or
 // console token, and then runs as a job in batches no larger than
 // bulkBatch: every match requeued, the tasks removed between the count
-// and the POST counted as skipped, the other half untouched; the action
-// log has it. A delete by error text then removes the other half.
+// and the POST and the one removed between its batch's listing and
+// script counted as skipped, the other half untouched; the action log
+// has it. A delete by error text then removes the other half.
 func TestConsoleFilterWide(t *testing.T) {
 	n := soak.Pick(100_000, 20_000)
 	b := testredis.Redis(t)
@@ -229,6 +230,21 @@ func TestConsoleFilterWide(t *testing.T) {
 	if res, err := f.q.Cancel(ctx, delay.Selector{IDs: goneIDs}); err != nil || res.Found != gone {
 		t.Fatalf("cancel: %+v, %v", res, err)
 	}
+	// And one more after the job listed its first batch, before that
+	// batch's script: the script skips it, and the job counts it.
+	gate := &mutationGate{fn: func(ctx context.Context) error {
+		p, err := f.q.List(ctx, delay.ListOptions{State: delay.StateDead, KeyPrefix: "acme-", Limit: 1})
+		if err != nil || len(p.Tasks) != 1 {
+			return fmt.Errorf("list: %d, %v", len(p.Tasks), err)
+		}
+		res, err := f.q.Cancel(ctx, delay.Selector{IDs: []string{p.Tasks[0].ID}})
+		if err == nil && res.Found != 1 {
+			err = fmt.Errorf("cancel found %d", res.Found)
+		}
+		return err
+	}}
+	hooked.AddHook(gate)
+	gate.armed.Store(true)
 	width.most.Store(0)
 	start = time.Now()
 	res := postRaw(t, c, f.url+"/act", form, nil)
@@ -238,8 +254,14 @@ func TestConsoleFilterWide(t *testing.T) {
 	}
 	js := waitJob(t, c, f.url, loc)
 	t.Logf("requeued %d in %v", js.done, time.Since(start).Round(time.Millisecond))
-	matched := int64(n/2 - gone)
-	want := jobState{"done", int64(n / 2), matched, gone, (matched + bulkBatch - 1) / bulkBatch}
+	gate.mu.Lock()
+	ran, gerr := gate.ran, gate.err
+	gate.mu.Unlock()
+	if !ran || gerr != nil {
+		t.Fatalf("the removal before the first batch's script: ran %v, %v", ran, gerr)
+	}
+	matched := int64(n/2 - gone) // the one removed before its batch's script was listed
+	want := jobState{"done", int64(n / 2), matched - 1, gone + 1, (matched + bulkBatch - 1) / bulkBatch}
 	if js != want {
 		t.Errorf("job %+v, want %+v", js, want)
 	}
@@ -283,7 +305,7 @@ func TestConsoleFilterWide(t *testing.T) {
 	if len(rows) != 2 {
 		t.Fatalf("log: %d entries, want 2: %+v", len(rows), rows)
 	}
-	if r := rows[1]; r.Action != "requeue" || r.Done != int(matched) || r.Skipped != gone || r.Tasks != n/2 ||
+	if r := rows[1]; r.Action != "requeue" || r.Done != int(matched)-1 || r.Skipped != gone+1 || r.Tasks != n/2 ||
 		!strings.HasPrefix(r.Who, "token from 127.0.0.1") || !strings.Contains(r.Filter, `"acme-"`) || r.Job == "" {
 		t.Errorf("requeue's log entry %+v", r)
 	}
