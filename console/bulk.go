@@ -332,6 +332,39 @@ func (s *Console) loadJob(ctx context.Context, id string) (bulkJob, error) {
 	return j, nil
 }
 
+// jobView is a job as GET /api/job answers it, for a script that
+// started one with the token and follows it.
+type jobView struct {
+	ID       string    `json:"id"`
+	Queue    string    `json:"queue"`
+	Action   string    `json:"action"`
+	Filter   string    `json:"filter"`
+	Who      string    `json:"who"`
+	Status   string    `json:"status"` // running, done or failed
+	Stale    bool      `json:"stale,omitempty"`
+	Err      string    `json:"error,omitempty"`
+	Expected int64     `json:"expected"`
+	Matched  int64     `json:"matched"`
+	Done     int64     `json:"done"`
+	Skipped  int64     `json:"skipped"`
+	Batches  int64     `json:"batches"`
+	Started  time.Time `json:"started"`
+	Updated  time.Time `json:"updated"`
+	Ended    time.Time `json:"ended,omitzero"`
+}
+
+// apiJob answers GET /api/job?id with the job's progress.
+func (s *Console) apiJob(w http.ResponseWriter, r *http.Request) {
+	j, err := s.loadJob(r.Context(), r.URL.Query().Get("id"))
+	if err != nil {
+		apiFail(w, err)
+		return
+	}
+	apiWrite(w, http.StatusOK, jobView{ID: j.ID, Queue: j.Queue, Action: j.Action, Filter: j.Filter, Who: j.Who, Status: j.Status,
+		Stale: j.Stale, Err: j.Err, Expected: j.Expected, Matched: j.Matched, Done: j.Done, Skipped: j.Skipped(), Batches: j.Batches,
+		Started: j.Started.UTC(), Updated: j.Updated.UTC(), Ended: j.Ended.UTC()})
+}
+
 // jobPage shows a filter-wide action's progress: GET /job?id. It reloads
 // each second while the job runs.
 func (s *Console) jobPage(w http.ResponseWriter, r *http.Request) {

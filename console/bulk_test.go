@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -267,6 +268,20 @@ func TestConsoleFilterWide(t *testing.T) {
 	}
 	// A script's arguments: the SHA, key count, keys, a few fixed
 	// arguments and the IDs.
+	var api jobView
+	code, body = get(t, c, f.url+"/api/"+strings.TrimPrefix(loc, "/"))
+	if err := json.Unmarshal([]byte(body), &api); err != nil || code != http.StatusOK ||
+		(jobState{api.Status, api.Expected, api.Done, api.Skipped, api.Batches}) != js || api.Matched != matched || api.Ended.IsZero() {
+		t.Errorf("/api%s: %d %+v (%v), want the page's %+v", loc, code, api, err, js)
+	}
+	for _, bad := range []struct {
+		id   string
+		code int
+	}{{"0123456789abcdef", http.StatusNotFound}, {"x", http.StatusBadRequest}} {
+		if code, body := get(t, c, f.url+"/api/job?id="+bad.id); code != bad.code || !strings.Contains(body, `"error"`) {
+			t.Errorf("/api/job?id=%s: %d %s, want %d and an error", bad.id, code, body, bad.code)
+		}
+	}
 	if w := width.most.Load(); w > bulkBatch+20 || w < bulkBatch {
 		t.Errorf("the widest action script had %d arguments, want about %d (one batch)", w, bulkBatch)
 	}

@@ -20,7 +20,7 @@
 // hover values (SVG <title>).
 // For scripts, GET /api/queues, /api/tasks?queue&state[&cursor],
 // /api/task?queue&id and /api/workers answer JSON with the field names
-// of the tierset CLI's -json.
+// of the tierset CLI's -json; /api/job?id a filter-wide action's progress.
 //
 // Every change (cancel, run now, reschedule, requeue, delete, one task or
 // a selection; pause and resume; the dead-letter requeue-all and purge)
