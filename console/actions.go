@@ -27,13 +27,18 @@ var actionWords = map[string]string{
 	"resume":     "Resume: the queue's workers take again.",
 }
 
-// confirmPageTasks is the confirm step of every task and queue action:
-// GET /confirm?queue&action[&id...][&at]. It changes nothing; its form
-// POSTs to /act with the CSRF token.
+// confirmAction is the confirm step of every task and queue action:
+// GET /confirm?queue&action[&id...][&at], or with scope=filter for every
+// task matching a filter (bulk.go). It changes nothing; its form POSTs
+// to /act with the CSRF token.
 func (s *Console) confirmAction(w http.ResponseWriter, r *http.Request) {
 	ctx, qv := r.Context(), r.URL.Query()
 	q, ok := s.namedQueue(w, r, qv.Get("queue"))
 	if !ok {
+		return
+	}
+	if qv.Get("scope") == "filter" {
+		s.confirmBulk(w, r, q)
 		return
 	}
 	action, ids, at, err := actionArgs(qv)
@@ -116,16 +121,24 @@ func (s *Console) act(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not confirmed: use the confirm page's button", http.StatusBadRequest)
 		return
 	}
+	if r.PostForm.Get("scope") == "filter" {
+		s.startBulk(w, r, q)
+		return
+	}
 	action, ids, at, err := actionArgs(r.PostForm)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	msg, err := s.apply(r.Context(), q, action, ids, at)
+	msg, done, err := s.apply(r.Context(), q, action, ids, at)
+	e := logEntry{Who: s.who(r), Action: action, Queue: q.Name(), Tasks: len(ids), Done: done, Skipped: len(ids) - done, Result: msg}
 	if err != nil {
+		e.Skipped, e.Result = 0, msg+": "+err.Error()
+		s.record(r.Context(), e)
 		s.fail(w, r, fmt.Errorf("%s: %w", msg, err))
 		return
 	}
+	msg += s.record(r.Context(), e)
 	back := safeNext(r.PostForm.Get("back"))
 	if back == "/" {
 		back = "/queue?name=" + url.QueryEscape(q.Name())
@@ -138,40 +151,17 @@ func (s *Console) act(w http.ResponseWriter, r *http.Request) {
 }
 
 // apply runs one action on the tasks ids, in one script, by task ID
-// (delay.Queue.Cancel, Reschedule and Requeue with a Selector of IDs): never a read of a
-// task's key and token followed by a change by key and token, which would
-// reach a task enqueued again under them in between. An ID whose task has
-// finished or gone, or that is in no state the action applies to, is
-// skipped. On an error the selection is all done or none of it (one
-// script), which a lost reply leaves unknown: msg says to look.
-func (s *Console) apply(ctx context.Context, q *delay.Queue, action string, ids []string, at time.Time) (msg string, err error) {
+// (applyIDs), or pauses or resumes the queue, and says what happened.
+func (s *Console) apply(ctx context.Context, q *delay.Queue, action string, ids []string, at time.Time) (msg string, done int, err error) {
 	switch action {
 	case "pause":
-		return "paused " + q.Name(), q.Pause(ctx)
+		return "paused " + q.Name(), 0, q.Pause(ctx)
 	case "resume":
-		return "resumed " + q.Name(), q.Resume(ctx)
+		return "resumed " + q.Name(), 0, q.Resume(ctx)
 	}
-	done := 0
-	switch action {
-	case "cancel", "delete":
-		// Delete and cancel are one script: a pending or dead task is
-		// removed with its record, one in flight is marked.
-		var res delay.CancelResult
-		res, err = q.Cancel(ctx, delay.Selector{IDs: ids})
-		done = res.Found
-	case "run", "reschedule":
-		when := delay.When{}
-		if action == "reschedule" {
-			when = delay.At(at)
-		}
-		var res delay.RescheduleResult
-		res, err = q.Reschedule(ctx, delay.Selector{IDs: ids}, when)
-		done = res.Moved
-	case "requeue":
-		done, err = q.Requeue(ctx, delay.Selector{IDs: ids})
-	}
+	done, err = applyIDs(ctx, q, action, ids, at)
 	if err != nil {
-		return action + ": failed (reload the list to see whether it was done)", err
+		return action + ": failed (reload the list to see whether it was done)", 0, err
 	}
 	skipped := len(ids) - done
 	msg = fmt.Sprintf("%s: %d of %d tasks", action, done, len(ids))
@@ -181,5 +171,33 @@ func (s *Console) apply(ctx context.Context, q *delay.Queue, action string, ids 
 	if skipped > 0 {
 		msg += fmt.Sprintf(" (%d skipped: gone, or not in a state this action applies to)", skipped)
 	}
-	return msg, nil
+	return msg, done, nil
+}
+
+// applyIDs runs a task action on ids (at most delay.MaxBatch) in one
+// script, by task ID (delay.Queue.Cancel, Reschedule and Requeue with a
+// Selector of IDs): never a read of a task's key and token followed by a
+// change by key and token, which would reach a task enqueued again under
+// them in between. An ID whose task has finished or gone, or that is in
+// no state the action applies to, is skipped: done counts the others. On
+// an error the batch is all done or none of it (one script), which a
+// lost reply leaves unknown.
+func applyIDs(ctx context.Context, q *delay.Queue, action string, ids []string, at time.Time) (done int, err error) {
+	switch action {
+	case "cancel", "delete":
+		// Delete and cancel are one script: a pending or dead task is
+		// removed with its record, one in flight is marked.
+		res, err := q.Cancel(ctx, delay.Selector{IDs: ids})
+		return res.Found, err
+	case "run", "reschedule":
+		when := delay.When{}
+		if action == "reschedule" {
+			when = delay.At(at)
+		}
+		res, err := q.Reschedule(ctx, delay.Selector{IDs: ids}, when)
+		return res.Moved, err
+	case "requeue":
+		return q.Requeue(ctx, delay.Selector{IDs: ids})
+	}
+	return 0, fmt.Errorf("%w: action %q", errBadParam, action)
 }

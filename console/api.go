@@ -18,6 +18,7 @@ func (s *Console) apiRoutes() {
 	s.mux.HandleFunc("GET /api/tasks", s.apiTasks)
 	s.mux.HandleFunc("GET /api/task", s.apiTask)
 	s.mux.HandleFunc("GET /api/workers", s.apiWorkers)
+	s.mux.HandleFunc("GET /api/job", s.apiJob)
 }
 
 // isAPI reports whether r asks for a JSON answer.

@@ -78,6 +78,9 @@ type Options struct {
 	// TrustProxy makes an X-Forwarded-Proto of https mark the cookies
 	// Secure (set it only behind a proxy you run). Defaults to false.
 	TrustProxy bool
+	// Location is the zone the pages show times in, each with its zone's
+	// name. Defaults to UTC.
+	Location *time.Location
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -107,13 +110,14 @@ type config struct {
 	perAddr     int // login attempts a minute, per client address
 	perMinute   int // and for all clients
 	trustProxy  bool
+	loc         *time.Location
 	now         func() time.Time
 }
 
 func (o Options) config() (config, error) {
 	c := config{client: o.Client, redisShown: o.Redis, token: o.Token, loopback: o.Loopback, queuePrefix: o.QueuePrefix,
 		cachePrefix: o.CachePrefix, idsTTL: o.IDsTTL, session: o.Session, idle: o.SessionIdle, perAddr: o.LoginsPerAddress,
-		perMinute: o.LoginsPerMinute, trustProxy: o.TrustProxy, now: o.Now}
+		perMinute: o.LoginsPerMinute, trustProxy: o.TrustProxy, loc: o.Location, now: o.Now}
 	if c.client == nil {
 		return c, &OptionsError{"Client", errors.New("required")}
 	}
@@ -157,6 +161,9 @@ func (o Options) config() (config, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	if c.loc == nil {
+		c.loc = time.UTC
+	}
 	return c, nil
 }
 
@@ -192,6 +199,7 @@ type Console struct {
 	ids        []string
 	idsAt      time.Time
 	listing    bool // a background listing is running
+	running    int  // filter-wide jobs running (bulk.go)
 }
 
 // New checks the options, reads the queue list and the promotion IDs
@@ -201,7 +209,7 @@ func New(ctx context.Context, o Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmpl, err := template.New("").Funcs(webFuncs).ParseFS(webFiles, "web/*.html")
+	tmpl, err := template.New("").Funcs(funcs(cfg.loc)).ParseFS(webFiles, "web/*.html")
 	if err != nil {
 		return nil, err
 	}

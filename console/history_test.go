@@ -97,7 +97,7 @@ func TestConsoleHistoryChartScale(t *testing.T) {
 	h[2].Late[1] = 3
 	h[2].LateSum = 60 * time.Millisecond
 	h[2].LateMean, h[2].LateP99 = 20*time.Millisecond, 100*time.Millisecond // as History computes them
-	v := historyOf(h)
+	v := historyOf(h, time.UTC)
 	if v.Points != 3 || v.OK != 6 || v.Failures != 1 {
 		t.Fatalf("view %+v", v)
 	}
@@ -114,5 +114,74 @@ func TestConsoleHistoryChartScale(t *testing.T) {
 		if got := ch.Lines[c.line].Points; got != c.points || ch.Max != c.max || ch.Width != 2 {
 			t.Errorf("chart %s line %s: %q max %q width %d, want %q max %q", ch.ID, ch.Lines[c.line].Class, got, ch.Max, ch.Width, c.points, c.max)
 		}
+	}
+}
+
+// TestChartTimeAxis: a day of minutes has a tick at each whole hour of
+// the pages' zone (a zone half an hour off UTC puts them at UTC's :30),
+// labels on at most maxLabels of them, and at most maxCols hover
+// targets whose titles name their span, its zone and each line's value.
+func TestChartTimeAxis(t *testing.T) {
+	t.Parallel()
+	ist := time.FixedZone("IST", 5*3600+1800)
+	for _, tc := range []struct {
+		name                  string
+		minutes               int
+		loc                   *time.Location
+		ticks, labels, cols   int
+		firstTick, firstLabel string
+		firstTip              string
+	}{
+		// 05:17 UTC on: the first whole hour is 06:00 (minute 43).
+		{"day UTC", 1440, time.UTC, 24, 6, 144, "06:00", "08:00", "Dec 7 05:17–05:26 UTC · ok: peak 9 /min"},
+		{"day IST", 1440, ist, 24, 6, 144, "11:00", "12:00", "Dec 7 10:47–10:56 IST · ok: peak 9 /min"},
+		{"an hour", 60, time.UTC, 1, 1, 60, "06:00", "06:00", "Dec 7 05:17 UTC · ok: 0 /min"},
+		{"one minute", 1, time.UTC, 0, 0, 1, "", "", "Dec 7 05:17 UTC · ok: 0 /min"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Date(2026, 12, 7, 5, 17, 0, 0, time.UTC)
+			h := make([]delay.Minute, tc.minutes)
+			for i := range h {
+				h[i].Start = start.Add(time.Duration(i) * time.Minute)
+				h[i].OK = int64(i % 10)
+			}
+			v := historyOf(h, tc.loc)
+			c := v.Charts[0]
+			labels := 0
+			for _, tk := range c.Ticks {
+				if tk.Show {
+					labels++
+				}
+			}
+			if len(c.Ticks) != tc.ticks || labels != tc.labels || len(c.Cols) != tc.cols {
+				t.Fatalf("%d ticks, %d labels, %d hover targets; want %d, %d, %d", len(c.Ticks), labels, len(c.Cols), tc.ticks, tc.labels, tc.cols)
+			}
+			if len(c.Ticks) > 0 {
+				first := ""
+				for _, tk := range c.Ticks {
+					if tk.Show {
+						first = tk.Label
+						break
+					}
+				}
+				if c.Ticks[0].Label != tc.firstTick || first != tc.firstLabel {
+					t.Errorf("first tick %q, first label %q; want %q, %q", c.Ticks[0].Label, first, tc.firstTick, tc.firstLabel)
+				}
+			}
+			if c.Cols[0].Tip != tc.firstTip {
+				t.Errorf("first hover title %q, want %q", c.Cols[0].Tip, tc.firstTip)
+			}
+			// The targets tile the plot: from 0 to its width, no gap.
+			end := 0.0
+			for _, col := range c.Cols {
+				if col.X != end {
+					t.Fatalf("a target at %v, the last ended at %v", col.X, end)
+				}
+				end = col.X + col.W
+			}
+			if want := float64(max(tc.minutes-1, 1)); tc.minutes > 1 && end != want {
+				t.Errorf("targets end at %v, want %v", end, want)
+			}
+		})
 	}
 }

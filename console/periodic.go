@@ -136,11 +136,16 @@ func (s *Console) periodicAct(w http.ResponseWriter, r *http.Request) {
 	} else {
 		err = periodic.Resume(r.Context(), q, job)
 	}
+	e := logEntry{Who: s.who(r), Action: "periodic " + action, Queue: q.Name(), Filter: "job " + job}
 	if err != nil {
+		e.Result = "failed: " + err.Error()
+		s.record(r.Context(), e)
 		s.fail(w, r, fmt.Errorf("%s periodic job %q: %w", action, job, err))
 		return
 	}
 	msg := fmt.Sprintf("periodic job %s on %s: %sd", job, q.Name(), action)
+	e.Result = msg
+	msg += s.record(r.Context(), e)
 	http.Redirect(w, r, "/periodic?msg="+url.QueryEscape(msg), http.StatusSeeOther)
 }
 

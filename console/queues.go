@@ -19,6 +19,10 @@ import (
 // deadPageSize is how many dead letters one page lists.
 const deadPageSize = 50
 
+// maxCards is the most queues the Queues page shows a card for; past it
+// the page is the summary table alone (each queue's page has its card).
+const maxCards = 12
+
 type rateSample struct {
 	at                     time.Time
 	delivered, acked, dead int64
@@ -58,19 +62,35 @@ func (s *Console) queuesPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	views := make([]queueView, len(qs))
+	// Past maxCards queues the page is the summary table alone, one
+	// Health read a queue: a card costs three listings more, and a page of
+	// hundreds of cards is read by nobody.
+	cards := len(qs) <= maxCards
+	var views []queueView
 	rows := make([]summaryRow, len(qs))
 	for i, q := range qs {
-		views[i] = s.queueCard(r.Context(), q)
-		if err := views[i].Err; err != "" && views[i].down {
-			s.fail(w, r, views[i].err)
+		if !cards {
+			h, err := q.Health(r.Context(), behindAfter)
+			if err != nil && redisDown(err) {
+				s.fail(w, r, err)
+				return
+			}
+			rows[i] = summaryOf(q.Name(), h)
+			if err != nil {
+				rows[i] = summaryRow{Name: q.Name(), Err: err.Error(), Verdict: "error"}
+			}
+			continue
+		}
+		v := s.queueCard(r.Context(), q)
+		if err := v.Err; err != "" && v.down {
+			s.fail(w, r, v.err)
 			return
 		}
-		rows[i] = views[i].Summary
+		views, rows[i] = append(views, v), v.Summary
 	}
 	refresh, _ := strconv.Atoi(r.URL.Query().Get("refresh"))
 	s.render(w, r, "queues.html", "Queues", map[string]any{"Queues": views, "Summary": rows, "Prefix": s.cfg.queuePrefix,
-		"Refresh": min(max(refresh, 0), 3600)})
+		"Refresh": min(max(refresh, 0), 3600), "Count": len(qs), "CardsOmitted": !cards, "MaxCards": maxCards})
 }
 
 // queueCard reads one queue: Health (Stats and the worker registry) and
@@ -113,7 +133,7 @@ func (s *Console) queueCard(ctx context.Context, q *delay.Queue) queueView {
 	v.Behind, v.NoWorker = h.Verdict == delay.VerdictBehind, h.Verdict == delay.VerdictNoWorker
 	v.Rates = s.rate(q.Name(), st)
 	if l := st.Lateness; l.Total > 0 {
-		v.P50, v.P99, v.Max = "< "+l.P50.String(), "< "+l.P99.String(), "< "+l.Max.String()
+		v.P50, v.P99, v.Max = "< "+text.Duration(l.P50), "< "+text.Duration(l.P99), "< "+text.Duration(l.Max)
 	}
 	v.Chart = latenessChart(st.Lateness)
 	return v
@@ -349,14 +369,16 @@ func (s *Console) requeue(w http.ResponseWriter, r *http.Request) {
 	id := r.PostForm.Get("id")
 	n, err := q.Requeue(r.Context(), delay.Selector{IDs: []string{id}})
 	if err != nil {
+		s.record(r.Context(), logEntry{Who: s.who(r), Action: "requeue", Queue: q.Name(), Tasks: 1, Result: "failed: " + err.Error()})
 		s.fail(w, r, err)
 		return
 	}
+	msg := fmt.Sprintf("requeued task %s: due now", id)
 	if n == 0 {
-		s.done(w, r, q, fmt.Sprintf("task %s was no longer dead: nothing requeued", id))
-		return
+		msg = fmt.Sprintf("task %s was no longer dead: nothing requeued", id)
 	}
-	s.done(w, r, q, fmt.Sprintf("requeued task %s: due now", id))
+	msg += s.record(r.Context(), logEntry{Who: s.who(r), Action: "requeue", Queue: q.Name(), Tasks: 1, Done: n, Skipped: 1 - n, Result: msg})
+	s.done(w, r, q, msg)
 }
 
 // requeueAll shows a confirmation page on GET, as purge does: requeueing
@@ -373,11 +395,15 @@ func (s *Console) requeueAll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := deadletters.Requeue(r.Context(), q, ids)
+	e := logEntry{Who: s.who(r), Action: "requeue-all", Queue: q.Name(), Filter: "every dead task", Tasks: len(ids), Done: n,
+		Skipped: len(ids) - n, Result: fmt.Sprintf("requeued %d dead letters: due now", n)}
 	if err != nil {
+		e.Skipped, e.Result = 0, fmt.Sprintf("requeued %d before: %v", n, err)
+		s.record(r.Context(), e)
 		s.fail(w, r, fmt.Errorf("requeued %d before: %w", n, err))
 		return
 	}
-	s.done(w, r, q, fmt.Sprintf("requeued %d dead letters: due now", n))
+	s.done(w, r, q, e.Result+s.record(r.Context(), e))
 }
 
 // purge shows a confirmation page on GET; the POST must repeat the
@@ -394,11 +420,18 @@ func (s *Console) purge(w http.ResponseWriter, r *http.Request) {
 	} else {
 		n, err = q.Purge(r.Context(), delay.Selector{All: true})
 	}
+	e := logEntry{Who: s.who(r), Action: "purge", Queue: q.Name(), Filter: "every dead task", Done: n, Tasks: n,
+		Result: fmt.Sprintf("purged %d dead letters", n)}
+	if id := r.PostForm.Get("id"); id != "" {
+		e.Filter, e.Tasks, e.Skipped = "", 1, 1-n
+	}
 	if err != nil {
+		e.Skipped, e.Result = 0, fmt.Sprintf("purged %d, then failed: %v", n, err)
+		s.record(r.Context(), e)
 		s.fail(w, r, err)
 		return
 	}
-	s.done(w, r, q, fmt.Sprintf("purged %d dead letters", n))
+	s.done(w, r, q, e.Result+s.record(r.Context(), e))
 }
 
 // confirmedQueue serves a change that asks for confirmation: on GET it
@@ -461,7 +494,7 @@ func statusOf(err error) int {
 	switch {
 	case redisDown(err):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, cache.ErrNotFound):
+	case errors.Is(err, delay.ErrNotFound), errors.Is(err, errNoQueue), errors.Is(err, errNoJob), errors.Is(err, cache.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, &delay.ValidationError{Field: "batch"}), errors.Is(err, &delay.ValidationError{Field: "name"}), errors.Is(err, &delay.ValidationError{Field: "key"}), errors.Is(err, &delay.ValidationError{Field: "selector"}), errors.Is(err, &cache.ValidationError{Field: "id"}),
 		errors.Is(err, errBadParam):

@@ -9,14 +9,23 @@ import (
 	"github.com/tierset/tierset/internal/text"
 )
 
-var webFuncs = template.FuncMap{
-	"utc": func(t time.Time) string {
-		if t.IsZero() {
-			return "—"
-		}
-		return t.UTC().Format("2006-01-02 15:04:05.000Z")
-	},
-	"dur": text.Duration,
+// timeLayout is how the pages show a time: with its zone, in the
+// console's Location.
+const timeLayout = "2006-01-02 15:04:05 MST"
+
+// funcs are the templates' functions: "when" shows a time in the
+// console's Location with its zone ("2026-12-07 05:20:13 UTC"), "dur" a
+// duration for a person (text.Duration).
+func funcs(loc *time.Location) template.FuncMap {
+	return template.FuncMap{
+		"when": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return t.In(loc).Format(timeLayout)
+		},
+		"dur": text.Duration,
+	}
 }
 
 // pageData is what every template gets.

@@ -24,6 +24,8 @@ func (s *Console) routes() {
 	s.mux.HandleFunc("GET /task", s.taskPage)
 	s.mux.HandleFunc("GET /confirm", s.confirmAction)
 	s.mux.HandleFunc("/act", s.act)
+	s.mux.HandleFunc("GET /job", s.jobPage)
+	s.mux.HandleFunc("GET /log", s.logPage)
 	s.mux.HandleFunc("GET /workers", s.workersPage)
 	s.mux.HandleFunc("GET /dead", s.deadPage)
 	s.mux.HandleFunc("GET /lookup", s.lookupPage)

@@ -91,7 +91,9 @@ func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 	}
 	data := map[string]any{"Queue": q.Name(), "State": st, "Label": stateLabels[st], "Tabs": tabs, "Order": order,
 		"Rows": rows, "Page": p, "Key": o.KeyPrefix, "ErrText": o.ErrorText, "Filtered": o.KeyPrefix != "" || o.ErrorText != "",
-		"Cursor": o.Cursor, "Actions": actionsFor(st), "Window": scanWindow, "Paused": stats.Paused}
+		"Cursor": o.Cursor, "Actions": actionsFor(st), "Window": scanWindow, "Paused": stats.Paused,
+		"BulkActions": bulkActionsFor(st), "Here": "/tasks?" + url.Values{"queue": {q.Name()}, "state": {string(st)},
+			"key": {o.KeyPrefix}, "err": {o.ErrorText}}.Encode()}
 	s.render(w, r, "tasks.html", "Tasks of "+q.Name(), data)
 }
 

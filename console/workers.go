@@ -84,7 +84,7 @@ func (s *Console) queuePage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errors.New(v.Err))
 		return
 	}
-	hist, err := queueHistory(r.Context(), q)
+	hist, err := queueHistory(r.Context(), q, s.cfg.loc)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -38,6 +38,7 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	session := fs.Duration("session", 12*time.Hour, "a login lasts at most this `long` (kept in Redis; the cookie's Max-Age)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "a login unused this `long` ends (at most -session)")
 	trustProxy := fs.Bool("trust-proxy", false, "the console is behind a proxy you run that sets X-Forwarded-Proto:\nits https makes the cookies Secure (without this flag the header is ignored)")
+	tz := fs.String("tz", "UTC", "show times in this IANA time `zone` (\"Local\": this machine's), each with its zone's name")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate `file` (with -tls-key)")
 	tlsKey := fs.String("tls-key", "", "the private key `file` of -tls-cert")
 	if err := fs.parse(args, e); err != nil {
@@ -61,8 +62,12 @@ func cmdWeb(ctx context.Context, args []string, e *env) error {
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return usagef("-tls-cert and -tls-key go together")
 	}
+	loc, err := time.LoadLocation(*tz)
+	if err != nil {
+		return usagef("-tz %q: %v", *tz, err)
+	}
 	cfg := console.Options{Token: *token, QueuePrefix: *prefix, CachePrefix: *cachePrefix, IDsTTL: *idsTTL,
-		Session: *session, SessionIdle: *idle, TrustProxy: *trustProxy}
+		Session: *session, SessionIdle: *idle, TrustProxy: *trustProxy, Location: loc}
 	if cfg.IDsTTL == 0 {
 		cfg.IDsTTL = -1 // the flag's 0 is "list on every request"
 	}

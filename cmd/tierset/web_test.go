@@ -34,6 +34,7 @@ func TestWebFlags(t *testing.T) {
 		{[]string{"-redis", "redis://x", "-cluster", "a:1"}, "exactly one of -redis"},
 		{[]string{"-redis", "redis://:pw@127.0.0.1:1", "-listen", "0.0.0.0:0"}, "not loopback"},
 		{[]string{"-redis", "redis://x", "-queues", "a b"}, "-queues"},
+		{[]string{"-redis", "redis://x", "-tz", "Mars/Olympus"}, `-tz "Mars/Olympus"`},
 		// A password needs a URL; every message shows it redacted.
 		{[]string{"-cluster", "user:pw@127.0.0.1:1"}, `-redis: user:xxxxx@127.0.0.1:1: want host:port, or a redis:// or rediss:// URL`},
 		{[]string{"-cluster", "127.0.0.1:1,rediss://:pw@127.0.0.1:2"}, "every seed must use TLS (rediss://) or none"},

@@ -3,6 +3,7 @@ package browser
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +19,8 @@ import (
 // TestBrowserOperator drives the operator's pages in headless Chromium:
 // the summary, the browse pages with their cursor, a task page, a bulk
 // action through its confirm page, pause and resume, the workers page,
-// a queue's 24-hour history charts, and every page at 420 px wide
+// a queue's 24-hour history charts with their time axis and hover
+// values, and every page at 390 px wide
 // without the page scrolling sideways.
 func TestBrowserOperator(t *testing.T) {
 	f := seed(t)
@@ -143,13 +145,13 @@ func TestBrowserOperator(t *testing.T) {
 	t.Run("queue history", func(t *testing.T) {
 		do(t, ctx, "history", chromedp.Navigate(base+"/queue?name="+historyQueue), chromedp.WaitVisible(css(`#history`)))
 		lines := get(t, ctx, "chart lines", chromedp.Evaluate[[]int](
-			`Array.from(document.querySelectorAll('#history svg polyline')).map(p => p.points.numberOfItems)`))
+			`Array.from(document.querySelectorAll('#history svg.line polyline')).map(p => p.points.numberOfItems)`))
 		if !slices.Equal(lines, []int{1440, 1440, 1440, 1440, 1440}) {
 			t.Errorf("chart lines have %v points, want five of 1440", lines)
 		}
 		// drawn, not just present: each chart has a box of its own
 		heights := get(t, ctx, "chart heights", chromedp.Evaluate[[]int](
-			`Array.from(document.querySelectorAll('#history svg')).map(s => Math.round(s.getBoundingClientRect().height))`))
+			`Array.from(document.querySelectorAll('#history svg.line')).map(s => Math.round(s.getBoundingClientRect().height))`))
 		if !slices.Equal(heights, []int{100, 100, 100}) {
 			t.Errorf("chart heights %v px, want three of 100", heights)
 		}
@@ -158,17 +160,41 @@ func TestBrowserOperator(t *testing.T) {
 		if !strings.Contains(totals, want) {
 			t.Errorf("history totals %q, want %q", totals, want)
 		}
+		// The time axis and the hover values: each chart has a tick per
+		// whole hour of its 24 (labels every 4 h), and 144 hover targets
+		// of 10 minutes whose titles give the span in UTC and the peak; the
+		// highest peak of the throughput chart is its caption's max.
+		axis := get(t, ctx, "axes", chromedp.Evaluate[[]int](
+			`Array.from(document.querySelectorAll('#history figure')).flatMap(f => [f.querySelectorAll('line.tick').length, f.querySelectorAll('svg.axis text').length, f.querySelectorAll('rect.col > title').length])`))
+		if !slices.Equal(axis, []int{24, 6, 144, 24, 6, 144, 24, 6, 144}) {
+			t.Errorf("ticks, labels and hover targets per chart %v, want 24, 6 and 144 each", axis)
+		}
+		tips := get(t, ctx, "hover titles", chromedp.Evaluate[[]string](
+			`Array.from(document.querySelectorAll('#hist-throughput rect.col > title')).map(e => e.textContent)`))
+		top := get(t, ctx, "max", chromedp.Text(css(`#hist-throughput .top`)))
+		peak := 0
+		for _, tip := range tips {
+			m := tipRe.FindStringSubmatch(tip)
+			if m == nil {
+				t.Fatalf("hover title %q, want \"Dec 7 05:10–05:19 UTC · ok: peak N /min\"", tip)
+			}
+			n, _ := strconv.Atoi(m[1])
+			peak = max(peak, n)
+		}
+		if want := fmt.Sprintf("max %d /min", peak); top != want {
+			t.Errorf("throughput chart: caption %q, highest hover peak %d", top, peak)
+		}
 		screenshot(t, ctx, dir, "queue-history")
 	})
 
-	t.Run("420 px wide", func(t *testing.T) {
-		do(t, ctx, "narrow", chromedp.EmulateViewport(420, 900))
+	t.Run("390 px wide", func(t *testing.T) {
+		do(t, ctx, "narrow", chromedp.EmulateViewport(390, 900))
 		for _, page := range []string{"/queues", "/queue?name=orders", "/tasks?queue=orders&state=dead", "/task?queue=orders&id=" + f.dead[0],
-			"/workers", "/dead?queue=orders", "/promotions", "/promotion?id=spend-more&value=250", "/queue?name=" + historyQueue} {
+			"/workers", "/dead?queue=orders", "/log", "/promotions", "/promotion?id=spend-more&value=250", "/queue?name=" + historyQueue} {
 			do(t, ctx, "load "+page, chromedp.Navigate(base+page), chromedp.WaitVisible(css(`main`)))
 			w := get(t, ctx, "page width", chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
-			if w > 420 {
-				t.Errorf("%s at 420 px: the page is %d px wide", page, w)
+			if w > 390 {
+				t.Errorf("%s at 390 px: the page is %d px wide", page, w)
 			}
 		}
 		do(t, ctx, "narrow queues", chromedp.Navigate(base+"/queues"), chromedp.WaitVisible(css(`#summary`)))
@@ -177,6 +203,9 @@ func TestBrowserOperator(t *testing.T) {
 		screenshot(t, ctx, dir, "narrow-queue-history")
 	})
 }
+
+// tipRe reads a 10-minute hover title of the throughput chart.
+var tipRe = regexp.MustCompile(`^[A-Z][a-z]{2} \d{1,2} \d\d:\d\d–\d\d:\d\d UTC · ok: peak (\d+) /min$`)
 
 // The history queue: historyTasks tasks handled by a worker before the
 // console starts, historyDead of them dead-lettered.
