@@ -123,7 +123,10 @@ func (e *RefreshError) Unwrap() error { return e.Err }
 // holds every member, its gift list hash every gift list and its meta hash
 // every field, read in the same round trip as the version. Otherwise it
 // is rewritten and reported Repaired. An Unchanged write with a newer
-// revision records that revision alone.
+// revision records that revision alone. A call of several promotions
+// first reads them all in one pipelined round trip: those Unchanged at a
+// revision the write does not raise are settled there, without a WATCH
+// transaction; every other promotion is decided again inside its own.
 //
 // Keys expire at End + Grace (no expiry for an open End); the replaced
 // version's gifts expire Grace from now. Writes are atomic per promotion,
@@ -169,7 +172,18 @@ func (c *Cache) refreshWith(ctx context.Context, promos []gradient.Promotion, fl
 	}
 	var rep RefreshReport
 	var conflicts []error
+	var settled []bool
+	var early []RefreshResult
+	if fl == nil && len(all) > 1 {
+		settled, early = c.settleUnchanged(ctx, all)
+	}
 	for k, e := range all {
+		if settled != nil && settled[k] {
+			c.invalidateLocal(e.id) // as refreshOne's callers do, written or not
+			c.obs.OnRefresh(e.id, Unchanged)
+			rep.add(early[k])
+			continue
+		}
 		res, rts, err := c.refreshOne(ctx, e, fl)
 		c.invalidateLocal(e.id) // at once, even on error: the write may have committed
 		c.obs.OnRoundTrips(OpRefresh, rts)
@@ -218,117 +232,6 @@ func (c *Cache) refreshFailed(ctx context.Context, rep *RefreshReport, all []*en
 		rerr.NotCommitted = append(rerr.NotCommitted, e.id)
 	}
 	return rerr
-}
-
-// stored is what the probe read of a stored promotion.
-type stored struct {
-	version, prev                string
-	rev                          int64 // the meta hash's revision (0: unordered or none)
-	hasRev                       bool  // the meta hash has the rev field (written since revisions)
-	tomb                         int64 // the tombstone's revision, 0 when there is none
-	leaseOK                      bool  // a fill's lease still holds its token
-	members, giftLists, metaLens int64
-}
-
-// pipeliner is what the probe needs: a *redis.Tx inside WATCH, or the
-// client for a read-back.
-type pipeliner interface {
-	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
-}
-
-// fill marks a refresh as a read-through load's write-through: it
-// applies only while the load's lease still holds token (every other
-// write and delete of the promotion deletes the lease, as a memcached
-// lease token is invalidated), and never replaces a whole promotion.
-type fill struct{ lease, token string }
-
-// probe reads, in one round trip, the stored version, previous version
-// and revision of e's promotion, its tombstone (and a fill's lease), and
-// the sizes of its tiers key, its gift list hash for e's version and its
-// meta hash.
-func (c *Cache) probe(ctx context.Context, p pipeliner, e *encoded, fl *fill) (stored, error) {
-	var hm, strs *redis.SliceCmd
-	var zc, gl, ml *redis.IntCmd
-	meta := c.metaKey(e.id)
-	_, err := p.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		hm = pipe.HMGet(ctx, meta, metaVersion, metaPrev, metaRev)
-		if fl != nil {
-			strs = pipe.MGet(ctx, c.tombKey(e.id), fl.lease)
-		} else {
-			strs = pipe.MGet(ctx, c.tombKey(e.id))
-		}
-		zc = pipe.ZCard(ctx, c.tiersKey(e.id))
-		gl = pipe.HLen(ctx, c.giftsKey(e.id, e.version))
-		ml = pipe.HLen(ctx, meta)
-		return nil
-	})
-	if err != nil {
-		return stored{}, err
-	}
-	var s stored
-	if v := hm.Val(); len(v) == 3 {
-		s.version, _ = v[0].(string)
-		s.prev, _ = v[1].(string)
-		s.rev, s.hasRev = revOf(v[2]), v[2] != nil
-	}
-	if v := strs.Val(); len(v) >= 1 {
-		s.tomb = revOf(v[0])
-		if fl != nil && len(v) == 2 {
-			tok, _ := v[1].(string)
-			s.leaseOK = tok == fl.token
-		}
-	}
-	s.members, s.giftLists, s.metaLens = zc.Val(), gl.Val(), ml.Val()
-	return s, nil
-}
-
-// revOf parses a stored revision; anything unreadable counts as 0
-// (unordered), so a hand-edited field cannot block writes forever.
-func revOf(v any) int64 {
-	str, _ := v.(string)
-	n, err := strconv.ParseInt(str, 10, 64)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
-}
-
-// damage says what of e's version is missing from s, "" when s holds e's
-// version whole. Eviction and DEL remove whole keys, so the counts catch
-// them; a member or field removed by hand is caught by the counts too.
-func (s *stored) damage(e *encoded) string {
-	switch {
-	case s.members == 0:
-		return "tiers key missing"
-	case s.members != int64(len(e.members)):
-		return fmt.Sprintf("tiers key holds %d of %d members", s.members, len(e.members))
-	case e.withGift > 0 && s.giftLists == 0:
-		return "gift list hash missing"
-	case s.giftLists != int64(e.withGift):
-		return fmt.Sprintf("gift list hash holds %d of %d lists", s.giftLists, e.withGift)
-	case s.metaLens != s.metaFields():
-		return fmt.Sprintf("meta hash holds %d of %d fields", s.metaLens, s.metaFields())
-	}
-	return ""
-}
-
-// metaFields is the field count of a whole meta hash: one less for a
-// promotion written before revisions, which is whole at revision 0 (so an
-// upgrade does not rewrite every promotion; an ordered write records its
-// revision).
-func (s *stored) metaFields() int64 {
-	if s.version != "" && !s.hasRev {
-		return metaFieldCount - 1
-	}
-	return metaFieldCount
-}
-
-// whole reports whether s looks like a whole promotion of some version:
-// its meta hash whole and its tiers key there. (The probe counts the gift
-// lists of the written version only, so another version's are not
-// checked.)
-func (s *stored) whole() bool {
-	return s.version != "" && s.members > 0 && s.metaLens == s.metaFields()
 }
 
 // decide is the ordering rule of one write: given what the probe read,
