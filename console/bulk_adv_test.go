@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -73,10 +74,10 @@ func idle(t *testing.T, s *Console) {
 // scriptFault is a go-redis hook: armed, it fails the first mutating
 // delay script; with down set it then fails every command after it too,
 // as a Redis that went away mid-job would. block, when set, holds every
-// mutating script until it is closed.
+// mutating script until it is closed. noLog fails every action log write.
 type scriptFault struct {
-	armed, down, tripped atomic.Bool
-	block                chan struct{}
+	armed, down, tripped, noLog atomic.Bool
+	block                       chan struct{}
 }
 
 var errInjected = errors.New("injected: connection reset by peer")
@@ -87,6 +88,11 @@ func (h *scriptFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if h.down.Load() && h.tripped.Load() {
 			return errInjected
+		}
+		for _, cmd := range cmds {
+			if cmd.Name() == "lpush" && h.noLog.Load() {
+				return errInjected
+			}
 		}
 		return next(ctx, cmds)
 	}
@@ -380,6 +386,81 @@ func TestFaultConsoleBulkBatchFails(t *testing.T) {
 				t.Errorf("dead %d, %v; want the 2 still dead", st.Dead, err)
 			}
 		})
+	}
+}
+
+// TestFaultConsoleBulkLogLost: the action log cannot be written. The
+// change stands, and both a filter-wide job and a one-task action say
+// their log entry is missing.
+func TestFaultConsoleBulkLogLost(t *testing.T) {
+	h := &scriptFault{}
+	f := hookedConsole(t, h, nil)
+	ctx := t.Context()
+	c := browser(t)
+	h.noLog.Store(true)
+	_, form := bulkForm(t, c, f.url, url.Values{"queue": {"orders"}, "state": {"dead"}, "action": {"requeue"}})
+	loc := startJob(t, c, f.url, form)
+	if js := waitJob(t, c, f.url, loc); js.status != "done" || js.done != 2 {
+		t.Errorf("job %+v, want done: the log does not undo the change", js)
+	}
+	var api jobView
+	if code, body := get(t, c, f.url+"/api"+loc); json.Unmarshal([]byte(body), &api) != nil || code != http.StatusOK ||
+		!strings.Contains(api.Err, "action log") {
+		t.Errorf("/api%s: %d %s; want the missing log entry said", loc, code, body)
+	}
+	e, err := f.q.Enqueue(ctx, delay.Job{Key: "log-lost", When: delay.After(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	csrf := csrfOf(t, c, f.url+"/confirm?queue=orders&action=cancel&id="+e.ID)
+	res := postRaw(t, c, f.url+"/act", url.Values{"queue": {"orders"}, "action": {"cancel"}, "id": {e.ID}, "confirm": {"yes"},
+		"csrf": {csrf}, "token": {webToken}}, nil)
+	if msg, _ := url.QueryUnescape(res.Header.Get("Location")); res.StatusCode != http.StatusSeeOther || !strings.Contains(msg, "not written to the action log") {
+		t.Errorf("cancel: %d to %q; want the missing log entry said", res.StatusCode, msg)
+	}
+	h.noLog.Store(false)
+	if rows, err := f.srv.readLog(ctx, "", 10); err != nil || len(rows) != 0 {
+		t.Errorf("log %+v, %v; want nothing written", rows, err)
+	}
+}
+
+// TestConsoleBulkAdvTwoConsoles: two consoles over one Redis run, at
+// once, "requeue every dead task" and "delete every dead task" on the
+// same 1,102 letters (three batches each). Each letter is acted on by
+// one of them: requeued ones are due, none deleted after its requeue.
+func TestConsoleBulkAdvTwoConsoles(t *testing.T) {
+	b := testredis.Redis(t)
+	f := seedConsole(t, b, true)
+	ctx := t.Context()
+	const n = 1100
+	killMany(t, ctx, f.q, n, func(i int) string { return fmt.Sprintf("race-%05d", i) }, func(int) error { return errors.New("x") })
+	g, err := New(ctx, Options{Client: b.Client, Token: webToken, Loopback: true, QueuePrefix: b.Prefix, CachePrefix: b.Prefix, IDsTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := httptest.NewServer(g)
+	t.Cleanup(other.Close)
+	before, err := f.q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := browser(t)
+	na, fa := bulkForm(t, c, f.url, url.Values{"queue": {"orders"}, "state": {"dead"}, "action": {"requeue"}})
+	nb, fb := bulkForm(t, c, other.URL, url.Values{"queue": {"orders"}, "state": {"dead"}, "action": {"delete"}})
+	if na != n+2 || nb != n+2 {
+		t.Fatalf("counted %d and %d, want %d", na, nb, n+2)
+	}
+	la, lb := startJob(t, c, f.url, fa), startJob(t, c, other.URL, fb)
+	ja, jb := waitJob(t, c, f.url, la), waitJob(t, c, other.URL, lb)
+	if ja.status != "done" || jb.status != "done" || ja.done+ja.skipped != na || jb.done+jb.skipped != nb || ja.done+jb.done != na {
+		t.Errorf("requeue %+v, delete %+v: want each letter acted on once", ja, jb)
+	}
+	after, err := f.q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Dead != 0 || after.Pending != before.Pending+ja.done {
+		t.Errorf("after: %d dead, %d due; want 0 and %d + the %d requeued", after.Dead, after.Pending, before.Pending, ja.done)
 	}
 }
 
