@@ -19,6 +19,7 @@ import (
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/delayraw"
+	"github.com/tierset/tierset/internal/faultproxy"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -568,5 +569,67 @@ func TestChartAxisDST(t *testing.T) {
 				t.Errorf("no hover title %q…", tc.tip)
 			}
 		})
+	}
+}
+
+// TestFaultConsoleBulkDeadline: a job whose deadline (bulkTimeout) has
+// passed stops before acting and still writes its end, failed with the
+// cause, and its log entry: the deadline ends the work, not the record.
+func TestFaultConsoleBulkDeadline(t *testing.T) {
+	f := seedConsole(t, testredis.Redis(t), true)
+	ctx := t.Context()
+	sp := bulkSpec{Queue: "orders", Action: "requeue", State: delay.StateDead, AsOf: time.Now().Add(time.Minute), Expected: 2}
+	j := bulkJob{ID: randomHex(8), Queue: "orders", Action: sp.Action, Filter: sp.filterText(), Who: "test", Status: "running",
+		Expected: sp.Expected, Started: time.Now()}
+	if err := f.srv.saveJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	over, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	f.srv.runBulk(over, f.q, sp, j)
+	got, err := f.srv.loadJob(ctx, j.ID)
+	if err != nil || got.Status != "failed" || !strings.Contains(got.Err, "deadline") || got.Done != 0 || got.Ended.IsZero() {
+		t.Errorf("job %+v, %v; want failed by its deadline, ended, none done", got, err)
+	}
+	if rows, err := f.srv.readLog(ctx, "orders", 10); err != nil || len(rows) != 1 || rows[0].Job != j.ID {
+		t.Errorf("log %+v, %v; want the job's entry", rows, err)
+	}
+	if st, err := f.q.Stats(ctx); err != nil || st.Dead != 2 {
+		t.Errorf("dead %d, %v; want the 2 untouched", st.Dead, err)
+	}
+}
+
+// TestFaultConsoleBulkReplyCut: the network drops the reply of a batch's
+// script after Redis ran it (a private redis-server behind the fault
+// proxy; go-redis's default retries). The retry must not read as "those
+// tasks had moved on": the job says done for every task, none skipped.
+func TestFaultConsoleBulkReplyCut(t *testing.T) {
+	fy := testredis.StartFaulty(t)
+	ctx := t.Context()
+	direct := redis.NewClient(&redis.Options{Addr: fy.Server.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = direct.Close() })
+	q, err := delay.New(direct, "orders", delay.Options{Prefix: "cut"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	killMany(t, ctx, q, 700, func(i int) string { return fmt.Sprintf("cut-%04d", i) }, func(int) error { return errors.New("x") })
+	s, err := New(ctx, Options{Client: fy.Cut, Token: webToken, Loopback: true, QueuePrefix: "cut", CachePrefix: "cut", IDsTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	c := browser(t)
+	_, form := bulkForm(t, c, hs.URL, url.Values{"queue": {"orders"}, "state": {"dead"}, "action": {"requeue"}})
+	fy.Proxy.CutNext(1, faultproxy.Contains(":rp:"))
+	js := waitJob(t, c, hs.URL, startJob(t, c, hs.URL, form))
+	if fy.Proxy.Cuts() != 1 {
+		t.Fatalf("%d replies cut, want 1", fy.Proxy.Cuts())
+	}
+	if js != (jobState{"done", 700, 700, 0, 2}) {
+		t.Errorf("job %+v, want all 700 done in 2 batches", js)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Dead != 0 || st.Pending != 700 {
+		t.Errorf("%d dead, %d pending, %v; want 0 and 700", st.Dead, st.Pending, err)
 	}
 }
