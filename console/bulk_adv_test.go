@@ -253,16 +253,21 @@ func TestConsoleBulkAdvLogin(t *testing.T) {
 
 // TestConsoleBulkAdvCountBound: matches that appear between the confirm
 // page and the job (scheduled after the count; due with a time before
-// it) are not acted on past the count: done never exceeds what the
-// operator confirmed, and done + skipped is that count.
+// it), or a filter widened in the posted form, are not acted on past the
+// count: done never exceeds what the operator confirmed, and done +
+// skipped is that count.
 func TestConsoleBulkAdvCountBound(t *testing.T) {
 	for _, tc := range []struct {
 		name, state, action string
 		when                delay.When
-		left                delay.State // the state the late ones' surplus stays in
+		late                int        // added after the count
+		edit                url.Values // the posted form changed
+		left                delay.State
+		remain              int // tasks left in state left (the fixture has 3 scheduled, none due)
 	}{
-		{"scheduled run", "scheduled", "run", delay.After(time.Hour), delay.StateScheduled},
-		{"due delete", "due", "delete", delay.At(time.Now().Add(-time.Hour)), delay.StateDue},
+		{"scheduled run", "scheduled", "run", delay.After(time.Hour), 2, nil, delay.StateScheduled, 5},
+		{"due delete", "due", "delete", delay.At(time.Now().Add(-time.Hour)), 2, nil, delay.StateDue, 2},
+		{"filter widened", "scheduled", "delete", delay.After(time.Hour), 0, url.Values{"key": {""}}, delay.StateScheduled, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := seedConsole(t, testredis.Redis(t), true)
@@ -280,15 +285,18 @@ func TestConsoleBulkAdvCountBound(t *testing.T) {
 			if n != 3 {
 				t.Fatalf("counted %d, want 3", n)
 			}
-			add(2)
+			add(tc.late)
+			for k, v := range tc.edit {
+				form[k] = v
+			}
 			loc := startJob(t, c, f.url, form)
 			js := waitJob(t, c, f.url, loc)
 			if js.status != "done" || js.done != 3 || js.done+js.skipped != js.expected {
 				t.Errorf("job %+v: want the 3 counted done, done + skipped = the count", js)
 			}
-			p, err := f.q.List(ctx, delay.ListOptions{State: tc.left, KeyPrefix: "cap-", Limit: 10})
-			if err != nil || len(p.Tasks) != 2 {
-				t.Errorf("%d cap- tasks still %s, %v; want 2", len(p.Tasks), tc.left, err)
+			p, err := f.q.List(ctx, delay.ListOptions{State: tc.left, Limit: 10})
+			if err != nil || len(p.Tasks) != tc.remain {
+				t.Errorf("%d tasks still %s, %v; want %d", len(p.Tasks), tc.left, err, tc.remain)
 			}
 			key := f.srv.jobKey(strings.TrimPrefix(loc, "/job?id="))
 			if ttl, err := f.b.Client.PTTL(ctx, key).Result(); err != nil || ttl <= bulkKeep-time.Minute || ttl > bulkKeep {
