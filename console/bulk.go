@@ -167,7 +167,9 @@ type bulkJob struct {
 
 // Skipped: the tasks not acted on, counted two ways: listed but moved on
 // before their batch's script ran, and counted by the confirm page but
-// gone (or no longer matching) before the job reached them.
+// gone (or no longer matching) before the job reached them (or not
+// reached, the job having failed). A failed batch's tasks are neither
+// done nor skipped: whether its script ran is unknown.
 func (j bulkJob) Skipped() int64 { return j.Moved + max(0, j.Expected-j.Matched) }
 
 // Percent is the progress bar's fill: done or skipped of what the
@@ -239,23 +241,29 @@ func (s *Console) runBulk(ctx context.Context, q *delay.Queue, sp bulkSpec, j bu
 		if p, err = q.List(ctx, o); err != nil {
 			break
 		}
-		if len(p.Tasks) > 0 {
-			ids := make([]string, len(p.Tasks))
-			for i, t := range p.Tasks {
+		// Never past the count confirmed: matches that appeared since
+		// (a task scheduled, or enqueued with a past due time, after the
+		// confirm page) may take the place of counted ones, which are
+		// then skipped, but done never exceeds what the operator saw.
+		tasks := p.Tasks[:min(int64(len(p.Tasks)), sp.Expected-j.Matched)]
+		if len(tasks) > 0 {
+			ids := make([]string, len(tasks))
+			for i, t := range tasks {
 				ids[i] = t.ID
 			}
 			var done int
-			done, err = applyIDs(ctx, q, sp.Action, ids, time.Time{})
+			done, err = bulkApply(ctx, q, sp, ids)
 			j.Matched += int64(len(ids))
-			j.Done += int64(done)
-			j.Moved += int64(len(ids) - done)
 			j.Batches++
 			if err != nil {
+				// Neither done nor skipped: the batch's outcome is unknown.
 				err = fmt.Errorf("batch %d (%d tasks; whether it was done is unknown): %w", j.Batches, len(ids), err)
 				break
 			}
+			j.Done += int64(done)
+			j.Moved += int64(len(ids) - done)
 		}
-		if p.Next == "" {
+		if p.Next == "" || j.Matched >= sp.Expected {
 			break
 		}
 		o.Cursor = p.Next
@@ -282,6 +290,17 @@ func (s *Console) runBulk(ctx context.Context, q *delay.Queue, sp bulkSpec, j bu
 	if err := s.saveJob(ctx, j); err != nil {
 		slog.WarnContext(ctx, "console: filter-wide action's end not saved", "job", j.ID, "err", err)
 	}
+}
+
+// bulkApply acts on one batch of ids, listed in sp.State. Deleting dead
+// tasks is a Purge by ID, which removes only tasks still dead: Cancel
+// (the per-task delete) would also remove a task requeued since its
+// listing, which moved on and must be skipped.
+func bulkApply(ctx context.Context, q *delay.Queue, sp bulkSpec, ids []string) (int, error) {
+	if sp.Action == "delete" && sp.State == delay.StateDead {
+		return q.Purge(ctx, delay.Selector{IDs: ids})
+	}
+	return applyIDs(ctx, q, sp.Action, ids, time.Time{})
 }
 
 // saveJob writes j's record and renews its expiry.

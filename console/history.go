@@ -176,6 +176,11 @@ func hoverCols(starts []time.Time, label func(float64) string, lines ...series) 
 		var b strings.Builder
 		b.WriteString(starts[i].Format("Jan 2 15:04"))
 		if j > i {
+			// A span across a DST change names both zones: "02:55
+			// CEST–02:04 CET", not a span that reads backwards.
+			if starts[i].Format("MST") != starts[j].Format("MST") {
+				b.WriteString(starts[i].Format(" MST"))
+			}
 			b.WriteString("–" + starts[j].Format("15:04"))
 		}
 		b.WriteString(starts[j].Format(" MST"))
