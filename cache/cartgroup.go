@@ -26,8 +26,14 @@ import (
 // line's next tier is the member just above its hit in the reply, or,
 // for lines with no member between their score and the highest, the
 // highest line's own next read, whose version evaluate compares with the
-// hit's as for any line. One read is one snapshot, so the lines of a
-// group never see two versions among themselves.
+// hit's as for any line. One read is one snapshot, so a line's hit and
+// a next tier taken from the same reply are of one version. The lines of
+// a group need not all answer from one version, though: a line whose
+// next tier came from the highest line's own read, sent before the
+// group's, is re-read alone when a refresh committed in between, and
+// gets the newer version while its group's other lines keep the reply's
+// (TestCartGroupRepublishedMidCart), as the lines of a cart read alone
+// always could.
 //
 // The reply is trusted only as far as it reads as a ladder the cache
 // wrote: records that decode, of this promotion, at strictly falling

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
 	"github.com/tierset/tierset/gradient"
@@ -123,6 +125,158 @@ func TestCartGroupEdges(t *testing.T) {
 				}
 				if rts != want {
 					t.Fatalf("%s %+v: %d round trips, want %d", tc.name, opt, rts, want)
+				}
+			}
+		}
+	})
+}
+
+// stepPromotion is revision rev of promotion id: its ladder (thresholds
+// from first, step apart, up to 64) and its tier IDs ("r<rev>-<i>") differ
+// from one revision to the next, so a line priced from two revisions, or
+// from an older one than expected, shows in the IDs it returns.
+func stepPromotion(id string, rev, first, step int64) gradient.Promotion {
+	var ths []int64
+	for th := first; th <= 64; th += step {
+		ths = append(ths, th)
+	}
+	p := simplePromotion(id, ths...)
+	p.Revision = rev
+	for i := range p.Tiers {
+		p.Tiers[i].ID = "r" + strconv.FormatInt(rev, 10) + "-" + strconv.Itoa(i)
+	}
+	return p
+}
+
+// stepRev is the revision in a tier ID of stepPromotion, 0 for nil.
+func stepRev(t *testing.T, h *TierHit) int64 {
+	t.Helper()
+	if h == nil {
+		return 0
+	}
+	r, _, _ := strings.Cut(strings.TrimPrefix(h.ID, "r"), "-")
+	n, err := strconv.ParseInt(r, 10, 64)
+	if err != nil {
+		t.Fatalf("tier ID %q", h.ID)
+	}
+	return n
+}
+
+// interleave is a pipeline hook that runs a write between two parts of
+// a pipeline: before the first group read (ZRANGE … LIMIT 0 n with n > 1)
+// of the first pipeline it sees, and before the second pipeline (the
+// per-line re-read).
+type interleave struct {
+	writes []func()
+	calls  int
+}
+
+func (h *interleave) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *interleave) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *interleave) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if n := cmds[0].Name(); n != "zrange" && n != "eval" {
+			return next(ctx, cmds) // a new connection's handshake, not a read
+		}
+		h.calls++
+		k := 0
+		if h.calls == 1 {
+			for k < len(cmds) {
+				a := cmds[k].Args()
+				if len(a) == groupArgc && a[0] == "zrange" && a[8] != int64(1) {
+					break
+				}
+				k++
+			}
+			if k > 0 {
+				if err := next(ctx, cmds[:k]); err != nil {
+					return err
+				}
+			}
+		}
+		if h.calls <= len(h.writes) {
+			h.writes[h.calls-1]()
+		}
+		if k == len(cmds) {
+			return nil
+		}
+		return next(ctx, cmds[k:])
+	}
+}
+
+// TestCartGroupRepublishedMidCart republishes a promotion in the middle
+// of a cart's reads: after the lines' own next-tier reads and before
+// their group's read, and again before the re-read of the lines whose
+// two reads then disagree. Every line must be priced from one revision
+// (its tier and next tier alike, as that revision's ladder says), never
+// from the revision replaced before its group's read.
+func TestCartGroupRepublishedMidCart(t *testing.T) {
+	t.Parallel()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		if _, ok := b.Client.(*redis.Client); !ok {
+			t.Skip("the hook splits one pipeline; a Cluster client sends one per master")
+		}
+		w := newCache(t, b, Options{})
+		ladders := map[int64]gradient.Promotion{}
+		for _, tc := range []struct {
+			name string
+			opt  MatchOptions
+			vals []int64
+		}{
+			{"next", MatchOptions{Next: true}, []int64{3, 5, 9, 9, 17, 20, 30}},
+			{"next and gifts", MatchOptions{Next: true, Gifts: true}, []int64{1, 2, 12, 13, 25, 31}},
+			{"no next", MatchOptions{}, []int64{4, 6, 8, 10, 33}},
+		} {
+			id := "mid-" + strings.ReplaceAll(tc.name, " ", "-")
+			for rev, shape := range [][2]int64{1: {1, 3}, 2: {2, 2}, 3: {1, 1}} {
+				if rev > 0 {
+					ladders[int64(rev)] = stepPromotion(id, int64(rev), shape[0], shape[1])
+				}
+			}
+			publish := func(rev int64) func() {
+				return func() {
+					if _, err := w.Refresh(ctx, ladders[rev]); err != nil {
+						t.Errorf("%s: publish revision %d: %v", tc.name, rev, err)
+					}
+				}
+			}
+			publish(1)()
+			client := nearClient(t, b)
+			c := newCacheOn(t, client, b.Prefix)
+			if _, err := c.Match(ctx, QuantityQuery(id, 1), MatchOptions{}); err != nil {
+				t.Fatal(err) // the client's first pipeline (its handshake) before the hook
+			}
+			hook := &interleave{writes: []func(){publish(2), publish(3)}}
+			client.AddHook(hook)
+			qs := make([]Query, len(tc.vals))
+			for i, v := range tc.vals {
+				qs[i] = QuantityQuery(id, v)
+			}
+			rs, err := c.MatchCart(ctx, qs, tc.opt)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if hook.calls < 1 {
+				t.Fatalf("%s: the hook saw no pipeline", tc.name)
+			}
+			for i, r := range rs {
+				rev, nr := stepRev(t, r.Tier), stepRev(t, r.Next)
+				if rev == 0 {
+					rev = nr // no tier reached: the next tier names the revision
+				}
+				if rev == 0 || nr != 0 && nr != rev {
+					t.Fatalf("%s line %d (%d): tier %+v next %+v: no revision, or two", tc.name, i, tc.vals[i], r.Tier, r.Next)
+				}
+				if rev < 2 {
+					t.Fatalf("%s line %d (%d): revision %d, replaced before its group's read", tc.name, i, tc.vals[i], rev)
+				}
+				p := ladders[rev]
+				m, err := gradient.NewMatcher(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v, d := verdict(m, tc.vals[i], r, tc.opt); v != vOK {
+					t.Fatalf("%s line %d: %s %s (revision %d)", tc.name, i, v, d, rev)
 				}
 			}
 		}
