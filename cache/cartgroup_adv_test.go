@@ -3,8 +3,12 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -282,3 +286,165 @@ func TestCartGroupRepublishedMidCart(t *testing.T) {
 		}
 	})
 }
+
+// TestCartGroupGiftsNotShared writes into the gift lists (and the tier
+// copies that carry them) of a cart's results: two lines on one tier,
+// lines on two tiers, from Redis and from a near cache's held lists.
+// No other line of the cart, and no later cart, may see the writes.
+func TestCartGroupGiftsNotShared(t *testing.T) {
+	t.Parallel()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		caches := []struct {
+			name string
+			c    *Cache
+		}{{"redis", newCache(t, b, Options{})}}
+		if b.Mini == nil {
+			caches = append(caches, struct {
+				name string
+				c    *Cache
+			}{"near", newNearCache(t, nearClient(t, b), b.Prefix, Options{})})
+		}
+		p := simplePromotion("gifts", 1, 2, 5, 10)
+		p.Tiers[2].Gifts = append(p.Tiers[2].Gifts, gradient.Gift{SKU: "second", Qty: 2, Name: "two"})
+		if _, err := caches[0].c.Refresh(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		qs := []Query{QuantityQuery("gifts", 5), QuantityQuery("gifts", 6), QuantityQuery("gifts", 12), QuantityQuery("gifts", 5)}
+		for _, cc := range caches {
+			for round := 0; round < 3; round++ { // the near cache holds the lists from the second cart on
+				rs, err := cc.c.MatchCart(ctx, qs, MatchOptions{Gifts: true, Next: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, r := range rs {
+					if r.Err != nil || r.Tier == nil || len(r.Tier.Gifts) == 0 {
+						t.Fatalf("%s round %d line %d: %+v", cc.name, round, i, r)
+					}
+					want := p.Tiers[map[int]int{0: 2, 1: 2, 2: 3, 3: 2}[i]]
+					if r.Tier.ID != want.ID || !reflect.DeepEqual(r.Tier.Gifts, want.Gifts) {
+						t.Fatalf("%s round %d line %d: tier %s gifts %v, want %s %v (a write into another result reached it)",
+							cc.name, round, i, r.Tier.ID, r.Tier.Gifts, want.ID, want.Gifts)
+					}
+				}
+				for i := range rs {
+					g := rs[i].Tier.Gifts
+					g[0].SKU, g[0].Qty = "mutated", -1
+					rs[i].Tier.Gifts = append(g, gradient.Gift{SKU: "appended"})
+					rs[i].Tier.ID = "mutated"
+				}
+			}
+			if cc.name == "near" && cc.c.NearStats().Hits == 0 {
+				t.Fatal("near: no line answered from the held ladder")
+			}
+		}
+	})
+}
+
+// TestCartGroupConcurrentRepublish prices carts from several goroutines
+// while a writer republishes the promotion (a new ladder each revision),
+// with and without a near cache. Every line is priced from one revision
+// as that revision's ladder says, and no line answers from a revision
+// older than one the same cache returned before the call began.
+func TestCartGroupConcurrentRepublish(t *testing.T) {
+	t.Parallel()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		const revs, readers, carts = 25, 3, 30
+		type cacheCase struct {
+			name string
+			c    *Cache
+		}
+		caches := []cacheCase{{"redis", newCache(t, b, Options{})}}
+		if b.Mini == nil {
+			caches = append(caches, cacheCase{"near", newNearCache(t, nearClient(t, b), b.Prefix, Options{})})
+		}
+		for _, cc := range caches {
+			id := "conc-" + cc.name
+			ladders := make([]*gradient.Matcher, revs+1)
+			promos := make([]gradient.Promotion, revs+1)
+			for rev := int64(1); rev <= revs; rev++ {
+				promos[rev] = stepPromotion(id, rev, 1+rev%3, 1+rev%4)
+				m, err := gradient.NewMatcher(promos[rev])
+				if err != nil {
+					t.Fatal(err)
+				}
+				ladders[rev] = m
+			}
+			if _, err := cc.c.Refresh(ctx, promos[1]); err != nil {
+				t.Fatal(err)
+			}
+			var seen atomic.Int64 // the highest revision this cache returned
+			seen.Store(1)
+			errs := make(chan error, readers+1)
+			var wg sync.WaitGroup
+			wg.Add(readers + 1)
+			go func() {
+				defer wg.Done()
+				for rev := 2; rev <= revs; rev++ {
+					if _, err := cc.c.Refresh(ctx, promos[rev]); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+			for g := 0; g < readers; g++ {
+				go func(g int) {
+					defer wg.Done()
+					opt := matchOpts[g%len(matchOpts)]
+					opt.Next = true // the next tier names the revision when no tier is reached
+					for k := 0; k < carts; k++ {
+						qs := make([]Query, 12)
+						for i := range qs {
+							qs[i] = QuantityQuery(id, int64((k*7+i*5+g)%70))
+						}
+						floor := seen.Load()
+						rs, err := cc.c.MatchCart(ctx, qs, opt)
+						if err != nil {
+							errs <- err
+							return
+						}
+						for i, r := range rs {
+							rev := stepRevOf(r.Tier)
+							if rev == 0 {
+								rev = stepRevOf(r.Next)
+							}
+							if nr := stepRevOf(r.Next); rev <= 0 || rev > revs || nr != 0 && nr != rev {
+								errs <- fmt.Errorf("line %d: tier %+v next %+v: no revision, or two", i, r.Tier, r.Next)
+								return
+							}
+							if rev < floor {
+								errs <- fmt.Errorf("line %d: revision %d after %d was returned", i, rev, floor)
+								return
+							}
+							if v, d := verdict(ladders[rev], qs[i].Value.IntPart(), r, opt); v != vOK {
+								errs <- fmt.Errorf("line %d: %s %s (revision %d)", i, v, d, rev)
+								return
+							}
+							for old := seen.Load(); rev > old && !seen.CompareAndSwap(old, rev); old = seen.Load() {
+							}
+						}
+					}
+				}(g)
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("%s: %v", cc.name, err)
+			}
+		}
+	})
+}
+
+// stepRevOf is stepRev without a *testing.T, for goroutines: -1 for an
+// ID that names no revision.
+func stepRevOf(h *TierHit) int64 {
+	if h == nil {
+		return 0
+	}
+	r, _, _ := strings.Cut(strings.TrimPrefix(h.ID, "r"), "-")
+	n, err := strconv.ParseInt(r, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
