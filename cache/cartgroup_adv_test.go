@@ -447,4 +447,3 @@ func stepRevOf(h *TierHit) int64 {
 	}
 	return n
 }
-
