@@ -44,7 +44,14 @@ import (
 // key (recheck), as a line with nothing stored is, so it gets its own
 // read's answer. WITHSCORES would show the stored
 // scores instead of the records', but costs the server 2.6 times as much
-// per read (Redis 7.0 formats every score as a double).
+// per read (Redis 7.0 formats every score as a double). So a member moved
+// to a score its record does not say (a ZADD behind the cache's back) is
+// the one tampering neither read sees: the group answers by the records,
+// where the line's own read, which finds members by stored score, may
+// take another member; evaluate then refuses, as ErrCorrupt, a hit whose
+// record is above the line's score or a next tier whose record is not,
+// so neither read prices a tier the line did not reach
+// (TestFaultMemberMovedScore).
 
 // maxGroupSpan bounds n, the members one group's read may return: lines
 // of a promotion further apart than this (amounts in minor units, say)

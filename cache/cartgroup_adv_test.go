@@ -447,3 +447,65 @@ func stepRevOf(h *TierHit) int64 {
 	}
 	return n
 }
+
+// TestFaultMemberMovedScore moves tier members to scores their records
+// do not say (ZADD behind the cache's back), under lines read alone and
+// as one group. No read can see this without WITHSCORES, so a line may
+// get a lower tier than its record ladder says, or ErrCorrupt; but never
+// a tier its score did not reach, nor a next tier at or below its score
+// (a shortfall of zero or less): before evaluate checked the records'
+// scores against the query's, a line read alone got both.
+func TestFaultMemberMovedScore(t *testing.T) {
+	t.Parallel()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		c := newCache(t, b, Options{})
+		vals := []int64{0, 4, 6, 9, 11, 14, 19, 21, 25}
+		for k, tc := range []struct {
+			name     string
+			from, to int64
+		}{
+			{"moved below its threshold", 10, 8},
+			{"moved above its threshold", 10, 12},
+			{"moved above the group's highest line", 10, 30},
+			{"the lowest tier moved to zero", 1, 0},
+			{"the top tier moved down two tiers", 20, 7},
+		} {
+			id := "moved-" + strconv.Itoa(k)
+			if _, err := c.Refresh(ctx, simplePromotion(id, 1, 5, 10, 20)); err != nil {
+				t.Fatal(err)
+			}
+			key := c.tiersKey(id)
+			at := strconv.FormatInt(tc.from, 10)
+			zs, err := b.Client.ZRangeByScore(ctx, key, &redis.ZRangeBy{Min: at, Max: at}).Result()
+			if err != nil || len(zs) != 1 {
+				t.Fatalf("%s: member at %d: %v %v", tc.name, tc.from, zs, err)
+			}
+			if err := b.Client.ZAddXX(ctx, key, redis.Z{Score: float64(tc.to), Member: zs[0]}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			qs := make([]Query, len(vals))
+			for i, v := range vals {
+				qs[i] = QuantityQuery(id, v)
+			}
+			for _, opt := range matchOpts {
+				cart, err := c.MatchCart(ctx, qs, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, s := range vals {
+					alone, _ := c.Match(ctx, qs[i], opt)
+					for how, r := range map[string]Result{"cart": cart[i], "alone": alone} {
+						switch {
+						case r.Err != nil && !errors.Is(r.Err, ErrNoTier) && !errors.Is(r.Err, ErrCorrupt):
+							t.Fatalf("%s %+v %s line %d: %v", tc.name, opt, how, s, r.Err)
+						case r.Tier != nil && r.Tier.Score > s:
+							t.Fatalf("%s %+v %s line %d: tier %s of score %d, not reached", tc.name, opt, how, s, r.Tier.ID, r.Tier.Score)
+						case r.Next != nil && (r.Next.Score <= s || r.Shortfall.Sign() <= 0):
+							t.Fatalf("%s %+v %s line %d: next %s of score %d, shortfall %s", tc.name, opt, how, s, r.Next.ID, r.Next.Score, r.Shortfall)
+						}
+					}
+				}
+			}
+		}
+	})
+}
