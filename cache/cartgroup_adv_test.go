@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,8 +169,8 @@ func stepRev(t *testing.T, h *TierHit) int64 {
 
 // interleave is a pipeline hook that runs a write between two parts of
 // a pipeline: before the first group read (ZRANGE … LIMIT 0 n with n > 1)
-// of the first pipeline it sees, and before the second pipeline (the
-// per-line re-read).
+// of the first pipeline it sees, and before each later one (the per-line
+// re-read, the gift fetch).
 type interleave struct {
 	writes []func()
 	calls  int
@@ -179,7 +180,7 @@ func (h *interleave) DialHook(next redis.DialHook) redis.DialHook          { ret
 func (h *interleave) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *interleave) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if n := cmds[0].Name(); n != "zrange" && n != "eval" {
+		if n := cmds[0].Name(); n != "zrange" && n != "eval" && n != "hmget" {
 			return next(ctx, cmds) // a new connection's handshake, not a read
 		}
 		h.calls++
@@ -208,12 +209,14 @@ func (h *interleave) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// TestCartGroupRepublishedMidCart republishes a promotion in the middle
-// of a cart's reads: after the lines' own next-tier reads and before
-// their group's read, and again before the re-read of the lines whose
-// two reads then disagree. Every line must be priced from one revision
-// (its tier and next tier alike, as that revision's ladder says), never
-// from the revision replaced before its group's read.
+// TestCartGroupRepublishedMidCart republishes (or deletes) a promotion in
+// the middle of a cart's reads: after the lines' own next-tier reads and
+// before their group's read, again before the re-read of the lines whose
+// two reads then disagree, and then evicts the gift list of the version
+// the group read before the gift fetch. Every line must be priced from
+// one revision (its tier and next tier alike, as that revision's ladder
+// says), never from the revision replaced before its group's read; a hit
+// whose gift list is gone keeps its tier with ErrGiftsGone.
 func TestCartGroupRepublishedMidCart(t *testing.T) {
 	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
@@ -226,10 +229,15 @@ func TestCartGroupRepublishedMidCart(t *testing.T) {
 			name string
 			opt  MatchOptions
 			vals []int64
+			// writes: 2 and 3 publish those revisions, -1 deletes the
+			// promotion, -2 evicts revision 2's gift list.
+			writes []int64
 		}{
-			{"next", MatchOptions{Next: true}, []int64{3, 5, 9, 9, 17, 20, 30}},
-			{"next and gifts", MatchOptions{Next: true, Gifts: true}, []int64{1, 2, 12, 13, 25, 31}},
-			{"no next", MatchOptions{}, []int64{4, 6, 8, 10, 33}},
+			{"next", MatchOptions{Next: true}, []int64{3, 5, 9, 9, 17, 20, 30}, []int64{2, 3}},
+			{"next and gifts", MatchOptions{Next: true, Gifts: true}, []int64{1, 2, 12, 13, 25, 31}, []int64{2, 3}},
+			{"no next", MatchOptions{}, []int64{4, 6, 8, 10, 33}, []int64{2}},
+			{"gifts of the group's version evicted", MatchOptions{Next: true, Gifts: true}, []int64{4, 6, 8, 10, 16, 33}, []int64{2, 3, -2}},
+			{"deleted before the group's read", MatchOptions{Next: true, Gifts: true}, []int64{4, 6, 8, 10, 33}, []int64{-1}},
 		} {
 			id := "mid-" + strings.ReplaceAll(tc.name, " ", "-")
 			for rev, shape := range [][2]int64{1: {1, 3}, 2: {2, 2}, 3: {1, 1}} {
@@ -237,10 +245,24 @@ func TestCartGroupRepublishedMidCart(t *testing.T) {
 					ladders[int64(rev)] = stepPromotion(id, int64(rev), shape[0], shape[1])
 				}
 			}
+			versions := map[int64]string{}
 			publish := func(rev int64) func() {
 				return func() {
-					if _, err := w.Refresh(ctx, ladders[rev]); err != nil {
-						t.Errorf("%s: publish revision %d: %v", tc.name, rev, err)
+					var err error
+					switch rev {
+					case -1:
+						_, err = w.Delete(ctx, id, 9)
+					case -2:
+						err = b.Client.Del(ctx, w.giftsKey(id, versions[2])).Err()
+					default:
+						var rep RefreshReport
+						rep, err = w.Refresh(ctx, ladders[rev])
+						if err == nil {
+							versions[rev] = rep.Promotions[0].Version
+						}
+					}
+					if err != nil {
+						t.Errorf("%s: write %d: %v", tc.name, rev, err)
 					}
 				}
 			}
@@ -250,7 +272,10 @@ func TestCartGroupRepublishedMidCart(t *testing.T) {
 			if _, err := c.Match(ctx, QuantityQuery(id, 1), MatchOptions{}); err != nil {
 				t.Fatal(err) // the client's first pipeline (its handshake) before the hook
 			}
-			hook := &interleave{writes: []func(){publish(2), publish(3)}}
+			hook := &interleave{}
+			for _, rev := range tc.writes {
+				hook.writes = append(hook.writes, publish(rev))
+			}
 			client.AddHook(hook)
 			qs := make([]Query, len(tc.vals))
 			for i, v := range tc.vals {
@@ -260,10 +285,17 @@ func TestCartGroupRepublishedMidCart(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
-			if hook.calls < 1 {
-				t.Fatalf("%s: the hook saw no pipeline", tc.name)
+			if hook.calls < len(tc.writes) {
+				t.Fatalf("%s: the hook saw %d pipelines, want %d", tc.name, hook.calls, len(tc.writes))
 			}
+			gone := 0
 			for i, r := range rs {
+				if tc.writes[0] == -1 {
+					if !errors.Is(r.Err, ErrNotFound) {
+						t.Fatalf("%s line %d: %+v, want ErrNotFound", tc.name, i, r)
+					}
+					continue
+				}
 				rev, nr := stepRev(t, r.Tier), stepRev(t, r.Next)
 				if rev == 0 {
 					rev = nr // no tier reached: the next tier names the revision
@@ -274,14 +306,24 @@ func TestCartGroupRepublishedMidCart(t *testing.T) {
 				if rev < 2 {
 					t.Fatalf("%s line %d (%d): revision %d, replaced before its group's read", tc.name, i, tc.vals[i], rev)
 				}
-				p := ladders[rev]
-				m, err := gradient.NewMatcher(p)
+				m, err := gradient.NewMatcher(ladders[rev])
 				if err != nil {
 					t.Fatal(err)
 				}
-				if v, d := verdict(m, tc.vals[i], r, tc.opt); v != vOK {
+				opt := tc.opt
+				if errors.Is(r.Err, ErrGiftsGone) {
+					if rev != 2 || r.Tier == nil || r.Tier.Gifts != nil {
+						t.Fatalf("%s line %d: %+v: gifts gone, but of revision %d", tc.name, i, r, rev)
+					}
+					gone++
+					r.Err, opt.Gifts = nil, false // the hit itself must still be right
+				}
+				if v, d := verdict(m, tc.vals[i], r, opt); v != vOK {
 					t.Fatalf("%s line %d: %s %s (revision %d)", tc.name, i, v, d, rev)
 				}
+			}
+			if slices.Contains(tc.writes, -2) && gone == 0 {
+				t.Fatalf("%s: no line of revision 2 lost its gifts", tc.name)
 			}
 		}
 	})
