@@ -332,14 +332,18 @@ func TestCartGroupRepublishedMidCart(t *testing.T) {
 // TestCartGroupGiftsNotShared writes into the gift lists (and the tier
 // copies that carry them) of a cart's results: two lines on one tier,
 // lines on two tiers, from Redis and from a near cache's held lists.
-// No other line of the cart, and no later cart, may see the writes.
+// No other line of the cart, and no later cart, may see the writes; and
+// the cart's gift lists come in one HMGET (one promotion version).
 func TestCartGroupGiftsNotShared(t *testing.T) {
 	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		hmgets := &countCmds{name: "hmget"}
+		client := nearClient(t, b)
+		client.AddHook(hmgets)
 		caches := []struct {
 			name string
 			c    *Cache
-		}{{"redis", newCache(t, b, Options{})}}
+		}{{"redis", newCacheOn(t, client, b.Prefix)}}
 		if b.Mini == nil {
 			caches = append(caches, struct {
 				name string
@@ -354,9 +358,13 @@ func TestCartGroupGiftsNotShared(t *testing.T) {
 		qs := []Query{QuantityQuery("gifts", 5), QuantityQuery("gifts", 6), QuantityQuery("gifts", 12), QuantityQuery("gifts", 5)}
 		for _, cc := range caches {
 			for round := 0; round < 3; round++ { // the near cache holds the lists from the second cart on
+				before := hmgets.n.Load()
 				rs, err := cc.c.MatchCart(ctx, qs, MatchOptions{Gifts: true, Next: true})
 				if err != nil {
 					t.Fatal(err)
+				}
+				if n := hmgets.n.Load() - before; cc.name == "redis" && n != 1 {
+					t.Fatalf("redis round %d: %d HMGETs for one promotion version, want 1", round, n)
 				}
 				for i, r := range rs {
 					if r.Err != nil || r.Tier == nil || len(r.Tier.Gifts) == 0 {
@@ -380,6 +388,26 @@ func TestCartGroupGiftsNotShared(t *testing.T) {
 			}
 		}
 	})
+}
+
+// countCmds is a hook counting the commands named name that a client's
+// pipelines send.
+type countCmds struct {
+	name string
+	n    atomic.Int64
+}
+
+func (h *countCmds) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *countCmds) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *countCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() == h.name {
+				h.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // TestCartGroupConcurrentRepublish prices carts from several goroutines
