@@ -26,8 +26,14 @@ import (
 // line's next tier is the member just above its hit in the reply, or,
 // for lines with no member between their score and the highest, the
 // highest line's own next read, whose version evaluate compares with the
-// hit's as for any line. One read is one snapshot, so the lines of a
-// group never see two versions among themselves.
+// hit's as for any line. One read is one snapshot, so a line's hit and
+// a next tier taken from the same reply are of one version. The lines of
+// a group need not all answer from one version, though: a line whose
+// next tier came from the highest line's own read, sent before the
+// group's, is re-read alone when a refresh committed in between, and
+// gets the newer version while its group's other lines keep the reply's
+// (TestCartGroupRepublishedMidCart), as the lines of a cart read alone
+// always could.
 //
 // The reply is trusted only as far as it reads as a ladder the cache
 // wrote: records that decode, of this promotion, at strictly falling
@@ -38,7 +44,14 @@ import (
 // key (recheck), as a line with nothing stored is, so it gets its own
 // read's answer. WITHSCORES would show the stored
 // scores instead of the records', but costs the server 2.6 times as much
-// per read (Redis 7.0 formats every score as a double).
+// per read (Redis 7.0 formats every score as a double). So a member moved
+// to a score its record does not say (a ZADD behind the cache's back) is
+// the one tampering neither read sees: the group answers by the records,
+// where the line's own read, which finds members by stored score, may
+// take another member; evaluate then refuses, as ErrCorrupt, a hit whose
+// record is above the line's score or a next tier whose record is not,
+// so neither read prices a tier the line did not reach
+// (TestFaultMemberMovedScore).
 
 // maxGroupSpan bounds n, the members one group's read may return: lines
 // of a promotion further apart than this (amounts in minor units, say)

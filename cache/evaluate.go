@@ -171,6 +171,14 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 	}
 	switch h.kind {
 	case kindTier:
+		if h.score > ln.score {
+			// A ZRANGE finds members by their stored score, but the record
+			// names the tier: one stored below its own threshold (moved
+			// behind the cache's back) would price a tier the line did not
+			// reach.
+			r.Err = fmt.Errorf("%w: promotion %q: tier %q of score %d stored at or below the query's %d", ErrCorrupt, q.Promotion, h.tierID, h.score, ln.score)
+			return hits
+		}
 		hits = append(hits, TierHit{ID: h.tierID, Score: h.score, Threshold: hd.threshold, Reward: h.reward, HasGifts: h.hasGifts})
 		r.Tier = &hits[len(hits)-1]
 	case kindFloor:
@@ -183,6 +191,12 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 		n := &nd.m
 		switch n.kind {
 		case kindTier:
+			if n.score <= ln.score {
+				// Stored above the query, its record at or below it: the
+				// next tier would come with a shortfall of zero or less.
+				r.Tier, r.Err = nil, fmt.Errorf("%w: promotion %q: next tier %q of score %d stored above the query's %d", ErrCorrupt, q.Promotion, n.tierID, n.score, ln.score)
+				return hits
+			}
 			threshold := nd.threshold
 			if n.metric != h.metric || n.digits != h.digits {
 				threshold = h.scoreValue(n.score) // the hit's unit, as the query's

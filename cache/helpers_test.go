@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
 	"github.com/tierset/tierset/gradient"
@@ -195,4 +196,14 @@ func (o *countingObserver) loadCounts() map[LoadOutcome]int64 {
 		}
 	}
 	return m
+}
+
+// newCacheOn is newCache on another client of the same backend.
+func newCacheOn(t testing.TB, client redis.UniversalClient, prefix string) *Cache {
+	t.Helper()
+	c, err := New(client, Options{Prefix: prefix})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return c
 }
