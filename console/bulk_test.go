@@ -202,17 +202,7 @@ func TestConsoleFilterWide(t *testing.T) {
 	if form.Get("scope") != "filter" || form.Get("expected") != strconv.Itoa(n/2) || form.Get("asof") == "" {
 		t.Fatalf("confirm form %v", form)
 	}
-	for _, drop := range []string{"confirm", "csrf", "token"} {
-		bad := url.Values{}
-		for k, v := range form {
-			if k != drop {
-				bad[k] = v
-			}
-		}
-		if code, _ := post(t, c, f.url+"/act", bad); code != http.StatusBadRequest && code != http.StatusForbidden {
-			t.Errorf("without %s: %d, want 400 or 403", drop, code)
-		}
-	}
+	refusedWithout(t, c, f.url+"/act", form, "filter-wide")
 	if got := deadNow(); got != before {
 		t.Fatalf("a refused POST changed the dead count: %d, was %d", got, before)
 	}

@@ -135,6 +135,24 @@ func get(t *testing.T, c *http.Client, u string) (int, string) {
 	return send(t, c, http.MethodGet, u, nil)
 }
 
+// refusedWithout posts form to u once without each of the fields a
+// change needs (confirm, the CSRF token, the console's token) and fails
+// unless every such POST is refused (400 or 403).
+func refusedWithout(t *testing.T, c *http.Client, u string, form url.Values, what string) {
+	t.Helper()
+	for _, drop := range []string{"confirm", "csrf", "token"} {
+		bad := url.Values{}
+		for k, v := range form {
+			if k != drop {
+				bad[k] = v
+			}
+		}
+		if code, _ := post(t, c, u, bad); code != http.StatusBadRequest && code != http.StatusForbidden {
+			t.Errorf("%s without %s: %d, want 400 or 403", what, drop, code)
+		}
+	}
+}
+
 func post(t *testing.T, c *http.Client, u string, form url.Values) (int, string) {
 	t.Helper()
 	return send(t, c, http.MethodPost, u, form)
