@@ -145,6 +145,12 @@ func (b *Budget) flush(base context.Context) {
 		bt.mu.Lock()
 		for i, p := range ps {
 			p.rp, p.err = rps[i], err
+			if p.rp == nil && err != nil && ctx.Err() != nil {
+				// The batch ran under the latest caller's deadline: its
+				// end races that caller's own, and either way the
+				// script may have run (TestFaultBatchDeadlines).
+				p.err = fmt.Errorf("%w: order %q: %w", ErrUnknown, p.order, ctx.Err())
+			}
 			if p.state == abandoned {
 				orphans = append(orphans, p)
 			}
@@ -162,8 +168,14 @@ func (b *Budget) flush(base context.Context) {
 }
 
 // alone sends p by itself on ctx. A reply lost to ctx's end is
-// ErrUnknown, as in a batch: the script may have run.
+// ErrUnknown, as in a batch: the script may have run; a ctx already ended
+// sends nothing and answers its error.
 func (b *Budget) alone(ctx context.Context, p *pending) (reply, error) {
+	if err := ctx.Err(); err != nil {
+		// Ended before anything was sent: the outcome is known, no hold
+		// (go-redis would fail before writing, and that is no unknown).
+		return nil, err
+	}
 	rps, err := b.runBatch(ctx, []*pending{p})
 	if rps[0] == nil && err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("%w: order %q: %w", ErrUnknown, p.order, err)
