@@ -99,7 +99,9 @@ func TestBatchCtxDoneBeforeCall(t *testing.T) {
 				if o := await(t, ch); o.err != nil {
 					t.Fatal(o.err)
 				}
-				first = func() <-chan outcomeOf { return reserveAsync(ctx, bg, budget.Request{Order: "first", Lines: line("p", 1, 0), Hold: time.Hour}) }
+				first = func() <-chan outcomeOf {
+					return reserveAsync(ctx, bg, budget.Request{Order: "first", Lines: line("p", 1, 0), Hold: time.Hour})
+				}
 			}
 			done, cancel := context.WithCancel(ctx)
 			cancel()
@@ -114,5 +116,119 @@ func TestBatchCtxDoneBeforeCall(t *testing.T) {
 				t.Errorf("late: %v, want ErrNotFound (never sent)", err)
 			}
 		})
+	}
+}
+
+// TestBatchAllOrNoneShared: one batch of requests over shared counters
+// (uses in all, spend per day, once per customer), each judged all or
+// none: a request refused by its last cap, or by its first, counts none
+// of its lines, so a later request of the batch gets what it left; two
+// holds whose time ends before the batch are given back there and one is
+// reserved again as new; the same order twice answers its hold or
+// ErrConflict. MaxPerCart refuses before the queue.
+func TestBatchAllOrNoneShared(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skipf("no zone database: %v", err)
+	}
+	promos := []budget.Promotion{
+		{ID: "p", MaxPerCart: 5, Caps: []budget.Cap{{Measure: budget.Uses, Limit: 10},
+			{Measure: budget.Spend, Limit: 1000, Period: budget.Day, Location: berlin}}},
+		{ID: "q", Caps: []budget.Cap{{Measure: budget.Uses, Limit: 1, Per: "customer"}}},
+	}
+	var oldEnd time.Time
+	before := func(ctx context.Context, bg *budget.Budget) {
+		res, err := bg.Reserve(ctx, budget.Request{Order: "old", Lines: line("p", 1, 0), Hold: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldEnd = res.Expires
+		if _, err := bg.Reserve(ctx, budget.Request{Order: "old2", Lines: line("p", 2, 0), Hold: 300 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, bg, ctx, release := heldBatch(t, budget.Options{}, "p", before, promos...)
+	pq := func(uses, amount int64) []budget.Line {
+		return []budget.Line{{Promotion: "p", Uses: uses, Amount: amount}, {Promotion: "q", Uses: 1}}
+	}
+	limit := func(promo string, used int64) func(error) bool {
+		return func(err error) bool {
+			var le *budget.LimitError
+			return errors.As(err, &le) && le.Promotion == promo && le.Used == used
+		}
+	}
+	type call struct {
+		r   budget.Request
+		new bool             // for a grant
+		bad func(error) bool // nil: a grant
+	}
+	// warm and first hold 2 uses; old and old2 (3) end before the batch.
+	calls := []call{
+		{r: budget.Request{Order: "a1", Attributes: customer("a"), Lines: pq(4, 100)}, new: true},            // 6 uses, 100 spent
+		{r: budget.Request{Order: "a2", Attributes: customer("a"), Lines: pq(3, 100)}, bad: limit("q", 1)},   // refused by its last cap
+		{r: budget.Request{Order: "s1", Attributes: customer("s"), Lines: pq(1, 950)}, bad: limit("p", 100)}, // refused by spend, q not counted
+		{r: budget.Request{Order: "b1", Attributes: customer("b"), Lines: line("p", 3, 900)}, new: true},     // 9 uses, 1000 spent: fits only if a2 and s1 counted nothing
+		{r: budget.Request{Order: "old", Lines: line("p", 1, 0)}, new: true},                                 // its hold ended: a new one, 10 uses
+		{r: budget.Request{Order: "old2", Attributes: customer("z"), Lines: line("q", 1, 0)}, new: true},     // ended, other lines: no conflict
+		{r: budget.Request{Order: "c1", Lines: line("p", 1, 0)}, bad: limit("p", 10)},
+		{r: budget.Request{Order: "b1", Attributes: customer("b"), Lines: line("p", 3, 900)}, new: false}, // the same again
+		{r: budget.Request{Order: "b1", Attributes: customer("b"), Lines: line("p", 1, 0)}, bad: func(err error) bool { return errors.Is(err, budget.ErrConflict) }},
+		{r: budget.Request{Order: "z2", Attributes: customer("z"), Lines: line("q", 1, 0)}, bad: limit("q", 1)}, // old2 counted it in this batch
+	}
+	var chs []<-chan outcomeOf
+	for i, c := range calls {
+		c.r.Hold = time.Hour
+		chs = append(chs, reserveAsync(ctx, bg, c.r))
+		queuedBehind(t, bg, i+1)
+	}
+	if _, err := bg.Reserve(ctx, budget.Request{Order: "big", Lines: line("p", 6, 0), Hold: time.Hour}); !errors.Is(err, budget.ErrLimit) {
+		t.Errorf("6 uses past MaxPerCart 5: %v, want ErrLimit", err)
+	}
+	if n := budget.Queued(bg); n != len(calls) {
+		t.Errorf("%d queued after a MaxPerCart refusal, want %d", n, len(calls))
+	}
+	admin := f.Server.Client(nil)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		now, err := admin.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.After(oldEnd) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis TIME %v still before old's end %v after 5s", now, oldEnd)
+		}
+		time.Sleep(10 * time.Millisecond) // a poll of Redis TIME with a deadline
+	}
+	if o := await(t, release()); o.err != nil {
+		t.Fatal(o.err)
+	}
+	for i, ch := range chs {
+		o := await(t, ch)
+		c := calls[i]
+		if c.bad != nil {
+			if !c.bad(o.err) {
+				t.Errorf("%d %s %v: %+v, %v: want refused", i, c.r.Order, c.r.Lines, o.res, o.err)
+			}
+		} else if o.err != nil || o.res.New != c.new || o.res.State != budget.Held {
+			t.Errorf("%d %s %v: %+v, %v: want held, new %v", i, c.r.Order, c.r.Lines, o.res, o.err, c.new)
+		}
+	}
+	for _, w := range []struct {
+		cust  string
+		promo string
+		left  budget.Left
+	}{
+		{"a", "q", budget.Left{Uses: 0, Spend: budget.NoCap}},
+		{"s", "q", budget.Left{Uses: 1, Spend: budget.NoCap}},
+		{"z", "q", budget.Left{Uses: 0, Spend: budget.NoCap}},
+		{"b", "q", budget.Left{Uses: 1, Spend: budget.NoCap}},
+		{"a", "p", budget.Left{Uses: 0, Spend: 0}},
+	} {
+		left, err := bg.Remaining(ctx, customer(w.cust), w.promo)
+		if err != nil || left[w.promo] != w.left {
+			t.Errorf("remaining %s for %s: %+v, %v: want %+v", w.promo, w.cust, left, err, w.left)
+		}
 	}
 }
