@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func heldBatch(t *testing.T, opts budget.Options, warmPromo string, before func(
 	f := testredis.StartFaulty(t)
 	ctx := testredis.Ctx(t)
 	bg := newBudget(t, ctx, &testredis.Backend{Client: f.Cut, Prefix: testredis.Prefix(t)}, opts, promos...)
-	if _, err := bg.Reserve(ctx, budget.Request{Order: "warm", Lines: line(warmPromo, 1, 0), Hold: time.Hour}); err != nil {
+	if _, err := bg.Reserve(ctx, budget.Request{Order: "warm", Attributes: customer("warm"), Lines: line(warmPromo, 1, 0), Hold: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if before != nil {
@@ -29,7 +30,7 @@ func heldBatch(t *testing.T, opts budget.Options, warmPromo string, before func(
 	}
 	h := f.Proxy.HoldNext(faultproxy.Contains("EVALSHA"))
 	t.Cleanup(h.Release)
-	first := reserveAsync(ctx, bg, budget.Request{Order: "first", Lines: line(warmPromo, 1, 0), Hold: time.Hour})
+	first := reserveAsync(ctx, bg, budget.Request{Order: "first", Attributes: customer("first"), Lines: line(warmPromo, 1, 0), Hold: time.Hour})
 	waitHeld(t, h)
 	return f, bg, ctx, func() <-chan outcomeOf { h.Release(); return first }
 }
@@ -100,7 +101,7 @@ func TestBatchCtxDoneBeforeCall(t *testing.T) {
 					t.Fatal(o.err)
 				}
 				first = func() <-chan outcomeOf {
-					return reserveAsync(ctx, bg, budget.Request{Order: "first", Lines: line("p", 1, 0), Hold: time.Hour})
+					return reserveAsync(ctx, bg, budget.Request{Order: "after", Lines: line("p", 1, 0), Hold: time.Hour})
 				}
 			}
 			done, cancel := context.WithCancel(ctx)
@@ -230,5 +231,80 @@ func TestBatchAllOrNoneShared(t *testing.T) {
 		if err != nil || left[w.promo] != w.left {
 			t.Errorf("remaining %s for %s: %+v, %v: want %+v", w.promo, w.cust, left, err, w.left)
 		}
+	}
+}
+
+// TestBatchLuaLimits: the largest requests in the largest batches run:
+// 64 requests of 64 lines (each promotion with caps in all, per customer,
+// per day and per week in a zone) with orders and attribute values of
+// the longest, and MaxBatch 1000 filled; MaxBatch outside 1..1000 is a
+// ValidationError naming it.
+func TestBatchLuaLimits(t *testing.T) {
+	for _, mb := range []int{-1, 1001} {
+		_, err := budget.New(testredis.Mini(t).Client, "shop", budget.Options{MaxBatch: mb})
+		if !errors.Is(err, &budget.ValidationError{Field: "options"}) || !strings.Contains(err.Error(), "MaxBatch") {
+			t.Errorf("MaxBatch %d: %v, want a ValidationError naming MaxBatch", mb, err)
+		}
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skipf("no zone database: %v", err)
+	}
+	long := func(c byte, i int) string {
+		return fmt.Sprintf("%03d", i) + strings.Repeat(string(c), budget.MaxValueBytes-3)
+	}
+	for _, tc := range []struct {
+		name     string
+		maxBatch int
+		n, lines int
+	}{
+		{"64 requests of 64 lines", 0, 64, budget.MaxLines},
+		{"1000 requests", 1000, 1000, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var promos []budget.Promotion
+			for i := range budget.MaxLines {
+				promos = append(promos, budget.Promotion{ID: fmt.Sprint("p", i), Caps: []budget.Cap{
+					{Measure: budget.Uses, Limit: int64(tc.n)},
+					{Measure: budget.Uses, Limit: 1, Per: "customer"},
+					{Measure: budget.Spend, Limit: 1 << 40, Period: budget.Day, Location: berlin},
+					{Measure: budget.Uses, Limit: 1 << 40, Period: budget.Week, Location: berlin},
+				}})
+			}
+			_, bg, ctx, release := heldBatch(t, budget.Options{MaxBatch: tc.maxBatch}, "p0", nil, promos...)
+			// warm and first hold 2 of p0's n: the last 2 requests are refused.
+			var chs []<-chan outcomeOf
+			for i := range tc.n {
+				var ls []budget.Line
+				for j := range tc.lines {
+					ls = append(ls, budget.Line{Promotion: fmt.Sprint("p", j), Uses: 1, Amount: 1 << 30})
+				}
+				chs = append(chs, reserveAsync(ctx, bg, budget.Request{Order: long('o', i)[:budget.MaxOrderBytes],
+					Attributes: map[string]string{"customer": long('c', i), strings.Repeat("k", budget.MaxValueBytes): long('v', i)},
+					Lines:      ls, Hold: time.Hour}))
+			}
+			queuedBehind(t, bg, tc.n)
+			if o := await(t, release()); o.err != nil {
+				t.Fatal(o.err)
+			}
+			granted := 0
+			for i, ch := range chs {
+				o := await(t, ch)
+				switch {
+				case o.err == nil && o.res.New:
+					granted++
+				case errors.Is(o.err, budget.ErrLimit):
+				default:
+					t.Fatalf("request %d: %+v, %v", i, o.res, o.err)
+				}
+			}
+			if granted != tc.n-2 {
+				t.Errorf("%d granted, want %d", granted, tc.n-2)
+			}
+			left, err := bg.Remaining(ctx, customer("x"), "p0")
+			if err != nil || left["p0"].Uses != 0 {
+				t.Errorf("remaining %+v, %v: want p0 used up", left, err)
+			}
+		})
 	}
 }
