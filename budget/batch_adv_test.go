@@ -308,3 +308,86 @@ func TestBatchLuaLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultBatchOOM: a batch run while Redis is past maxmemory
+// (noeviction) writes nothing: Redis refuses a script's first write
+// (HINCRBY, of a purge or of the commit) and would let every later one
+// pass, so every write a batch can start with must be one Redis refuses.
+// Every caller gets the OOM error, not ErrUnknown (no hold was made), the
+// hold that ended is given back by the next script, and the same calls
+// later are granted as new.
+func TestFaultBatchOOM(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		purge bool // a hold ends before the batch
+	}{{"nothing to purge", false}, {"purge writes first", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var dueEnd time.Time
+			before := func(ctx context.Context, bg *budget.Budget) {
+				if !tc.purge {
+					return
+				}
+				res, err := bg.Reserve(ctx, budget.Request{Order: "due", Lines: line("p", 1, 0), Hold: 200 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				dueEnd = res.Expires
+			}
+			f, bg, ctx, release := heldBatch(t, budget.Options{}, "p", before, capPromo(100, false))
+			const n = 3
+			var chs []<-chan outcomeOf
+			for i := range n {
+				chs = append(chs, reserveAsync(ctx, bg, budget.Request{Order: fmt.Sprint("m", i), Lines: line("p", 1, 0), Hold: time.Hour}))
+			}
+			queuedBehind(t, bg, n)
+			admin := f.Server.Client(nil)
+			pipe := admin.Pipeline()
+			for i := range 2000 {
+				pipe.Set(ctx, fmt.Sprint("fill:", i), strings.Repeat("x", 1000), 0)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", "1mb"}} {
+				if err := admin.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for deadline := time.Now().Add(5 * time.Second); tc.purge; {
+				now, err := admin.Time(ctx).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if now.After(dueEnd) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Redis TIME %v still before due's end %v after 5s", now, dueEnd)
+				}
+				time.Sleep(10 * time.Millisecond) // a poll of Redis TIME with a deadline
+			}
+			if o := await(t, release()); o.err != nil {
+				t.Fatal(o.err)
+			}
+			for i, ch := range chs {
+				o := await(t, ch)
+				if o.err == nil || !strings.Contains(o.err.Error(), "OOM") || errors.Is(o.err, budget.ErrUnknown) {
+					t.Errorf("m%d over maxmemory: %+v, %v: want the OOM error", i, o.res, o.err)
+				}
+			}
+			if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range n {
+				res, err := bg.Reserve(ctx, budget.Request{Order: fmt.Sprint("m", i), Lines: line("p", 1, 0), Hold: time.Hour})
+				if err != nil || !res.New {
+					t.Errorf("m%d again: %+v, %v: want a new hold", i, res, err)
+				}
+			}
+			// warm, first and the n: due ended.
+			if left, err := bg.Remaining(ctx, nil, "p"); err != nil || left["p"].Uses != 100-2-n {
+				t.Errorf("remaining %+v, %v: want %d", left, err, 100-2-n)
+			}
+		})
+	}
+}
