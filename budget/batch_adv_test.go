@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -390,4 +393,108 @@ func TestFaultBatchOOM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFaultBatchPausedDeadlines: callers with deadlines of 20 to 200 ms
+// reserve (once per customer, 300 customers) while the server is paused
+// (CLIENT PAUSE) again and again and every reply is 15 ms late, so
+// batches end under their callers' deadlines, before or after the script
+// ran. Every answer is true: a grant is held, a refusal or a bare
+// ctx error (nothing sent) left no record, only ErrUnknown may have
+// either; the counters are the holds, never past a cap.
+func TestFaultBatchPausedDeadlines(t *testing.T) {
+	f := testredis.StartFaulty(t)
+	ctx := testredis.Ctx(t)
+	const customers = 300
+	bg := newBudget(t, ctx, &testredis.Backend{Client: f.Cut, Prefix: testredis.Prefix(t)}, budget.Options{},
+		budget.Promotion{ID: "p", Caps: []budget.Cap{{Measure: budget.Uses, Limit: 250}, {Measure: budget.Uses, Limit: 1, Per: "customer"}}})
+	admin := f.Server.Client(nil)
+	// Replies come late too, so a batch can end under its deadline after
+	// the script ran.
+	f.Proxy.SetLatency(15 * time.Millisecond)
+	var pauses atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for pauses.Load() < 6 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(20+rand.IntN(60)) * time.Millisecond):
+			}
+			if admin.Do(ctx, "CLIENT", "PAUSE", 30+rand.IntN(150), "ALL").Err() == nil {
+				pauses.Add(1)
+			}
+		}
+	})
+	var mu sync.Mutex
+	outcomes := map[string]string{}
+	var next atomic.Int64
+	for range 16 {
+		wg.Go(func() {
+			for pauses.Load() < 6 && ctx.Err() == nil {
+				i := next.Add(1)
+				order := fmt.Sprint("o", i)
+				c, cancel := context.WithTimeout(ctx, time.Duration(20+rand.IntN(180))*time.Millisecond)
+				_, err := bg.Reserve(c, budget.Request{Order: order, Attributes: customer(fmt.Sprint("c", i%customers)),
+					Lines: line("p", 1, 0), Hold: time.Hour})
+				cancel()
+				o := "other: " + fmt.Sprint(err)
+				switch {
+				case err == nil:
+					o = "ok"
+				case errors.Is(err, budget.ErrLimit):
+					o = "limit"
+				case errors.Is(err, budget.ErrUnknown):
+					o = "unknown"
+				case errors.Is(err, context.DeadlineExceeded):
+					o = "ctx"
+				}
+				mu.Lock()
+				outcomes[order] = o
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := admin.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := readState(t, ctx, admin, bg)
+	count := map[string]int{}
+	for order, o := range outcomes {
+		count[o]++
+		st := s.records[order]
+		switch o {
+		case "ok":
+			if st != "h" {
+				t.Errorf("%s granted, record %q", order, st)
+			}
+		case "limit", "ctx":
+			if st != "" {
+				t.Errorf("%s answered %s, but its record is %q", order, o, st)
+			}
+		case "unknown":
+		default:
+			t.Errorf("%s: %s", order, o)
+		}
+	}
+	held := map[string]int64{}
+	for order, st := range s.records {
+		if st == "h" {
+			held[s.cust[order]]++
+			held[""]++
+		}
+	}
+	if s.total != held[""] || s.total > 250 {
+		t.Errorf("counter %d, %d holds, cap 250", s.total, held[""])
+	}
+	for c, n := range s.per {
+		if n != held[c] || n > 1 {
+			t.Errorf("customer %s: counter %d, %d holds, cap 1", c, n, held[c])
+		}
+	}
+	if count["ctx"]+count["unknown"] == 0 {
+		t.Errorf("outcomes %v: no call met a pause", count)
+	}
+	t.Logf("outcomes %v, %d holds, %d pauses", count, held[""], pauses.Load())
 }
