@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tierset/tierset/budget"
+	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/faultproxy"
 	"github.com/tierset/tierset/internal/testredis"
 )
@@ -497,4 +498,83 @@ func TestFaultBatchPausedDeadlines(t *testing.T) {
 		t.Errorf("outcomes %v: no call met a pause", count)
 	}
 	t.Logf("outcomes %v, %d holds, %d pauses", count, held[""], pauses.Load())
+}
+
+// TestFaultBatchCutAbandonedSettled: a batch's reply is lost to a cut
+// connection (go-redis sends it again) while one of its callers has gone (ErrUnknown): every
+// grant of the batch, the gone caller's included, is told to the
+// Observer exactly once and has its expiry task, and the gone caller's
+// retry answers its hold, not new.
+func TestFaultBatchCutAbandonedSettled(t *testing.T) {
+	f := testredis.StartFaulty(t)
+	ctx := testredis.Ctx(t)
+	q, err := delay.New(f.Server.Client(nil), "orders", delay.Options{Prefix: testredis.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	grants := 0
+	told := make(chan struct{}, 100)
+	opts := budget.Options{Expiry: q, Observer: budget.Observer{OnGrant: func(string, string) {
+		mu.Lock()
+		grants++
+		mu.Unlock()
+		told <- struct{}{}
+	}}}
+	bg := newBudget(t, ctx, &testredis.Backend{Client: f.Cut, Prefix: testredis.Prefix(t)}, opts, capPromo(100, false))
+	h := f.Proxy.HoldNext(faultproxy.Contains("EVALSHA"))
+	t.Cleanup(h.Release)
+	first := reserveAsync(ctx, bg, budget.Request{Order: "first", Lines: line("p", 1, 0), Hold: time.Hour})
+	waitHeld(t, h)
+	const n = 10
+	gone, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var chs []<-chan outcomeOf
+	for i := range n {
+		c := ctx
+		if i == 3 {
+			c = gone
+		}
+		chs = append(chs, reserveAsync(c, bg, budget.Request{Order: fmt.Sprint("o", i), Lines: line("p", 1, 0), Hold: time.Hour}))
+	}
+	queuedBehind(t, bg, n)
+	second := f.Proxy.HoldNext(faultproxy.Contains("EVALSHA"))
+	t.Cleanup(second.Release)
+	h.Release()
+	if o := await(t, first); o.err != nil {
+		t.Fatal(o.err)
+	}
+	waitHeld(t, second) // the batch ran; its reply is held
+	cancel()
+	if o := await(t, chs[3]); !errors.Is(o.err, budget.ErrUnknown) {
+		t.Fatalf("o3 gone in flight: %v, want ErrUnknown", o.err)
+	}
+	f.Proxy.CutAll() // the held reply is lost: go-redis sends the batch again
+	for i, ch := range chs {
+		if i == 3 {
+			continue
+		}
+		if o := await(t, ch); o.err != nil || !o.res.New {
+			t.Errorf("o%d: %+v, %v: want a new hold", i, o.res, o.err)
+		}
+	}
+	for range 1 + n {
+		select {
+		case <-told:
+		case <-time.After(10 * time.Second):
+			t.Fatal("grants not all told in 10s")
+		}
+	}
+	if res, err := bg.Reserve(ctx, budget.Request{Order: "o3", Lines: line("p", 1, 0), Hold: time.Hour}); err != nil || res.New {
+		t.Errorf("o3 again: %+v, %v: want its hold, not new", res, err)
+	}
+	st, err := q.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if grants != 1+n || st.Pending != 1+n {
+		t.Errorf("%d grants told, %d expiry tasks: want %d", grants, st.Pending, 1+n)
+	}
 }
