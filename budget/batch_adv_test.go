@@ -578,3 +578,124 @@ func TestFaultBatchCutAbandonedSettled(t *testing.T) {
 		t.Errorf("%d grants told, %d expiry tasks: want %d", grants, st.Pending, 1+n)
 	}
 }
+
+// TestBatchMixedCapsConcurrent: 400 callers at once over two promotions
+// (uses in all and per customer, spend per day, uses per customer per
+// week), one or both per request, some orders asked twice, while grants
+// are confirmed and released: the holds and redemptions left never pass
+// a cap, an order is granted new at most once, and the counters equal
+// what the answers say is left.
+func TestBatchMixedCapsConcurrent(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skipf("no zone database: %v", err)
+	}
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		bg := newBudget(t, ctx, b, budget.Options{},
+			budget.Promotion{ID: "p", MaxPerCart: 2, Caps: []budget.Cap{{Measure: budget.Uses, Limit: 60},
+				{Measure: budget.Uses, Limit: 2, Per: "customer"}, {Measure: budget.Spend, Limit: 5000, Period: budget.Day, Location: berlin}}},
+			budget.Promotion{ID: "q", Caps: []budget.Cap{{Measure: budget.Uses, Limit: 40},
+				{Measure: budget.Uses, Limit: 1, Per: "customer", Period: budget.Week, Location: berlin}}})
+		const calls, customers = 400, 25
+		req := func(i int) budget.Request {
+			p := budget.Line{Promotion: "p", Uses: int64(1 + i%2), Amount: 100}
+			q := budget.Line{Promotion: "q", Uses: 1}
+			ls := [][]budget.Line{{p}, {q}, {p, q}}[i%3]
+			return budget.Request{Order: fmt.Sprint("o", i), Attributes: customer(fmt.Sprint("c", i%customers)), Lines: ls, Hold: time.Hour}
+		}
+		type answer struct {
+			i       int
+			new, ok bool
+			gone    bool // released
+		}
+		answers := make(chan answer, 2*calls)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for k := range calls + calls/20 {
+			i := k
+			if k >= calls {
+				i = (k - calls) * 20 // the same order again
+			}
+			wg.Go(func() {
+				<-start
+				res, err := bg.Reserve(ctx, req(i))
+				a := answer{i: i, ok: err == nil, new: res.New}
+				switch {
+				case err == nil && i%11 == 0 && i%20 != 0: // an order asked once: released, it could be reserved anew
+					if _, err := bg.Release(ctx, res.Order); err != nil {
+						t.Errorf("release %s: %v", res.Order, err)
+					}
+					a.gone = true
+				case err == nil && i%5 == 0 && i%20 != 0:
+					if _, err := bg.Confirm(ctx, res.Order); err != nil {
+						t.Errorf("confirm %s: %v", res.Order, err)
+					}
+				case err != nil && !errors.Is(err, budget.ErrLimit):
+					t.Errorf("reserve o%d: %v", i, err)
+				}
+				answers <- a
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(answers)
+		news := map[int]int{}
+		live := map[int]bool{}
+		gone := map[int]bool{}
+		for a := range answers {
+			if a.new {
+				news[a.i]++
+			}
+			if a.ok {
+				live[a.i] = true
+			}
+			if a.gone {
+				gone[a.i] = true
+			}
+		}
+		type use struct{ p, q, spend int64 }
+		var all use
+		per := map[string]*use{}
+		for i := range live {
+			if news[i] != 1 {
+				t.Errorf("o%d granted new %d times", i, news[i])
+			}
+			if gone[i] {
+				continue
+			}
+			r := req(i)
+			c := r.Attributes["customer"]
+			if per[c] == nil {
+				per[c] = &use{}
+			}
+			for _, l := range r.Lines {
+				if l.Promotion == "p" {
+					all.p += l.Uses
+					all.spend += l.Amount
+					per[c].p += l.Uses
+				} else {
+					all.q += l.Uses
+					per[c].q += l.Uses
+				}
+			}
+		}
+		if all.p > 60 || all.q > 40 || all.spend > 5000 {
+			t.Errorf("past a cap: %+v", all)
+		}
+		for c := range customers {
+			name := fmt.Sprint("c", c)
+			u := per[name]
+			if u == nil {
+				u = &use{}
+			}
+			if u.p > 2 || u.q > 1 {
+				t.Errorf("customer %s past a cap: %+v", name, *u)
+			}
+			left, err := bg.Remaining(ctx, customer(name), "p", "q")
+			want := map[string]budget.Left{"p": {Uses: min(60-all.p, 2-u.p), Spend: 5000 - all.spend}, "q": {Uses: min(40-all.q, 1-u.q), Spend: budget.NoCap}}
+			if err != nil || left["p"] != want["p"] || left["q"] != want["q"] {
+				t.Errorf("customer %s: remaining %+v, %v: want %+v", name, left, err, want)
+			}
+		}
+	})
+}
