@@ -699,3 +699,45 @@ func TestBatchMixedCapsConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// TestFaultBatchConfirmReleaseRace: Confirm and Release of orders whose
+// batch ran but whose reply is still on its way: the batch answers its
+// grants as they were made, Confirm and Release see them, and the
+// counter holds each grant once (a released order asked again is a new
+// hold).
+func TestFaultBatchConfirmReleaseRace(t *testing.T) {
+	f, bg, ctx, release := heldBatch(t, budget.Options{}, "p", nil, capPromo(100, false))
+	x := reserveAsync(ctx, bg, budget.Request{Order: "x", Lines: line("p", 1, 0), Hold: time.Hour})
+	y := reserveAsync(ctx, bg, budget.Request{Order: "y", Lines: line("p", 1, 0), Hold: time.Hour})
+	queuedBehind(t, bg, 2)
+	if _, err := bg.Release(ctx, "y"); !errors.Is(err, budget.ErrNotFound) {
+		t.Errorf("release of y queued: %v, want ErrNotFound", err)
+	}
+	second := f.Proxy.HoldNext(faultproxy.Contains("EVALSHA"))
+	t.Cleanup(second.Release)
+	if o := await(t, release()); o.err != nil {
+		t.Fatal(o.err)
+	}
+	waitHeld(t, second)
+	if c, err := bg.Confirm(ctx, "x"); err != nil || !c.New {
+		t.Errorf("confirm x while its reply is held: %+v, %v", c, err)
+	}
+	if st, err := bg.Release(ctx, "y"); err != nil || st != budget.Released {
+		t.Errorf("release y while its reply is held: %v, %v", st, err)
+	}
+	second.Release()
+	for name, ch := range map[string]<-chan outcomeOf{"x": x, "y": y} {
+		if o := await(t, ch); o.err != nil || !o.res.New || o.res.State != budget.Held {
+			t.Errorf("%s: %+v, %v: want a new hold", name, o.res, o.err)
+		}
+	}
+	if res, err := bg.Reserve(ctx, budget.Request{Order: "x", Lines: line("p", 1, 0), Hold: time.Hour}); err != nil || res.New || res.State != budget.Confirmed {
+		t.Errorf("x again: %+v, %v: want confirmed, not new", res, err)
+	}
+	if res, err := bg.Reserve(ctx, budget.Request{Order: "y", Lines: line("p", 1, 0), Hold: time.Hour}); err != nil || !res.New {
+		t.Errorf("y again after its release: %+v, %v: want a new hold", res, err)
+	}
+	if left, err := bg.Remaining(ctx, nil, "p"); err != nil || left["p"].Uses != 100-4 {
+		t.Errorf("remaining %+v, %v: want %d (warm, first, x, y)", left, err, 100-4)
+	}
+}
