@@ -31,7 +31,9 @@ import (
 // flight gets ErrUnknown, and the batch settles its request (expiry
 // task, Observer) when the reply comes. A call sent alone whose ctx ends
 // before the reply gets ErrUnknown too, with nothing to settle: its
-// expiry task is Sweep's, as after any lost reply.
+// expiry task is Sweep's, as after any lost reply; so does every caller
+// of a batch its latest deadline ended. A ctx ended before anything was
+// sent gets its error: nothing was.
 
 // pending is one request of a batch.
 type pending struct {
@@ -140,11 +142,23 @@ func (b *Budget) flush(base context.Context) {
 		if d, ok := latest(ps); ok {
 			ctx, cancel = context.WithDeadline(base, d)
 		}
-		rps, err := b.runBatch(ctx, ps)
+		// Every caller's deadline may have passed while they were being
+		// taken from the queue: then nothing is sent, a known outcome.
+		rps, err, sent := make([]reply, len(ps)), ctx.Err(), false
+		if err == nil {
+			rps, err = b.runBatch(ctx, ps)
+			sent = true
+		}
 		var orphans []*pending
 		bt.mu.Lock()
 		for i, p := range ps {
 			p.rp, p.err = rps[i], err
+			if sent && p.rp == nil && err != nil && ctx.Err() != nil {
+				// The batch ran under the latest caller's deadline: its
+				// end races that caller's own, and either way the
+				// script may have run (TestFaultBatchDeadlines).
+				p.err = fmt.Errorf("%w: order %q: %w", ErrUnknown, p.order, ctx.Err())
+			}
 			if p.state == abandoned {
 				orphans = append(orphans, p)
 			}
@@ -162,8 +176,14 @@ func (b *Budget) flush(base context.Context) {
 }
 
 // alone sends p by itself on ctx. A reply lost to ctx's end is
-// ErrUnknown, as in a batch: the script may have run.
+// ErrUnknown, as in a batch: the script may have run; a ctx already ended
+// sends nothing and answers its error.
 func (b *Budget) alone(ctx context.Context, p *pending) (reply, error) {
+	if err := ctx.Err(); err != nil {
+		// Ended before anything was sent: the outcome is known, no hold
+		// (go-redis would fail before writing, and that is no unknown).
+		return nil, err
+	}
 	rps, err := b.runBatch(ctx, []*pending{p})
 	if rps[0] == nil && err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("%w: order %q: %w", ErrUnknown, p.order, err)

@@ -79,8 +79,8 @@
 //   - Group commit. Concurrent Reserve calls of one Budget share a
 //     script (at most Options.MaxBatch), each judged all or none on its
 //     own; with none in flight a call goes at once. One whose
-//     ctx ends while its batch is in flight gets ErrUnknown; its grant
-//     is still settled (expiry task, Observer).
+//     ctx ends while its batch is in flight gets ErrUnknown; a reply
+//     that still comes settles its grant (expiry task, Observer).
 //     Tests: TestBatchExactCap, TestBatchPerRequestErrors,
 //     TestBatchCancelOneWaiter, TestFaultBatchCutReply.
 //   - Expiry reported. With Options.Expiry (a *delay.Queue), Reserve

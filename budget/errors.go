@@ -41,8 +41,11 @@ var (
 	// the hold may have been made; the same Reserve again answers it (New
 	// false) if it was. In a batch of others (Options.MaxBatch) its expiry
 	// task and Observer events still happen when the batch answers; sent
-	// alone, its expiry task is left to Sweep, as after any lost reply.
-	// The error also matches ctx's error.
+	// alone, or when the batch's deadline (its callers' latest) ended it
+	// too, no reply comes: its expiry task is left to Sweep and the
+	// Observer does not see its grant, as after any lost reply. The error
+	// also matches ctx's error. A ctx that ended before anything was sent
+	// answers ctx's error alone: no hold was made.
 	ErrUnknown = errors.New("budget: outcome unknown")
 )
 
