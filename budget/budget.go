@@ -143,7 +143,10 @@ type Options struct {
 	// be enqueued). Defaults to slog.Default().
 	Logger *slog.Logger
 	// Observer receives grants, refusals and expired holds (metrics).
-	// Defaults to none.
+	// Its callbacks must return promptly and must not call the Budget:
+	// a batched grant's is called on the batch's goroutine while the
+	// batch holds the Budget's slot, so one that blocks stalls every
+	// Reserve of the Budget. Defaults to none.
 	Observer Observer
 	// MaxBatch bounds how many concurrent Reserve calls of this Budget in
 	// this process one script judges (group commit): a call made while
