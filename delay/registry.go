@@ -82,8 +82,9 @@ type LineInfo struct {
 	// up to one heartbeat interval old: a task taken since the last beat
 	// is in no list yet, one finished since is still listed, and a task
 	// still waiting in the pool's prefetch buffer is not listed. Entries
-	// of pools older than these fields have neither (and Release 1, like
-	// this code: the lists honour no new control).
+	// of pools older than these fields have neither and still read; the
+	// lists left Release at 1, being information a pool writes, not a
+	// control it honours.
 	Holding     map[string][]string `json:"holding,omitempty"`
 	HoldingMore int                 `json:"holding_more,omitempty"`
 }
@@ -95,16 +96,17 @@ const MaxHoldingListed = 256
 
 // Holder finds the live pool whose last heartbeat lists task id of the
 // queue (or shard) called queue, among ws (ListWorkers); ok is false when
-// none does.
-func Holder(ws []WorkerInfo, queue, id string) (w WorkerInfo, ok bool) {
+// none does. Of two that list it (a task retried and taken again within
+// one interval), the one that beat last.
+func Holder(ws []WorkerInfo, queue, id string) (holder WorkerInfo, ok bool) {
 	for _, w := range ws {
 		for _, l := range w.Lines {
-			if slices.Contains(l.Holding[queue], id) {
-				return w, true
+			if slices.Contains(l.Holding[queue], id) && (!ok || w.Beat.After(holder.Beat)) {
+				holder, ok = w, true
 			}
 		}
 	}
-	return WorkerInfo{}, false
+	return holder, ok
 }
 
 // workerEntry is a WorkerInfo as the registry stores it: its durations

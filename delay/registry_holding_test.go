@@ -197,6 +197,15 @@ func TestRegistryHoldingOldEntry(t *testing.T) {
 		if _, ok := Holder(ws, "orders", "any"); ok {
 			t.Fatal("Holder found a task in an entry that lists none")
 		}
+		// of two entries listing one task, the later beat's names it
+		at := time.Unix(1000, 0)
+		two := []WorkerInfo{
+			{ID: "later", Beat: at.Add(time.Second), Lines: []LineInfo{{Holding: map[string][]string{"orders": {"7"}}}}},
+			{ID: "earlier", Beat: at, Lines: []LineInfo{{Holding: map[string][]string{"orders": {"7"}}}}},
+		}
+		if w, ok := Holder(two, "orders", "7"); !ok || w.ID != "later" {
+			t.Fatalf("Holder of a task two entries list: %q %v, want the later beat's", w.ID, ok)
+		}
 		// and what this code writes reads back the same
 		b2, err := json.Marshal(workerEntry{WorkerInfo: WorkerInfo{Lines: []LineInfo{{Name: "l",
 			Holding: map[string][]string{"l": {"a", "b"}}, HoldingMore: 3}}}})
