@@ -59,7 +59,16 @@ func (s *Console) apiTasks(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, err)
 		return
 	}
-	apiWrite(w, http.StatusOK, opsview.PageOf(q.Name(), o.State, p))
+	v := opsview.PageOf(q.Name(), o.State, p)
+	if o.State == delay.StateInFlight {
+		ws, err := q.Workers(r.Context())
+		if err != nil {
+			apiFail(w, err)
+			return
+		}
+		opsview.NameHolders(&v, ws)
+	}
+	apiWrite(w, http.StatusOK, v)
 }
 
 // apiTask answers GET /api/task?queue&id with the task whole, its
@@ -76,7 +85,16 @@ func (s *Console) apiTask(w http.ResponseWriter, r *http.Request) {
 		apiFail(w, err)
 		return
 	}
-	apiWrite(w, http.StatusOK, opsview.TaskOf(t, true))
+	v := opsview.TaskOf(t, true)
+	if (t.State == delay.StateInFlight || t.State == delay.StateCancelled) && t.Err == nil {
+		ws, err := q.Workers(r.Context())
+		if err != nil {
+			apiFail(w, err)
+			return
+		}
+		opsview.NameHolder(&v, q.Name(), ws)
+	}
+	apiWrite(w, http.StatusOK, v)
 }
 
 // apiWorkers answers GET /api/workers: the live worker pools from their

@@ -13,6 +13,7 @@ import (
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/deadletters"
+	"github.com/tierset/tierset/internal/opsview"
 	"github.com/tierset/tierset/internal/text"
 )
 
@@ -54,6 +55,19 @@ type taskRow struct {
 	When                               time.Time
 	Rel                                string
 	Err                                string
+	// Holder names the pool holding an in-flight task ("ID (host)"), or
+	// says opsview.NotListed, with HolderWhy as its explanation.
+	Holder, HolderWhy string
+}
+
+// nameHolder sets row's Holder from ws (the live workers of queue).
+func nameHolder(row *taskRow, queue string, ws []delay.WorkerInfo) {
+	worker, host := opsview.Holder(ws, queue, row.ID)
+	if worker == "" {
+		row.Holder, row.HolderWhy = opsview.NotListed, opsview.NotListedWhy
+		return
+	}
+	row.Holder, row.HolderWhy = worker+" ("+host+")", "its pool's last heartbeat lists it (up to one heartbeat interval old)"
 }
 
 func (s *Console) queuesPage(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +141,9 @@ func (s *Console) queueCard(ctx context.Context, q *delay.Queue) queueView {
 		if t.Err != nil {
 			continue
 		}
-		v.InFlight = append(v.InFlight, rowOf(t, st.ServerTime))
+		row := rowOf(t, st.ServerTime)
+		nameHolder(&row, q.Name(), h.Workers)
+		v.InFlight = append(v.InFlight, row)
 		v.Expiring = v.Expiring || t.When.Before(st.ServerTime)
 	}
 	v.Behind, v.NoWorker = h.Verdict == delay.VerdictBehind, h.Verdict == delay.VerdictNoWorker

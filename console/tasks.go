@@ -84,10 +84,20 @@ func (s *Console) tasksPage(w http.ResponseWriter, r *http.Request) {
 	for i, ps := range tabStates {
 		tabs[i] = stateTab{State: ps, Label: stateLabels[ps], Count: counts[ps], On: ps == st}
 	}
+	var ws []delay.WorkerInfo
+	if st == delay.StateInFlight {
+		if ws, err = q.Workers(ctx); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	now := q.ServerNow()
 	rows := make([]taskRow, len(p.Tasks))
 	for i, t := range p.Tasks {
 		rows[i] = entryRow(t, now)
+		if st == delay.StateInFlight {
+			nameHolder(&rows[i], q.Name(), ws)
+		}
 	}
 	data := map[string]any{"Queue": q.Name(), "State": st, "Label": stateLabels[st], "Tabs": tabs, "Order": order,
 		"Rows": rows, "Page": p, "Key": o.KeyPrefix, "ErrText": o.ErrorText, "Filtered": o.KeyPrefix != "" || o.ErrorText != "",
@@ -146,7 +156,16 @@ func (s *Console) taskPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := pageStateOf(t, q.ServerNow())
-	data := map[string]any{"Queue": q.Name(), "T": t, "Row": entryRow(t, q.ServerNow()), "PageState": st,
+	row := entryRow(t, q.ServerNow())
+	if st == delay.StateInFlight && t.Err == nil {
+		ws, err := q.Workers(ctx)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		nameHolder(&row, q.Name(), ws)
+	}
+	data := map[string]any{"Queue": q.Name(), "T": t, "Row": row, "PageState": st,
 		"Actions": actionsFor(st), "Size": len(t.Payload)}
 	data["Payload"], data["JSON"] = showPayload(t.Payload)
 	data["Earlier"] = earlierErrors(t.LastErrors)

@@ -325,9 +325,12 @@ type line struct {
 	// for none; in a Weighted pool of several lines plan gives it one.
 	autoPrefetch bool
 
-	buf      []item // taken tasks waiting for a handler, FIFO
-	head     int
-	running  int // handlers running this line's tasks
+	buf     []item // taken tasks waiting for a handler, FIFO
+	head    int
+	running int // handlers running this line's tasks
+	// holding are the tasks those handlers run, each with its taker (for
+	// its queue's name), listed by the heartbeat (WorkerInfo docs).
+	holding  map[*Task]*taker
 	cur      int // smooth weighted round robin's current weight
 	maybe    int // takers whose next take may bring due tasks (Strict)
 	fetching int // takers whose take in flight follows a full one (Weighted)
@@ -547,7 +550,7 @@ func (p *Pool) serve(hctx context.Context, s *sched) {
 		late := func(t *Task) bool { return t.Deadline.Sub(q.ServerNow()) < margin }
 		if late(it.t) {
 			ts := append([]*Task{it.t}, s.popLate(l, tk, MaxBatch, late)...)
-			s.finish(l)
+			s.finish(l, it.t)
 			tk.releaseAll(hctx, ts)
 			for range ts {
 				tk.done()
@@ -556,7 +559,7 @@ func (p *Pool) serve(hctx context.Context, s *sched) {
 		}
 		tk.handle(hctx, it.t)
 		l.handled.Add(1)
-		s.finish(l)
+		s.finish(l, it.t)
 		tk.done()
 	}
 }

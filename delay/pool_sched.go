@@ -206,6 +206,10 @@ func (s *sched) next() (it item, l *line, ok bool) {
 				l.buf, l.head = l.buf[:n], 0
 			}
 			l.running++
+			if l.holding == nil {
+				l.holding = map[*Task]*taker{}
+			}
+			l.holding[it.t] = it.tk
 			if s.weighted && s.waiters > 0 {
 				// a handler may wait for the line that just had its
 				// turn while the next turn's line has tasks
@@ -273,10 +277,11 @@ func (s *sched) pick() *line {
 	return best
 }
 
-// finish gives back a running slot of l.
-func (s *sched) finish(l *line) {
+// finish gives back the running slot of l that ran t.
+func (s *sched) finish(l *line, t *Task) {
 	s.mu.Lock()
 	l.running--
+	delete(l.holding, t)
 	capped := l.o.MaxConcurrent > 0 && l.running == l.o.MaxConcurrent-1 && l.waiting() > 0
 	s.mu.Unlock()
 	if capped {

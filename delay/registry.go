@@ -1,6 +1,7 @@
 package delay
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -33,7 +34,10 @@ import (
 // gone. An owner key beside each entry holds the token of the Run that
 // claimed the ID, so two live pools never share one entry.
 
-// WorkerInfo is one live pool's registry entry.
+// WorkerInfo is one live pool's registry entry. Its lines' Holding say
+// which tasks its handlers were running at its last heartbeat, so a
+// reader (Holder) can name the pool that holds an in-flight task; that
+// mapping is up to one heartbeat interval old (LineInfo.Holding).
 type WorkerInfo struct {
 	ID          string `json:"id"`
 	Host        string `json:"host"`
@@ -71,6 +75,38 @@ type LineInfo struct {
 	Weight        int      `json:"weight"`
 	MaxConcurrent int      `json:"max_concurrent,omitempty"`
 	Running       int      `json:"running"`
+	// Holding lists the IDs of the tasks the line's handlers were running
+	// at the last heartbeat, by queue name (a shard's own name on a
+	// Sharded line), sorted, at most MaxHoldingListed IDs a line;
+	// HoldingMore counts the running tasks left out past that cap. It is
+	// up to one heartbeat interval old: a task taken since the last beat
+	// is in no list yet, one finished since is still listed, and a task
+	// still waiting in the pool's prefetch buffer is not listed. Entries
+	// of pools older than these fields have neither and still read; the
+	// lists left Release at 1, being information a pool writes, not a
+	// control it honours.
+	Holding     map[string][]string `json:"holding,omitempty"`
+	HoldingMore int                 `json:"holding_more,omitempty"`
+}
+
+// MaxHoldingListed is the most task IDs a line's heartbeat entry lists
+// (LineInfo.Holding): it keeps an entry of a pool of thousands of
+// handlers within a few tens of KiB (an ID is 20-odd bytes).
+const MaxHoldingListed = 256
+
+// Holder finds the live pool whose last heartbeat lists task id of the
+// queue (or shard) called queue, among ws (ListWorkers); ok is false when
+// none does. Of two that list it (a task retried and taken again within
+// one interval), the one that beat last.
+func Holder(ws []WorkerInfo, queue, id string) (holder WorkerInfo, ok bool) {
+	for _, w := range ws {
+		for _, l := range w.Lines {
+			if slices.Contains(l.Holding[queue], id) && (!ok || w.Beat.After(holder.Beat)) {
+				holder, ok = w, true
+			}
+		}
+	}
+	return holder, ok
 }
 
 // workerEntry is a WorkerInfo as the registry stores it: its durations
@@ -180,11 +216,49 @@ func (p *Pool) info(lines []*line, s *sched, t *regTarget) WorkerInfo {
 		if len(queues) == 0 {
 			continue
 		}
-		w.Lines = append(w.Lines, LineInfo{Name: l.name, Queues: queues, Weight: l.o.Weight,
-			MaxConcurrent: l.o.MaxConcurrent, Running: l.running})
+		li := LineInfo{Name: l.name, Queues: queues, Weight: l.o.Weight,
+			MaxConcurrent: l.o.MaxConcurrent, Running: l.running}
+		for task, tk := range l.holding {
+			if !slices.Contains(queues, tk.q.name) {
+				continue // a shard on another server: listed in that entry
+			}
+			if li.Holding == nil {
+				li.Holding = map[string][]string{}
+			}
+			li.Holding[tk.q.name] = append(li.Holding[tk.q.name], task.ID)
+		}
+		w.Lines = append(w.Lines, li)
 	}
 	s.mu.Unlock()
+	for i := range w.Lines {
+		capHolding(&w.Lines[i], MaxHoldingListed)
+	}
 	return w
+}
+
+// capHolding sorts l's lists and keeps the first limit (queue, ID)
+// pairs in that order, counting the rest in HoldingMore, so a truncated
+// list says so.
+func capHolding(l *LineInfo, limit int) {
+	type held struct{ q, id string }
+	var all []held
+	for q, ids := range l.Holding {
+		slices.Sort(ids)
+		for _, id := range ids {
+			all = append(all, held{q, id})
+		}
+	}
+	if len(all) <= limit {
+		return
+	}
+	slices.SortFunc(all, func(a, b held) int {
+		return cmp.Or(strings.Compare(a.q, b.q), strings.Compare(a.id, b.id))
+	})
+	l.Holding = map[string][]string{}
+	for _, h := range all[:limit] {
+		l.Holding[h.q] = append(l.Holding[h.q], h.id)
+	}
+	l.HoldingMore = len(all) - limit
 }
 
 // registration is a running pool's presence in the worker registry: an

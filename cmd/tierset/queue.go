@@ -287,8 +287,16 @@ func queueTasks(ctx context.Context, q *delay.Queue, state string, limit int, ou
 	if err != nil {
 		return err
 	}
+	var ws []delay.WorkerInfo
+	if state == string(delay.StateInFlight) {
+		if ws, err = q.Workers(ctx); err != nil {
+			return err
+		}
+	}
 	if out.json {
-		return out.encode(opsview.PageOf(q.Name(), delay.State(state), p))
+		v := opsview.PageOf(q.Name(), delay.State(state), p)
+		opsview.NameHolders(&v, ws)
+		return out.encode(v)
 	}
 	tasks, total := p.Tasks, p.Total
 	fmt.Fprintf(w, "queue %s: %s %s", text.Escape(q.Name()), count(int(total), "task", "tasks"), label)
@@ -303,12 +311,46 @@ func queueTasks(ctx context.Context, q *delay.Queue, state string, limit int, ou
 	if when == "" {
 		when = "DUE"
 	}
+	if state == string(delay.StateInFlight) {
+		return inflightTable(w, q.Name(), tasks, ws)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ID\tKEY\tATTEMPTS\t%s\tLAST ERROR\n", when)
 	for _, t := range tasks {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", text.Escape(t.ID), strconv.Quote(t.Key), t.Attempt, t.When.UTC().Format(time.RFC3339Nano), text.Escape(t.LastError))
 	}
 	return tw.Flush()
+}
+
+// inflightTable lists in-flight tasks with the worker pool whose last
+// heartbeat lists each (opsview.Holder), and says what an unlisted one
+// can mean.
+func inflightTable(w io.Writer, queue string, tasks []delay.TaskInfo, ws []delay.WorkerInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "ID\tKEY\tATTEMPTS\tLEASE ENDS\tWORKER\tLAST ERROR\n")
+	unlisted := 0
+	for _, t := range tasks {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", text.Escape(t.ID), strconv.Quote(t.Key), t.Attempt,
+			t.When.UTC().Format(time.RFC3339Nano), holderText(queue, t.ID, ws, &unlisted), text.Escape(t.LastError))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if unlisted > 0 {
+		fmt.Fprintf(w, "%s: %s\n", opsview.NotListed, opsview.NotListedWhy)
+	}
+	return nil
+}
+
+// holderText is the pool holding task id as "ID (host)", or
+// opsview.NotListed, counted in *unlisted.
+func holderText(queue, id string, ws []delay.WorkerInfo, unlisted *int) string {
+	worker, host := opsview.Holder(ws, queue, id)
+	if worker == "" {
+		*unlisted++
+		return opsview.NotListed
+	}
+	return text.Escape(worker) + " (" + text.Escape(host) + ")"
 }
 
 // queueTask prints one task whole: its fields, its last error and the
@@ -319,8 +361,17 @@ func queueTask(ctx context.Context, q *delay.Queue, id string, payload bool, out
 	if err != nil {
 		return err
 	}
+	inflight := t.State == delay.StateInFlight || t.State == delay.StateCancelled
+	var ws []delay.WorkerInfo
+	if inflight && t.Err == nil {
+		if ws, err = q.Workers(ctx); err != nil {
+			return err
+		}
+	}
 	if out.json {
-		if err := out.encode(opsview.TaskOf(t, true)); err != nil {
+		v := opsview.TaskOf(t, true)
+		opsview.NameHolder(&v, q.Name(), ws)
+		if err := out.encode(v); err != nil {
 			return err
 		}
 		if t.Err != nil {
@@ -341,6 +392,13 @@ func queueTask(ctx context.Context, q *delay.Queue, id string, payload bool, out
 	fmt.Fprintf(tw, "%s\t%s\n", when, t.When.UTC().Format(time.RFC3339Nano))
 	if t.Fence != 0 {
 		fmt.Fprintf(tw, "fence\t%d\n", t.Fence)
+	}
+	unlisted := 0
+	if inflight {
+		fmt.Fprintf(tw, "worker\t%s\n", holderText(q.Name(), t.ID, ws, &unlisted))
+	}
+	if unlisted > 0 {
+		fmt.Fprintf(tw, "\t(%s)\n", opsview.NotListedWhy)
 	}
 	fmt.Fprintf(tw, "payload\t%d bytes\n", len(t.Payload))
 	if payload && len(t.Payload) > 0 {

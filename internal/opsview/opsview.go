@@ -36,6 +36,43 @@ type Task struct {
 	// Error is set when the record does not decode, is gone, or is in no
 	// set (TaskInfo.Err).
 	Error string `json:"error,omitempty"`
+	// Worker and WorkerHost name the live pool whose last heartbeat lists
+	// the task (an in-flight task only: delay.Holder, up to one heartbeat
+	// old); both are left out when no live entry lists it (NotListed).
+	Worker     string `json:"worker,omitempty"`
+	WorkerHost string `json:"worker_host,omitempty"`
+}
+
+// NotListed is what the CLI and the console print for an in-flight task
+// no live pool's heartbeat lists; NotListedWhy says what that can mean.
+const (
+	NotListed    = "not in a heartbeat yet"
+	NotListedWhy = "no live worker's last heartbeat lists it: taken since that beat (up to one heartbeat interval ago), " +
+		"waiting in a pool's prefetch buffer, or held by a pool with no live entry (a killed process whose lease has " +
+		"not expired) or one older than task lists"
+)
+
+// Holder is the pool ID and host of the live pool whose last heartbeat
+// lists task id of the queue called queue among ws, "" when none does.
+func Holder(ws []delay.WorkerInfo, queue, id string) (worker, host string) {
+	if w, ok := delay.Holder(ws, queue, id); ok {
+		return w.ID, w.Host
+	}
+	return "", ""
+}
+
+// NameHolders names the holder (Holder) of each in-flight task of v.
+func NameHolders(v *Page, ws []delay.WorkerInfo) {
+	for i := range v.Tasks {
+		NameHolder(&v.Tasks[i], v.Queue, ws)
+	}
+}
+
+// NameHolder names t's holder (Holder) when t is in flight.
+func NameHolder(t *Task, queue string, ws []delay.WorkerInfo) {
+	if t.State == string(delay.StateInFlight) || t.State == string(delay.StateCancelled) {
+		t.Worker, t.WorkerHost = Holder(ws, queue, t.ID)
+	}
 }
 
 // TaskOf is t's view, with its payload when withPayload.

@@ -1,0 +1,138 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"html"
+	"os"
+	"regexp"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/opsview"
+	"github.com/tierset/tierset/internal/testrun"
+)
+
+// TestConsoleInflightHolder: the in-flight tab, the queue card, the task
+// page and /api/tasks name the pool whose heartbeat lists a task (ID and
+// host), and say "not in a heartbeat yet" of the fixture's task taken by
+// hand, which no live entry lists.
+func TestConsoleInflightHolder(t *testing.T) {
+	t.Parallel()
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skipf("no hostname to expect in the entry: %v", err)
+	}
+	eachConsole(t, true, func(t *testing.T, f *consoleFixture) {
+		ctx := t.Context()
+		byHand, err := f.q.List(ctx, delay.ListOptions{State: delay.StateInFlight, Limit: 10})
+		if err != nil || len(byHand.Tasks) != 1 {
+			t.Fatalf("the fixture's in-flight task: %v %+v", err, byHand)
+		}
+		unlisted := byHand.Tasks[0].ID
+		for _, key := range []string{"held-1", "held-2"} {
+			if _, err := f.q.Enqueue(ctx, delay.Job{Key: key}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		release := make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		t.Cleanup(unblock)
+		var mu sync.Mutex
+		var held []string
+		p, err := delay.NewPool(delay.PoolOptions{Concurrency: 2, Heartbeat: 200 * time.Millisecond, ID: "console-pool"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := func(ctx context.Context, task *delay.Task) error {
+			mu.Lock()
+			held = append(held, task.ID)
+			mu.Unlock()
+			<-release
+			return nil
+		}
+		// no prefetch: the two handlers take the two due tasks, no more
+		if err := p.Add(f.q, h, delay.QueueOptions{Prefetch: -1}); err != nil {
+			t.Fatal(err)
+		}
+		stop := testrun.Start(t, context.Background(), p.Run)
+		waitUntil(t, "2 tasks started", func() bool { mu.Lock(); defer mu.Unlock(); return len(held) == 2 })
+		waitUntil(t, "a heartbeat listing them", func() bool {
+			ws, err := f.q.Workers(ctx)
+			return err == nil && len(ws) == 1 && len(ws[0].Lines) == 1 &&
+				slices.Equal(slices.Sorted(slices.Values(held)), ws[0].Lines[0].Holding["orders"])
+		})
+		c := browser(t)
+		named := html.EscapeString("console-pool (" + host + ")")
+		cell := func(id string) *regexp.Regexp { // the row of id up to its worker cell
+			return regexp.MustCompile(`(?s)<tr data-id="` + id + `">.*?<td class="holder" title="[^"]*">([^<]*)</td>`)
+		}
+		_, body := get(t, c, f.url+"/tasks?queue=orders&state=inflight")
+		if !regexp.MustCompile(`<th>worker</th>`).MatchString(body) {
+			t.Fatalf("in-flight tab: no worker column\n%s", body)
+		}
+		for _, tc := range []struct{ id, want string }{
+			{held[0], named}, {held[1], named}, {unlisted, opsview.NotListed},
+		} {
+			m := cell(tc.id).FindStringSubmatch(body)
+			if m == nil || m[1] != tc.want {
+				t.Errorf("in-flight tab, task %s: worker cell %q, want %q", tc.id, m, tc.want)
+			}
+		}
+		if _, body := get(t, c, f.url+"/tasks?queue=orders&state=due"); regexp.MustCompile(`<th>worker</th>`).MatchString(body) {
+			t.Error("the due tab has a worker column")
+		}
+		_, body = get(t, c, f.url+"/queue?name=orders")
+		if n := regexp.MustCompile(`<td class="holder" title="[^"]*">`+regexp.QuoteMeta(named)+`</td>`).FindAllString(body, -1); len(n) != 2 {
+			t.Errorf("queue card: %d in-flight rows name the pool, want 2\n%s", len(n), body)
+		}
+		if !regexp.MustCompile(`<td class="holder" title="[^"]*">` + opsview.NotListed + `</td>`).MatchString(body) {
+			t.Errorf("queue card: no %q row", opsview.NotListed)
+		}
+		for _, tc := range []struct{ id, want string }{{held[0], named}, {unlisted, opsview.NotListed}} {
+			_, body = get(t, c, f.url+"/task?queue=orders&id="+tc.id)
+			if !regexp.MustCompile(`data-field="worker" title="[^"]*">` + regexp.QuoteMeta(tc.want)).MatchString(body) {
+				t.Errorf("task page %s: want worker %q", tc.id, tc.want)
+			}
+		}
+		_, body = get(t, c, f.url+"/api/tasks?queue=orders&state=inflight")
+		var pg opsview.Page
+		if err := json.Unmarshal([]byte(body), &pg); err != nil || len(pg.Tasks) != 3 {
+			t.Fatalf("/api/tasks: %v\n%s", err, body)
+		}
+		for _, v := range pg.Tasks {
+			want := [2]string{"console-pool", host}
+			if v.ID == unlisted {
+				want = [2]string{}
+			}
+			if [2]string{v.Worker, v.WorkerHost} != want {
+				t.Errorf("/api/tasks task %s: worker %q on %q, want %q", v.ID, v.Worker, v.WorkerHost, want)
+			}
+		}
+		unblock()
+		waitUntil(t, "a beat listing no task", func() bool {
+			ws, err := f.q.Workers(ctx)
+			return err == nil && len(ws) == 1 && len(ws[0].Lines) == 1 && ws[0].Lines[0].Holding == nil
+		})
+		_, body = get(t, c, f.url+"/tasks?queue=orders&state=inflight")
+		if m := cell(unlisted).FindStringSubmatch(body); m == nil || m[1] != opsview.NotListed || regexp.MustCompile(`console-pool`).MatchString(body) {
+			t.Errorf("after the handlers returned: %q\n%s", m, body)
+		}
+		_ = stop()
+	})
+}
+
+// waitUntil polls cond, failing at a 20 s deadline.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
