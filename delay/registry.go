@@ -81,7 +81,9 @@ type LineInfo struct {
 	// HoldingMore counts the running tasks left out past that cap. It is
 	// up to one heartbeat interval old: a task taken since the last beat
 	// is in no list yet, one finished since is still listed, and a task
-	// still waiting in the pool's prefetch buffer is not listed. Entries
+	// still waiting in the pool's prefetch buffer is not listed, nor is
+	// one whose lease has ended under a handler still running it (without
+	// PoolOptions.AutoExtend): another pool may hold it now. Entries
 	// of pools older than these fields have neither and still read; the
 	// lists left Release at 1, being information a pool writes, not a
 	// control it honours.
@@ -221,6 +223,12 @@ func (p *Pool) info(lines []*line, s *sched, t *regTarget) WorkerInfo {
 		for task, tk := range l.holding {
 			if !slices.Contains(queues, tk.q.name) {
 				continue // a shard on another server: listed in that entry
+			}
+			if !p.o.AutoExtend && !task.Deadline.After(tk.q.ServerNow()) {
+				// a handler overrunning its lease holds the task no
+				// longer: another pool may have taken it, and listing it
+				// would name this pool for as long as the handler runs
+				continue
 			}
 			if li.Holding == nil {
 				li.Holding = map[string][]string{}

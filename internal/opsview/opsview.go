@@ -48,7 +48,8 @@ type Task struct {
 const (
 	NotListed    = "not in a heartbeat yet"
 	NotListedWhy = "no live worker's last heartbeat lists it: taken since that beat (up to one heartbeat interval ago), " +
-		"waiting in a pool's prefetch buffer, or held by a pool with no live entry (a killed process whose lease has " +
+		"waiting in a pool's prefetch buffer, its lease ended under a handler still running it, " +
+		"or held by a pool with no live entry (a killed process whose lease has " +
 		"not expired) or one older than task lists"
 )
 
