@@ -92,8 +92,10 @@ type LineInfo struct {
 }
 
 // MaxHoldingListed is the most task IDs a line's heartbeat entry lists
-// (LineInfo.Holding): it keeps an entry of a pool of thousands of
-// handlers within a few tens of KiB (an ID is 20-odd bytes).
+// (LineInfo.Holding): a full line adds about 3 KB to the pool's entry
+// (256 IDs of up to 8 base-36 digits, quoted), whatever the line's
+// concurrency, so a pool of thousands of handlers on a few lines keeps
+// its heartbeat small.
 const MaxHoldingListed = 256
 
 // Holder finds the live pool whose last heartbeat lists task id of the
