@@ -1,19 +1,16 @@
 package console
 
 import (
-	"context"
 	"encoding/json"
 	"html"
 	"os"
 	"regexp"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tierset/tierset/delay"
+	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/opsview"
-	"github.com/tierset/tierset/internal/testrun"
 )
 
 // TestConsoleInflightHolder: the in-flight tab, the queue card, the task
@@ -38,33 +35,7 @@ func TestConsoleInflightHolder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		release := make(chan struct{})
-		unblock := sync.OnceFunc(func() { close(release) })
-		t.Cleanup(unblock)
-		var mu sync.Mutex
-		var held []string
-		p, err := delay.NewPool(delay.PoolOptions{Concurrency: 2, Heartbeat: 200 * time.Millisecond, ID: "console-pool"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := func(ctx context.Context, task *delay.Task) error {
-			mu.Lock()
-			held = append(held, task.ID)
-			mu.Unlock()
-			<-release
-			return nil
-		}
-		// no prefetch: the two handlers take the two due tasks, no more
-		if err := p.Add(f.q, h, delay.QueueOptions{Prefetch: -1}); err != nil {
-			t.Fatal(err)
-		}
-		stop := testrun.Start(t, context.Background(), p.Run)
-		waitUntil(t, "2 tasks started", func() bool { mu.Lock(); defer mu.Unlock(); return len(held) == 2 })
-		waitUntil(t, "a heartbeat listing them", func() bool {
-			ws, err := f.q.Workers(ctx)
-			return err == nil && len(ws) == 1 && len(ws[0].Lines) == 1 &&
-				slices.Equal(slices.Sorted(slices.Values(held)), ws[0].Lines[0].Holding["orders"])
-		})
+		held, release := delaytest.HoldTasks(t, ctx, f.q, 2, "console-pool")
 		c := browser(t)
 		named := html.EscapeString("console-pool (" + host + ")")
 		cell := func(id string) *regexp.Regexp { // the row of id up to its worker cell
@@ -112,16 +83,11 @@ func TestConsoleInflightHolder(t *testing.T) {
 				t.Errorf("/api/tasks task %s: worker %q on %q, want %q", v.ID, v.Worker, v.WorkerHost, want)
 			}
 		}
-		unblock()
-		waitUntil(t, "a beat listing no task", func() bool {
-			ws, err := f.q.Workers(ctx)
-			return err == nil && len(ws) == 1 && len(ws[0].Lines) == 1 && ws[0].Lines[0].Holding == nil
-		})
+		release()
 		_, body = get(t, c, f.url+"/tasks?queue=orders&state=inflight")
 		if m := cell(unlisted).FindStringSubmatch(body); m == nil || m[1] != opsview.NotListed || regexp.MustCompile(`console-pool`).MatchString(body) {
 			t.Errorf("after the handlers returned: %q\n%s", m, body)
 		}
-		_ = stop()
 	})
 }
 

@@ -1,19 +1,16 @@
 package main_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/delayraw"
+	"github.com/tierset/tierset/internal/delaytest"
 	"github.com/tierset/tierset/internal/opsview"
-	"github.com/tierset/tierset/internal/testrun"
 )
 
 // TestQueueTasksInflightWorker: queue tasks -state inflight (text and
@@ -37,35 +34,7 @@ func TestQueueTasksInflightWorker(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		release := make(chan struct{})
-		unblock := sync.OnceFunc(func() { close(release) })
-		t.Cleanup(unblock)
-		var mu sync.Mutex
-		var held []string
-		p, err := delay.NewPool(delay.PoolOptions{Concurrency: 3, Heartbeat: 200 * time.Millisecond, ID: "cli-pool"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := func(ctx context.Context, task *delay.Task) error {
-			mu.Lock()
-			held = append(held, task.ID)
-			mu.Unlock()
-			<-release
-			return nil
-		}
-		// no prefetch: the pool takes no task past its 3 busy handlers
-		if err := p.Add(q, h, delay.QueueOptions{Prefetch: -1}); err != nil {
-			t.Fatal(err)
-		}
-		stop := testrun.Start(t, context.Background(), p.Run)
-		poll(t, "3 tasks started", func() bool { mu.Lock(); defer mu.Unlock(); return len(held) == 3 })
-		poll(t, "a heartbeat listing them", func() bool {
-			ws, err := q.Workers(ctx)
-			if err != nil || len(ws) != 1 || len(ws[0].Lines) != 1 {
-				return false
-			}
-			return slices.Equal(slices.Sorted(slices.Values(held)), ws[0].Lines[0].Holding["orders"])
-		})
+		held, release := delaytest.HoldTasks(t, ctx, q, 3, "cli-pool")
 		if _, err := q.Enqueue(ctx, delay.Job{Key: "by-hand"}); err != nil {
 			t.Fatal(err)
 		}
@@ -123,11 +92,7 @@ func TestQueueTasksInflightWorker(t *testing.T) {
 			}
 		}
 
-		unblock()
-		poll(t, "a beat listing no task", func() bool {
-			ws, err := q.Workers(ctx)
-			return err == nil && len(ws) == 1 && len(ws[0].Lines) == 1 && ws[0].Lines[0].Holding == nil
-		})
+		release()
 		r = tierset(t, s.args("queue", "tasks", "-queue", "orders", "-state", "inflight", "-json")...)
 		r.expect(t, 0)
 		pg = opsview.Page{} // Unmarshal would keep the earlier tasks' fields
@@ -135,7 +100,6 @@ func TestQueueTasksInflightWorker(t *testing.T) {
 			pg.Tasks[0].Worker != "" {
 			t.Fatalf("after the handlers returned: %v\n%s", err, r.stdout)
 		}
-		_ = stop()
 	})
 }
 

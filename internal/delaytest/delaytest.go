@@ -6,6 +6,8 @@ package delaytest
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,4 +85,62 @@ func DeadIDs(t testing.TB, q *delay.Queue) map[string]bool {
 		out[d.ID] = true
 	}
 	return out
+}
+
+// HoldTasks starts a pool with ID id and n handlers on q, no prefetch,
+// beating every 200 ms, whose handlers block: it waits (20 s at most)
+// until n tasks are running and a heartbeat lists them, and returns
+// their IDs sorted and a release that lets the handlers return and waits
+// for a beat listing no task. Cleanup releases and stops the pool.
+func HoldTasks(t testing.TB, ctx context.Context, q *delay.Queue, n int, id string) (held []string, release func()) {
+	t.Helper()
+	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open)
+	var mu sync.Mutex
+	var started []string
+	p, err := delay.NewPool(delay.PoolOptions{Concurrency: n, Heartbeat: 200 * time.Millisecond, ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(_ context.Context, task *delay.Task) error {
+		mu.Lock()
+		started = append(started, task.ID)
+		mu.Unlock()
+		<-gate
+		return nil
+	}
+	// No prefetch: the pool takes no task past its n busy handlers.
+	if err := p.Add(q, h, delay.QueueOptions{Prefetch: -1}); err != nil {
+		t.Fatal(err)
+	}
+	testrun.Start(t, context.Background(), p.Run)
+	lines := func(cond func(delay.LineInfo) bool) func() bool {
+		return func() bool {
+			ws, err := q.Workers(ctx)
+			return err == nil && len(ws) == 1 && len(ws[0].Lines) == 1 && cond(ws[0].Lines[0])
+		}
+	}
+	waitFor(t, "tasks started", func() bool { mu.Lock(); defer mu.Unlock(); return len(started) == n })
+	mu.Lock()
+	held = slices.Sorted(slices.Values(started))
+	mu.Unlock()
+	waitFor(t, "a heartbeat listing them", lines(func(l delay.LineInfo) bool { return slices.Equal(held, l.Holding[q.Name()]) }))
+	return held, func() {
+		t.Helper()
+		open()
+		waitFor(t, "a beat listing no task", lines(func(l delay.LineInfo) bool { return l.Holding == nil }))
+	}
+}
+
+// waitFor polls cond every 10 ms, failing t after 20 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 20 s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // poll, with the deadline above
+	}
 }
