@@ -2,10 +2,13 @@ package budget
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Group commit. Concurrent Reserve calls of one Budget in one process
@@ -153,11 +156,15 @@ func (b *Budget) flush(base context.Context) {
 		bt.mu.Lock()
 		for i, p := range ps {
 			p.rp, p.err = rps[i], err
-			if sent && p.rp == nil && err != nil && ctx.Err() != nil {
+			switch {
+			case !sent || p.rp != nil || err == nil || redisAnswered(err):
+			case ctx.Err() != nil:
 				// The batch ran under the latest caller's deadline: its
 				// end races that caller's own, and either way the
 				// script may have run (TestFaultBatchDeadlines).
 				p.err = fmt.Errorf("%w: order %q: %w", ErrUnknown, p.order, ctx.Err())
+			default:
+				p.err = fmt.Errorf("%w: order %q: %w", ErrUnknown, p.order, err)
 			}
 			if p.state == abandoned {
 				orphans = append(orphans, p)
@@ -185,10 +192,21 @@ func (b *Budget) alone(ctx context.Context, p *pending) (reply, error) {
 		return nil, err
 	}
 	rps, err := b.runBatch(ctx, []*pending{p})
-	if rps[0] == nil && err != nil && ctx.Err() != nil {
+	if rps[0] == nil && err != nil && !redisAnswered(err) {
 		err = fmt.Errorf("%w: order %q: %w", ErrUnknown, p.order, err)
 	}
 	return rps[0], err
+}
+
+// redisAnswered reports whether err is Redis's own reply (a script error, OOM,
+// BUSY): the outcome is that reply. Any other failure of a sent script
+// (a cut or timed-out reply, a reset connection, go-redis's retries used
+// up, even a failed dial after an earlier try was cut) leaves unknown
+// whether the script ran: go-redis retries a call on a fresh connection,
+// and only Redis's reply says what happened.
+func redisAnswered(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
 }
 
 // latest is the latest deadline of ps; ok false when one has none.

@@ -293,3 +293,60 @@ func TestFaultBatchCutReply(t *testing.T) {
 		t.Errorf("%d grants observed, want %d", g, 2+n)
 	}
 }
+
+// TestFaultRetriesUsedUp: every try go-redis makes of a script is cut
+// (the script runs; no reply comes), so its retries are used up. The
+// outcome is unknown, and each caller, sent alone or in a batch, gets
+// ErrUnknown wrapping the transport error; the same Reserve again
+// answers the hold the first try made (New false).
+func TestFaultRetriesUsedUp(t *testing.T) {
+	const tries = 4 // go-redis's default MaxRetries (3), plus the first
+	for _, tc := range []struct {
+		name string
+		n    int // callers
+	}{
+		{"alone", 1},
+		{"batch", 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, bg, ctx, release := batched(t, 100, budget.Options{})
+			req := func(i int) budget.Request {
+				return budget.Request{Order: fmt.Sprintf("used-up-%s-%d", tc.name, i), Lines: line("p", 1, 0), Hold: time.Hour}
+			}
+			var chs []<-chan outcomeOf
+			if tc.n > 1 { // queued behind "first": one batch of n
+				for i := range tc.n {
+					chs = append(chs, reserveAsync(ctx, bg, req(i)))
+				}
+				queuedBehind(t, bg, tc.n)
+			}
+			// Only the scripts naming these orders are cut, not "first"'s.
+			f.Proxy.CutNext(tries, faultproxy.Contains("used-up-"))
+			if o := await(t, release()); o.err != nil {
+				t.Fatal(o.err)
+			}
+			if tc.n == 1 { // nothing in flight now: this call goes alone
+				chs = append(chs, reserveAsync(ctx, bg, req(0)))
+			}
+			for i, ch := range chs {
+				o := await(t, ch)
+				if !errors.Is(o.err, budget.ErrUnknown) || errors.Is(o.err, context.Canceled) {
+					t.Errorf("caller %d: %+v, %v: want ErrUnknown", i, o.res, o.err)
+				}
+			}
+			if f.Proxy.Cuts() != tries || f.Proxy.Armed() != 0 {
+				t.Fatalf("%d cuts, %d still armed: want %d and 0", f.Proxy.Cuts(), f.Proxy.Armed(), tries)
+			}
+			for i := range tc.n {
+				res, err := bg.Reserve(ctx, req(i))
+				if err != nil || res.New || res.State != budget.Held {
+					t.Errorf("again %d: %+v, %v: want the hold the first try made", i, res, err)
+				}
+			}
+			left, err := bg.Remaining(ctx, nil, "p")
+			if want := int64(100 - 2 - tc.n); err != nil || left["p"].Uses != want {
+				t.Errorf("remaining %+v, %v: want %d", left, err, want)
+			}
+		})
+	}
+}

@@ -78,11 +78,11 @@
 //     exactly, every grant confirmed, released or still held).
 //   - Group commit. Concurrent Reserve calls of one Budget share a
 //     script (at most Options.MaxBatch), each judged all or none on its
-//     own; with none in flight a call goes at once. One whose
-//     ctx ends while its batch is in flight gets ErrUnknown; a reply
-//     that still comes settles its grant (expiry task, Observer).
-//     Tests: TestBatchExactCap, TestBatchPerRequestErrors,
-//     TestBatchCancelOneWaiter, TestFaultBatchCutReply.
+//     own; with none in flight a call goes at once. One whose ctx ends
+//     in flight, or whose reply the connection lost, gets ErrUnknown; a
+//     reply that still comes settles its grant (expiry task, Observer).
+//     Tests: TestBatchExactCap, TestBatchCancelOneWaiter,
+//     TestFaultBatchCutReply, TestFaultRetriesUsedUp.
 //   - Expiry reported. With Options.Expiry (a *delay.Queue), Reserve
 //     enqueues a task keyed by the order, due when the hold ends; its
 //     handler calls Expire, which says whether the hold ended unpaid

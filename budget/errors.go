@@ -37,15 +37,19 @@ var (
 	// acknowledge the write within Options.ReplicaTimeout. The write took
 	// effect on the master; a failover now may lose it.
 	ErrNotReplicated = errors.New("budget: write not acknowledged by replicas")
-	// ErrUnknown: Reserve's ctx ended while its request was in flight:
-	// the hold may have been made; the same Reserve again answers it (New
-	// false) if it was. In a batch of others (Options.MaxBatch) its expiry
-	// task and Observer events still happen when the batch answers; sent
-	// alone, or when the batch's deadline (its callers' latest) ended it
-	// too, no reply comes: its expiry task is left to Sweep and the
-	// Observer does not see its grant, as after any lost reply. The error
-	// also matches ctx's error. A ctx that ended before anything was sent
-	// answers ctx's error alone: no hold was made.
+	// ErrUnknown: Reserve's script was sent and no reply of Redis says
+	// what it did: its ctx ended while the request was in flight, or the
+	// reply was lost to the connection (go-redis's retries used up, a
+	// reset, a timeout). The hold may have been made; the same Reserve
+	// again answers it (New false) if it was. In a batch of others
+	// (Options.MaxBatch) whose reply still comes, its expiry task and
+	// Observer events happen then; when no reply comes (sent alone, the
+	// batch's deadline, its callers' latest, ended it, or the connection
+	// failed), the expiry task is left to Sweep and the Observer does not
+	// see the grant, as after any lost reply. The error wraps the cause
+	// and, when ctx ended, matches ctx's error. A ctx that ended before
+	// anything was sent answers ctx's error alone: no hold was made. An
+	// error reply of Redis (OOM, a script error) is returned as it is.
 	ErrUnknown = errors.New("budget: outcome unknown")
 )
 
