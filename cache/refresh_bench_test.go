@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"net"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/internal/measure"
 	"github.com/tierset/tierset/internal/testredis"
 )
 
@@ -32,14 +32,15 @@ func (c countConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// cpuTime is the process's user + system CPU time: on a shared machine it
-// varies far less than wall time.
+// cpuTime is this process's CPU time so far; a benchmark that reports it
+// is skipped where the platform cannot tell.
 func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
+	b.Helper()
+	d, ok := measure.ProcessCPU()
+	if !ok {
+		b.Skip("the process's CPU time needs getrusage (unix)")
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
 
 // BenchmarkRefreshUnchanged is the cost of a refresh that finds the

@@ -6,7 +6,6 @@ import (
 	"os"
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/delaytest"
@@ -89,16 +88,4 @@ func TestConsoleInflightHolder(t *testing.T) {
 			t.Errorf("after the handlers returned: %q\n%s", m, body)
 		}
 	})
-}
-
-// waitUntil polls cond, failing at a 20 s deadline.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

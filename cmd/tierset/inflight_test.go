@@ -5,7 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tierset/tierset/delay"
 	"github.com/tierset/tierset/internal/delayraw"
@@ -101,16 +100,4 @@ func TestQueueTasksInflightWorker(t *testing.T) {
 			t.Fatalf("after the handlers returned: %v\n%s", err, r.stdout)
 		}
 	})
-}
-
-// poll waits for cond, failing at a 20 s deadline.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -289,14 +288,11 @@ func scalingNodeCPU(ctx context.Context, c *redis.ClusterClient) (scalingCPU, er
 	return out, err
 }
 
-// scalingRusage is this process's user+sys CPU time in seconds.
+// scalingRusage is this process's user+sys CPU time in seconds (0 where
+// the platform cannot tell).
 func scalingRusage() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return tv(ru.Utime) + tv(ru.Stime)
+	d, _ := measure.ProcessCPU()
+	return d.Seconds()
 }
 
 type scalingStat struct{ busy, total uint64 }
