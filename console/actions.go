@@ -22,15 +22,16 @@ var actionWords = map[string]string{
 	"run":        "Run now: the pending task becomes due at once.",
 	"reschedule": "Reschedule: the pending task becomes due at the time given.",
 	"requeue":    "Requeue: the dead task is due again now, its attempts reset.",
-	"delete":     "Delete: the task, its record and payload are removed for good (a task in flight is cancelled instead).",
+	"delete":     "Delete: the task, its record and payload are removed for good. A task listed as pending and taken since is cancelled instead (one dead since is removed); a task listed as dead is removed only if still dead: one requeued since is left alone and counted as skipped.",
 	"pause":      "Pause: no worker of any process takes tasks of this queue until it is resumed; enqueues keep working.",
 	"resume":     "Resume: the queue's workers take again.",
 }
 
 // confirmAction is the confirm step of every task and queue action:
-// GET /confirm?queue&action[&id...][&at], or with scope=filter for every
-// task matching a filter (bulk.go). It changes nothing; its form POSTs
-// to /act with the CSRF token.
+// GET /confirm?queue&action[&id...][&at][&state], or with scope=filter
+// for every task matching a filter (bulk.go). It changes nothing; its
+// form POSTs to /act with the CSRF token, and with the state the tasks
+// were listed in (seenArg) when the link named one.
 func (s *Console) confirmAction(w http.ResponseWriter, r *http.Request) {
 	ctx, qv := r.Context(), r.URL.Query()
 	q, ok := s.namedQueue(w, r, qv.Get("queue"))
@@ -42,6 +43,11 @@ func (s *Console) confirmAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	action, ids, at, err := actionArgs(qv)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	seen, err := seenArg(qv)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -61,7 +67,7 @@ func (s *Console) confirmAction(w http.ResponseWriter, r *http.Request) {
 		rows = append(rows, entryRow(t, now))
 	}
 	data := map[string]any{"Queue": q.Name(), "Action": action, "Words": actionWords[action], "IDs": ids, "Rows": rows,
-		"Back": safeNext(qv.Get("back"))}
+		"Back": safeNext(qv.Get("back")), "Seen": seen}
 	if !at.IsZero() {
 		data["At"] = at.UTC().Format(time.RFC3339)
 	}
@@ -98,6 +104,20 @@ func actionArgs(v url.Values) (action string, ids []string, at time.Time, err er
 	return action, ids, at, nil
 }
 
+// seenArg reads the state the operator saw the tasks in: the browse
+// tab their selection was made on, or the state their task page showed.
+// Absent (a hand-made form, a link from elsewhere), it is "": unknown,
+// and a delete is a Cancel (deleteSeen). A value the
+// console never lists is an error: a mistyped "dead" must not fall
+// back to a delete of tasks that are no longer dead.
+func seenArg(v url.Values) (delay.State, error) {
+	st := delay.State(v.Get("state"))
+	if st != "" && st != delay.StatePending && !slices.Contains(tabStates, st) {
+		return "", fmt.Errorf("%w: state %q (the state the tasks were listed in: due, scheduled, pending, inflight, dead or done)", errBadParam, st)
+	}
+	return st, nil
+}
+
 // parseAt reads a reschedule time: RFC 3339, or a datetime-local field's
 // "2006-01-02T15:04[:05]" read as UTC.
 func parseAt(s string) (time.Time, error) {
@@ -130,7 +150,12 @@ func (s *Console) act(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	msg, done, err := s.apply(r.Context(), q, action, ids, at)
+	seen, err := seenArg(r.PostForm)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	msg, done, err := s.apply(r.Context(), q, action, seen, ids, at)
 	e := logEntry{Who: s.who(r), Action: action, Queue: q.Name(), Tasks: len(ids), Done: done, Skipped: len(ids) - done, Result: msg}
 	if err != nil {
 		e.Skipped, e.Result = 0, msg+": "+err.Error()
@@ -150,16 +175,17 @@ func (s *Console) act(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, back+sep+"msg="+url.QueryEscape(msg), http.StatusSeeOther)
 }
 
-// apply runs one action on the tasks ids, in one script, by task ID
-// (applyIDs), or pauses or resumes the queue, and says what happened.
-func (s *Console) apply(ctx context.Context, q *delay.Queue, action string, ids []string, at time.Time) (msg string, done int, err error) {
+// apply runs one action on the tasks ids, seen in state seen ("" when
+// the form did not say), in one script, by task ID (applyIDs), or pauses
+// or resumes the queue, and says what happened.
+func (s *Console) apply(ctx context.Context, q *delay.Queue, action string, seen delay.State, ids []string, at time.Time) (msg string, done int, err error) {
 	switch action {
 	case "pause":
 		return "paused " + q.Name(), 0, q.Pause(ctx)
 	case "resume":
 		return "resumed " + q.Name(), 0, q.Resume(ctx)
 	}
-	done, err = applyIDs(ctx, q, action, ids, at)
+	done, err = applyIDs(ctx, q, action, seen, ids, at)
 	if err != nil {
 		return action + ": failed (reload the list to see whether it was done)", 0, err
 	}
@@ -168,25 +194,32 @@ func (s *Console) apply(ctx context.Context, q *delay.Queue, action string, ids 
 	if action == "reschedule" {
 		msg += " now due " + at.UTC().Format(time.RFC3339)
 	}
-	if skipped > 0 {
+	switch {
+	case skipped > 0 && action == "delete" && seen == delay.StateDead:
+		msg += fmt.Sprintf(" (%d skipped: gone, or no longer dead; a task requeued since is left alone)", skipped)
+	case skipped > 0:
 		msg += fmt.Sprintf(" (%d skipped: gone, or not in a state this action applies to)", skipped)
 	}
 	return msg, done, nil
 }
 
-// applyIDs runs a task action on ids (at most delay.MaxBatch) in one
-// script, by task ID (delay.Queue.Cancel, Reschedule and Requeue with a
-// Selector of IDs): never a read of a task's key and token followed by a
-// change by key and token, which would reach a task enqueued again under
-// them in between. An ID whose task has finished or gone, or that is in
-// no state the action applies to, is skipped: done counts the others. On
-// an error the batch is all done or none of it (one script), which a
-// lost reply leaves unknown.
-func applyIDs(ctx context.Context, q *delay.Queue, action string, ids []string, at time.Time) (done int, err error) {
+// applyIDs runs a task action on ids (at most delay.MaxBatch), listed
+// in state seen ("" when unknown), in one script, by task ID
+// (delay.Queue.Cancel, Purge, Reschedule and Requeue with a Selector of
+// IDs): never a read of a task's key and token followed by a change by
+// key and token, which would reach a task enqueued again under them in
+// between. An ID whose task has finished or gone, or that is in no state
+// the action applies to, is skipped: done counts the others. On an error
+// the batch is all done or none of it (one script), which a lost reply
+// leaves unknown. Every task action of the console, one task, a
+// selection or a filter-wide batch, comes here.
+func applyIDs(ctx context.Context, q *delay.Queue, action string, seen delay.State, ids []string, at time.Time) (done int, err error) {
 	switch action {
-	case "cancel", "delete":
-		// Delete and cancel are one script: a pending or dead task is
-		// removed with its record, one in flight is marked.
+	case "delete":
+		return deleteSeen(ctx, q, seen, ids)
+	case "cancel":
+		// A pending or dead task is removed with its record, one in
+		// flight is marked.
 		res, err := q.Cancel(ctx, delay.Selector{IDs: ids})
 		return res.Found, err
 	case "run", "reschedule":
@@ -200,4 +233,19 @@ func applyIDs(ctx context.Context, q *delay.Queue, action string, ids []string, 
 		return q.Requeue(ctx, delay.Selector{IDs: ids})
 	}
 	return 0, fmt.Errorf("%w: action %q", errBadParam, action)
+}
+
+// deleteSeen deletes ids, listed in state seen. Listed dead, it is a
+// Purge by ID, which removes only tasks still dead: the operator
+// confirmed deleting dead letters, and one requeued since (by another
+// operator, the CLI, a script) is a live task they never saw pending, so
+// it is skipped. Otherwise (pending, or a state unknown) it is Cancel's
+// one script: a pending or dead task is removed with its record, one in
+// flight is marked.
+func deleteSeen(ctx context.Context, q *delay.Queue, seen delay.State, ids []string) (int, error) {
+	if seen == delay.StateDead {
+		return q.Purge(ctx, delay.Selector{IDs: ids})
+	}
+	res, err := q.Cancel(ctx, delay.Selector{IDs: ids})
+	return res.Found, err
 }

@@ -252,7 +252,7 @@ func (s *Console) runBulk(ctx context.Context, q *delay.Queue, sp bulkSpec, j bu
 				ids[i] = t.ID
 			}
 			var done int
-			done, err = bulkApply(ctx, q, sp, ids)
+			done, err = applyIDs(ctx, q, sp.Action, sp.State, ids, time.Time{})
 			j.Matched += int64(len(ids))
 			j.Batches++
 			if err != nil {
@@ -290,17 +290,6 @@ func (s *Console) runBulk(ctx context.Context, q *delay.Queue, sp bulkSpec, j bu
 	if err := s.saveJob(ctx, j); err != nil {
 		slog.WarnContext(ctx, "console: filter-wide action's end not saved", "job", j.ID, "err", err)
 	}
-}
-
-// bulkApply acts on one batch of ids, listed in sp.State. Deleting dead
-// tasks is a Purge by ID, which removes only tasks still dead: Cancel
-// (the per-task delete) would also remove a task requeued since its
-// listing, which moved on and must be skipped.
-func bulkApply(ctx context.Context, q *delay.Queue, sp bulkSpec, ids []string) (int, error) {
-	if sp.Action == "delete" && sp.State == delay.StateDead {
-		return q.Purge(ctx, delay.Selector{IDs: ids})
-	}
-	return applyIDs(ctx, q, sp.Action, ids, time.Time{})
 }
 
 // saveJob writes j's record and renews its expiry.
