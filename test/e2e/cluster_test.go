@@ -100,6 +100,18 @@ func (cl *cluster) client(t *testing.T, ctx context.Context) *redis.ClusterClien
 	return cc
 }
 
+// killPID kills process pid at once (SIGKILL where there are signals).
+func killPID(t *testing.T, pid int) {
+	t.Helper()
+	p, err := os.FindProcess(pid)
+	if err == nil {
+		err = p.Kill()
+	}
+	if err != nil {
+		t.Fatalf("kill %d: %v", pid, err)
+	}
+}
+
 // masterPID reads the victim's pid from INFO server and checks it against
 // the pid the script recorded, so the test can only ever kill its own node.
 func masterPID(t *testing.T, ctx context.Context, cc *redis.ClusterClient, cl *cluster, addr string) int {

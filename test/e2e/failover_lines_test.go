@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -110,9 +109,7 @@ func TestFailoverLines(t *testing.T) {
 	}
 	pid := masterPID(t, ctx, cc, cl, victim)
 	killAt := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill %d: %v", pid, err)
-	}
+	killPID(t, pid)
 	t.Logf("killed master %s (pid %d), which held line A; line B is %s on %s", victim, pid, nameB, owner(slot.Of(b.Keys()[0])))
 	recoveredA := time.Time{}
 	for end := killAt.Add(20 * time.Second); time.Now().Before(end) && recoveredA.IsZero(); time.Sleep(50 * time.Millisecond) {

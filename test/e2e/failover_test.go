@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -186,9 +185,7 @@ func TestFailover(t *testing.T) {
 	}
 	pid := masterPID(t, ctx, cc, cl, victim)
 	killAt := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill %d: %v", pid, err)
-	}
+	killPID(t, pid)
 	t.Logf("killed master %s (pid %d) at %s; it held the queue and %d of %d promotions",
 		victim, pid, killAt.Format("15:04:05.000"), onVictim, len(promos))
 	promoted := watchPromotion(runCtx, cl, victim, slot.Of(q.Keys()[0]))

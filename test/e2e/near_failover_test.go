@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -112,9 +111,7 @@ func TestFaultNearFailover(t *testing.T) {
 	}
 	victim := slotOwners(t, ctx, wc)(slot.Of(prefix + ":{p:nearfo}:tiers"))
 	pid := masterPID(t, ctx, wc, cl, victim)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill %d: %v", pid, err)
-	}
+	killPID(t, pid)
 	killAt := time.Now()
 	k := 1
 	for ; k <= 5; k++ { // keep writing: the first writes after the kill fail until the replica takes over
