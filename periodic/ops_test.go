@@ -196,6 +196,32 @@ func (c *tally) get(k string) int {
 	return c.n[k]
 }
 
+// countedOnce checks that the tallies, summed over processes, count each
+// task's tick as enqueued and every tick from the first task's through
+// job j's Last once (enqueued, dropped by catch-up or passed paused). It
+// returns the ticks counted paused.
+func countedOnce(t *testing.T, ctx context.Context, q *delay.Queue, tallies []*tally, ticks []int64, pms int64) (paused int) {
+	t.Helper()
+	jobs, err := List(ctx, q)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("List: %+v %v", jobs, err)
+	}
+	var enq, missed int
+	for _, c := range tallies {
+		enq += c.get("enqueued")
+		missed += c.get("catchup")
+		paused += c.get("paused")
+	}
+	if enq != len(ticks) {
+		t.Errorf("observers counted %d enqueued, %d tasks", enq, len(ticks))
+	}
+	if want := int((jobs[0].Last.UnixMilli()-ticks[0])/pms) + 1; enq+missed+paused != want {
+		t.Errorf("observers: %d enqueued + %d catchup + %d paused, want %d ticks from %d through Last %d",
+			enq, missed, paused, want, ticks[0], jobs[0].Last.UnixMilli())
+	}
+	return paused
+}
+
 // The Observer counts each tick once across processes: enqueued, dropped
 // by catch-up after an outage, or passed while paused. Two processes
 // step alike; their counts add up to the ticks, whatever the policy.

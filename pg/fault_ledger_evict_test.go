@@ -2,7 +2,6 @@ package pg
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -46,16 +45,7 @@ func TestFaultLedgerHoldsEvicted(t *testing.T) {
 		t.Fatalf("after the unpaid order's release Redis counts %d, the ledger 1", u)
 	}
 	// What it lets through: the cap less the ledger's one.
-	granted := 0
-	for i := 10; i < 10+2*ledgerCap; i++ {
-		switch err := e.reserve(ctx, fmt.Sprint("more", i), i); {
-		case err == nil:
-			granted++
-		case !errors.Is(err, budget.ErrLimit):
-			t.Fatal(err)
-		}
-	}
-	if granted != ledgerCap-1 {
+	if granted := e.grantRest(t, ctx, "more", 10, 2*ledgerCap); granted != ledgerCap-1 {
 		t.Fatalf("granted %d more past the ledger's 1, want %d (cap %d)", granted, ledgerCap-1, ledgerCap)
 	}
 }
@@ -84,16 +74,7 @@ func TestFaultLedgerRecordEvicted(t *testing.T) {
 	if u := e.used(t, ctx); u != 1 {
 		t.Fatalf("Redis counts %d, the ledger 1", u)
 	}
-	granted := 0
-	for i := 10; i < 10+2*ledgerCap; i++ {
-		switch err := e.reserve(ctx, fmt.Sprint("more", i), i); {
-		case err == nil:
-			granted++
-		case !errors.Is(err, budget.ErrLimit):
-			t.Fatal(err)
-		}
-	}
-	if granted != ledgerCap-1 {
+	if granted := e.grantRest(t, ctx, "more", 10, 2*ledgerCap); granted != ledgerCap-1 {
 		t.Fatalf("granted %d more past the ledger's 1, want %d (cap %d)", granted, ledgerCap-1, ledgerCap)
 	}
 }

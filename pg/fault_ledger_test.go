@@ -13,6 +13,21 @@ import (
 	"github.com/tierset/tierset/internal/faultproxy"
 )
 
+// grantRest reserves n orders one after another (name, then first.. on)
+// and returns how many were granted; any error but the cap's fails t.
+func (e *ledgerEnv) grantRest(t *testing.T, ctx context.Context, name string, first, n int) (granted int) {
+	t.Helper()
+	for i := first; i < first+n; i++ {
+		switch err := e.reserve(ctx, fmt.Sprint(name, i), i); {
+		case err == nil:
+			granted++
+		case !errors.Is(err, budget.ErrLimit):
+			t.Fatal(err)
+		}
+	}
+	return granted
+}
+
 // rush is checkout at its busiest: n customers (from first) try to
 // reserve at once; it returns how many were granted. Any error but the
 // cap's (or ErrLost, when lost is set) is reported.

@@ -281,16 +281,7 @@ func TestLedgerReconcile(t *testing.T) {
 		})
 	}
 	// The counters are the ledger's: exactly the rest of the cap is granted.
-	granted := 0
-	for i := 100; i < 120; i++ {
-		switch err := e.reserve(ctx, fmt.Sprint("after", i), i); {
-		case err == nil:
-			granted++
-		case !errors.Is(err, budget.ErrLimit):
-			t.Fatal(err)
-		}
-	}
-	if granted != ledgerCap-5 {
+	if granted := e.grantRest(t, ctx, "after", 100, 20); granted != ledgerCap-5 {
 		t.Fatalf("granted %d after reconciling, want %d", granted, ledgerCap-5)
 	}
 	if u := e.used(t, ctx); u != ledgerCap {
