@@ -92,11 +92,22 @@ func BenchmarkBigCart(b *testing.B) {
 	if testredis.URL() == "" {
 		b.Skip("big carts are measured on a real Redis: " + testredis.NoRealWhy())
 	}
-	for _, impl := range []string{"redis", "near"} {
+	// api=append (near only) prices every cart into one reused result
+	// slice with AppendMatchCart, as a cart service would.
+	type row struct {
+		impl   string
+		append bool
+	}
+	for _, r := range []row{{"redis", false}, {"near", false}, {"near", true}} {
+		impl := r.impl
 		for _, lines := range []int{20, 150} {
 			for _, gifts := range []bool{false, true} {
 				be := testredis.Redis(b)
-				b.Run(fmt.Sprintf("impl=%s/lines=%d/gifts=%v", impl, lines, gifts), func(b *testing.B) {
+				name := fmt.Sprintf("impl=%s/lines=%d/gifts=%v", impl, lines, gifts)
+				if r.append {
+					name += "/api=append"
+				}
+				b.Run(name, func(b *testing.B) {
 					ctx := context.Background()
 					w := newCache(b, be, Options{})
 					ps := bigCartPromos(100)
@@ -119,8 +130,15 @@ func BenchmarkBigCart(b *testing.B) {
 					k := 0
 					b.ReportAllocs()
 					b.ResetTimer()
+					var buf []Result
 					for b.Loop() {
-						if _, err := c.MatchCart(ctx, carts[k%len(carts)], opt); err != nil {
+						var err error
+						if r.append {
+							buf, err = c.AppendMatchCart(ctx, buf[:0], carts[k%len(carts)], opt)
+						} else {
+							_, err = c.MatchCart(ctx, carts[k%len(carts)], opt)
+						}
+						if err != nil {
 							b.Fatal(err)
 						}
 						k++

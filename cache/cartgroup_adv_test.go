@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -324,67 +323,6 @@ func TestCartGroupRepublishedMidCart(t *testing.T) {
 			}
 			if slices.Contains(tc.writes, -2) && gone == 0 {
 				t.Fatalf("%s: no line of revision 2 lost its gifts", tc.name)
-			}
-		}
-	})
-}
-
-// TestCartGroupGiftsNotShared writes into the gift lists (and the tier
-// copies that carry them) of a cart's results: two lines on one tier,
-// lines on two tiers, from Redis and from a near cache's held lists.
-// No other line of the cart, and no later cart, may see the writes; and
-// the cart's gift lists come in one HMGET (one promotion version).
-func TestCartGroupGiftsNotShared(t *testing.T) {
-	t.Parallel()
-	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		hmgets := &countCmds{name: "hmget"}
-		client := nearClient(t, b)
-		client.AddHook(hmgets)
-		caches := []struct {
-			name string
-			c    *Cache
-		}{{"redis", newCacheOn(t, client, b.Prefix)}}
-		if b.Mini == nil {
-			caches = append(caches, struct {
-				name string
-				c    *Cache
-			}{"near", newNearCache(t, nearClient(t, b), b.Prefix, Options{})})
-		}
-		p := simplePromotion("gifts", 1, 2, 5, 10)
-		p.Tiers[2].Gifts = append(p.Tiers[2].Gifts, gradient.Gift{SKU: "second", Qty: 2, Name: "two"})
-		if _, err := caches[0].c.Refresh(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		qs := []Query{QuantityQuery("gifts", 5), QuantityQuery("gifts", 6), QuantityQuery("gifts", 12), QuantityQuery("gifts", 5)}
-		for _, cc := range caches {
-			for round := 0; round < 3; round++ { // the near cache holds the lists from the second cart on
-				before := hmgets.n.Load()
-				rs, err := cc.c.MatchCart(ctx, qs, MatchOptions{Gifts: true, Next: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n := hmgets.n.Load() - before; cc.name == "redis" && n != 1 {
-					t.Fatalf("redis round %d: %d HMGETs for one promotion version, want 1", round, n)
-				}
-				for i, r := range rs {
-					if r.Err != nil || r.Tier == nil || len(r.Tier.Gifts) == 0 {
-						t.Fatalf("%s round %d line %d: %+v", cc.name, round, i, r)
-					}
-					want := p.Tiers[map[int]int{0: 2, 1: 2, 2: 3, 3: 2}[i]]
-					if r.Tier.ID != want.ID || !reflect.DeepEqual(r.Tier.Gifts, want.Gifts) {
-						t.Fatalf("%s round %d line %d: tier %s gifts %v, want %s %v (a write into another result reached it)",
-							cc.name, round, i, r.Tier.ID, r.Tier.Gifts, want.ID, want.Gifts)
-					}
-				}
-				for i := range rs {
-					g := rs[i].Tier.Gifts
-					g[0].SKU, g[0].Qty = "mutated", -1
-					rs[i].Tier.Gifts = append(g, gradient.Gift{SKU: "appended"})
-					rs[i].Tier.ID = "mutated"
-				}
-			}
-			if cc.name == "near" && cc.c.NearStats().Hits == 0 {
-				t.Fatal("near: no line answered from the held ladder")
 			}
 		}
 	})

@@ -102,3 +102,46 @@ func ExampleLoader() {
 	// nope unknown: true not found: true
 	// loads after 101 carts: 2
 }
+
+// A service pricing many carts keeps one result slice and appends each
+// cart's results into it, as strconv.AppendInt does: with a near cache, a
+// cart answered from memory then allocates nothing. The results are
+// overwritten by the next cart, so use them (or copy them) before.
+func ExampleCache_AppendMatchCart() {
+	rdb, mr := exampleredis.Start() // a program: redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer exampleredis.Stop(rdb, mr)
+	ctx := context.Background()
+
+	c, err := cache.New(rdb, cache.Options{NearCache: &cache.NearCacheOptions{}})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	if _, err := c.Refresh(ctx, gradient.Promotion{ID: "bulk", Metric: gradient.Quantity, Tiers: []gradient.Tier{
+		{ID: "6+", Threshold: decimal.NewFromInt(6), Reward: gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(5)}},
+	}}); err != nil {
+		panic(err)
+	}
+	carts := [][]cache.Query{
+		{cache.QuantityQuery("bulk", 6), cache.QuantityQuery("bulk", 2)},
+		{cache.QuantityQuery("bulk", 12)},
+	}
+	var buf []cache.Result // one per worker, reused for every cart
+	for i, cart := range carts {
+		buf, err = c.AppendMatchCart(ctx, buf[:0], cart, cache.MatchOptions{})
+		if err != nil {
+			panic(err) // buf is as it was: a bad batch, or Redis unreachable
+		}
+		for _, r := range buf {
+			if r.Err != nil {
+				fmt.Printf("cart %d: %s: %v\n", i, r.Promotion, r.Err)
+				continue
+			}
+			fmt.Printf("cart %d: %s: tier %s\n", i, r.Promotion, r.Tier.ID)
+		}
+	}
+	// Output:
+	// cart 0: bulk: tier 6+
+	// cart 0: bulk: cache: no tier reached: gradient: no tier reached
+	// cart 1: bulk: tier 6+
+}

@@ -145,20 +145,50 @@ func (c *Cache) Match(ctx context.Context, q Query, opt MatchOptions) (Result, e
 // some hit has gifts. Results are in query order; per-line failures
 // (ErrNoTier, ErrNotFound, a bad query, ...) are in Result.Err. The call's
 // error is only for the batch itself (ErrInvalid, Field "batch") or for transport
-// and context failures.
+// and context failures. It is AppendMatchCart into a new slice.
 func (c *Cache) MatchCart(ctx context.Context, qs []Query, opt MatchOptions) ([]Result, error) {
-	if len(qs) > MaxCartLines {
-		return nil, invalid("batch", "%d lines (max %d)", len(qs), MaxCartLines)
+	rs, err := c.AppendMatchCart(ctx, nil, qs, opt)
+	if rs == nil && err == nil {
+		rs = []Result{} // an empty cart's results are empty, not nil (JSON "[]")
 	}
-	rs := make([]Result, len(qs))
+	return rs, err
+}
+
+// AppendMatchCart is MatchCart appending into dst, as strconv.AppendInt
+// does: it appends len(qs) Results, in query order, to dst and returns
+// the extended slice. A caller pricing many carts passes the previous
+// cart's slice as buf[:0], so that a cart answered from a near cache
+// allocates nothing (MatchOptions.Next adds each line's Shortfall
+// decimal, MatchOptions.Gifts the copies of the gift lists it returns).
+// Each appended Result is written whole: nothing of what dst's spare
+// capacity held before shows through. As with MatchCart, Tier and Next
+// are read-only and may point into the near cache's held ladder, shared
+// by every reader (see Result); the tiers MatchOptions.Gifts returns
+// with their lists are the call's own, so reusing dst never hands a cart
+// another cart's lists.
+//
+// On an error for the whole call (ErrInvalid, Field "batch"; transport
+// and context failures) it returns dst unchanged, its length and its
+// contents, with the error; per-line failures are in Result.Err.
+func (c *Cache) AppendMatchCart(ctx context.Context, dst []Result, qs []Query, opt MatchOptions) ([]Result, error) {
+	if len(qs) > MaxCartLines {
+		return dst, invalid("batch", "%d lines (max %d)", len(qs), MaxCartLines)
+	}
+	n := len(dst)
+	out := slices.Grow(dst, len(qs))[:n+len(qs)]
+	rs := out[n:]
+	// matchInto writes every line's Result whole before anything reads
+	// it; zeroing the slots as well keeps that an assumption of no path.
+	clear(rs)
 	start := c.loadStart()
 	if err := c.matchInto(ctx, qs, opt, rs); err != nil {
-		return nil, err
+		clear(rs) // drop what the failed call left in the spare capacity
+		return dst, err
 	}
 	if c.rt != nil {
 		c.readThroughLines(ctx, qs, opt, rs, start)
 	}
-	return rs, nil
+	return out, nil
 }
 
 // encodeQuery checks a query and turns its value into a score.
