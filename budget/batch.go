@@ -198,15 +198,25 @@ func (b *Budget) alone(ctx context.Context, p *pending) (reply, error) {
 	return rps[0], err
 }
 
-// redisAnswered reports whether err is Redis's own reply (a script error, OOM,
-// BUSY): the outcome is that reply. Any other failure of a sent script
-// (a cut or timed-out reply, a reset connection, go-redis's retries used
-// up, even a failed dial after an earlier try was cut) leaves unknown
-// whether the script ran: go-redis retries a call on a fresh connection,
-// and only Redis's reply says what happened.
+// redisAnswered reports whether err is Redis's own reply that this call's
+// script failed (a script error, OOM, WRONGTYPE): the outcome is that
+// reply. Any other failure (a cut or timed-out reply, a reset connection,
+// go-redis's retries used up, even a failed dial) leaves unknown whether
+// the script ran: go-redis retries on a fresh connection, so an earlier
+// try may have. So do the replies that refuse a try without running it
+// (BUSY, LOADING, TRYAGAIN, MASTERDOWN, CLUSTERDOWN, READONLY), which
+// go-redis may meet only on a retry (TestFaultUnknownBusyAfterCut).
 func redisAnswered(err error) bool {
 	var re redis.Error
-	return errors.As(err, &re)
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, p := range []string{"BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN", "READONLY"} {
+		if redis.HasErrorPrefix(re, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // latest is the latest deadline of ps; ok false when one has none.

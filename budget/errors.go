@@ -37,19 +37,26 @@ var (
 	// acknowledge the write within Options.ReplicaTimeout. The write took
 	// effect on the master; a failover now may lose it.
 	ErrNotReplicated = errors.New("budget: write not acknowledged by replicas")
-	// ErrUnknown: Reserve's script was sent and no reply of Redis says
-	// what it did: its ctx ended while the request was in flight, or the
-	// reply was lost to the connection (go-redis's retries used up, a
-	// reset, a timeout). The hold may have been made; the same Reserve
-	// again answers it (New false) if it was. In a batch of others
-	// (Options.MaxBatch) whose reply still comes, its expiry task and
-	// Observer events happen then; when no reply comes (sent alone, the
-	// batch's deadline, its callers' latest, ended it, or the connection
-	// failed), the expiry task is left to Sweep and the Observer does not
-	// see the grant, as after any lost reply. The error wraps the cause
-	// and, when ctx ended, matches ctx's error. A ctx that ended before
-	// anything was sent answers ctx's error alone: no hold was made. An
-	// error reply of Redis (OOM, a script error) is returned as it is.
+	// ErrUnknown: no reply of Redis says what Reserve's script did: its
+	// ctx ended while the request was in flight, or the connection lost
+	// the reply (go-redis's retries used up, a reset, a timeout, Redis
+	// unreachable: go-redis's tries are not told apart, and a failed dial
+	// may follow a try that ran), or a retry met a reply that refuses
+	// without running (BUSY, LOADING, READONLY, ...). The hold may have
+	// been made; the same Reserve again answers it (New false) if it was.
+	// In a batch of others (Options.MaxBatch) whose reply still comes, its
+	// expiry task and Observer events happen then; when no reply comes,
+	// the expiry task is left to Sweep and the Observer does not see the
+	// grant, as after any lost reply. The error wraps the cause and, when
+	// ctx ended, matches ctx's error. It errs toward unknown: a deadline
+	// that ends as a batch is written may fail the write with nothing
+	// run. A ctx that ended before the call answers ctx's error alone: no
+	// hold was made. A call sent alone (nothing else in flight) runs on
+	// its caller's goroutine, and go-redis bounds its read by deadlines,
+	// not by cancellation: cancelled, it waits for its reply (or its
+	// deadline, else go-redis's ReadTimeout) and answers it. Redis's own
+	// error replies (OOM, WRONGTYPE, a script error) are returned as they
+	// are.
 	ErrUnknown = errors.New("budget: outcome unknown")
 )
 

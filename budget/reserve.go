@@ -93,6 +93,8 @@ func (b *Budget) settle(ctx context.Context, order string, bd body, rp reply, re
 		return Reservation{}, fmt.Errorf("%w: order %q is %s", ErrConflict, order, states[rp.str(2)])
 	case "lost":
 		return Reservation{}, ErrLost
+	case "damaged":
+		return Reservation{}, fmt.Errorf("budget: order %q: its record key holds another type, written by something else: %s", order, rp.str(2))
 	}
 	return Reservation{}, rp.unexpected("reserve")
 }

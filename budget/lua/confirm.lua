@@ -15,11 +15,18 @@
 -- ARGV[4] -> log MAXLEN (approximate)
 -- Returns {'ok', now, epoch, req, confirmed at ms, new (1|0)},
 --   {'expired', now, req}, {'released', now}, {'notfound', now} or
---   {'lost', now}.
+--   {'lost', now}; WRONGTYPE, with nothing written, when holds, unrep or
+--   log holds another type.
 local now = now_ms()
 local ep = live(KEYS[2])
 if not ep then
   return {'lost', now}
+end
+-- The log is written after the record: one of another type would leave
+-- an order confirmed with no entry for the ledger.
+local bad = wrong_type({KEYS[3], 'zset', KEYS[4], 'zset', KEYS[6], 'stream'})
+if bad then
+  return bad
 end
 purge(KEYS[1], KEYS[3], KEYS[4], now, ARGV[3], ARGV[2])
 local r = redis.call('HMGET', KEYS[5], 'st', 'req', 'ct')

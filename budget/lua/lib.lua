@@ -16,6 +16,21 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- wrong_type is Redis's WRONGTYPE error for the first key of kt (key,
+-- type, key, type, ...) that exists with another type, nil if none: a
+-- script that writes such a key after others checks it before it writes
+-- anything, so a key a foreign writer replaced fails it whole instead of
+-- between its writes.
+local function wrong_type(kt)
+  for i = 1, #kt, 2 do
+    local ty = redis.call('TYPE', kt[i]).ok
+    if ty ~= 'none' and ty ~= kt[i + 1] then
+      return redis.error_reply('WRONGTYPE ' .. kt[i] .. ' holds a ' .. ty .. ', not a ' .. kt[i + 1])
+    end
+  end
+  return nil
+end
+
 -- live is the budget's epoch if its state is whole: nil when the epoch key
 -- is gone (Redis lost its data, or the budget was never built) or a
 -- rebuild is under way ("rb:<token>").

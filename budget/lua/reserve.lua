@@ -26,13 +26,22 @@
 --   reply n}, each reply one of {'ok', now, epoch, state, expiry ms, new
 --   (1|0)}, {'limit', now, cap index (1-based), used}, {'conflict', now,
 --   state}, {'state', now, state} (mode 'c': the record is no longer
---   expired), {'lost', now} (a counter it reads is gone: see intact) or
---   {'skew', now}.
+--   expired), {'lost', now} (a counter it reads is gone: see intact),
+--   {'skew', now} or {'damaged', now, error} (its record key holds
+--   another type: that request alone fails); WRONGTYPE, with nothing
+--   written, when holds, unrep or log holds another type.
 local base = KEYS[1]
 local now = now_ms()
 local ep = live(KEYS[2])
 if not ep then
   return {'lost', now}
+end
+-- The writes at the end reach holds, unrep and log after the counters
+-- and records: one of another type would stop the script between them,
+-- leaving a hold counted and recorded that no purge ever ends.
+local bad = wrong_type({KEYS[3], 'zset', KEYS[4], 'zset', KEYS[5], 'stream'})
+if bad then
+  return bad
 end
 purge(base, KEYS[3], KEYS[4], now, ARGV[3], ARGV[1])
 local keep = tonumber(ARGV[2])
@@ -51,7 +60,15 @@ local pend, recs, writes, zadd = {ids = {}}, {}, {}, {}
 local function one(rk, i)
   local order, req, mode, token = ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 4]
   local list, nexti = caps(now, i + 5)
-  local r = recs[rk] or redis.call('HMGET', rk, 'st', 'req', 'exp', 'n', 'rt')
+  local r = recs[rk]
+  if not r then
+    -- pcall: a record key of another type (a foreign writer's) fails
+    -- its own request, not the batch.
+    r = redis.pcall('HMGET', rk, 'st', 'req', 'exp', 'n', 'rt')
+    if r.err then
+      return {'damaged', now, r.err}, nexti
+    end
+  end
   local st = r[1]
   if mode == 'r' then
     if st == 'h' or st == 'c' then
