@@ -129,34 +129,38 @@ func advWholeCallErrors(t *testing.T, check func(name string, dst []Result, snap
 	cancel()
 	type fault struct {
 		ctx  context.Context
-		done func() (engaged bool)
+		done func(err error) (engaged bool)
 	}
 	for _, tc := range []struct {
 		name  string
 		gifts bool
-		arm   func() fault
+		arm   func(id string) fault
 		want  func(error) bool
 		batch bool
 	}{
-		{"batch too big", false, func() fault { return fault{ctx, func() bool { return true }} }, func(err error) bool { return errors.Is(err, &ValidationError{Field: "batch"}) }, true},
-		{"canceled", false, func() fault { return fault{canceled, func() bool { return true }} }, func(err error) bool { return errors.Is(err, context.Canceled) }, false},
-		{"deadline, match reply held", false, func() fault {
-			h := f.Proxy.HoldNext(faultproxy.Contains("zrange"))
+		{"batch too big", false, func(string) fault { return fault{ctx, func(error) bool { return true }} }, func(err error) bool { return errors.Is(err, &ValidationError{Field: "batch"}) }, true},
+		{"canceled", false, func(string) fault { return fault{canceled, func(error) bool { return true }} }, func(err error) bool { return errors.Is(err, context.Canceled) }, false},
+		{"deadline, match reply held", false, func(id string) fault {
+			h := f.Proxy.HoldNext(faultproxy.Contains(cut.tiersKey(id)))
 			c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			return fault{c, func() bool { cancel(); return advReleased(h) }}
+			// Under load the deadline may pass before the reply is held:
+			// still a context failure mid-call.
+			return fault{c, func(err error) bool { cancel(); return advReleased(h) || errors.Is(err, context.DeadlineExceeded) }}
 		}, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }, false},
-		{"deadline, gift reply held", true, func() fault {
-			h := f.Proxy.HoldNext(advGiftReads)
+		{"deadline, gift reply held", true, func(id string) fault {
+			h := f.Proxy.HoldNext(advGiftReads(cut, id))
 			c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			return fault{c, func() bool { cancel(); return advReleased(h) }}
+			// Under load the deadline may pass before the reply is held:
+			// still a context failure mid-call.
+			return fault{c, func(err error) bool { cancel(); return advReleased(h) || errors.Is(err, context.DeadlineExceeded) }}
 		}, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }, false},
-		{"match reply cut on every try", false, func() fault {
-			f.Proxy.CutNext(4, faultproxy.Contains("zrange"))
-			return fault{ctx, func() bool { engaged := f.Proxy.Armed() == 0; f.Proxy.CutNext(0, nil); return engaged }}
+		{"match reply cut on every try", false, func(id string) fault {
+			f.Proxy.CutNext(4, faultproxy.Contains(cut.tiersKey(id)))
+			return fault{ctx, func(error) bool { engaged := f.Proxy.Armed() == 0; f.Proxy.CutNext(0, nil); return engaged }}
 		}, func(err error) bool { return err != nil }, false},
-		{"gift reply cut on every try", true, func() fault {
-			f.Proxy.CutNext(4, advGiftReads)
-			return fault{ctx, func() bool { engaged := f.Proxy.Armed() == 0; f.Proxy.CutNext(0, nil); return engaged }}
+		{"gift reply cut on every try", true, func(id string) fault {
+			f.Proxy.CutNext(4, advGiftReads(cut, id))
+			return fault{ctx, func(error) bool { engaged := f.Proxy.Armed() == 0; f.Proxy.CutNext(0, nil); return engaged }}
 		}, func(err error) bool { return err != nil }, false},
 	} {
 		for _, cc := range []struct {
@@ -182,9 +186,9 @@ func advWholeCallErrors(t *testing.T, check func(name string, dst []Result, snap
 					if sh.n >= 0 {
 						dst, snap = advDirty(sh.n, sh.extra)
 					}
-					fl := tc.arm()
+					fl := tc.arm(id)
 					got, err := cc.c.AppendMatchCart(fl.ctx, dst, qs, MatchOptions{Next: true, Gifts: tc.gifts})
-					if !fl.done() {
+					if !fl.done(err) {
 						t.Fatalf("%s: the fault never engaged (err %v)", name, err)
 					}
 					if !tc.want(err) {
@@ -202,10 +206,14 @@ func advWholeCallErrors(t *testing.T, check func(name string, dst []Result, snap
 	}
 }
 
-// advGiftReads matches a gift fetch: HMGET on the Redis path, HGETALL
-// from a near cache.
-func advGiftReads(req []byte) bool {
-	return faultproxy.Contains("hmget")(req) || faultproxy.Contains("hgetall")(req)
+// advGiftReads matches the gift fetch of promotion id: HMGET on the
+// Redis path, HGETALL from a near cache. Only this promotion's: a near
+// cache's background reads of others must not take the fault.
+func advGiftReads(c *Cache, id string) faultproxy.Match {
+	key := faultproxy.Contains(c.prefix + tagOpen + id + suffixGifts)
+	return func(req []byte) bool {
+		return key(req) && (faultproxy.Contains("hmget")(req) || faultproxy.Contains("hgetall")(req))
+	}
 }
 
 // advReleased releases h and reports whether it had held a reply.
