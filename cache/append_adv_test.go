@@ -69,24 +69,17 @@ func advSlotChanged(arr []Result, snap []advSlot, i int) string {
 }
 
 // TestFaultAdvAppendErrorSpare: a call that fails whole leaves dst's
-// spare capacity as it was too, as an append that did not happen would
-// (a caller may hold another slice over it).
+// spare capacity as the AppendMatchCart doc says: like append's, it is
+// the call's to write, and a failed call leaves the slots it used zeroed
+// (nothing of a half-answered cart shows through), the rest untouched.
 func TestFaultAdvAppendErrorSpare(t *testing.T) {
 	t.Parallel()
 	advWholeCallErrors(t, func(name string, dst []Result, snap []advSlot) {
 		arr := dst[:cap(dst)]
-		var changed []int
-		first := ""
 		for i := len(dst); i < len(arr); i++ {
-			if d := advSlotChanged(arr, snap, i); d != "" {
-				changed = append(changed, i)
-				if first == "" {
-					first = d
-				}
+			if d := advSlotChanged(arr, snap, i); d != "" && !reflect.DeepEqual(arr[i], Result{}) {
+				t.Errorf("%s: spare slot %d neither as it was nor zeroed: %s", name, i, d)
 			}
-		}
-		if len(changed) > 0 {
-			t.Errorf("%s: spare capacity: slots %v of %d written; first: %s", name, changed, len(arr), first)
 		}
 	})
 }
@@ -229,7 +222,7 @@ func advReleased(h *faultproxy.Hold) bool {
 
 // advDocumentedErr reports whether err is one the Result.Err doc lists.
 func advDocumentedErr(err error) bool {
-	for _, e := range []error{ErrNoTier, ErrNotFound, ErrNotActive, ErrDamaged, ErrMetricMismatch, ErrDigitsMismatch, ErrCorrupt, ErrGiftsGone} {
+	for _, e := range []error{ErrNoTier, ErrNotFound, ErrNotActive, ErrDamaged, ErrMetricMismatch, ErrDigitsMismatch, ErrCorrupt, ErrGiftsGone, ErrLoad} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -241,7 +234,8 @@ func advDocumentedErr(err error) bool {
 // TestAdvAppendLoaderFailures: a read-through Loader that fails, returns
 // junk or outlives the call's context. Per the MatchCart and Result docs
 // a failure is either the call's (a context failure: dst back unchanged)
-// or a line's, and a line's Err is one the Result doc lists.
+// or a line's, and a line's Err is one the Result doc lists (ErrLoad for
+// the loader's, the ctx's end while it waited included).
 func TestAdvAppendLoaderFailures(t *testing.T) {
 	t.Parallel()
 	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {

@@ -62,8 +62,10 @@ type Result struct {
 	// Version is the promotion version that answered.
 	Version string
 	// Err is nil for a hit, else ErrNoTier, ErrNotFound, ErrNotActive,
-	// ErrDamaged, ErrMetricMismatch, ErrDigitsMismatch, ErrInvalid (a *ValidationError, Field
-	// "query" or "id") or ErrCorrupt (errors.Is).
+	// ErrDamaged, ErrMetricMismatch, ErrDigitsMismatch, ErrInvalid (a
+	// *ValidationError, Field "query" or "id"), ErrCorrupt, or with a
+	// read-through Loader ErrLoad (its failure, the caller's ctx ending
+	// while it waited included) (errors.Is).
 	Err error
 }
 
@@ -145,7 +147,8 @@ func (c *Cache) Match(ctx context.Context, q Query, opt MatchOptions) (Result, e
 // some hit has gifts. Results are in query order; per-line failures
 // (ErrNoTier, ErrNotFound, a bad query, ...) are in Result.Err. The call's
 // error is only for the batch itself (ErrInvalid, Field "batch") or for transport
-// and context failures. It is AppendMatchCart into a new slice.
+// and context failures; a read-through load's failure, its ctx's end
+// included, is its line's ErrLoad. It is AppendMatchCart into a new slice.
 func (c *Cache) MatchCart(ctx context.Context, qs []Query, opt MatchOptions) ([]Result, error) {
 	rs, err := c.AppendMatchCart(ctx, nil, qs, opt)
 	if rs == nil && err == nil {
@@ -169,7 +172,9 @@ func (c *Cache) MatchCart(ctx context.Context, qs []Query, opt MatchOptions) ([]
 //
 // On an error for the whole call (ErrInvalid, Field "batch"; transport
 // and context failures) it returns dst unchanged, its length and its
-// contents, with the error; per-line failures are in Result.Err.
+// contents, with the error; per-line failures are in Result.Err. As with
+// append, the spare capacity past len(dst) is the call's to write: a
+// failed call leaves the slots it used zeroed.
 func (c *Cache) AppendMatchCart(ctx context.Context, dst []Result, qs []Query, opt MatchOptions) ([]Result, error) {
 	if len(qs) > MaxCartLines {
 		return dst, invalid("batch", "%d lines (max %d)", len(qs), MaxCartLines)
