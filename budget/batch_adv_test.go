@@ -79,9 +79,15 @@ func TestBatchAllOrNoneShared(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		oldEnd = res.Expires
-		if _, err := bg.Reserve(ctx, budget.Request{Order: "old2", Lines: line("p", 2, 0), Hold: 300 * time.Millisecond}); err != nil {
+		res2, err := bg.Reserve(ctx, budget.Request{Order: "old2", Lines: line("p", 2, 0), Hold: 300 * time.Millisecond})
+		if err != nil {
 			t.Fatal(err)
+		}
+		// Both holds must have ended when the batch runs: old2's, made
+		// after old's, may end a few milliseconds later.
+		oldEnd = res.Expires
+		if res2.Expires.After(oldEnd) {
+			oldEnd = res2.Expires
 		}
 	}
 	f, bg, ctx, release := heldBatch(t, budget.Options{}, "p", before, promos...)
