@@ -2,9 +2,8 @@
 // does this cart line hit?" with one O(log N) command on the server.
 //
 // A warm-up job calls [Cache.Refresh] with [gradient.Promotion] values; a
-// cart service calls [Cache.MatchCart] (or [Cache.Match], or
-// [Cache.AppendMatchCart] to reuse one result slice) with [Query]
-// values built by [QuantityQuery] or [AmountQuery].
+// cart service calls [Cache.MatchCart] ([Cache.Match], [Cache.AppendMatchCart])
+// with [Query] values built by [QuantityQuery] or [AmountQuery].
 //
 // # Use
 //
