@@ -32,11 +32,14 @@ import (
 // ends while its request waits in the queue takes it out and gets
 // ctx.Err() (nothing was sent); one whose ctx ends while its batch is in
 // flight gets ErrUnknown, and the batch settles its request (expiry
-// task, Observer) when the reply comes. A call sent alone whose ctx ends
-// before the reply gets ErrUnknown too, with nothing to settle: its
+// task, Observer) when the reply comes. A call sent alone whose deadline
+// ends before the reply gets ErrUnknown too, with nothing to settle: its
 // expiry task is Sweep's, as after any lost reply; so does every caller
-// of a batch its latest deadline ended. A ctx ended before anything was
-// sent gets its error: nothing was.
+// of a batch its latest deadline ended, and every caller of a script
+// whose reply the connection lost (unanswered). A call sent alone that is
+// cancelled waits for its reply: go-redis bounds a read by deadlines,
+// not by cancellation. A ctx ended before anything was sent gets its
+// error: nothing was.
 
 // pending is one request of a batch.
 type pending struct {
@@ -156,15 +159,15 @@ func (b *Budget) flush(base context.Context) {
 		bt.mu.Lock()
 		for i, p := range ps {
 			p.rp, p.err = rps[i], err
-			switch {
-			case !sent || p.rp != nil || err == nil || redisAnswered(err):
-			case ctx.Err() != nil:
-				// The batch ran under the latest caller's deadline: its
-				// end races that caller's own, and either way the
-				// script may have run (TestFaultBatchDeadlines).
-				p.err = fmt.Errorf("%w: order %q: %w", ErrUnknown, p.order, ctx.Err())
-			default:
-				p.err = fmt.Errorf("%w: order %q: %w", ErrUnknown, p.order, err)
+			if sent && p.rp == nil {
+				// Under the latest caller's deadline, its end races that
+				// caller's own, and either way the script may have run
+				// (TestFaultBatchDeadlines): the error matches ctx's.
+				cause := err
+				if ctx.Err() != nil {
+					cause = ctx.Err()
+				}
+				p.err = unanswered(p.order, err, cause)
 			}
 			if p.state == abandoned {
 				orphans = append(orphans, p)
@@ -182,9 +185,9 @@ func (b *Budget) flush(base context.Context) {
 	}
 }
 
-// alone sends p by itself on ctx. A reply lost to ctx's end is
-// ErrUnknown, as in a batch: the script may have run; a ctx already ended
-// sends nothing and answers its error.
+// alone sends p by itself on ctx. A reply that did not come is
+// ErrUnknown, as in a batch (unanswered); a ctx already ended sends
+// nothing and answers its error.
 func (b *Budget) alone(ctx context.Context, p *pending) (reply, error) {
 	if err := ctx.Err(); err != nil {
 		// Ended before anything was sent: the outcome is known, no hold
@@ -192,10 +195,20 @@ func (b *Budget) alone(ctx context.Context, p *pending) (reply, error) {
 		return nil, err
 	}
 	rps, err := b.runBatch(ctx, []*pending{p})
-	if rps[0] == nil && err != nil && !redisAnswered(err) {
-		err = fmt.Errorf("%w: order %q: %w", ErrUnknown, p.order, err)
+	if rps[0] == nil {
+		err = unanswered(p.order, err, err)
 	}
 	return rps[0], err
+}
+
+// unanswered is the error of a request sent with no reply of its own: err
+// as it is when nil or Redis's own answer (redisAnswered), else ErrUnknown
+// for order wrapping cause.
+func unanswered(order string, err, cause error) error {
+	if err == nil || redisAnswered(err) {
+		return err
+	}
+	return fmt.Errorf("%w: order %q: %w", ErrUnknown, order, cause)
 }
 
 // redisAnswered reports whether err is Redis's own reply that this call's
