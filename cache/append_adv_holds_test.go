@@ -432,16 +432,7 @@ func TestAdvAppendConcurrentRevisions(t *testing.T) {
 		c := newNearCache(t, nearClient(t, b), b.Prefix, Options{})
 		writer := newCache(t, b, Options{})
 		id := "advconc"
-		promos := make([]gradient.Promotion, revs+1)
-		ladders := make([]*gradient.Matcher, revs+1)
-		for rev := int64(1); rev <= revs; rev++ {
-			promos[rev] = stepPromotion(id, rev, 1+rev%3, 1+rev%4)
-			m, err := gradient.NewMatcher(promos[rev])
-			if err != nil {
-				t.Fatal(err)
-			}
-			ladders[rev] = m
-		}
+		promos, ladders := stepRevisions(t, id, revs)
 		if _, err := writer.Refresh(ctx, promos[1]); err != nil {
 			t.Fatal(err)
 		}
@@ -510,11 +501,8 @@ func TestAdvAppendConcurrentRevisions(t *testing.T) {
 						if errors.Is(r.Err, ErrNotFound) {
 							continue // deleted between two revisions
 						}
-						rev := stepRevOf(r.Tier)
-						if rev == 0 {
-							rev = stepRevOf(r.Next)
-						}
-						if nr := stepRevOf(r.Next); rev <= 0 || rev > revs || nr != 0 && nr != rev {
+						rev, ok := lineRev(r, revs)
+						if !ok {
 							errs <- fmt.Errorf("reader %d cart %d line %d: tier %+v next %+v: no revision, or two", g, k, i, r.Tier, r.Next)
 							return
 						}

@@ -367,16 +367,7 @@ func TestCartGroupConcurrentRepublish(t *testing.T) {
 		}
 		for _, cc := range caches {
 			id := "conc-" + cc.name
-			ladders := make([]*gradient.Matcher, revs+1)
-			promos := make([]gradient.Promotion, revs+1)
-			for rev := int64(1); rev <= revs; rev++ {
-				promos[rev] = stepPromotion(id, rev, 1+rev%3, 1+rev%4)
-				m, err := gradient.NewMatcher(promos[rev])
-				if err != nil {
-					t.Fatal(err)
-				}
-				ladders[rev] = m
-			}
+			promos, ladders := stepRevisions(t, id, revs)
 			if _, err := cc.c.Refresh(ctx, promos[1]); err != nil {
 				t.Fatal(err)
 			}
@@ -411,11 +402,8 @@ func TestCartGroupConcurrentRepublish(t *testing.T) {
 							return
 						}
 						for i, r := range rs {
-							rev := stepRevOf(r.Tier)
-							if rev == 0 {
-								rev = stepRevOf(r.Next)
-							}
-							if nr := stepRevOf(r.Next); rev <= 0 || rev > revs || nr != 0 && nr != rev {
+							rev, ok := lineRev(r, revs)
+							if !ok {
 								errs <- fmt.Errorf("line %d: tier %+v next %+v: no revision, or two", i, r.Tier, r.Next)
 								return
 							}
@@ -440,6 +428,35 @@ func TestCartGroupConcurrentRepublish(t *testing.T) {
 			}
 		}
 	})
+}
+
+// stepRevisions is revisions 1 to revs of id (stepPromotion; index 0
+// unused) and each one's matcher, the oracle of a line priced from it.
+func stepRevisions(t *testing.T, id string, revs int64) ([]gradient.Promotion, []*gradient.Matcher) {
+	t.Helper()
+	promos := make([]gradient.Promotion, revs+1)
+	ladders := make([]*gradient.Matcher, revs+1)
+	for rev := int64(1); rev <= revs; rev++ {
+		promos[rev] = stepPromotion(id, rev, 1+rev%3, 1+rev%4)
+		m, err := gradient.NewMatcher(promos[rev])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ladders[rev] = m
+	}
+	return promos, ladders
+}
+
+// lineRev is the revision a line priced from stepRevisions names: its
+// tier's, else its next tier's; ok is false when it names none in 1 to
+// revs, or two.
+func lineRev(r Result, revs int64) (rev int64, ok bool) {
+	rev = stepRevOf(r.Tier)
+	if rev == 0 {
+		rev = stepRevOf(r.Next)
+	}
+	nr := stepRevOf(r.Next)
+	return rev, rev > 0 && rev <= revs && (nr == 0 || nr == rev)
 }
 
 // stepRevOf is stepRev without a *testing.T, for goroutines: -1 for an
