@@ -63,11 +63,17 @@ func HandleAll(t testing.TB, ctx context.Context, q *delay.Queue, keys []string,
 // it too, so a test that fails midway leaves no pool running.
 func StartWorker(t testing.TB, ctx context.Context, q *delay.Queue, h delay.Handler, o delay.PoolOptions) (p *delay.Pool, stop func() error) {
 	t.Helper()
+	return startPool(t, ctx, q, h, o, delay.QueueOptions{})
+}
+
+// startPool is StartWorker with the line's options qo.
+func startPool(t testing.TB, ctx context.Context, q *delay.Queue, h delay.Handler, o delay.PoolOptions, qo delay.QueueOptions) (*delay.Pool, func() error) {
+	t.Helper()
 	p, err := delay.NewPool(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Add(q, h, delay.QueueOptions{}); err != nil {
+	if err := p.Add(q, h, qo); err != nil {
 		t.Fatal(err)
 	}
 	return p, testrun.Start(t, ctx, p.Run)
@@ -99,10 +105,6 @@ func HoldTasks(t testing.TB, ctx context.Context, q *delay.Queue, n int, id stri
 	t.Cleanup(open)
 	var mu sync.Mutex
 	var started []string
-	p, err := delay.NewPool(delay.PoolOptions{Concurrency: n, Heartbeat: 200 * time.Millisecond, ID: id})
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := func(_ context.Context, task *delay.Task) error {
 		mu.Lock()
 		started = append(started, task.ID)
@@ -111,10 +113,7 @@ func HoldTasks(t testing.TB, ctx context.Context, q *delay.Queue, n int, id stri
 		return nil
 	}
 	// No prefetch: the pool takes no task past its n busy handlers.
-	if err := p.Add(q, h, delay.QueueOptions{Prefetch: -1}); err != nil {
-		t.Fatal(err)
-	}
-	testrun.Start(t, context.Background(), p.Run)
+	startPool(t, ctx, q, h, delay.PoolOptions{Concurrency: n, Heartbeat: 200 * time.Millisecond, ID: id}, delay.QueueOptions{Prefetch: -1})
 	lines := func(cond func(delay.LineInfo) bool) func() bool {
 		return func() bool {
 			ws, err := q.Workers(ctx)
