@@ -3,6 +3,7 @@ package warm_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,10 +19,12 @@ import (
 
 // TestWarmStrayKeys measures List and a pruning Warm (the path a
 // watcher's resync takes: FromSource with Prune) on an indexed prefix,
-// side by side on an empty private server and on one holding stray keys
-// (DEBUG POPULATE), and prints the ratios (10M strays, 10,000 promotions);
-// it asserts the indexed List is at least 20x faster than the SCAN List. The SCAN List of an unindexed
-// prefix is measured on the stray server for comparison.
+// side by side on an empty private server and on one holding 10M stray
+// keys (DEBUG POPULATE), and prints the ratios (10,000 promotions): first
+// while the stray server's keyspace is still rehashing after the fill,
+// then once the rehash has finished, the state a server holding 10M keys
+// stays in. It asserts the indexed List is at least 20x faster than the
+// SCAN List of an unindexed prefix, measured on the stray server.
 func TestWarmStrayKeys(t *testing.T) {
 	soak.Require(t, "fills a private server with 10M keys; TestIndexListNoScan in cache is the fast check")
 	// Beside TestFaultOrderedSchedule: its own servers, and a ratio of two
@@ -38,6 +41,7 @@ func TestWarmStrayKeys(t *testing.T) {
 			{ID: "b", Threshold: decimal.NewFromInt(5), Reward: gradient.Reward{Kind: gradient.PercentOff, Percent: decimal.NewFromInt(10)}},
 		}}
 	}
+	var strayRDB *redis.Client
 	setup := func(fill int) *cache.Cache {
 		t.Helper()
 		srv := testredis.StartServer(t, "--enable-debug-command", "yes")
@@ -55,6 +59,7 @@ func TestWarmStrayKeys(t *testing.T) {
 			if got := rdb.DBSize(ctx).Val(); got < int64(fill) {
 				t.Fatalf("DBSIZE %d after populating %d", got, fill)
 			}
+			strayRDB = rdb
 		}
 		c, err := cache.New(rdb, cache.Options{Prefix: testredis.Prefix(t)})
 		if err != nil {
@@ -98,29 +103,80 @@ func TestWarmStrayKeys(t *testing.T) {
 			return err
 		}},
 	}
-	bests := map[string][2]time.Duration{}
-	for _, op := range ops {
-		// Interleaved, best of 5 each: the machine is shared.
-		best := [2]time.Duration{time.Hour, time.Hour}
-		for range 5 {
-			for k, c := range []*cache.Cache{empty, stray} {
-				t0 := time.Now()
-				if err := op.run(c); err != nil {
-					t.Fatalf("%s: %v", op.name, err)
+	measure := func(state string) map[string][2]time.Duration {
+		t.Helper()
+		bests := map[string][2]time.Duration{}
+		for _, op := range ops {
+			// Interleaved, best of 9 each, the order swapped every round:
+			// the machine is shared.
+			best := [2]time.Duration{time.Hour, time.Hour}
+			for round := range 9 {
+				for i := range 2 {
+					k := i ^ round%2
+					c := []*cache.Cache{empty, stray}[k]
+					t0 := time.Now()
+					if err := op.run(c); err != nil {
+						t.Fatalf("%s: %v", op.name, err)
+					}
+					best[k] = min(best[k], time.Since(t0))
 				}
-				best[k] = min(best[k], time.Since(t0))
 			}
+			ratio := float64(best[1]) / float64(best[0])
+			t.Logf("%s, %d promotions, %s: empty server %v, %d stray keys %v, ratio %.2f",
+				op.name, n, state, best[0].Round(time.Millisecond), strays, best[1].Round(time.Millisecond), ratio)
+			bests[op.name] = best
 		}
-		ratio := float64(best[1]) / float64(best[0])
-		t.Logf("%s, %d promotions: empty server %v, %d stray keys %v, ratio %.2f",
-			op.name, n, best[0].Round(time.Millisecond), strays, best[1].Round(time.Millisecond), ratio)
-		bests[op.name] = best
+		return bests
 	}
+	if rehashing(ctx, t, strayRDB) {
+		measure("stray keyspace rehashing")
+	}
+	settleRehash(ctx, t, strayRDB)
+	bests := measure("rehash finished")
 	t.Logf("List by SCAN (unindexed prefix), %d stray keys: %v", strays, scanList.Round(time.Millisecond))
 	// What the index must guarantee: List no longer walks the strays. The
-	// 1.2x goal is not met (docs/benchmarks.md: each key lookup costs more
-	// in a 10M-key table), so it is printed, not asserted.
+	// 1.2x goal is printed, not asserted: what is left of the ratio is each
+	// key lookup's cost in a 10M-key table, within the shared machine's
+	// noise (docs/benchmarks.md).
 	if l := bests["List"][1]; l*20 > scanList {
 		t.Errorf("indexed List %v beside %d strays is not 20x faster than the SCAN List %v", l, strays, scanList)
 	}
+}
+
+// settleRehash waits until the keyspace's hash table has finished growing.
+// Filling 10M keys crosses 8,388,608 and starts a rehash to 16M buckets
+// that Redis finishes in the background, 1 ms per cron tick: minutes at
+// the default hz of 10. Until it ends every lookup searches both tables,
+// and a measurement then compares the empty server with one mid-rehash,
+// not with one that holds 10M keys (docs/benchmarks.md gives both). hz is
+// raised for the wait and put back before anything is timed.
+func settleRehash(ctx context.Context, t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	hz, err := rdb.ConfigGet(ctx, "hz").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "hz", "500").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for rehashing(ctx, t, rdb) {
+		if time.Now().After(deadline) {
+			t.Fatal("the keyspace was still rehashing after 5 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := rdb.ConfigSet(ctx, "hz", hz["hz"]).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rehashing says whether db 0's keyspace table is being rehashed.
+func rehashing(ctx context.Context, t *testing.T, rdb *redis.Client) bool {
+	t.Helper()
+	stats, err := rdb.Do(ctx, "debug", "htstats", "0").Text()
+	if err != nil {
+		t.Fatalf("DEBUG HTSTATS: %v", err)
+	}
+	return strings.Contains(stats, "rehashing target")
 }
