@@ -30,8 +30,8 @@ type Cache struct {
 	// per-line OnLookup loop.
 	nopObs bool
 	memo   *memo
-	// lines pools matchInto's per-line scratch (*[]line) between carts.
-	lines sync.Pool
+	// scratch pools a cart's working memory (*cartScratch) between carts.
+	scratch sync.Pool
 
 	// near is the in-process ladder cache (Options.NearCache), nil when off.
 	near *near

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -78,22 +79,76 @@ type cartGroups struct {
 	in []int32
 }
 
-// groupLines groups the lines of qs that share a promotion and lie within
-// maxGroupSpan of each other. It returns nil when no two lines do.
-func groupLines(qs []Query, lines []line, rs []Result) *cartGroups {
-	order := make([]int, 0, len(lines))
+// cartScratch is one call's working memory, pooled between carts
+// (Cache.scratch): results never point into it.
+type cartScratch struct {
+	lines []line
+	sort  []uint64 // sortLines
+	args  []any
+	cmds  []redis.Cmder
+	gs    cartGroups
+}
+
+// linesFor returns n zeroed lines.
+func (sc *cartScratch) linesFor(n int) []line {
+	if cap(sc.lines) < n {
+		sc.lines = make([]line, n)
+	}
+	return sc.lines[:n]
+}
+
+// reset drops every reference the call left (commands, replies, keys),
+// so a pooled scratch holds no cart's data.
+func (sc *cartScratch) reset(n int) {
+	clear(sc.lines[:n])
+	clear(sc.args)
+	clear(sc.cmds)
+	clear(sc.gs.groups)
+	sc.args, sc.cmds, sc.gs.groups = sc.args[:0], sc.cmds[:0], sc.gs.groups[:0]
+}
+
+// sortLines sets sc.gs.order to the indexes of the valid lines (rs[i].Err
+// nil), by promotion then score. It sorts by the promotion's ownerTag
+// first, as plain integers (tag<<32 | index, no comparison function),
+// which keeps each promotion's lines together and leaves only the few
+// lines of one tag to order by ID and score.
+func (sc *cartScratch) sortLines(qs []Query, lines []line, rs []Result) {
+	keys := sc.sort[:0]
 	for i := range lines {
 		if rs[i].Err == nil {
-			order = append(order, i)
+			keys = append(keys, uint64(lines[i].tag)<<32|uint64(i))
 		}
 	}
-	slices.SortFunc(order, func(a, b int) int {
-		if c := cmp.Compare(qs[a].Promotion, qs[b].Promotion); c != 0 {
-			return c
+	slices.Sort(keys)
+	order := sc.gs.order[:0]
+	for _, k := range keys {
+		order = append(order, int(uint32(k)))
+	}
+	for lo := 0; lo < len(order); {
+		hi := lo + 1
+		for hi < len(order) && keys[hi]>>32 == keys[lo]>>32 {
+			hi++
 		}
-		return cmp.Compare(lines[a].score, lines[b].score)
-	})
-	var gs *cartGroups
+		if hi-lo > 1 {
+			slices.SortFunc(order[lo:hi], func(a, b int) int {
+				if c := strings.Compare(qs[a].Promotion, qs[b].Promotion); c != 0 {
+					return c
+				}
+				return cmp.Compare(lines[a].score, lines[b].score)
+			})
+		}
+		lo = hi
+	}
+	sc.sort, sc.gs.order = keys, order
+}
+
+// groupLines groups the lines of sc.gs.order (sortLines) that share a
+// promotion and lie within maxGroupSpan of each other. It returns nil
+// when no two lines do.
+func groupLines(qs []Query, lines []line, sc *cartScratch) *cartGroups {
+	gs := &sc.gs
+	order := gs.order
+	gs.groups = gs.groups[:0]
 	for lo := 0; lo < len(order); {
 		first := order[lo]
 		hi := lo + 1
@@ -102,8 +157,12 @@ func groupLines(qs []Query, lines []line, rs []Result) *cartGroups {
 			hi++
 		}
 		if hi-lo > 1 {
-			if gs == nil {
-				gs = &cartGroups{order: order, in: make([]int32, len(lines))}
+			if len(gs.groups) == 0 {
+				if cap(gs.in) < len(lines) {
+					gs.in = make([]int32, len(lines))
+				}
+				gs.in = gs.in[:len(lines)]
+				clear(gs.in)
 			}
 			gs.groups = append(gs.groups, cartGroup{lo: lo, hi: hi, limit: lines[order[hi-1]].score - lines[first].score + 1})
 			for _, i := range order[lo:hi] {
@@ -111,6 +170,9 @@ func groupLines(qs []Query, lines []line, rs []Result) *cartGroups {
 			}
 		}
 		lo = hi
+	}
+	if len(gs.groups) == 0 {
+		return nil
 	}
 	return gs
 }
@@ -126,18 +188,17 @@ func (gs *cartGroups) ownsNext(i int) bool {
 	return g == 0 || gs.order[gs.groups[g-1].hi-1] == i
 }
 
-// send adds every group's read to pipe.
-func (gs *cartGroups) send(ctx context.Context, pipe redis.Pipeliner, lines []line) {
-	args := make([]any, groupArgc*len(gs.groups))
+// send appends every group's read to cmds, its arguments to args.
+func (gs *cartGroups) send(ctx context.Context, cmds []redis.Cmder, args []any, lines []line) ([]redis.Cmder, []any) {
 	for k := range gs.groups {
 		g := &gs.groups[k]
 		top := &lines[gs.order[g.hi-1]]
-		a := args[k*groupArgc : (k+1)*groupArgc : (k+1)*groupArgc]
-		// Rev: the high bound first.
-		a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8] = "zrange", top.key, top.score, score.NegInf, "byscore", "rev", "limit", int64(0), g.limit
-		g.cmd = redis.NewStringSliceCmd(ctx, a...)
-		_ = pipe.Process(ctx, g.cmd)
+		at := len(args)
+		args = append(args, "zrange", top.key, top.score, score.NegInf, "byscore", "rev", "limit", int64(0), g.limit) // Rev: the high bound first
+		g.cmd = redis.NewStringSliceCmd(ctx, args[at:len(args):len(args)]...)
+		cmds = append(cmds, g.cmd)
 	}
+	return cmds, args
 }
 
 // errs files each group's Redis error reply under its lines and returns
@@ -173,26 +234,29 @@ groups:
 		raws := g.cmd.Val()
 		top := &lines[gs.order[g.hi-1]]
 		id := qs[gs.order[g.hi-1]].Promotion
-		tag := ownerTag(id)
-		// raws[:j] are the members above the current line's score; sj is
-		// the record score of raws[j] once decoded (have); above is that
-		// of raws[j-1], or the highest line's score + 1 before the first.
-		j, sj, have, above := 0, int64(0), false, top.score+1
+		tag := top.tag
+		// raws[:j] are the members above the current line's score; dj is
+		// raws[j] once decoded, dAbove raws[j-1]; above is the record
+		// score of raws[j-1], or the highest line's score + 1 before the
+		// first. The decoded records go to evaluate with the raw replies,
+		// so it does not look them up again.
+		j, above := 0, top.score+1
+		var dj, dAbove *decoded
 		for x := g.hi - 1; x >= g.lo; x-- {
 			i := gs.order[x]
 			ln := &lines[i]
 			for j < len(raws) {
-				if !have {
+				if dj == nil {
 					d, err := c.decode(id, raws[j])
 					if err != nil || d.m.hasOwner && d.m.owner != tag || d.m.score >= above {
 						continue groups // not a ladder the cache wrote: these lines are re-read alone
 					}
-					sj, have = d.m.score, true
+					dj = d
 				}
-				if sj <= ln.score {
+				if dj.m.score <= ln.score {
 					break
 				}
-				above, j, have = sj, j+1, false
+				above, j, dAbove, dj = dj.m.score, j+1, dj, nil
 			}
 			if j == len(raws) {
 				continue groups // nothing stored at or below these lines: re-read alone
@@ -200,12 +264,12 @@ groups:
 			if rs[i].Err != nil {
 				continue
 			}
-			ln.hitRaw, ln.hitOK = raws[j], true
+			ln.hitRaw, ln.hitOK, ln.hitDec = raws[j], true, dj
 			if !ln.wantNext || ln == top {
 				continue // the top line's next is its own read
 			}
 			if j > 0 {
-				ln.nextRaw, ln.nextOK = raws[j-1], true
+				ln.nextRaw, ln.nextOK, ln.nextDec = raws[j-1], true, dAbove
 			} else {
 				ln.nextRaw, ln.nextOK = top.nextRaw, top.nextOK
 			}

@@ -220,3 +220,52 @@ func TestCartGroupsTampered(t *testing.T) {
 		}
 	})
 }
+
+// TestCartGroupsTagClash interleaves in one cart the lines of two
+// promotions whose IDs share an ownerTag, the first key of the lines'
+// sort: they still group by promotion, one read each (and the highest
+// line's next-tier read with Next), every line its own read's answer.
+func TestCartGroupsTagClash(t *testing.T) {
+	t.Parallel()
+	ids := [2]string{"tagclash-632114", "tagclash-1919740"}
+	if ownerTag(ids[0]) != ownerTag(ids[1]) {
+		t.Fatalf("%q and %q do not share an ownerTag", ids[0], ids[1])
+	}
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		obs := &countingObserver{}
+		c := newCache(t, b, Options{Observer: obs})
+		if _, err := c.Refresh(ctx, simplePromotion(ids[0], 1, 2, 4, 8, 16), simplePromotion(ids[1], 3, 6, 9)); err != nil {
+			t.Fatal(err)
+		}
+		zr := &countCmds{name: "zrange"}
+		b.Client.AddHook(zr)
+		var qs []Query
+		for i := range 24 {
+			qs = append(qs, QuantityQuery(ids[i%2], int64(19-i%20)))
+		}
+		for _, opt := range matchOpts {
+			before, cmds0 := obs.roundTrips.Load(), zr.n.Load()
+			rs, err := c.MatchCart(ctx, qs, opt)
+			if err != nil {
+				t.Fatalf("%+v: %v", opt, err)
+			}
+			rts, cmds := obs.roundTrips.Load()-before, zr.n.Load()-cmds0
+			for i, r := range rs {
+				alone, _ := c.Match(ctx, qs[i], opt)
+				if d := sameResult(r, alone); d != "" {
+					t.Fatalf("%+v line %d (%+v): %s", opt, i, qs[i], d)
+				}
+			}
+			want, wantCmds := int64(1), int64(2)
+			if opt.Gifts {
+				want++
+			}
+			if opt.Next {
+				wantCmds += 2
+			}
+			if rts != want || cmds != wantCmds {
+				t.Fatalf("%+v: %d round trips and %d ZRANGEs, want %d and %d", opt, rts, cmds, want, wantCmds)
+			}
+		}
+	})
+}

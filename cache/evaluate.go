@@ -65,7 +65,7 @@ func (c *Cache) recheck(ctx context.Context, lines []line, rs []Result) error {
 			rs[i].Err = fmt.Errorf("%w: promotion %q: recheck reply %v", ErrCorrupt, rs[i].Promotion, cmd.Val())
 			continue
 		}
-		ln.reread = true
+		ln.reread, ln.hitDec, ln.nextDec = true, nil, nil
 		ln.hitRaw, ln.hitOK = vals[0].(string)
 		if ln.wantNext {
 			ln.nextRaw, ln.nextOK = vals[1].(string)
@@ -127,8 +127,11 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 		}
 		return hits
 	}
-	tag := ownerTag(q.Promotion)
-	hd, err := c.decode(q.Promotion, ln.hitRaw)
+	tag := ln.tag
+	hd, err := ln.hitDec, error(nil)
+	if hd == nil {
+		hd, err = c.decode(q.Promotion, ln.hitRaw)
+	}
 	if err == nil && hd.m.hasOwner && hd.m.owner != tag {
 		err = c.misplaced(q.Promotion)
 	}
@@ -147,7 +150,9 @@ func (c *Cache) evaluate(q *Query, ln *line, r *Result, nowMs int64, hits []Tier
 			}
 			return hits
 		}
-		nd, err = c.decode(q.Promotion, ln.nextRaw)
+		if nd = ln.nextDec; nd == nil {
+			nd, err = c.decode(q.Promotion, ln.nextRaw)
+		}
 		if err == nil && nd.m.hasOwner && nd.m.owner != tag {
 			err = c.misplaced(q.Promotion)
 		}

@@ -105,6 +105,10 @@ type line struct {
 	// with its meta key in one script call. reread: this is that re-read.
 	recheck, reread bool
 	metaExists      bool // the re-read found the meta key
+	// hitDec and nextDec are hitRaw and nextRaw decoded, when the group's
+	// reply was (cartGroups.answer); nil, evaluate decodes them.
+	hitDec, nextDec *decoded
+	tag             uint32 // ownerTag of the line's promotion
 	// args backs the hit command's arguments, so a call allocates them
 	// once for all its lines instead of once per command.
 	args [hitArgc]any
@@ -279,11 +283,12 @@ func (ln *line) nextCmd(ctx context.Context, a []any) *redis.StringSliceCmd {
 }
 
 // prepare encodes every query and builds the tiers keys (and next-tier
-// bounds) of the valid ones in one string, which each line slices. It
-// returns the number of lines to send.
-func (c *Cache) prepare(qs []Query, lines []line, rs []Result, next bool) int {
-	pending, size := 0, 0
-	keyLen := func(id string) int { return len(c.prefix) + len(tagOpen) + len(id) + len(suffixTiers) }
+// bounds) of the valid ones in one string, which each line slices: one
+// key per promotion, shared by its lines. With sc (a cart), the valid
+// lines are also sorted by promotion then score (sc.gs.order) for
+// groupLines. It returns the number of lines to send.
+func (c *Cache) prepare(qs []Query, lines []line, rs []Result, next bool, sc *cartScratch) int {
+	pending := 0
 	for i := range qs {
 		rs[i] = Result{Promotion: qs[i].Promotion}
 		s, err := c.encodeQuery(&qs[i])
@@ -291,42 +296,62 @@ func (c *Cache) prepare(qs []Query, lines []line, rs []Result, next bool) int {
 			rs[i].Err = err
 			continue
 		}
-		lines[i].score = s
+		lines[i].score, lines[i].tag = s, ownerTag(qs[i].Promotion)
 		pending++
-		size += keyLen(qs[i].Promotion)
-		if next {
-			size += 1 + decimalLen(s)
-		}
 	}
 	if pending == 0 {
 		return 0
 	}
+	var one [1]int
+	order := one[:0] // a single line's
+	if sc != nil {
+		sc.sortLines(qs, lines, rs)
+		order = sc.gs.order
+	} else {
+		for i := range rs {
+			if rs[i].Err == nil {
+				order = append(order, i)
+			}
+		}
+	}
+	// Lines of one promotion are adjacent in order, so each key is
+	// written once, for the first of them.
+	keyLen := func(id string) int { return len(c.prefix) + len(tagOpen) + len(id) + len(suffixTiers) }
+	size := 0
+	for x, i := range order {
+		if x == 0 || qs[i].Promotion != qs[order[x-1]].Promotion {
+			size += keyLen(qs[i].Promotion)
+		}
+		if next {
+			size += 1 + decimalLen(lines[i].score)
+		}
+	}
 	var b strings.Builder
 	b.Grow(size)
 	var num [20]byte
-	for i := range qs {
-		if rs[i].Err != nil {
-			continue
+	for x, i := range order {
+		if x == 0 || qs[i].Promotion != qs[order[x-1]].Promotion {
+			b.WriteString(c.prefix)
+			b.WriteString(tagOpen)
+			b.WriteString(qs[i].Promotion)
+			b.WriteString(suffixTiers)
 		}
-		b.WriteString(c.prefix)
-		b.WriteString(tagOpen)
-		b.WriteString(qs[i].Promotion)
-		b.WriteString(suffixTiers)
 		if next {
 			b.WriteByte('(')
 			b.Write(strconv.AppendInt(num[:0], lines[i].score, 10))
 		}
 	}
 	all, at := b.String(), 0
-	for i := range qs {
-		if rs[i].Err != nil {
-			continue
+	for x, i := range order {
+		if x == 0 || qs[i].Promotion != qs[order[x-1]].Promotion {
+			n := keyLen(qs[i].Promotion)
+			lines[i].key = all[at : at+n]
+			at += n
+		} else {
+			lines[i].key = lines[order[x-1]].key
 		}
-		n := keyLen(qs[i].Promotion)
-		lines[i].key = all[at : at+n]
-		at += n
 		if next {
-			n = 1 + decimalLen(lines[i].score)
+			n := 1 + decimalLen(lines[i].score)
 			lines[i].bound = all[at : at+n]
 			at += n
 		}
@@ -362,21 +387,21 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 	}
 	var one [1]line
 	lines := one[:]
+	var sc *cartScratch
 	if len(qs) != 1 {
 		// Lines are scratch: results never point into them (hits live in
 		// their own slice), so a cart reuses them from a pool.
-		pooled, _ := c.lines.Get().(*[]line)
-		if pooled == nil || cap(*pooled) < len(qs) {
-			s := make([]line, len(qs))
-			pooled = &s
+		sc, _ = c.scratch.Get().(*cartScratch)
+		if sc == nil {
+			sc = new(cartScratch)
 		}
-		lines = (*pooled)[:len(qs)]
+		lines = sc.linesFor(len(qs))
 		defer func() {
-			clear(lines) // drop commands, replies and keys before pooling
-			c.lines.Put(pooled)
+			sc.reset(len(qs)) // drop commands, replies and keys before pooling
+			c.scratch.Put(sc)
 		}()
 	}
-	pending := c.prepare(qs, lines, rs, opt.Next)
+	pending := c.prepare(qs, lines, rs, opt.Next, sc)
 	rts := 0
 	if pending > 0 {
 		rts++
@@ -384,7 +409,7 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 		if pending == 1 && !opt.Next {
 			err = c.sendSingle(ctx, lines, rs)
 		} else {
-			err = c.sendPipeline(ctx, qs, lines, rs, opt.Next)
+			err = c.sendPipeline(ctx, qs, lines, rs, opt.Next, sc)
 		}
 		if err != nil {
 			c.obs.OnRoundTrips(OpMatch, rts)
@@ -513,16 +538,26 @@ func (c *Cache) sendSingle(ctx context.Context, lines []line, rs []Result) error
 // sendPipeline sends every line's reads in one pipeline: a line alone on
 // its promotion (or too far from the others' values) its own ZRANGEs,
 // the lines of one promotion together one read for all (cartgroup.go).
-func (c *Cache) sendPipeline(ctx context.Context, qs []Query, lines []line, rs []Result, next bool) error {
+// sc is nil for a single line (with MatchOptions.Next).
+func (c *Cache) sendPipeline(ctx context.Context, qs []Query, lines []line, rs []Result, next bool, sc *cartScratch) error {
 	pipe := c.client.Pipeline()
-	var nextArgs []any
-	if next {
-		nextArgs = make([]any, nextArgc*len(lines))
-	}
 	var gs *cartGroups
-	if len(lines) > 1 {
-		gs = groupLines(qs, lines, rs)
+	var cmds []redis.Cmder
+	var args []any
+	if sc != nil {
+		gs = groupLines(qs, lines, sc)
+		cmds, args = sc.cmds[:0], sc.args[:0]
 	}
+	// Every command's arguments in one slice, sized first: the commands
+	// keep subslices of it.
+	argc := 0
+	if next {
+		argc += nextArgc * len(lines)
+	}
+	if gs != nil {
+		argc += groupArgc * len(gs.groups)
+	}
+	args = slices.Grow(args, argc)
 	for i := range lines {
 		ln := &lines[i]
 		if rs[i].Err != nil {
@@ -531,16 +566,22 @@ func (c *Cache) sendPipeline(ctx context.Context, qs []Query, lines []line, rs [
 		ln.sent, ln.wantNext = true, next
 		if gs == nil || !gs.grouped(i) {
 			ln.hit = ln.hitCmd(ctx)
-			_ = pipe.Process(ctx, ln.hit)
+			cmds = append(cmds, ln.hit)
 		}
 		if next && (gs == nil || gs.ownsNext(i)) {
-			ln.next = ln.nextCmd(ctx, nextArgs[i*nextArgc:])
-			_ = pipe.Process(ctx, ln.next)
+			at := len(args)
+			args = args[:at+nextArgc]
+			ln.next = ln.nextCmd(ctx, args[at:])
+			cmds = append(cmds, ln.next)
 		}
 	}
 	if gs != nil {
-		gs.send(ctx, pipe, lines)
+		cmds, args = gs.send(ctx, cmds, args, lines)
 	}
+	if sc != nil {
+		sc.cmds, sc.args = cmds, args
+	}
+	_ = pipe.BatchProcess(ctx, cmds...)
 	_, err := pipe.Exec(ctx)
 	if err != nil {
 		for i := range lines {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,9 +14,11 @@ import (
 )
 
 // BigCarts prices 150-line carts over 100 promotions (and 20-line carts
-// beside them) from 16 clients, on the Redis path and through a near
-// cache, with and without gifts, and prints p50/p99 and round trips per
-// cart.
+// beside them), on the Redis path and through a near cache, with and
+// without gifts: first from 16 clients in a closed loop (saturation:
+// carts/s, p50, p99, p99.9 and round trips per cart), then, on the Redis
+// path without gifts, one client alone and 16 clients in an open loop
+// at fractions of the closed loop's carts/s (see load).
 func BigCarts(ctx context.Context, url, prefix string, quick bool, out io.Writer) error {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
@@ -34,7 +33,7 @@ func BigCarts(ctx context.Context, url, prefix string, quick bool, out io.Writer
 	if err != nil {
 		return err
 	}
-	const promos = 100
+	const promos, clients = 100, 16
 	ps := make([]gradient.Promotion, promos)
 	for i := range ps {
 		p := promotion(i, 0, 1)
@@ -48,12 +47,20 @@ func BigCarts(ctx context.Context, url, prefix string, quick bool, out io.Writer
 	if _, err := w.Refresh(ctx, ps...); err != nil {
 		return err
 	}
-	dur := 3 * time.Second
+	dur, solo := 3*time.Second, time.Second
 	if quick {
-		dur = time.Second
+		dur, solo = time.Second, 500*time.Millisecond
 	}
-	fmt.Fprintf(out, "\nbig carts: 16 clients, %v per row, 100 promotions (5 tiers, gifts on 2)\n", dur)
-	fmt.Fprintf(out, "| path | lines | gifts | carts | p50 | p99 | round trips / cart |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(out, "\nbig carts: 100 promotions (5 tiers, gifts on 2), lines of 1 to 20 items, %v per row\n", dur)
+	fmt.Fprintf(out, "closed loop (saturation): %d clients, each starting its next cart when its last one returns\n", clients)
+	fmt.Fprintf(out, "| path | lines | gifts | carts | carts/s | p50 | p99 | p99.9 | round trips / cart |\n|---|---|---|---|---|---|---|---|---|\n")
+	saturated := map[int]float64{} // Redis path, no gifts: carts/s by lines
+	var onRedis *cache.Cache
+	defer func() {
+		if onRedis != nil {
+			onRedis.Close()
+		}
+	}()
 	for _, near := range []bool{false, true} {
 		rt := &rtCount{}
 		o := cache.Options{Prefix: prefix, Observer: rt}
@@ -69,21 +76,65 @@ func BigCarts(ctx context.Context, url, prefix string, quick bool, out io.Writer
 				c.Close()
 				return err
 			}
+		} else {
+			onRedis = c
 		}
 		for _, lines := range []int{20, 150} {
 			for _, gifts := range []bool{false, true} {
 				rt.n.Store(0)
-				lat, carts := pricing(ctx, c, lines, promos, gifts, dur)
+				st, err := runLoad(ctx, c, load{clients: clients, lines: lines, promos: promos, gifts: gifts, dur: dur})
+				if err != nil {
+					if near {
+						c.Close()
+					}
+					return err
+				}
 				path := "Redis"
 				if near {
 					path = "near"
+				} else if !gifts {
+					saturated[lines] = st.rate()
 				}
-				fmt.Fprintf(out, "| %s | %d | %v | %d | %.0f µs | %.0f µs | %.2f |\n", path, lines, gifts, carts,
-					pct(lat, 0.5), pct(lat, 0.99), float64(rt.n.Load())/float64(max(carts, 1)))
+				fmt.Fprintf(out, "| %s | %d | %v | %d | %.0f | %s | %s | %s | %.2f |\n", path, lines, gifts, len(st.lat), st.rate(),
+					fmtLat(pct(st.lat, 0.5)), fmtLat(pct(st.lat, 0.99)), fmtLat(pct(st.lat, 0.999)),
+					float64(rt.n.Load())/float64(max(len(st.lat), 1)))
+				if st.errs > 0 {
+					fmt.Fprintf(out, "(%d carts of that row failed and are not counted)\n", st.errs)
+				}
 			}
 		}
-		c.Close()
+		if near {
+			c.Close()
+		}
 	}
+
+	fractions := []float64{0.10, 0.25, 0.50} // the header says so
+	fmt.Fprintf(out, "\nRedis path, no gifts, below saturation: one client alone (closed loop, %v), then %d clients in an open loop offered 10%%, 25%% and 50%% of the closed-loop carts/s above (%v per row)\n",
+		solo, clients, dur)
+	fmt.Fprintf(out, "| lines | clients | offered carts/s | achieved carts/s | carts | p50 | p99 | p99.9 | service p99 | late p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, lines := range []int{20, 150} {
+		st, err := runLoad(ctx, onRedis, load{clients: 1, lines: lines, promos: promos, dur: solo})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "| %d | 1 | closed loop | %.0f | %d | %s | %s | %s | | |\n", lines, st.rate(), len(st.lat),
+			fmtLat(pct(st.lat, 0.5)), fmtLat(pct(st.lat, 0.99)), fmtLat(pct(st.lat, 0.999)))
+		for _, f := range fractions {
+			rate := f * saturated[lines]
+			st, err := runLoad(ctx, onRedis, load{clients: clients, lines: lines, promos: promos, rate: rate, dur: dur})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "| %d | %d | %.0f (%.0f%%) | %.0f | %d | %s | %s | %s | %s | %s |\n", lines, clients, rate, f*100, st.rate(), len(st.lat),
+				fmtLat(pct(st.lat, 0.5)), fmtLat(pct(st.lat, 0.99)), fmtLat(pct(st.lat, 0.999)),
+				fmtLat(pct(st.svc, 0.99)), fmtLat(pct(st.late, 0.99)))
+			if st.errs > 0 {
+				fmt.Fprintf(out, "(%d carts of that row failed and are not counted)\n", st.errs)
+			}
+		}
+	}
+	fmt.Fprintln(out, "open loop: p50, p99 and p99.9 count from each cart's due time, so a cart that waited for its client's")
+	fmt.Fprintln(out, "previous one is charged the wait; service: from the call's start; late: start minus due time.")
 	return nil
 }
 
@@ -107,72 +158,6 @@ func warmNear(ctx context.Context, c *cache.Cache, promos int) error {
 		time.Sleep(time.Millisecond)
 	}
 }
-
-// pricing runs 16 clients pricing carts of lines lines (over promos
-// promotions, so a 150-line cart repeats some) for dur.
-func pricing(ctx context.Context, c *cache.Cache, lines, promos int, gifts bool, dur time.Duration) ([]int32, int) {
-	// The carts are built before the clock starts: a cart service's
-	// request decoding is not the library's work, so the timed loop
-	// allocates only what AppendMatchCart does, and garbage collection runs as
-	// often as that makes it.
-	ids := make([]string, promos)
-	for i := range ids {
-		ids[i] = promoID(i)
-	}
-	carts := make([][][]cache.Query, 16)
-	for g := range carts {
-		r := rand.New(rand.NewPCG(uint64(g), uint64(lines)))
-		carts[g] = make([][]cache.Query, cartsPerClient)
-		for i := range carts[g] {
-			qs := make([]cache.Query, lines)
-			for k := range qs {
-				qs[k] = cache.QuantityQuery(ids[r.IntN(promos)], int64(1+r.IntN(20)))
-			}
-			carts[g][i] = qs
-		}
-	}
-	// Room for every latency at up to 16M lines/s over the 16 clients,
-	// taken before the clock starts like the carts; sized by the row, so
-	// the live heap (which paces garbage collection) stays near what the
-	// recorded latencies need.
-	latCap := int(dur.Seconds()*16e6) / 16 / lines
-	lats := make([][]int32, 16)
-	for g := range lats {
-		lats[g] = make([]int32, 0, latCap)
-	}
-	var mu sync.Mutex
-	var all []int32
-	var wg sync.WaitGroup
-	stop := time.Now().Add(dur)
-	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lat := lats[g]
-			// One result slice per client, reused for every cart, as a
-			// cart service would: a near-cache cart then allocates nothing.
-			var buf []cache.Result
-			for n := 0; time.Now().Before(stop) && ctx.Err() == nil; n++ {
-				qs := carts[g][n%cartsPerClient]
-				t := time.Now()
-				var err error
-				if buf, err = c.AppendMatchCart(ctx, buf[:0], qs, cache.MatchOptions{Gifts: gifts}); err != nil {
-					continue
-				}
-				lat = append(lat, int32(time.Since(t).Microseconds()))
-			}
-			mu.Lock()
-			all = append(all, lat...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	slices.Sort(all)
-	return all, len(all)
-}
-
-// cartsPerClient is how many distinct carts each client cycles through.
-const cartsPerClient = 64
 
 // rtCount counts the round trips of MatchCart calls (match and gifts).
 type rtCount struct {
