@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -129,20 +130,25 @@ type capRef struct {
 	asked int64
 }
 
-// capArgs builds the caps ARGV of a request for Redis TIME about now:
-// per cap field, delta, limit, ncand and the candidates. Caps that count
-// in one counter (same key and field) are sent once, with the lowest
-// limit, so a delta is never added twice.
-func capArgs(bd body, ps []Promotion, now time.Time, zero bool) ([]any, []capRef) {
+// capSpec is one cap argument: its counter field, delta and limit, and
+// the candidate periods it may count in.
+type capSpec struct {
+	field        string
+	delta, limit int64
+	cands        []cand
+}
+
+// capSpecs lists the caps of a request for Redis TIME about now. Caps
+// that count in one counter (same key and field) are listed once, with
+// the lowest limit, so a delta is never added twice.
+func capSpecs(bd body, ps []Promotion, now time.Time) ([]capSpec, []capRef) {
 	type slot struct {
 		i   int // index in refs
 		lim int64
 	}
 	seen := map[string]slot{}
 	var refs []capRef
-	var cands [][]cand
-	var fields []string
-	var deltas []int64
+	var specs []capSpec
 	for i, l := range bd.L {
 		for _, c := range ps[i].Caps {
 			cs := candidates(l.Promotion, c, now)
@@ -155,28 +161,65 @@ func capArgs(bd body, ps []Promotion, now time.Time, zero bool) ([]any, []capRef
 			if s, ok := seen[id]; ok {
 				if c.Limit < s.lim {
 					refs[s.i].cap = c
+					specs[s.i].limit = c.Limit
 					seen[id] = slot{s.i, c.Limit}
 				}
 				continue
 			}
 			seen[id] = slot{len(refs), c.Limit}
 			refs = append(refs, capRef{promo: l.Promotion, cap: c, asked: d})
-			cands = append(cands, cs)
-			fields = append(fields, f)
-			deltas = append(deltas, d)
+			specs = append(specs, capSpec{field: f, delta: d, limit: c.Limit, cands: cs})
 		}
 	}
-	args := make([]any, 0, 1+len(refs)*13)
-	args = append(args, len(refs))
-	for i, r := range refs {
-		d := deltas[i]
+	return specs, refs
+}
+
+// capArgs builds the caps ARGV of a request for Redis TIME about now
+// (caps in lib.lua): per cap field, delta, limit, ncand and the
+// candidates; zero sends every delta as 0.
+func capArgs(bd body, ps []Promotion, now time.Time, zero bool) ([]any, []capRef) {
+	specs, refs := capSpecs(bd, ps, now)
+	args := make([]any, 0, 1+len(specs)*13)
+	args = append(args, len(specs))
+	for _, c := range specs {
+		d := c.delta
 		if zero {
 			d = 0
 		}
-		args = append(args, fields[i], d, r.cap.Limit, len(cands[i]))
-		for _, c := range cands[i] {
-			args = append(args, c.suffix, c.start, c.end)
+		args = append(args, c.field, d, c.limit, len(c.cands))
+		for _, cd := range c.cands {
+			args = append(args, cd.suffix, cd.start, cd.end)
 		}
 	}
 	return args, refs
+}
+
+// capString is capArgs as one string, each argument followed by a tab
+// (no field holds one: checkText), for reserve.lua: one argument a
+// request's caps, which a batch parses once for all its requests that
+// send the same.
+func capString(bd body, ps []Promotion, now time.Time) (string, []capRef) {
+	specs, refs := capSpecs(bd, ps, now)
+	buf := make([]byte, 0, 64*len(specs))
+	buf = strconv.AppendInt(buf, int64(len(specs)), 10)
+	buf = append(buf, '\t')
+	for _, c := range specs {
+		buf = append(buf, c.field...)
+		buf = append(buf, '\t')
+		buf = strconv.AppendInt(buf, c.delta, 10)
+		buf = append(buf, '\t')
+		buf = strconv.AppendInt(buf, c.limit, 10)
+		buf = append(buf, '\t')
+		buf = strconv.AppendInt(buf, int64(len(c.cands)), 10)
+		buf = append(buf, '\t')
+		for _, cd := range c.cands {
+			buf = append(buf, cd.suffix...)
+			buf = append(buf, '\t')
+			buf = strconv.AppendInt(buf, cd.start, 10)
+			buf = append(buf, '\t')
+			buf = strconv.AppendInt(buf, cd.end, 10)
+			buf = append(buf, '\t')
+		}
+	}
+	return string(buf), refs
 }
