@@ -270,9 +270,12 @@ func (b *Budget) runBatch(ctx context.Context, ps []*pending) ([]reply, error) {
 		}
 		return out, err
 	case "batch":
-		if len(rp) == 2+len(ps) {
+		if len(rp) == 3+len(ps) {
 			for i := range out {
-				if out[i] = reply(rp.list(2 + i)); len(out[i]) < 2 {
+				if exp, ok := rp[3+i].(int64); ok {
+					// A new hold answers its expiry alone.
+					out[i] = reply{"ok", rp[1], rp[2], "h", exp, int64(1)}
+				} else if out[i] = reply(rp.list(3 + i)); len(out[i]) < 2 {
 					return make([]reply, len(ps)), rp.unexpected("reserve")
 				}
 			}

@@ -106,12 +106,86 @@ func (b *Budget) check(attrs map[string]string, lines []Line) (body, []Promotion
 	return body{A: a, L: ls}, ps, nil
 }
 
+// encode is the body as encoding/json writes it: byte for byte, since a
+// record's req is compared with the same cart sent again. Plain text (the
+// common case) is written here, the rest by encoding/json.
 func (bd body) encode() string {
+	if out, ok := bd.plain(); ok {
+		return out
+	}
 	out, err := json.Marshal(bd)
 	if err != nil { // strings and integers only: cannot fail
 		panic(fmt.Sprintf("budget: encode request: %v", err))
 	}
 	return string(out)
+}
+
+// plain encodes bd as encoding/json would, when no string of it needs
+// escaping there (printable ASCII but '"', '\\', '<', '>' and '&'): ok
+// false otherwise.
+func (bd body) plain() (string, bool) {
+	n := 16
+	for k, v := range bd.A {
+		if !plainText(k) || !plainText(v) {
+			return "", false
+		}
+		n += len(k) + len(v) + 6
+	}
+	for _, l := range bd.L {
+		if !plainText(l.Promotion) {
+			return "", false
+		}
+		n += len(l.Promotion) + 48
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, '{')
+	if len(bd.A) > 0 {
+		buf = append(buf, `"a":{`...)
+		names := make([]string, 0, len(bd.A))
+		for k := range bd.A {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for i, k := range names {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, '"')
+			buf = append(buf, k...)
+			buf = append(buf, `":"`...)
+			buf = append(buf, bd.A[k]...)
+			buf = append(buf, '"')
+		}
+		buf = append(buf, "},"...)
+	}
+	buf = append(buf, `"l":[`...)
+	for i, l := range bd.L {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `{"p":"`...)
+		buf = append(buf, l.Promotion...)
+		buf = append(buf, `","u":`...)
+		buf = strconv.AppendInt(buf, l.Uses, 10)
+		if l.Amount != 0 {
+			buf = append(buf, `,"a":`...)
+			buf = strconv.AppendInt(buf, l.Amount, 10)
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, "]}"...)
+	return string(buf), true
+}
+
+// plainText reports whether encoding/json writes s as it is between
+// quotes.
+func plainText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // DecodeRequest decodes a req as the confirmation log holds it.
@@ -142,14 +216,10 @@ type capSpec struct {
 // that count in one counter (same key and field) are listed once, with
 // the lowest limit, so a delta is never added twice.
 func capSpecs(bd body, ps []Promotion, now time.Time) ([]capSpec, []capRef) {
-	type slot struct {
-		i   int // index in refs
-		lim int64
-	}
-	seen := map[string]slot{}
 	var refs []capRef
 	var specs []capSpec
 	for i, l := range bd.L {
+	next:
 		for _, c := range ps[i].Caps {
 			cs := candidates(l.Promotion, c, now)
 			f := field(c, bd.A)
@@ -157,22 +227,27 @@ func capSpecs(bd body, ps []Promotion, now time.Time) ([]capSpec, []capRef) {
 			if c.Measure == Spend {
 				d = l.Amount
 			}
-			id := cs[len(cs)/2].suffix + "\t" + f
-			if s, ok := seen[id]; ok {
-				if c.Limit < s.lim {
-					refs[s.i].cap = c
-					specs[s.i].limit = c.Limit
-					seen[id] = slot{s.i, c.Limit}
+			// A cart has few caps: a scan finds the same counter sooner
+			// than a map is made.
+			for k := range specs {
+				if sp := &specs[k]; sp.field == f && sp.counter() == cs[len(cs)/2].suffix {
+					if c.Limit < sp.limit {
+						refs[k].cap = c
+						sp.limit = c.Limit
+					}
+					continue next
 				}
-				continue
 			}
-			seen[id] = slot{len(refs), c.Limit}
 			refs = append(refs, capRef{promo: l.Promotion, cap: c, asked: d})
 			specs = append(specs, capSpec{field: f, delta: d, limit: c.Limit, cands: cs})
 		}
 	}
 	return specs, refs
 }
+
+// counter is the key suffix of the period holding now (the middle
+// candidate).
+func (c *capSpec) counter() string { return c.cands[len(c.cands)/2].suffix }
 
 // capArgs builds the caps ARGV of a request for Redis TIME about now
 // (caps in lib.lua): per cap field, delta, limit, ncand and the

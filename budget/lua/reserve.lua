@@ -22,9 +22,10 @@
 --   it answers new = 1 again, so a batch go-redis sends again after a
 --   cut reply still reports the grants it made); its caps as one string,
 --   each argument of caps in lib.lua followed by a tab
--- Returns {'lost', now} (no epoch) or {'batch', now, reply 1, ..,
---   reply n}, each reply one of {'ok', now, epoch, state, expiry ms, new
---   (1|0)}, {'limit', now, cap index (1-based), used}, {'conflict', now,
+-- Returns {'lost', now} (no epoch) or {'batch', now, epoch, reply 1,
+--   .., reply n}, each reply one of expiry ms (an integer: a new hold,
+--   the common case, which the library reads as {'ok', now, epoch, 'h',
+--   expiry ms, 1}), {'ok', now, epoch, state, expiry ms, new (1|0)}, {'limit', now, cap index (1-based), used}, {'conflict', now,
 --   state}, {'state', now, state} (mode 'c': the record is no longer
 --   expired), {'lost', now} (a counter it reads is gone: see intact),
 --   {'skew', now} or {'damaged', now, error} (its record key holds
@@ -124,17 +125,17 @@ local function one(i)
     writes[#writes + 1] = recs[rk]
     zadd[#zadd + 1] = exps
     zadd[#zadd + 1] = order
-    return {'ok', now, ep, 'h', exp, 1}, nexti
+    return exp, nexti
   end
   recs[rk] = {'c', req, r[3], r[4], r[5], 'c', rk, order, d}
   writes[#writes + 1] = recs[rk]
   return {'ok', now, ep, 'c', tonumber(r[3]), 1}, nexti
 end
 
-local out = {'batch', now}
+local out = {'batch', now, ep}
 local i = 6
 for j = 1, tonumber(ARGV[5]) do
-  out[2 + j], i = one(i)
+  out[3 + j], i = one(i)
 end
 commit(base, KEYS[6], keep, pend)
 for _, w in ipairs(writes) do
