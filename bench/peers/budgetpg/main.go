@@ -132,7 +132,10 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	defer rdb.Close()
 	prefix := "tsbench-budgetpg-" + id
 	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// One DEL a key, and a run leaves a record per grant: over 250,000
+		// in a run of the defaults, more than 30 s of DELs on a busy
+		// machine.
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer ccancel()
 		if _, err := measure.DeleteKeys(cctx, rdb, prefix+"*"); err != nil {
 			fmt.Fprintln(os.Stderr, "budgetpg: delete keys:", err)
