@@ -17,8 +17,8 @@ import (
 // go together in the next, up to Options.MaxBatch. One batch flies at a
 // time: with two, a batch whose reply was cut could be cut again on each
 // of go-redis's re-sends by faults that the other's callers meet
-// (TestFaultObserverExactUnderCuts saw it), and two were not measurably
-// faster on this 2-core machine.
+// (TestFaultObserverExactUnderCuts saw it), and two were not clearly
+// faster on this 2-core machine (docs/benchmarks.md).
 // reserve.lua judges them one after another, each all or none on its own,
 // and reads Redis TIME, the epoch and the keyset and purges once a batch:
 // the server's cost per reservation is what falls (docs/benchmarks.md, "A

@@ -2,7 +2,8 @@
 -- own: reserves all or none of a request's caps (mode 'r'), or confirms
 -- an expired hold again if its caps still allow it (mode 'c'). Expired
 -- holds are purged first, once; Redis TIME, the epoch and the keyset are
--- read once; each counter is read once (see used and intact in lib.lua).
+-- read once; each counter is read once (see used and intact in lib.lua),
+-- and each distinct caps string parsed once.
 --
 -- KEYS[1] -> base name <prefix>:{b:<name>}: (never exists; derived keys)
 -- KEYS[2] -> epoch (string: generation, or rb:<token> while rebuilding)
@@ -25,12 +26,13 @@
 -- Returns {'lost', now} (no epoch) or {'batch', now, epoch, reply 1,
 --   .., reply n}, each reply one of expiry ms (an integer: a new hold,
 --   the common case, which the library reads as {'ok', now, epoch, 'h',
---   expiry ms, 1}), {'ok', now, epoch, state, expiry ms, new (1|0)}, {'limit', now, cap index (1-based), used}, {'conflict', now,
---   state}, {'state', now, state} (mode 'c': the record is no longer
---   expired), {'lost', now} (a counter it reads is gone: see intact),
---   {'skew', now} or {'damaged', now, error} (its record key holds
---   another type: that request alone fails); WRONGTYPE, with nothing
---   written, when holds, unrep or log holds another type.
+--   expiry ms, 1}), {'ok', now, epoch, state, expiry ms, new (1|0)},
+--   {'limit', now, cap index (1-based), used}, {'conflict', now, state},
+--   {'state', now, state} (mode 'c': the record is no longer expired),
+--   {'lost', now} (a counter it reads is gone: see intact), {'skew', now}
+--   or {'damaged', now, error} (its record key holds another type: that
+--   request alone fails); WRONGTYPE, with nothing written, when holds,
+--   unrep or log holds another type.
 local base = KEYS[1]
 local now = now_ms()
 local ep = live(KEYS[2])
