@@ -2,12 +2,15 @@ package budget_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/tierset/tierset/budget"
 	"github.com/tierset/tierset/internal/faultproxy"
+	"github.com/tierset/tierset/internal/testredis"
 )
 
 // TestFaultAdvWireCutMixed: one batch of mixed cart shapes (caps strings
@@ -120,4 +123,124 @@ func TestFaultAdvWireCutMixed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFaultAdvWireCutsConcurrent: 32 goroutines reserve carts of three
+// shapes against small caps through a proxy that cuts a script's reply
+// after every few calls (go-redis sends it again; four in a row use its
+// retries up). An order whose outcome was unknown is asked again until
+// known. No cap is passed, each held order was answered new once (or
+// was unknown and then answered), no refused order was answered new,
+// and the counters are exactly the records' lines.
+func TestFaultAdvWireCutsConcurrent(t *testing.T) {
+	f := testredis.StartFaulty(t)
+	ctx := testredis.Ctx(t)
+	const usesP, perCust, usesQ = 40, 2, 15
+	bg := newBudget(t, ctx, &testredis.Backend{Client: f.Cut, Prefix: testredis.Prefix(t)}, budget.Options{},
+		budget.Promotion{ID: "p", Caps: []budget.Cap{{Measure: budget.Uses, Limit: usesP}, {Measure: budget.Uses, Limit: perCust, Per: "customer"}}},
+		budget.Promotion{ID: "q", Caps: []budget.Cap{{Measure: budget.Spend, Limit: 1000}, {Measure: budget.Uses, Limit: usesQ, Period: budget.Day, Location: time.UTC}}})
+	const workers, each = 32, 10
+	cart := func(k int) budget.Request {
+		lines := map[int][]budget.Line{0: {{Promotion: "p", Uses: 1}}, 1: {{Promotion: "q", Uses: 1, Amount: 60}},
+			2: {{Promotion: "q", Uses: 1, Amount: 30}, {Promotion: "p", Uses: 1}}}[k%3]
+		return budget.Request{Order: fmt.Sprintf("cc\"%d", k), Attributes: customer(fmt.Sprintf(`c\%d`, k%37)), Lines: lines, Hold: time.Hour}
+	}
+	type tally struct{ news, unknowns int }
+	var mu sync.Mutex
+	tallies := map[int]*tally{}
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				k := g*each + i
+				if k%7 == 0 {
+					f.Proxy.CutNext(1+k%5, faultproxy.Contains("EVALSHA"))
+				}
+				tl := &tally{}
+				for try := 0; ; try++ {
+					if try == 20 {
+						t.Errorf("order %d: unknown 20 times", k)
+						break
+					}
+					res, err := bg.Reserve(ctx, cart(k))
+					if errors.Is(err, budget.ErrUnknown) {
+						tl.unknowns++
+						continue
+					}
+					if err != nil && !errors.Is(err, budget.ErrLimit) {
+						t.Errorf("order %d: %v", k, err)
+					}
+					if err == nil && res.New {
+						tl.news++
+					}
+					break
+				}
+				mu.Lock()
+				tallies[k] = tl
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	f.Proxy.CutNext(0, nil)
+	uses := map[string]int64{}
+	var spend int64
+	perC := map[string]int64{}
+	for k := range workers * each {
+		tl := tallies[k]
+		oi, err := bg.Order(ctx, fmt.Sprintf("cc\"%d", k))
+		if errors.Is(err, budget.ErrNotFound) {
+			if tl.news != 0 {
+				t.Errorf("order %d: answered new %d times, no record", k, tl.news)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tl.news > 1 || (tl.news == 0 && tl.unknowns == 0) {
+			t.Errorf("order %d: held, answered new %d times, unknown %d", k, tl.news, tl.unknowns)
+		}
+		if !sameCart(oi.Attributes, oi.Lines, cart(k)) {
+			t.Errorf("order %d holds %v %v", k, oi.Attributes, oi.Lines)
+		}
+		for _, l := range oi.Lines {
+			uses[l.Promotion] += l.Uses
+			if l.Promotion == "q" {
+				spend += l.Amount
+			}
+			if l.Promotion == "p" {
+				perC[oi.Attributes["customer"]]++
+			}
+		}
+	}
+	if uses["p"] > usesP || uses["q"] > usesQ || spend > 1000 {
+		t.Errorf("uses %v, spend %d: past a cap", uses, spend)
+	}
+	for c, n := range perC {
+		if n > perCust {
+			t.Errorf("customer %q: %d uses of p", c, n)
+		}
+	}
+	info, err := bg.Info(ctx, "p", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range info.Promotions {
+		for _, c := range p.Caps {
+			want := uses[p.ID]
+			if c.Cap.Measure == budget.Spend {
+				want = spend
+			}
+			if c.Cap.Per == "" && c.Used != want {
+				t.Errorf("%s %s: used %d, records %d", p.ID, c.Cap, c.Used, want)
+			}
+		}
+	}
+	if f.Proxy.Cuts() == 0 {
+		t.Error("no reply was cut")
+	}
+	t.Logf("%d cuts, uses %v, spend %d", f.Proxy.Cuts(), uses, spend)
 }
