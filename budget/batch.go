@@ -17,8 +17,8 @@ import (
 // go together in the next, up to Options.MaxBatch. One batch flies at a
 // time: with two, a batch whose reply was cut could be cut again on each
 // of go-redis's re-sends by faults that the other's callers meet
-// (TestFaultObserverExactUnderCuts saw it), and two were not measurably
-// faster on this 2-core machine.
+// (TestFaultObserverExactUnderCuts saw it), and two were not clearly
+// faster on this 2-core machine (docs/benchmarks.md).
 // reserve.lua judges them one after another, each all or none on its own,
 // and reads Redis TIME, the epoch and the keyset and purges once a batch:
 // the server's cost per reservation is what falls (docs/benchmarks.md, "A
@@ -45,8 +45,10 @@ import (
 type pending struct {
 	order string
 	bd    body
-	args  []any // its part of ARGV: order, req, hold, mode, token, caps
-	refs  []capRef
+	// its part of ARGV: order, req, hold ms, mode, token, caps (capString)
+	req, mode, token, caps string
+	hold                   int64
+	refs                   []capRef
 	// deadline is the caller's ctx deadline (ok false: none).
 	deadline time.Time
 	ok       bool
@@ -75,10 +77,9 @@ type batcher struct {
 
 // newPending builds a request judged for Redis TIME about now.
 func (b *Budget) newPending(order string, bd body, ps []Promotion, hold time.Duration, mode, token string, now time.Time) *pending {
-	caps, refs := capArgs(bd, ps, now, false)
-	args := make([]any, 0, 5+len(caps))
-	args = append(args, order, bd.encode(), hold.Milliseconds(), mode, token)
-	return &pending{order: order, bd: bd, args: append(args, caps...), refs: refs, done: make(chan struct{})}
+	caps, refs := capString(bd, ps, now)
+	return &pending{order: order, bd: bd, req: bd.encode(), hold: hold.Milliseconds(), mode: mode, token: token,
+		caps: caps, refs: refs, done: make(chan struct{})}
 }
 
 // submit sends p in the next batch and waits for its reply. A call that
@@ -250,17 +251,12 @@ func latest(ps []*pending) (time.Time, bool) {
 // reply with the error when the script's outcome is unknown. An error
 // with replies (ErrNotReplicated) is every request's.
 func (b *Budget) runBatch(ctx context.Context, ps []*pending) ([]reply, error) {
-	keys := make([]string, 0, 6+len(ps))
-	keys = append(keys, b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.log, b.k.keyset)
-	n := 5
-	for _, p := range ps {
-		keys = append(keys, b.k.record(p.order))
-		n += len(p.args)
-	}
-	args := make([]any, 0, n)
+	// The records' keys are derived in the script from the base (KEYS[1]).
+	keys := []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.log, b.k.keyset}
+	args := make([]any, 0, 5+6*len(ps))
 	args = append(args, b.o.RecordTTL.Milliseconds(), b.keepMs(), b.reportFlag(), b.o.LogMax, len(ps))
 	for _, p := range ps {
-		args = append(args, p.args...)
+		args = append(args, p.order, p.req, p.hold, p.mode, p.token, p.caps)
 	}
 	out := make([]reply, len(ps))
 	rp, err := b.run(ctx, b.s.reserve, true, keys, args...)
@@ -274,9 +270,12 @@ func (b *Budget) runBatch(ctx context.Context, ps []*pending) ([]reply, error) {
 		}
 		return out, err
 	case "batch":
-		if len(rp) == 2+len(ps) {
+		if len(rp) == 3+len(ps) {
 			for i := range out {
-				if out[i] = reply(rp.list(2 + i)); len(out[i]) < 2 {
+				if exp, ok := rp[3+i].(int64); ok {
+					// A new hold answers its expiry alone.
+					out[i] = reply{"ok", rp[1], rp[2], "h", exp, int64(1)}
+				} else if out[i] = reply(rp.list(3 + i)); len(out[i]) < 2 {
 					return make([]reply, len(ps)), rp.unexpected("reserve")
 				}
 			}

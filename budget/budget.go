@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -319,8 +320,10 @@ func checkPromotion(p Promotion) error {
 			return invalid("location", "promotion %q cap %d: a period cap needs its Location", p.ID, i)
 		}
 		if c.Per != "" {
-			if err := checkText(c.Per, keyname.MaxBytes); err != nil || strings.ContainsAny(c.Per, "=@") {
-				return invalid("cap", "promotion %q cap %d: attribute name %q (no control characters, '=' or '@')", p.ID, i, c.Per)
+			// UTF-8, as a request's attribute names must be: a cap per a
+			// name no request can carry would refuse every Reserve.
+			if err := checkText(c.Per, keyname.MaxBytes); err != nil || strings.ContainsAny(c.Per, "=@") || !utf8.ValidString(c.Per) {
+				return invalid("cap", "promotion %q cap %d: attribute name %q (UTF-8, no control characters, '=' or '@')", p.ID, i, c.Per)
 			}
 		}
 	}

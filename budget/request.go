@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -105,12 +106,86 @@ func (b *Budget) check(attrs map[string]string, lines []Line) (body, []Promotion
 	return body{A: a, L: ls}, ps, nil
 }
 
+// encode is the body as encoding/json writes it: byte for byte, since a
+// record's req is compared with the same cart sent again. Plain text (the
+// common case) is written here, the rest by encoding/json.
 func (bd body) encode() string {
+	if out, ok := bd.plain(); ok {
+		return out
+	}
 	out, err := json.Marshal(bd)
 	if err != nil { // strings and integers only: cannot fail
 		panic(fmt.Sprintf("budget: encode request: %v", err))
 	}
 	return string(out)
+}
+
+// plain encodes bd as encoding/json would, when no string of it needs
+// escaping there (printable ASCII but '"', '\\', '<', '>' and '&'): ok
+// false otherwise.
+func (bd body) plain() (string, bool) {
+	n := 16
+	for k, v := range bd.A {
+		if !plainText(k) || !plainText(v) {
+			return "", false
+		}
+		n += len(k) + len(v) + 6
+	}
+	for _, l := range bd.L {
+		if !plainText(l.Promotion) {
+			return "", false
+		}
+		n += len(l.Promotion) + 48
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, '{')
+	if len(bd.A) > 0 {
+		buf = append(buf, `"a":{`...)
+		names := make([]string, 0, len(bd.A))
+		for k := range bd.A {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for i, k := range names {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, '"')
+			buf = append(buf, k...)
+			buf = append(buf, `":"`...)
+			buf = append(buf, bd.A[k]...)
+			buf = append(buf, '"')
+		}
+		buf = append(buf, "},"...)
+	}
+	buf = append(buf, `"l":[`...)
+	for i, l := range bd.L {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `{"p":"`...)
+		buf = append(buf, l.Promotion...)
+		buf = append(buf, `","u":`...)
+		buf = strconv.AppendInt(buf, l.Uses, 10)
+		if l.Amount != 0 {
+			buf = append(buf, `,"a":`...)
+			buf = strconv.AppendInt(buf, l.Amount, 10)
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, "]}"...)
+	return string(buf), true
+}
+
+// plainText reports whether encoding/json writes s as it is between
+// quotes.
+func plainText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // DecodeRequest decodes a req as the confirmation log holds it.
@@ -129,21 +204,22 @@ type capRef struct {
 	asked int64
 }
 
-// capArgs builds the caps ARGV of a request for Redis TIME about now:
-// per cap field, delta, limit, ncand and the candidates. Caps that count
-// in one counter (same key and field) are sent once, with the lowest
-// limit, so a delta is never added twice.
-func capArgs(bd body, ps []Promotion, now time.Time, zero bool) ([]any, []capRef) {
-	type slot struct {
-		i   int // index in refs
-		lim int64
-	}
-	seen := map[string]slot{}
+// capSpec is one cap argument: its counter field, delta and limit, and
+// the candidate periods it may count in.
+type capSpec struct {
+	field        string
+	delta, limit int64
+	cands        []cand
+}
+
+// capSpecs lists the caps of a request for Redis TIME about now. Caps
+// that count in one counter (same key and field) are listed once, with
+// the lowest limit, so a delta is never added twice.
+func capSpecs(bd body, ps []Promotion, now time.Time) ([]capSpec, []capRef) {
 	var refs []capRef
-	var cands [][]cand
-	var fields []string
-	var deltas []int64
+	var specs []capSpec
 	for i, l := range bd.L {
+	next:
 		for _, c := range ps[i].Caps {
 			cs := candidates(l.Promotion, c, now)
 			f := field(c, bd.A)
@@ -151,32 +227,74 @@ func capArgs(bd body, ps []Promotion, now time.Time, zero bool) ([]any, []capRef
 			if c.Measure == Spend {
 				d = l.Amount
 			}
-			id := cs[len(cs)/2].suffix + "\t" + f
-			if s, ok := seen[id]; ok {
-				if c.Limit < s.lim {
-					refs[s.i].cap = c
-					seen[id] = slot{s.i, c.Limit}
+			// A cart has few caps: a scan finds the same counter sooner
+			// than a map is made.
+			for k := range specs {
+				if sp := &specs[k]; sp.field == f && sp.counter() == cs[len(cs)/2].suffix {
+					if c.Limit < sp.limit {
+						refs[k].cap = c
+						sp.limit = c.Limit
+					}
+					continue next
 				}
-				continue
 			}
-			seen[id] = slot{len(refs), c.Limit}
 			refs = append(refs, capRef{promo: l.Promotion, cap: c, asked: d})
-			cands = append(cands, cs)
-			fields = append(fields, f)
-			deltas = append(deltas, d)
+			specs = append(specs, capSpec{field: f, delta: d, limit: c.Limit, cands: cs})
 		}
 	}
-	args := make([]any, 0, 1+len(refs)*13)
-	args = append(args, len(refs))
-	for i, r := range refs {
-		d := deltas[i]
+	return specs, refs
+}
+
+// counter is the key suffix of the period holding now (the middle
+// candidate).
+func (c *capSpec) counter() string { return c.cands[len(c.cands)/2].suffix }
+
+// capArgs builds the caps ARGV of a request for Redis TIME about now
+// (caps in lib.lua): per cap field, delta, limit, ncand and the
+// candidates; zero sends every delta as 0.
+func capArgs(bd body, ps []Promotion, now time.Time, zero bool) ([]any, []capRef) {
+	specs, refs := capSpecs(bd, ps, now)
+	args := make([]any, 0, 1+len(specs)*13)
+	args = append(args, len(specs))
+	for _, c := range specs {
+		d := c.delta
 		if zero {
 			d = 0
 		}
-		args = append(args, fields[i], d, r.cap.Limit, len(cands[i]))
-		for _, c := range cands[i] {
-			args = append(args, c.suffix, c.start, c.end)
+		args = append(args, c.field, d, c.limit, len(c.cands))
+		for _, cd := range c.cands {
+			args = append(args, cd.suffix, cd.start, cd.end)
 		}
 	}
 	return args, refs
+}
+
+// capString is capArgs as one string, each argument followed by a tab
+// (no field holds one: checkText), for reserve.lua: one argument a
+// request's caps, which a batch parses once for all its requests that
+// send the same.
+func capString(bd body, ps []Promotion, now time.Time) (string, []capRef) {
+	specs, refs := capSpecs(bd, ps, now)
+	buf := make([]byte, 0, 64*len(specs))
+	buf = strconv.AppendInt(buf, int64(len(specs)), 10)
+	buf = append(buf, '\t')
+	for _, c := range specs {
+		buf = append(buf, c.field...)
+		buf = append(buf, '\t')
+		buf = strconv.AppendInt(buf, c.delta, 10)
+		buf = append(buf, '\t')
+		buf = strconv.AppendInt(buf, c.limit, 10)
+		buf = append(buf, '\t')
+		buf = strconv.AppendInt(buf, int64(len(c.cands)), 10)
+		buf = append(buf, '\t')
+		for _, cd := range c.cands {
+			buf = append(buf, cd.suffix...)
+			buf = append(buf, '\t')
+			buf = strconv.AppendInt(buf, cd.start, 10)
+			buf = append(buf, '\t')
+			buf = strconv.AppendInt(buf, cd.end, 10)
+			buf = append(buf, '\t')
+		}
+	}
+	return string(buf), refs
 }

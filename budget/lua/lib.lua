@@ -84,45 +84,51 @@ local function purge(base, holds, unrep, now, report, ttl)
   end
 end
 
--- caps reads the cap list of ARGV from index i: n caps, each
+-- caps reads the cap list of a (ARGV, or a request's caps split at tabs)
+-- from index i: n caps, each
 -- field, delta, limit, ncand, then ncand x (suffix, start ms, end ms). It
 -- picks, per cap, the candidate period holding now; nil, if none does
 -- (the client's clock is off by more than a period: it asks again with
--- Redis TIME). Non-period caps send one candidate covering all time. The
--- second result is the index after the list, nil or not (a batch reads
--- the next request there).
-local function caps(now, i)
-  local n = tonumber(ARGV[i])
+-- Redis TIME). Non-period caps send one candidate covering all time. A
+-- cap is {field, delta (string), d (its
+-- number), limit, suffix, ends, id (suffix, tab, field: the counter)},
+-- made whole at once: a table filled key by key grows several times.
+local function caps(now, a, i)
+  local n = tonumber(a[i])
   i = i + 1
   local out = {}
   local skew = false
   for c = 1, n do
-    local cap = {field = ARGV[i], delta = ARGV[i + 1], limit = tonumber(ARGV[i + 2])}
-    local ncand = tonumber(ARGV[i + 3])
+    local delta = a[i + 1]
+    local cap = {field = a[i], delta = delta, d = tonumber(delta), limit = tonumber(a[i + 2]),
+      suffix = false, ends = false, id = false}
+    local ncand = tonumber(a[i + 3])
     i = i + 4
     for j = 0, ncand - 1 do
-      local s, e = tonumber(ARGV[i + 3 * j + 1]), tonumber(ARGV[i + 3 * j + 2])
+      local s, e = tonumber(a[i + 3 * j + 1]), tonumber(a[i + 3 * j + 2])
       if s <= now and now < e then
-        cap.suffix, cap.ends = ARGV[i + 3 * j], e
+        cap.suffix, cap.ends = a[i + 3 * j], e
       end
     end
-    if not cap.suffix then
+    if cap.suffix then
+      cap.id = cap.suffix .. '\t' .. cap.field
+    else
       skew = true
     end
     i = i + 3 * ncand
     out[c] = cap
   end
   if skew then
-    return nil, i
+    return nil
   end
-  return out, i
+  return out
 end
 
 -- used is a cap's counter now (0 when absent). memo, when given, keeps
 -- the counters one script read or wrote (key suffix, tab, field ->
 -- value): a batch reads each once.
 local function used(base, cap, memo)
-  local id = cap.suffix .. '\t' .. cap.field
+  local id = cap.id
   if memo and memo[id] then
     return memo[id]
   end
@@ -138,7 +144,7 @@ end
 -- without rounding (each side is an integer below 2^53).
 local function over(base, list, memo)
   for c, cap in ipairs(list) do
-    local d = tonumber(cap.delta)
+    local d = cap.d
     if d > 0 then
       local u = used(base, cap, memo)
       if d > cap.limit - u then
@@ -184,11 +190,11 @@ end
 -- counter but through memo, so the adds wait for commit: one HINCRBY a
 -- counter a script.
 local function apply(base, list, memo, pend)
-  local d = {}
+  local d = ''
   for _, cap in ipairs(list) do
-    if cap.delta ~= '0' then
-      local id = cap.suffix .. '\t' .. cap.field
-      local delta = tonumber(cap.delta)
+    local delta = cap.d
+    if delta ~= 0 then
+      local id = cap.id
       memo[id] = used(base, cap, memo) + delta
       local a = pend[id]
       if a then
@@ -197,10 +203,10 @@ local function apply(base, list, memo, pend)
         pend[id] = {suffix = cap.suffix, field = cap.field, sum = delta, ends = cap.ends}
         pend.ids[#pend.ids + 1] = id
       end
-      d[#d + 1] = cap.suffix .. '\t' .. cap.field .. '\t' .. cap.delta .. '\n'
+      d = d .. id .. '\t' .. cap.delta .. '\n'
     end
   end
-  return table.concat(d)
+  return d
 end
 
 -- commit adds what apply counted, sets a period key's expiry (its end

@@ -15,7 +15,7 @@ if not live(KEYS[2]) then
   return {'lost', now}
 end
 purge(KEYS[1], KEYS[3], KEYS[4], now, ARGV[2], ARGV[1])
-local list = caps(now, 3)
+local list = caps(now, ARGV, 3)
 if not list then
   return {'skew', now}
 end

@@ -2,7 +2,8 @@
 -- own: reserves all or none of a request's caps (mode 'r'), or confirms
 -- an expired hold again if its caps still allow it (mode 'c'). Expired
 -- holds are purged first, once; Redis TIME, the epoch and the keyset are
--- read once; each counter is read once (see used and intact in lib.lua).
+-- read once; each counter is read once (see used and intact in lib.lua),
+-- and each distinct caps string parsed once.
 --
 -- KEYS[1] -> base name <prefix>:{b:<name>}: (never exists; derived keys)
 -- KEYS[2] -> epoch (string: generation, or rb:<token> while rebuilding)
@@ -10,26 +11,28 @@
 -- KEYS[4] -> unrep (ZSET order -> expiry ms: expired, not yet reported)
 -- KEYS[5] -> log (STREAM of confirmations)
 -- KEYS[6] -> keyset (SET of counter key suffixes, and '' while whole)
--- KEYS[6 + j] -> request j's order record (HASH st, req, exp, d, at, n,
---   ct, rt)
 -- ARGV[1] -> record TTL ms (after a record ends)
 -- ARGV[2] -> keep ms (a period key lives this long past its end)
 -- ARGV[3] -> report: '1' files expired holds in unrep
 -- ARGV[4] -> log MAXLEN (approximate)
 -- ARGV[5] -> n: the number of requests
--- ARGV[6..] -> n requests, each: order; req (the request as the library
---   encodes it: its identity); hold ms; mode ('r' reserve, 'c' confirm an
---   expired hold); call token (a record made with it answers new = 1
---   again, so a batch go-redis sends again after a cut reply still
---   reports the grants it made); then its caps (see caps in lib.lua)
--- Returns {'lost', now} (no epoch) or {'batch', now, reply 1, ..,
---   reply n}, each reply one of {'ok', now, epoch, state, expiry ms, new
---   (1|0)}, {'limit', now, cap index (1-based), used}, {'conflict', now,
---   state}, {'state', now, state} (mode 'c': the record is no longer
---   expired), {'lost', now} (a counter it reads is gone: see intact),
---   {'skew', now} or {'damaged', now, error} (its record key holds
---   another type: that request alone fails); WRONGTYPE, with nothing
---   written, when holds, unrep or log holds another type.
+-- ARGV[6..] -> n requests of 6 arguments each: order (its record, HASH
+--   st, req, exp, d, at, n, ct, rt, is base .. 'o:' .. order); req (the
+--   request as the library encodes it: its identity); hold ms; mode ('r'
+--   reserve, 'c' confirm an expired hold); call token (a record made with
+--   it answers new = 1 again, so a batch go-redis sends again after a
+--   cut reply still reports the grants it made); its caps as one string,
+--   each argument of caps in lib.lua followed by a tab
+-- Returns {'lost', now} (no epoch) or {'batch', now, epoch, reply 1,
+--   .., reply n}, each reply one of expiry ms (an integer: a new hold,
+--   the common case, which the library reads as {'ok', now, epoch, 'h',
+--   expiry ms, 1}), {'ok', now, epoch, state, expiry ms, new (1|0)},
+--   {'limit', now, cap index (1-based), used}, {'conflict', now, state},
+--   {'state', now, state} (mode 'c': the record is no longer expired),
+--   {'lost', now} (a counter it reads is gone: see intact), {'skew', now}
+--   or {'damaged', now, error} (its record key holds another type: that
+--   request alone fails); WRONGTYPE, with nothing written, when holds,
+--   unrep or log holds another type.
 local base = KEYS[1]
 local now = now_ms()
 local ep = live(KEYS[2])
@@ -51,15 +54,36 @@ local unrep = redis.call('EXISTS', KEYS[4]) == 1
 -- The writes wait for the end: counters first (commit), then records
 -- and holds in request order, so a script stopped in between (it cannot
 -- be, short of a key of the wrong type) counts a hold it did not record,
--- never past a cap. recs answers what this batch wrote to a record;
--- zadd gathers the holds entries.
+-- never past a cap. recs answers what this batch wrote to a record (the
+-- fields HMGET reads below, then what the write needs); writes lists
+-- them in order; zadd gathers the holds entries. Times go to Redis as
+-- integer strings ('%d'): a Lua number would be written with '%.17g',
+-- several times slower.
 local pend, recs, writes, zadd = {ids = {}}, {}, {}, {}
+local nows = string.format('%d', now)
+-- parsed: a request's caps string -> its list (false: skew), parsed once
+-- a batch (requests of one cart shape send the same)
+local parsed = {}
+local function caps_of(s)
+  local l = parsed[s]
+  if l == nil then
+    local a, n = {}, 0
+    for f in string.gmatch(s, '([^\t]*)\t') do
+      n = n + 1
+      a[n] = f
+    end
+    l = caps(now, a, 1) or false
+    parsed[s] = l
+  end
+  return l
+end
 
 -- one judges a request whose arguments start at ARGV[i]; it returns its
 -- reply and the index of the next request.
-local function one(rk, i)
+local function one(i)
   local order, req, mode, token = ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 4]
-  local list, nexti = caps(now, i + 5)
+  local rk = base .. 'o:' .. order
+  local list, nexti = caps_of(ARGV[i + 5]), i + 6
   local r = recs[rk]
   if not r then
     -- pcall: a record key of another type (a foreign writer's) fails
@@ -97,44 +121,45 @@ local function one(rk, i)
   local d = apply(base, list, memo, pend)
   if mode == 'r' then
     local exp = now + tonumber(ARGV[i + 2])
-    local del = st or r[5] -- an ended record, or one Release or Expire left
-    recs[rk] = {'h', req, exp, token, false}
-    writes[#writes + 1] = function()
-      if del then
-        redis.call('DEL', rk)
-      end
-      redis.call('HSET', rk, 'st', 'h', 'req', req, 'exp', exp, 'd', d, 'at', now, 'n', token)
-      -- An order reserved again after its hold ended has nothing left
-      -- to report (its report outlives its record: no record does not
-      -- mean none).
-      if unrep then
-        redis.call('ZREM', KEYS[4], order)
-      end
-    end
-    zadd[#zadd + 1] = exp
+    local exps = string.format('%d', exp)
+    -- del: an ended record, or one Release or Expire left
+    recs[rk] = {'h', req, exps, token, false, 'r', rk, order, d, st or r[5]}
+    writes[#writes + 1] = recs[rk]
+    zadd[#zadd + 1] = exps
     zadd[#zadd + 1] = order
-    return {'ok', now, ep, 'h', exp, 1}, nexti
+    return exp, nexti
   end
-  recs[rk] = {'c', req, r[3], r[4], r[5]}
-  writes[#writes + 1] = function()
-    redis.call('HSET', rk, 'st', 'c', 'd', d, 'ct', now)
-    redis.call('PEXPIRE', rk, ARGV[1])
-    if unrep then
-      redis.call('ZREM', KEYS[4], order)
-    end
-    logged(KEYS[5], ARGV[4], order, now, req, ep)
-  end
+  recs[rk] = {'c', req, r[3], r[4], r[5], 'c', rk, order, d}
+  writes[#writes + 1] = recs[rk]
   return {'ok', now, ep, 'c', tonumber(r[3]), 1}, nexti
 end
 
-local out = {'batch', now}
+local out = {'batch', now, ep}
 local i = 6
 for j = 1, tonumber(ARGV[5]) do
-  out[2 + j], i = one(KEYS[6 + j], i)
+  out[3 + j], i = one(i)
 end
 commit(base, KEYS[6], keep, pend)
 for _, w in ipairs(writes) do
-  w()
+  -- w: the record as HMGET reads it, then mode, key, order, d and (mode
+  -- 'r') whether an older record is there to delete
+  local rk, order = w[7], w[8]
+  if w[6] == 'r' then
+    if w[10] then
+      redis.call('DEL', rk)
+    end
+    redis.call('HSET', rk, 'st', 'h', 'req', w[2], 'exp', w[3], 'd', w[9], 'at', nows, 'n', w[4])
+  else
+    redis.call('HSET', rk, 'st', 'c', 'd', w[9], 'ct', nows)
+    redis.call('PEXPIRE', rk, ARGV[1])
+    logged(KEYS[5], ARGV[4], order, now, w[2], ep)
+  end
+  -- An order reserved or confirmed again after its hold ended has
+  -- nothing left to report (its report outlives its record: no record
+  -- does not mean none).
+  if unrep then
+    redis.call('ZREM', KEYS[4], order)
+  end
 end
 if #zadd > 0 then
   redis.call('ZADD', KEYS[3], unpack(zadd))

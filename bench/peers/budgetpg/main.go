@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,7 @@ type config struct {
 	rounds     int
 	floorsPath string
 	strict     bool
+	cpuProfile string
 }
 
 func main() {
@@ -60,6 +62,7 @@ func main() {
 	flag.IntVar(&cfg.rounds, "rounds", 2, "interleaved rounds (the table sums them)")
 	flag.StringVar(&cfg.floorsPath, "floors", "", "also write the floor rows as JSON to this file (go run ./bench -service reads them)")
 	flag.BoolVar(&cfg.strict, "strict", false, "exit 1 when a robust floor fails or cannot be judged")
+	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the first timed tierset case at the most clients to this file")
 	flag.Parse()
 	cfg.clients = cli.PositiveInts("budgetpg", "clients", clients)
 	floors, err := run(cfg, os.Stdout)
@@ -132,7 +135,10 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	defer rdb.Close()
 	prefix := "tsbench-budgetpg-" + id
 	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// One DEL a key, and a run leaves a record per grant: over 250,000
+		// in a run of the defaults, more than 30 s of DELs on a busy
+		// machine.
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer ccancel()
 		if _, err := measure.DeleteKeys(cctx, rdb, prefix+"*"); err != nil {
 			fmt.Fprintln(os.Stderr, "budgetpg: delete keys:", err)
@@ -176,7 +182,12 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 					return nil, fmt.Errorf("%s: %w", w.name, err)
 				}
 				t := res[w.name][c]
+				stop, err := profile(cfg, w, c)
+				if err != nil {
+					return nil, err
+				}
 				r, err := drive(ctx, w, c, cfg.d, 0, &t.samples)
+				stop()
 				if err != nil {
 					return nil, fmt.Errorf("%s at %d clients: %w", w.name, c, err)
 				}
@@ -207,6 +218,29 @@ func run(cfg config, out io.Writer) (*measure.Floors, error) {
 	floors.Print(out)
 	return floors, nil
 }
+
+// profile starts the -cpuprofile of the first timed tierset case at the
+// most clients; stop ends it (a no-op for any other case).
+func profile(cfg config, w *way, c int) (stop func(), err error) {
+	if cfg.cpuProfile == "" || w.name != "tierset" || c != slices.Max(cfg.clients) || profiled {
+		return func() {}, nil
+	}
+	profiled = true
+	f, err := os.Create(cfg.cpuProfile)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+var profiled bool
 
 // check compares a way's counter with the grants its clients counted.
 func check(ctx context.Context, w *way, grants int64) error {
