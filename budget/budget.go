@@ -74,7 +74,8 @@ type Cap struct {
 	Limit int64
 	// Per, when set, counts per value of the named attribute (Medusa's
 	// use_by_attribute): "customer" counts per Request.Attributes
-	// ["customer"]. Empty: one counter for the promotion.
+	// ["customer"]. Empty: one counter for the promotion. A name is
+	// UTF-8 without control characters, '=' or '@' (as Request.Attributes).
 	Per string
 	// Period and Location: a cap per calendar period (Ever by default)
 	// needs its zone, named by the caller; periods are judged by Redis

@@ -27,7 +27,8 @@ type Request struct {
 	Order string
 	// Attributes hold the value of every attribute a cap counts per
 	// (Cap.Per), such as "customer": names and values of UTF-8, 1..
-	// MaxValueBytes bytes, no control characters.
+	// MaxValueBytes bytes, no control characters; names without '=' or
+	// '@', which separate a counter's name from its attribute's value.
 	Attributes map[string]string
 	// Lines name the promotions, each once: 1..MaxLines.
 	Lines []Line
