@@ -1,6 +1,7 @@
 package budget_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -143,24 +144,32 @@ func TestAdvWireConcurrentMixed(t *testing.T) {
 				}
 			}
 			t.Logf("%d held, %d conflicts, uses %v, spend %d", held, len(conflicts), uses, spend)
-			info, err := bg.Info(ctx, "a", "b")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range info.Promotions {
-				for _, c := range p.Caps {
-					want := uses[p.ID]
-					if c.Cap.Measure == budget.Spend {
-						want = spend
-					}
-					if c.Cap.Per != "" {
-						continue
-					}
-					if c.Used != want || c.Held != want {
-						t.Errorf("%s %s: used %d held %d, records %d", p.ID, c.Cap, c.Used, c.Held, want)
-					}
-				}
-			}
+			checkWholeCounts(ctx, t, bg, uses, spend, true, "a", "b")
 		})
+	}
+}
+
+// checkWholeCounts checks each promotion's caps that count for the whole
+// promotion (no Per) against the uses and spend the records add up to:
+// Used, and Held too when every counted reservation is still held.
+func checkWholeCounts(ctx context.Context, t *testing.T, bg *budget.Budget, uses map[string]int64, spend int64, held bool, ids ...string) {
+	t.Helper()
+	info, err := bg.Info(ctx, ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range info.Promotions {
+		for _, c := range p.Caps {
+			want := uses[p.ID]
+			if c.Cap.Measure == budget.Spend {
+				want = spend
+			}
+			if c.Cap.Per != "" {
+				continue
+			}
+			if c.Used != want || (held && c.Held != want) {
+				t.Errorf("%s %s: used %d held %d, records %d", p.ID, c.Cap, c.Used, c.Held, want)
+			}
+		}
 	}
 }

@@ -224,21 +224,7 @@ func TestFaultAdvWireCutsConcurrent(t *testing.T) {
 			t.Errorf("customer %q: %d uses of p", c, n)
 		}
 	}
-	info, err := bg.Info(ctx, "p", "q")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range info.Promotions {
-		for _, c := range p.Caps {
-			want := uses[p.ID]
-			if c.Cap.Measure == budget.Spend {
-				want = spend
-			}
-			if c.Cap.Per == "" && c.Used != want {
-				t.Errorf("%s %s: used %d, records %d", p.ID, c.Cap, c.Used, want)
-			}
-		}
-	}
+	checkWholeCounts(ctx, t, bg, uses, spend, false, "p", "q")
 	if f.Proxy.Cuts() == 0 {
 		t.Error("no reply was cut")
 	}
