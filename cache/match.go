@@ -317,9 +317,10 @@ func (c *Cache) prepare(qs []Query, lines []line, rs []Result, next bool, sc *ca
 	// Lines of one promotion are adjacent in order, so each key is
 	// written once, for the first of them.
 	keyLen := func(id string) int { return len(c.prefix) + len(tagOpen) + len(id) + len(suffixTiers) }
+	firstOfKey := func(x int) bool { return x == 0 || qs[order[x]].Promotion != qs[order[x-1]].Promotion }
 	size := 0
 	for x, i := range order {
-		if x == 0 || qs[i].Promotion != qs[order[x-1]].Promotion {
+		if firstOfKey(x) {
 			size += keyLen(qs[i].Promotion)
 		}
 		if next {
@@ -330,7 +331,7 @@ func (c *Cache) prepare(qs []Query, lines []line, rs []Result, next bool, sc *ca
 	b.Grow(size)
 	var num [20]byte
 	for x, i := range order {
-		if x == 0 || qs[i].Promotion != qs[order[x-1]].Promotion {
+		if firstOfKey(x) {
 			b.WriteString(c.prefix)
 			b.WriteString(tagOpen)
 			b.WriteString(qs[i].Promotion)
@@ -343,7 +344,7 @@ func (c *Cache) prepare(qs []Query, lines []line, rs []Result, next bool, sc *ca
 	}
 	all, at := b.String(), 0
 	for x, i := range order {
-		if x == 0 || qs[i].Promotion != qs[order[x-1]].Promotion {
+		if firstOfKey(x) {
 			n := keyLen(qs[i].Promotion)
 			lines[i].key = all[at : at+n]
 			at += n
