@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
@@ -153,5 +156,59 @@ func BenchmarkBigCart(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// BenchmarkBigCartOneClient is one client pricing big carts on the Redis
+// path back to back (AppendMatchCart into one reused slice, no gifts),
+// and reports the latency of its carts (p50, p99, p99.9) and the garbage
+// collections the process ran per 1,000 carts, for what the collector
+// adds to the tail. Real Redis only (TIERSET_REDIS_URL), best on a
+// private server; run it at several GOGC values to see that share.
+func BenchmarkBigCartOneClient(b *testing.B) {
+	if testredis.URL() == "" {
+		b.Skip("big carts are measured on a real Redis: " + testredis.NoRealWhy())
+	}
+	for _, lines := range []int{20, 150} {
+		be := testredis.Redis(b)
+		b.Run(fmt.Sprintf("lines=%d", lines), func(b *testing.B) {
+			ctx := context.Background()
+			c := newCache(b, be, Options{})
+			ps := bigCartPromos(100)
+			if _, err := c.Refresh(ctx, ps...); err != nil {
+				b.Fatal(err)
+			}
+			carts := bigCarts(ps, 64, lines, 1)
+			var buf []Result
+			for _, qs := range carts {
+				var err error
+				if buf, err = c.AppendMatchCart(ctx, buf[:0], qs, MatchOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			lat := make([]time.Duration, 0, 1<<16)
+			b.ReportAllocs()
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			k := 0
+			b.ResetTimer()
+			for b.Loop() {
+				start := time.Now()
+				var err error
+				if buf, err = c.AppendMatchCart(ctx, buf[:0], carts[k%len(carts)], MatchOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+				k++
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&ms1)
+			slices.Sort(lat)
+			at := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) }
+			b.ReportMetric(at(0.5), "p50-µs")
+			b.ReportMetric(at(0.99), "p99-µs")
+			b.ReportMetric(at(0.999), "p99.9-µs")
+			b.ReportMetric(float64(ms1.NumGC-ms0.NumGC)*1000/float64(b.N), "gc/1k-carts")
+		})
 	}
 }
