@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -45,10 +46,10 @@ import (
 type pending struct {
 	order string
 	bd    body
-	// its part of ARGV: order, req, hold ms, mode, token, caps (capString)
-	req, mode, token, caps string
-	hold                   int64
-	refs                   []capRef
+	// arg is its argument of reserve.lua: order, req, hold ms, mode and
+	// token, each followed by a tab, then its caps (appendCaps).
+	arg  string
+	refs []capRef
 	// deadline is the caller's ctx deadline (ok false: none).
 	deadline time.Time
 	ok       bool
@@ -75,11 +76,23 @@ type batcher struct {
 	busy  bool // a batch (or a call alone) is in flight
 }
 
-// newPending builds a request judged for Redis TIME about now.
+// newPending builds a request judged for Redis TIME about now. Its
+// argument is one string, built in one buffer on the caller's goroutine:
+// an argument a request, not six, to box, copy and send in the batch.
 func (b *Budget) newPending(order string, bd body, ps []Promotion, hold time.Duration, mode, token string, now time.Time) *pending {
-	caps, refs := capString(bd, ps, now)
-	return &pending{order: order, bd: bd, req: bd.encode(), hold: hold.Milliseconds(), mode: mode, token: token,
-		caps: caps, refs: refs, done: make(chan struct{})}
+	var ba [512]byte // on the stack for a small cart
+	buf := append(ba[:0], order...)
+	buf = append(buf, '\t')
+	buf = bd.appendEncoded(buf)
+	buf = append(buf, '\t')
+	buf = strconv.AppendInt(buf, hold.Milliseconds(), 10)
+	buf = append(buf, '\t')
+	buf = append(buf, mode...)
+	buf = append(buf, '\t')
+	buf = append(buf, token...)
+	buf = append(buf, '\t')
+	buf, refs := appendCaps(buf, bd, ps, now)
+	return &pending{order: order, bd: bd, arg: string(buf), refs: refs, done: make(chan struct{})}
 }
 
 // submit sends p in the next batch and waits for its reply. A call that
@@ -253,10 +266,10 @@ func latest(ps []*pending) (time.Time, bool) {
 func (b *Budget) runBatch(ctx context.Context, ps []*pending) ([]reply, error) {
 	// The records' keys are derived in the script from the base (KEYS[1]).
 	keys := []string{b.k.base, b.k.epoch, b.k.holds, b.k.unrep, b.k.log, b.k.keyset}
-	args := make([]any, 0, 5+6*len(ps))
+	args := make([]any, 0, 5+len(ps))
 	args = append(args, b.o.RecordTTL.Milliseconds(), b.keepMs(), b.reportFlag(), b.o.LogMax, len(ps))
 	for _, p := range ps {
-		args = append(args, p.order, p.req, p.hold, p.mode, p.token, p.caps)
+		args = append(args, p.arg)
 	}
 	out := make([]reply, len(ps))
 	rp, err := b.run(ctx, b.s.reserve, true, keys, args...)
@@ -271,10 +284,17 @@ func (b *Budget) runBatch(ctx context.Context, ps []*pending) ([]reply, error) {
 		return out, err
 	case "batch":
 		if len(rp) == 3+len(ps) {
+			// The new holds' replies share one array: one allocation a
+			// batch, not one a request.
+			var held []any
 			for i := range out {
-				if exp, ok := rp[3+i].(int64); ok {
+				if _, ok := rp[3+i].(int64); ok {
 					// A new hold answers its expiry alone.
-					out[i] = reply{"ok", rp[1], rp[2], "h", exp, int64(1)}
+					if held == nil {
+						held = make([]any, 0, 6*(len(ps)-i))
+					}
+					held = append(held, "ok", rp[1], rp[2], "h", rp[3+i], int64(1))
+					out[i] = reply(held[len(held)-6 : len(held) : len(held)])
 				} else if out[i] = reply(rp.list(3 + i)); len(out[i]) < 2 {
 					return make([]reply, len(ps)), rp.unexpected("reserve")
 				}

@@ -111,34 +111,46 @@ func (b *Budget) check(attrs map[string]string, lines []Line) (body, []Promotion
 // record's req is compared with the same cart sent again. Plain text (the
 // common case) is written here, the rest by encoding/json.
 func (bd body) encode() string {
-	if out, ok := bd.plain(); ok {
+	return string(bd.appendEncoded(nil))
+}
+
+// appendEncoded appends encode's bytes to buf.
+func (bd body) appendEncoded(buf []byte) []byte {
+	if out, ok := bd.appendPlain(buf); ok {
 		return out
 	}
 	out, err := json.Marshal(bd)
 	if err != nil { // strings and integers only: cannot fail
 		panic(fmt.Sprintf("budget: encode request: %v", err))
 	}
-	return string(out)
+	return append(buf, out...)
 }
 
 // plain encodes bd as encoding/json would, when no string of it needs
 // escaping there (printable ASCII but '"', '\\', '<', '>' and '&'): ok
 // false otherwise.
 func (bd body) plain() (string, bool) {
+	out, ok := bd.appendPlain(nil)
+	return string(out), ok
+}
+
+// appendPlain appends plain's encoding to buf; buf unchanged when ok is
+// false.
+func (bd body) appendPlain(buf []byte) ([]byte, bool) {
 	n := 16
 	for k, v := range bd.A {
 		if !plainText(k) || !plainText(v) {
-			return "", false
+			return buf, false
 		}
 		n += len(k) + len(v) + 6
 	}
 	for _, l := range bd.L {
 		if !plainText(l.Promotion) {
-			return "", false
+			return buf, false
 		}
 		n += len(l.Promotion) + 48
 	}
-	buf := make([]byte, 0, n)
+	buf = slices.Grow(buf, n)
 	buf = append(buf, '{')
 	if len(bd.A) > 0 {
 		buf = append(buf, `"a":{`...)
@@ -175,7 +187,7 @@ func (bd body) plain() (string, bool) {
 		buf = append(buf, '}')
 	}
 	buf = append(buf, "]}"...)
-	return string(buf), true
+	return buf, true
 }
 
 // plainText reports whether encoding/json writes s as it is between
@@ -216,9 +228,9 @@ type capSpec struct {
 // capSpecs lists the caps of a request for Redis TIME about now. Caps
 // that count in one counter (same key and field) are listed once, with
 // the lowest limit, so a delta is never added twice.
-func capSpecs(bd body, ps []Promotion, now time.Time) ([]capSpec, []capRef) {
+// specs is appended to (a caller's array on its stack, or nil).
+func capSpecs(specs []capSpec, bd body, ps []Promotion, now time.Time) ([]capSpec, []capRef) {
 	var refs []capRef
-	var specs []capSpec
 	for i, l := range bd.L {
 	next:
 		for _, c := range ps[i].Caps {
@@ -254,7 +266,7 @@ func (c *capSpec) counter() string { return c.cands[len(c.cands)/2].suffix }
 // (caps in lib.lua): per cap field, delta, limit, ncand and the
 // candidates; zero sends every delta as 0.
 func capArgs(bd body, ps []Promotion, now time.Time, zero bool) ([]any, []capRef) {
-	specs, refs := capSpecs(bd, ps, now)
+	specs, refs := capSpecs(nil, bd, ps, now)
 	args := make([]any, 0, 1+len(specs)*13)
 	args = append(args, len(specs))
 	for _, c := range specs {
@@ -270,13 +282,13 @@ func capArgs(bd body, ps []Promotion, now time.Time, zero bool) ([]any, []capRef
 	return args, refs
 }
 
-// capString is capArgs as one string, each argument followed by a tab
-// (no field holds one: checkText), for reserve.lua: one argument a
+// appendCaps appends capArgs as one string to buf, each argument
+// followed by a tab (no field holds one: checkText), for reserve.lua: a
 // request's caps, which a batch parses once for all its requests that
 // send the same.
-func capString(bd body, ps []Promotion, now time.Time) (string, []capRef) {
-	specs, refs := capSpecs(bd, ps, now)
-	buf := make([]byte, 0, 64*len(specs))
+func appendCaps(buf []byte, bd body, ps []Promotion, now time.Time) ([]byte, []capRef) {
+	var sa [4]capSpec // on the stack for a cart of a few caps
+	specs, refs := capSpecs(sa[:0], bd, ps, now)
 	buf = strconv.AppendInt(buf, int64(len(specs)), 10)
 	buf = append(buf, '\t')
 	for _, c := range specs {
@@ -297,5 +309,5 @@ func capString(bd body, ps []Promotion, now time.Time) (string, []capRef) {
 			buf = append(buf, '\t')
 		}
 	}
-	return string(buf), refs
+	return buf, refs
 }

@@ -16,13 +16,14 @@
 -- ARGV[3] -> report: '1' files expired holds in unrep
 -- ARGV[4] -> log MAXLEN (approximate)
 -- ARGV[5] -> n: the number of requests
--- ARGV[6..] -> n requests of 6 arguments each: order (its record, HASH
+-- ARGV[6..] -> n requests, one argument each: order (its record, HASH
 --   st, req, exp, d, at, n, ct, rt, is base .. 'o:' .. order); req (the
 --   request as the library encodes it: its identity); hold ms; mode ('r'
 --   reserve, 'c' confirm an expired hold); call token (a record made with
 --   it answers new = 1 again, so a batch go-redis sends again after a
---   cut reply still reports the grants it made); its caps as one string,
---   each argument of caps in lib.lua followed by a tab
+--   cut reply still reports the grants it made), each followed by a tab
+--   (none holds one), then its caps, each argument of caps in lib.lua
+--   followed by a tab
 -- Returns {'lost', now} (no epoch) or {'batch', now, epoch, reply 1,
 --   .., reply n}, each reply one of expiry ms (an integer: a new hold,
 --   the common case, which the library reads as {'ok', now, epoch, 'h',
@@ -78,66 +79,82 @@ local function caps_of(s)
   return l
 end
 
--- one judges a request whose arguments start at ARGV[i]; it returns its
--- reply and the index of the next request.
-local function one(i)
-  local order, req, mode, token = ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 4]
-  local rk = base .. 'o:' .. order
-  local list, nexti = caps_of(ARGV[i + 5]), i + 6
+-- Each request's fields, split once (one argument a request costs the
+-- server less to read than six), and rks, its record key. fresh: none of
+-- those existed before this batch (the common case: new orders), read
+-- with one EXISTS for the batch instead of one HMGET a request (a
+-- redis.call costs more than the Lua around it); then a record this
+-- batch did not write reads as HMGET reads a missing key.
+local n = tonumber(ARGV[5])
+local orders, reqs, holds, modes, tokens, capss, rks = {}, {}, {}, {}, {}, {}, {}
+for j = 1, n do
+  local o, q, h, m, t, c = string.match(ARGV[5 + j], '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+  orders[j], reqs[j], holds[j], modes[j], tokens[j], capss[j] = o, q, h, m, t, c
+  rks[j] = base .. 'o:' .. o
+end
+local fresh = redis.call('EXISTS', unpack(rks)) == 0
+local none = {false, false, false, false, false}
+
+-- one judges request j and returns its reply.
+local function one(j)
+  local order, req, mode, token = orders[j], reqs[j], modes[j], tokens[j]
+  local rk = rks[j]
+  local list = caps_of(capss[j])
   local r = recs[rk]
-  if not r then
+  if not r and fresh then
+    r = none
+  elseif not r then
     -- pcall: a record key of another type (a foreign writer's) fails
     -- its own request, not the batch.
     r = redis.pcall('HMGET', rk, 'st', 'req', 'exp', 'n', 'rt')
     if r.err then
-      return {'damaged', now, r.err}, nexti
+      return {'damaged', now, r.err}
     end
   end
   local st = r[1]
   if mode == 'r' then
     if st == 'h' or st == 'c' then
       if r[2] ~= req then
-        return {'conflict', now, st}, nexti
+        return {'conflict', now, st}
       end
       local again = 0
       if st == 'h' and r[4] == token then
         again = 1 -- the same call sent again: its grant
       end
-      return {'ok', now, ep, st, tonumber(r[3]), again}, nexti
+      return {'ok', now, ep, st, tonumber(r[3]), again}
     end
   elseif st ~= 'x' or r[2] ~= req then
-    return {'state', now, st or ''}, nexti
+    return {'state', now, st or ''}
   end
   if not list then
-    return {'skew', now}, nexti
+    return {'skew', now}
   end
   if not intact(base, KEYS[6], list, whole) then
-    return {'lost', now}, nexti
+    return {'lost', now}
   end
   local c, u = over(base, list, memo)
   if c then
-    return {'limit', now, c, u}, nexti
+    return {'limit', now, c, u}
   end
   local d = apply(base, list, memo, pend)
   if mode == 'r' then
-    local exp = now + tonumber(ARGV[i + 2])
+    local exp = now + tonumber(holds[j])
     local exps = string.format('%d', exp)
     -- del: an ended record, or one Release or Expire left
     recs[rk] = {'h', req, exps, token, false, 'r', rk, order, d, st or r[5]}
     writes[#writes + 1] = recs[rk]
     zadd[#zadd + 1] = exps
     zadd[#zadd + 1] = order
-    return exp, nexti
+    return exp
   end
   recs[rk] = {'c', req, r[3], r[4], r[5], 'c', rk, order, d}
   writes[#writes + 1] = recs[rk]
-  return {'ok', now, ep, 'c', tonumber(r[3]), 1}, nexti
+  return {'ok', now, ep, 'c', tonumber(r[3]), 1}
 end
 
 local out = {'batch', now, ep}
-local i = 6
-for j = 1, tonumber(ARGV[5]) do
-  out[3 + j], i = one(i)
+for j = 1, n do
+  out[3 + j] = one(j)
 end
 commit(base, KEYS[6], keep, pend)
 for _, w in ipairs(writes) do
