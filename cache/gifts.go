@@ -21,7 +21,7 @@ import (
 // missing list of the current version is damage, ErrDamaged. A missing
 // list costs one more round trip, to read the current version.
 func (c *Cache) Gifts(ctx context.Context, rs []Result) error {
-	n, err := c.fetchGifts(ctx, rs, false)
+	n, err := c.fetchGifts(ctx, rs, false, false)
 	c.obs.OnRoundTrips(OpGifts, n)
 	if err != nil {
 		return fmt.Errorf("cache: gifts: %w", ctxErr(ctx, err))
@@ -31,19 +31,28 @@ func (c *Cache) Gifts(ctx context.Context, rs []Result) error {
 
 // fetchGifts fetches the gift lists of rs's hits. fresh: the hits were
 // read by this call (a Match or MatchCart with Gifts), not handed in by
-// the caller (Cache.Gifts).
-func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh bool) (int, error) {
+// the caller (Cache.Gifts). owned: rs's hits are also this call's own
+// copies (the Redis path's), which take their lists in place; any
+// other hit (the near cache's shared ladder, the caller's) gets a copy
+// carrying its list.
+func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh, owned bool) (int, error) {
 	// One HMGET per gifts key (promotion and version) for all the lines
 	// it answers: the lines that need a list, by key, each with the
 	// position of its tier among its key's fields.
-	var want []int
+	nwant := 0
+	for i := range rs {
+		if t := rs[i].Tier; t != nil && t.HasGifts && t.Gifts == nil {
+			nwant++
+		}
+	}
+	if nwant == 0 {
+		return 0, nil
+	}
+	want := make([]int, 0, nwant)
 	for i := range rs {
 		if t := rs[i].Tier; t != nil && t.HasGifts && t.Gifts == nil {
 			want = append(want, i)
 		}
-	}
-	if len(want) == 0 {
-		return 0, nil
 	}
 	slices.SortStableFunc(want, func(a, b int) int {
 		if c := cmp.Compare(rs[a].Promotion, rs[b].Promotion); c != 0 {
@@ -82,6 +91,7 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh bool) (int, e
 		}
 	}
 	var missing []int
+	var gd giftDecoder
 	for _, i := range want {
 		cmd := cmds[i]
 		if cmd.Err() != nil {
@@ -96,13 +106,17 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh bool) (int, e
 			missing = append(missing, i)
 			continue
 		}
-		gifts, err := decodeGifts([]byte(raw), c.maxBytes)
+		gifts, err := gd.decode(raw, c.maxBytes)
 		if err != nil {
 			c.obs.OnDecodeError(rs[i].Promotion, recordGifts, err)
 			rs[i].Err = fmt.Errorf("promotion %q tier %q: %w", rs[i].Promotion, rs[i].Tier.ID, err)
 			continue
 		}
-		rs[i].Tier = withGifts(rs[i].Tier, gifts)
+		if owned {
+			rs[i].Tier.Gifts = gifts
+		} else {
+			rs[i].Tier = withGifts(rs[i].Tier, gifts)
+		}
 	}
 	if len(missing) == 0 {
 		return 1, nil
