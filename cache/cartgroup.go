@@ -88,6 +88,7 @@ type cartScratch struct {
 	cmds  []redis.Cmder
 	slab  cmdSlab // the commands cmds holds
 	gs    cartGroups
+	pipe  redis.Pipeliner // on Cache.client, empty between carts
 }
 
 // linesFor returns n zeroed lines.
@@ -106,6 +107,9 @@ func (sc *cartScratch) reset(n int) {
 	clear(sc.cmds)
 	clear(sc.slab.cmds)
 	clear(sc.gs.groups)
+	if sc.pipe != nil {
+		sc.pipe.Discard() // Exec emptied it; a call that failed before Exec did not
+	}
 	sc.args, sc.cmds, sc.slab.cmds, sc.gs.groups = sc.args[:0], sc.cmds[:0], sc.slab.cmds[:0], sc.gs.groups[:0]
 }
 

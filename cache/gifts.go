@@ -63,21 +63,39 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh, owned bool) 
 	pipe := c.client.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(rs)) // by line: its key's HMGET
 	field := make([]int, len(rs))            // by line: its tier's position in that HMGET
-	for lo := 0; lo < len(want); {
-		first := &rs[want[lo]]
-		hi := lo + 1
+	// keyEnd is the end of the run of want that shares want[lo]'s key.
+	keyEnd := func(lo int) int {
+		first, hi := &rs[want[lo]], lo+1
 		for hi < len(want) && rs[want[hi]].Promotion == first.Promotion && rs[want[hi]].Version == first.Version {
 			hi++
 		}
-		var fields []string
+		return hi
+	}
+	keys := 0
+	for lo := 0; lo < len(want); lo = keyEnd(lo) {
+		keys++
+	}
+	// Every HMGET's arguments in one slice (at most a field a line) and
+	// the commands in another, sized first: the commands keep subslices
+	// of the one and the lines pointers into the other.
+	args := make([]any, 0, 2*keys+len(want))
+	slab := make([]redis.SliceCmd, 0, keys)
+	for lo := 0; lo < len(want); {
+		first := &rs[want[lo]]
+		hi := keyEnd(lo)
+		at := len(args)
+		args = append(args, "hmget", c.giftsKey(first.Promotion, first.Version))
 		for _, i := range want[lo:hi] {
-			k := slices.Index(fields, rs[i].Tier.ID)
+			id := rs[i].Tier.ID
+			k := slices.IndexFunc(args[at+2:], func(a any) bool { return a.(string) == id })
 			if k < 0 {
-				k, fields = len(fields), append(fields, rs[i].Tier.ID)
+				k, args = len(args)-at-2, append(args, id)
 			}
 			field[i] = k
 		}
-		cmd := pipe.HMGet(ctx, c.giftsKey(first.Promotion, first.Version), fields...)
+		slab = append(slab, *redis.NewSliceCmd(ctx, args[at:len(args):len(args)]...))
+		cmd := &slab[len(slab)-1]
+		_ = pipe.Process(ctx, cmd)
 		for _, i := range want[lo:hi] {
 			cmds[i] = cmd
 		}

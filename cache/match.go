@@ -401,10 +401,13 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 	if !c.nopObs {
 		start = time.Now()
 	}
-	var one [1]line
-	lines := one[:]
+	// A line's arguments go into its commands, so its memory is on the
+	// heap: one line alone, or a cart's pooled lines.
+	var lines []line
 	var sc *cartScratch
-	if len(qs) != 1 {
+	if len(qs) == 1 {
+		lines = make([]line, 1)
+	} else {
 		// Lines are scratch: results never point into them (hits live in
 		// their own slice), so a cart reuses them from a pool.
 		sc, _ = c.scratch.Get().(*cartScratch)
@@ -558,7 +561,17 @@ func (c *Cache) sendSingle(ctx context.Context, lines []line, rs []Result) error
 // the lines of one promotion together one read for all (cartgroup.go).
 // sc is nil for a single line (with MatchOptions.Next).
 func (c *Cache) sendPipeline(ctx context.Context, qs []Query, lines []line, rs []Result, next bool, sc *cartScratch) error {
-	pipe := c.client.Pipeline()
+	var pipe redis.Pipeliner
+	if sc != nil {
+		// Exec leaves a pipeline empty, holding no command: a cart
+		// reuses its scratch's.
+		if sc.pipe == nil {
+			sc.pipe = c.client.Pipeline()
+		}
+		pipe = sc.pipe
+	} else {
+		pipe = c.client.Pipeline()
+	}
 	var gs *cartGroups
 	var cmds []redis.Cmder
 	var args []any

@@ -14,9 +14,9 @@ import (
 // redisPathFixedAllocs bounds what a cart priced on the Redis path may
 // allocate beyond go-redis's replies (a []string a command, a string a
 // member): its tier copies (one slab), the pipeline and its command
-// list, and little else (12 when this was written). Keys, arguments
+// list, and little else (7 when this was written). Keys, arguments
 // and commands are reused.
-const redisPathFixedAllocs = 16
+const redisPathFixedAllocs = 12
 
 // redisPathRaceAllocs is what the race detector adds to a cart's
 // allocations on average: sync.Pool drops a quarter of the scratches put
