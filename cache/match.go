@@ -284,7 +284,7 @@ func (ln *line) nextCmd(ctx context.Context, cs *cmdSlab, a []any) *redis.String
 }
 
 // cmdSlab holds a call's commands in one slice, so a cart allocates
-// none once its pooled scratch has held as many (cartScratch.cmdSlab).
+// none once its pooled scratch has held as many (cartScratch.slab).
 // Its capacity is set before the first command (cmdSlab.reserve) and
 // never grows, as the lines point into it. A nil cmdSlab allocates each
 // command alone.
