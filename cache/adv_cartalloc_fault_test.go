@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,13 +181,22 @@ func TestFaultAdvCartAllocFaultThenCart(t *testing.T) {
 // that run out while their pipelines are in flight: their scratches go
 // back to the pool mid-read and are taken by the others. A cart with no
 // deadline never fails and is always right; one that fails fails with
-// its deadline.
+// its deadline; each cart's line on its worker's wrong-typed key fails
+// alone, with that key's own error.
 func TestFaultAdvCartAllocDeadlineStorm(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	w := newAFWorld(t, ctx)
 	w.env.proxy.SetLatency(time.Millisecond)
 	const workers, rounds = 8, 20
+	// Each worker's own wrong-typed promotion: its line's error must
+	// name it, never another worker's.
+	wrong := func(g int) string { return "af-wrong-" + strconv.Itoa(g) }
+	for g := range workers {
+		if err := w.env.rdb.Set(ctx, w.env.direct.tiersKey(wrong(g)), "not a zset", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make(chan string, workers)
 	var expired, total int64
@@ -197,9 +209,11 @@ func TestFaultAdvCartAllocDeadlineStorm(t *testing.T) {
 			for round := range rounds {
 				opt := matchOpts[(g+round)%len(matchOpts)]
 				qs, ls := w.cart(rng, 1+rng.Intn(150))
+				at := rng.Intn(len(qs) + 1)
+				qs = slices.Insert(qs, at, QuantityQuery(wrong(g), 3))
 				cctx, cancel := ctx, context.CancelFunc(func() {})
 				if g%2 == 0 {
-					cctx, cancel = context.WithTimeout(ctx, time.Duration(200+rng.Intn(3000))*time.Microsecond)
+					cctx, cancel = context.WithTimeout(ctx, time.Duration(500+rng.Intn(12000))*time.Microsecond)
 				}
 				rs, err := w.env.cut.MatchCart(cctx, qs, opt)
 				cancel()
@@ -215,7 +229,11 @@ func TestFaultAdvCartAllocDeadlineStorm(t *testing.T) {
 					errs <- fmt.Sprintf("worker %d round %d: %v", g, round, err)
 					return
 				default:
-					if d := afCheck(ls, rs, opt); d != "" {
+					if e := rs[at].Err; rs[at].Promotion != wrong(g) || e == nil || !strings.Contains(e.Error(), "WRONGTYPE") || !strings.Contains(e.Error(), strconv.Quote(wrong(g))) {
+						errs <- fmt.Sprintf("worker %d round %d: wrong-typed line %+v", g, round, rs[at])
+						return
+					}
+					if d := afCheck(ls, slices.Delete(rs, at, at+1), opt); d != "" {
 						errs <- fmt.Sprintf("worker %d round %d %+v: %s", g, round, opt, d)
 						return
 					}
