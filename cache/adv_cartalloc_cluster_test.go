@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,20 +28,25 @@ type acSlotMover struct {
 
 func newACSlotMover(t *testing.T, ctx context.Context, cc *redis.ClusterClient, slot int) (m *acSlotMover, owner, other string) {
 	t.Helper()
-	ranges, err := cc.ClusterSlots(ctx).Result()
+	shards, err := cc.ClusterShards(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	m = &acSlotMover{slot: slot, masters: map[string]*redis.Client{}, addr: map[string]string{}}
-	for _, r := range ranges {
-		n := r.Nodes[0]
-		if _, ok := m.masters[n.ID]; !ok {
-			c := redis.NewClient(&redis.Options{Addr: n.Addr})
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" {
+				continue
+			}
+			addr := net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+			c := redis.NewClient(&redis.Options{Addr: addr})
 			t.Cleanup(func() { _ = c.Close() })
-			m.masters[n.ID], m.addr[n.ID] = c, n.Addr
-		}
-		if r.Start <= slot && slot <= r.End {
-			owner = n.ID
+			m.masters[n.ID], m.addr[n.ID] = c, addr
+			for _, r := range sh.Slots {
+				if r.Start <= int64(slot) && int64(slot) <= r.End {
+					owner = n.ID
+				}
+			}
 		}
 	}
 	for id := range m.masters {
@@ -68,7 +74,10 @@ func (m *acSlotMover) start(ctx context.Context, src, dst string, keys ...string
 }
 
 func (m *acSlotMover) migrate(ctx context.Context, src, dst string, keys []string) error {
-	host, port, _ := cutAddr(m.addr[dst])
+	host, port, err := net.SplitHostPort(m.addr[dst])
+	if err != nil {
+		return err
+	}
 	args := []any{"migrate", host, port, "", 0, 5000, "keys"}
 	for _, k := range keys {
 		args = append(args, k)
@@ -119,15 +128,6 @@ func (m *acSlotMover) finish(ctx context.Context, src, dst string) error {
 		}
 	}
 	return nil
-}
-
-func cutAddr(addr string) (string, string, bool) {
-	for i := len(addr) - 1; i >= 0; i-- {
-		if addr[i] == ':' {
-			return addr[:i], addr[i+1:], true
-		}
-	}
-	return addr, "", false
 }
 
 // TestFaultAdvCartAllocClusterMigrate prices carts across slots while
