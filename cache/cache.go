@@ -30,6 +30,8 @@ type Cache struct {
 	// per-line OnLookup loop.
 	nopObs bool
 	memo   *memo
+	// keys keeps the tiers keys of recently matched promotions built.
+	keys *keyTable
 	// scratch pools a cart's working memory (*cartScratch) between carts.
 	scratch sync.Pool
 
@@ -71,6 +73,7 @@ func New(c redis.UniversalClient, opts Options) (*Cache, error) {
 		obs:      o.Observer,
 		nopObs:   isNop(o.Observer),
 		memo:     newMemo(o.DecodeCacheSize),
+		keys:     new(keyTable),
 	}
 	if err := out.withNearAndLoader(o); err != nil {
 		return nil, err

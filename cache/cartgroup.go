@@ -86,7 +86,9 @@ type cartScratch struct {
 	sort  []uint64 // sortLines
 	args  []any
 	cmds  []redis.Cmder
+	slab  cmdSlab // the commands cmds holds
 	gs    cartGroups
+	pipe  redis.Pipeliner // on Cache.client, empty between carts
 }
 
 // linesFor returns n zeroed lines.
@@ -103,8 +105,12 @@ func (sc *cartScratch) reset(n int) {
 	clear(sc.lines[:n])
 	clear(sc.args)
 	clear(sc.cmds)
+	clear(sc.slab.cmds)
 	clear(sc.gs.groups)
-	sc.args, sc.cmds, sc.gs.groups = sc.args[:0], sc.cmds[:0], sc.gs.groups[:0]
+	if sc.pipe != nil {
+		sc.pipe.Discard() // Exec emptied it; a call that failed before Exec did not
+	}
+	sc.args, sc.cmds, sc.slab.cmds, sc.gs.groups = sc.args[:0], sc.cmds[:0], sc.slab.cmds[:0], sc.gs.groups[:0]
 }
 
 // sortLines sets sc.gs.order to the indexes of the valid lines (rs[i].Err
@@ -188,14 +194,15 @@ func (gs *cartGroups) ownsNext(i int) bool {
 	return g == 0 || gs.order[gs.groups[g-1].hi-1] == i
 }
 
-// send appends every group's read to cmds, its arguments to args.
-func (gs *cartGroups) send(ctx context.Context, cmds []redis.Cmder, args []any, lines []line) ([]redis.Cmder, []any) {
+// send appends every group's read to cmds, its arguments to args, the
+// command itself taken from cs.
+func (gs *cartGroups) send(ctx context.Context, cs *cmdSlab, cmds []redis.Cmder, args []any, lines []line) ([]redis.Cmder, []any) {
 	for k := range gs.groups {
 		g := &gs.groups[k]
 		top := &lines[gs.order[g.hi-1]]
 		at := len(args)
-		args = append(args, "zrange", top.key, top.score, score.NegInf, "byscore", "rev", "limit", int64(0), g.limit) // Rev: the high bound first
-		g.cmd = redis.NewStringSliceCmd(ctx, args[at:len(args):len(args)]...)
+		args = append(args, "zrange", top.keyArg, top.score, score.NegInf, "byscore", "rev", "limit", int64(0), g.limit) // Rev: the high bound first
+		g.cmd = cs.cmd(ctx, args[at:len(args):len(args)])
 		cmds = append(cmds, g.cmd)
 	}
 	return cmds, args

@@ -66,7 +66,7 @@ func TestFaultEvictionGiftsDamaged(t *testing.T) {
 					want := tt.kept
 					if fresh {
 						want = tt.fresh
-						_, err = c.fetchGifts(ctx, rs, true) // the gift fetch of the Match that read the hit
+						_, err = c.fetchGifts(ctx, rs, true, false) // the gift fetch of the Match that read the hit
 					} else {
 						err = c.Gifts(ctx, rs)
 					}

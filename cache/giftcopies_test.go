@@ -100,3 +100,65 @@ func checkGiftsNotShared(t *testing.T, name string, round int, p gradient.Promot
 		}
 	}
 }
+
+// TestGiftsCopiesHandedInTiers: Cache.Gifts sets each Result's Tier to a
+// copy carrying its list, on the Redis path (whose MatchCart without
+// Gifts handed the caller its own tiers) and from a near cache (whose
+// tiers are the held ladder's): the TierHit the caller kept from before
+// stays without a list, and a later cart without Gifts gets none, while
+// a cart with Gifts takes its lists on its own tiers.
+func TestGiftsCopiesHandedInTiers(t *testing.T) {
+	t.Parallel()
+	testredis.EachCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+		caches := []struct {
+			name string
+			c    *Cache
+		}{{"redis", newCache(t, b, Options{})}}
+		if b.Mini == nil {
+			caches = append(caches, struct {
+				name string
+				c    *Cache
+			}{"near", newNearCache(t, nearClient(t, b), b.Prefix, Options{})})
+		}
+		if _, err := caches[0].c.Refresh(ctx, simplePromotion("handed", 1, 2, 5, 10)); err != nil {
+			t.Fatal(err)
+		}
+		qs := []Query{QuantityQuery("handed", 5), QuantityQuery("handed", 12)}
+		for _, cc := range caches {
+			for round := 0; round < 3; round++ { // the near cache holds the ladder from the first cart on
+				rs, err := cc.c.MatchCart(ctx, qs, MatchOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				kept := make([]*TierHit, len(rs))
+				for i := range rs {
+					if rs[i].Err != nil || rs[i].Tier == nil || !rs[i].Tier.HasGifts || rs[i].Tier.Gifts != nil {
+						t.Fatalf("%s round %d line %d: %+v before Gifts", cc.name, round, i, rs[i])
+					}
+					kept[i] = rs[i].Tier
+				}
+				if err := cc.c.Gifts(ctx, rs); err != nil {
+					t.Fatal(err)
+				}
+				for i := range rs {
+					if rs[i].Err != nil || len(rs[i].Tier.Gifts) == 0 {
+						t.Fatalf("%s round %d line %d: %+v after Gifts", cc.name, round, i, rs[i])
+					}
+					if rs[i].Tier == kept[i] || kept[i].Gifts != nil {
+						t.Fatalf("%s round %d line %d: Gifts wrote the list into the tier handed in", cc.name, round, i)
+					}
+					rs[i].Tier.Gifts[0].SKU = "mutated"
+				}
+				with, err := cc.c.MatchCart(ctx, qs, MatchOptions{Gifts: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range with {
+					if with[i].Err != nil || len(with[i].Tier.Gifts) == 0 || with[i].Tier.Gifts[0].SKU == "mutated" {
+						t.Fatalf("%s round %d line %d: %+v with Gifts", cc.name, round, i, with[i])
+					}
+				}
+			}
+		}
+	})
+}

@@ -21,7 +21,7 @@ import (
 // missing list of the current version is damage, ErrDamaged. A missing
 // list costs one more round trip, to read the current version.
 func (c *Cache) Gifts(ctx context.Context, rs []Result) error {
-	n, err := c.fetchGifts(ctx, rs, false)
+	n, err := c.fetchGifts(ctx, rs, false, false)
 	c.obs.OnRoundTrips(OpGifts, n)
 	if err != nil {
 		return fmt.Errorf("cache: gifts: %w", ctxErr(ctx, err))
@@ -31,19 +31,28 @@ func (c *Cache) Gifts(ctx context.Context, rs []Result) error {
 
 // fetchGifts fetches the gift lists of rs's hits. fresh: the hits were
 // read by this call (a Match or MatchCart with Gifts), not handed in by
-// the caller (Cache.Gifts).
-func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh bool) (int, error) {
+// the caller (Cache.Gifts). owned: rs's hits are also this call's own
+// copies (the Redis path's), which take their lists in place; any
+// other hit (the near cache's shared ladder, the caller's) gets a copy
+// carrying its list.
+func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh, owned bool) (int, error) {
 	// One HMGET per gifts key (promotion and version) for all the lines
 	// it answers: the lines that need a list, by key, each with the
 	// position of its tier among its key's fields.
-	var want []int
+	nwant := 0
+	for i := range rs {
+		if t := rs[i].Tier; t != nil && t.HasGifts && t.Gifts == nil {
+			nwant++
+		}
+	}
+	if nwant == 0 {
+		return 0, nil
+	}
+	want := make([]int, 0, nwant)
 	for i := range rs {
 		if t := rs[i].Tier; t != nil && t.HasGifts && t.Gifts == nil {
 			want = append(want, i)
 		}
-	}
-	if len(want) == 0 {
-		return 0, nil
 	}
 	slices.SortStableFunc(want, func(a, b int) int {
 		if c := cmp.Compare(rs[a].Promotion, rs[b].Promotion); c != 0 {
@@ -54,21 +63,39 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh bool) (int, e
 	pipe := c.client.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(rs)) // by line: its key's HMGET
 	field := make([]int, len(rs))            // by line: its tier's position in that HMGET
-	for lo := 0; lo < len(want); {
-		first := &rs[want[lo]]
-		hi := lo + 1
+	// keyEnd is the end of the run of want that shares want[lo]'s key.
+	keyEnd := func(lo int) int {
+		first, hi := &rs[want[lo]], lo+1
 		for hi < len(want) && rs[want[hi]].Promotion == first.Promotion && rs[want[hi]].Version == first.Version {
 			hi++
 		}
-		var fields []string
+		return hi
+	}
+	keys := 0
+	for lo := 0; lo < len(want); lo = keyEnd(lo) {
+		keys++
+	}
+	// Every HMGET's arguments in one slice (at most a field a line) and
+	// the commands in another, sized first: the commands keep subslices
+	// of the one and the lines pointers into the other.
+	args := make([]any, 0, 2*keys+len(want))
+	slab := make([]redis.SliceCmd, 0, keys)
+	for lo := 0; lo < len(want); {
+		first := &rs[want[lo]]
+		hi := keyEnd(lo)
+		at := len(args)
+		args = append(args, "hmget", c.giftsKey(first.Promotion, first.Version))
 		for _, i := range want[lo:hi] {
-			k := slices.Index(fields, rs[i].Tier.ID)
+			id := rs[i].Tier.ID
+			k := slices.IndexFunc(args[at+2:], func(a any) bool { return a.(string) == id })
 			if k < 0 {
-				k, fields = len(fields), append(fields, rs[i].Tier.ID)
+				k, args = len(args)-at-2, append(args, id)
 			}
 			field[i] = k
 		}
-		cmd := pipe.HMGet(ctx, c.giftsKey(first.Promotion, first.Version), fields...)
+		slab = append(slab, *redis.NewSliceCmd(ctx, args[at:len(args):len(args)]...))
+		cmd := &slab[len(slab)-1]
+		_ = pipe.Process(ctx, cmd)
 		for _, i := range want[lo:hi] {
 			cmds[i] = cmd
 		}
@@ -82,6 +109,7 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh bool) (int, e
 		}
 	}
 	var missing []int
+	var gd giftDecoder
 	for _, i := range want {
 		cmd := cmds[i]
 		if cmd.Err() != nil {
@@ -96,13 +124,17 @@ func (c *Cache) fetchGifts(ctx context.Context, rs []Result, fresh bool) (int, e
 			missing = append(missing, i)
 			continue
 		}
-		gifts, err := decodeGifts([]byte(raw), c.maxBytes)
+		gifts, err := gd.decode(raw, c.maxBytes)
 		if err != nil {
 			c.obs.OnDecodeError(rs[i].Promotion, recordGifts, err)
 			rs[i].Err = fmt.Errorf("promotion %q tier %q: %w", rs[i].Promotion, rs[i].Tier.ID, err)
 			continue
 		}
-		rs[i].Tier = withGifts(rs[i].Tier, gifts)
+		if owned {
+			rs[i].Tier.Gifts = gifts
+		} else {
+			rs[i].Tier = withGifts(rs[i].Tier, gifts)
+		}
 	}
 	if len(missing) == 0 {
 		return 1, nil

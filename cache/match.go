@@ -87,9 +87,10 @@ type TierHit struct {
 
 // line is the working state of one query.
 type line struct {
-	score int64
-	key   string // the promotion's tiers key, a substring of the call's key buffer
-	bound string // "(score", the next-tier range's exclusive bound (MatchOptions.Next)
+	score  int64
+	key    string // the promotion's tiers key (Cache.keys)
+	keyArg any    // key, boxed once per promotion (Cache.keys)
+	bound  string // "(score", the next-tier range's exclusive bound (MatchOptions.Next)
 	// hit and next are the line's own ZRANGEs; a line answered by its
 	// group's read (cartgroup.go) has none, or only next.
 	hit  *redis.StringSliceCmd
@@ -269,22 +270,49 @@ const (
 	nextArgc = 8 // ZRANGE key (s +inf BYSCORE LIMIT 0 1
 )
 
-func (ln *line) hitCmd(ctx context.Context) *redis.StringSliceCmd {
+func (ln *line) hitCmd(ctx context.Context, cs *cmdSlab) *redis.StringSliceCmd {
 	a := &ln.args
 	// Rev: Start is the HIGH bound.
-	a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8] = "zrange", ln.key, ln.score, score.NegInf, "byscore", "rev", "limit", int64(0), int64(1)
-	return redis.NewStringSliceCmd(ctx, a[:]...)
+	a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8] = "zrange", ln.keyArg, ln.score, score.NegInf, "byscore", "rev", "limit", int64(0), int64(1)
+	return cs.cmd(ctx, a[:])
 }
 
-func (ln *line) nextCmd(ctx context.Context, a []any) *redis.StringSliceCmd {
+func (ln *line) nextCmd(ctx context.Context, cs *cmdSlab, a []any) *redis.StringSliceCmd {
 	a = a[:nextArgc:nextArgc]
-	a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7] = "zrange", ln.key, ln.bound, score.PosInf, "byscore", "limit", int64(0), int64(1)
-	return redis.NewStringSliceCmd(ctx, a...)
+	a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7] = "zrange", ln.keyArg, ln.bound, score.PosInf, "byscore", "limit", int64(0), int64(1)
+	return cs.cmd(ctx, a)
 }
 
-// prepare encodes every query and builds the tiers keys (and next-tier
-// bounds) of the valid ones in one string, which each line slices: one
-// key per promotion, shared by its lines. With sc (a cart), the valid
+// cmdSlab holds a call's commands in one slice, so a cart allocates
+// none once its pooled scratch has held as many (cartScratch.slab).
+// Its capacity is set before the first command (cmdSlab.reserve) and
+// never grows, as the lines point into it. A nil cmdSlab allocates each
+// command alone.
+type cmdSlab struct {
+	cmds []redis.StringSliceCmd
+}
+
+// reserve makes room for n commands and drops what the slab held.
+func (cs *cmdSlab) reserve(n int) {
+	if cap(cs.cmds) < n {
+		cs.cmds = make([]redis.StringSliceCmd, 0, n)
+	}
+	cs.cmds = cs.cmds[:0]
+}
+
+// cmd returns a new command on args: a fresh value, whatever the slot
+// held before (context, reply, error, cluster slot).
+func (cs *cmdSlab) cmd(ctx context.Context, args []any) *redis.StringSliceCmd {
+	if cs == nil {
+		return redis.NewStringSliceCmd(ctx, args...)
+	}
+	cs.cmds = append(cs.cmds, *redis.NewStringSliceCmd(ctx, args...))
+	return &cs.cmds[len(cs.cmds)-1]
+}
+
+// prepare encodes every query, takes the tiers key of each promotion
+// from Cache.keys (shared by its lines) and builds the next-tier bounds
+// of the valid lines in one string, which each line slices. With sc (a cart), the valid
 // lines are also sorted by promotion then score (sc.gs.order) for
 // groupLines. It returns the number of lines to send.
 func (c *Cache) prepare(qs []Query, lines []line, rs []Result, next bool, sc *cartScratch) int {
@@ -315,47 +343,34 @@ func (c *Cache) prepare(qs []Query, lines []line, rs []Result, next bool, sc *ca
 		}
 	}
 	// Lines of one promotion are adjacent in order, so each key is
-	// written once, for the first of them.
-	keyLen := func(id string) int { return len(c.prefix) + len(tagOpen) + len(id) + len(suffixTiers) }
-	firstOfKey := func(x int) bool { return x == 0 || qs[order[x]].Promotion != qs[order[x-1]].Promotion }
-	size := 0
+	// looked up once, for the first of them.
 	for x, i := range order {
-		if firstOfKey(x) {
-			size += keyLen(qs[i].Promotion)
+		if x == 0 || qs[i].Promotion != qs[order[x-1]].Promotion {
+			k := c.tiersKeyArg(qs[i].Promotion, lines[i].tag)
+			lines[i].key, lines[i].keyArg = k.key, k.arg
+		} else {
+			lines[i].key, lines[i].keyArg = lines[order[x-1]].key, lines[order[x-1]].keyArg
 		}
-		if next {
-			size += 1 + decimalLen(lines[i].score)
-		}
+	}
+	if !next {
+		return pending
+	}
+	size := 0
+	for _, i := range order {
+		size += 1 + decimalLen(lines[i].score)
 	}
 	var b strings.Builder
 	b.Grow(size)
 	var num [20]byte
-	for x, i := range order {
-		if firstOfKey(x) {
-			b.WriteString(c.prefix)
-			b.WriteString(tagOpen)
-			b.WriteString(qs[i].Promotion)
-			b.WriteString(suffixTiers)
-		}
-		if next {
-			b.WriteByte('(')
-			b.Write(strconv.AppendInt(num[:0], lines[i].score, 10))
-		}
+	for _, i := range order {
+		b.WriteByte('(')
+		b.Write(strconv.AppendInt(num[:0], lines[i].score, 10))
 	}
 	all, at := b.String(), 0
-	for x, i := range order {
-		if firstOfKey(x) {
-			n := keyLen(qs[i].Promotion)
-			lines[i].key = all[at : at+n]
-			at += n
-		} else {
-			lines[i].key = lines[order[x-1]].key
-		}
-		if next {
-			n := 1 + decimalLen(lines[i].score)
-			lines[i].bound = all[at : at+n]
-			at += n
-		}
+	for _, i := range order {
+		n := 1 + decimalLen(lines[i].score)
+		lines[i].bound = all[at : at+n]
+		at += n
 	}
 	return pending
 }
@@ -386,10 +401,13 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 	if !c.nopObs {
 		start = time.Now()
 	}
-	var one [1]line
-	lines := one[:]
+	// A line's arguments go into its commands, so its memory is on the
+	// heap: one line alone, or a cart's pooled lines.
+	var lines []line
 	var sc *cartScratch
-	if len(qs) != 1 {
+	if len(qs) == 1 {
+		lines = make([]line, 1)
+	} else {
 		// Lines are scratch: results never point into them (hits live in
 		// their own slice), so a cart reuses them from a pool.
 		sc, _ = c.scratch.Get().(*cartScratch)
@@ -466,7 +484,9 @@ func (c *Cache) matchRedis(ctx context.Context, qs []Query, opt MatchOptions, rs
 		}
 	}
 	if opt.Gifts {
-		n, err := c.fetchGifts(ctx, rs, true)
+		// rs's hits are this call's own (hits, above): each takes its
+		// list in place.
+		n, err := c.fetchGifts(ctx, rs, true, true)
 		if n > 0 {
 			c.obs.OnRoundTrips(OpGifts, n)
 		}
@@ -525,7 +545,7 @@ func (c *Cache) sendSingle(ctx context.Context, lines []line, rs []Result) error
 			continue
 		}
 		ln := &lines[i]
-		ln.hit, ln.sent = ln.hitCmd(ctx), true
+		ln.hit, ln.sent = ln.hitCmd(ctx, nil), true
 		_ = c.client.Process(ctx, ln.hit)
 		if err := lineErr(ln.hit.Err(), &rs[i]); err != nil {
 			return err
@@ -541,24 +561,51 @@ func (c *Cache) sendSingle(ctx context.Context, lines []line, rs []Result) error
 // the lines of one promotion together one read for all (cartgroup.go).
 // sc is nil for a single line (with MatchOptions.Next).
 func (c *Cache) sendPipeline(ctx context.Context, qs []Query, lines []line, rs []Result, next bool, sc *cartScratch) error {
-	pipe := c.client.Pipeline()
+	var pipe redis.Pipeliner
+	if sc != nil {
+		// Exec leaves a pipeline empty, holding no command: a cart
+		// reuses its scratch's.
+		if sc.pipe == nil {
+			sc.pipe = c.client.Pipeline()
+		}
+		pipe = sc.pipe
+	} else {
+		pipe = c.client.Pipeline()
+	}
 	var gs *cartGroups
 	var cmds []redis.Cmder
 	var args []any
+	var cs *cmdSlab
 	if sc != nil {
 		gs = groupLines(qs, lines, sc)
-		cmds, args = sc.cmds[:0], sc.args[:0]
+		cmds, args, cs = sc.cmds[:0], sc.args[:0], &sc.slab
 	}
 	// Every command's arguments in one slice, sized first: the commands
-	// keep subslices of it.
-	argc := 0
+	// keep subslices of it. The commands themselves, counted first too,
+	// go in one slab.
+	argc, cmdc := 0, 0
 	if next {
 		argc += nextArgc * len(lines)
 	}
 	if gs != nil {
 		argc += groupArgc * len(gs.groups)
+		cmdc += len(gs.groups)
 	}
 	args = slices.Grow(args, argc)
+	if cs != nil {
+		for i := range lines {
+			if rs[i].Err != nil {
+				continue
+			}
+			if gs == nil || !gs.grouped(i) {
+				cmdc++
+			}
+			if next && (gs == nil || gs.ownsNext(i)) {
+				cmdc++
+			}
+		}
+		cs.reserve(cmdc)
+	}
 	for i := range lines {
 		ln := &lines[i]
 		if rs[i].Err != nil {
@@ -566,18 +613,18 @@ func (c *Cache) sendPipeline(ctx context.Context, qs []Query, lines []line, rs [
 		}
 		ln.sent, ln.wantNext = true, next
 		if gs == nil || !gs.grouped(i) {
-			ln.hit = ln.hitCmd(ctx)
+			ln.hit = ln.hitCmd(ctx, cs)
 			cmds = append(cmds, ln.hit)
 		}
 		if next && (gs == nil || gs.ownsNext(i)) {
 			at := len(args)
 			args = args[:at+nextArgc]
-			ln.next = ln.nextCmd(ctx, args[at:])
+			ln.next = ln.nextCmd(ctx, cs, args[at:])
 			cmds = append(cmds, ln.next)
 		}
 	}
 	if gs != nil {
-		cmds, args = gs.send(ctx, cmds, args, lines)
+		cmds, args = gs.send(ctx, cs, cmds, args, lines)
 	}
 	if sc != nil {
 		sc.cmds, sc.args = cmds, args

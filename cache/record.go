@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -426,24 +427,45 @@ func encodeGifts(buf *bytes.Buffer, gifts []gradient.Gift) error {
 // hostile length fails against the real input length before anything is
 // allocated for it, counts are checked against gradient's limits before
 // use, the input must be consumed whole, and a panic becomes ErrCorrupt.
-func decodeGifts(b []byte, maxBytes int) (gifts []gradient.Gift, err error) {
+func decodeGifts(b []byte, maxBytes int) ([]gradient.Gift, error) {
+	var gd giftDecoder
+	return gd.decode(string(b), maxBytes)
+}
+
+// giftDecoder is decodeGifts for many lists: one reader and one msgpack
+// Decoder, reset for each, read the reply's string without a copy to
+// bytes. The lists it returns are new each time; the decoder keeps no
+// part of them.
+type giftDecoder struct {
+	src strings.Reader
+	dec *msgpack.Decoder
+}
+
+// decode is decodeGifts on s.
+func (gd *giftDecoder) decode(s string, maxBytes int) (gifts []gradient.Gift, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			gifts, err = nil, fmt.Errorf("%w: gift list decode panicked: %v", ErrCorrupt, p)
 		}
 	}()
-	if len(b) > maxBytes {
-		return nil, fmt.Errorf("%w: gift list of %d bytes (max %d)", ErrCorrupt, len(b), maxBytes)
+	if len(s) > maxBytes {
+		return nil, fmt.Errorf("%w: gift list of %d bytes (max %d)", ErrCorrupt, len(s), maxBytes)
 	}
-	src := bytes.NewReader(b)
-	dec := msgpack.NewDecoder(src)
+	src := &gd.src
+	src.Reset(s)
+	if gd.dec == nil {
+		gd.dec = msgpack.NewDecoder(src)
+	} else {
+		gd.dec.Reset(src)
+	}
+	dec := gd.dec
 	if err := dec.Skip(); err != nil {
 		return nil, fmt.Errorf("%w: gift list: %w", ErrCorrupt, err)
 	}
 	if src.Len() != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes after gift list", ErrCorrupt, src.Len())
 	}
-	src.Reset(b)
+	src.Reset(s)
 	dec.Reset(src)
 	n, err := dec.DecodeArrayLen()
 	if err != nil || n < 0 || n > gradient.MaxGiftsPerTier {
