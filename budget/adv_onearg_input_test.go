@@ -2,6 +2,7 @@ package budget_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/tierset/tierset/budget"
 	"github.com/tierset/tierset/internal/keyname"
+	"github.com/tierset/tierset/internal/testredis"
 )
 
 // oneargPerName and oneargLongName are Cap.Per names that need JSON
@@ -131,5 +133,63 @@ func TestAdvOneArgConfirmExpired(t *testing.T) {
 		if _, err := bg.Confirm(ctx, tc.order); !errors.Is(err, &budget.ValidationError{Field: "order"}) {
 			t.Errorf("Confirm of an order with %s: %v, want a ValidationError naming the order", tc.name, err)
 		}
+	}
+}
+
+// TestAdvOneArgLargestCarts: a batch of carts at every maximum at once:
+// MaxLines lines, promotion IDs of the longest key name that need JSON
+// escaping, each counted in all, per day and per customer (three caps,
+// three candidates each: the longest caps string), order and attribute
+// value at their longest. Each is one argument of a few tens of KB; all
+// are granted and every counter is exactly the carts'.
+func TestAdvOneArgLargestCarts(t *testing.T) {
+	const carts = 32
+	var promos []budget.Promotion
+	var lines []budget.Line
+	for i := range budget.MaxLines {
+		id := fmt.Sprintf("%03d", i) + strings.Repeat("é<", (keyname.MaxBytes-3)/3)
+		promos = append(promos, budget.Promotion{ID: id, Caps: []budget.Cap{
+			{Measure: budget.Uses, Limit: budget.MaxAmount},
+			{Measure: budget.Spend, Limit: budget.MaxAmount, Period: budget.Day, Location: time.UTC},
+			{Measure: budget.Uses, Limit: budget.MaxAmount, Per: "customer"}}})
+		lines = append(lines, budget.Line{Promotion: id, Uses: budget.MaxAmount / (2 * carts), Amount: int64(i + 1)})
+	}
+	f, bg, ctx, release := heldBatch(t, budget.Options{}, promos[0].ID, nil, promos...)
+	long := strings.Repeat("ü", budget.MaxValueBytes/2)
+	var chs []<-chan outcomeOf
+	for i := range carts {
+		order := fmt.Sprintf("%03d", i) + strings.Repeat("订", (budget.MaxOrderBytes-3)/3)
+		chs = append(chs, reserveAsync(ctx, bg, budget.Request{Order: order,
+			Attributes: map[string]string{"customer": long[:len(long)-2*(i%3)]}, Lines: lines, Hold: time.Hour}))
+		queuedBehind(t, bg, i+1)
+	}
+	if o := await(t, release()); o.err != nil {
+		t.Fatal(o.err)
+	}
+	for i, ch := range chs {
+		if o := await(t, ch); o.err != nil || !o.res.New {
+			t.Errorf("cart %d: %+v, %v: want a new hold", i, o.res, o.err)
+		}
+	}
+	info, err := bg.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range info.Promotions {
+		for _, ci := range p.Caps {
+			want := carts * (budget.MaxAmount / (2 * carts))
+			if ci.Cap.Measure == budget.Spend {
+				want = carts * int64(i+1)
+			}
+			if p.ID == promos[0].ID && ci.Cap.Measure == budget.Uses {
+				want += 2 // warm and first
+			}
+			if ci.Used != want {
+				t.Errorf("%s cap %v: used %d, want %d", p.ID, ci.Cap, ci.Used, want)
+			}
+		}
+	}
+	if n, err := testredis.CountKeys(ctx, f.Server.Client(nil), bg.Keys()[0]+"o:"); err != nil || n != carts+2 {
+		t.Errorf("%d records, %v: want %d", n, err, carts+2)
 	}
 }
