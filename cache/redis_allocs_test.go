@@ -24,6 +24,13 @@ const redisPathFixedAllocs = 12
 // 0 to 10 more in 30 runs).
 const redisPathRaceAllocs = 24
 
+// redisPathClusterAllocs bounds what go-redis's ClusterClient adds to a
+// pipeline: it splits the commands by node (a map, a command slice and a
+// goroutine a node, and the slot lookups), 34 at 20 lines and 40 at 150
+// lines over 3 masters when this was written. The library's own share is
+// the same as on one server, where the ceiling above is exact.
+const redisPathClusterAllocs = 48
+
 // TestAppendMatchCartRedisAllocs prices big carts on the Redis path
 // (AppendMatchCart into a reused dst, no gifts) and checks that each
 // allocates at most its replies (counted by a hook on another client)
@@ -65,6 +72,9 @@ func TestAppendMatchCartRedisAllocs(t *testing.T) {
 				max := float64(cmds + members + redisPathFixedAllocs)
 				if raceEnabled {
 					max += redisPathRaceAllocs
+				}
+				if _, ok := b.Client.(*redis.ClusterClient); ok {
+					max += redisPathClusterAllocs
 				}
 				if n > max {
 					t.Errorf("%.1f allocations a cart of %d lines (%d commands, %d members in replies), want ≤ %.0f", n, lines, cmds, members, max)
