@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset"
 	"github.com/tierset/tierset/gradient"
 	"github.com/tierset/tierset/internal/testredis"
 )
@@ -176,7 +177,7 @@ func TestFaultAdvCartAllocClusterMigrate(t *testing.T) {
 			t.Errorf("slot %d not moved back: %v", m.slot, err)
 		}
 	})
-	prices := func(step string) {
+	prices := func(c *Cache, step string) {
 		t.Helper()
 		var wg sync.WaitGroup
 		errs := make(chan string, 4)
@@ -227,6 +228,19 @@ func TestFaultAdvCartAllocClusterMigrate(t *testing.T) {
 		{"tiers key moved back (ASK)", func() error { return m.start(ctx, other, owner, tiers) }, other, "ASK"},
 		{"all moved back (MOVED)", func() error { return m.finish(ctx, other, owner) }, other, "MOVED"},
 	} {
+		// Each step prices on a client of its own whose slot map is read
+		// before the step moves anything, so it is stale when the step
+		// ends. The shared client's map may have been reloaded meanwhile:
+		// go-redis reloads it in the background after a redirect (a
+		// single command's ASK too), a reload that can end after the
+		// move, and every 10 s. Its first command is a PING, which no node
+		// redirects: any command reads the map, and that one starts no
+		// reload.
+		sc := tierset.NewClusterClient(testredis.ClusterAddrs()...)
+		t.Cleanup(func() { _ = sc.Close() })
+		if err := sc.Ping(ctx).Err(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
 		if err := step.do(); err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
@@ -234,7 +248,7 @@ func TestFaultAdvCartAllocClusterMigrate(t *testing.T) {
 		if step.from != "" {
 			before = m.errorstat(ctx, step.from, step.redirect)
 		}
-		prices(step.name)
+		prices(newCacheOn(t, sc, b.Prefix), step.name)
 		if step.from != "" {
 			if after := m.errorstat(ctx, step.from, step.redirect); after <= before {
 				t.Errorf("%s: no %s redirect seen (%d, then %d): nothing was tested", step.name, step.redirect, before, after)
