@@ -7,3 +7,14 @@ func Queued(b *Budget) int {
 	defer b.batch.mu.Unlock()
 	return len(b.batch.queue)
 }
+
+// encode is appendEncoded as a string.
+func (bd body) encode() string {
+	return string(bd.appendEncoded(nil))
+}
+
+// plain is appendPlain as a string.
+func (bd body) plain() (string, bool) {
+	out, ok := bd.appendPlain(nil)
+	return string(out), ok
+}

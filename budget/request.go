@@ -107,14 +107,10 @@ func (b *Budget) check(attrs map[string]string, lines []Line) (body, []Promotion
 	return body{A: a, L: ls}, ps, nil
 }
 
-// encode is the body as encoding/json writes it: byte for byte, since a
-// record's req is compared with the same cart sent again. Plain text (the
-// common case) is written here, the rest by encoding/json.
-func (bd body) encode() string {
-	return string(bd.appendEncoded(nil))
-}
-
-// appendEncoded appends encode's bytes to buf.
+// appendEncoded appends the body as encoding/json writes it: byte for
+// byte, since a record's req is compared with the same cart sent again.
+// Plain text (the common case) is written here, the rest by
+// encoding/json.
 func (bd body) appendEncoded(buf []byte) []byte {
 	if out, ok := bd.appendPlain(buf); ok {
 		return out
@@ -126,16 +122,9 @@ func (bd body) appendEncoded(buf []byte) []byte {
 	return append(buf, out...)
 }
 
-// plain encodes bd as encoding/json would, when no string of it needs
-// escaping there (printable ASCII but '"', '\\', '<', '>' and '&'): ok
-// false otherwise.
-func (bd body) plain() (string, bool) {
-	out, ok := bd.appendPlain(nil)
-	return string(out), ok
-}
-
-// appendPlain appends plain's encoding to buf; buf unchanged when ok is
-// false.
+// appendPlain appends bd as encoding/json would, when no string of it
+// needs escaping there (printable ASCII but '"', '\\', '<', '>' and
+// '&'); ok false and buf unchanged otherwise.
 func (bd body) appendPlain(buf []byte) ([]byte, bool) {
 	n := 16
 	for k, v := range bd.A {

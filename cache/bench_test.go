@@ -168,7 +168,7 @@ func (c *Cache) matchCartScript(ctx context.Context, qs []Query) ([]Result, erro
 		hits = append(hits, TierHit{ID: m.tierID, Score: m.score, Threshold: d.threshold, Reward: m.reward, HasGifts: m.hasGifts})
 		rs[i].Tier, rs[i].Version = &hits[len(hits)-1], m.version
 		if hasGiftList {
-			if rs[i].Tier.Gifts, err = decodeGifts([]byte(giftRaw), c.maxBytes); err != nil {
+			if rs[i].Tier.Gifts, err = decodeGifts(giftRaw, c.maxBytes); err != nil {
 				rs[i].Err = err
 			}
 		}

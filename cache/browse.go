@@ -71,7 +71,7 @@ func (c *Cache) Ladder(ctx context.Context, id string) (Ladder, error) {
 		if !ok {
 			return Ladder{}, fmt.Errorf("%w: promotion %q version %s tier %q", ErrGiftsGone, id, l.Version, t.ID)
 		}
-		if t.Gifts, err = decodeGifts([]byte(raw), c.maxBytes); err != nil {
+		if t.Gifts, err = decodeGifts(raw, c.maxBytes); err != nil {
 			c.obs.OnDecodeError(id, recordGifts, err)
 			return Ladder{}, fmt.Errorf("promotion %q tier %q: %w", id, t.ID, err)
 		}

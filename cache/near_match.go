@@ -393,7 +393,7 @@ func (c *Cache) nearGifts(ctx context.Context, rs []Result, skip []int) (int, er
 				missing = append(missing, i)
 				continue
 			}
-			_, err := decodeGifts([]byte(raw), c.maxBytes)
+			_, err := decodeGifts(raw, c.maxBytes)
 			rs[i].Err = fmt.Errorf("promotion %q tier %q: %w", rs[i].Promotion, t.ID, err)
 			continue
 		}
@@ -448,7 +448,7 @@ func (c *Cache) decodeGiftLists(id, version string, raw map[string]string) map[s
 	clean := true
 	var size int64
 	for tier, v := range raw {
-		g, err := decodeGifts([]byte(v), c.maxBytes)
+		g, err := decodeGifts(v, c.maxBytes)
 		if err != nil {
 			c.obs.OnDecodeError(id, recordGifts, err)
 			clean = false

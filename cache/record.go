@@ -427,9 +427,9 @@ func encodeGifts(buf *bytes.Buffer, gifts []gradient.Gift) error {
 // hostile length fails against the real input length before anything is
 // allocated for it, counts are checked against gradient's limits before
 // use, the input must be consumed whole, and a panic becomes ErrCorrupt.
-func decodeGifts(b []byte, maxBytes int) ([]gradient.Gift, error) {
+func decodeGifts(s string, maxBytes int) ([]gradient.Gift, error) {
 	var gd giftDecoder
-	return gd.decode(string(b), maxBytes)
+	return gd.decode(s, maxBytes)
 }
 
 // giftDecoder is decodeGifts for many lists: one reader and one msgpack
