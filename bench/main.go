@@ -115,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.service, "service", false, "also run bench/peers/cart (carts priced by PostgreSQL and by tierset) and bench/peers/budgetpg (a promotion cap in one PostgreSQL row and in package budget); needs the go command, a real Redis and PostgreSQL; judge their floors")
 	fs.BoolVar(&cfg.scaling, "scaling", false, "with -cluster: sharded delay queue throughput, 1 shard vs 3 shards (1 vs 3 masters)")
 	fs.BoolVar(&cfg.storm, "storm", false, "run only the sale storm (8 client processes, the bench re-executed, over 10,000 promotions: hot edits, then a republish of all) and the big carts; needs a single real Redis")
-	fs.BoolVar(&cfg.bigcart, "bigcart", false, "run only the big carts of -storm (150- and 20-line carts over 100 promotions: 16 clients in a closed loop, Redis path and near cache; on the Redis path also one client alone and 16 clients in an open loop at 10, 25 and 50% of that throughput); needs a single real Redis")
+	fs.BoolVar(&cfg.bigcart, "bigcart", false, "run only the big carts of -storm (150- and 20-line carts over 100 promotions: 16 clients in a closed loop, Redis path and near cache; then one client alone and 16 clients in an open loop at 10, 25 and 50% of that throughput, on the Redis path beside plain go-redis sending the same commands, and one client through the near cache); needs a single real Redis")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the generated promotions and query values")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), usageText, 20)

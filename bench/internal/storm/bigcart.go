@@ -16,9 +16,11 @@ import (
 // BigCarts prices 150-line carts over 100 promotions (and 20-line carts
 // beside them), on the Redis path and through a near cache, with and
 // without gifts: first from 16 clients in a closed loop (saturation:
-// carts/s, p50, p99, p99.9 and round trips per cart), then, on the Redis
-// path without gifts, one client alone and 16 clients in an open loop
-// at fractions of the closed loop's carts/s (see load).
+// carts/s, p50, p99, p99.9 and round trips per cart), then one client
+// alone and 16 clients in an open loop at fractions of the closed loop's
+// carts/s (see load), on the Redis path without gifts and, beside it,
+// from plain go-redis sending the same commands (rawFloor); and one
+// client alone through the near cache, with and without gifts.
 func BigCarts(ctx context.Context, url, prefix string, quick bool, out io.Writer) error {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
@@ -54,11 +56,20 @@ func BigCarts(ctx context.Context, url, prefix string, quick bool, out io.Writer
 	fmt.Fprintf(out, "\nbig carts: 100 promotions (5 tiers, gifts on 2), lines of 1 to 20 items, %v per row\n", dur)
 	fmt.Fprintf(out, "closed loop (saturation): %d clients, each starting its next cart when its last one returns\n", clients)
 	fmt.Fprintf(out, "| path | lines | gifts | carts | carts/s | p50 | p99 | p99.9 | round trips / cart |\n|---|---|---|---|---|---|---|---|---|\n")
-	saturated := map[int]float64{} // Redis path, no gifts: carts/s by lines
-	var onRedis *cache.Cache
+	// saturated is the closed loop's carts/s by row; the open loops below
+	// offer fractions of the Redis path's without gifts.
+	type row struct {
+		near  bool
+		lines int
+		gifts bool
+	}
+	saturated := map[row]float64{}
+	var onRedis, onNear *cache.Cache
 	defer func() {
-		if onRedis != nil {
-			onRedis.Close()
+		for _, c := range []*cache.Cache{onRedis, onNear} {
+			if c != nil {
+				c.Close()
+			}
 		}
 	}()
 	for _, near := range []bool{false, true} {
@@ -72,8 +83,8 @@ func BigCarts(ctx context.Context, url, prefix string, quick bool, out io.Writer
 			return err
 		}
 		if near {
+			onNear = c
 			if err := warmNear(ctx, c, promos); err != nil {
-				c.Close()
 				return err
 			}
 		} else {
@@ -84,16 +95,12 @@ func BigCarts(ctx context.Context, url, prefix string, quick bool, out io.Writer
 				rt.n.Store(0)
 				st, err := runLoad(ctx, c, load{clients: clients, lines: lines, promos: promos, gifts: gifts, dur: dur})
 				if err != nil {
-					if near {
-						c.Close()
-					}
 					return err
 				}
+				saturated[row{near, lines, gifts}] = st.rate()
 				path := "Redis"
 				if near {
 					path = "near"
-				} else if !gifts {
-					saturated[lines] = st.rate()
 				}
 				fmt.Fprintf(out, "| %s | %d | %v | %d | %.0f | %s | %s | %s | %.2f |\n", path, lines, gifts, len(st.lat), st.rate(),
 					fmtLat(pct(st.lat, 0.5)), fmtLat(pct(st.lat, 0.99)), fmtLat(pct(st.lat, 0.999)),
@@ -103,36 +110,62 @@ func BigCarts(ctx context.Context, url, prefix string, quick bool, out io.Writer
 				}
 			}
 		}
-		if near {
-			c.Close()
-		}
 	}
 
 	fractions := []float64{0.10, 0.25, 0.50} // the header says so
-	fmt.Fprintf(out, "\nRedis path, no gifts, below saturation: one client alone (closed loop, %v), then %d clients in an open loop offered 10%%, 25%% and 50%% of the closed-loop carts/s above (%v per row)\n",
+	fmt.Fprintf(out, "\nbelow saturation: one client alone (closed loop, %v), then, on Redis, %d clients in an open loop offered 10%%, 25%% and 50%% of the Redis path's closed-loop carts/s above (%v per row)\n",
 		solo, clients, dur)
-	fmt.Fprintf(out, "| lines | clients | offered carts/s | achieved carts/s | carts | p50 | p99 | p99.9 | service p99 | late p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(out, "| way | lines | clients | offered carts/s | achieved carts/s | carts | p50 | p99 | p99.9 | service p99 | late p99 |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	// The floor: the same carts' commands from plain go-redis (rawFloor),
+	// at the Redis path's offered loads, so its rows say what the machine
+	// and go-redis leave to the cache.
+	floor := &rawFloor{client: client, tiers: func(id string) string { return prefix + ":{p:" + id + "}:tiers" }}
+	if err := floor.check(ctx, promoID(0)); err != nil {
+		return err
+	}
+	// The near cache's carts take microseconds: its open loops would
+	// measure the pacer's wake-ups (hundreds of µs at these rates), not
+	// the carts, so it gets the one-client rows only.
+	ways := []struct {
+		name  string
+		c     *cache.Cache
+		raw   *rawFloor
+		gifts bool
+		open  bool
+	}{
+		{name: "Redis path", c: onRedis, open: true},
+		{name: "go-redis floor", c: onRedis, raw: floor, open: true},
+		{name: "near", c: onNear},
+		{name: "near, gifts", c: onNear, gifts: true},
+	}
 	for _, lines := range []int{20, 150} {
-		st, err := runLoad(ctx, onRedis, load{clients: 1, lines: lines, promos: promos, dur: solo})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "| %d | 1 | closed loop | %.0f | %d | %s | %s | %s | | |\n", lines, st.rate(), len(st.lat),
-			fmtLat(pct(st.lat, 0.5)), fmtLat(pct(st.lat, 0.99)), fmtLat(pct(st.lat, 0.999)))
-		for _, f := range fractions {
-			rate := f * saturated[lines]
-			st, err := runLoad(ctx, onRedis, load{clients: clients, lines: lines, promos: promos, rate: rate, dur: dur})
+		for _, w := range ways {
+			st, err := runLoad(ctx, w.c, load{clients: 1, lines: lines, promos: promos, gifts: w.gifts, dur: solo, raw: w.raw})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "| %d | %d | %.0f (%.0f%%) | %.0f | %d | %s | %s | %s | %s | %s |\n", lines, clients, rate, f*100, st.rate(), len(st.lat),
-				fmtLat(pct(st.lat, 0.5)), fmtLat(pct(st.lat, 0.99)), fmtLat(pct(st.lat, 0.999)),
-				fmtLat(pct(st.svc, 0.99)), fmtLat(pct(st.late, 0.99)))
-			if st.errs > 0 {
-				fmt.Fprintf(out, "(%d carts of that row failed and are not counted)\n", st.errs)
+			fmt.Fprintf(out, "| %s | %d | 1 | closed loop | %.0f | %d | %s | %s | %s | | |\n", w.name, lines, st.rate(), len(st.lat),
+				fmtLat(pct(st.lat, 0.5)), fmtLat(pct(st.lat, 0.99)), fmtLat(pct(st.lat, 0.999)))
+			if !w.open {
+				continue
+			}
+			for _, f := range fractions {
+				rate := f * saturated[row{lines: lines}] // the Redis path's, without gifts
+				st, err := runLoad(ctx, w.c, load{clients: clients, lines: lines, promos: promos, gifts: w.gifts, rate: rate, dur: dur, raw: w.raw})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "| %s | %d | %d | %.0f (%.0f%%) | %.0f | %d | %s | %s | %s | %s | %s |\n", w.name, lines, clients, rate, f*100, st.rate(), len(st.lat),
+					fmtLat(pct(st.lat, 0.5)), fmtLat(pct(st.lat, 0.99)), fmtLat(pct(st.lat, 0.999)),
+					fmtLat(pct(st.svc, 0.99)), fmtLat(pct(st.late, 0.99)))
+				if st.errs > 0 {
+					fmt.Fprintf(out, "(%d carts of that row failed and are not counted)\n", st.errs)
+				}
 			}
 		}
 	}
+	fmt.Fprintln(out, "Redis path and near: without gifts unless said; go-redis floor: the same carts' ZRANGEs (one per distinct")
+	fmt.Fprintln(out, "promotion) pipelined by plain go-redis, nothing decoded, at the Redis path's offered loads.")
 	fmt.Fprintln(out, "open loop: p50, p99 and p99.9 count from each cart's due time, so a cart that waited for its client's")
 	fmt.Fprintln(out, "previous one is charged the wait; service: from the call's start; late: start minus due time.")
 	return nil

@@ -27,6 +27,9 @@ type load struct {
 	gifts                  bool
 	rate                   float64
 	dur                    time.Duration
+	// raw prices each cart as the floor does (rawFloor) instead of
+	// through the cache.
+	raw *rawFloor
 }
 
 // loadStats is what a row measured, latencies in µs, sorted.
@@ -64,6 +67,9 @@ func runLoad(ctx context.Context, c *cache.Cache, l load) (*loadStats, error) {
 			carts[g][i] = qs
 		}
 	}
+	if l.raw != nil {
+		l.raw.prepare(carts)
+	}
 	// Closed loop: room for up to 16M lines/s over all clients; open
 	// loop: for the carts due, plus slack. Sized by the row, so the live
 	// heap (which paces garbage collection) stays near what the recorded
@@ -90,6 +96,10 @@ func runLoad(ctx context.Context, c *cache.Cache, l load) (*loadStats, error) {
 	}
 	us := func(d time.Duration) int32 { return int32(d.Microseconds()) }
 	opt := cache.MatchOptions{Gifts: l.gifts}
+	price := c.AppendMatchCart
+	if l.raw != nil {
+		price = l.raw.price
+	}
 	// The clients start together a little after their goroutines do.
 	t0 := time.Now().Add(5 * time.Millisecond)
 	var wg sync.WaitGroup
@@ -109,7 +119,7 @@ func runLoad(ctx context.Context, c *cache.Cache, l load) (*loadStats, error) {
 					if start >= l.dur {
 						break
 					}
-					buf, err = c.AppendMatchCart(ctx, buf[:0], carts[g][n%cartsPerClient], opt)
+					buf, err = price(ctx, buf[:0], carts[g][n%cartsPerClient], opt)
 					st.last = time.Since(t0)
 					if err != nil {
 						st.errs++
@@ -137,7 +147,7 @@ func runLoad(ctx context.Context, c *cache.Cache, l load) (*loadStats, error) {
 					}
 				}
 				start := time.Since(t0)
-				buf, err = c.AppendMatchCart(ctx, buf[:0], carts[g][n%cartsPerClient], opt)
+				buf, err = price(ctx, buf[:0], carts[g][n%cartsPerClient], opt)
 				st.last = time.Since(t0)
 				if err != nil {
 					st.errs++
