@@ -34,9 +34,11 @@
 //     Zipf-skewed carts over 10,000 promotions through hot edits and a
 //     republish of all, then 150-line carts on both paths (-bigcart
 //     runs only those): 16 clients in a closed loop (saturation), and on
-//     the Redis path one client alone and 16 clients in an open loop at
-//     10, 25 and 50% of the closed loop's carts/s, latency counted from
-//     each cart's due time (about 45 s; -quick about 15 s).
+//     the Redis path, beside plain go-redis sending the same reads, one
+//     client alone and 16 clients in an open loop at 10, 25 and 50% of
+//     the closed loop's carts/s, latency counted from each cart's due
+//     time; one client alone through the near cache (about 70 s; -quick
+//     about 25 s).
 //
 // Every floor is one named row of one table at the end. Robust floors
 // (round trips, bytes per lookup, p50 flatness, the lead over a full
