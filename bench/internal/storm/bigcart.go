@@ -119,7 +119,7 @@ func BigCarts(ctx context.Context, url, prefix string, quick bool, out io.Writer
 	// The floor: the same carts' commands from plain go-redis (rawFloor),
 	// at the Redis path's offered loads, so its rows say what the machine
 	// and go-redis leave to the cache.
-	floor := &rawFloor{client: client, tiers: func(id string) string { return prefix + ":{p:" + id + "}:tiers" }}
+	floor := &rawFloor{client: client, prefix: prefix}
 	if err := floor.check(ctx, promoID(0)); err != nil {
 		return err
 	}

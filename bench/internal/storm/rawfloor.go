@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/bench/internal/tiers"
 	"github.com/tierset/tierset/cache"
 )
 
@@ -19,9 +20,7 @@ import (
 // building the commands, the round trip and reading the replies.
 type rawFloor struct {
 	client *redis.Client
-	// tiers is the tiers key of a promotion ID (the key table in
-	// cache/keys.go: <prefix>:{p:<id>}:tiers).
-	tiers func(id string) string
+	prefix string // the cache's Options.Prefix (tiers.Key)
 	// asks holds each prepared cart's reads, by its first line's address.
 	asks map[*cache.Query][]rawRead
 }
@@ -46,7 +45,7 @@ func (f *rawFloor) prepare(carts [][][]cache.Query) {
 			}
 			reads := make([]rawRead, len(order))
 			for i, id := range order {
-				reads[i] = rawRead{key: f.tiers(id), max: strconv.FormatInt(most[id], 10)}
+				reads[i] = rawRead{key: tiers.Key(f.prefix, id), max: strconv.FormatInt(most[id], 10)}
 			}
 			f.asks[&qs[0]] = reads
 		}
@@ -72,12 +71,13 @@ func (f *rawFloor) price(ctx context.Context, buf []cache.Result, qs []cache.Que
 // floor reading keys the cache did not write would answer faster than
 // any real read.
 func (f *rawFloor) check(ctx context.Context, id string) error {
-	got, err := f.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: f.tiers(id), Start: "+inf", Stop: "-inf", ByScore: true, Rev: true, Count: 1}).Result()
+	key := tiers.Key(f.prefix, id)
+	got, err := f.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "+inf", Stop: "-inf", ByScore: true, Rev: true, Count: 1}).Result()
 	if err != nil {
 		return fmt.Errorf("go-redis floor: %w", err)
 	}
 	if len(got) != 1 {
-		return fmt.Errorf("go-redis floor: %s holds no tier: not the cache's tiers key", f.tiers(id))
+		return fmt.Errorf("go-redis floor: %s holds no tier: not the cache's tiers key", key)
 	}
 	return nil
 }

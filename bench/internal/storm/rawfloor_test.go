@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tierset/tierset/bench/internal/tiers"
 	"github.com/tierset/tierset/cache"
 	"github.com/tierset/tierset/internal/testredis"
 )
@@ -29,12 +30,11 @@ func TestRawFloorReads(t *testing.T) {
 	if !ok {
 		t.Skipf("the floor takes a *redis.Client; this backend gives %T", b.Client)
 	}
-	tiers := func(id string) string { return b.Prefix + ":{p:" + id + "}:tiers" }
-	f := &rawFloor{client: client, tiers: tiers}
+	f := &rawFloor{client: client, prefix: b.Prefix}
 	if err := f.check(ctx, promoID(0)); err != nil {
 		t.Fatalf("check on the cache's key: %v", err)
 	}
-	if err := (&rawFloor{client: client, tiers: func(id string) string { return b.Prefix + ":other:" + id }}).check(ctx, promoID(0)); err == nil {
+	if err := (&rawFloor{client: client, prefix: b.Prefix + ":other"}).check(ctx, promoID(0)); err == nil {
 		t.Fatal("check passed on a key the cache did not write")
 	}
 
@@ -46,7 +46,7 @@ func TestRawFloorReads(t *testing.T) {
 	}
 	f.prepare([][][]cache.Query{{cart}})
 	got := f.asks[&cart[0]]
-	want := []rawRead{{key: tiers(promoID(1)), max: "9"}, {key: tiers(promoID(0)), max: "5"}}
+	want := []rawRead{{key: tiers.Key(b.Prefix, promoID(1)), max: "9"}, {key: tiers.Key(b.Prefix, promoID(0)), max: "5"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("reads %v, want %v", got, want)
 	}

@@ -62,7 +62,7 @@ func newWorkload(prefix string, tiers, lines int, seed uint64) (*workload, error
 		}
 		w.promos = append(w.promos, p)
 		w.matchers = append(w.matchers, m)
-		w.keys = append(w.keys, tiersKey(prefix, p.ID))
+		w.keys = append(w.keys, Key(prefix, p.ID))
 	}
 	for i := 0; i < singleQueries; i++ {
 		w.single = append(w.single, w.hittingQuery(rng, 0))
