@@ -2,7 +2,6 @@ package budget_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -17,23 +16,6 @@ import (
 	"github.com/tierset/tierset/internal/faultproxy"
 	"github.com/tierset/tierset/internal/testredis"
 )
-
-// oneargOutcome names a Reserve's outcome.
-func oneargOutcome(o outcomeOf) string {
-	switch {
-	case o.err == nil && o.res.New:
-		return "new"
-	case o.err == nil:
-		return "again"
-	case errors.Is(o.err, budget.ErrLimit):
-		return "limit"
-	case errors.Is(o.err, budget.ErrConflict):
-		return "conflict"
-	case errors.Is(o.err, budget.ErrUnknown):
-		return "unknown"
-	}
-	return o.err.Error()
-}
 
 // TestFaultOneArgCutResend: a batch whose reply is cut is sent again by
 // go-redis; its first try may read no record (one EXISTS: all new) and
@@ -76,7 +58,7 @@ func TestFaultOneArgCutResend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var told atomic.Int64
-			obs := budget.Observer{OnGrant: func(string, string) { told.Add(1) }}
+			obs := counted(&told).Observer
 			before := func(ctx context.Context, bg *budget.Budget, admin *redis.Client) {
 				if !tc.existing {
 					return
@@ -107,7 +89,7 @@ func TestFaultOneArgCutResend(t *testing.T) {
 			}
 			var got, want []string
 			for i, ch := range chs {
-				got = append(got, oneargOutcome(await(t, ch)))
+				got = append(got, await(t, ch).name())
 				w := tc.calls[i].want
 				if tc.cuts == tries {
 					w = "unknown"
@@ -134,7 +116,7 @@ func TestFaultOneArgCutResend(t *testing.T) {
 			}
 			// the same calls again: every grant answers its hold
 			for _, cl := range tc.calls {
-				o := oneargOutcome(func() outcomeOf { res, err := bg.Reserve(ctx, cl.r); return outcomeOf{res, err} }())
+				o := func() outcomeOf { res, err := bg.Reserve(ctx, cl.r); return outcomeOf{res, err} }().name()
 				w := cl.want
 				if w == "new" {
 					w = "again"
@@ -181,7 +163,7 @@ func TestFaultOneArgCutsHistory(t *testing.T) {
 			ctx := testredis.Ctx(t)
 			var told atomic.Int64
 			bg := newBudget(t, ctx, &testredis.Backend{Client: f.Cut, Prefix: testredis.Prefix(t)},
-				budget.Options{MaxBatch: tc.maxBatch, Observer: budget.Observer{OnGrant: func(string, string) { told.Add(1) }}},
+				budget.Options{MaxBatch: tc.maxBatch, Observer: counted(&told).Observer},
 				capPromo(limit, false))
 			done := make(chan struct{})
 			var cutter sync.WaitGroup
@@ -211,7 +193,7 @@ func TestFaultOneArgCutsHistory(t *testing.T) {
 						var granted bool
 						for try := 0; try < 20; try++ {
 							res, err := bg.Reserve(ctx, req)
-							o := oneargOutcome(outcomeOf{res, err})
+							o := outcomeOf{res, err}.name()
 							got = append(got, "R "+o)
 							if o != "unknown" {
 								granted = err == nil

@@ -46,21 +46,6 @@ func TestFaultAdvWireCutMixed(t *testing.T) {
 		{budget.Request{Order: "wcut-g", Attributes: at("D", "Z9"), Lines: []budget.Line{p}}, "limit"},
 		{budget.Request{Order: "wcut-h", Attributes: at("E", "Z2"), Lines: []budget.Line{c, q}}, "new"},
 	}
-	outcome := func(o outcomeOf) string {
-		switch {
-		case o.err == nil && o.res.New:
-			return "new"
-		case o.err == nil:
-			return "again"
-		case errors.Is(o.err, budget.ErrLimit):
-			return "limit"
-		case errors.Is(o.err, budget.ErrConflict):
-			return "conflict"
-		case errors.Is(o.err, budget.ErrUnknown):
-			return "unknown"
-		}
-		return o.err.Error()
-	}
 	for _, tc := range []struct {
 		name string
 		cuts int
@@ -81,7 +66,7 @@ func TestFaultAdvWireCutMixed(t *testing.T) {
 			}
 			var got []string
 			for _, ch := range chs {
-				got = append(got, outcome(await(t, ch)))
+				got = append(got, await(t, ch).name())
 			}
 			var want []string
 			for _, cl := range calls {
@@ -103,7 +88,7 @@ func TestFaultAdvWireCutMixed(t *testing.T) {
 			for _, cl := range calls {
 				cl.r.Hold = time.Hour
 				res, err := bg.Reserve(ctx, cl.r)
-				got = append(got, outcome(outcomeOf{res, err}))
+				got = append(got, outcomeOf{res, err}.name())
 				w := cl.want
 				if w == "new" {
 					w = "again"

@@ -109,6 +109,24 @@ type outcomeOf struct {
 	err error
 }
 
+// name names a Reserve's outcome: new, again, limit, conflict, unknown,
+// or the error's text.
+func (o outcomeOf) name() string {
+	switch {
+	case o.err == nil && o.res.New:
+		return "new"
+	case o.err == nil:
+		return "again"
+	case errors.Is(o.err, budget.ErrLimit):
+		return "limit"
+	case errors.Is(o.err, budget.ErrConflict):
+		return "conflict"
+	case errors.Is(o.err, budget.ErrUnknown):
+		return "unknown"
+	}
+	return o.err.Error()
+}
+
 // reserveAsync reserves order on its own goroutine; the result comes on
 // the channel.
 func reserveAsync(ctx context.Context, bg *budget.Budget, r budget.Request) <-chan outcomeOf {
