@@ -231,8 +231,8 @@ func TestFaultUnknownReplicasCut(t *testing.T) {
 			f := testredis.StartFaulty(t)
 			ctx := testredis.Ctx(t)
 			var grants atomic.Int64
-			// Built without Replicas: a Rebuild step not replicated in
-			// time stops Rebuild, leaving the budget lost.
+			// Built without Replicas: only Reserve's WAIT is under test
+			// (Rebuild's is TestFaultRebuildNotReplicated's).
 			prefix := testredis.Prefix(t)
 			newBudget(t, ctx, &testredis.Backend{Client: f.Cut, Prefix: prefix}, budget.Options{}, capPromo(100, false))
 			opts := counted(&grants)

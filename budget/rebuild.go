@@ -35,6 +35,11 @@ const rebuildBatch = 500
 // of periods already over are skipped. A redemption naming its Order
 // is counted once even if Redis still holds a hold of that order, or a
 // record of it released or expired: the ledger is the truth.
+//
+// With Options.Replicas, a step too few replicas acknowledged took effect
+// on the master all the same: Rebuild goes on to the end, so the budget
+// is never left mid-rebuild, and returns the new epoch with
+// ErrNotReplicated.
 func (b *Budget) Rebuild(ctx context.Context, reds []Redemption) (epoch string, err error) {
 	type ctr struct{ suffix, field string }
 	sums := map[ctr]int64{}
@@ -82,6 +87,9 @@ func (b *Budget) Rebuild(ctx context.Context, reds []Redemption) (epoch string, 
 	// seq numbers the 'add' steps: the script does a step sent again
 	// (after a lost reply) only once.
 	seq := 0
+	// notRep is the first step's ErrNotReplicated: that step ran, so the
+	// next ones go on and the caller learns of it at the end.
+	var notRep error
 	step := func(name string, extra ...any) (reply, error) {
 		if name == "add" {
 			seq++
@@ -97,7 +105,10 @@ func (b *Budget) Rebuild(ctx context.Context, reds []Redemption) (epoch string, 
 		if rp.status() != "ok" {
 			return nil, rp.unexpected("rebuild")
 		}
-		return rp, err
+		if err != nil && notRep == nil { // run returns a reply with an error only for ErrNotReplicated
+			notRep = err
+		}
+		return rp, nil
 	}
 	if _, err := step("begin"); err != nil {
 		return "", err
@@ -126,10 +137,10 @@ func (b *Budget) Rebuild(ctx context.Context, reds []Redemption) (epoch string, 
 		orders = orders[n:]
 	}
 	rp, err := step("end")
-	if rp == nil {
+	if err != nil {
 		return "", err
 	}
-	return rp.str(2), err
+	return rp.str(2), notRep
 }
 
 // CheckRedemption validates r as Rebuild would (its time aside) against
