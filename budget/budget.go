@@ -139,7 +139,11 @@ type Options struct {
 	// write, on its connection; fewer acknowledgements return
 	// ErrNotReplicated along with the outcome. Defaults to 0 (off).
 	Replicas int
-	// ReplicaTimeout bounds that WAIT. Defaults to 100ms.
+	// ReplicaTimeout bounds that WAIT. Defaults to 100ms. Keep it well
+	// under the client's ReadTimeout: a WAIT still blocked when the read
+	// of its reply times out is ErrNotReplicated too, but only after
+	// go-redis's retries sent the write and WAIT again, each waiting out
+	// ReadTimeout.
 	ReplicaTimeout time.Duration
 	// Logger gets what fails beside a call (an expiry task that could not
 	// be enqueued). Defaults to slog.Default().

@@ -14,15 +14,17 @@ import (
 // run sends a script and returns its reply, an array whose first element
 // is a status and second Redis TIME in ms (the clock offset is measured on
 // it). With Options.Replicas, a write is followed by WAIT on the same
-// connection (a pipeline of both), and too few acknowledgements return
-// the reply with ErrNotReplicated.
+// connection (a pipeline of both), and too few acknowledgements, or no
+// reply to WAIT after the script's, return the reply with
+// ErrNotReplicated.
 func (b *Budget) run(ctx context.Context, s *redis.Script, write bool, keys []string, args ...any) (reply, error) {
 	sent := time.Now()
 	var v any
 	var err error
 	var acked int64 = -1
+	var waitErr error
 	if write && b.o.Replicas > 0 {
-		v, acked, err = b.runWait(ctx, s, keys, args)
+		v, acked, waitErr, err = b.runWait(ctx, s, keys, args)
 	} else {
 		v, err = s.Run(ctx, b.c, keys, args...).Result()
 	}
@@ -41,29 +43,42 @@ func (b *Budget) run(ctx context.Context, s *redis.Script, write bool, keys []st
 		recv := time.Now()
 		b.offsetMs.Store(now - sent.Add(recv.Sub(sent)/2).UnixMilli())
 	}
+	if waitErr != nil {
+		return rp, fmt.Errorf("%w: no reply to WAIT: %w", ErrNotReplicated, waitErr)
+	}
 	if acked >= 0 && acked < int64(b.o.Replicas) {
 		return rp, fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, acked, b.o.Replicas, b.o.ReplicaTimeout)
 	}
 	return rp, nil
 }
 
-func (b *Budget) runWait(ctx context.Context, s *redis.Script, keys []string, args []any) (any, int64, error) {
+// runWait is run's pipeline of the script and WAIT. waitErr is WAIT's
+// failure after the script's reply came (a WAIT that outlasts the
+// client's ReadTimeout, a connection lost meanwhile): the script took
+// effect on the master, its replication is unknown.
+func (b *Budget) runWait(ctx context.Context, s *redis.Script, keys []string, args []any) (v any, acked int64, waitErr, err error) {
 	for try := 0; ; try++ {
 		pipe := b.c.Pipeline()
 		cmd := s.EvalSha(ctx, pipe, keys, args...)
 		w := pipe.Do(ctx, "WAIT", b.o.Replicas, b.o.ReplicaTimeout.Milliseconds())
 		_, _ = pipe.Exec(ctx)
+		n, werr := w.Int64()
+		// go-redis stamps WAIT's transport error on the script's command
+		// too, but keeps its reply: a reply read on the last try (a
+		// failed read clears it) is the script's outcome.
+		if v := cmd.Val(); v != nil && werr != nil {
+			return v, 0, werr, nil
+		}
 		if err := cmd.Err(); err != nil {
 			if isNoScript(err) && try == 0 {
 				if err := s.Load(ctx, b.c).Err(); err != nil {
-					return nil, 0, err
+					return nil, 0, nil, err
 				}
 				continue
 			}
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
-		n, err := w.Int64()
-		return cmd.Val(), n, err
+		return cmd.Val(), n, werr, nil
 	}
 }
 

@@ -34,8 +34,10 @@ var (
 	// under way. Nothing is granted until Rebuild puts the counters back.
 	ErrLost = errors.New("budget: state lost; Rebuild it")
 	// ErrNotReplicated: with Options.Replicas set, WAIT saw fewer replicas
-	// acknowledge the write within Options.ReplicaTimeout. The write took
-	// effect on the master; a failover now may lose it.
+	// acknowledge the write within Options.ReplicaTimeout, or WAIT's reply
+	// did not come after the write's (it outlasted the client's
+	// ReadTimeout or ctx's deadline, the connection was lost). The write
+	// took effect on the master; a failover now may lose it.
 	ErrNotReplicated = errors.New("budget: write not acknowledged by replicas")
 	// ErrUnknown: no reply of Redis says what Reserve's script did: its
 	// ctx ended while the request was in flight, or the connection lost
