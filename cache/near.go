@@ -47,10 +47,8 @@ type NearCacheOptions struct {
 	// invalidation (sent every MaxStaleness/4, no command per ladder), and
 	// for the ladders read since the previous pass by a re-read of their
 	// version every MaxStaleness/2 (one pipelined HGET each), which bounds
-	// staleness even if an invalidation were lost (the PINGs count only
-	// while that pass keeps up). An invalidated ladder is served for at
-	// most min(1 s, MaxStaleness/2) while it is re-read, and never past
-	// MaxStaleness from its own last read or version check.
+	// staleness even if an invalidation were lost. An invalidated ladder
+	// is served for at most min(1 s, MaxStaleness/2) while it is re-read.
 	// Default
 	// 2s; at least 10ms (less, or negative, is ErrInvalid); any larger
 	// value is accepted.
@@ -140,9 +138,6 @@ type near struct {
 	// invalidation since is confirmed as of then, without a read of its
 	// own. 0 while tracking is down.
 	confirmed atomic.Int64
-	// passAt is when (UnixNano, before its reads) the last version pass
-	// that had a reply for every ladder it checked began (revalidate).
-	passAt atomic.Int64
 
 	hits, misses, drops atomic.Int64
 	// ladderReads counts whole-ladder reads (ZRANGE) sent, checks the
@@ -160,9 +155,6 @@ type near struct {
 	// loseInvalidations makes the tracker ignore invalidation messages,
 	// as if they were lost in transit (tests of the MaxStaleness bound).
 	loseInvalidations atomic.Bool
-	// holdPasses makes the version pass skip its turns, as if its
-	// goroutine were starved (tests of the MaxStaleness bound).
-	holdPasses atomic.Bool
 
 	trackOnce sync.Once
 	tracker   *tracker
@@ -277,30 +269,13 @@ func (nc *near) lookup(id string, nowNs int64) (*ladder, nearState) {
 	if t := sh.tick.Load(); l.used.Load() != t {
 		l.used.Store(t)
 	}
-	if nowNs-nc.confirmedAt(l) >= int64(nc.opt.MaxStaleness) {
+	if nowNs-max(l.validated.Load(), nc.confirmed.Load()) >= int64(nc.opt.MaxStaleness) {
 		return l, nearReread
 	}
-	// An invalidated ladder is served while its re-read is in flight for
-	// staleServe, but never past MaxStaleness from its own last
-	// confirmation: the tracking PINGs (nc.confirmed) say nothing of a
-	// ladder known to be replaced. Without that cap a lost invalidation,
-	// found by the version pass up to MaxStaleness/2 after the write, got
-	// staleServe more on top: the whole bound, with no room for a late
-	// pass or a slow re-read.
-	if s := l.staleAt.Load(); s != 0 && (nowNs-s >= int64(nc.staleServe()) || nowNs-l.validated.Load() >= int64(nc.opt.MaxStaleness)) {
+	if s := l.staleAt.Load(); s != 0 && nowNs-s >= int64(nc.staleServe()) {
 		return l, nearReread
 	}
 	return l, nearServe
-}
-
-// confirmedAt is when (UnixNano) Redis last confirmed l: its own read or
-// version check, or every tracking connection's PING, but the PINGs only
-// as far as the version pass has kept up. A PING proves the invalidations
-// sent before it arrived; a lost one is caught only by the pass, so a
-// pass running late (a starved process, a slow Redis) holds them back
-// and the bound stays MaxStaleness.
-func (nc *near) confirmedAt(l *ladder) int64 {
-	return max(l.validated.Load(), min(nc.confirmed.Load(), nc.passAt.Load()))
 }
 
 // begin starts a ladder read of id: call it before the read is sent, and

@@ -341,32 +341,6 @@ func TestFaultNearLostInvalidation(t *testing.T) {
 	})
 }
 
-// TestFaultNearLostInvalidationLatePass: invalidations are lost and the
-// version pass that would find them does not run (its goroutine as if
-// starved) while the tracking PINGs go on answering. The PINGs confirm
-// only as far as the pass has kept up, so no read is served a replaced
-// version MaxStaleness after the write returned: carts check the version
-// themselves instead.
-func TestFaultNearLostInvalidationLatePass(t *testing.T) {
-	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		writer := newCache(t, b, Options{})
-		if _, err := writer.Refresh(ctx, stalePromotion(0)); err != nil {
-			t.Fatal(err)
-		}
-		const maxStale = 300 * time.Millisecond
-		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: maxStale}})
-		waitHeld(t, nc)
-		nc.near.loseInvalidations.Store(true)
-		nc.near.holdPasses.Store(true)
-		st := startStaleness(t, nc, 4)
-		for k := 1; k <= 3; k++ {
-			v := st.write(t, writer, k)
-			waitVersion(t, nc, v)
-		}
-		checkStaleness(t, st, nc, maxStale, 0)
-	})
-}
-
 // TestFaultNearFlushAll: FLUSHALL on a private Redis under a near cache.
 // Redis tells tracking clients with an invalidation that names no key;
 // the held ladder must stop being served within MaxStaleness of the

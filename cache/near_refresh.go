@@ -159,7 +159,7 @@ func (c *Cache) nearReread(ctx context.Context, ids []string, wait bool) int {
 			continue
 		}
 		l := sh.m[h]
-		if l == nil || l.id != id || (l.staleAt.Load() == 0 && nowNs-nc.confirmedAt(l) < int64(nc.opt.MaxStaleness)/2) {
+		if l == nil || l.id != id || (l.staleAt.Load() == 0 && nowNs-max(l.validated.Load(), nc.confirmed.Load()) < int64(nc.opt.MaxStaleness)/2) {
 			sh.mu.Unlock() // nothing held (a cart reads it), or confirmed since it was queued
 			continue
 		}

@@ -522,25 +522,14 @@ func (t *tracker) revalidate(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if t.nc.holdPasses.Load() {
-			continue
-		}
-		start := time.Now().UnixNano() // before the pass's reads
 		held := t.nc.recentlyUsed()
-		whole := true
 		for i := 0; i < len(held) && ctx.Err() == nil; i += 1000 {
-			whole = t.revalidateChunk(ctx, held[i:min(i+1000, len(held))]) && whole
-		}
-		if whole && ctx.Err() == nil {
-			// After every replaced ladder the pass found is marked
-			// (revalidateChunk): a read that sees this passAt sees them.
-			t.nc.passAt.Store(start)
+			t.revalidateChunk(ctx, held[i:min(i+1000, len(held))])
 		}
 	}
 }
 
-func (t *tracker) revalidateChunk(ctx context.Context, ls []*ladder) (whole bool) {
-	whole = true
+func (t *tracker) revalidateChunk(ctx context.Context, ls []*ladder) {
 	rctx, cancel := context.WithTimeout(ctx, t.nc.opt.MaxStaleness/2)
 	defer cancel()
 	at := time.Now().UnixNano() // before the reads: the confirmation is as old as that
@@ -563,13 +552,8 @@ func (t *tracker) revalidateChunk(ctx context.Context, ls []*ladder) (whole bool
 				t.nc.queueReread([]string{l.id})
 			}
 		}
-		// A transport error confirms nothing: the ladder ages out, and
-		// the pass does not count as whole.
-		if err != nil && !errors.Is(err, redis.Nil) {
-			whole = false
-		}
+		// A transport error confirms nothing: the ladder ages out.
 	}
-	return whole
 }
 
 // trackingIDs returns the CLIENT IDs of the tracking connections (tests).
