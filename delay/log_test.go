@@ -97,7 +97,10 @@ func TestFaultRefusedLoginEndsRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			// The subtest's own ctx: a parallel subtest may start long
+			// after the parent's ctx was made (behind the package's other
+			// parallel tests), and that ctx's 2 minutes may be gone.
+			rctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
 			defer cancel()
 			start := time.Now()
 			err = w.Run(rctx)
