@@ -47,8 +47,12 @@ type NearCacheOptions struct {
 	// invalidation (sent every MaxStaleness/4, no command per ladder), and
 	// for the ladders read since the previous pass by a re-read of their
 	// version every MaxStaleness/2 (one pipelined HGET each), which bounds
-	// staleness even if an invalidation were lost. An invalidated ladder
-	// is served for at most min(1 s, MaxStaleness/2) while it is re-read.
+	// staleness even if an invalidation were lost, as long as that pass
+	// runs within MaxStaleness/2 of its turn (a lost invalidation is found
+	// by it alone; the PINGs confirm the ladder meanwhile). An invalidated
+	// ladder is served for at most min(1 s, MaxStaleness/2) while it is
+	// re-read, and never past MaxStaleness from its own last read or
+	// version check.
 	// Default
 	// 2s; at least 10ms (less, or negative, is ErrInvalid); any larger
 	// value is accepted.
@@ -155,6 +159,11 @@ type near struct {
 	// loseInvalidations makes the tracker ignore invalidation messages,
 	// as if they were lost in transit (tests of the MaxStaleness bound).
 	loseInvalidations atomic.Bool
+	// passLate delays each version pass by that many ns past its turn,
+	// and holdRereads drops the background re-reads, as if their
+	// goroutines were starved (tests of the MaxStaleness bound).
+	passLate    atomic.Int64
+	holdRereads atomic.Bool
 
 	trackOnce sync.Once
 	tracker   *tracker
@@ -272,7 +281,13 @@ func (nc *near) lookup(id string, nowNs int64) (*ladder, nearState) {
 	if nowNs-max(l.validated.Load(), nc.confirmed.Load()) >= int64(nc.opt.MaxStaleness) {
 		return l, nearReread
 	}
-	if s := l.staleAt.Load(); s != 0 && nowNs-s >= int64(nc.staleServe()) {
+	// An invalidated ladder is served while its re-read is in flight for
+	// staleServe, but never past MaxStaleness from its own last read or
+	// version check: the tracking PINGs (nc.confirmed) say nothing of a
+	// ladder known to be replaced. Without that cap a lost invalidation
+	// the version pass found MaxStaleness/2 after the write was served
+	// staleServe more, the whole bound with no room for a late pass.
+	if s := l.staleAt.Load(); s != 0 && (nowNs-s >= int64(nc.staleServe()) || nowNs-l.validated.Load() >= int64(nc.opt.MaxStaleness)) {
 		return l, nearReread
 	}
 	return l, nearServe

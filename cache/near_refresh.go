@@ -124,6 +124,9 @@ func (t *tracker) refresher(ctx context.Context) {
 		}
 		clear(nc.pending)
 		nc.pendMu.Unlock()
+		if nc.holdRereads.Load() {
+			continue
+		}
 		for i := 0; i < len(ids) && ctx.Err() == nil; i += rereadBatch {
 			// MaxStaleness, not staleServe: a slow re-read still spares
 			// the carts that wait for it a read each.

@@ -522,6 +522,13 @@ func (t *tracker) revalidate(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		if d := time.Duration(t.nc.passLate.Load()); d > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+		}
 		held := t.nc.recentlyUsed()
 		for i := 0; i < len(held) && ctx.Err() == nil; i += 1000 {
 			t.revalidateChunk(ctx, held[i:min(i+1000, len(held))])
