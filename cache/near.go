@@ -46,16 +46,17 @@ type NearCacheOptions struct {
 	// PING on every tracking connection, answered after every earlier
 	// invalidation (sent every MaxStaleness/4, no command per ladder), and
 	// for the ladders read since the previous pass by a re-read of their
-	// version every MaxStaleness/2 (one pipelined HGET each), which bounds
-	// staleness even if an invalidation were lost, as long as that pass
-	// runs within MaxStaleness/2 of its turn (a lost invalidation is found
-	// by it alone; the PINGs confirm the ladder meanwhile). An invalidated
+	// version every MaxStaleness/2 (one pipelined HGET each). That pass
+	// bounds the staleness of the ladders read in every pass interval
+	// even if an invalidation were lost, as long as it runs within
+	// MaxStaleness/2 of its turn: a lost invalidation is found by it
+	// alone, and the PINGs confirm the ladder meanwhile. A ladder not
+	// read for a whole interval is confirmed by the PINGs alone, which
+	// vouch for it only as far as invalidations arrive. An invalidated
 	// ladder is served for at most min(1 s, MaxStaleness/2) while it is
 	// re-read, and never past MaxStaleness from its own last read or
-	// version check.
-	// Default
-	// 2s; at least 10ms (less, or negative, is ErrInvalid); any larger
-	// value is accepted.
+	// version check. Defaults to 2s; at least 10ms (less, or negative, is
+	// ErrInvalid); any larger value is accepted.
 	MaxStaleness time.Duration
 	// MaxTiers: a promotion with more tiers than this is never held; its
 	// lines take the Redis path. Default 10000, which is also the most it
