@@ -323,51 +323,46 @@ func TestFaultNearRestart(t *testing.T) {
 // if lost while the connection stayed up. Re-validation by version still
 // stops every read from being served a replaced version MaxStaleness
 // after the write returned, as long as the version pass runs within
-// MaxStaleness/2 of its turn (NearCacheOptions.MaxStaleness): at the
-// fault tests' MaxStaleness that leaves it 500 ms of scheduling delay,
-// where 300 ms (150 ms) was overrun under -race beside other work.
+// MaxStaleness/2 of its turn (NearCacheOptions.MaxStaleness).
+//   - on time: at the fault tests' MaxStaleness, which leaves the pass
+//     500 ms of scheduling delay (300 ms, 150 ms, was overrun under -race
+//     beside other work).
+//   - late pass, no re-reads: each pass runs 600 ms past its turn and the
+//     background re-reads never come. A ladder a pass found replaced may
+//     be served meanwhile, but never past MaxStaleness from its own last
+//     read or version check: staleServe after a pass that late would be.
 func TestFaultNearLostInvalidation(t *testing.T) {
-	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		writer := newCache(t, b, Options{})
-		if _, err := writer.Refresh(ctx, stalePromotion(0)); err != nil {
-			t.Fatal(err)
-		}
-		const maxStale = faultStaleness
-		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: maxStale}})
-		nc.near.loseInvalidations.Store(true)
-		st := startStaleness(t, nc, 4)
-		for k := 1; k <= 10; k++ {
-			v := st.write(t, writer, k)
-			waitVersion(t, nc, v)
-		}
-		checkStaleness(t, st, nc, maxStale, 0)
-	})
-}
-
-// TestFaultNearLostInvalidationSlowReread: invalidations are lost, each
-// version pass runs 600 ms past its turn (within MaxStaleness/2 of it)
-// and the background re-reads never come. A pass that finds a replaced
-// ladder may serve it meanwhile, but never past MaxStaleness from its own
-// last confirmation: staleServe after a pass that late would be past it.
-func TestFaultNearLostInvalidationSlowReread(t *testing.T) {
-	testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
-		writer := newCache(t, b, Options{})
-		if _, err := writer.Refresh(ctx, stalePromotion(0)); err != nil {
-			t.Fatal(err)
-		}
-		const maxStale = 2 * time.Second // the default: passes every 1 s, staleServe 1 s
-		nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: maxStale}})
-		waitHeld(t, nc)
-		nc.near.loseInvalidations.Store(true)
-		nc.near.passLate.Store(int64(600 * time.Millisecond))
-		nc.near.holdRereads.Store(true)
-		st := startStaleness(t, nc, 4)
-		for k := 1; k <= 6; k++ {
-			v := st.write(t, writer, k)
-			waitVersion(t, nc, v)
-		}
-		checkStaleness(t, st, nc, maxStale, 0)
-	})
+	for _, tc := range []struct {
+		name     string
+		maxStale time.Duration
+		writes   int
+		passLate time.Duration
+	}{
+		{"on time", faultStaleness, 10, 0},
+		{"late pass, no re-reads", 2 * time.Second, 6, 600 * time.Millisecond}, // the default: passes every 1 s, staleServe 1 s
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
+				writer := newCache(t, b, Options{})
+				if _, err := writer.Refresh(ctx, stalePromotion(0)); err != nil {
+					t.Fatal(err)
+				}
+				nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: tc.maxStale}})
+				waitHeld(t, nc)
+				nc.near.loseInvalidations.Store(true)
+				if tc.passLate > 0 {
+					nc.near.passLate.Store(int64(tc.passLate))
+					nc.near.holdRereads.Store(true)
+				}
+				st := startStaleness(t, nc, 4)
+				for k := 1; k <= tc.writes; k++ {
+					v := st.write(t, writer, k)
+					waitVersion(t, nc, v)
+				}
+				checkStaleness(t, st, nc, tc.maxStale, 0)
+			})
+		})
+	}
 }
 
 // TestFaultNearFlushAll: FLUSHALL on a private Redis under a near cache.
