@@ -324,9 +324,10 @@ func TestFaultNearRestart(t *testing.T) {
 // stops every read from being served a replaced version MaxStaleness
 // after the write returned, as long as the version pass runs within
 // MaxStaleness/2 of its turn (NearCacheOptions.MaxStaleness).
-//   - on time: at the fault tests' MaxStaleness, which leaves the pass
-//     500 ms of scheduling delay (300 ms, 150 ms, was overrun under -race
-//     beside other work).
+//   - on time: at the default MaxStaleness (2 s), which leaves the pass
+//     and the replies it and the re-reads wait for 1 s of scheduling delay
+//     (MaxStaleness 300 ms and 1 s, 150 and 500 ms of it, were overrun
+//     under -race beside other work, by 51 and 43 ms).
 //   - late pass, no re-reads: each pass runs 600 ms past its turn and the
 //     background re-reads never come. A ladder a pass found replaced may
 //     be served meanwhile, but never past MaxStaleness from its own last
@@ -338,8 +339,8 @@ func TestFaultNearLostInvalidation(t *testing.T) {
 		writes   int
 		passLate time.Duration
 	}{
-		{"on time", faultStaleness, 10, 0},
-		{"late pass, no re-reads", 2 * time.Second, 6, 600 * time.Millisecond}, // the default: passes every 1 s, staleServe 1 s
+		{"on time", 2 * time.Second, 5, 0},
+		{"late pass, no re-reads", 2 * time.Second, 5, 600 * time.Millisecond}, // the default: passes every 1 s, staleServe 1 s
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
