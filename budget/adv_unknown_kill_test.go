@@ -233,15 +233,11 @@ func TestFaultUnknownReplicasCut(t *testing.T) {
 			var grants atomic.Int64
 			// Built without Replicas: only Reserve's WAIT is under test
 			// (Rebuild's is TestFaultRebuildNotReplicated's).
-			prefix := testredis.Prefix(t)
-			newBudget(t, ctx, &testredis.Backend{Client: f.Cut, Prefix: prefix}, budget.Options{}, capPromo(100, false))
+			b := &testredis.Backend{Client: f.Cut, Prefix: testredis.Prefix(t)}
+			newBudget(t, ctx, b, budget.Options{}, capPromo(100, false))
 			opts := counted(&grants)
 			opts.Replicas, opts.ReplicaTimeout = 1, 10*time.Millisecond
-			opts.Prefix, opts.Promotions = prefix, []budget.Promotion{capPromo(100, false)}
-			bg, err := budget.New(f.Cut, "shop", opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			bg := unbuilt(t, b, opts, capPromo(100, false))
 			if _, err := bg.Reserve(ctx, unknownReq("warm")); !errors.Is(err, budget.ErrNotReplicated) {
 				t.Fatalf("warm: %v, want ErrNotReplicated", err)
 			}

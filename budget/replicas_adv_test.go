@@ -45,12 +45,8 @@ func TestFaultRebuildWaitPastReadTimeout(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 			// More replicas than any test server has: WAIT always waits
 			// out its timeout, ten times the read's.
-			opts := budget.Options{Prefix: b.Prefix, Promotions: []budget.Promotion{capPromo(limit, false)}}
-			opts.Replicas, opts.ReplicaTimeout = 100, 5*time.Second
-			bg, err := budget.New(c, "shop", opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			bg := unbuilt(t, &testredis.Backend{Client: c, Prefix: b.Prefix},
+				budget.Options{Replicas: 100, ReplicaTimeout: 5 * time.Second}, capPromo(limit, false))
 			// The ledger names held (its hold stops counting) and one more:
 			// begin, two adds and end.
 			at := time.Now()
@@ -98,16 +94,11 @@ func TestFaultReplicasWaitReplyCut(t *testing.T) {
 			f := testredis.StartFaulty(t)
 			ctx := testredis.Ctx(t)
 			const limit = 10
-			prefix := testredis.Prefix(t)
-			newBudget(t, ctx, &testredis.Backend{Client: f.Cut, Prefix: prefix}, budget.Options{}, capPromo(limit, false))
+			b := &testredis.Backend{Client: f.Cut, Prefix: testredis.Prefix(t)}
+			newBudget(t, ctx, b, budget.Options{}, capPromo(limit, false))
 			// No replica: WAIT answers 0, in a reply of its own after
 			// the script's.
-			opts := budget.Options{Prefix: prefix, Promotions: []budget.Promotion{capPromo(limit, false)}}
-			opts.Replicas, opts.ReplicaTimeout = 1, 100*time.Millisecond
-			bg, err := budget.New(f.Cut, "shop", opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			bg := unbuilt(t, b, budget.Options{Replicas: 1, ReplicaTimeout: 100 * time.Millisecond}, capPromo(limit, false))
 			// Both scripts on the server: a try answered NOSCRIPT is not
 			// one whose WAIT is under test.
 			if _, err := bg.Reserve(ctx, unknownReq("warm")); !errors.Is(err, budget.ErrNotReplicated) {

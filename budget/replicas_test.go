@@ -21,12 +21,7 @@ func TestFaultRebuildNotReplicated(t *testing.T) {
 	b := testredis.Redis(t)
 	ctx := testredis.Ctx(t)
 	const limit, orders = 1000, 501 // rebuildBatch is 500: two steps of orders
-	opts := budget.Options{Prefix: b.Prefix, Promotions: []budget.Promotion{capPromo(limit, false)}}
-	opts.Replicas, opts.ReplicaTimeout = 1, 10*time.Millisecond
-	bg, err := budget.New(b.Client, "shop", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bg := unbuilt(t, b, budget.Options{Replicas: 1, ReplicaTimeout: 10 * time.Millisecond}, capPromo(limit, false))
 	if _, err := bg.Reserve(ctx, unknownReq("led-0")); !errors.Is(err, budget.ErrLost) {
 		t.Fatalf("before any Rebuild: %v, want ErrLost", err)
 	}

@@ -324,31 +324,29 @@ func TestFaultNearRestart(t *testing.T) {
 // stops every read from being served a replaced version MaxStaleness
 // after the write returned, as long as the version pass runs within
 // MaxStaleness/2 of its turn (NearCacheOptions.MaxStaleness).
-//   - on time: at the default MaxStaleness (2 s), which leaves the pass
-//     and the replies it and the re-reads wait for 1 s of scheduling delay
-//     (MaxStaleness 300 ms and 1 s, 150 and 500 ms of it, were overrun
-//     under -race beside other work, by 51 and 43 ms).
+// Both at the default MaxStaleness (2 s: a pass every 1 s, staleServe
+// 1 s), five writes each.
+//   - on time: the default leaves the pass and the replies it and the
+//     re-reads wait for 1 s of scheduling delay (MaxStaleness 300 ms and
+//     1 s, 150 and 500 ms of it, were overrun under -race beside other
+//     work, by 51 and 43 ms).
 //   - late pass, no re-reads: each pass runs 600 ms past its turn and the
 //     background re-reads never come. A ladder a pass found replaced may
 //     be served meanwhile, but never past MaxStaleness from its own last
 //     read or version check: staleServe after a pass that late would be.
 func TestFaultNearLostInvalidation(t *testing.T) {
+	const maxStale, writes = 2 * time.Second, 5
 	for _, tc := range []struct {
 		name     string
-		maxStale time.Duration
-		writes   int
 		passLate time.Duration
-	}{
-		{"on time", 2 * time.Second, 5, 0},
-		{"late pass, no re-reads", 2 * time.Second, 5, 600 * time.Millisecond}, // the default: passes every 1 s, staleServe 1 s
-	} {
+	}{{"on time", 0}, {"late pass, no re-reads", 600 * time.Millisecond}} {
 		t.Run(tc.name, func(t *testing.T) {
 			testredis.EachRealCtx(t, func(t *testing.T, ctx context.Context, b *testredis.Backend) {
 				writer := newCache(t, b, Options{})
 				if _, err := writer.Refresh(ctx, stalePromotion(0)); err != nil {
 					t.Fatal(err)
 				}
-				nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: tc.maxStale}})
+				nc := newNearCache(t, nearClient(t, b), b.Prefix, Options{NearCache: &NearCacheOptions{MaxStaleness: maxStale}})
 				waitHeld(t, nc)
 				nc.near.loseInvalidations.Store(true)
 				if tc.passLate > 0 {
@@ -356,11 +354,11 @@ func TestFaultNearLostInvalidation(t *testing.T) {
 					nc.near.holdRereads.Store(true)
 				}
 				st := startStaleness(t, nc, 4)
-				for k := 1; k <= tc.writes; k++ {
+				for k := 1; k <= writes; k++ {
 					v := st.write(t, writer, k)
 					waitVersion(t, nc, v)
 				}
-				checkStaleness(t, st, nc, tc.maxStale, 0)
+				checkStaleness(t, st, nc, maxStale, 0)
 			})
 		})
 	}
